@@ -1,0 +1,24 @@
+"""banmf: Boolean matrix factorization of large sparse binary data.
+
+The core method is BANMF (Truong, Skau, Desantis, Alexandrov): multiplicative NMF updates
+against an auxiliary matrix Y bounded on the support of X, then a threshold search.
+"""
+
+from .booleanize import Booleanization, balance, boolean_error, boolean_product, booleanize
+from .datasets import make_boolean
+from .models import BANMF, METHODS, ConvergenceWarning
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BANMF",
+    "METHODS",
+    "Booleanization",
+    "ConvergenceWarning",
+    "balance",
+    "boolean_error",
+    "boolean_product",
+    "booleanize",
+    "make_boolean",
+    "__version__",
+]

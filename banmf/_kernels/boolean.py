@@ -1,0 +1,119 @@
+"""Kernels for Boolean factors: bit packing, error counts on the support, threshold grids."""
+
+import numpy as np
+from numba import njit, prange
+
+_ONE = np.uint64(1)
+
+
+@njit(cache=True, nogil=True)
+def popcount64(x):
+    """Number of set bits of a uint64 (SWAR)."""
+    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return (x * np.uint64(0x0101010101010101)) >> np.uint64(56)
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def pack_bits(B, out):
+    """Pack each row of the bool matrix B (r, c) into ``out`` (r, ceil(c / 64)) uint64 words."""
+    r, c = B.shape
+    words = out.shape[1]
+    for i in prange(r):
+        for w in range(words):
+            out[i, w] = 0
+        for j in range(c):
+            if B[i, j]:
+                out[i, j >> 6] |= _ONE << np.uint64(j & 63)
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def support_hits(indptr, indices, a, b, out):
+    """``out[i] = #{p in row i : a[i] & b[indices[p]] != 0}``: ones of X covered by W⊗H."""
+    n = a.shape[0]
+    words = a.shape[1]
+    for i in prange(n):
+        hits = 0
+        for p in range(indptr[i], indptr[i + 1]):
+            j = indices[p]
+            for w in range(words):
+                if a[i, w] & b[j, w]:
+                    hits += 1
+                    break
+        out[i] = hits
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def union_popcounts(codes, bitsets, out):
+    """``out[d] = |OR of bitsets[l] over the bits l set in codes[d]|``.
+
+    ``codes`` (D, ceil(k/64)) are packed rows of a Boolean factor, ``bitsets`` (k, ceil(m/64)) the
+    packed rows of the other factor: ``out[d]`` is how many entries of the product row ``d`` covers.
+    """
+    D = codes.shape[0]
+    k = bitsets.shape[0]
+    mwords = bitsets.shape[1]
+    for d in prange(D):
+        acc = np.zeros(mwords, dtype=np.uint64)
+        for l in range(k):
+            if codes[d, l >> 6] & (_ONE << np.uint64(l & 63)):
+                for w in range(mwords):
+                    acc[w] |= bitsets[l, w]
+        total = 0
+        for w in range(mwords):
+            total += popcount64(acc[w])
+        out[d] = total
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def staircase_hits(indptr, indices, u, v, n_points, n_blocks):
+    """Hit counts on the support for a whole grid of threshold pairs, as 2-D difference arrays.
+
+    ``u[i, l]`` (resp. ``v[j, l]``) is how many grid thresholds lie strictly below W[i, l]
+    (resp. H[l, j]), so at grid point (s, t) factor l joins row i iff s < u[i, l] and column j
+    iff t < v[j, l]. Nonzero (i, j) is covered at (s, t) iff t < V(s) := max{v[j, l] : u[i, l] > s},
+    a staircase. Each nonzero adds its staircase to a (n_points + 1)^2 difference array; rows are
+    split in ``n_blocks`` contiguous blocks with one array each (integer sums: order-free).
+    Returns the arrays, shape (n_blocks, n_points + 1, n_points + 1).
+    """
+    n, k = u.shape
+    P = n_points + 1
+    diff = np.zeros((n_blocks, P, P), dtype=np.int64)
+    for blk in prange(n_blocks):
+        lo = blk * n // n_blocks
+        hi = (blk + 1) * n // n_blocks
+        uu = np.empty(k, dtype=np.int64)
+        vv = np.empty(k, dtype=np.int64)
+        D = diff[blk]
+        for i in range(lo, hi):
+            for p in range(indptr[i], indptr[i + 1]):
+                j = indices[p]
+                # insertion sort of (u, v) pairs by u, descending
+                cnt = 0
+                for l in range(k):
+                    a = np.int64(u[i, l])
+                    b = np.int64(v[j, l])
+                    if a == 0 or b == 0:
+                        continue
+                    q = cnt
+                    while q > 0 and uu[q - 1] < a:
+                        uu[q] = uu[q - 1]
+                        vv[q] = vv[q - 1]
+                        q -= 1
+                    uu[q] = a
+                    vv[q] = b
+                    cnt += 1
+                vmax = 0
+                for r in range(cnt):
+                    if vv[r] > vmax:
+                        vmax = vv[r]
+                    lo_s = uu[r + 1] if r + 1 < cnt else 0
+                    hi_s = uu[r]
+                    if hi_s > lo_s:
+                        # rectangle [lo_s, hi_s) x [0, vmax)
+                        D[lo_s, 0] += 1
+                        D[hi_s, 0] -= 1
+                        D[lo_s, vmax] -= 1
+                        D[hi_s, vmax] += 1
+    return diff

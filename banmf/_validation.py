@@ -1,0 +1,191 @@
+"""Turning user input into the canonical support mask, and the other boundary checks.
+
+Everything past this module trusts its inputs: X is a CSR *support mask* (sorted, deduplicated
+column indices, one index dtype, boolean ``data`` of ones) and factors are C-contiguous arrays of
+one float dtype.
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = [
+    "check_binary_matrix",
+    "check_boolean_factors",
+    "check_n_components",
+    "check_random_state",
+    "check_dtype",
+]
+
+
+def _describe_bad_values(values: np.ndarray, rows: np.ndarray, cols: np.ndarray, name: str) -> str:
+    bad = ~((values == 0) | (values == 1))
+    count = int(bad.sum())
+    first = int(np.flatnonzero(bad)[0])
+    return (
+        f"{name} has {count} entr{'y' if count == 1 else 'ies'} that are not 0 or 1 "
+        f"(e.g. {values[first]!r} at row {int(rows[first])}, column {int(cols[first])}); "
+        f"binarize first, e.g. with {name} > 0"
+    )
+
+
+def _check_numeric(dtype: np.dtype, name: str) -> None:
+    if dtype == object or not (np.issubdtype(dtype, np.number) or dtype == np.bool_):
+        raise TypeError(f"{name} must hold numbers or booleans, got dtype {dtype}")
+    if np.issubdtype(dtype, np.complexfloating):
+        raise TypeError(f"{name} must be real, got complex dtype {dtype}")
+
+
+def check_binary_matrix(X, name: str = "X") -> sp.csr_array:
+    """Validate a 0/1 matrix and return it as a canonical CSR support mask.
+
+    Parameters
+    ----------
+    X : array-like or scipy sparse matrix/array of shape (n, m)
+        Values must be 0 or 1 (booleans accepted). Explicit zeros are dropped.
+    name : str
+        Name used in error messages.
+
+    Returns
+    -------
+    scipy.sparse.csr_array of shape (n, m)
+        Sorted, deduplicated indices; ``data`` is an all-True bool array; ``indices`` and
+        ``indptr`` share one integer dtype (int32 when it fits).
+
+    Raises
+    ------
+    TypeError
+        If X is not numeric (strings, objects, complex).
+    ValueError
+        If X is not 2-D, is empty, contains NaN/inf or values other than 0 and 1.
+    """
+    if X is None or isinstance(X, (str, bytes)):
+        raise TypeError(f"{name} must be a 2-D 0/1 array or scipy sparse matrix, got {type(X).__name__}")
+    if sp.issparse(X):
+        if X.ndim != 2:
+            raise ValueError(f"{name} must be 2-D, got {X.ndim} dimensions")
+        _check_numeric(X.dtype, name)
+        coo = sp.coo_array(X)
+        coo.sum_duplicates()
+        values, rows, cols = coo.data, coo.row, coo.col
+        shape = coo.shape
+    else:
+        try:
+            arr = np.asarray(X)
+        except Exception as exc:  # ragged lists and the like
+            raise TypeError(f"{name} could not be converted to an array: {exc}") from None
+        _check_numeric(arr.dtype, name)
+        if arr.ndim != 2:
+            raise ValueError(f"{name} must be 2-D, got an array of shape {arr.shape}")
+        shape = arr.shape
+        rows, cols = np.nonzero(arr)
+        # NaN and inf are nonzero, so every non-finite value is among `values`.
+        values = arr[rows, cols]
+    if shape[0] == 0 or shape[1] == 0:
+        raise ValueError(f"{name} is empty (shape {shape}); it needs at least one row and one column")
+    if np.issubdtype(values.dtype, np.floating):
+        finite = np.isfinite(values)
+        if not finite.all():
+            count = int((~finite).sum())
+            first = int(np.flatnonzero(~finite)[0])
+            raise ValueError(
+                f"{name} has {count} NaN or infinite entr{'y' if count == 1 else 'ies'} "
+                f"(e.g. {values[first]!r} at row {int(rows[first])}, column {int(cols[first])})"
+            )
+    if values.dtype != np.bool_:
+        if not ((values == 0) | (values == 1)).all():
+            raise ValueError(_describe_bad_values(values, rows, cols, name))
+        keep = values != 0
+        rows, cols = rows[keep], cols[keep]
+    return support_mask(rows, cols, shape)
+
+
+def support_mask(rows: np.ndarray, cols: np.ndarray, shape: tuple[int, int]) -> sp.csr_array:
+    """Canonical CSR support mask from (distinct) row/column coordinates. Trusts its input."""
+    n, m = int(shape[0]), int(shape[1])
+    nnz = len(rows)
+    idx_dtype = np.int32 if max(n, m, nnz) < np.iinfo(np.int32).max else np.int64
+    order = np.lexsort((cols, rows))
+    indices = np.asarray(cols, dtype=idx_dtype)[order]
+    counts = np.bincount(np.asarray(rows)[order], minlength=n)
+    indptr = np.zeros(n + 1, dtype=idx_dtype)
+    np.cumsum(counts, out=indptr[1:])
+    return _csr_from_parts(indptr, indices, (n, m))
+
+
+def _csr_from_parts(indptr: np.ndarray, indices: np.ndarray, shape: tuple[int, int]) -> sp.csr_array:
+    X = sp.csr_array((np.ones(len(indices), dtype=bool), indices, indptr), shape=shape, copy=False)
+    X.has_sorted_indices = True
+    X.has_canonical_format = True
+    return X
+
+
+def check_n_components(n_components, shape: tuple[int, int]) -> int:
+    """Check the rank ``k``; warn when it exceeds ``min(n, m)`` (where BMF is trivial)."""
+    if isinstance(n_components, (bool, np.bool_)) or not isinstance(n_components, numbers.Integral):
+        raise TypeError(f"n_components must be a positive integer, got {n_components!r}")
+    k = int(n_components)
+    if k < 1:
+        raise ValueError(f"n_components must be >= 1, got {k}")
+    if k > min(shape):
+        warnings.warn(
+            f"n_components={k} exceeds min(n, m)={min(shape)}: an exact factorization with "
+            f"{min(shape)} components always exists, so the extra components are pointless",
+            UserWarning,
+            stacklevel=3,
+        )
+    return k
+
+
+def check_random_state(random_state) -> np.random.Generator:
+    """Turn None, an int or a Generator into a ``numpy.random.Generator``."""
+    if random_state is None or isinstance(random_state, (numbers.Integral, np.random.SeedSequence)):
+        return np.random.default_rng(random_state)
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    raise TypeError(
+        f"random_state must be None, an int or a numpy Generator, got {type(random_state).__name__}"
+    )
+
+
+def check_dtype(dtype) -> np.dtype:
+    """Accept float32 or float64 only (each kernel is compiled for these two)."""
+    dt = np.dtype(dtype)
+    if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise ValueError(f"dtype must be float32 or float64, got {dt}")
+    return dt
+
+
+def check_boolean_factors(W, H, shape: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Validate Boolean factors W (n, k) and H (k, m); return C-contiguous bool arrays."""
+    out = []
+    for name, F in (("W", W), ("H", H)):
+        if sp.issparse(F):
+            F = F.toarray()
+        arr = np.asarray(F)
+        _check_numeric(arr.dtype, name)
+        if arr.ndim != 2:
+            raise ValueError(f"{name} must be 2-D, got an array of shape {arr.shape}")
+        if arr.dtype != np.bool_:
+            if np.issubdtype(arr.dtype, np.floating) and not np.isfinite(arr).all():
+                raise ValueError(f"{name} contains NaN or infinite values")
+            bad = ~((arr == 0) | (arr == 1))
+            if bad.any():
+                r, c = np.argwhere(bad)[0]
+                raise ValueError(
+                    f"{name} has {int(bad.sum())} entries that are not 0 or 1 (e.g. {arr[r, c]!r} "
+                    f"at row {r}, column {c}); threshold it first, e.g. with {name} > 0.5"
+                )
+        out.append(np.ascontiguousarray(arr, dtype=bool))
+    Wb, Hb = out
+    if Wb.shape[1] != Hb.shape[0]:
+        raise ValueError(f"W has {Wb.shape[1]} columns but H has {Hb.shape[0]} rows; they must match")
+    if shape is not None and (Wb.shape[0], Hb.shape[1]) != tuple(shape):
+        raise ValueError(
+            f"W⊗H has shape {(Wb.shape[0], Hb.shape[1])} but X has shape {tuple(shape)}"
+        )
+    return Wb, Hb

@@ -1,0 +1,342 @@
+"""BANMF and regularized BANMF (paper Algorithms 1 and 3) on sparse binary data."""
+
+from __future__ import annotations
+
+import logging
+import numbers
+import time
+import warnings
+
+import numpy as np
+
+from .._validation import (
+    check_binary_matrix,
+    check_dtype,
+    check_n_components,
+    check_random_state,
+)
+from ..booleanize import _booleanize, _error, boolean_product
+from ._base import BaseFactorization
+from ._mu import MUSolver, lambda_schedule
+
+logger = logging.getLogger("banmf")
+
+__all__ = ["BANMF", "ConvergenceWarning", "relative_error"]
+
+
+class ConvergenceWarning(UserWarning):
+    """``max_iter`` was reached before the ``tol`` criterion was met."""
+
+
+def relative_error(error: int, nnz: int) -> float:
+    """Boolean relative error ``error / nnz(X)`` (0 for a perfect fit of an all-zero X)."""
+    if nnz == 0:
+        return 0.0 if error == 0 else float("inf")
+    return error / nnz
+
+
+def _check_positive_int(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+class BANMF(BaseFactorization):
+    """Boolean matrix factorization via nonnegative auxiliary optimization (BANMF).
+
+    Finds Boolean W (n, k) and H (k, m) with X ≈ W⊗H. Multiplicative updates fit nonnegative
+    W, H to an auxiliary Y that is 0 off the support of X and projected into [lower, upper] on
+    it; the factors are then balanced and thresholded by :func:`banmf.booleanize`. With
+    ``regularization`` set, the penalty ``(λ/2)(‖W²−W‖² + ‖H²−H‖²)`` pushes entries to {0, 1}
+    (paper Algorithm 3, with the corrected ``λW`` denominator term).
+
+    X is held as a CSR support mask and Y as one value per nonzero: an iteration costs
+    O(nnz·k + (n+m)k²) time and O(nnz + (n+m)k) memory; X is never densified.
+
+    Parameters
+    ----------
+    n_components : int, default 10
+        Rank k of the factorization.
+    regularization : None, float or "logspace", default None
+        None: plain BANMF. A float: constant λ. "logspace": λ ramps as
+        ``np.logspace(-4, 10, max_iter)`` over the iterations.
+    max_iter : int, default 1000
+        Number of W, H, Y update cycles.
+    tol : float or None, default None
+        If set, stop when the relative change of the objective over ``check_every`` iterations
+        falls below ``tol``.
+    check_every : int, default 10
+    init : {"random", "custom"}, default "random"
+        "random": W, H ~ U[0, 1) times ``init_scale``. "custom": pass ``W`` and ``H`` to ``fit``.
+    init_scale : float, default 1.0
+    lower : float, default 1.0
+        Lower bound of Y on the support.
+    upper : "k", None or float, default "k"
+        Upper bound of Y on the support: the rank k (the paper), None for no cap, or a number.
+    eps : float, default 1e-12
+        Added to every multiplicative-update denominator (avoids 0/0 on empty rows/columns).
+    n_thresholds : int, default 100
+        Grid points per factor for booleanization.
+    normalize : {"balance", None}, default "balance"
+        Factor balancing before thresholding.
+    dtype : float64 or float32, default float64
+        Floating type of W, H and Y. float32 halves memory traffic and is faster per iteration
+        on large inputs; float64 is the default because the regularized ramp reaches λ = 1e10,
+        where float32 loses the factors' small differences, and because the exactness tests
+        (Theorems 1 and 2) need float64 round-off.
+    random_state : None, int or numpy Generator
+        Seed for the random initialisation. Same seed, same result.
+    verbose : int, default 0
+        If > 0, log the objective about ten times per fit (logger ``"banmf"``).
+    callback : callable or None
+        Called as ``callback(iteration, objective)`` after every iteration; a truthy return
+        value stops the iteration early (the factors so far are booleanized as usual).
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (k, m), bool
+        Boolean H.
+    W_ : ndarray of shape (n, k), bool
+        Boolean W of the training data.
+    W_continuous_, H_continuous_ : ndarray
+        The nonnegative factors after balancing, before thresholding.
+    thresholds_ : tuple of float
+        ``(delta_W, delta_H)``; ``W_ = W_continuous_ > delta_W``.
+    reconstruction_err_ : int
+        Hamming error ``|X − W⊗H|``.
+    relative_error_ : float
+        ``reconstruction_err_ / nnz(X)``.
+    loss_curve_ : ndarray of shape (n_iter_,)
+        Relaxed objective ``½‖Y−WH‖² (+ penalties)`` after every iteration.
+    n_iter_ : int
+    interrupted_ : bool
+        True if the fit was stopped by Ctrl-C (KeyboardInterrupt); the result is that of the
+        factors at that moment.
+    fit_seconds_ : float
+
+    References
+    ----------
+    Truong, Skau, Desantis, Alexandrov, "Boolean Matrix Factorization via Nonnegative Auxiliary
+    Optimization" (LANL), Algorithms 1-3.
+
+    Examples
+    --------
+    >>> from banmf import BANMF, make_boolean
+    >>> X, W0, H0 = make_boolean(30, 20, 3, density=0.3, random_state=0)
+    >>> model = BANMF(n_components=3, max_iter=200, random_state=0)
+    >>> W = model.fit_transform(X)
+    >>> W.shape, model.components_.shape
+    ((30, 3), (3, 20))
+    """
+
+    def __init__(
+        self,
+        n_components=10,
+        *,
+        regularization=None,
+        max_iter=1000,
+        tol=None,
+        check_every=10,
+        init="random",
+        init_scale=1.0,
+        lower=1.0,
+        upper="k",
+        eps=1e-12,
+        n_thresholds=100,
+        normalize="balance",
+        dtype=np.float64,
+        random_state=None,
+        verbose=0,
+        callback=None,
+    ):
+        self.n_components = n_components
+        self.regularization = regularization
+        self.max_iter = max_iter
+        self.tol = tol
+        self.check_every = check_every
+        self.init = init
+        self.init_scale = init_scale
+        self.lower = lower
+        self.upper = upper
+        self.eps = eps
+        self.n_thresholds = n_thresholds
+        self.normalize = normalize
+        self.dtype = dtype
+        self.random_state = random_state
+        self.verbose = verbose
+        self.callback = callback
+
+    # Subclasses (NMF) freeze Y at X by setting this to False.
+    _project_y = True
+
+    def _check_params(self, k: int) -> dict:
+        p = {}
+        p["max_iter"] = _check_positive_int(self.max_iter, "max_iter")
+        p["check_every"] = _check_positive_int(self.check_every, "check_every")
+        p["n_thresholds"] = _check_positive_int(self.n_thresholds, "n_thresholds")
+        if self.tol is not None and (not isinstance(self.tol, numbers.Real) or self.tol < 0):
+            raise ValueError(f"tol must be None or a nonnegative number, got {self.tol!r}")
+        if self.init not in ("random", "custom"):
+            raise ValueError(f"init must be 'random' or 'custom', got {self.init!r}")
+        if not isinstance(self.init_scale, numbers.Real) or not self.init_scale > 0:
+            raise ValueError(f"init_scale must be a positive number, got {self.init_scale!r}")
+        if not isinstance(self.eps, numbers.Real) or not self.eps >= 0:
+            raise ValueError(f"eps must be a nonnegative number, got {self.eps!r}")
+        if not isinstance(self.lower, numbers.Real) or not np.isfinite(self.lower) or self.lower < 0:
+            raise ValueError(f"lower must be a finite nonnegative number, got {self.lower!r}")
+        if isinstance(self.upper, str):
+            if self.upper != "k":
+                raise ValueError(f"upper must be 'k', None or a number, got {self.upper!r}")
+            upper = float(k)
+        elif self.upper is None:
+            upper = np.inf
+        elif isinstance(self.upper, numbers.Real):
+            upper = float(self.upper)
+        else:
+            raise ValueError(f"upper must be 'k', None or a number, got {self.upper!r}")
+        if self._project_y and upper < self.lower:
+            raise ValueError(f"upper ({upper}) must be >= lower ({self.lower})")
+        p["upper"] = upper
+        if self.normalize not in ("balance", None):
+            raise ValueError(f"normalize must be 'balance' or None, got {self.normalize!r}")
+        if self.callback is not None and not callable(self.callback):
+            raise TypeError("callback must be callable or None")
+        p["dtype"] = check_dtype(self.dtype)
+        p["lams"] = lambda_schedule(self.regularization, p["max_iter"])
+        return p
+
+    def _initial_factors(self, shape, k, dtype, rng, W, H):
+        n, m = shape
+        if self.init == "custom":
+            if W is None or H is None:
+                raise ValueError("init='custom' needs both W and H passed to fit")
+            W = np.array(W, dtype=dtype, order="C")
+            Ht = np.array(np.asarray(H).T, dtype=dtype, order="C")
+            if W.shape != (n, k) or Ht.shape != (m, k):
+                raise ValueError(
+                    f"custom init: W must have shape {(n, k)} and H {(k, m)}, "
+                    f"got {W.shape} and {Ht.shape[::-1]}"
+                )
+            if not (np.isfinite(W).all() and np.isfinite(Ht).all()) or (W < 0).any() or (Ht < 0).any():
+                raise ValueError("custom init: W and H must be finite and nonnegative")
+            return W, Ht
+        if W is not None or H is not None:
+            raise ValueError("W and H are only used with init='custom'")
+        W = rng.random((n, k)) * self.init_scale
+        H = rng.random((k, m)) * self.init_scale
+        # Exact zeros never move under multiplicative updates: floor the start (as T-ELF does).
+        tiny = np.finfo(dtype).eps
+        W = np.maximum(W, tiny).astype(dtype, order="C")
+        Ht = np.ascontiguousarray(np.maximum(H, tiny).T, dtype=dtype)
+        return W, Ht
+
+    def _run(self, solver: MUSolver, lams: np.ndarray, p: dict, *, update_h: bool = True):
+        """Iterate; returns (loss curve, iterations done, interrupted)."""
+        losses = []
+        max_iter, tol, every = p["max_iter"], self.tol, p["check_every"]
+        log_every = max(1, max_iter // 10)
+        interrupted = False
+        converged = False
+        try:
+            for t in range(max_iter):
+                lam = float(lams[t])
+                solver.step_w(lam)
+                if update_h:
+                    solver.step_h(lam)
+                solver.step_y()
+                f = solver.objective(lam)
+                losses.append(f)
+                if self.verbose and (t % log_every == 0 or t == max_iter - 1):
+                    logger.info("iteration %d/%d: objective %.6g", t + 1, max_iter, f)
+                if self.callback is not None and self.callback(t + 1, f):
+                    break
+                if tol is not None and t >= every and (t + 1) % every == 0:
+                    prev = losses[-1 - every]
+                    if abs(prev - f) <= tol * max(abs(prev), np.finfo(float).tiny):
+                        converged = True
+                        break
+        except KeyboardInterrupt:
+            interrupted = True
+            warnings.warn(
+                f"interrupted after {len(losses)} iterations; booleanizing the factors so far",
+                UserWarning,
+                stacklevel=3,
+            )
+        if tol is not None and tol > 0 and not converged and not interrupted and len(losses) == max_iter:
+            warnings.warn(
+                f"max_iter={max_iter} reached before the objective settled to tol={tol}",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+        return np.asarray(losses), len(losses), interrupted
+
+    def fit(self, X, y=None, W=None, H=None) -> "BANMF":
+        """Fit the model to X.
+
+        Parameters
+        ----------
+        X : array-like or sparse of shape (n, m)
+            0/1 data (dense arrays and every scipy sparse format are accepted).
+        y : ignored
+        W, H : array-like, optional
+            Starting factors, shapes (n, k) and (k, m), for ``init="custom"``.
+
+        Returns
+        -------
+        self
+        """
+        start = time.perf_counter()
+        X = check_binary_matrix(X)
+        k = check_n_components(self.n_components, X.shape)
+        p = self._check_params(k)
+        if X.nnz == 0:
+            warnings.warn("X has no nonzeros: the factorization is all zeros", UserWarning, stacklevel=2)
+        rng = check_random_state(self.random_state)
+        W0, Ht0 = self._initial_factors(X.shape, k, p["dtype"], rng, W, H)
+        solver = MUSolver(X, W0, Ht0, project=self._project_y, lower=self.lower,
+                          upper=p["upper"], eps=self.eps)
+        self.loss_curve_, self.n_iter_, self.interrupted_ = self._run(solver, p["lams"], p)
+        res = _booleanize(X, solver.W.astype(np.float64), solver.Ht.T.astype(np.float64),
+                          p["n_thresholds"], self.normalize, "pruned")
+        self.W_ = res.W
+        self.components_ = res.H
+        self.W_continuous_ = res.W_scaled
+        self.H_continuous_ = res.H_scaled
+        self.thresholds_ = (res.threshold_w, res.threshold_h)
+        self.reconstruction_err_ = res.error
+        self.relative_error_ = relative_error(res.error, X.nnz)
+        self.n_components_ = k
+        self.n_features_in_ = X.shape[1]
+        self.nnz_ = X.nnz
+        self.fit_seconds_ = time.perf_counter() - start
+        return self
+
+    def fit_transform(self, X, y=None, W=None, H=None) -> np.ndarray:
+        """Fit to X and return the Boolean W of shape (n, k)."""
+        return self.fit(X, y, W=W, H=H).W_
+
+    def transform(self, X) -> np.ndarray:
+        """Boolean W for new rows X (n', m), with the fitted H held fixed.
+
+        Runs the W and Y updates against the fitted continuous H for ``max_iter`` iterations and
+        thresholds at the fitted ``delta_W``.
+        """
+        self._check_fitted()
+        X = check_binary_matrix(X)
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} columns; the model was fitted with {self.n_features_in_}")
+        k = self.n_components_
+        p = self._check_params(k)
+        rng = check_random_state(self.random_state)
+        dtype = p["dtype"]
+        W0 = np.maximum(rng.random((X.shape[0], k)) * self.init_scale, np.finfo(dtype).eps).astype(dtype)
+        Ht = np.ascontiguousarray(self.H_continuous_.T, dtype=dtype)
+        solver = MUSolver(X, W0, Ht, project=self._project_y, lower=self.lower,
+                          upper=p["upper"], eps=self.eps)
+        self._run(solver, p["lams"], p, update_h=False)
+        return solver.W > self.thresholds_[0]
+
+    def inverse_transform(self, W) -> "np.ndarray":
+        """The Boolean product ``W⊗H`` (a CSR support mask) for Boolean W of shape (n, k)."""
+        self._check_fitted()
+        return boolean_product(W, self.components_)
