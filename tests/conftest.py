@@ -1,0 +1,44 @@
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+settings.register_profile(
+    "default", deadline=None, max_examples=40, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile(
+    "thorough", deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("default")
+
+
+@st.composite
+def binary_matrices(draw, max_n=12, max_m=12, min_n=1, min_m=1):
+    """Random 0/1 matrices; small shapes make empty rows/columns and all-zero X common."""
+    n = draw(st.integers(min_n, max_n))
+    m = draw(st.integers(min_m, max_m))
+    density = draw(st.sampled_from([0.0, 0.05, 0.3, 0.7, 1.0]))
+    seed = draw(st.integers(0, 2**32 - 1))
+    return (np.random.default_rng(seed).random((n, m)) < density).astype(np.int8)
+
+
+@st.composite
+def positive_factors(draw, n, m, k):
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    return rng.random((n, k)) + 0.01, rng.random((m, k)) + 0.01
+
+
+def binary_arrays(shape):
+    return hnp.arrays(np.bool_, shape)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def warm_kernels():
+    """Compile (or load from cache) every kernel once, outside the timed test bodies."""
+    import banmf
+
+    X, _, _ = banmf.make_boolean(8, 6, 2, density=0.4, random_state=0)
+    for dtype in (np.float64, np.float32):
+        banmf.BANMF(2, max_iter=2, random_state=0, dtype=dtype).fit(X)

@@ -1,0 +1,91 @@
+"""Dense numpy oracles, written from the maths (ALGORITHMS.md), for every kernel and path."""
+
+import numpy as np
+
+
+def boolean_product(W, H):
+    return (W.astype(np.int64) @ H.astype(np.int64)) > 0
+
+
+def boolean_error(X, W, H):
+    return int(np.sum(X.astype(bool) ^ boolean_product(W, H)))
+
+
+def project_spmm(X, W, Ht, lower, upper, project, y):
+    """Dense: Y on the support (projected or given), Y @ Ht, and the two support sums per row."""
+    mask = X.astype(bool)
+    S = W @ Ht.T
+    Y = np.zeros_like(S)
+    Y[mask] = np.clip(S[mask], lower, upper) if project else y
+    res = np.where(mask, (Y - S) ** 2, 0.0).sum(axis=1)
+    s2 = np.where(mask, S**2, 0.0).sum(axis=1)
+    return Y[mask], Y @ Ht, np.stack([res, s2], axis=1)
+
+
+def gather_spmm(X, y, W):
+    Y = np.zeros(X.shape)
+    Y[X.astype(bool)] = y
+    return Y.T @ W
+
+
+def mu_update(F, numer, linear, lam, eps):
+    return F * (numer + 3 * lam * F**2) / (linear + 2 * lam * F**3 + lam * F + eps)
+
+
+def pack_bits(B):
+    words = max(1, -(-B.shape[1] // 64))
+    out = np.zeros((B.shape[0], words), dtype=np.uint64)
+    for i, j in zip(*np.nonzero(B)):
+        out[i, j // 64] |= np.uint64(1) << np.uint64(j % 64)
+    return out
+
+
+def hits_grid(X, u, vt, P):
+    """hits[s, t] = #ones of X covered when W = u > s and H = (vt > t).T."""
+    mask = X.astype(bool)
+    return np.array(
+        [[int(np.sum(mask & boolean_product(u > s, (vt > t).T))) for t in range(P)] for s in range(P)]
+    )
+
+
+def balance(W, H):
+    W, H = W.copy(), H.copy()
+    for l in range(W.shape[1]):
+        a, b = W[:, l].max(), H[l].max()
+        if a * b > 0:
+            W[:, l] *= np.sqrt(b / a)
+            H[l] *= np.sqrt(a / b)
+    return W, H
+
+
+def booleanize(X, W, H, P, normalize=True):
+    """Full grid, strict '>', first minimum in C order."""
+    if normalize:
+        W, H = balance(W, H)
+    wp = np.linspace(W.min(), W.max(), P)
+    hp = np.linspace(H.min(), H.max(), P)
+    grid = np.array([[boolean_error(X, W > a, H > b) for b in hp] for a in wp])
+    s, t = np.unravel_index(np.argmin(grid), grid.shape)
+    return W > wp[s], H > hp[t], wp[s], hp[t], int(grid[s, t]), grid
+
+
+def banmf(X, W, H, n_iter, lams, lower, upper, eps, project=True):
+    """Dense BANMF / Reg-BANMF (W, H, Y order); returns W, H, Y and the objective per iteration."""
+    mask = X.astype(bool)
+    W, H = W.astype(float).copy(), H.astype(float).copy()
+    Y = mask.astype(float)
+    f = []
+    for t in range(n_iter):
+        lam = lams[t]
+        W = W * (Y @ H.T + 3 * lam * W**2) / (W @ (H @ H.T) + 2 * lam * W**3 + lam * W + eps)
+        H = H * (W.T @ Y + 3 * lam * H**2) / ((W.T @ W) @ H + 2 * lam * H**3 + lam * H + eps)
+        if project:
+            S = W @ H
+            Y = np.where(mask, np.clip(S, lower, upper), 0.0)
+        f.append(objective(Y, W, H, lam))
+    return W, H, Y, np.array(f)
+
+
+def objective(Y, W, H, lam=0.0):
+    f = 0.5 * np.sum((Y - W @ H) ** 2)
+    return f + 0.5 * lam * (np.sum((W**2 - W) ** 2) + np.sum((H**2 - H) ** 2))

@@ -1,0 +1,72 @@
+"""Booleanization, Boolean error and Boolean product against dense oracles."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import reference as ref
+from banmf import balance, boolean_error, boolean_product, booleanize
+from conftest import binary_matrices
+
+
+@given(binary_matrices(max_n=20, max_m=20), st.sampled_from([1, 2, 5, 63, 64, 65, 130]), st.floats(0.0, 1.0), st.integers(0, 2**31))
+def test_boolean_error_matches_dense(Xd, k, p, seed):
+    rng = np.random.default_rng(seed)
+    W = rng.random((Xd.shape[0], k)) < p / 2
+    H = rng.random((k, Xd.shape[1])) < p / 2
+    assert boolean_error(Xd, W, H) == ref.boolean_error(Xd, W, H)
+
+
+@given(st.integers(1, 10), st.integers(1, 10), st.sampled_from([1, 3, 64, 70]), st.integers(0, 2**31))
+def test_boolean_product_matches_dense(n, m, k, seed):
+    rng = np.random.default_rng(seed)
+    W, H = rng.random((n, k)) < 0.2, rng.random((k, m)) < 0.2
+    P = boolean_product(W, H)
+    assert P.shape == (n, m)
+    np.testing.assert_array_equal(P.toarray(), ref.boolean_product(W, H))
+
+
+@given(binary_matrices(max_n=10, max_m=10), st.sampled_from([1, 2, 3]), st.sampled_from([1, 2, 7, 12]), st.booleans(), st.integers(0, 2**31))
+def test_booleanize_equals_dense_full_grid(Xd, k, P, normalize, seed):
+    rng = np.random.default_rng(seed)
+    W = rng.random((Xd.shape[0], k)) * (rng.random((Xd.shape[0], k)) < 0.7)
+    H = rng.random((k, Xd.shape[1])) * 3 * (rng.random((k, Xd.shape[1])) < 0.7)
+    Wb, Hb, dw, dh, err, grid = ref.booleanize(Xd, W, H, P, normalize)
+    for search in ("pruned", "exhaustive"):
+        res = booleanize(Xd, W, H, P, normalize="balance" if normalize else None, search=search)
+        assert res.error == err == ref.boolean_error(Xd, res.W, res.H)
+        assert (res.threshold_w, res.threshold_h) == pytest.approx((dw, dh))
+        np.testing.assert_array_equal(res.W, Wb)
+        np.testing.assert_array_equal(res.H, Hb)
+        assert res.W.dtype == bool and res.H.dtype == bool
+    np.testing.assert_array_equal(res.error_grid, grid)
+    # the grid optimum is no worse than any grid point
+    assert err == grid.min()
+
+
+def test_pruning_evaluates_few_points():
+    rng = np.random.default_rng(0)
+    W0, H0 = rng.random((200, 4)) < 0.3, rng.random((4, 150)) < 0.3
+    Xd = ref.boolean_product(W0, H0)
+    W = W0 * (0.8 + 0.4 * rng.random(W0.shape)) + 0.05 * rng.random(W0.shape)
+    H = H0 * (0.8 + 0.4 * rng.random(H0.shape)) + 0.05 * rng.random(H0.shape)
+    res = booleanize(Xd, W, H)
+    assert res.error == 0
+    assert res.n_evaluated < 100 * 100 // 10
+
+
+def test_balance_keeps_product_and_equalises_maxima():
+    rng = np.random.default_rng(1)
+    W, H = rng.random((6, 3)) * [1, 10, 0], rng.random((3, 5)) * [[5], [0.1], [2]]
+    Wb, Hb = balance(W, H)
+    np.testing.assert_allclose(Wb @ Hb, W @ H)
+    np.testing.assert_allclose(Wb.max(axis=0)[:2], Hb.max(axis=1)[:2])
+    np.testing.assert_array_equal(Wb[:, 2], W[:, 2])  # a zero factor is left alone
+
+
+def test_booleanize_all_zero_inputs():
+    res = booleanize(np.zeros((4, 3)), np.zeros((4, 2)), np.zeros((2, 3)))
+    assert res.error == 0 and not res.W.any() and not res.H.any()
+    res = booleanize(np.ones((4, 3)), np.zeros((4, 2)), np.zeros((2, 3)))
+    assert res.error == 12

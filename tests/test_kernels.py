@@ -1,0 +1,113 @@
+"""Every jitted kernel against its dense numpy oracle (tests/reference.py)."""
+
+import numpy as np
+import scipy.sparse as sp
+from hypothesis import given
+from hypothesis import strategies as st
+
+import reference as ref
+from banmf._kernels.boolean import pack_bits, popcount64, staircase_hits, support_hits, union_popcounts
+from banmf._kernels.mu import gather_spmm, mu_update, project_spmm
+from banmf._validation import check_binary_matrix
+from banmf.models._mu import transposed_pattern
+from conftest import binary_matrices
+
+ks = st.sampled_from([1, 2, 3, 7])
+
+
+@given(binary_matrices(), ks, st.booleans(), st.integers(0, 2**31), st.sampled_from([np.float64, np.float32]))
+def test_project_spmm(Xd, k, project, seed, dtype):
+    rng = np.random.default_rng(seed)
+    X = check_binary_matrix(Xd)
+    n, m = Xd.shape
+    W = rng.random((n, k)).astype(dtype)
+    Ht = rng.random((m, k)).astype(dtype)
+    y = (rng.random(X.nnz) * 3).astype(dtype)
+    YHt = np.full((n, k), np.nan, dtype)
+    sq = np.full((n, 2), np.nan)
+    lower, upper = 1.0, float(k) if seed % 2 else np.inf
+    y_ref, YHt_ref, sq_ref = ref.project_spmm(Xd, W.astype(float), Ht.astype(float), lower, upper, project, y.astype(float))
+    project_spmm(X.indptr, X.indices, W, Ht, lower, upper, project, y, YHt, sq)
+    tol = 1e-12 if dtype == np.float64 else 1e-4
+    np.testing.assert_allclose(y, y_ref, rtol=tol)
+    np.testing.assert_allclose(YHt, YHt_ref, rtol=tol, atol=tol)
+    np.testing.assert_allclose(sq, sq_ref, rtol=tol, atol=tol)
+
+
+@given(binary_matrices(), ks, st.integers(0, 2**31))
+def test_gather_spmm(Xd, k, seed):
+    rng = np.random.default_rng(seed)
+    X = check_binary_matrix(Xd)
+    W = rng.random((Xd.shape[0], k))
+    y = rng.random(X.nnz)
+    indptr_t, indices_t, perm = transposed_pattern(X)
+    out = np.full((Xd.shape[1], k), np.nan)
+    gather_spmm(indptr_t, indices_t, perm, y, W, out)
+    np.testing.assert_allclose(out, ref.gather_spmm(Xd, y, W), rtol=1e-12, atol=1e-12)
+
+
+@given(st.integers(1, 9), ks, st.sampled_from([0.0, 0.5, 1e4, 1e10]), st.integers(0, 2**31))
+def test_mu_update(r, k, lam, seed):
+    rng = np.random.default_rng(seed)
+    F = rng.random((r, k))
+    F[0, 0] = 0.0  # zeros are absorbing and must stay finite
+    numer, linear = rng.random((r, k)), rng.random((r, k))
+    expected = ref.mu_update(F, numer, linear, lam, 1e-12)
+    mu_update(F, numer, linear, lam, 1e-12)
+    np.testing.assert_allclose(F, expected, rtol=1e-12)
+    assert np.isfinite(F).all()
+
+
+@given(st.integers(0, 2**64 - 1))
+def test_popcount(x):
+    assert int(popcount64(np.uint64(x))) == bin(x).count("1")
+
+
+@given(st.integers(1, 6), st.sampled_from([1, 5, 63, 64, 65, 130]), st.integers(0, 2**31))
+def test_pack_bits(r, c, seed):
+    B = np.random.default_rng(seed).random((r, c)) < 0.4
+    out = np.empty((r, max(1, -(-c // 64))), dtype=np.uint64)
+    pack_bits(B, out)
+    np.testing.assert_array_equal(out, ref.pack_bits(B))
+
+
+@given(binary_matrices(), st.sampled_from([1, 2, 63, 64, 65]), st.integers(0, 2**31))
+def test_support_hits_and_union_popcounts(Xd, k, seed):
+    rng = np.random.default_rng(seed)
+    n, m = Xd.shape
+    X = check_binary_matrix(Xd)
+    Wb = rng.random((n, k)) < 0.3
+    Hb = rng.random((k, m)) < 0.3
+    a, b = ref.pack_bits(Wb), ref.pack_bits(Hb.T)
+    hits = np.empty(n, dtype=np.int64)
+    support_hits(X.indptr, X.indices, a, b, hits)
+    prod = ref.boolean_product(Wb, Hb)
+    np.testing.assert_array_equal(hits, (prod & Xd.astype(bool)).sum(axis=1))
+    sizes = np.empty(n, dtype=np.int64)
+    union_popcounts(a, ref.pack_bits(Hb), sizes)
+    np.testing.assert_array_equal(sizes, prod.sum(axis=1))
+
+
+@given(binary_matrices(max_n=8, max_m=8), st.sampled_from([1, 2, 4]), st.integers(1, 7), st.integers(1, 3), st.integers(0, 2**31))
+def test_staircase_hits(Xd, k, P, n_blocks, seed):
+    rng = np.random.default_rng(seed)
+    n, m = Xd.shape
+    X = check_binary_matrix(Xd)
+    u = rng.integers(0, P + 1, size=(n, k)).astype(np.int32)
+    vt = rng.integers(0, P + 1, size=(m, k)).astype(np.int32)
+    diff = staircase_hits(X.indptr, X.indices, u, vt, P, min(n_blocks, n)).sum(axis=0)
+    hits = diff.cumsum(axis=0).cumsum(axis=1)[:P, :P]
+    np.testing.assert_array_equal(hits, ref.hits_grid(Xd, u, vt, P))
+
+
+def test_transposed_pattern_maps_positions():
+    Xd = np.array([[0, 1, 1], [1, 0, 0], [0, 0, 0], [1, 1, 0]])
+    X = check_binary_matrix(Xd)
+    indptr_t, indices_t, perm = transposed_pattern(X)
+    T = sp.csr_array((np.ones(len(indices_t)), indices_t, indptr_t), shape=(3, 4))
+    np.testing.assert_array_equal(T.toarray(), Xd.T)
+    rows = np.repeat(np.arange(4), np.diff(X.indptr))
+    # the q-th nonzero of Xᵀ is (j, indices_t[q]); perm points at the same (i, j) in X
+    cols_t = np.repeat(np.arange(3), np.diff(indptr_t))
+    np.testing.assert_array_equal(rows[perm], indices_t)
+    np.testing.assert_array_equal(X.indices[perm], cols_t)

@@ -1,0 +1,130 @@
+"""Bad input is rejected at the boundary with a message that names the problem."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from banmf import BANMF, boolean_error, booleanize
+from banmf._validation import check_binary_matrix
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo", "lil", "dok", "bsr"])
+def test_every_sparse_format_gives_the_same_mask(fmt):
+    Xd = (np.random.default_rng(0).random((7, 5)) < 0.4).astype(float)
+    X = check_binary_matrix(sp.csr_matrix(Xd).asformat(fmt))
+    np.testing.assert_array_equal(X.toarray(), Xd.astype(bool))
+    assert X.has_sorted_indices and X.indices.dtype == np.int32 and X.data.dtype == bool
+
+
+def test_explicit_zeros_and_bool_input():
+    X = sp.csr_matrix((np.array([1.0, 0.0, 1.0]), np.array([0, 1, 2]), np.array([0, 2, 3])), shape=(2, 3))
+    assert check_binary_matrix(X).nnz == 2
+    assert check_binary_matrix(np.eye(3, dtype=bool)).nnz == 3
+
+
+def test_non_binary_values_are_counted_and_located():
+    X = np.zeros((5, 8))
+    X[4, 7] = 2.5
+    X[1, 1] = -1
+    with pytest.raises(ValueError, match=r"2 entries that are not 0 or 1 .*row 1, column 1.*X > 0"):
+        check_binary_matrix(X)
+
+
+def test_duplicate_coo_entries_sum_to_non_binary():
+    X = sp.coo_matrix((np.array([1, 1]), (np.array([0, 0]), np.array([1, 1]))), shape=(2, 2))
+    with pytest.raises(ValueError, match="not 0 or 1"):
+        check_binary_matrix(X)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_nan_and_inf(bad):
+    X = np.zeros((3, 3))
+    X[2, 1] = bad
+    with pytest.raises(ValueError, match="NaN or infinite.*row 2, column 1"):
+        check_binary_matrix(X)
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        check_binary_matrix(sp.csr_matrix(X))
+
+
+@pytest.mark.parametrize("X", [np.zeros(4), np.zeros((2, 2, 2)), 3.0])
+def test_not_2d(X):
+    with pytest.raises(ValueError, match="2-D"):
+        check_binary_matrix(X)
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (3, 0), (0, 0)])
+def test_empty(shape):
+    with pytest.raises(ValueError, match="empty"):
+        check_binary_matrix(np.zeros(shape))
+    with pytest.raises(ValueError, match="empty"):
+        check_binary_matrix(sp.csr_matrix(shape))
+
+
+@pytest.mark.parametrize("X", [None, "data.mtx", np.array([["a", "b"]]), np.array([[1j, 0]]), np.array([[{}, 1]], dtype=object)])
+def test_wrong_types(X):
+    with pytest.raises(TypeError):
+        check_binary_matrix(X)
+
+
+@pytest.mark.parametrize("k", [0, -2, 2.5, "3", None, True])
+def test_bad_n_components(k):
+    with pytest.raises((ValueError, TypeError), match="n_components"):
+        BANMF(k, max_iter=1).fit(np.eye(3))
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"regularization": "cubic"}, "regularization"),
+        ({"regularization": -1.0}, "regularization"),
+        ({"max_iter": 0}, "max_iter"),
+        ({"tol": -1}, "tol"),
+        ({"init": "nndsvd-ish"}, "init"),
+        ({"upper": "max"}, "upper"),
+        ({"upper": 0.5}, "upper"),
+        ({"normalize": "l2"}, "normalize"),
+        ({"dtype": np.int32}, "dtype"),
+        ({"n_thresholds": 0}, "n_thresholds"),
+        ({"random_state": "seed"}, "random_state"),
+        ({"eps": -1.0}, "eps"),
+    ],
+)
+def test_bad_parameters(params, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        BANMF(2, max_iter=2, **params).fit(np.eye(3))
+
+
+def test_unknown_parameter_in_set_params():
+    with pytest.raises(ValueError, match="no parameter 'alpha'"):
+        BANMF().set_params(alpha=1)
+
+
+def test_custom_init_checks():
+    X = np.eye(3)
+    with pytest.raises(ValueError, match="needs both W and H"):
+        BANMF(2, init="custom", max_iter=1).fit(X)
+    with pytest.raises(ValueError, match="shape"):
+        BANMF(2, init="custom", max_iter=1).fit(X, W=np.ones((3, 3)), H=np.ones((2, 3)))
+    with pytest.raises(ValueError, match="only used with init='custom'"):
+        BANMF(2, max_iter=1).fit(X, W=np.ones((3, 2)), H=np.ones((2, 3)))
+
+
+def test_factor_checks():
+    X = np.eye(3)
+    with pytest.raises(ValueError, match="W has 2 columns but H has 1 rows"):
+        boolean_error(X, np.ones((3, 2)), np.ones((1, 3)))
+    with pytest.raises(ValueError, match="shape"):
+        boolean_error(X, np.ones((2, 1)), np.ones((1, 3)))
+    with pytest.raises(ValueError, match="not 0 or 1"):
+        boolean_error(X, np.full((3, 1), 0.7), np.ones((1, 3)))
+    with pytest.raises(ValueError, match="negative"):
+        booleanize(X, -np.ones((3, 1)), np.ones((1, 3)))
+    with pytest.raises(ValueError, match="NaN"):
+        booleanize(X, np.full((3, 1), np.nan), np.ones((1, 3)))
+    with pytest.raises(ValueError, match="shapes do not fit"):
+        booleanize(X, np.ones((3, 1)), np.ones((2, 3)))
+
+
+def test_transform_before_fit():
+    with pytest.raises(ValueError, match="not fitted"):
+        BANMF(2).transform(np.eye(3))
