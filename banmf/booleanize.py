@@ -151,7 +151,8 @@ class Booleanization:
         The continuous W after normalisation, which the thresholds apply to.
     H_scaled : ndarray of shape (k, m)
     n_evaluated : int
-        Grid points whose error was computed exactly (the rest were ruled out by a lower bound).
+        Distinct (Ŵ, Ĥ) pairs whose error was computed exactly; the other grid points were ruled
+        out by a lower bound or give the same factors as an evaluated one.
     error_grid : ndarray of shape (n_thresholds, n_thresholds) or None
         The error at every grid point (``search="exhaustive"`` only).
     """
@@ -168,11 +169,8 @@ class Booleanization:
 
 
 def _grid_ranks(F: np.ndarray, n_thresholds: int) -> tuple[np.ndarray, np.ndarray]:
-    """Grid thresholds over [min F, max F] and, per entry, how many of them lie strictly below it."""
-    if F.size == 0:
-        points = np.zeros(n_thresholds)
-    else:
-        points = np.linspace(F.min(), F.max(), n_thresholds)
+    """Grid thresholds over [0, max F] and, per entry, how many of them lie strictly below it."""
+    points = np.linspace(0.0, F.max() if F.size else 0.0, n_thresholds)
     ranks = np.searchsorted(points, F, side="left").astype(np.int32)
     return points, ranks
 
@@ -197,10 +195,15 @@ def booleanize(
 ) -> Booleanization:
     """Threshold nonnegative factors into Boolean ones by a grid search (paper Algorithm 2).
 
-    The thresholds ``(δ_W, δ_H)`` range over ``linspace(min, max, n_thresholds)`` of each
+    The thresholds ``(δ_W, δ_H)`` range over ``linspace(0, max, n_thresholds)`` of each
     (normalised) factor; ``Ŵ = W > δ_W`` and ``Ĥ = H > δ_H`` (strict). The pair with the lowest
     Hamming error wins; ties go to the first pair in C order of the grid (lowest δ_W index, then
     lowest δ_H index).
+
+    The paper's grid starts at ``min`` rather than 0. With a strict ``>`` that start can never
+    keep a factor's smallest entries, so a factor with no zero entry (say k = 1 on an all-ones
+    X) could not be kept whole; starting at 0 fixes this and changes nothing else when, as after
+    multiplicative updates, the minimum is already (close to) 0.
 
     The hit counts of every grid point come from one pass over the nonzeros (each nonzero
     covers a staircase of grid points). ``search="pruned"`` then computes the exact error only
@@ -276,26 +279,33 @@ def _booleanize(X, W, H, P, normalize, search) -> Booleanization:
     rect = (cw[:, :, None] * ch[:, None, :]).max(axis=0) if cw.shape[0] else np.zeros((P, P), np.int64)
     bound = X.nnz - 2 * hits + np.maximum(hits, rect)
 
+    # Thresholds with no factor value between them give the same Boolean factors: evaluate
+    # each distinct pair of factors once (near-binary factors make most of the grid tie).
+    key_w = np.searchsorted(np.unique(u), np.arange(P), side="right")
+    key_h = np.searchsorted(np.unique(vt), np.arange(P), side="right")
+    cache: dict[tuple[int, int], int] = {}
+
     def exact(s: int, t: int) -> int:
-        return _error(X, u > s, (vt > t).T)
+        key = (int(key_w[s]), int(key_h[t]))
+        if key not in cache:
+            cache[key] = _error(X, u > s, (vt > t).T)
+        return cache[key]
 
     grid = None
     if search == "exhaustive":
         grid = np.array([[exact(s, t) for t in range(P)] for s in range(P)], dtype=np.int64)
         best_idx = int(np.argmin(grid))
         best_err = int(grid.flat[best_idx])
-        evaluated = P * P
     else:
         flat = bound.ravel()
         order = np.lexsort((np.arange(flat.size), flat))
-        best_err, best_idx, evaluated = np.iinfo(np.int64).max, -1, 0
+        best_err, best_idx = np.iinfo(np.int64).max, -1
         for idx in order:
             lb = flat[idx]
             # Visited by (bound, index): once a point cannot beat or tie-win, none after it can.
             if lb > best_err or (lb == best_err and idx > best_idx):
                 break
             err = exact(*divmod(int(idx), P))
-            evaluated += 1
             if err < best_err or (err == best_err and idx < best_idx):
                 best_err, best_idx = err, int(idx)
     s, t = divmod(best_idx, P)
@@ -307,6 +317,6 @@ def _booleanize(X, W, H, P, normalize, search) -> Booleanization:
         error=int(best_err),
         W_scaled=W,
         H_scaled=H,
-        n_evaluated=evaluated,
+        n_evaluated=len(cache),
         error_grid=grid,
     )

@@ -59,11 +59,11 @@ def balance(W, H):
 
 
 def booleanize(X, W, H, P, normalize=True):
-    """Full grid, strict '>', first minimum in C order."""
+    """Full grid over [0, max], strict '>', first minimum in C order."""
     if normalize:
         W, H = balance(W, H)
-    wp = np.linspace(W.min(), W.max(), P)
-    hp = np.linspace(H.min(), H.max(), P)
+    wp = np.linspace(0, W.max(), P)
+    hp = np.linspace(0, H.max(), P)
     grid = np.array([[boolean_error(X, W > a, H > b) for b in hp] for a in wp])
     s, t = np.unravel_index(np.argmin(grid), grid.shape)
     return W > wp[s], H > hp[t], wp[s], hp[t], int(grid[s, t]), grid

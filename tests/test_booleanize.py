@@ -70,3 +70,10 @@ def test_booleanize_all_zero_inputs():
     assert res.error == 0 and not res.W.any() and not res.H.any()
     res = booleanize(np.ones((4, 3)), np.zeros((4, 2)), np.zeros((2, 3)))
     assert res.error == 12
+
+
+def test_factor_without_zeros_can_be_kept_whole():
+    # all-ones X, k = 1, strictly positive factors: only δ below every entry is exact
+    rng = np.random.default_rng(0)
+    res = booleanize(np.ones((5, 4)), 1 + rng.random((5, 1)), 1 + rng.random((1, 4)))
+    assert res.error == 0

@@ -63,8 +63,8 @@ class BANMF(BaseFactorization):
     max_iter : int, default 1000
         Number of W, H, Y update cycles.
     tol : float or None, default None
-        If set, stop when the relative change of the objective over ``check_every`` iterations
-        falls below ``tol``.
+        If set, stop when the objective changes by less than ``tol`` times its first value over
+        ``check_every`` iterations.
     check_every : int, default 10
     init : {"random", "custom"}, default "random"
         "random": W, H ~ U[0, 1) times ``init_scale``. "custom": pass ``W`` and ``H`` to ``fit``.
@@ -252,7 +252,9 @@ class BANMF(BaseFactorization):
                     break
                 if tol is not None and t >= every and (t + 1) % every == 0:
                     prev = losses[-1 - every]
-                    if abs(prev - f) <= tol * max(abs(prev), np.finfo(float).tiny):
+                    # Relative to the first objective (as scikit-learn's NMF): an exact fit
+                    # drives f to 0, where a change relative to f itself never gets small.
+                    if abs(prev - f) <= tol * max(losses[0], np.finfo(float).tiny):
                         converged = True
                         break
         except KeyboardInterrupt:
