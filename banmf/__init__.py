@@ -5,7 +5,7 @@ against an auxiliary matrix Y bounded on the support of X, then a threshold sear
 """
 
 from .booleanize import Booleanization, balance, boolean_error, boolean_product, booleanize
-from .datasets import make_boolean
+from .datasets import make_boolean, make_sparse_uniform
 from .models import BANMF, METHODS, ConvergenceWarning
 
 __version__ = "0.1.0"
@@ -20,5 +20,6 @@ __all__ = [
     "boolean_product",
     "booleanize",
     "make_boolean",
+    "make_sparse_uniform",
     "__version__",
 ]

@@ -69,6 +69,8 @@ def check_binary_matrix(X, name: str = "X") -> sp.csr_array:
         if X.ndim != 2:
             raise ValueError(f"{name} must be 2-D, got {X.ndim} dimensions")
         _check_numeric(X.dtype, name)
+        if _is_support_mask(X):
+            return X if isinstance(X, sp.csr_array) else _csr_from_parts(X.indptr, X.indices, X.shape)
         coo = sp.coo_array(X)
         coo.sum_duplicates()
         values, rows, cols = coo.data, coo.row, coo.col
@@ -102,6 +104,19 @@ def check_binary_matrix(X, name: str = "X") -> sp.csr_array:
         keep = values != 0
         rows, cols = rows[keep], cols[keep]
     return support_mask(rows, cols, shape)
+
+
+def _is_support_mask(X) -> bool:
+    """Already canonical (e.g. our own output): skip the conversion, a large cost at scale."""
+    return (
+        X.format == "csr"
+        and X.dtype == np.bool_
+        and X.shape[0] > 0
+        and X.shape[1] > 0
+        and X.indices.dtype == X.indptr.dtype
+        and X.has_canonical_format
+        and bool(X.data.all())
+    )
 
 
 def support_mask(rows: np.ndarray, cols: np.ndarray, shape: tuple[int, int]) -> sp.csr_array:

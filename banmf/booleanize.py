@@ -7,59 +7,68 @@ of W⊗H (a union of packed rows per *distinct* row code). Neither needs an n×m
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numba
 import numpy as np
 import scipy.sparse as sp
 
-from ._kernels.boolean import pack_bits, staircase_hits, support_hits, union_popcounts
+from ._kernels.boolean import pack_cols_above, pack_rows_above, staircase_hits, support_hits, union_popcounts
 from ._validation import _csr_from_parts, check_binary_matrix, check_boolean_factors
 
 __all__ = ["Booleanization", "balance", "boolean_error", "boolean_product", "booleanize"]
 
 
-def _pack(B: np.ndarray) -> np.ndarray:
-    out = np.empty((B.shape[0], max(1, -(-B.shape[1] // 64))), dtype=np.uint64)
-    pack_bits(np.ascontiguousarray(B), out)
-    return out
+def _words(bits: int) -> int:
+    return max(1, -(-bits // 64))
 
 
-def _distinct_codes(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct nonzero packed rows and their multiplicities."""
-    if codes.shape[1] == 1:
-        uniq, counts = np.unique(codes[:, 0], return_counts=True)
-        uniq = uniq[:, None]
-    else:
-        uniq, counts = np.unique(codes, axis=0, return_counts=True)
-    nonzero = uniq.any(axis=1)
-    return np.ascontiguousarray(uniq[nonzero]), counts[nonzero]
+@dataclass(frozen=True)
+class _Packed:
+    """A Boolean factor of shape (r, k), given as ``R > s``, in the forms the counts need."""
+
+    codes: np.ndarray  # (r, ceil(k/64)): each row's factors as bits
+    distinct: np.ndarray  # distinct nonzero rows of `codes`
+    counts: np.ndarray  # their multiplicities
+    bits: np.ndarray  # (k, ceil(r/64)): each factor's rows as bits
+
+    @classmethod
+    def of(cls, R: np.ndarray, s=0) -> "_Packed":
+        r, k = R.shape
+        codes = np.empty((r, _words(k)), dtype=np.uint64)
+        pack_rows_above(R, s, codes)
+        bits = np.empty((k, _words(r)), dtype=np.uint64)
+        pack_cols_above(R, s, bits)
+        if codes.shape[1] == 1:
+            uniq, counts = np.unique(codes[:, 0], return_counts=True)
+            uniq = uniq[:, None]
+        else:
+            uniq, counts = np.unique(codes, axis=0, return_counts=True)
+        nonzero = uniq.any(axis=1)
+        return cls(codes, np.ascontiguousarray(uniq[nonzero]), counts[nonzero], bits)
+
+    @property
+    def nbytes(self) -> int:
+        return self.codes.nbytes + self.distinct.nbytes + self.counts.nbytes + self.bits.nbytes
 
 
-def _cover_side(row_codes: np.ndarray, other_bits: np.ndarray) -> int:
-    uniq, counts = _distinct_codes(row_codes)
-    sizes = np.empty(len(uniq), dtype=np.int64)
-    union_popcounts(uniq, other_bits, sizes)
-    return int(np.dot(sizes, counts))
-
-
-def _cover(Wb: np.ndarray, Hb: np.ndarray, a: np.ndarray, b: np.ndarray) -> int:
-    """Number of ones of Wb⊗Hb, from whichever side has fewer distinct codes (less work)."""
-    n, m = Wb.shape[0], Hb.shape[1]
-    rows_work = len(np.unique(a[:, 0])) * m if a.shape[1] == 1 else n * m
-    cols_work = len(np.unique(b[:, 0])) * n if b.shape[1] == 1 else n * m
-    if rows_work <= cols_work:
-        return _cover_side(a, _pack(Hb))
-    return _cover_side(b, _pack(Wb.T))
+def _cover(pw: _Packed, ph: _Packed) -> int:
+    """Number of ones of W⊗H: per distinct row code of one side, the union of the other side's
+    factor bitsets; the side with fewer distinct codes per word of the other is cheaper."""
+    n, m = pw.codes.shape[0], ph.codes.shape[0]
+    rows, other = (pw, ph) if len(pw.distinct) * m <= len(ph.distinct) * n else (ph, pw)
+    sizes = np.empty(len(rows.distinct), dtype=np.int64)
+    union_popcounts(rows.distinct, other.bits, sizes)
+    return int(np.dot(sizes, rows.counts))
 
 
 def _error(X: sp.csr_array, Wb: np.ndarray, Hb: np.ndarray) -> int:
     """Hamming error of trusted Boolean factors against a canonical support mask."""
-    a = _pack(Wb)
-    b = _pack(Hb.T)
+    pw, ph = _Packed.of(Wb), _Packed.of(np.ascontiguousarray(Hb.T))
     hits = np.empty(X.shape[0], dtype=np.int64)
-    support_hits(X.indptr, X.indices, a, b, hits)
-    return int(X.nnz + _cover(Wb, Hb, a, b) - 2 * int(hits.sum()))
+    support_hits(X.indptr, X.indices, pw.codes, ph.codes, hits)
+    return int(X.nnz + _cover(pw, ph) - 2 * int(hits.sum()))
 
 
 def boolean_error(X, W, H) -> int:
@@ -279,33 +288,47 @@ def _booleanize(X, W, H, P, normalize, search) -> Booleanization:
     rect = (cw[:, :, None] * ch[:, None, :]).max(axis=0) if cw.shape[0] else np.zeros((P, P), np.int64)
     bound = X.nnz - 2 * hits + np.maximum(hits, rect)
 
-    # Thresholds with no factor value between them give the same Boolean factors: evaluate
-    # each distinct pair of factors once (near-binary factors make most of the grid tie).
+    # Thresholds with no factor value between them give the same Boolean factors: pack each
+    # distinct factor once (near-binary factors make most of the grid tie). Hits are known for
+    # the whole grid already, so an exact error needs only the coverage.
     key_w = np.searchsorted(np.unique(u), np.arange(P), side="right")
     key_h = np.searchsorted(np.unique(vt), np.arange(P), side="right")
-    cache: dict[tuple[int, int], int] = {}
+    # Keep up to ~256 MB of packed factors per side (all of them for moderate n and m).
+    entry_w, entry_h = _Packed.of(u, P).nbytes + 8 * X.shape[0], _Packed.of(vt, P).nbytes + 8 * X.shape[1]
+    packed_w = functools.lru_cache(maxsize=max(8, min(P, 2**28 // entry_w)))(lambda s: _Packed.of(u, s))
+    packed_h = functools.lru_cache(maxsize=max(8, min(P, 2**28 // entry_h)))(lambda t: _Packed.of(vt, t))
+    covers: dict[tuple[int, int], int] = {}
 
-    def exact(s: int, t: int) -> int:
+    def cover(s: int, t: int) -> int:
         key = (int(key_w[s]), int(key_h[t]))
-        if key not in cache:
-            cache[key] = _error(X, u > s, (vt > t).T)
-        return cache[key]
+        if key not in covers:
+            covers[key] = _cover(packed_w(s), packed_h(t))
+        return covers[key]
 
     grid = None
     if search == "exhaustive":
-        grid = np.array([[exact(s, t) for t in range(P)] for s in range(P)], dtype=np.int64)
+        grid = X.nnz - 2 * hits + np.array([[cover(s, t) for t in range(P)] for s in range(P)])
         best_idx = int(np.argmin(grid))
         best_err = int(grid.flat[best_idx])
     else:
+        # Coverage only shrinks as thresholds rise: an exact coverage C at (s, t) is a floor for
+        # every point at or below it in both thresholds. Visit points by (static bound, index);
+        # once one cannot beat or tie-win the best so far, none after it can.
+        floor = np.maximum(hits, rect)
         flat = bound.ravel()
         order = np.lexsort((np.arange(flat.size), flat))
         best_err, best_idx = np.iinfo(np.int64).max, -1
         for idx in order:
             lb = flat[idx]
-            # Visited by (bound, index): once a point cannot beat or tie-win, none after it can.
             if lb > best_err or (lb == best_err and idx > best_idx):
                 break
-            err = exact(*divmod(int(idx), P))
+            s, t = divmod(int(idx), P)
+            dyn = X.nnz - 2 * hits[s, t] + floor[s, t]
+            if dyn > best_err or (dyn == best_err and idx > best_idx):
+                continue
+            c = cover(s, t)
+            np.maximum(floor[: s + 1, : t + 1], c, out=floor[: s + 1, : t + 1])
+            err = int(X.nnz - 2 * hits[s, t] + c)
             if err < best_err or (err == best_err and idx < best_idx):
                 best_err, best_idx = err, int(idx)
     s, t = divmod(best_idx, P)
@@ -317,6 +340,6 @@ def _booleanize(X, W, H, P, normalize, search) -> Booleanization:
         error=int(best_err),
         W_scaled=W,
         H_scaled=H,
-        n_evaluated=len(cache),
+        n_evaluated=len(covers),
         error_grid=grid,
     )

@@ -8,7 +8,7 @@ import scipy.sparse as sp
 from ._validation import check_n_components, check_random_state, support_mask
 from .booleanize import boolean_product
 
-__all__ = ["make_boolean", "planted_probability"]
+__all__ = ["make_boolean", "make_sparse_uniform", "planted_probability"]
 
 
 def planted_probability(density: float, k: int) -> float:
@@ -79,3 +79,39 @@ def make_boolean(
         noisy = np.setxor1d(clean, flips)
         X = support_mask(noisy // m, noisy % m, (n, m))
     return X, W, H
+
+
+def make_sparse_uniform(n: int, m: int, nnz: int, *, random_state=None) -> sp.csr_array:
+    """A uniformly random support mask with about ``nnz`` nonzeros, built without a dense array.
+
+    Every row draws ``nnz / n`` column indices (the remainder spread over the first rows);
+    repeats within a row are dropped, so the result has slightly fewer than ``nnz`` nonzeros
+    when rows are dense. Memory is O(nnz).
+
+    Examples
+    --------
+    >>> X = make_sparse_uniform(1000, 200, 5000, random_state=0)
+    >>> X.shape, 4900 < X.nnz <= 5000
+    ((1000, 200), True)
+    """
+    for name, v in (("n", n), ("m", m), ("nnz", nnz)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+            raise ValueError(f"{name} must be a nonnegative integer, got {v!r}")
+    if n < 1 or m < 1:
+        raise ValueError(f"n and m must be positive, got {n} and {m}")
+    if nnz > n * m:
+        raise ValueError(f"nnz={nnz} exceeds n*m={n * m}")
+    rng = check_random_state(random_state)
+    per_row = np.full(n, nnz // n, dtype=np.int64)
+    per_row[: nnz % n] += 1
+    idx_dtype = np.int32 if max(n, m, nnz) < np.iinfo(np.int32).max else np.int64
+    cols = rng.integers(0, m, size=nnz, dtype=idx_dtype)
+    indptr = np.concatenate([[0], np.cumsum(per_row)])
+    rows = np.repeat(np.arange(n, dtype=idx_dtype), per_row)
+    # sort within rows, then drop repeats
+    order = np.lexsort((cols, rows))
+    rows, cols = rows[order], cols[order]
+    keep = np.ones(nnz, dtype=bool)
+    keep[1:] = (rows[1:] != rows[:-1]) | (cols[1:] != cols[:-1])
+    del indptr, order
+    return support_mask(rows[keep], cols[keep], (n, m))

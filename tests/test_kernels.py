@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import reference as ref
-from banmf._kernels.boolean import pack_bits, popcount64, staircase_hits, support_hits, union_popcounts
+from banmf._kernels.boolean import pack_cols_above, pack_rows_above, popcount64, staircase_hits, support_hits, union_popcounts
 from banmf._kernels.mu import gather_spmm, mu_update, project_spmm
 from banmf._validation import check_binary_matrix
 from banmf.models._mu import transposed_pattern
@@ -63,12 +63,17 @@ def test_popcount(x):
     assert int(popcount64(np.uint64(x))) == bin(x).count("1")
 
 
-@given(st.integers(1, 6), st.sampled_from([1, 5, 63, 64, 65, 130]), st.integers(0, 2**31))
-def test_pack_bits(r, c, seed):
-    B = np.random.default_rng(seed).random((r, c)) < 0.4
-    out = np.empty((r, max(1, -(-c // 64))), dtype=np.uint64)
-    pack_bits(B, out)
-    np.testing.assert_array_equal(out, ref.pack_bits(B))
+@given(st.integers(1, 70), st.sampled_from([1, 5, 63, 64, 65, 130]), st.integers(-1, 4), st.booleans(), st.integers(0, 2**31))
+def test_pack_above(r, c, s, as_bool, seed):
+    R = np.random.default_rng(seed).integers(0, 5, size=(r, c)).astype(np.int32)
+    if as_bool:
+        R, s = R > 2, 0
+    rows = np.empty((r, max(1, -(-c // 64))), dtype=np.uint64)
+    pack_rows_above(R, s, rows)
+    np.testing.assert_array_equal(rows, ref.pack_bits(R > s))
+    cols = np.empty((c, max(1, -(-r // 64))), dtype=np.uint64)
+    pack_cols_above(R, s, cols)
+    np.testing.assert_array_equal(cols, ref.pack_bits((R > s).T))
 
 
 @given(binary_matrices(), st.sampled_from([1, 2, 63, 64, 65]), st.integers(0, 2**31))

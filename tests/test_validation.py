@@ -128,3 +128,12 @@ def test_factor_checks():
 def test_transform_before_fit():
     with pytest.raises(ValueError, match="not fitted"):
         BANMF(2).transform(np.eye(3))
+
+
+def test_canonical_mask_passes_through_and_noncanonical_is_fixed():
+    X = check_binary_matrix(np.eye(4))
+    assert check_binary_matrix(X) is X
+    unsorted = sp.csr_array((np.ones(3, bool), np.array([2, 0, 1]), np.array([0, 2, 3])), shape=(2, 3))
+    Y = check_binary_matrix(unsorted)
+    assert Y is not unsorted and Y.has_sorted_indices
+    np.testing.assert_array_equal(Y.toarray(), unsorted.toarray())

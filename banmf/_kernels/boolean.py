@@ -16,16 +16,29 @@ def popcount64(x):
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def pack_bits(B, out):
-    """Pack each row of the bool matrix B (r, c) into ``out`` (r, ceil(c / 64)) uint64 words."""
-    r, c = B.shape
+def pack_rows_above(R, s, out):
+    """Bits of ``R > s`` row by row: ``out[i]`` (ceil(c / 64) words) packs row i of R (r, c)."""
+    r, c = R.shape
     words = out.shape[1]
     for i in prange(r):
         for w in range(words):
             out[i, w] = 0
         for j in range(c):
-            if B[i, j]:
+            if R[i, j] > s:
                 out[i, j >> 6] |= _ONE << np.uint64(j & 63)
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def pack_cols_above(R, s, out):
+    """Bits of ``R > s`` column by column: ``out[j]`` (ceil(r / 64) words) packs column j."""
+    r, c = R.shape
+    words = out.shape[1]
+    for j in prange(c):
+        for w in range(words):
+            out[j, w] = 0
+        for i in range(r):
+            if R[i, j] > s:
+                out[j, i >> 6] |= _ONE << np.uint64(i & 63)
 
 
 @njit(parallel=True, cache=True, nogil=True)
