@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ._validation import check_n_components, check_random_state, support_mask
+from ._validation import _csr_from_parts, check_n_components, check_random_state, support_mask
 from .booleanize import boolean_product
 
 __all__ = ["make_boolean", "make_sparse_uniform", "planted_probability"]
@@ -104,14 +104,12 @@ def make_sparse_uniform(n: int, m: int, nnz: int, *, random_state=None) -> sp.cs
     rng = check_random_state(random_state)
     per_row = np.full(n, nnz // n, dtype=np.int64)
     per_row[: nnz % n] += 1
+    # One sort of row-major keys orders rows and columns at once (cheaper than a lexsort).
+    keys = np.repeat(np.arange(n, dtype=np.int64) * m, per_row)
+    keys += rng.integers(0, m, size=nnz, dtype=np.int64)
+    keys.sort()
+    keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))] if nnz else keys
     idx_dtype = np.int32 if max(n, m, nnz) < np.iinfo(np.int32).max else np.int64
-    cols = rng.integers(0, m, size=nnz, dtype=idx_dtype)
-    indptr = np.concatenate([[0], np.cumsum(per_row)])
-    rows = np.repeat(np.arange(n, dtype=idx_dtype), per_row)
-    # sort within rows, then drop repeats
-    order = np.lexsort((cols, rows))
-    rows, cols = rows[order], cols[order]
-    keep = np.ones(nnz, dtype=bool)
-    keep[1:] = (rows[1:] != rows[:-1]) | (cols[1:] != cols[:-1])
-    del indptr, order
-    return support_mask(rows[keep], cols[keep], (n, m))
+    indptr = np.zeros(n + 1, dtype=idx_dtype)
+    np.cumsum(np.bincount(keys // m, minlength=n), out=indptr[1:])
+    return _csr_from_parts(indptr, (keys % m).astype(idx_dtype), (n, m))

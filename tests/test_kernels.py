@@ -1,15 +1,13 @@
 """Every jitted kernel against its dense numpy oracle (tests/reference.py)."""
 
 import numpy as np
-import scipy.sparse as sp
 from hypothesis import given
 from hypothesis import strategies as st
 
 import reference as ref
 from banmf._kernels.boolean import pack_cols_above, pack_rows_above, popcount64, staircase_hits, support_hits, union_popcounts
-from banmf._kernels.mu import gather_spmm, mu_update, project_spmm
+from banmf._kernels.mu import project_spmm, update_rows, update_rows_scatter
 from banmf._validation import check_binary_matrix
-from banmf.models._mu import transposed_pattern
 from conftest import binary_matrices
 
 ks = st.sampled_from([1, 2, 3, 7])
@@ -34,28 +32,36 @@ def test_project_spmm(Xd, k, project, seed, dtype):
     np.testing.assert_allclose(sq, sq_ref, rtol=tol, atol=tol)
 
 
-@given(binary_matrices(), ks, st.integers(0, 2**31))
-def test_gather_spmm(Xd, k, seed):
-    rng = np.random.default_rng(seed)
-    X = check_binary_matrix(Xd)
-    W = rng.random((Xd.shape[0], k))
-    y = rng.random(X.nnz)
-    indptr_t, indices_t, perm = transposed_pattern(X)
-    out = np.full((Xd.shape[1], k), np.nan)
-    gather_spmm(indptr_t, indices_t, perm, y, W, out)
-    np.testing.assert_allclose(out, ref.gather_spmm(Xd, y, W), rtol=1e-12, atol=1e-12)
-
-
-@given(st.integers(1, 9), ks, st.sampled_from([0.0, 0.5, 1e4, 1e10]), st.integers(0, 2**31))
-def test_mu_update(r, k, lam, seed):
+@given(st.integers(1, 9), ks, st.integers(1, 4), st.sampled_from([0.0, 0.5, 1e4, 1e10]), st.integers(0, 2**31))
+def test_update_rows(r, k, nb, lam, seed):
     rng = np.random.default_rng(seed)
     F = rng.random((r, k))
     F[0, 0] = 0.0  # zeros are absorbing and must stay finite
-    numer, linear = rng.random((r, k)), rng.random((r, k))
-    expected = ref.mu_update(F, numer, linear, lam, 1e-12)
-    mu_update(F, numer, linear, lam, 1e-12)
+    numer, G = rng.random((r, k)), rng.random((k, k))
+    expected = ref.mu_update(F, numer, F @ G, lam, 1e-12)
+    gram = np.full((min(nb, r), k, k), np.nan)
+    update_rows(F, numer, G, lam, 1e-12, gram)
     np.testing.assert_allclose(F, expected, rtol=1e-12)
+    np.testing.assert_allclose(gram.sum(axis=0), expected.T @ expected, rtol=1e-12)
     assert np.isfinite(F).all()
+
+
+@given(binary_matrices(), ks, st.integers(1, 5), st.sampled_from([0.0, 2.0]), st.sampled_from([np.float64, np.float32]), st.integers(0, 2**31))
+def test_update_rows_scatter(Xd, k, nb, lam, dtype, seed):
+    rng = np.random.default_rng(seed)
+    X = check_binary_matrix(Xd)
+    n, m = Xd.shape
+    F = rng.random((n, k)).astype(dtype)
+    numer, G = rng.random((n, k)).astype(dtype), rng.random((k, k))
+    y = rng.random(X.nnz).astype(dtype)
+    expected = ref.mu_update(F.astype(float), numer.astype(float), F.astype(float) @ G, lam, 1e-12)
+    nb = min(nb, n)
+    gram, scatter = np.full((nb, k, k), np.nan), np.full((nb, m, k), np.nan, dtype)
+    update_rows_scatter(X.indptr, X.indices, y, F, numer, G, lam, 1e-12, gram, scatter)
+    tol = 1e-12 if dtype == np.float64 else 1e-4
+    np.testing.assert_allclose(F, expected, rtol=tol)
+    np.testing.assert_allclose(gram.sum(axis=0), expected.T @ expected, rtol=tol, atol=tol)
+    np.testing.assert_allclose(scatter.sum(axis=0), ref.gather_spmm(Xd, y.astype(float), expected), rtol=tol, atol=tol)
 
 
 @given(st.integers(0, 2**64 - 1))
@@ -103,16 +109,3 @@ def test_staircase_hits(Xd, k, P, n_blocks, seed):
     diff = staircase_hits(X.indptr, X.indices, u, vt, P, min(n_blocks, n)).sum(axis=0)
     hits = diff.cumsum(axis=0).cumsum(axis=1)[:P, :P]
     np.testing.assert_array_equal(hits, ref.hits_grid(Xd, u, vt, P))
-
-
-def test_transposed_pattern_maps_positions():
-    Xd = np.array([[0, 1, 1], [1, 0, 0], [0, 0, 0], [1, 1, 0]])
-    X = check_binary_matrix(Xd)
-    indptr_t, indices_t, perm = transposed_pattern(X)
-    T = sp.csr_array((np.ones(len(indices_t)), indices_t, indptr_t), shape=(3, 4))
-    np.testing.assert_array_equal(T.toarray(), Xd.T)
-    rows = np.repeat(np.arange(4), np.diff(X.indptr))
-    # the q-th nonzero of Xᵀ is (j, indices_t[q]); perm points at the same (i, j) in X
-    cols_t = np.repeat(np.arange(3), np.diff(indptr_t))
-    np.testing.assert_array_equal(rows[perm], indices_t)
-    np.testing.assert_array_equal(X.indices[perm], cols_t)

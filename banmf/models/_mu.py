@@ -8,19 +8,19 @@ objective after every one of them.
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 
-from .._kernels.mu import gather_spmm, mu_update, project_spmm
+from .._kernels.mu import project_spmm, update_rows, update_rows_scatter
+
+# Row blocks of the W pass: each holds an (m, k) partial of Wᵀ Y. The count depends only on the
+# problem's shape (never on the thread count), so results are the same on any machine.
+_MAX_BLOCKS = 4
+_SCATTER_BUDGET_BYTES = 2**28
 
 
-def transposed_pattern(X: sp.csr_array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """CSR pattern of Xᵀ and, per nonzero of Xᵀ, its position in X's CSR order."""
-    pos = sp.csr_array(
-        (np.arange(X.nnz, dtype=X.indices.dtype), X.indices, X.indptr), shape=X.shape
-    )
-    T = pos.T.tocsr()
-    T.sort_indices()
-    return T.indptr.astype(X.indptr.dtype), T.indices.astype(X.indices.dtype), T.data
+def n_row_blocks(n: int, m: int, k: int, itemsize: int) -> int:
+    """Blocks for the W pass: up to 16, fewer when their Wᵀ Y partials would exceed 256 MB."""
+    fit = _SCATTER_BUDGET_BYTES // max(1, m * k * itemsize)
+    return int(max(1, min(_MAX_BLOCKS, fit, n)))
 
 
 def lambda_schedule(regularization, max_iter: int) -> np.ndarray:
@@ -63,7 +63,6 @@ class MUSolver:
 
     def __init__(self, X, W, Ht, *, project, lower, upper, eps, y=None):
         self.indptr, self.indices = X.indptr, X.indices
-        self.indptr_t, self.indices_t, self.perm = transposed_pattern(X)
         self.W, self.Ht = W, Ht
         dtype = W.dtype
         self.y = np.ones(X.nnz, dtype=dtype) if y is None else np.ascontiguousarray(y, dtype=dtype)
@@ -71,38 +70,37 @@ class MUSolver:
         self.lower, self.upper, self.eps = float(lower), float(upper), float(eps)
         n, k = W.shape
         m = Ht.shape[0]
+        nb = n_row_blocks(n, m, k, dtype.itemsize)
         self.YHt = np.empty((n, k), dtype)
-        self.lin_W = np.empty((n, k), dtype)
-        self.WtY = np.empty((m, k), dtype)
-        self.lin_H = np.empty((m, k), dtype)
+        self.WtY_blocks = np.empty((nb, m, k), dtype)
+        self.WtW_blocks = np.empty((nb, k, k), np.float64)
+        self.HHt_blocks = np.empty((min(_MAX_BLOCKS, max(1, m)), k, k), np.float64)
         self.sq = np.empty((n, 2), np.float64)
-        self.HHt = Ht.T @ Ht
-        self.WtW = W.T @ W
+        self.HHt = Ht.T.astype(np.float64) @ Ht
+        self.WtW = W.T.astype(np.float64) @ W
+        self.WtY = None
         # Y Hᵀ and the support terms for the starting Y, without projecting it.
         project_spmm(self.indptr, self.indices, W, Ht, self.lower, self.upper, False,
                      self.y, self.YHt, self.sq)
 
-    def step_w(self, lam: float) -> None:
-        np.matmul(self.W, self.HHt, out=self.lin_W)
-        mu_update(self.W, self.YHt, self.lin_W, lam, self.eps)
-        self.WtW = self.W.T @ self.W
+    def step_w(self, lam: float, scatter: bool = True) -> None:
+        """W step; also forms WᵀW and (unless ``scatter=False``) Wᵀ Y for the H step."""
+        if scatter:
+            update_rows_scatter(self.indptr, self.indices, self.y, self.W, self.YHt, self.HHt,
+                                lam, self.eps, self.WtW_blocks, self.WtY_blocks)
+            self.WtY = self.WtY_blocks.sum(axis=0)
+        else:
+            update_rows(self.W, self.YHt, self.HHt, lam, self.eps, self.WtW_blocks)
+        self.WtW = self.WtW_blocks.sum(axis=0)
 
     def step_h(self, lam: float) -> None:
-        gather_spmm(self.indptr_t, self.indices_t, self.perm, self.y, self.W, self.WtY)
-        np.matmul(self.Ht, self.WtW, out=self.lin_H)
-        mu_update(self.Ht, self.WtY, self.lin_H, lam, self.eps)
-        self.HHt = self.Ht.T @ self.Ht
+        update_rows(self.Ht, self.WtY, self.WtW, lam, self.eps, self.HHt_blocks)
+        self.HHt = self.HHt_blocks.sum(axis=0)
 
     def step_y(self) -> None:
         """Project Y (BANMF) and refresh Y Hᵀ and the objective's support terms."""
         project_spmm(self.indptr, self.indices, self.W, self.Ht, self.lower, self.upper,
                      self.project, self.y, self.YHt, self.sq)
-
-    def iterate(self, lam: float) -> None:
-        """One W, H, Y cycle (the paper's order)."""
-        self.step_w(lam)
-        self.step_h(lam)
-        self.step_y()
 
     def objective(self, lam: float = 0.0) -> float:
         """``½‖Y − WH‖² + (λ/2)(‖W²−W‖² + ‖H²−H‖²)`` as of the last :meth:`step_y`.
@@ -110,7 +108,7 @@ class MUSolver:
         The off-support part ``‖WH‖² − Σ_Ω s²`` is clamped at 0 against cancellation.
         """
         res, s2 = self.sq.sum(axis=0)
-        whf = float(np.sum(self.WtW.astype(np.float64) * self.HHt.astype(np.float64)))
+        whf = float(np.sum(self.WtW * self.HHt))
         f = 0.5 * (res + max(0.0, whf - s2))
         if lam:
             W, Ht = self.W, self.Ht

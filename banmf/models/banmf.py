@@ -240,7 +240,7 @@ class BANMF(BaseFactorization):
         try:
             for t in range(max_iter):
                 lam = float(lams[t])
-                solver.step_w(lam)
+                solver.step_w(lam, scatter=update_h)
                 if update_h:
                     solver.step_h(lam)
                 solver.step_y()
