@@ -6,12 +6,33 @@ against an auxiliary matrix Y bounded on the support of X, then a threshold sear
 
 from .booleanize import Booleanization, balance, boolean_error, boolean_product, booleanize
 from .datasets import make_boolean, make_sparse_uniform
-from .models import BANMF, METHODS, ConvergenceWarning
+from .api import Factorization, factorize
+from .models import (
+    ASSO,
+    BANMF,
+    METHODS,
+    NMF,
+    PNLPF,
+    ConvergenceWarning,
+    GreConD,
+    RegularizedBANMF,
+    RegularizedNMF,
+    ZhangThreshold,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ASSO",
     "BANMF",
+    "Factorization",
+    "GreConD",
+    "NMF",
+    "PNLPF",
+    "RegularizedBANMF",
+    "RegularizedNMF",
+    "ZhangThreshold",
+    "factorize",
     "METHODS",
     "Booleanization",
     "ConvergenceWarning",

@@ -130,3 +130,16 @@ def staircase_hits(indptr, indices, u, v, n_points, n_blocks):
                         D[lo_s, vmax] -= 1
                         D[hi_s, vmax] += 1
     return diff
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def pack_csr_rows(indptr, indices, out):
+    """Pack the rows of a CSR pattern into ``out`` (rows, ceil(cols / 64)) uint64 words."""
+    r = len(indptr) - 1
+    words = out.shape[1]
+    for i in prange(r):
+        for w in range(words):
+            out[i, w] = 0
+        for p in range(indptr[i], indptr[i + 1]):
+            j = indices[p]
+            out[i, j >> 6] |= _ONE << np.uint64(j & 63)
