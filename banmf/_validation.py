@@ -132,6 +132,15 @@ def support_mask(rows: np.ndarray, cols: np.ndarray, shape: tuple[int, int]) -> 
     return _csr_from_parts(indptr, indices, (n, m))
 
 
+def support_mask_from_keys(keys: np.ndarray, shape: tuple[int, int]) -> sp.csr_array:
+    """Support mask from sorted, distinct row-major keys ``i * m + j`` (no sort needed)."""
+    n, m = int(shape[0]), int(shape[1])
+    idx_dtype = np.int32 if max(n, m, len(keys)) < np.iinfo(np.int32).max else np.int64
+    indptr = np.zeros(n + 1, dtype=idx_dtype)
+    np.cumsum(np.bincount(keys // m, minlength=n), out=indptr[1:])
+    return _csr_from_parts(indptr, (keys % m).astype(idx_dtype), (n, m))
+
+
 def _csr_from_parts(indptr: np.ndarray, indices: np.ndarray, shape: tuple[int, int]) -> sp.csr_array:
     X = sp.csr_array((np.ones(len(indices), dtype=bool), indices, indptr), shape=shape, copy=False)
     X.has_sorted_indices = True
