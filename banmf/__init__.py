@@ -4,7 +4,7 @@ The core method is BANMF (Truong, Skau, Desantis, Alexandrov): multiplicative NM
 against an auxiliary matrix Y bounded on the support of X, then a threshold search.
 """
 
-from .booleanize import Booleanization, balance, boolean_error, boolean_product, booleanize
+from .booleanize import Booleanization, balance, boolean_error, boolean_product, booleanize, error_counts
 from .datasets import make_boolean, make_sparse_uniform
 from .api import Factorization, factorize
 from .models import (
@@ -40,6 +40,7 @@ __all__ = [
     "boolean_error",
     "boolean_product",
     "booleanize",
+    "error_counts",
     "make_boolean",
     "make_sparse_uniform",
     "__version__",

@@ -17,7 +17,14 @@ import scipy.sparse as sp
 from ._kernels.boolean import pack_cols_above, pack_rows_above, staircase_hits, support_hits, union_popcounts
 from ._validation import _csr_from_parts, check_binary_matrix, check_boolean_factors
 
-__all__ = ["Booleanization", "balance", "boolean_error", "boolean_product", "booleanize"]
+__all__ = [
+    "Booleanization",
+    "balance",
+    "boolean_error",
+    "boolean_product",
+    "booleanize",
+    "error_counts",
+]
 
 
 def _words(bits: int) -> int:
@@ -63,12 +70,32 @@ def _cover(pw: _Packed, ph: _Packed) -> int:
     return int(np.dot(sizes, rows.counts))
 
 
-def _error(X: sp.csr_array, Wb: np.ndarray, Hb: np.ndarray) -> int:
-    """Hamming error of trusted Boolean factors against a canonical support mask."""
+def _hits_and_cover(X: sp.csr_array, Wb: np.ndarray, Hb: np.ndarray) -> tuple[int, int]:
+    """Ones of X that W⊗H covers, and all ones of W⊗H, for trusted Boolean factors."""
     pw, ph = _Packed.of(Wb), _Packed.of(np.ascontiguousarray(Hb.T))
     hits = np.empty(X.shape[0], dtype=np.int64)
     support_hits(X.indptr, X.indices, pw.codes, ph.codes, hits)
-    return int(X.nnz + _cover(pw, ph) - 2 * int(hits.sum()))
+    return int(hits.sum()), _cover(pw, ph)
+
+
+def _error(X: sp.csr_array, Wb: np.ndarray, Hb: np.ndarray) -> int:
+    """Hamming error of trusted Boolean factors against a canonical support mask."""
+    hits, cover = _hits_and_cover(X, Wb, Hb)
+    return X.nnz + cover - 2 * hits
+
+
+def error_counts(X, W, H) -> tuple[int, int]:
+    """``(false negatives, false positives)`` of W⊗H against X: ones missed, zeros covered.
+
+    Examples
+    --------
+    >>> error_counts([[1, 1, 0], [0, 1, 1]], [[1], [1]], [[0, 1, 1]])
+    (1, 1)
+    """
+    X = check_binary_matrix(X)
+    Wb, Hb = check_boolean_factors(W, H, X.shape)
+    hits, cover = _hits_and_cover(X, Wb, Hb)
+    return X.nnz - hits, cover - hits
 
 
 def boolean_error(X, W, H) -> int:

@@ -218,7 +218,11 @@ def rank_gap_suite(
 
 def data_dir(path=None) -> Path:
     """Folder of the bundled datasets: ``path``, else $BANMF_DATA, else the repository's data/."""
-    candidates = [path, os.environ.get("BANMF_DATA"), Path(__file__).resolve().parent.parent / "data"]
+    if path is not None:
+        if not Path(path).is_dir():
+            raise FileNotFoundError(f"data_home {path}: no such folder")
+        return Path(path)
+    candidates = [os.environ.get("BANMF_DATA"), Path(__file__).resolve().parent.parent / "data"]
     for c in candidates:
         if c is not None and Path(c).is_dir():
             return Path(c)

@@ -233,10 +233,14 @@ def _read_mtx(path: Path) -> sp.csr_array:
     body = text[offset:]
     per = (2 if field_ == "pattern" else 3) if layout == "coordinate" else 1
     count = dims[2] if layout == "coordinate" else n * m
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        values = np.fromstring(body, dtype=np.float64, sep=" ") if body.strip() else np.empty(0)
-    if values.size != per * count:
+    try:
+        with warnings.catch_warnings():
+            # numpy parses whitespace-separated text in C; older versions only warn on junk
+            warnings.simplefilter("error", DeprecationWarning)
+            values = np.fromstring(body, dtype=np.float64, sep=" ") if body.strip() else np.empty(0)
+    except (ValueError, DeprecationWarning):
+        values = None
+    if values is None or values.size != per * count:
         _locate_mtx_problem(path, body, size_line, per, count)
     if layout == "array":
         dense = values.reshape(m, n).T  # column-major

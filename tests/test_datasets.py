@@ -1,0 +1,88 @@
+"""Generators and bundled datasets."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+import reference as ref
+from banmf import make_boolean, make_sparse_uniform
+from banmf.datasets import load_lucap0, load_mushroom, load_retail, load_votes, load_zoo, planted_probability, rank_gap_suite
+
+
+def test_generator_density_is_d_in_expectation():
+    for d, k in ((0.2, 5), (0.5, 3), (0.8, 5)):
+        dens = np.array([make_boolean(50, 50, k, d, random_state=s)[0].nnz / 2500 for s in range(2000)])
+        assert abs(dens.mean() - d) < 3 * dens.std(ddof=1) / np.sqrt(len(dens))
+
+
+def test_generator_planted_product_and_reproducibility():
+    X, W, H = make_boolean(40, 30, 4, 0.4, random_state=7)
+    np.testing.assert_array_equal(X.toarray(), ref.boolean_product(W, H))
+    X2, W2, _ = make_boolean(40, 30, 4, 0.4, random_state=7)
+    np.testing.assert_array_equal(X2.toarray(), X.toarray())
+    assert planted_probability(0.5, 1) == pytest.approx(np.sqrt(0.5))
+
+
+@pytest.mark.parametrize("kind", ["iid", "count"])
+def test_noise_flips(kind):
+    Xc, W, H = make_boolean(100, 80, 3, 0.4, random_state=3)
+    Xn, W2, H2 = make_boolean(100, 80, 3, 0.4, noise=0.05, noise_kind=kind, random_state=3)
+    np.testing.assert_array_equal(W, W2)
+    flips = int((Xc.toarray() ^ Xn.toarray()).sum())
+    if kind == "count":
+        assert flips == int(0.05 * 8000)
+    else:
+        assert abs(flips - 400) < 5 * np.sqrt(400)
+
+
+def test_bad_generator_arguments():
+    with pytest.raises(ValueError, match="density"):
+        make_boolean(5, 5, 2, 1.5)
+    with pytest.raises(ValueError, match="noise"):
+        make_boolean(5, 5, 2, 0.5, noise=-0.1)
+    with pytest.raises(ValueError, match="n must be"):
+        make_boolean(0, 5, 2, 0.5)
+
+
+def test_sparse_uniform():
+    X = make_sparse_uniform(500, 300, 4000, random_state=0)
+    assert X.shape == (500, 300) and 3900 < X.nnz <= 4000 and X.has_canonical_format
+    with pytest.raises(ValueError, match="exceeds"):
+        make_sparse_uniform(2, 2, 5)
+
+
+def test_rank_gap_suite_redraws_below_k():
+    cases = list(itertools.islice(rank_gap_suite(sizes=[10, 12], ranks=[3], densities=[0.5], repeats=2, random_state=0), 10))
+    assert len(cases) == 8  # 4 (n, m) pairs × 2 repeats
+    for c in cases:
+        assert c.X.shape == (c.n, c.m) and c.real_rank >= c.k and c.gap == c.real_rank - 3
+    square = list(rank_gap_suite(sizes=[10, 12], ranks=[3], densities=[0.5], repeats=1, square_only=True, random_state=0))
+    assert [(c.n, c.m) for c in square] == [(10, 10), (12, 12)]
+
+
+def test_bundled_datasets():
+    zoo = load_zoo()
+    assert zoo.X.shape == (101, 15) and zoo.X.nnz == 660
+    assert zoo.row_labels[0] == "aardvark" and zoo.col_labels[-1] == "catsize"
+    assert load_zoo("14").X.shape == (101, 14) and load_zoo("16_legs").X.nnz == 738
+    assert load_votes().X.shape == (232, 16) and load_votes("435_missing_mask").X.nnz == 392
+    assert load_lucap0().X.shape == (2000, 143)
+    assert load_mushroom().X.shape == (8124, 117)
+    assert load_retail().X.nnz == 908576
+    with pytest.raises(ValueError, match="variant"):
+        load_zoo("13")
+
+
+def test_damaged_data_is_detected(tmp_path):
+    import shutil
+
+    from banmf.datasets import data_dir
+
+    for name in ("zoo_101x15.mtx", "zoo_101x15.json"):
+        shutil.copy(data_dir() / name, tmp_path / name)
+    (tmp_path / "zoo_101x15.mtx").write_text((tmp_path / "zoo_101x15.mtx").read_text().replace("\n1 1\n", "\n1 2\n", 1))
+    with pytest.raises(ValueError, match="checksum"):
+        load_zoo(data_home=tmp_path)
+    with pytest.raises(FileNotFoundError):
+        load_zoo(data_home=tmp_path / "nowhere")
