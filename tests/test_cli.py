@@ -1,0 +1,138 @@
+"""The banmf command, through main([...]) (and the installed entry point once)."""
+
+import io
+import json
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from banmf import boolean_error
+from banmf.cli import Progress, main
+from banmf.datasets import data_dir
+from banmf.io import load_result, read_matrix
+
+ZOO = str(data_dir() / "zoo_101x15.mtx")
+
+
+def run(*argv):
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_factorize_summary_json_and_saved_result(tmp_path):
+    code, out, err = run("factorize", ZOO, "-k", "3", "--max-iter", "200")
+    assert code == 0 and "relative error" in out and "101×15" in out
+    res = tmp_path / "zoo.npz"
+    code, out, _ = run("factorize", ZOO, "-k", "3", "--method", "asso", "--param", "tau=0.6", "--json", "--out", str(res))
+    rec = json.loads(out)
+    assert code == 0 and rec["method"] == "asso" and rec["shape"] == [101, 15]
+    saved = load_result(res)
+    X = read_matrix(ZOO)
+    assert rec["error"] == boolean_error(X, saved.W, saved.H) == rec["false_negatives"] + rec["false_positives"]
+    assert saved.meta["params"]["tau"] == 0.6 and len(saved.meta["input_sha256"]) == 64
+
+
+def test_every_method_runs_from_the_command_line():
+    from banmf import METHODS
+
+    for method in METHODS:
+        extra = ["--max-iter", "20"] if method not in ("asso", "grecond") else []
+        code, out, err = run("factorize", ZOO, "-k", "2", "--method", method, "--json", *extra)
+        assert code == 0, err
+        assert json.loads(out)["n_components"] == 2
+
+
+def test_ctrl_c_writes_the_result_so_far(tmp_path, monkeypatch):
+    def interrupting(self, t, f):
+        if t == 5:
+            raise KeyboardInterrupt
+        return False
+
+    monkeypatch.setattr(Progress, "__call__", interrupting)
+    res = tmp_path / "r.npz"
+    code, out, err = run("factorize", ZOO, "-k", "3", "--out", str(res))
+    assert code == 130 and "interrupted" in out and "interrupted after 5 iterations" in err
+    saved = load_result(res)
+    assert saved.meta["interrupted"] and saved.meta["n_iter"] == 5
+    assert not list(tmp_path.glob(".*tmp"))
+
+
+def test_info_generate_evaluate_plot(tmp_path):
+    code, out, _ = run("info", ZOO, "--json")
+    rec = json.loads(out)
+    assert code == 0 and rec["nnz"] == 660 and rec["empty_rows"] == 0 and rec["duplicate_rows"] > 0
+    gen, fac = tmp_path / "g.mtx.gz", tmp_path / "planted.npz"
+    code, out, _ = run("generate", str(gen), "-n", "60", "-m", "40", "-k", "3", "--density", "0.3", "--noise", "0.01", "--factors", str(fac), "--json")
+    assert code == 0 and read_matrix(gen).shape == (60, 40)
+    planted_error = json.loads(out)["planted_error"]
+    code, out, _ = run("evaluate", str(gen), str(fac), "--json")
+    assert code == 0 and json.loads(out)["error"] == planted_error
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "p.png"
+    code, out, _ = run("plot", str(fac), "--out", str(png))
+    assert code == 0 and png.read_bytes()[:4] == b"\x89PNG" and "matrices" in out
+    res = tmp_path / "r.npz"
+    run("factorize", str(gen), "-k", "3", "--max-iter", "30", "--out", str(res))
+    code, out, _ = run("plot", str(res), "--data", str(gen), "--out", str(tmp_path / "q.png"))
+    assert code == 0
+
+
+def test_summary_plot_for_large_or_unembedded_data(tmp_path):
+    pytest.importorskip("matplotlib")
+    res = tmp_path / "r.npz"
+    run("factorize", ZOO, "-k", "3", "--max-iter", "30", "--out", str(res))
+    saved = load_result(res)
+    from banmf.plotting import plot_result
+
+    assert plot_result(saved, tmp_path / "s.png", X=None) == "summary"
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["factorize", "missing.mtx", "-k", "2"], "no such file"),
+        (["factorize", ZOO, "-k", "0"], "n_components"),
+        (["factorize", ZOO, "-k", "2", "--method", "svd"], "unknown method 'svd'"),
+        (["factorize", ZOO, "-k", "2", "--param", "alpha=1"], "no parameter"),
+        (["factorize", ZOO, "-k", "2", "--param", "oops"], "KEY=VALUE"),
+        (["factorize", ZOO, "-k", "2", "--method", "asso", "--max-iter", "3"], "no --max-iter"),
+        (["evaluate", ZOO, "missing.npz"], "no such file"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(argv, message):
+    code, out, err = run(*argv)
+    assert code == 2 and message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_bad_usage_and_help():
+    assert run("factorize")[0] == 2
+    assert run("frobnicate")[0] == 2
+    assert run("--help")[0] == 0
+
+
+def test_shape_mismatch_in_evaluate(tmp_path):
+    res = tmp_path / "r.npz"
+    run("factorize", ZOO, "-k", "2", "--max-iter", "10", "--out", str(res))
+    code, _, err = run("evaluate", str(data_dir() / "votes_232x16.mtx"), str(res))
+    assert code == 2 and "factorizes a 101×15 matrix" in err
+
+
+def test_internal_error_exits_1(monkeypatch):
+    import banmf.cli
+
+    monkeypatch.setattr(banmf.cli, "_read_input", lambda path: 1 / 0)
+    code, _, err = run("info", ZOO)
+    assert code == 1 and "internal error: ZeroDivisionError" in err
+
+
+def test_installed_entry_point_and_module():
+    exe = shutil.which("banmf")
+    cmd = [exe] if exe else [sys.executable, "-m", "banmf"]
+    done = subprocess.run([*cmd, "info", ZOO, "--json"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and json.loads(done.stdout)["nnz"] == 660
+    done = subprocess.run([sys.executable, "-m", "banmf", "factorize", "nothere.mtx", "-k", "2"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "no such file" in done.stderr
