@@ -80,10 +80,11 @@ class BANMF(BaseFactorization):
     normalize : {"balance", None}, default "balance"
         Factor balancing before thresholding.
     dtype : float64 or float32, default float64
-        Floating type of W, H and Y. float32 halves memory traffic and is faster per iteration
-        on large inputs; float64 is the default because the regularized ramp reaches λ = 1e10,
-        where float32 loses the factors' small differences, and because the exactness tests
-        (Theorems 1 and 2) need float64 round-off.
+        Floating type of W, H and Y. float32 saves memory (4 bytes per nonzero for Y and half
+        the factors) but, measured on 100,000×10,000 with 10⁶ nonzeros at k = 32, is no faster
+        per iteration (0.058 s vs 0.059 s): the kernels accumulate in float64 either way. So
+        float64 is the default; it also keeps the regularized ramp (λ up to 1e10) and the
+        exactness properties (Theorems 1 and 2) at full precision.
     random_state : None, int or numpy Generator
         Seed for the random initialisation. Same seed, same result.
     verbose : int, default 0
