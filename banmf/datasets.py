@@ -26,6 +26,7 @@ __all__ = [
     "make_boolean",
     "make_sparse_uniform",
     "planted_probability",
+    "rank_gap_case",
     "rank_gap_suite",
 ]
 
@@ -175,6 +176,18 @@ class RankGapCase:
         return self.real_rank - self.k
 
 
+def rank_gap_case(n: int, m: int, k: int, density: float, repeat: int = 0, *,
+                  max_redraws: int = 1000, random_state=None) -> RankGapCase:
+    """One planted X of the rank-gap suite, redrawn while its real rank is below k (paper §5)."""
+    rng = check_random_state(random_state)
+    for _ in range(max_redraws):
+        X, _, _ = make_boolean(n, m, k, density, random_state=rng)
+        rank = int(np.linalg.matrix_rank(X.toarray().astype(np.float64)))
+        if rank >= k:
+            return RankGapCase(X, n, m, k, density, repeat, rank)
+    raise RuntimeError(f"no {n}×{m} matrix of real rank ≥ {k} at d={density} in {max_redraws} draws")
+
+
 def rank_gap_suite(
     sizes=range(10, 51),
     ranks=range(2, 7),
@@ -202,14 +215,7 @@ def rank_gap_suite(
         for k in ranks:
             for d in densities:
                 for rep in range(repeats):
-                    for _ in range(max_redraws):
-                        X, _, _ = make_boolean(n, m, k, d, random_state=rng)
-                        rank = int(np.linalg.matrix_rank(X.toarray().astype(np.float64)))
-                        if rank >= k:
-                            break
-                    else:
-                        raise RuntimeError(f"no {n}×{m} matrix of real rank ≥ {k} at d={d} in {max_redraws} draws")
-                    yield RankGapCase(X, n, m, k, d, rep, rank)
+                    yield rank_gap_case(n, m, k, d, rep, max_redraws=max_redraws, random_state=rng)
 
 
 # ---------------------------------------------------------------------------------------------

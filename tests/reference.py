@@ -89,3 +89,73 @@ def banmf(X, W, H, n_iter, lams, lower, upper, eps, project=True):
 def objective(Y, W, H, lam=0.0):
     f = 0.5 * np.sum((Y - W @ H) ** 2)
     return f + 0.5 * lam * (np.sum((W**2 - W) ** 2) + np.sum((H**2 - H) ** 2))
+
+
+def asso(X, k, tau, w_pos=1.0, w_neg=1.0):
+    """Dense ASSO: confidence matrix, candidates A >= tau, greedy cover with row-wise usage."""
+    X = X.astype(bool)
+    n, m = X.shape
+    G = X.T.astype(int) @ X.astype(int)
+    colsum = np.diag(G).astype(float)
+    A = np.zeros((m, m))
+    nz = colsum > 0
+    A[nz] = G[nz] / colsum[nz, None]
+    cands = [row for row in (A >= tau) if row.any()]
+    C = np.zeros((n, m), dtype=bool)
+    W = np.zeros((n, k), dtype=bool)
+    H = np.zeros((k, m), dtype=bool)
+    for l in range(k):
+        if not cands:
+            break
+        best, best_c, best_u = -1.0, None, None
+        for c in cands:
+            free = c & ~C
+            gain = w_pos * (free & X).sum(axis=1) - w_neg * (free & ~X).sum(axis=1)
+            score = gain[gain > 0].sum()
+            if score > best:
+                best, best_c, best_u = score, c, gain > 0
+        if best <= 0:
+            break
+        W[:, l], H[l] = best_u, best_c
+        C |= best_u[:, None] & best_c[None, :]
+    return W, H
+
+
+def grecond(X, k=None):
+    """Dense GreConD (Belohlavek & Vychodil): grow each concept's intent greedily by coverage."""
+    X = X.astype(bool)
+    n, m = X.shape
+    U = X.copy()
+    extents, intents = [], []
+
+    def up(rows):  # columns shared by every row in `rows`
+        return X[rows].all(axis=0)
+
+    while U.any() and (k is None or len(extents) < k):
+        extent = np.ones(n, dtype=bool)
+        intent = up(extent)
+        best = 0
+        while True:
+            values = np.full(m, -1)
+            for j in range(m):
+                if intent[j]:
+                    continue
+                ext = extent & X[:, j]
+                values[j] = int((U[ext][:, up(ext)]).sum()) if ext.any() else 0
+            j = int(np.argmax(values))
+            if values[j] <= best:
+                break
+            best = values[j]
+            extent = extent & X[:, j]
+            intent = up(extent)
+        if best == 0:
+            break
+        extents.append(extent)
+        intents.append(intent)
+        U &= ~(extent[:, None] & intent[None, :])
+    kk = len(extents) if k is None else k
+    W = np.zeros((n, kk), dtype=bool)
+    H = np.zeros((kk, m), dtype=bool)
+    for l, (e, d) in enumerate(zip(extents, intents)):
+        W[:, l], H[l] = e, d
+    return W, H

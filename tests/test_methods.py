@@ -144,3 +144,38 @@ def test_dense_methods_refuse_inputs_over_budget():
     for cls in (PNLPF, ZhangThreshold):
         with pytest.raises(ValueError, match="dense_budget"):
             cls(2, dense_budget=1_000_000).fit(X)
+
+
+@pytest.mark.filterwarnings("ignore:n_components=.*exceeds")
+@pytest.mark.parametrize("w_neg", [1.0, 0.5, 3.0])
+def test_asso_matches_dense_reference(w_neg):
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=30, deadline=None)
+    @given(st.integers(1, 14), st.integers(1, 12), st.floats(0.1, 0.7), st.integers(1, 4), st.sampled_from([0.3, 0.6, 0.9, 1.0]), st.integers(0, 2**31))
+    def check(n, m, density, k, tau, seed):
+        Xd = np.random.default_rng(seed).random((n, m)) < density
+        W, H = ref.asso(Xd, k, tau, 1.0, w_neg)
+        est = ASSO(k, tau=tau, w_neg=w_neg).fit(Xd)
+        np.testing.assert_array_equal(est.W_, W)
+        np.testing.assert_array_equal(est.components_, H)
+
+    check()
+
+
+@pytest.mark.filterwarnings("ignore:n_components=.*exceeds")
+def test_grecond_matches_dense_reference():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=40, deadline=None)
+    @given(st.integers(1, 70), st.integers(1, 10), st.floats(0.1, 0.8), st.sampled_from([None, 1, 3]), st.integers(0, 2**31))
+    def check(n, m, density, k, seed):
+        Xd = np.random.default_rng(seed).random((n, m)) < density
+        W, H = ref.grecond(Xd, k)
+        est = GreConD(k).fit(Xd)
+        np.testing.assert_array_equal(est.W_, W)
+        np.testing.assert_array_equal(est.components_, H)
+
+    check()

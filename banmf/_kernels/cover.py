@@ -9,62 +9,103 @@ _ONE = np.uint64(1)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _has(bits, i, j):
-    return (bits[i, j >> 6] >> np.uint64(j & 63)) & _ONE
+def _in_row(indptr, indices, i, j):
+    """Is j among the (sorted) column indices of row i? Binary search."""
+    lo, hi = indptr[i], indptr[i + 1]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if indices[mid] < j:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo < indptr[i + 1] and indices[lo] == j
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _covered(used, fac_mask, i, j):
+    """Does a factor used by row i contain column j? (bit l of used[i] / fac_mask[j]: factor l)"""
+    for w in range(used.shape[1]):
+        if used[i, w] & fac_mask[j, w]:
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _asso_gain(indptr, indices, used, fac_mask, i, cand_cols, lo, hi, w_pos, w_neg):
+    gain = 0.0
+    for q in range(lo, hi):
+        j = cand_cols[q]
+        if not _covered(used, fac_mask, i, j):
+            gain += w_pos if _in_row(indptr, indices, i, j) else -w_neg
+    return gain
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def asso_scores(cand_ptr, cand_cols, colptr, colrows, xbits, cbits, w_pos, w_neg, n_blocks, scores):
+def asso_scores(cand_ptr, cand_cols, colptr, colrows, indptr, indices, used, fac_mask,
+                fac_ptr, fac_rows, w_pos, w_neg, n_blocks, scores):
     """ASSO's score of every candidate basis vector against the current cover.
 
-    Candidate c (columns ``cand_cols[cand_ptr[c]:cand_ptr[c+1]]``) used in row i gains
-    ``w_pos·#{j ∈ c : X_ij = 1, C_ij = 0} − w_neg·#{j ∈ c : X_ij = 0, C_ij = 0}``; its score is
-    the sum of the positive gains. Only rows with a one in some column of c can gain, so they
-    are found through X's columns (``colptr``, ``colrows``). ``xbits``/``cbits`` (n, words) are
-    the packed rows of X and of the current cover C.
+    Candidate c (columns ``cand_cols[cand_ptr[c]:cand_ptr[c+1]]``, rarest first) used in row i
+    gains ``w_pos·#{j ∈ c : X_ij = 1, C_ij = 0} − w_neg·#{j ∈ c : X_ij = 0, C_ij = 0}``; its
+    score is the sum of the positive gains. X_ij is looked up in row i's sorted indices and C_ij
+    through the factors row i uses (``used``, bit l = factor l) and those holding column j
+    (``fac_mask``), so all reads stay within a row however wide X is.
+
+    Only some rows need a look. A row none of whose factors meets c gains iff it has more than
+    ``θ = |c|·w_neg/(w_pos + w_neg)`` of c's columns, hence at least one of the
+    ``|c| − ⌊θ⌋`` rarest (pigeonhole); the other rows are those of the factors (``fac_ptr``,
+    ``fac_rows``: the rows of each factor) that share a column with c.
     """
     n_cand = len(cand_ptr) - 1
-    n = xbits.shape[0]
+    n = len(indptr) - 1
+    words = used.shape[1]
+    k = len(fac_ptr) - 1
     for b in prange(n_blocks):
         seen = np.full(n, -1, dtype=np.int64)
+        meets = np.zeros(words, dtype=np.uint64)
         for c in range(b * n_cand // n_blocks, (b + 1) * n_cand // n_blocks):
+            lo, hi = cand_ptr[c], cand_ptr[c + 1]
+            size = hi - lo
+            theta = size * w_neg / (w_pos + w_neg)
+            n_rare = size - int(np.floor(theta))
             total = 0.0
-            for q in range(cand_ptr[c], cand_ptr[c + 1]):
+            for q in range(lo, hi):
+                if q - lo >= n_rare:
+                    break
                 for r in range(colptr[cand_cols[q]], colptr[cand_cols[q] + 1]):
                     i = colrows[r]
                     if seen[i] == c:
                         continue
                     seen[i] = c
-                    gain = 0.0
-                    for q2 in range(cand_ptr[c], cand_ptr[c + 1]):
-                        j = cand_cols[q2]
-                        if not _has(cbits, i, j):
-                            gain += w_pos if _has(xbits, i, j) else -w_neg
+                    gain = _asso_gain(indptr, indices, used, fac_mask, i, cand_cols, lo, hi, w_pos, w_neg)
                     if gain > 0:
                         total += gain
+            for w in range(words):
+                meets[w] = 0
+            for q in range(lo, hi):
+                for w in range(words):
+                    meets[w] |= fac_mask[cand_cols[q], w]
+            for l in range(k):
+                if meets[l >> 6] & (_ONE << np.uint64(l & 63)):
+                    for r in range(fac_ptr[l], fac_ptr[l + 1]):
+                        i = fac_rows[r]
+                        if seen[i] == c:
+                            continue
+                        seen[i] = c
+                        gain = _asso_gain(indptr, indices, used, fac_mask, i, cand_cols, lo, hi, w_pos, w_neg)
+                        if gain > 0:
+                            total += gain
             scores[c] = total
 
 
 @njit(cache=True, nogil=True)
-def asso_apply(cols, colptr, colrows, xbits, cbits, w_pos, w_neg, usage):
-    """Use the basis vector ``cols`` in every row where it gains; update the cover in place."""
+def asso_usage(cols, colptr, colrows, indptr, indices, used, fac_mask, w_pos, w_neg, usage):
+    """``usage[i] = True`` for every row where the basis vector ``cols`` has a positive gain."""
     for q in range(len(cols)):
         for r in range(colptr[cols[q]], colptr[cols[q] + 1]):
             i = colrows[r]
-            if usage[i]:
-                continue
-            gain = 0.0
-            for q2 in range(len(cols)):
-                j = cols[q2]
-                if not _has(cbits, i, j):
-                    gain += w_pos if _has(xbits, i, j) else -w_neg
-            if gain > 0:
+            if not usage[i] and _asso_gain(indptr, indices, used, fac_mask, i, cols, 0, len(cols), w_pos, w_neg) > 0:
                 usage[i] = True
-    for i in range(len(usage)):
-        if usage[i]:
-            for q in range(len(cols)):
-                j = cols[q]
-                cbits[i, j >> 6] |= _ONE << np.uint64(j & 63)
 
 
 @njit(cache=True, nogil=True)

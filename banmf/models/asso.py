@@ -9,23 +9,15 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
-from .._kernels.boolean import pack_csr_rows
-from .._kernels.cover import asso_apply, asso_scores
+from .._kernels.cover import asso_scores, asso_usage
 from .._validation import check_binary_matrix, check_n_components
 from ..booleanize import _error
 from ._base import BaseFactorization
 from .banmf import relative_error
 
-__all__ = ["ASSO", "packed_rows"]
+__all__ = ["ASSO"]
 
 TAU_GRID = tuple(np.round(np.arange(0.05, 1.0001, 0.05), 2))
-
-
-def packed_rows(X: sp.csr_array) -> np.ndarray:
-    """The rows of a support mask as bitsets, shape (n, ceil(m / 64))."""
-    out = np.empty((X.shape[0], max(1, -(-X.shape[1] // 64))), dtype=np.uint64)
-    pack_csr_rows(X.indptr, X.indices, out)
-    return out
 
 
 class ASSO(BaseFactorization):
@@ -98,11 +90,10 @@ class ASSO(BaseFactorization):
         colsum = gram.diagonal().astype(np.float64)
         csc = X.tocsc()
         csc.sort_indices()
-        xbits = packed_rows(X)
         best = None
         self.tau_errors_ = {}
         for tau in taus:
-            W, H, used = self._greedy(X, k, tau, gram, colsum, csc, xbits)
+            W, H, used = self._greedy(X, k, tau, gram, colsum, csc)
             err = _error(X, W, H)
             self.tau_errors_[tau] = err
             if best is None or err < best[0]:
@@ -116,34 +107,48 @@ class ASSO(BaseFactorization):
         self.fit_seconds_ = time.perf_counter() - start
         return self
 
-    def _greedy(self, X, k, tau, gram, colsum, csc, xbits):
+    def _greedy(self, X, k, tau, gram, colsum, csc):
         n, m = X.shape
         rows = np.repeat(np.arange(m), np.diff(gram.indptr))
         keep = gram.data >= tau * colsum[rows]
-        cand = sp.csr_array((np.ones(int(keep.sum()), bool), gram.indices[keep], np.r_[0, np.cumsum(np.bincount(rows[keep], minlength=m))]), shape=(m, m))
-        cand_ids = np.flatnonzero(np.diff(cand.indptr) > 0)
-        cand = cand[cand_ids]
-        cbits = np.zeros_like(xbits)
+        indptr = np.zeros(m + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows[keep], minlength=m), out=indptr[1:])
+        cand = sp.csr_array((np.ones(int(keep.sum()), bool), gram.indices[keep], indptr), shape=(m, m))
+        cand = cand[np.flatnonzero(np.diff(cand.indptr) > 0)]
+        # within each candidate, rarest columns first (the scoring kernel prunes with them)
+        cand_rows = np.repeat(np.arange(cand.shape[0]), np.diff(cand.indptr))
+        cand_cols = cand.indices[np.lexsort((colsum[cand.indices], cand_rows))]
+        words = max(1, -(-k // 64))
+        used = np.zeros((n, words), dtype=np.uint64)  # bit l: row uses factor l
+        fac_mask = np.zeros((m, words), dtype=np.uint64)  # bit l: factor l holds the column
         W = np.zeros((n, k), dtype=bool)
         H = np.zeros((k, m), dtype=bool)
-        scores = np.empty(len(cand_ids))
-        n_blocks = max(1, min(4 * numba.get_num_threads(), len(cand_ids)))
-        used = 0
+        scores = np.empty(cand.shape[0])
+        n_blocks = max(1, min(4 * numba.get_num_threads(), cand.shape[0]))
+        n_used = 0
         for l in range(k):
-            if len(cand_ids) == 0:
+            if cand.shape[0] == 0:
                 break
-            asso_scores(cand.indptr, cand.indices, csc.indptr, csc.indices, xbits, cbits,
-                        float(self.w_pos), float(self.w_neg), n_blocks, scores)
+            fac = sp.csc_array(W[:, :l]) if l else None
+            fac_ptr = fac.indptr.astype(np.int64) if l else np.zeros(1, np.int64)
+            fac_rows = fac.indices.astype(np.int64) if l else np.zeros(0, np.int64)
+            asso_scores(cand.indptr, cand_cols, csc.indptr, csc.indices, X.indptr, X.indices,
+                        used, fac_mask, fac_ptr, fac_rows, float(self.w_pos), float(self.w_neg),
+                        n_blocks, scores)
             c = int(np.argmax(scores))
             if scores[c] <= 0:
                 break
-            cols = cand.indices[cand.indptr[c]:cand.indptr[c + 1]]
+            cols = np.sort(cand_cols[cand.indptr[c]:cand.indptr[c + 1]])
             usage = np.zeros(n, dtype=bool)
-            asso_apply(cols, csc.indptr, csc.indices, xbits, cbits, float(self.w_pos), float(self.w_neg), usage)
+            asso_usage(cols, csc.indptr, csc.indices, X.indptr, X.indices, used, fac_mask,
+                       float(self.w_pos), float(self.w_neg), usage)
+            bit = np.uint64(1) << np.uint64(l % 64)
+            used[usage, l // 64] |= bit
+            fac_mask[cols, l // 64] |= bit
             W[:, l] = usage
             H[l, cols] = True
-            used += 1
-        return W, H, used
+            n_used += 1
+        return W, H, n_used
 
     def fit_transform(self, X, y=None) -> np.ndarray:
         """Fit and return the Boolean usage matrix W (n, k)."""

@@ -5,15 +5,23 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import scipy.sparse as sp
 
+from .._kernels.boolean import pack_csr_rows
 from .._kernels.cover import grecond_gains, intent_of
 from .._validation import check_binary_matrix, check_n_components
 from ..booleanize import _error
 from ._base import BaseFactorization
-from .asso import packed_rows
 from .banmf import relative_error
 
 __all__ = ["GreConD"]
+
+
+def packed_rows(X: sp.csr_array) -> np.ndarray:
+    """The rows of a support mask as bitsets, shape (n, ceil(m / 64))."""
+    out = np.empty((X.shape[0], max(1, -(-X.shape[1] // 64))), dtype=np.uint64)
+    pack_csr_rows(X.indptr, X.indices, out)
+    return out
 
 
 class GreConD(BaseFactorization):

@@ -1,0 +1,103 @@
+"""Experiment 4 (paper §5): time for 1000 iterations vs size, and time to a settled Boolean error.
+
+Square planted matrices, d=0.5, k=5. BANMF, NMF and PNL-PF each run exactly ``--iters``
+iterations (PNL-PF with its stop rule off; its NMF start, 1000 iterations, is timed separately
+and reported). Beyond 500 the sizes keep doubling while a method's fit stays under
+``--budget`` seconds. Fits run one at a time with all cores, so times are comparable.
+
+    python scripts/timing.py [--quick] [--budget 60] [--out results/timing]
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+import banmf
+from _common import out_dir, parser, pyplot, savefig, write_csv, write_params
+
+METHODS = {"banmf": {}, "nmf": {}, "pnlpf": {"tol": None, "init_iter": 1}}
+CHECKPOINTS = [10, 20, 50, 100, 200, 500, 1000]
+
+
+def timed(X, k, method, iters, seed=0):
+    params = {**METHODS[method], "max_iter": iters}
+    start = time.perf_counter()
+    r = banmf.factorize(X, k, method=method, random_state=seed, **params)
+    return time.perf_counter() - start, r
+
+
+def main(argv=None) -> int:
+    p = parser(__doc__, "timing")
+    p.add_argument("--iters", type=int, default=1000)
+    p.add_argument("--budget", type=float, default=60.0, help="stop growing a method's size past this many seconds")
+    p.add_argument("--repeats", type=int, default=3)
+    args = p.parse_args(argv)
+    iters = 50 if args.quick else args.iters
+    base = [50, 100] if args.quick else [100, 200, 300, 400, 500]
+    repeats = 1 if args.quick else args.repeats
+    k, d = 5, 0.5
+    out = out_dir(args.out)
+    start = time.time()
+    X0, _, _ = banmf.make_boolean(20, 20, 2, 0.5, random_state=0)
+    for method in METHODS:  # compile outside the timings
+        timed(X0, 2, method, 2)
+    rows = []
+    for method in METHODS:
+        n = base[0]
+        sizes = list(base)
+        while sizes:
+            n = sizes.pop(0)
+            X, _, _ = banmf.make_boolean(n, n, k, d, random_state=n)
+            secs = [timed(X, k, method, iters)[0] for _ in range(repeats)]
+            rows.append({"method": method, "n": n, "iters": iters, "seconds": float(np.median(secs))})
+            sys.stderr.write(f"{method} {n}×{n}: {np.median(secs):.3f} s\n")
+            if not sizes and not args.quick and np.median(secs) < args.budget and n < 64000:
+                sizes.append(2 * n if n >= 500 else 1000)
+    write_csv(out / "times.csv", rows)
+    # time to a settled Boolean error: fits of increasing length on one 200×200 matrix
+    n_conv = 60 if args.quick else 200
+    X, _, _ = banmf.make_boolean(n_conv, n_conv, k, d, random_state=1)
+    conv = []
+    for method in METHODS:
+        for c in CHECKPOINTS[:3] if args.quick else CHECKPOINTS:
+            secs, r = timed(X, k, method, c)
+            conv.append({"method": method, "iters": c, "seconds": secs, "relative_error": r.relative_error})
+    write_csv(out / "convergence.csv", conv)
+    # PNL-PF's NMF start is part of its cost in practice: measure it on its own too
+    init_secs = {}
+    for n in base:
+        X, _, _ = banmf.make_boolean(n, n, k, d, random_state=n)
+        init_secs[n] = timed(X, k, "nmf", 1000)[0]
+    write_params(out / "params.json", {"experiment": "timing", "k": k, "density": d, "iters": iters,
+                                       "repeats": repeats, "budget_s": args.budget, "pnlpf_params": METHODS["pnlpf"],
+                                       "pnlpf_nmf_start_seconds_1000_iters": init_secs}, time.time() - start)
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for method in METHODS:
+        pts = [(r["n"], r["seconds"]) for r in rows if r["method"] == method]
+        axes[0].loglog(*zip(*pts), marker="o", label=method)
+        pts = [(r["seconds"], r["relative_error"]) for r in conv if r["method"] == method]
+        axes[1].semilogx(*zip(*pts), marker="o", label=method)
+    axes[0].set_xlabel("n (n×n, d=0.5, k=5)")
+    axes[0].set_ylabel(f"seconds for {iters} iterations")
+    axes[0].legend()
+    axes[1].set_xlabel("seconds (runs of 10 … 1000 iterations)")
+    axes[1].set_ylabel("Boolean relative error")
+    axes[1].set_title(f"{n_conv}×{n_conv}: Boolean error vs time")
+    axes[1].legend()
+    savefig(fig, out / "timing.png")
+    by = {(r["method"], r["n"]): r["seconds"] for r in rows}
+    for n in base:
+        if ("pnlpf", n) in by:
+            print(f"{n}×{n}: banmf {by[('banmf', n)]:.3f} s, nmf {by[('nmf', n)]:.3f} s, pnlpf {by[('pnlpf', n)]:.3f} s, "
+                  f"pnlpf/banmf {by[('pnlpf', n)] / by[('banmf', n)]:.1f}x")
+    for method in METHODS:
+        print(f"largest {method} under budget: {max(r['n'] for r in rows if r['method'] == method)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
