@@ -4,9 +4,16 @@ The core method is BANMF (Truong, Skau, Desantis, Alexandrov): multiplicative NM
 against an auxiliary matrix Y bounded on the support of X, then a threshold search.
 """
 
-from .booleanize import Booleanization, balance, boolean_error, boolean_product, booleanize, error_counts
-from .datasets import make_boolean, make_sparse_uniform
 from .api import Factorization, factorize
+from .booleanize import (
+    Booleanization,
+    balance,
+    boolean_error,
+    boolean_product,
+    booleanize,
+    error_counts,
+)
+from .datasets import make_boolean, make_sparse_uniform
 from .models import (
     ASSO,
     BANMF,
@@ -25,23 +32,23 @@ __version__ = "0.1.0"
 __all__ = [
     "ASSO",
     "BANMF",
-    "Factorization",
-    "GreConD",
+    "METHODS",
     "NMF",
     "PNLPF",
+    "Booleanization",
+    "ConvergenceWarning",
+    "Factorization",
+    "GreConD",
     "RegularizedBANMF",
     "RegularizedNMF",
     "ZhangThreshold",
-    "factorize",
-    "METHODS",
-    "Booleanization",
-    "ConvergenceWarning",
+    "__version__",
     "balance",
     "boolean_error",
     "boolean_product",
     "booleanize",
     "error_counts",
+    "factorize",
     "make_boolean",
     "make_sparse_uniform",
-    "__version__",
 ]

@@ -16,9 +16,10 @@ import scipy.sparse as sp
 __all__ = [
     "check_binary_matrix",
     "check_boolean_factors",
+    "check_dense_budget",
+    "check_dtype",
     "check_n_components",
     "check_random_state",
-    "check_dtype",
 ]
 
 
@@ -174,6 +175,16 @@ def check_random_state(random_state) -> np.random.Generator:
     raise TypeError(
         f"random_state must be None, an int or a numpy Generator, got {type(random_state).__name__}"
     )
+
+
+def check_dense_budget(shape: tuple[int, int], budget, what: str) -> None:
+    """Refuse an n×m problem that a dense method would hold in memory beyond ``budget`` entries."""
+    n, m = shape
+    if n * m > budget:
+        raise ValueError(
+            f"{what} needs dense n×m arrays: {n}×{m} = {n * m:,} entries exceeds "
+            f"dense_budget={budget:,}; use BANMF or NMF, or raise dense_budget if the memory is there"
+        )
 
 
 def check_dtype(dtype) -> np.dtype:

@@ -14,7 +14,13 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
-from ._kernels.boolean import pack_cols_above, pack_rows_above, staircase_hits, support_hits, union_popcounts
+from ._kernels.boolean import (
+    pack_cols_above,
+    pack_rows_above,
+    staircase_hits,
+    support_hits,
+    union_popcounts,
+)
 from ._validation import _csr_from_parts, check_binary_matrix, check_boolean_factors
 
 __all__ = [
@@ -41,7 +47,7 @@ class _Packed:
     bits: np.ndarray  # (k, ceil(r/64)): each factor's rows as bits
 
     @classmethod
-    def of(cls, R: np.ndarray, s=0) -> "_Packed":
+    def of(cls, R: np.ndarray, s=0) -> _Packed:
         r, k = R.shape
         codes = np.empty((r, _words(k)), dtype=np.uint64)
         pack_rows_above(R, s, codes)

@@ -10,7 +10,12 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from ._validation import check_binary_matrix, check_n_components, check_random_state, support_mask_from_keys
+from ._validation import (
+    check_binary_matrix,
+    check_n_components,
+    check_random_state,
+    support_mask_from_keys,
+)
 from .booleanize import boolean_product
 from .io import Dataset, read_dataset
 

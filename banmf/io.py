@@ -523,9 +523,8 @@ def save_result(result, path, *, X=None, extra: dict | None = None) -> None:
     if extra:
         meta.update(extra)
     arrays["meta"] = np.frombuffer(json.dumps(_jsonable(meta)).encode("utf-8"), dtype=np.uint8)
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as fh:
-            np.savez_compressed(fh, **arrays)
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.savez_compressed(fh, **arrays)
 
 
 def load_result(path) -> SavedResult:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import sys
 import time
 
-import banmf
 from _common import out_dir, parser, pyplot, savefig, write_csv, write_params
+
+import banmf
 
 LENGTHS = [10, 20, 50, 100, 200, 500, 1000, 2000]
 

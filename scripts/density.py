@@ -9,9 +9,19 @@ import sys
 import time
 
 import numpy as np
+from _common import (
+    ALL_METHODS,
+    out_dir,
+    parser,
+    pyplot,
+    run_tasks,
+    savefig,
+    summarize,
+    write_csv,
+    write_params,
+)
 
 import banmf
-from _common import ALL_METHODS, out_dir, parser, pyplot, run_tasks, savefig, summarize, write_csv, write_params
 
 
 def one(task):

@@ -11,10 +11,19 @@ from __future__ import annotations
 import sys
 import time
 
-import numpy as np
+from _common import (
+    ALL_METHODS,
+    out_dir,
+    parser,
+    pyplot,
+    run_tasks,
+    savefig,
+    summarize,
+    write_csv,
+    write_params,
+)
 
 import banmf
-from _common import ALL_METHODS, out_dir, parser, pyplot, run_tasks, savefig, summarize, write_csv, write_params
 
 LEVELS = [0.0, 0.01, 0.05]
 

@@ -13,10 +13,10 @@ import sys
 import time
 
 import numpy as np
+from _common import out_dir, parser, pyplot, run_tasks, savefig, summarize, write_csv, write_params
 
 import banmf
 from banmf.datasets import rank_gap_case
-from _common import out_dir, parser, pyplot, run_tasks, savefig, summarize, write_csv, write_params
 
 METHODS = ["nmf", "reg-nmf", "banmf", "reg-banmf", "pnlpf"]
 

@@ -9,10 +9,19 @@ import sys
 import time
 
 import numpy as np
+from _common import (
+    ALL_METHODS,
+    out_dir,
+    parser,
+    pyplot,
+    run_tasks,
+    savefig,
+    write_csv,
+    write_params,
+)
 
 import banmf
 from banmf.datasets import load_lucap0, load_votes, load_zoo
-from _common import ALL_METHODS, out_dir, parser, pyplot, run_tasks, savefig, write_csv, write_params
 
 DATASETS = {"zoo": lambda: load_zoo("15"), "votes": lambda: load_votes("232"), "lucap0": load_lucap0}
 

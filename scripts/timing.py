@@ -15,9 +15,9 @@ import sys
 import time
 
 import numpy as np
+from _common import out_dir, parser, pyplot, savefig, write_csv, write_params
 
 import banmf
-from _common import out_dir, parser, pyplot, savefig, write_csv, write_params
 
 METHODS = {"banmf": {}, "nmf": {}, "pnlpf": {"tol": None, "init_iter": 1}}
 CHECKPOINTS = [10, 20, 50, 100, 200, 500, 1000]

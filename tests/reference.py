@@ -159,3 +159,15 @@ def grecond(X, k=None):
     for l, (e, d) in enumerate(zip(extents, intents)):
         W[:, l], H[l] = e, d
     return W, H
+
+
+def subset_sums(counts, k):
+    return np.array([sum(counts[t] for t in range(1 << k) if t & s == t) for s in range(1 << k)])
+
+
+def row_errors(X, H):
+    """errors[i, a] = Hamming error of row i of X when W's row i is the k-bit pattern a."""
+    k = H.shape[0]
+    pats = ((np.arange(1 << k)[:, None] >> np.arange(k)) & 1).astype(bool)
+    covered = boolean_product(pats, H)  # (2^k, m)
+    return (X.astype(bool)[:, None, :] ^ covered[None, :, :]).sum(axis=2)

@@ -4,12 +4,19 @@ import warnings
 
 import numpy as np
 import pytest
+import reference as ref
 import scipy.sparse as sp
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-import reference as ref
-from banmf import BANMF, ConvergenceWarning, boolean_error, boolean_product, booleanize, make_boolean
+from banmf import (
+    BANMF,
+    ConvergenceWarning,
+    boolean_error,
+    boolean_product,
+    booleanize,
+    make_boolean,
+)
 from banmf._validation import check_binary_matrix
 from banmf.models._mu import MUSolver
 

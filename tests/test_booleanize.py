@@ -2,12 +2,12 @@
 
 import numpy as np
 import pytest
+import reference as ref
+from conftest import binary_matrices
 from hypothesis import given
 from hypothesis import strategies as st
 
-import reference as ref
 from banmf import balance, boolean_error, boolean_product, booleanize
-from conftest import binary_matrices
 
 
 @given(binary_matrices(max_n=20, max_m=20), st.sampled_from([1, 2, 5, 63, 64, 65, 130]), st.floats(0.0, 1.0), st.integers(0, 2**31))

@@ -4,10 +4,18 @@ import itertools
 
 import numpy as np
 import pytest
-
 import reference as ref
+
 from banmf import make_boolean, make_sparse_uniform
-from banmf.datasets import load_lucap0, load_mushroom, load_retail, load_votes, load_zoo, planted_probability, rank_gap_suite
+from banmf.datasets import (
+    load_lucap0,
+    load_mushroom,
+    load_retail,
+    load_votes,
+    load_zoo,
+    planted_probability,
+    rank_gap_suite,
+)
 
 
 def test_generator_density_is_d_in_expectation():

@@ -5,12 +5,12 @@ import gzip
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from conftest import binary_matrices
 from hypothesis import given
 from hypothesis import strategies as st
 
 from banmf import factorize, make_boolean
 from banmf.io import atomic_path, load_result, read_dataset, read_matrix, save_result, write_matrix
-from conftest import binary_matrices
 
 
 @given(binary_matrices(max_n=9, max_m=9), st.sampled_from(["x.mtx", "x.mtx.gz", "x.npz", "x.csv", "x.tsv", "x.dat"]))
@@ -125,10 +125,9 @@ def test_result_round_trip(tmp_path):
 def test_atomic_write_leaves_no_partial_file(tmp_path):
     target = tmp_path / "out.mtx"
     target.write_text("old")
-    with pytest.raises(RuntimeError):
-        with atomic_path(target) as tmp:
-            tmp.write_text("half")
-            raise RuntimeError("crash mid-write")
+    with pytest.raises(RuntimeError), atomic_path(target) as tmp:
+        tmp.write_text("half")
+        raise RuntimeError("crash mid-write")
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["out.mtx"]
     with pytest.raises(FileNotFoundError, match="no such folder"):

@@ -1,14 +1,21 @@
 """Every jitted kernel against its dense numpy oracle (tests/reference.py)."""
 
 import numpy as np
+import reference as ref
+from conftest import binary_matrices
 from hypothesis import given
 from hypothesis import strategies as st
 
-import reference as ref
-from banmf._kernels.boolean import pack_cols_above, pack_rows_above, popcount64, staircase_hits, support_hits, union_popcounts
+from banmf._kernels.boolean import (
+    pack_cols_above,
+    pack_rows_above,
+    popcount64,
+    staircase_hits,
+    support_hits,
+    union_popcounts,
+)
 from banmf._kernels.mu import project_spmm, update_rows, update_rows_scatter
 from banmf._validation import check_binary_matrix
-from conftest import binary_matrices
 
 ks = st.sampled_from([1, 2, 3, 7])
 

@@ -119,8 +119,7 @@ def staircase_hits(indptr, indices, u, v, n_points, n_blocks):
                     cnt += 1
                 vmax = 0
                 for r in range(cnt):
-                    if vv[r] > vmax:
-                        vmax = vv[r]
+                    vmax = max(vmax, vv[r])
                     lo_s = uu[r + 1] if r + 1 < cnt else 0
                     hi_s = uu[r]
                     if hi_s > lo_s:

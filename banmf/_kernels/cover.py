@@ -40,6 +40,21 @@ def _asso_gain(indptr, indices, used, fac_mask, i, cand_cols, lo, hi, w_pos, w_n
     return gain
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _score_rows(rows, start, stop, seen, c, indptr, indices, used, fac_mask, cand_cols, lo, hi, w_pos, w_neg):
+    """Positive gains of candidate c over ``rows[start:stop]``, skipping rows already scored."""
+    total = 0.0
+    for r in range(start, stop):
+        i = rows[r]
+        if seen[i] == c:
+            continue
+        seen[i] = c
+        gain = _asso_gain(indptr, indices, used, fac_mask, i, cand_cols, lo, hi, w_pos, w_neg)
+        if gain > 0:
+            total += gain
+    return total
+
+
 @njit(parallel=True, cache=True, nogil=True)
 def asso_scores(cand_ptr, cand_cols, colptr, colrows, indptr, indices, used, fac_mask,
                 fac_ptr, fac_rows, w_pos, w_neg, n_blocks, scores):
@@ -72,14 +87,8 @@ def asso_scores(cand_ptr, cand_cols, colptr, colrows, indptr, indices, used, fac
             for q in range(lo, hi):
                 if q - lo >= n_rare:
                     break
-                for r in range(colptr[cand_cols[q]], colptr[cand_cols[q] + 1]):
-                    i = colrows[r]
-                    if seen[i] == c:
-                        continue
-                    seen[i] = c
-                    gain = _asso_gain(indptr, indices, used, fac_mask, i, cand_cols, lo, hi, w_pos, w_neg)
-                    if gain > 0:
-                        total += gain
+                total += _score_rows(colrows, colptr[cand_cols[q]], colptr[cand_cols[q] + 1], seen, c,
+                                     indptr, indices, used, fac_mask, cand_cols, lo, hi, w_pos, w_neg)
             for w in range(words):
                 meets[w] = 0
             for q in range(lo, hi):
@@ -87,14 +96,8 @@ def asso_scores(cand_ptr, cand_cols, colptr, colrows, indptr, indices, used, fac
                     meets[w] |= fac_mask[cand_cols[q], w]
             for l in range(k):
                 if meets[l >> 6] & (_ONE << np.uint64(l & 63)):
-                    for r in range(fac_ptr[l], fac_ptr[l + 1]):
-                        i = fac_rows[r]
-                        if seen[i] == c:
-                            continue
-                        seen[i] = c
-                        gain = _asso_gain(indptr, indices, used, fac_mask, i, cand_cols, lo, hi, w_pos, w_neg)
-                        if gain > 0:
-                            total += gain
+                    total += _score_rows(fac_rows, fac_ptr[l], fac_ptr[l + 1], seen, c,
+                                         indptr, indices, used, fac_mask, cand_cols, lo, hi, w_pos, w_neg)
             scores[c] = total
 
 

@@ -22,11 +22,11 @@ METHODS: dict[str, type] = {
 __all__ = [
     "ASSO",
     "BANMF",
-    "ConvergenceWarning",
-    "GreConD",
     "METHODS",
     "NMF",
     "PNLPF",
+    "ConvergenceWarning",
+    "GreConD",
     "RegularizedBANMF",
     "RegularizedNMF",
     "ZhangThreshold",

@@ -3,6 +3,16 @@
 from __future__ import annotations
 
 import inspect
+import time
+
+import numpy as np
+
+
+def relative_error(error: int, nnz: int) -> float:
+    """Boolean relative error ``error / nnz(X)`` (0 for a perfect fit of an all-zero X)."""
+    if nnz == 0:
+        return 0.0 if error == 0 else float("inf")
+    return error / nnz
 
 
 class NotFittedError(ValueError, AttributeError):
@@ -21,7 +31,7 @@ class BaseFactorization:
         """Parameters of this estimator, as passed to ``__init__``."""
         return {name: getattr(self, name) for name in self._param_names()}
 
-    def set_params(self, **params) -> "BaseFactorization":
+    def set_params(self, **params) -> BaseFactorization:
         """Set parameters; unknown names raise ``ValueError``."""
         valid = set(self._param_names())
         for name, value in params.items():
@@ -38,6 +48,19 @@ class BaseFactorization:
             f"{k}={v!r}" for k, v in self.get_params().items() if not _same(v, defaults.get(k))
         ]
         return f"{type(self).__name__}({', '.join(changed)})"
+
+    def _set_result(self, X, W, H, error: int, n_iter: int, start: float) -> None:
+        """The fitted attributes every method shares (``start``: ``time.perf_counter()`` at fit)."""
+        self.W_, self.components_ = W, np.ascontiguousarray(H)
+        self.reconstruction_err_ = int(error)
+        self.relative_error_ = relative_error(int(error), X.nnz)
+        self.n_iter_ = int(n_iter)
+        self.n_components_, self.n_features_in_, self.nnz_ = W.shape[1], X.shape[1], X.nnz
+        self.fit_seconds_ = time.perf_counter() - start
+
+    def fit_transform(self, X, y=None) -> np.ndarray:
+        """Fit to X and return the Boolean W of shape (n, k)."""
+        return self.fit(X).W_
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "components_"):

@@ -13,7 +13,6 @@ from .._kernels.cover import asso_scores, asso_usage
 from .._validation import check_binary_matrix, check_n_components
 from ..booleanize import _error
 from ._base import BaseFactorization
-from .banmf import relative_error
 
 __all__ = ["ASSO"]
 
@@ -69,7 +68,7 @@ class ASSO(BaseFactorization):
         self.random_state = random_state
         self.verbose = verbose
 
-    def fit(self, X, y=None) -> "ASSO":
+    def fit(self, X, y=None) -> ASSO:
         """Fit to the 0/1 matrix X (dense or sparse, (n, m))."""
         start = time.perf_counter()
         X = check_binary_matrix(X)
@@ -99,12 +98,8 @@ class ASSO(BaseFactorization):
             if best is None or err < best[0]:
                 best = (err, tau, W, H, used)
         err, tau, W, H, used = best
-        self.W_, self.components_ = W, H
-        self.reconstruction_err_ = int(err)
-        self.relative_error_ = relative_error(err, X.nnz)
-        self.tau_, self.n_iter_ = tau, used
-        self.n_components_, self.n_features_in_ = k, X.shape[1]
-        self.fit_seconds_ = time.perf_counter() - start
+        self.tau_ = tau
+        self._set_result(X, W, H, err, used, start)
         return self
 
     def _greedy(self, X, k, tau, gram, colsum, csc):
@@ -149,7 +144,3 @@ class ASSO(BaseFactorization):
             H[l, cols] = True
             n_used += 1
         return W, H, n_used
-
-    def fit_transform(self, X, y=None) -> np.ndarray:
-        """Fit and return the Boolean usage matrix W (n, k)."""
-        return self.fit(X).W_

@@ -15,8 +15,8 @@ from .._validation import (
     check_n_components,
     check_random_state,
 )
-from ..booleanize import _booleanize, _error, boolean_product
-from ._base import BaseFactorization
+from ..booleanize import _booleanize, boolean_product
+from ._base import BaseFactorization, relative_error
 from ._mu import MUSolver, lambda_schedule
 
 logger = logging.getLogger("banmf")
@@ -26,13 +26,6 @@ __all__ = ["BANMF", "ConvergenceWarning", "relative_error"]
 
 class ConvergenceWarning(UserWarning):
     """``max_iter`` was reached before the ``tol`` criterion was met."""
-
-
-def relative_error(error: int, nnz: int) -> float:
-    """Boolean relative error ``error / nnz(X)`` (0 for a perfect fit of an all-zero X)."""
-    if nnz == 0:
-        return 0.0 if error == 0 else float("inf")
-    return error / nnz
 
 
 def _check_positive_int(value, name: str) -> int:
@@ -273,7 +266,7 @@ class BANMF(BaseFactorization):
             )
         return np.asarray(losses), len(losses), interrupted
 
-    def fit(self, X, y=None, W=None, H=None) -> "BANMF":
+    def fit(self, X, y=None, W=None, H=None) -> BANMF:
         """Fit the model to X.
 
         Parameters
@@ -301,17 +294,10 @@ class BANMF(BaseFactorization):
         self.loss_curve_, self.n_iter_, self.interrupted_ = self._run(solver, p["lams"], p)
         res = _booleanize(X, solver.W.astype(np.float64), solver.Ht.T.astype(np.float64),
                           p["n_thresholds"], self.normalize, "pruned")
-        self.W_ = res.W
-        self.components_ = res.H
         self.W_continuous_ = res.W_scaled
         self.H_continuous_ = res.H_scaled
         self.thresholds_ = (res.threshold_w, res.threshold_h)
-        self.reconstruction_err_ = res.error
-        self.relative_error_ = relative_error(res.error, X.nnz)
-        self.n_components_ = k
-        self.n_features_in_ = X.shape[1]
-        self.nnz_ = X.nnz
-        self.fit_seconds_ = time.perf_counter() - start
+        self._set_result(X, res.W, res.H, res.error, self.n_iter_, start)
         return self
 
     def fit_transform(self, X, y=None, W=None, H=None) -> np.ndarray:
@@ -339,7 +325,7 @@ class BANMF(BaseFactorization):
         self._run(solver, p["lams"], p, update_h=False)
         return solver.W > self.thresholds_[0]
 
-    def inverse_transform(self, W) -> "np.ndarray":
+    def inverse_transform(self, W) -> np.ndarray:
         """The Boolean product ``W⊗H`` (a CSR support mask) for Boolean W of shape (n, k)."""
         self._check_fitted()
         return boolean_product(W, self.components_)

@@ -12,7 +12,6 @@ from .._kernels.cover import grecond_gains, intent_of
 from .._validation import check_binary_matrix, check_n_components
 from ..booleanize import _error
 from ._base import BaseFactorization
-from .banmf import relative_error
 
 __all__ = ["GreConD"]
 
@@ -69,7 +68,7 @@ class GreConD(BaseFactorization):
         self.random_state = random_state
         self.verbose = verbose
 
-    def fit(self, X, y=None) -> "GreConD":
+    def fit(self, X, y=None) -> GreConD:
         """Fit to the 0/1 matrix X (dense or sparse, (n, m))."""
         start = time.perf_counter()
         X = check_binary_matrix(X)
@@ -107,14 +106,5 @@ class GreConD(BaseFactorization):
             W[:, l] = bits.astype(bool)
             H[l] = intent
         err = _error(X, W, H)
-        self.W_, self.components_ = W, H
-        self.reconstruction_err_ = err
-        self.relative_error_ = relative_error(err, X.nnz)
-        self.n_iter_ = len(extents)
-        self.n_components_, self.n_features_in_ = k, m
-        self.fit_seconds_ = time.perf_counter() - start
+        self._set_result(X, W, H, err, len(extents), start)
         return self
-
-    def fit_transform(self, X, y=None) -> np.ndarray:
-        """Fit and return the Boolean W (n, k)."""
-        return self.fit(X).W_

@@ -7,13 +7,17 @@ import time
 
 import numpy as np
 
-from .._validation import check_binary_matrix, check_n_components, check_random_state
+from .._validation import (
+    check_binary_matrix,
+    check_dense_budget,
+    check_n_components,
+    check_random_state,
+)
 from ..booleanize import _booleanize, balance
 from ._base import BaseFactorization
-from .banmf import relative_error
 from .nmf import NMF
 
-__all__ = ["PNLPF", "DENSE_BUDGET"]
+__all__ = ["DENSE_BUDGET", "PNLPF"]
 
 #: Largest n·m PNL-PF accepts: it holds about six dense n×m float64 arrays (≈ 2.4 GB here).
 DENSE_BUDGET = 50_000_000
@@ -77,18 +81,12 @@ class PNLPF(BaseFactorization):
         self.random_state = random_state
         self.verbose = verbose
 
-    def fit(self, X, y=None) -> "PNLPF":
+    def fit(self, X, y=None) -> PNLPF:
         """Fit to the 0/1 matrix X (dense or sparse, (n, m))."""
         start = time.perf_counter()
         X = check_binary_matrix(X)
         k = check_n_components(self.n_components, X.shape)
-        n, m = X.shape
-        if n * m > self.dense_budget:
-            raise ValueError(
-                f"PNL-PF needs dense n×m arrays: {n}×{m} = {n * m:,} entries exceeds "
-                f"dense_budget={self.dense_budget:,} (about 48 bytes per entry); use BANMF, or "
-                f"raise dense_budget if the memory is there"
-            )
+        check_dense_budget(X.shape, self.dense_budget, "PNL-PF (about 48 bytes per entry)")
         for name in ("gamma", "lam0", "growth", "lam_max"):
             v = getattr(self, name)
             if not isinstance(v, numbers.Real) or not v > 0:
@@ -124,21 +122,12 @@ class PNLPF(BaseFactorization):
                 break
             lam = min(lam * self.growth, self.lam_max)
         res = _booleanize(X, W, H, self.n_thresholds, "balance", "pruned")
-        self.W_, self.components_ = res.W, res.H
         self.W_continuous_, self.H_continuous_ = res.W_scaled, res.H_scaled
         self.thresholds_ = (res.threshold_w, res.threshold_h)
-        self.reconstruction_err_ = res.error
-        self.relative_error_ = relative_error(res.error, X.nnz)
         self.loss_curve_ = np.asarray(losses)
-        self.n_iter_ = len(losses)
-        self.n_components_, self.n_features_in_ = k, m
-        self.fit_seconds_ = time.perf_counter() - start
+        self._set_result(X, res.W, res.H, res.error, len(losses), start)
         return self
 
     def _link(self, S):
         Phi = 1.0 / (1.0 + np.exp(-self.gamma * (S - 0.5)))
         return Phi, Phi * (1.0 - Phi)
-
-    def fit_transform(self, X, y=None) -> np.ndarray:
-        """Fit and return the Boolean W (n, k)."""
-        return self.fit(X).W_

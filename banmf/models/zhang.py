@@ -6,10 +6,9 @@ import time
 
 import numpy as np
 
-from .._validation import check_binary_matrix, check_n_components
+from .._validation import check_binary_matrix, check_dense_budget, check_n_components
 from ..booleanize import _booleanize, _error
 from ._base import BaseFactorization
-from .banmf import relative_error
 from .nmf import NMF
 from .pnlpf import DENSE_BUDGET
 
@@ -64,17 +63,12 @@ class ZhangThreshold(BaseFactorization):
         self.random_state = random_state
         self.verbose = verbose
 
-    def fit(self, X, y=None) -> "ZhangThreshold":
+    def fit(self, X, y=None) -> ZhangThreshold:
         """Fit to the 0/1 matrix X (dense or sparse, (n, m))."""
         start = time.perf_counter()
         X = check_binary_matrix(X)
         k = check_n_components(self.n_components, X.shape)
-        n, m = X.shape
-        if n * m > self.dense_budget:
-            raise ValueError(
-                f"Zhang's thresholding evaluates a dense n×m objective: {n}×{m} = {n * m:,} "
-                f"entries exceeds dense_budget={self.dense_budget:,}; use BANMF or NMF instead"
-            )
+        check_dense_budget(X.shape, self.dense_budget, "Zhang's thresholding (a dense objective)")
         if not self.slope > 0 or not self.tol > 0:
             raise ValueError("slope and tol must be positive numbers")
         nmf = NMF(k, max_iter=self.max_iter, normalize=None, random_state=self.random_state).fit(X)
@@ -86,14 +80,9 @@ class ZhangThreshold(BaseFactorization):
         self.refined_ = err <= res.error
         if not self.refined_:
             Wb, Hb, u, v, err = res.W, res.H, res.threshold_w, res.threshold_h, res.error
-        self.W_, self.components_ = Wb, np.ascontiguousarray(Hb)
         self.W_continuous_, self.H_continuous_ = W, H
         self.thresholds_ = (float(u), float(v))
-        self.reconstruction_err_ = int(err)
-        self.relative_error_ = relative_error(err, X.nnz)
-        self.n_iter_ = nmf.n_iter_ + steps
-        self.n_components_, self.n_features_in_ = k, m
-        self.fit_seconds_ = time.perf_counter() - start
+        self._set_result(X, Wb, Hb, err, nmf.n_iter_ + steps, start)
         return self
 
     def _smooth(self, Xd, W, H, u, v):
@@ -125,7 +114,3 @@ class ZhangThreshold(BaseFactorization):
             if done:
                 break
         return float(x[0]), float(x[1]), steps
-
-    def fit_transform(self, X, y=None) -> np.ndarray:
-        """Fit and return the Boolean W (n, k)."""
-        return self.fit(X).W_
