@@ -21,6 +21,7 @@ import banmf
 
 METHODS = {"banmf": {}, "nmf": {}, "pnlpf": {"tol": None, "init_iter": 1}}
 CHECKPOINTS = [10, 20, 50, 100, 200, 500, 1000]
+CONVERGENCE_PARAMS = {"pnlpf": {"init_iter": 1000}}
 
 
 def timed(X, k, method, iters, seed=0):
@@ -65,8 +66,12 @@ def main(argv=None) -> int:
     conv = []
     for method in METHODS:
         for c in CHECKPOINTS[:3] if args.quick else CHECKPOINTS:
-            secs, r = timed(X, k, method, c)
-            conv.append({"method": method, "iters": c, "seconds": secs, "relative_error": r.relative_error})
+            # here PNL-PF gets its real start (1000 NMF iterations): its error depends on it
+            params = {**METHODS[method], **CONVERGENCE_PARAMS.get(method, {}), "max_iter": c}
+            start_fit = time.perf_counter()
+            r = banmf.factorize(X, k, method=method, random_state=0, **params)
+            conv.append({"method": method, "iters": c, "seconds": time.perf_counter() - start_fit,
+                         "relative_error": r.relative_error})
     write_csv(out / "convergence.csv", conv)
     # PNL-PF's NMF start is part of its cost in practice: measure it on its own too
     init_secs = {}
@@ -75,18 +80,19 @@ def main(argv=None) -> int:
         init_secs[n] = timed(X, k, "nmf", 1000)[0]
     write_params(out / "params.json", {"experiment": "timing", "k": k, "density": d, "iters": iters,
                                        "repeats": repeats, "budget_s": args.budget, "pnlpf_params": METHODS["pnlpf"],
+                                       "pnlpf_convergence_params": CONVERGENCE_PARAMS["pnlpf"],
                                        "pnlpf_nmf_start_seconds_1000_iters": init_secs}, time.time() - start)
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     for method in METHODS:
         pts = [(r["n"], r["seconds"]) for r in rows if r["method"] == method]
         axes[0].loglog(*zip(*pts), marker="o", label=method)
-        pts = [(r["seconds"], r["relative_error"]) for r in conv if r["method"] == method]
+        pts = [(r["iters"], r["relative_error"]) for r in conv if r["method"] == method]
         axes[1].semilogx(*zip(*pts), marker="o", label=method)
     axes[0].set_xlabel("n (n×n, d=0.5, k=5)")
     axes[0].set_ylabel(f"seconds for {iters} iterations")
     axes[0].legend()
-    axes[1].set_xlabel("seconds (runs of 10 … 1000 iterations)")
+    axes[1].set_xlabel("iterations in the run (PNL-PF: after a 1000-iteration NMF start)")
     axes[1].set_ylabel("Boolean relative error")
     axes[1].set_title(f"{n_conv}×{n_conv}: Boolean error vs time")
     axes[1].legend()
