@@ -14,6 +14,7 @@ from .booleanize import (
     error_counts,
 )
 from .datasets import make_boolean, make_sparse_uniform
+from .polish import Polished, polish
 from .models import (
     ASSO,
     BANMF,
@@ -35,6 +36,7 @@ __all__ = [
     "METHODS",
     "NMF",
     "PNLPF",
+    "Polished",
     "Booleanization",
     "ConvergenceWarning",
     "Factorization",
@@ -51,4 +53,5 @@ __all__ = [
     "factorize",
     "make_boolean",
     "make_sparse_uniform",
+    "polish",
 ]
