@@ -125,7 +125,12 @@ def summarize(rows: list[dict], keys: list[str], value: str) -> list[dict]:
     return out
 
 
-def fit(X, k, method, seed, **params):
-    """One factorization; returns (result, seconds)."""
-    r = banmf.factorize(X, k, method=method, random_state=seed, **params)
-    return r, r.seconds
+#: Named parameter variants usable wherever a method name is: PNL-PF as in PyBMF's example
+#: notebook (γ = 5, λ growth ×1.02, 500 iterations) instead of its defaults (γ = 10, ×3, 100).
+VARIANTS = {"pnlpf-example": ("pnlpf", {"gamma": 5.0, "growth": 1.02, "max_iter": 500})}
+
+
+def factorize(X, k, name: str, seed: int, **params):
+    """``banmf.factorize`` for a method name or a named variant of one."""
+    method, preset = VARIANTS.get(name, (name, {}))
+    return banmf.factorize(X, k, method=method, random_state=seed, **{**preset, **params})

@@ -11,6 +11,7 @@ import time
 import numpy as np
 from _common import (
     ALL_METHODS,
+    factorize,
     out_dir,
     parser,
     pyplot,
@@ -29,7 +30,7 @@ def one(task):
     X, _, _ = banmf.make_boolean(n, n, k, d, random_state=seed)
     rows = []
     for method in methods:
-        r = banmf.factorize(X, k, method=method, random_state=seed)
+        r = factorize(X, k, method, seed)
         rows.append({"density": d, "seed": seed, "method": method, "error": r.error,
                      "relative_error": r.relative_error, "seconds": r.seconds})
     return rows

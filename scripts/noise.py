@@ -13,6 +13,7 @@ import time
 
 from _common import (
     ALL_METHODS,
+    factorize,
     out_dir,
     parser,
     pyplot,
@@ -35,7 +36,7 @@ def one(task):
     truth = banmf.boolean_error(X, W0, H0)
     rows = []
     for method in methods:
-        r = banmf.factorize(X, k, method=method, random_state=seed)
+        r = factorize(X, k, method, seed)
         err_clean = banmf.boolean_error(clean, r.W, r.H)
         rows.append({"noise": noise, "seed": seed, "method": method, "error_noisy": r.error,
                      "relative_error_noisy": r.relative_error, "error_clean": err_clean,

@@ -13,9 +13,18 @@ import sys
 import time
 
 import numpy as np
-from _common import out_dir, parser, pyplot, run_tasks, savefig, summarize, write_csv, write_params
+from _common import (
+    factorize,
+    out_dir,
+    parser,
+    pyplot,
+    run_tasks,
+    savefig,
+    summarize,
+    write_csv,
+    write_params,
+)
 
-import banmf
 from banmf.datasets import rank_gap_case
 
 METHODS = ["nmf", "reg-nmf", "banmf", "reg-banmf", "pnlpf"]
@@ -26,7 +35,7 @@ def one(task):
     case = rank_gap_case(n, m, k, d, rep, random_state=seed)
     rows = []
     for method in methods:
-        r = banmf.factorize(case.X, k, method=method, random_state=seed)
+        r = factorize(case.X, k, method, seed)
         rows.append({"n": n, "m": m, "k": k, "density": d, "repeat": rep, "real_rank": case.real_rank,
                      "gap": case.gap, "method": method, "error": r.error, "relative_error": r.relative_error})
     return rows

@@ -11,6 +11,7 @@ import time
 import numpy as np
 from _common import (
     ALL_METHODS,
+    factorize,
     out_dir,
     parser,
     pyplot,
@@ -29,7 +30,7 @@ DATASETS = {"zoo": lambda: load_zoo("15"), "votes": lambda: load_votes("232"), "
 def one(task):
     name, k, method, seed = task
     X = DATASETS[name]().X
-    r = banmf.factorize(X, k, method=method, random_state=seed)
+    r = factorize(X, k, method, seed)
     return {"dataset": name, "k": k, "method": method, "seed": seed, "error": r.error,
             "relative_error": r.relative_error, "seconds": r.seconds}
 
@@ -64,7 +65,7 @@ def main(argv=None) -> int:
     savefig(fig, out / "real_error_vs_k.png")
     # rank-3 Zoo reconstructions, one panel per method, rows/columns ordered by the data's BANMF factors
     zoo = load_zoo("15").X
-    fits = {m: banmf.factorize(zoo, 3, method=m, random_state=0) for m in methods}
+    fits = {m: factorize(zoo, 3, m, 0) for m in methods}
     ref = fits[methods[0]]
     rows_o, cols_o = order(ref.W), order(ref.H.T)
     fig, axes = plt.subplots(1, len(methods) + 1, figsize=(2.2 * (len(methods) + 1), 5), sharey=True)
