@@ -111,17 +111,20 @@ def asso_usage(cols, colptr, colrows, indptr, indices, used, fac_mask, w_pos, w_
                 usage[i] = True
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _rows_within(extent, colbits, j):
+    """Does column j have a one in every row of ``extent`` (packed rows)?"""
+    for w in range(colbits.shape[1]):
+        if extent[w] & ~colbits[j, w]:
+            return False
+    return True
+
+
 @njit(cache=True, nogil=True)
 def intent_of(extent, colbits, out):
     """``out[j] = True`` iff every row in ``extent`` (packed rows) has a one in column j."""
-    m, words = colbits.shape
-    for j in range(m):
-        ok = True
-        for w in range(words):
-            if extent[w] & ~colbits[j, w]:
-                ok = False
-                break
-        out[j] = ok
+    for j in range(colbits.shape[0]):
+        out[j] = _rows_within(extent, colbits, j)
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -148,12 +151,7 @@ def grecond_gains(extent, in_intent, colbits, ubits, values):
             continue
         total = 0
         for j2 in range(m):
-            inside = True
-            for w in range(words):
-                if ext[w] & ~colbits[j2, w]:
-                    inside = False
-                    break
-            if inside:
+            if _rows_within(ext, colbits, j2):
                 for w in range(words):
                     total += popcount64(ext[w] & ubits[j2, w])
         values[j] = total
