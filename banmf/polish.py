@@ -66,12 +66,18 @@ def polish(X, W, H, *, max_rounds: int = 100, max_k: int = 16) -> Polished:
     """
     X = check_binary_matrix(X)
     Wb, Hb = check_boolean_factors(W, H, X.shape)
-    n, m = X.shape
     k = Wb.shape[1]
     if k > max_k:
         raise ValueError(f"exact polish enumerates 2^k patterns per row: k={k} exceeds max_k={max_k}")
     if isinstance(max_rounds, bool) or not isinstance(max_rounds, (int, np.integer)) or max_rounds < 0:
         raise ValueError(f"max_rounds must be a nonnegative integer, got {max_rounds!r}")
+    return _polish(X, Wb, Hb, int(max_rounds))
+
+
+def _polish(X, Wb: np.ndarray, Hb: np.ndarray, max_rounds: int = 100) -> Polished:
+    """:func:`polish` on a canonical support mask and Boolean factors (trusted)."""
+    n, m = X.shape
+    k = Wb.shape[1]
     Xt = check_binary_matrix(X.T)
     a, b = _codes(Wb), _codes(Hb.T)
     blocks_rows = max(1, min(4 * numba.get_num_threads(), n))

@@ -69,3 +69,21 @@ def test_polish_rejects_large_k():
 
     with pytest.raises(ValueError, match="max_k"):
         polish(np.eye(20), np.eye(20), np.eye(20))
+
+
+def test_estimator_polish_option():
+    import pytest
+
+    from banmf import BANMF, NMF
+
+    X, _, _ = make_boolean(50, 50, 5, 0.8, random_state=1)
+    plain = BANMF(5, random_state=1).fit(X)
+    polished = BANMF(5, random_state=1, polish=True).fit(X)
+    assert polished.booleanized_err_ == plain.reconstruction_err_
+    assert polished.reconstruction_err_ <= plain.reconstruction_err_
+    assert polished.reconstruction_err_ == boolean_error(X, polished.W_, polished.components_)
+    assert NMF(5, random_state=1, polish=True, max_iter=200).fit(X).reconstruction_err_ <= NMF(5, random_state=1, max_iter=200).fit(X).reconstruction_err_
+    with pytest.raises(ValueError, match="polish=True needs n_components"):
+        BANMF(17, polish=True, max_iter=2).fit(np.ones((20, 20)))
+    with pytest.raises(TypeError, match="polish"):
+        BANMF(2, polish="yes", max_iter=2).fit(np.eye(3))
