@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from banmf._kernels.boolean import (
     pack_cols_above,
+    pack_csr_rows,
     pack_rows_above,
     popcount64,
     staircase_hits,
@@ -116,3 +117,11 @@ def test_staircase_hits(Xd, k, P, n_blocks, seed):
     diff = staircase_hits(X.indptr, X.indices, u, vt, P, min(n_blocks, n)).sum(axis=0)
     hits = diff.cumsum(axis=0).cumsum(axis=1)[:P, :P]
     np.testing.assert_array_equal(hits, ref.hits_grid(Xd, u, vt, P))
+
+
+@given(binary_matrices(max_n=9, max_m=140))
+def test_pack_csr_rows(Xd):
+    X = check_binary_matrix(Xd)
+    out = np.empty((Xd.shape[0], max(1, -(-Xd.shape[1] // 64))), dtype=np.uint64)
+    pack_csr_rows(X.indptr, X.indices, out)
+    np.testing.assert_array_equal(out, ref.pack_bits(Xd.astype(bool)))
