@@ -14,7 +14,6 @@ from .booleanize import (
     error_counts,
 )
 from .datasets import make_boolean, make_sparse_uniform
-from .polish import Polished, polish
 from .models import (
     ASSO,
     BANMF,
@@ -27,6 +26,7 @@ from .models import (
     RegularizedNMF,
     ZhangThreshold,
 )
+from .polish import Polished, polish
 
 __version__ = "0.1.0"
 

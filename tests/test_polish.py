@@ -1,15 +1,15 @@
 """The exact Boolean polish: kernels against brute force, and the error never rises."""
 
 import numpy as np
+import reference as ref
+from conftest import binary_matrices
 from hypothesis import given
 from hypothesis import strategies as st
 
-import reference as ref
 from banmf import boolean_error, make_boolean
 from banmf._kernels.polish import best_row_codes, subset_sums
 from banmf._validation import check_binary_matrix
 from banmf.polish import _codes, polish
-from conftest import binary_matrices
 
 
 @given(st.integers(1, 5), st.integers(0, 2**31))
