@@ -26,7 +26,7 @@ from .models import (
     RegularizedNMF,
     ZhangThreshold,
 )
-from .polish import Polished, polish
+from .polish import Polished, Thresholds, polish, refine_thresholds
 
 __version__ = "0.1.0"
 
@@ -37,6 +37,7 @@ __all__ = [
     "NMF",
     "PNLPF",
     "Polished",
+    "Thresholds",
     "Booleanization",
     "ConvergenceWarning",
     "Factorization",
@@ -54,4 +55,5 @@ __all__ = [
     "make_boolean",
     "make_sparse_uniform",
     "polish",
+    "refine_thresholds",
 ]

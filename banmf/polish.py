@@ -1,4 +1,18 @@
-"""Exact Boolean polish: alternating Boolean block coordinate descent on W and H."""
+"""Boolean refinements after thresholding: per-factor thresholds and the Boolean polish.
+
+Both are coordinate descents on the Hamming error of W⊗H with one factor held fixed, where
+every row of the other factor is an independent problem:
+
+* :func:`refine_thresholds` moves one threshold per column of W and per row of H (cyclic
+  coordinate descent, each step an exact 1-D search over the factor's distinct values);
+* :func:`polish` gives every row of W the best pattern (exactly over all 2^k, or by single-bit
+  flips for any k), then every column of H, until nothing changes.
+
+Neither densifies X: a row's error change from switching bit l is counted on the row's
+support (ones that only bit l covers) plus, over all columns, the ones of bit l that nothing
+else in the row's pattern covers, from subset-sum tables of the fixed factor's column codes
+(k ≤ 16) or from its bitsets per distinct pattern (any k).
+"""
 
 from __future__ import annotations
 
@@ -6,28 +20,89 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
+import scipy.sparse as sp
 
-from ._kernels.polish import best_row_codes, subset_sums
+from ._kernels.polish import (
+    best_row_codes,
+    bit_tables,
+    subset_sums,
+    support_uncovered,
+    uncovered_counts,
+)
 from ._validation import check_binary_matrix, check_boolean_factors
 from .booleanize import _error
 
-__all__ = ["Polished", "polish"]
+__all__ = ["Polished", "Thresholds", "polish", "refine_thresholds"]
+
+#: Largest k for the exact polish (it enumerates 2^k patterns per row).
+EXACT_MAX_K = 16
+#: Largest k for which flips read subset-sum tables (k·2^k counts) instead of bitsets.
+TABLE_MAX_K = 16
+POLISH_METHODS = ("auto", "exact", "flip")
 
 
 @dataclass(frozen=True)
 class Polished:
-    """Result of :func:`polish`: Boolean W (n, k), H (k, m), the final error, the error after
-    every round (``history[0]`` is the starting error) and the number of rounds run."""
+    """Result of :func:`polish`.
+
+    Attributes
+    ----------
+    W : ndarray of shape (n, k), bool
+    H : ndarray of shape (k, m), bool
+    error : int
+        Hamming error of the polished factors.
+    history : list of int
+        Error after every round; ``history[0]`` is the starting error.
+    rounds : int
+    method : {"exact", "flip"}
+        The row update used (``method="auto"`` resolved).
+    """
 
     W: np.ndarray
     H: np.ndarray
     error: int
     history: list
     rounds: int
+    method: str
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Result of :func:`refine_thresholds`.
+
+    Attributes
+    ----------
+    W : ndarray of shape (n, k), bool
+        ``W_continuous > threshold_w`` (column by column).
+    H : ndarray of shape (k, m), bool
+        ``H_continuous > threshold_h[:, None]``.
+    threshold_w, threshold_h : ndarray of shape (k,)
+    error : int
+    history : list of int
+        Error after every sweep; ``history[0]`` is the starting error.
+    """
+
+    W: np.ndarray
+    H: np.ndarray
+    threshold_w: np.ndarray
+    threshold_h: np.ndarray
+    error: int
+    history: list
+
+
+def _pack(B: np.ndarray) -> np.ndarray:
+    """Rows of a bool matrix (r, c) as little-endian uint64 words, shape (r, ceil(c / 64))."""
+    r, c = B.shape
+    words = max(1, -(-c // 64))
+    out = np.zeros((r, words * 8), dtype=np.uint8)
+    if c:
+        packed = np.packbits(B, axis=1, bitorder="little")
+        out[:, : packed.shape[1]] = packed
+    return out.view("<u8").astype(np.uint64)
 
 
 def _codes(B: np.ndarray) -> np.ndarray:
-    """Rows of a bool matrix (r, k) as k-bit integers."""
+    """Rows of a bool matrix (r, k ≤ 63) as k-bit integers."""
     return (B.astype(np.int64) << np.arange(B.shape[1], dtype=np.int64)).sum(axis=1)
 
 
@@ -35,23 +110,107 @@ def _decode(codes: np.ndarray, k: int) -> np.ndarray:
     return ((codes[:, None] >> np.arange(k, dtype=np.int64)) & 1).astype(bool)
 
 
-def polish(X, W, H, *, max_rounds: int = 100, max_k: int = 16) -> Polished:
-    """Improve Boolean factors by exact alternating row and column updates.
+def _transpose(X: sp.csr_array) -> sp.csr_array:
+    return check_binary_matrix(X.T)
 
-    With H fixed, every row of W independently takes the k-bit pattern with the lowest row
-    error (over all 2^k patterns, counted on the support of X with a subset-sum transform of the
-    columns' codes); then every column of H likewise with W fixed. A row or column changes only
-    on a strict improvement, so the error never rises and the loop ends; it stops when a round
-    changes nothing or after ``max_rounds``. Cost per round O(nnz + (n + m)·k·2^k).
+
+class _Fixed:
+    """The fixed factor of a half-step, (c, k) bool with one row per column of X, in the forms a
+    bit's change in row error needs: packed codes, and subset-sum tables or bitsets."""
+
+    def __init__(self, B: np.ndarray):
+        self.k = B.shape[1]
+        self.codes = _pack(B)
+        if self.k <= TABLE_MAX_K:
+            self.tables = bit_tables(_codes(B), self.k)
+        else:
+            self.bits = _pack(np.ascontiguousarray(B.T))
+
+    def uncovered(self, A: np.ndarray, only: int) -> np.ndarray:
+        """Per row pattern of ``A`` (packed) and bit l: the columns with bit l that no other bit
+        of the pattern covers (all columns). Shape (len(A), k), or (len(A), 1) for ``only``."""
+        k = self.k
+        if k <= TABLE_MAX_K:
+            full = (1 << k) - 1
+            a = A[:, 0].astype(np.int64)
+            bits = np.arange(k, dtype=np.int64) if only < 0 else np.array([only], dtype=np.int64)
+            return self.tables[bits, full & ~(a[:, None] & ~(1 << bits))]
+        uniq, inverse = np.unique(A, axis=0, return_inverse=True)
+        out = np.empty((len(uniq), k if only < 0 else 1), dtype=np.int64)
+        uncovered_counts(np.ascontiguousarray(uniq), self.bits, only, out)
+        return out[inverse.ravel()]
+
+
+def _bit_changes(X, A: np.ndarray, fixed: _Fixed, rows: np.ndarray, only: int = -1) -> np.ndarray:
+    """``d[r, l]`` = error of row ``rows[r]`` with bit l on minus with it off, other bits as in A."""
+    sup = np.empty((len(rows), fixed.k if only < 0 else 1), dtype=np.int64)
+    support_uncovered(X.indptr, X.indices, A, fixed.codes, rows, only, sup)
+    return fixed.uncovered(A[rows], only) - 2 * sup
+
+
+def _flip_rows(X, free: np.ndarray, fixed: _Fixed) -> int:
+    """Apply each row's best single-bit flip until no flip lowers its error; returns flips."""
+    A = _pack(free)
+    rows = np.arange(free.shape[0])
+    flips = 0
+    while len(rows):
+        d = _bit_changes(X, A, fixed, rows)
+        change = np.where(free[rows], -d, d)
+        best = change.argmin(axis=1)
+        move = change[np.arange(len(rows)), best] < 0
+        rows, best = rows[move], best[move]
+        free[rows, best] ^= True
+        A[rows] = _pack(free[rows])
+        flips += len(rows)
+    return flips
+
+
+def _exact_rows(X, free: np.ndarray, fixed_bool: np.ndarray) -> int:
+    """Give every row its best pattern among all 2^k (strict gains only); returns rows changed."""
+    k = free.shape[1]
+    a, b = _codes(free), _codes(fixed_bool)
+    F = np.bincount(b, minlength=1 << k).astype(np.int64)
+    subset_sums(F, k)
+    n_blocks = max(1, min(4 * numba.get_num_threads(), X.shape[0]))
+    changed = best_row_codes(X.indptr, X.indices, b, F, k, X.shape[1], a, n_blocks)
+    free[:] = _decode(a, k)
+    return int(changed)
+
+
+def _resolve_method(method: str, X, k: int) -> str:
+    """"auto": the exact update while its n·k·2^k table work stays near the flips' O(nnz·k)."""
+    if method != "auto":
+        return method
+    n, m = X.shape
+    exact_cost = (n + m) * k * (1 << k) if k <= EXACT_MAX_K else np.inf
+    return "exact" if exact_cost <= max(10**7, 10 * X.nnz * k) else "flip"
+
+
+def _check_rounds(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ValueError(f"{name} must be a nonnegative integer, got {value!r}")
+    return int(value)
+
+
+def polish(X, W, H, *, method: str = "auto", max_rounds: int = 100) -> Polished:
+    """Improve Boolean factors by alternating exact Boolean row and column updates.
+
+    With H fixed, every row of W is changed to a pattern with a lower row error; then every
+    column of H with W fixed; repeated until a round changes nothing (or ``max_rounds``). A row
+    or column changes only on a strict improvement, so the error never rises.
 
     Parameters
     ----------
     X : array-like or sparse of shape (n, m)
     W : array-like of shape (n, k), Boolean
     H : array-like of shape (k, m), Boolean
+    method : {"auto", "exact", "flip"}, default "auto"
+        "exact": each row takes the best of all 2^k patterns (subset-sum transform over the
+        column codes, O(nnz + n·k·2^k) per half-step; k ≤ 16). "flip": each row applies its best
+        single-bit flip until none helps (O(nnz·k) per pass; any k) — a local optimum per row
+        rather than the global one. "auto" takes "exact" while its cost stays within ten times
+        the flips' (always on small data), else "flip".
     max_rounds : int, default 100
-    max_k : int, default 16
-        Refuse larger k (the 2^k patterns per row would dominate).
 
     Returns
     -------
@@ -67,32 +226,114 @@ def polish(X, W, H, *, max_rounds: int = 100, max_k: int = 16) -> Polished:
     X = check_binary_matrix(X)
     Wb, Hb = check_boolean_factors(W, H, X.shape)
     k = Wb.shape[1]
-    if k > max_k:
-        raise ValueError(f"exact polish enumerates 2^k patterns per row: k={k} exceeds max_k={max_k}")
-    if isinstance(max_rounds, bool) or not isinstance(max_rounds, (int, np.integer)) or max_rounds < 0:
-        raise ValueError(f"max_rounds must be a nonnegative integer, got {max_rounds!r}")
-    return _polish(X, Wb, Hb, int(max_rounds))
+    if method not in POLISH_METHODS:
+        raise ValueError(f"method must be one of {POLISH_METHODS}, got {method!r}")
+    if method == "exact" and k > EXACT_MAX_K:
+        raise ValueError(
+            f"the exact polish enumerates 2^k patterns per row: k={k} exceeds {EXACT_MAX_K}; "
+            "use method='flip'"
+        )
+    return _polish(X, Wb, Hb, method, _check_rounds(max_rounds, "max_rounds"))
 
 
-def _polish(X, Wb: np.ndarray, Hb: np.ndarray, max_rounds: int = 100) -> Polished:
+def _polish(X, Wb: np.ndarray, Hb: np.ndarray, method: str = "auto", max_rounds: int = 100) -> Polished:
     """:func:`polish` on a canonical support mask and Boolean factors (trusted)."""
-    n, m = X.shape
-    k = Wb.shape[1]
-    Xt = check_binary_matrix(X.T)
-    a, b = _codes(Wb), _codes(Hb.T)
-    blocks_rows = max(1, min(4 * numba.get_num_threads(), n))
-    blocks_cols = max(1, min(4 * numba.get_num_threads(), m))
-    history = [_error(X, Wb, Hb)]
+    method = _resolve_method(method, X, Wb.shape[1])
+    Xt = _transpose(X)
+    W, Ht = Wb.copy(), np.array(Hb.T, order="C")  # copies: the caller's factors stay as they are
+    history = [_error(X, W, Ht.T)]
     rounds = 0
     for rounds in range(1, max_rounds + 1):
-        F = np.bincount(b, minlength=1 << k).astype(np.int64)
-        subset_sums(F, k)
-        changed = best_row_codes(X.indptr, X.indices, b, F, k, m, a, blocks_rows)
-        F = np.bincount(a, minlength=1 << k).astype(np.int64)
-        subset_sums(F, k)
-        changed += best_row_codes(Xt.indptr, Xt.indices, a, F, k, n, b, blocks_cols)
-        history.append(_error(X, _decode(a, k), np.ascontiguousarray(_decode(b, k).T)))
+        if method == "exact":
+            changed = _exact_rows(X, W, Ht) + _exact_rows(Xt, Ht, W)
+        else:
+            changed = _flip_rows(X, W, _Fixed(Ht)) + _flip_rows(Xt, Ht, _Fixed(W))
+        history.append(_error(X, W, Ht.T))
         if changed == 0:
             break
-    W_out, H_out = _decode(a, k), np.ascontiguousarray(_decode(b, k).T)
-    return Polished(W_out, H_out, history[-1], history, rounds)
+    return Polished(W, np.ascontiguousarray(Ht.T), history[-1], history, rounds, method)
+
+
+def refine_thresholds(X, W, H, threshold_w, threshold_h, *, max_sweeps: int = 100) -> Thresholds:
+    """Per-factor thresholds by cyclic coordinate descent, from given (e.g. global) ones.
+
+    Starting from ``W > threshold_w`` and ``H > threshold_h``, each column l of W in turn gets the
+    threshold (over all cuts between its distinct values) with the lowest Hamming error, all
+    else fixed; then each row of H; sweeps repeat until one changes nothing. A threshold moves
+    only on a strict improvement, so the result is never worse than the start (in particular
+    than the global grid optimum of :func:`banmf.booleanize`).
+
+    Parameters
+    ----------
+    X : array-like or sparse of shape (n, m)
+    W : array-like of shape (n, k)
+        Nonnegative factor (e.g. ``Booleanization.W_scaled``).
+    H : array-like of shape (k, m)
+    threshold_w, threshold_h : float or array-like of shape (k,)
+        Starting thresholds (strict ``>``).
+    max_sweeps : int, default 100
+
+    Returns
+    -------
+    Thresholds
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[1, 1, 0], [1, 1, 0], [0, 0, 1]])
+    >>> W = [[0.9, 0.0], [0.6, 0.1], [0.0, 0.3]]
+    >>> H = [[1.0, 0.8, 0.1], [0.0, 0.1, 0.9]]
+    >>> res = refine_thresholds(X, W, H, 0.5, 0.5)
+    >>> res.error, res.threshold_w.tolist()
+    (0, [0.5, 0.1])
+    """
+    X = check_binary_matrix(X)
+    Wf = np.asarray(W, dtype=np.float64)
+    Hf = np.asarray(H, dtype=np.float64)
+    if Wf.ndim != 2 or Hf.ndim != 2 or Wf.shape[1] != Hf.shape[0] or (Wf.shape[0], Hf.shape[1]) != X.shape:
+        raise ValueError(f"shapes do not fit: X {X.shape}, W {Wf.shape}, H {Hf.shape}; need W (n, k), H (k, m)")
+    if not (np.isfinite(Wf).all() and np.isfinite(Hf).all()):
+        raise ValueError("W and H must be finite")
+    k = Wf.shape[1]
+    tw = np.broadcast_to(np.asarray(threshold_w, dtype=np.float64), (k,)).copy()
+    th = np.broadcast_to(np.asarray(threshold_h, dtype=np.float64), (k,)).copy()
+    return _refine_thresholds(X, Wf, Hf, tw, th, _check_rounds(max_sweeps, "max_sweeps"))
+
+
+def _refine_thresholds(X, W, H, tw, th, max_sweeps: int = 100) -> Thresholds:
+    """:func:`refine_thresholds` on trusted inputs; ``tw``, ``th`` (k,) are updated in place."""
+    Xt = _transpose(X)
+    Ht = np.ascontiguousarray(H.T)
+    Wb, Htb = W > tw, Ht > th
+    history = [_error(X, Wb, Htb.T)]
+    for _ in range(max_sweeps):
+        changed = _threshold_side(X, W, Wb, Htb, tw) + _threshold_side(Xt, Ht, Htb, Wb, th)
+        history.append(_error(X, Wb, Htb.T))
+        if changed == 0:
+            break
+    return Thresholds(Wb, np.ascontiguousarray(Htb.T), tw, th, history[-1], history)
+
+
+def _threshold_side(X, C: np.ndarray, free: np.ndarray, fixed_bool: np.ndarray, t: np.ndarray) -> int:
+    """One sweep over the columns l of ``free = C > t`` (rows against ``fixed_bool``); returns
+    how many thresholds moved. Error as a function of the cut is a prefix sum of the rows'
+    bit-l changes taken in decreasing order of ``C[:, l]``."""
+    fixed = _Fixed(fixed_bool)
+    A = _pack(free)
+    rows = np.arange(C.shape[0])
+    moved = 0
+    for l in range(C.shape[1]):
+        order = np.argsort(-C[:, l], kind="stable")
+        vals = C[order, l]
+        d = _bit_changes(X, A, fixed, rows, l)[order, 0]
+        cum = np.concatenate(([0], np.cumsum(d)))
+        # A cut after r rows is a threshold only where the value drops (ties move together).
+        cuts = np.flatnonzero(np.concatenate(([True], vals[1:] < vals[:-1], [True])))
+        current = int(np.count_nonzero(vals > t[l]))
+        best = int(cuts[np.argmin(cum[cuts])])
+        if cum[best] < cum[current]:
+            t[l] = vals[best] if best < len(vals) else np.nextafter(vals[-1], -np.inf)
+            free[:, l] = C[:, l] > t[l]
+            A = _pack(free)
+            moved += 1
+    return moved

@@ -161,7 +161,7 @@ def test_reproducible_for_a_fixed_seed_and_seed_matters():
 
 def test_fitted_attributes_and_reported_error():
     X, _, _ = make_boolean(30, 20, 3, 0.5, noise=0.05, random_state=4)
-    model = BANMF(3, regularization="logspace", max_iter=300, random_state=0)
+    model = BANMF(3, regularization="logspace", max_iter=300, random_state=0, polish=False)
     W = model.fit_transform(X)
     H = model.components_
     assert W.shape == (30, 3) and W.dtype == bool and H.shape == (3, 20) and H.dtype == bool
@@ -169,7 +169,7 @@ def test_fitted_attributes_and_reported_error():
     assert isinstance(model.reconstruction_err_, int)
     assert model.relative_error_ == model.reconstruction_err_ / X.nnz
     np.testing.assert_array_equal(W, model.W_continuous_ > model.thresholds_[0])
-    np.testing.assert_array_equal(H, model.H_continuous_ > model.thresholds_[1])
+    np.testing.assert_array_equal(H, model.H_continuous_ > model.thresholds_[1][:, None])
     assert model.n_iter_ == 300 and not model.interrupted_
     np.testing.assert_array_equal(model.inverse_transform(W).toarray(), boolean_product(W, H).toarray())
     assert "regularization='logspace'" in repr(model)

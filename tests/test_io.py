@@ -112,7 +112,7 @@ def test_result_round_trip(tmp_path):
     np.testing.assert_allclose(saved.loss_curve, r.estimator.loss_curve_)
     assert saved.meta["error"] == r.error and saved.meta["method"] == "banmf"
     assert saved.meta["params"]["max_iter"] == 100 and saved.meta["input"] == "x.mtx"
-    assert saved.meta["thresholds"] == list(r.estimator.thresholds_)
+    assert saved.meta["thresholds"] == [t.tolist() for t in r.estimator.thresholds_]
     assert {"banmf", "numpy", "scipy", "numba"} <= set(saved.meta["versions"])
     asso = factorize(X, 3, method="asso", tau=0.5)
     save_result(asso.estimator, tmp_path / "a.npz")

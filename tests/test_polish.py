@@ -1,4 +1,7 @@
-"""The exact Boolean polish: kernels against brute force, and the error never rises."""
+"""Per-factor thresholds and the Boolean polish: kernels against brute force, errors never rise."""
+
+import contextlib
+import sys
 
 import numpy as np
 import reference as ref
@@ -6,10 +9,14 @@ from conftest import binary_matrices
 from hypothesis import given
 from hypothesis import strategies as st
 
-from banmf import boolean_error, make_boolean
+import pytest
+from banmf import ASSO, BANMF, NMF, GreConD, boolean_error, make_boolean, refine_thresholds
 from banmf._kernels.polish import best_row_codes, subset_sums
 from banmf._validation import check_binary_matrix
-from banmf.polish import _codes, polish
+from banmf.polish import _bit_changes, _codes, _Fixed, _pack, polish
+
+# The module, not the function of the same name that the package exports.
+bp = sys.modules["banmf.polish"]
 
 
 @given(st.integers(1, 5), st.integers(0, 2**31))
@@ -45,7 +52,8 @@ def test_polish_never_increases_the_error_and_ends_at_a_fixed_point(Xd, k, seed)
     rng = np.random.default_rng(seed)
     n, m = Xd.shape
     W, H = rng.random((n, k)) < 0.4, rng.random((k, m)) < 0.4
-    res = polish(Xd, W, H)
+    res = polish(Xd, W, H, method="exact")
+    assert res.method == "exact"
     assert res.history[0] == ref.boolean_error(Xd, W, H)
     assert all(b <= a for a, b in zip(res.history, res.history[1:]))
     assert res.error == boolean_error(Xd, res.W, res.H) == ref.boolean_error(Xd, res.W, res.H)
@@ -64,26 +72,199 @@ def test_polish_repairs_a_damaged_planted_factorization():
     assert res.history[0] > 0 and res.error == 0
 
 
-def test_polish_rejects_large_k():
-    import pytest
+@contextlib.contextmanager
+def _table_limit(k):
+    """Force the off-support counts through tables (k <= limit) or bitsets (limit 0)."""
+    saved = bp.TABLE_MAX_K
+    bp.TABLE_MAX_K = k
+    try:
+        yield
+    finally:
+        bp.TABLE_MAX_K = saved
 
-    with pytest.raises(ValueError, match="max_k"):
-        polish(np.eye(20), np.eye(20), np.eye(20))
+
+def _flip_oracle(Xd, W, H):
+    """d[i, l] = error with W[i, l] on minus error with it off (dense brute force)."""
+    n, k = W.shape
+    d = np.zeros((n, k), dtype=np.int64)
+    for i in range(n):
+        for l in range(k):
+            on, off = W.copy(), W.copy()
+            on[i, l], off[i, l] = True, False
+            d[i, l] = ref.boolean_error(Xd, on, H) - ref.boolean_error(Xd, off, H)
+    return d
 
 
-def test_estimator_polish_option():
-    import pytest
+@pytest.mark.parametrize("tables", [True, False])
+@given(binary_matrices(max_n=9, max_m=9), st.sampled_from([1, 2, 3, 66]), st.integers(0, 2**31))
+def test_bit_changes_equal_the_dense_oracle(tables, Xd, k, seed):
+    """Both off-support paths (subset-sum tables, bitsets per distinct pattern), any word count."""
+    if tables and k > bp.TABLE_MAX_K:
+        return
+    rng = np.random.default_rng(seed)
+    n, m = Xd.shape
+    W, H = rng.random((n, k)) < 0.3, rng.random((k, m)) < 0.3
+    X = check_binary_matrix(Xd)
+    expected = _flip_oracle(Xd, W, H)
+    rows = np.arange(n)
+    with _table_limit(bp.TABLE_MAX_K if tables else 0):
+        fixed = _Fixed(np.ascontiguousarray(H.T))
+        A = _pack(W)
+        np.testing.assert_array_equal(_bit_changes(X, A, fixed, rows), expected)
+        for l in range(k):
+            np.testing.assert_array_equal(_bit_changes(X, A, fixed, rows, l)[:, 0], expected[:, l])
+        sub = rows[::2]
+        np.testing.assert_array_equal(_bit_changes(X, A, fixed, sub), expected[sub])
 
-    from banmf import BANMF, NMF
 
+@pytest.mark.parametrize("tables", [True, False])
+@given(binary_matrices(max_n=10, max_m=10), st.integers(1, 3), st.integers(0, 2**31))
+def test_flip_polish_ends_where_no_single_flip_helps(tables, Xd, k, seed):
+    rng = np.random.default_rng(seed)
+    n, m = Xd.shape
+    W, H = rng.random((n, k)) < 0.4, rng.random((k, m)) < 0.4
+    with _table_limit(bp.TABLE_MAX_K if tables else 0):
+        res = polish(Xd, W, H, method="flip")
+    assert res.method == "flip"
+    assert res.history[0] == ref.boolean_error(Xd, W, H)
+    assert all(b <= a for a, b in zip(res.history, res.history[1:]))
+    assert res.error == ref.boolean_error(Xd, res.W, res.H)
+    # local optimum of both half-steps (brute force over every single flip)
+    d_w = _flip_oracle(Xd, res.W, res.H)
+    assert (np.where(res.W, -d_w, d_w) >= 0).all()
+    d_h = _flip_oracle(Xd.T, res.H.T, res.W.T)
+    assert (np.where(res.H.T, -d_h, d_h) >= 0).all()
+
+
+@given(binary_matrices(min_n=1, max_n=4, min_m=1, max_m=4), st.integers(1, 2), st.integers(0, 2**31))
+def test_polish_on_tiny_cases_against_exhaustive_enumeration(Xd, k, seed):
+    """Tiny X, k <= 2: enumerate every factor pair. Exact polish reaches a pair that no change of
+    one row of W or one column of H improves; its error is at least the global optimum, and from
+    the global optimum itself neither polish moves."""
+    n, m = Xd.shape
+    pats_w = ((np.arange(1 << (n * k))[:, None] >> np.arange(n * k)) & 1).astype(bool).reshape(-1, n, k)
+    pats_h = ((np.arange(1 << (k * m))[:, None] >> np.arange(k * m)) & 1).astype(bool).reshape(-1, k, m)
+    errs = np.array([[ref.boolean_error(Xd, W, H) for H in pats_h] for W in pats_w])
+    best = errs.min()
+    iw, ih = np.unravel_index(errs.argmin(), errs.shape)
+    rng = np.random.default_rng(seed)
+    W, H = rng.random((n, k)) < 0.5, rng.random((k, m)) < 0.5
+    for method in ("exact", "flip"):
+        assert polish(Xd, W, H, method=method).error >= best
+        at_best = polish(Xd, pats_w[iw], pats_h[ih], method=method)
+        assert at_best.error == best and at_best.history == [best, best]
+
+
+def test_polish_repairs_a_damaged_planted_factorization_with_flips_at_large_k():
+    X, W, H = make_boolean(80, 70, 20, 0.1, random_state=2)
+    W2 = W.copy()
+    W2[:10, 0] = ~W2[:10, 0]
+    res = polish(X, W2, H)
+    assert res.method == "flip" and res.history[0] > 0 and res.error == 0
+
+
+def test_polish_checks_its_inputs():
+    with pytest.raises(ValueError, match="exceeds 16"):
+        polish(np.eye(20), np.eye(20), np.eye(20), method="exact")
+    with pytest.raises(ValueError, match="method"):
+        polish(np.eye(3), np.eye(3), np.eye(3), method="greedy")
+    with pytest.raises(ValueError, match="max_rounds"):
+        polish(np.eye(3), np.eye(3), np.eye(3), max_rounds=-1)
+    with pytest.raises(ValueError, match="shape"):
+        polish(np.eye(3), np.eye(2), np.eye(2))
+    W, H = np.eye(3, dtype=bool), np.eye(3, dtype=bool)
+    polish(np.ones((3, 3)), W, H)
+    assert (W == np.eye(3)).all() and (H == np.eye(3)).all()  # inputs untouched
+
+
+@given(binary_matrices(max_n=10, max_m=10), st.integers(1, 3), st.integers(0, 2**31))
+def test_refined_thresholds_are_never_worse_and_coordinatewise_optimal(Xd, k, seed):
+    rng = np.random.default_rng(seed)
+    n, m = Xd.shape
+    W = rng.random((n, k)).round(1)  # ties between values are common
+    H = rng.random((k, m)).round(1)
+    res = refine_thresholds(Xd, W, H, 0.5, 0.5)
+    start = ref.boolean_error(Xd, W > 0.5, H > 0.5)
+    assert res.history[0] == start and res.error <= start
+    assert all(b <= a for a, b in zip(res.history, res.history[1:]))
+    np.testing.assert_array_equal(res.W, W > res.threshold_w)
+    np.testing.assert_array_equal(res.H, H > res.threshold_h[:, None])
+    assert res.error == ref.boolean_error(Xd, res.W, res.H)
+    # at the end no single threshold can do better (every cut of every factor, brute force)
+    for l in range(k):
+        for t in np.concatenate(([-1.0], np.unique(W[:, l]))):
+            B = res.W.copy()
+            B[:, l] = W[:, l] > t
+            assert ref.boolean_error(Xd, B, res.H) >= res.error
+        for t in np.concatenate(([-1.0], np.unique(H[l]))):
+            B = res.H.copy()
+            B[l] = H[l] > t
+            assert ref.boolean_error(Xd, res.W, B) >= res.error
+
+
+def test_refine_thresholds_checks_its_inputs():
+    with pytest.raises(ValueError, match="shapes"):
+        refine_thresholds(np.eye(3), np.ones((3, 2)), np.ones((3, 3)), 0.5, 0.5)
+    with pytest.raises(ValueError, match="finite"):
+        refine_thresholds(np.eye(2), np.full((2, 1), np.nan), np.ones((1, 2)), 0.5, 0.5)
+
+
+def test_estimator_options():
     X, _, _ = make_boolean(50, 50, 5, 0.8, random_state=1)
-    plain = BANMF(5, random_state=1).fit(X)
-    polished = BANMF(5, random_state=1, polish=True).fit(X)
-    assert polished.booleanized_err_ == plain.reconstruction_err_
+    paper = BANMF(5, random_state=1, thresholds="global", polish=False).fit(X)
+    assert paper.reconstruction_err_ == paper.booleanized_err_ == paper.unpolished_err_
+    thr = BANMF(5, random_state=1, polish=False).fit(X)
+    assert thr.booleanized_err_ == paper.reconstruction_err_
+    assert thr.reconstruction_err_ == thr.unpolished_err_ <= paper.reconstruction_err_
+    full = BANMF(5, random_state=1).fit(X)
+    assert full.unpolished_err_ == thr.reconstruction_err_
+    assert full.reconstruction_err_ <= thr.reconstruction_err_
+    assert full.reconstruction_err_ == boolean_error(X, full.W_, full.components_)
+    for method in ("exact", "flip"):
+        assert BANMF(5, random_state=1, polish=method).fit(X).reconstruction_err_ <= thr.reconstruction_err_
+    np.testing.assert_array_equal(paper.W_, paper.W_continuous_ > paper.thresholds_[0])
+    # NMF is a baseline: the paper's configuration unless asked
+    nmf = NMF(5, random_state=1, max_iter=200).fit(X)
+    assert nmf.reconstruction_err_ == nmf.booleanized_err_
+    assert NMF(5, random_state=1, max_iter=200, polish=True).fit(X).reconstruction_err_ <= nmf.reconstruction_err_
+    with pytest.raises(ValueError, match="polish='exact' needs"):
+        BANMF(17, polish="exact", max_iter=2).fit(np.ones((20, 20)))
+    with pytest.raises(ValueError, match="polish must be"):
+        BANMF(2, polish="yes", max_iter=2).fit(np.eye(3))
+    with pytest.raises(ValueError, match="thresholds must be"):
+        BANMF(2, thresholds="each", max_iter=2).fit(np.eye(3))
+
+
+def test_restarts_keep_the_best_and_are_reproducible():
+    X, _, _ = make_boolean(40, 40, 5, 0.8, random_state=4)
+    params = dict(max_iter=100, polish=False, thresholds="global", random_state=7)
+    one = BANMF(5, **params).fit(X)
+    many = BANMF(5, n_init=4, **params).fit(X)
+    assert many.init_errors_[0] == one.reconstruction_err_
+    assert many.reconstruction_err_ == min(many.init_errors_)
+    again = BANMF(5, n_init=4, **params).fit(X)
+    np.testing.assert_array_equal(again.W_, many.W_)
+    assert again.init_errors_ == many.init_errors_
+    with pytest.raises(ValueError, match="n_init"):
+        BANMF(5, n_init=0).fit(X)
+    with pytest.raises(ValueError, match="n_init > 1"):
+        BANMF(2, n_init=2, init="custom").fit(np.eye(3), W=np.ones((3, 2)), H=np.ones((2, 3)))
+
+
+def test_transform_polishes_new_rows_against_the_fitted_H():
+    X, _, _ = make_boolean(60, 30, 3, 0.5, random_state=5)
+    model = BANMF(3, random_state=0, max_iter=300).fit(X)
+    W_new = model.transform(X)
+    H = model.components_
+    d = _flip_oracle(X.toarray(), W_new, H)
+    assert (np.where(W_new, -d, d) >= 0).all()  # every new row is at least flip-optimal
+
+
+@pytest.mark.parametrize("cls", [ASSO, GreConD])
+def test_baselines_take_the_polish_option(cls):
+    X, _, _ = make_boolean(40, 30, 4, 0.6, noise=0.05, random_state=3)
+    plain = cls(4).fit(X)
+    polished = cls(4, polish=True).fit(X)
+    assert polished.unpolished_err_ == plain.reconstruction_err_
     assert polished.reconstruction_err_ <= plain.reconstruction_err_
     assert polished.reconstruction_err_ == boolean_error(X, polished.W_, polished.components_)
-    assert NMF(5, random_state=1, polish=True, max_iter=200).fit(X).reconstruction_err_ <= NMF(5, random_state=1, max_iter=200).fit(X).reconstruction_err_
-    with pytest.raises(ValueError, match="polish=True needs n_components"):
-        BANMF(17, polish=True, max_iter=2).fit(np.ones((20, 20)))
-    with pytest.raises(TypeError, match="polish"):
-        BANMF(2, polish="yes", max_iter=2).fit(np.eye(3))

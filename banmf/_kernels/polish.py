@@ -1,7 +1,10 @@
-"""Exact Boolean row updates for the polish (alternating Boolean block coordinate descent)."""
+"""Boolean row updates for the polish and the per-factor thresholds: exact (all 2^k patterns)
+and single-bit flips (any k)."""
 
 import numpy as np
 from numba import njit, prange
+
+from .boolean import popcount64
 
 
 @njit(cache=True, nogil=True)
@@ -50,3 +53,106 @@ def best_row_codes(indptr, indices, col_codes, F, k, m, codes, n_blocks):
                 codes[i] = full & ~best_s
                 changed[b] += 1
     return changed.sum()
+
+
+_ONE = np.uint64(1)
+
+
+@njit(cache=True, nogil=True)
+def _low_bit(x):
+    """Index of the lowest set bit of a nonzero uint64."""
+    return np.int64(popcount64((x & (~x + _ONE)) - _ONE))
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def support_uncovered(indptr, indices, A, B, rows, only, out):
+    """Ones of X that factor l alone would have to cover, row by row, on the support.
+
+    For every row ``i = rows[r]`` with pattern ``A[i]`` (k bits in words) against the column
+    codes ``B[j]``: ``out[r, l] = #{j in S_i : bit l of B[j], and B[j] meets A[i] in no bit other
+    than l}``: the ones of row i that bit l covers and nothing else does. ``only >= 0`` counts that
+    bit alone into ``out[r, 0]``. Cost O(|S_i| · (words + bits of B[j])).
+    """
+    words = A.shape[1]
+    for r in prange(len(rows)):
+        i = rows[r]
+        for c in range(out.shape[1]):
+            out[r, c] = 0
+        for p in range(indptr[i], indptr[i + 1]):
+            j = indices[p]
+            shared = 0
+            for w in range(words):
+                shared += np.int64(popcount64(A[i, w] & B[j, w]))
+            if only >= 0:
+                wl, bit = only >> 6, _ONE << np.uint64(only & 63)
+                if B[j, wl] & bit and shared - (1 if A[i, wl] & bit else 0) == 0:
+                    out[r, 0] += 1
+            elif shared == 1:
+                # Only the one shared bit is needed for this one; every other bit is backed up.
+                for w in range(words):
+                    x = A[i, w] & B[j, w]
+                    if x:
+                        out[r, (w << 6) + _low_bit(x)] += 1
+            elif shared == 0:
+                for w in range(words):
+                    x = B[j, w]
+                    while x:
+                        out[r, (w << 6) + _low_bit(x)] += 1
+                        x &= x - _ONE
+
+
+@njit(cache=True, nogil=True)
+def bit_tables(col_codes, k):
+    """``T[l, s] = #{j : bit l of col_codes[j], col_codes[j] ⊆ s}`` for every k-bit s (k small).
+
+    A row with pattern a has ``T[l, ~(a minus l)]`` columns that bit l alone covers or would
+    cover, over all columns: the off-support half of a flip's change in error.
+    """
+    size = 1 << k
+    hist = np.zeros(size, dtype=np.int64)
+    for j in range(len(col_codes)):
+        hist[col_codes[j]] += 1
+    T = np.zeros((k, size), dtype=np.int64)
+    for l in range(k):
+        for s in range(size):
+            if (s >> l) & 1:
+                T[l, s] = hist[s]
+        subset_sums(T[l], k)
+    return T
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def uncovered_counts(U, R, only, out):
+    """``out[u, l] = |R_l minus (union of R_l' over the other bits l' of U[u])|``, any k.
+
+    ``R`` (k, words over columns) holds the fixed factor's bitsets; ``U`` (u, words over k)
+    distinct patterns. Built per pattern from the running "covered once" and "covered twice"
+    unions, so a pattern costs O((bits of U[u] + k) · m / 64). ``only >= 0``: that bit alone,
+    into ``out[u, 0]``.
+    """
+    k, mw = R.shape
+    n_u = U.shape[0]
+    n_blocks = min(n_u, 64)
+    for b in prange(n_blocks):
+        ones = np.empty(mw, dtype=np.uint64)
+        twos = np.empty(mw, dtype=np.uint64)
+        for u in range(b * n_u // n_blocks, (b + 1) * n_u // n_blocks):
+            ones[:] = 0
+            twos[:] = 0
+            for w in range(U.shape[1]):
+                x = U[u, w]
+                while x:
+                    l = (w << 6) + _low_bit(x)
+                    x &= x - _ONE
+                    for q in range(mw):
+                        twos[q] |= ones[q] & R[l, q]
+                        ones[q] |= R[l, q]
+            first, last = (only, only + 1) if only >= 0 else (0, k)
+            for l in range(first, last):
+                in_u = (U[u, l >> 6] >> np.uint64(l & 63)) & _ONE
+                total = 0
+                for q in range(mw):
+                    # Bit l is backed up where another pattern bit covers: twice-covered if l is
+                    # in the pattern, covered at all if not.
+                    total += np.int64(popcount64(R[l, q] & ~(twos[q] if in_u else ones[q])))
+                out[u, l - first] = total

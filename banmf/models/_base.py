@@ -7,6 +7,8 @@ import time
 
 import numpy as np
 
+from ..polish import EXACT_MAX_K, POLISH_METHODS, _polish
+
 
 def relative_error(error: int, nnz: int) -> float:
     """Boolean relative error ``error / nnz(X)`` (0 for a perfect fit of an all-zero X)."""
@@ -57,6 +59,29 @@ class BaseFactorization:
         self.n_iter_ = int(n_iter)
         self.n_components_, self.n_features_in_, self.nnz_ = W.shape[1], X.shape[1], X.nnz
         self.fit_seconds_ = time.perf_counter() - start
+
+    def _polish_method(self, k: int) -> str | None:
+        """The validated ``polish`` parameter as a :func:`banmf.polish` method, or None (off)."""
+        value = self.polish
+        if isinstance(value, (bool, np.bool_)):
+            return "auto" if value else None
+        if value not in POLISH_METHODS:
+            raise ValueError(f"polish must be True, False or one of {POLISH_METHODS}, got {value!r}")
+        if value == "exact" and k > EXACT_MAX_K:
+            raise ValueError(
+                f"polish='exact' needs n_components <= {EXACT_MAX_K}, got {k}; use 'flip' or True"
+            )
+        return value
+
+    def _finish(self, X, W, H, error: int, n_iter: int, start: float, method: str | None) -> None:
+        """Polish (if ``method``) and set the fitted attributes; ``unpolished_err_`` keeps the
+        error before the polish."""
+        self.unpolished_err_ = int(error)
+        self.polish_rounds_ = 0
+        if method is not None and W.shape[1] > 0:
+            res = _polish(X, W, H, method)
+            W, H, error, self.polish_rounds_ = res.W, res.H, res.error, res.rounds
+        self._set_result(X, W, H, error, n_iter, start)
 
     def fit_transform(self, X, y=None) -> np.ndarray:
         """Fit to X and return the Boolean W of shape (n, k)."""

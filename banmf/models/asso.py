@@ -36,6 +36,9 @@ class ASSO(BaseFactorization):
         Association threshold. None sweeps τ = 0.05, 0.10, ..., 1.0 and keeps the lowest error.
     w_pos, w_neg : float, default 1.0
         Reward for covering a one, penalty for covering a zero.
+    polish : bool or {"auto", "exact", "flip"}, default False
+        Polish the Boolean factors with :func:`banmf.polish` after the method (off by default
+        so that this stays the published baseline; ``unpolished_err_`` keeps its own error).
     random_state : ignored
         ASSO is deterministic (ties go to the lowest candidate index); kept for the common
         interface.
@@ -60,8 +63,10 @@ class ASSO(BaseFactorization):
     0
     """
 
-    def __init__(self, n_components=10, *, tau=None, w_pos=1.0, w_neg=1.0, random_state=None, verbose=0):
+    def __init__(self, n_components=10, *, tau=None, w_pos=1.0, w_neg=1.0, polish=False,
+                 random_state=None, verbose=0):
         self.n_components = n_components
+        self.polish = polish
         self.tau = tau
         self.w_pos = w_pos
         self.w_neg = w_neg
@@ -73,6 +78,7 @@ class ASSO(BaseFactorization):
         start = time.perf_counter()
         X = check_binary_matrix(X)
         k = check_n_components(self.n_components, X.shape)
+        polish = self._polish_method(k)
         if self.tau is None:
             taus = TAU_GRID
         elif isinstance(self.tau, numbers.Real) and 0 < self.tau <= 1:
@@ -99,7 +105,7 @@ class ASSO(BaseFactorization):
                 best = (err, tau, W, H, used)
         err, tau, W, H, used = best
         self.tau_ = tau
-        self._set_result(X, W, H, err, used, start)
+        self._finish(X, W, H, err, used, start, polish)
         return self
 
     def _greedy(self, X, k, tau, gram, colsum, csc):

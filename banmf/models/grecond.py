@@ -38,6 +38,9 @@ class GreConD(BaseFactorization):
     ----------
     n_components : int or None, default None
         Maximum number of factors; None: until X is covered exactly.
+    polish : bool or {"auto", "exact", "flip"}, default False
+        Polish the Boolean factors with :func:`banmf.polish` after the method (off by default
+        so that this stays the published baseline; ``unpolished_err_`` keeps its own error).
     random_state : ignored
         Deterministic (ties go to the lowest column index); kept for the common interface.
     verbose : int, default 0
@@ -63,8 +66,9 @@ class GreConD(BaseFactorization):
     0
     """
 
-    def __init__(self, n_components=None, *, random_state=None, verbose=0):
+    def __init__(self, n_components=None, *, polish=False, random_state=None, verbose=0):
         self.n_components = n_components
+        self.polish = polish
         self.random_state = random_state
         self.verbose = verbose
 
@@ -74,6 +78,7 @@ class GreConD(BaseFactorization):
         X = check_binary_matrix(X)
         n, m = X.shape
         limit = None if self.n_components is None else check_n_components(self.n_components, X.shape)
+        self._polish_method(limit or 1)  # validate before the work
         colbits = packed_rows(X.T.tocsr())  # column j's rows as bits, (m, ceil(n/64))
         uncovered = colbits.copy()
         all_rows = np.zeros(colbits.shape[1], dtype=np.uint64)
@@ -106,5 +111,5 @@ class GreConD(BaseFactorization):
             W[:, l] = bits.astype(bool)
             H[l] = intent
         err = _error(X, W, H)
-        self._set_result(X, W, H, err, len(extents), start)
+        self._finish(X, W, H, err, len(extents), start, self._polish_method(W.shape[1]))
         return self

@@ -50,6 +50,9 @@ class PNLPF(BaseFactorization):
     eps : float, default 1e-12
     n_thresholds : int, default 100
     dense_budget : int, default 50_000_000
+    polish : bool or {"auto", "exact", "flip"}, default False
+        Polish the Boolean factors with :func:`banmf.polish` after the method (off by default
+        so that this stays the published baseline; ``unpolished_err_`` keeps its own error).
     random_state, verbose : as for BANMF.
 
     Attributes
@@ -66,8 +69,9 @@ class PNLPF(BaseFactorization):
 
     def __init__(self, n_components=10, *, gamma=10.0, lam0=2.0, growth=3.0, lam_max=1e10,
                  max_iter=100, tol=0.01, init_iter=1000, eps=1e-12, n_thresholds=100,
-                 dense_budget=DENSE_BUDGET, random_state=None, verbose=0):
+                 dense_budget=DENSE_BUDGET, polish=False, random_state=None, verbose=0):
         self.n_components = n_components
+        self.polish = polish
         self.gamma = gamma
         self.lam0 = lam0
         self.growth = growth
@@ -86,6 +90,7 @@ class PNLPF(BaseFactorization):
         start = time.perf_counter()
         X = check_binary_matrix(X)
         k = check_n_components(self.n_components, X.shape)
+        polish = self._polish_method(k)
         check_dense_budget(X.shape, self.dense_budget, "PNL-PF (about 48 bytes per entry)")
         for name in ("gamma", "lam0", "growth", "lam_max"):
             v = getattr(self, name)
@@ -125,7 +130,7 @@ class PNLPF(BaseFactorization):
         self.W_continuous_, self.H_continuous_ = res.W_scaled, res.H_scaled
         self.thresholds_ = (res.threshold_w, res.threshold_h)
         self.loss_curve_ = np.asarray(losses)
-        self._set_result(X, res.W, res.H, res.error, len(losses), start)
+        self._finish(X, res.W, res.H, res.error, len(losses), start, polish)
         return self
 
     def _link(self, S):

@@ -40,6 +40,9 @@ class ZhangThreshold(BaseFactorization):
     tol : float, default 1e-4
     n_thresholds : int, default 100
     dense_budget : int, default 50_000_000
+    polish : bool or {"auto", "exact", "flip"}, default False
+        Polish the Boolean factors with :func:`banmf.polish` after the method (off by default
+        so that this stays the published baseline; ``unpolished_err_`` keeps its own error).
     random_state, verbose : as for BANMF.
 
     Attributes
@@ -52,8 +55,10 @@ class ZhangThreshold(BaseFactorization):
     """
 
     def __init__(self, n_components=10, *, slope=100.0, max_iter=1000, refine_iter=100, tol=1e-4,
-                 n_thresholds=100, dense_budget=DENSE_BUDGET, random_state=None, verbose=0):
+                 n_thresholds=100, dense_budget=DENSE_BUDGET, polish=False, random_state=None,
+                 verbose=0):
         self.n_components = n_components
+        self.polish = polish
         self.slope = slope
         self.max_iter = max_iter
         self.refine_iter = refine_iter
@@ -68,6 +73,7 @@ class ZhangThreshold(BaseFactorization):
         start = time.perf_counter()
         X = check_binary_matrix(X)
         k = check_n_components(self.n_components, X.shape)
+        polish = self._polish_method(k)
         check_dense_budget(X.shape, self.dense_budget, "Zhang's thresholding (a dense objective)")
         if not self.slope > 0 or not self.tol > 0:
             raise ValueError("slope and tol must be positive numbers")
@@ -82,7 +88,7 @@ class ZhangThreshold(BaseFactorization):
             Wb, Hb, u, v, err = res.W, res.H, res.threshold_w, res.threshold_h, res.error
         self.W_continuous_, self.H_continuous_ = W, H
         self.thresholds_ = (float(u), float(v))
-        self._set_result(X, Wb, Hb, err, nmf.n_iter_ + steps, start)
+        self._finish(X, Wb, Hb, err, nmf.n_iter_ + steps, start, polish)
         return self
 
     def _smooth(self, Xd, W, H, u, v):
