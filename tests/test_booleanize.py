@@ -45,6 +45,27 @@ def test_booleanize_equals_dense_full_grid(Xd, k, P, normalize, seed):
     assert err == grid.min()
 
 
+@given(binary_matrices(max_n=10, max_m=10), st.sampled_from([1, 2, 3]), st.sampled_from([1, 2, 7, 12]), st.booleans(), st.integers(0, 2**31))
+def test_coordinate_search_is_a_coordinatewise_optimum_of_the_grid(Xd, k, P, normalize, seed):
+    rng = np.random.default_rng(seed)
+    W = rng.random((Xd.shape[0], k)) * (rng.random((Xd.shape[0], k)) < 0.7)
+    H = rng.random((k, Xd.shape[1])) * 3 * (rng.random((k, Xd.shape[1])) < 0.7)
+    norm = "balance" if normalize else None
+    grid = booleanize(Xd, W, H, P, normalize=norm, search="exhaustive").error_grid
+    res = booleanize(Xd, W, H, P, normalize=norm, search="coordinate")
+    assert res.error == ref.boolean_error(Xd, res.W, res.H) >= grid.min()
+    s, t = _grid_index(res, W, H, P, norm)
+    assert grid[s, t] == res.error
+    assert grid[:, t].min() == res.error and grid[s, :].min() == res.error
+
+
+def _grid_index(res, W, H, P, norm):
+    Ws, Hs = (balance(W, H) if norm else (W, H))
+    s = int(np.argmin(np.abs(np.linspace(0, Ws.max(), P) - res.threshold_w)))
+    t = int(np.argmin(np.abs(np.linspace(0, Hs.max(), P) - res.threshold_h)))
+    return s, t
+
+
 def test_pruning_evaluates_few_points():
     rng = np.random.default_rng(0)
     W0, H0 = rng.random((200, 4)) < 0.3, rng.random((4, 150)) < 0.3

@@ -22,6 +22,10 @@ from ._mu import MUSolver, lambda_schedule
 
 logger = logging.getLogger("banmf")
 
+#: ``n_init="auto"``: (largest nnz·k·max_iter, starts) tiers: 10 starts for fits of well under
+#: a second, 5 up to a few seconds, else 1.
+AUTO_N_INIT = ((10**9, 10), (10**10, 5))
+
 __all__ = ["BANMF", "ConvergenceWarning", "relative_error"]
 
 
@@ -81,9 +85,15 @@ class BANMF(BaseFactorization):
         After thresholding, improve the Boolean factors with :func:`banmf.polish` (alternating
         Boolean row/column updates; the error never rises). True means "auto": exact updates
         over all 2^k row patterns on small problems, single-bit flips on large ones or k > 16.
-    n_init : int, default 1
+    n_init : int or "auto", default "auto"
         Independent random initialisations; the one with the lowest final Boolean error is
-        kept (ties: the earliest). The first uses the same start as ``n_init=1``.
+        kept (ties: the earliest; an exact fit stops the restarts). The first uses the same
+        start as ``n_init=1``. "auto": 10 while one fit is cheap (nnz·k·max_iter ≤ 10⁹, well
+        under a second here), 5 up to 10¹⁰ (seconds), else 1. Measured on the paper's generator (seeds 0..9, with the
+        polish): exact recovery of 50×50, k=5 at d=0.8 rises from 4/10 (1 start) to 10/10 (3 or
+        5 starts), of 100×100, k=10 at d=0.8 from 3/5 to 4/5 (3) and 5/5 (5); on votes at k=5
+        the error falls from 0.226 / 0.219 / 0.218 (seeds 0, 1, 2; 1 start) to 0.210 / 0.216 /
+        0.216 (10 starts) and 0.210 / 0.210 / 0.214 (20 starts).
     dtype : float64 or float32, default float64
         Floating type of W, H and Y. float32 saves memory (4 bytes per nonzero for Y and half
         the factors) but, measured on 100,000×10,000 with 10⁶ nonzeros at k = 32, is no faster
@@ -117,7 +127,9 @@ class BANMF(BaseFactorization):
     unpolished_err_ : int
         Error after the thresholds, before the polish.
     init_errors_ : list of int
-        Final error of every initialisation.
+        Final error of every initialisation run.
+    n_init_ : int
+        The number of initialisations asked for (``n_init`` resolved).
     reconstruction_err_ : int
         Hamming error ``|X − W⊗H|``.
     relative_error_ : float
@@ -162,7 +174,7 @@ class BANMF(BaseFactorization):
         normalize="balance",
         thresholds="per-factor",
         polish=True,
-        n_init=1,
+        n_init="auto",
         dtype=np.float64,
         random_state=None,
         verbose=0,
@@ -191,7 +203,7 @@ class BANMF(BaseFactorization):
     # Subclasses (NMF) freeze Y at X by setting this to False.
     _project_y = True
 
-    def _check_params(self, k: int) -> dict:
+    def _check_params(self, k: int, nnz: int = 0) -> dict:
         p = {}
         p["max_iter"] = _check_positive_int(self.max_iter, "max_iter")
         p["check_every"] = _check_positive_int(self.check_every, "check_every")
@@ -224,7 +236,12 @@ class BANMF(BaseFactorization):
         if self.thresholds not in ("per-factor", "global"):
             raise ValueError(f"thresholds must be 'per-factor' or 'global', got {self.thresholds!r}")
         p["polish"] = self._polish_method(k)
-        p["n_init"] = _check_positive_int(self.n_init, "n_init")
+        if self.n_init == "auto":
+            cost = nnz * k * p["max_iter"]
+            tiers = [starts for limit, starts in AUTO_N_INIT if cost <= limit]
+            p["n_init"] = tiers[0] if tiers and self.init == "random" else 1
+        else:
+            p["n_init"] = _check_positive_int(self.n_init, "n_init")
         if self.init == "custom" and p["n_init"] > 1:
             raise ValueError("n_init > 1 needs random starts; init='custom' gives one start")
         if self.callback is not None and not callable(self.callback):
@@ -318,7 +335,7 @@ class BANMF(BaseFactorization):
         start = time.perf_counter()
         X = check_binary_matrix(X)
         k = check_n_components(self.n_components, X.shape)
-        p = self._check_params(k)
+        p = self._check_params(k, X.nnz)
         if X.nnz == 0:
             warnings.warn("X has no nonzeros: the factorization is all zeros", UserWarning, stacklevel=2)
         rng = check_random_state(self.random_state)
@@ -331,9 +348,9 @@ class BANMF(BaseFactorization):
                 best = run
             if self.verbose and p["n_init"] > 1:
                 logger.info("initialisation %d/%d: error %d", trial + 1, p["n_init"], run["error"])
-            if run["interrupted"]:
+            if run["interrupted"] or run["error"] == 0:
                 break
-        self.init_errors_ = errors
+        self.init_errors_, self.n_init_ = errors, p["n_init"]
         self.loss_curve_, self.interrupted_ = best["losses"], best["interrupted"]
         self.W_continuous_, self.H_continuous_ = best["W_continuous"], best["H_continuous"]
         self.grid_thresholds_, self.thresholds_ = best["grid_thresholds"], best["thresholds"]

@@ -33,8 +33,8 @@ class NMF(BANMF):
     This is BANMF with Y frozen at X (no projection), sharing its sparse kernels: O(nnz·k)
     per iteration. Parameters and attributes are those of :class:`BANMF` (``lower`` and
     ``upper`` are unused), but as a baseline it defaults to the paper's configuration:
-    ``thresholds="global"``, ``polish=False``. ``regularization`` adds Zhang et al.'s penalty
-    ``(λ/2)(‖W²−W‖² + ‖H²−H‖²)``.
+    ``thresholds="global"``, ``polish=False``, ``n_init=1``. ``regularization`` adds Zhang et
+    al.'s penalty ``(λ/2)(‖W²−W‖² + ‖H²−H‖²)``.
 
     References
     ----------
@@ -44,7 +44,7 @@ class NMF(BANMF):
 
     _project_y = False
     # A baseline: the paper's configuration by default (global grid thresholds, no polish).
-    __init__ = _with_defaults(BANMF.__init__, thresholds="global", polish=False)
+    __init__ = _with_defaults(BANMF.__init__, thresholds="global", polish=False, n_init=1)
 
 
 class RegularizedNMF(NMF):
