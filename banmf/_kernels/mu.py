@@ -17,56 +17,75 @@ from numba import njit, prange
 _FAST = {"reassoc", "contract"}
 
 
-@njit(cache=True, nogil=True, inline="always", fastmath=_FAST)
-def _mu_row(F, i, numer, G, lam, eps, lin):
-    """Row i of the (regularized) MU step with the Gram term ``lin = F[i] @ G`` computed here."""
-    k = F.shape[1]
-    for l in range(k):
-        lin[l] = 0.0
-    for q in range(k):
-        fq = F[i, q]
-        for l in range(k):
-            lin[l] += fq * G[q, l]
-    if lam == 0.0:
-        for l in range(k):
-            F[i, l] = F[i, l] * numer[i, l] / (lin[l] + eps)
-    else:
-        for l in range(k):
-            f = F[i, l]
-            F[i, l] = f * (numer[i, l] + 3.0 * lam * f * f) / (
-                lin[l] + 2.0 * lam * f * f * f + lam * f + eps
-            )
+# Rows go through the k×k Gram terms four at a time: each row of G (and of the Gram
+# accumulator) is then loaded once per four rows instead of once per row (1.4× at k = 32,
+# 1.7× at k = 64, close to BLAS).
+_R = 4
 
 
 @njit(cache=True, nogil=True, inline="always", fastmath=_FAST)
-def _add_gram_row(F, i, gram, row):
-    """``gram += F[i]ᵀ F[i]``, reading the row once into ``row``."""
+def _mu_rows(F, i0, c, numer, G, lam, eps, buf, lin):
+    """MU step of rows ``i0 .. i0+c-1`` (c ≤ 4) with ``lin = F[rows] @ G`` computed here; the
+    new rows are left in ``buf`` (4, k), zero-padded past c, and written back to F.
+
+    ``F[i] <- F[i] * (numer[i] + 3 lam F[i]^2) / (F[i] @ G + 2 lam F[i]^3 + lam F[i] + eps)``;
+    ``lam = 0`` is the plain Lee-Seung step.
+    """
     k = F.shape[1]
-    for l in range(k):
-        row[l] = F[i, l]
-    for q in range(k):
-        fq = row[q]
+    for t in range(_R):
         for l in range(k):
-            gram[q, l] += fq * row[l]
+            buf[t, l] = F[i0 + t, l] if t < c else 0.0
+            lin[t, l] = 0.0
+    for q in range(k):
+        a0, a1, a2, a3 = buf[0, q], buf[1, q], buf[2, q], buf[3, q]
+        for l in range(k):
+            g = G[q, l]
+            lin[0, l] += a0 * g
+            lin[1, l] += a1 * g
+            lin[2, l] += a2 * g
+            lin[3, l] += a3 * g
+    for t in range(c):
+        i = i0 + t
+        if lam == 0.0:
+            for l in range(k):
+                buf[t, l] = buf[t, l] * numer[i, l] / (lin[t, l] + eps)
+        else:
+            for l in range(k):
+                f = buf[t, l]
+                buf[t, l] = f * (numer[i, l] + 3.0 * lam * f * f) / (
+                    lin[t, l] + 2.0 * lam * f * f * f + lam * f + eps
+                )
+        for l in range(k):
+            F[i, l] = buf[t, l]
+
+
+@njit(cache=True, nogil=True, inline="always", fastmath=_FAST)
+def _add_gram(gram, buf):
+    """``gram += bufᵀ buf`` for the four (zero-padded) rows in ``buf``."""
+    k = gram.shape[0]
+    for q in range(k):
+        a0, a1, a2, a3 = buf[0, q], buf[1, q], buf[2, q], buf[3, q]
+        for l in range(k):
+            gram[q, l] += a0 * buf[0, l] + a1 * buf[1, l] + a2 * buf[2, l] + a3 * buf[3, l]
 
 
 @njit(parallel=True, cache=True, nogil=True, fastmath=_FAST)
 def update_rows(F, numer, G, lam, eps, gram_blocks):
     """In-place MU step of every row of F (r, k); ``gram_blocks`` (b, k, k) receives FᵀF by block.
 
-    ``F[i] <- F[i] * (numer[i] + 3 lam F[i]^2) / (F[i] @ G + 2 lam F[i]^3 + lam F[i] + eps)``;
-    ``lam = 0`` is the plain Lee-Seung step. Row i belongs to block ``i * b // r``.
+    Row i belongs to block ``i * b // r``.
     """
     r, k = F.shape
     nb = gram_blocks.shape[0]
     for b in prange(nb):
-        lin = np.empty(k, dtype=np.float64)
-        row = np.empty(k, dtype=np.float64)
+        buf = np.empty((_R, k), dtype=np.float64)
+        lin = np.empty((_R, k), dtype=np.float64)
         gram = gram_blocks[b]
         gram[:, :] = 0.0
-        for i in range(b * r // nb, (b + 1) * r // nb):
-            _mu_row(F, i, numer, G, lam, eps, lin)
-            _add_gram_row(F, i, gram, row)
+        lo, hi = b * r // nb, (b + 1) * r // nb
+        for i0 in range(lo, hi, _R):
+            _mu_rows(F, i0, min(_R, hi - i0), numer, G, lam, eps, buf, lin)
+            _add_gram(gram, buf)
 
 
 @njit(parallel=True, cache=True, nogil=True, fastmath=_FAST)
@@ -78,20 +97,23 @@ def update_rows_scatter(indptr, indices, y, F, numer, G, lam, eps, gram_blocks, 
     r, k = F.shape
     nb = gram_blocks.shape[0]
     for b in prange(nb):
-        lin = np.empty(k, dtype=np.float64)
-        row = np.empty(k, dtype=np.float64)
+        buf = np.empty((_R, k), dtype=np.float64)
+        lin = np.empty((_R, k), dtype=np.float64)
         gram = gram_blocks[b]
         gram[:, :] = 0.0
         out = scatter_blocks[b]
         out[:, :] = 0.0
-        for i in range(b * r // nb, (b + 1) * r // nb):
-            _mu_row(F, i, numer, G, lam, eps, lin)
-            _add_gram_row(F, i, gram, row)
-            for p in range(indptr[i], indptr[i + 1]):
-                j = indices[p]
-                v = y[p]
-                for l in range(k):
-                    out[j, l] += v * row[l]
+        lo, hi = b * r // nb, (b + 1) * r // nb
+        for i0 in range(lo, hi, _R):
+            c = min(_R, hi - i0)
+            _mu_rows(F, i0, c, numer, G, lam, eps, buf, lin)
+            _add_gram(gram, buf)
+            for t in range(c):
+                for p in range(indptr[i0 + t], indptr[i0 + t + 1]):
+                    j = indices[p]
+                    v = y[p]
+                    for l in range(k):
+                        out[j, l] += v * buf[t, l]
 
 
 @njit(parallel=True, cache=True, nogil=True, fastmath=_FAST)
@@ -108,7 +130,30 @@ def project_spmm(indptr, indices, W, Ht, lower, upper, project, y, YHt, sq):
             YHt[i, l] = 0.0
         res = 0.0
         s2 = 0.0
-        for p in range(indptr[i], indptr[i + 1]):
+        p, hi = indptr[i], indptr[i + 1]
+        # Four nonzeros at a time: four independent dot products hide each one's reduction
+        # latency, and Y Hᵀ's row is read and written once per four (1.3-1.7× over one).
+        while p + 3 < hi:
+            j0, j1, j2, j3 = indices[p], indices[p + 1], indices[p + 2], indices[p + 3]
+            s0 = s1 = s2_ = s3 = 0.0
+            for l in range(k):
+                w = W[i, l]
+                s0 += w * Ht[j0, l]
+                s1 += w * Ht[j1, l]
+                s2_ += w * Ht[j2, l]
+                s3 += w * Ht[j3, l]
+            if project:
+                v0, v1 = min(upper, max(lower, s0)), min(upper, max(lower, s1))
+                v2, v3 = min(upper, max(lower, s2_)), min(upper, max(lower, s3))
+                y[p], y[p + 1], y[p + 2], y[p + 3] = v0, v1, v2, v3
+            else:
+                v0, v1, v2, v3 = y[p], y[p + 1], y[p + 2], y[p + 3]
+            res += (v0 - s0) ** 2 + (v1 - s1) ** 2 + (v2 - s2_) ** 2 + (v3 - s3) ** 2
+            s2 += s0 * s0 + s1 * s1 + s2_ * s2_ + s3 * s3
+            for l in range(k):
+                YHt[i, l] += v0 * Ht[j0, l] + v1 * Ht[j1, l] + v2 * Ht[j2, l] + v3 * Ht[j3, l]
+            p += 4
+        while p < hi:
             j = indices[p]
             s = 0.0
             for l in range(k):
@@ -122,5 +167,6 @@ def project_spmm(indptr, indices, W, Ht, lower, upper, project, y, YHt, sq):
             s2 += s * s
             for l in range(k):
                 YHt[i, l] += v * Ht[j, l]
+            p += 1
         sq[i, 0] = res
         sq[i, 1] = s2

@@ -18,7 +18,7 @@ _SCATTER_BUDGET_BYTES = 2**28
 
 
 def n_row_blocks(n: int, m: int, k: int, itemsize: int) -> int:
-    """Blocks for the W pass: up to 16, fewer when their Wᵀ Y partials would exceed 256 MB."""
+    """Blocks for the W pass: up to 4, fewer when their Wᵀ Y partials would exceed 256 MB."""
     fit = _SCATTER_BUDGET_BYTES // max(1, m * k * itemsize)
     return int(max(1, min(_MAX_BLOCKS, fit, n)))
 
@@ -107,7 +107,8 @@ class MUSolver:
 
         The off-support part ``‖WH‖² − Σ_Ω s²`` is clamped at 0 against cancellation.
         """
-        res, s2 = self.sq.sum(axis=0)
+        # Column by column: numpy's axis-0 sum of an (n, 2) array is ~20× slower.
+        res, s2 = self.sq[:, 0].sum(), self.sq[:, 1].sum()
         whf = float(np.sum(self.WtW * self.HHt))
         f = 0.5 * (res + max(0.0, whf - s2))
         if lam:

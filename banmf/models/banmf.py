@@ -105,8 +105,9 @@ class BANMF(BaseFactorization):
     verbose : int, default 0
         If > 0, log the objective about ten times per fit (logger ``"banmf"``).
     callback : callable or None
-        Called as ``callback(iteration, objective)`` after every iteration; a truthy return
-        value stops the iteration early (the factors so far are booleanized as usual).
+        Called as ``callback(iteration, objective)`` after every iteration (of every
+        initialisation); a truthy return value stops the fit early: the factors so far are
+        booleanized as usual and no further initialisation starts.
 
     Attributes
     ----------
@@ -276,11 +277,11 @@ class BANMF(BaseFactorization):
         return W, Ht
 
     def _run(self, solver: MUSolver, lams: np.ndarray, p: dict, *, update_h: bool = True):
-        """Iterate; returns (loss curve, iterations done, interrupted)."""
+        """Iterate; returns (loss curve, iterations done, interrupted, stopped by the callback)."""
         losses = []
         max_iter, tol, every = p["max_iter"], self.tol, p["check_every"]
         log_every = max(1, max_iter // 10)
-        interrupted = False
+        interrupted = stopped = False
         converged = False
         try:
             for t in range(max_iter):
@@ -294,6 +295,7 @@ class BANMF(BaseFactorization):
                 if self.verbose and (t % log_every == 0 or t == max_iter - 1):
                     logger.info("iteration %d/%d: objective %.6g", t + 1, max_iter, f)
                 if self.callback is not None and self.callback(t + 1, f):
+                    stopped = True
                     break
                 if tol is not None and t >= every and (t + 1) % every == 0:
                     prev = losses[-1 - every]
@@ -315,7 +317,7 @@ class BANMF(BaseFactorization):
                 ConvergenceWarning,
                 stacklevel=3,
             )
-        return np.asarray(losses), len(losses), interrupted
+        return np.asarray(losses), len(losses), interrupted, stopped
 
     def fit(self, X, y=None, W=None, H=None) -> BANMF:
         """Fit the model to X.
@@ -348,7 +350,8 @@ class BANMF(BaseFactorization):
                 best = run
             if self.verbose and p["n_init"] > 1:
                 logger.info("initialisation %d/%d: error %d", trial + 1, p["n_init"], run["error"])
-            if run["interrupted"] or run["error"] == 0:
+            # Ctrl-C or the callback stop the whole fit; nothing beats an exact fit.
+            if run["interrupted"] or run["stopped"] or run["error"] == 0:
                 break
         self.init_errors_, self.n_init_ = errors, p["n_init"]
         self.loss_curve_, self.interrupted_ = best["losses"], best["interrupted"]
@@ -363,7 +366,7 @@ class BANMF(BaseFactorization):
         """One initialisation: iterate, threshold, refine the thresholds, polish."""
         solver = MUSolver(X, W0, Ht0, project=self._project_y, lower=self.lower,
                           upper=p["upper"], eps=self.eps)
-        losses, n_iter, interrupted = self._run(solver, p["lams"], p)
+        losses, n_iter, interrupted, stopped = self._run(solver, p["lams"], p)
         res = _booleanize(X, solver.W.astype(np.float64), solver.Ht.T.astype(np.float64),
                           p["n_thresholds"], self.normalize, "pruned")
         k = res.W.shape[1]
@@ -372,7 +375,7 @@ class BANMF(BaseFactorization):
         if self.thresholds == "per-factor":
             ref = _refine_thresholds(X, res.W_scaled, res.H_scaled, tw, th)
             Wb, Hb, error = ref.W, ref.H, ref.error
-        out = {"losses": losses, "n_iter": n_iter, "interrupted": interrupted,
+        out = {"losses": losses, "n_iter": n_iter, "interrupted": interrupted, "stopped": stopped,
                "W_continuous": res.W_scaled, "H_continuous": res.H_scaled,
                "grid_thresholds": (res.threshold_w, res.threshold_h), "thresholds": (tw, th),
                "booleanized_err": res.error, "unpolished_err": error, "polish_rounds": 0}
