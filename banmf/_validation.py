@@ -149,6 +149,13 @@ def _csr_from_parts(indptr: np.ndarray, indices: np.ndarray, shape: tuple[int, i
     return X
 
 
+def transpose_mask(X: sp.csr_array) -> sp.csr_array:
+    """Canonical support mask of Xᵀ from a canonical one: a linear-time counting sort (the CSC
+    form of X, whose row indices come out sorted), not a general re-canonicalisation."""
+    C = X.tocsc()
+    return _csr_from_parts(C.indptr, C.indices, (X.shape[1], X.shape[0]))
+
+
 def check_n_components(n_components, shape: tuple[int, int]) -> int:
     """Check the rank ``k``; warn when it exceeds ``min(n, m)`` (where BMF is trivial)."""
     if isinstance(n_components, (bool, np.bool_)) or not isinstance(n_components, numbers.Integral):

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
-import scipy.sparse as sp
 
 from ._kernels.polish import (
     best_row_codes,
@@ -29,7 +28,7 @@ from ._kernels.polish import (
     support_uncovered,
     uncovered_counts,
 )
-from ._validation import check_binary_matrix, check_boolean_factors
+from ._validation import check_binary_matrix, check_boolean_factors, transpose_mask
 from .booleanize import _error
 
 __all__ = ["Polished", "Thresholds", "polish", "refine_thresholds"]
@@ -108,10 +107,6 @@ def _codes(B: np.ndarray) -> np.ndarray:
 
 def _decode(codes: np.ndarray, k: int) -> np.ndarray:
     return ((codes[:, None] >> np.arange(k, dtype=np.int64)) & 1).astype(bool)
-
-
-def _transpose(X: sp.csr_array) -> sp.csr_array:
-    return check_binary_matrix(X.T)
 
 
 class _Fixed:
@@ -236,10 +231,12 @@ def polish(X, W, H, *, method: str = "auto", max_rounds: int = 100) -> Polished:
     return _polish(X, Wb, Hb, method, _check_rounds(max_rounds, "max_rounds"))
 
 
-def _polish(X, Wb: np.ndarray, Hb: np.ndarray, method: str = "auto", max_rounds: int = 100) -> Polished:
-    """:func:`polish` on a canonical support mask and Boolean factors (trusted)."""
+def _polish(X, Wb: np.ndarray, Hb: np.ndarray, method: str = "auto", max_rounds: int = 100,
+            Xt=None) -> Polished:
+    """:func:`polish` on a canonical support mask and Boolean factors (trusted); ``Xt``: the
+    mask of Xᵀ if the caller has it."""
     method = _resolve_method(method, X, Wb.shape[1])
-    Xt = _transpose(X)
+    Xt = transpose_mask(X) if Xt is None else Xt
     W, Ht = Wb.copy(), np.array(Hb.T, order="C")  # copies: the caller's factors stay as they are
     history = [_error(X, W, Ht.T)]
     rounds = 0
@@ -300,30 +297,36 @@ def refine_thresholds(X, W, H, threshold_w, threshold_h, *, max_sweeps: int = 10
     return _refine_thresholds(X, Wf, Hf, tw, th, _check_rounds(max_sweeps, "max_sweeps"))
 
 
-def _refine_thresholds(X, W, H, tw, th, max_sweeps: int = 100) -> Thresholds:
+def _refine_thresholds(X, W, H, tw, th, max_sweeps: int = 100, Xt=None) -> Thresholds:
     """:func:`refine_thresholds` on trusted inputs; ``tw``, ``th`` (k,) are updated in place."""
-    Xt = _transpose(X)
+    Xt = transpose_mask(X) if Xt is None else Xt
     Ht = np.ascontiguousarray(H.T)
     Wb, Htb = W > tw, Ht > th
     history = [_error(X, Wb, Htb.T)]
+    # Each factor's rows in decreasing order of value, sorted once for all sweeps (the order
+    # within ties is irrelevant: cuts fall only where the value drops).
+    w_order = [np.argsort(-W[:, l]).astype(np.int32) for l in range(W.shape[1])]
+    h_order = [np.argsort(-Ht[:, l]).astype(np.int32) for l in range(W.shape[1])]
     for _ in range(max_sweeps):
-        changed = _threshold_side(X, W, Wb, Htb, tw) + _threshold_side(Xt, Ht, Htb, Wb, th)
+        changed = (_threshold_side(X, W, Wb, Htb, tw, w_order)
+                   + _threshold_side(Xt, Ht, Htb, Wb, th, h_order))
         history.append(_error(X, Wb, Htb.T))
         if changed == 0:
             break
     return Thresholds(Wb, np.ascontiguousarray(Htb.T), tw, th, history[-1], history)
 
 
-def _threshold_side(X, C: np.ndarray, free: np.ndarray, fixed_bool: np.ndarray, t: np.ndarray) -> int:
+def _threshold_side(X, C: np.ndarray, free: np.ndarray, fixed_bool: np.ndarray, t: np.ndarray,
+                    orders: list) -> int:
     """One sweep over the columns l of ``free = C > t`` (rows against ``fixed_bool``); returns
     how many thresholds moved. Error as a function of the cut is a prefix sum of the rows'
-    bit-l changes taken in decreasing order of ``C[:, l]``."""
+    bit-l changes taken in decreasing order of ``C[:, l]`` (``orders[l]``)."""
     fixed = _Fixed(fixed_bool)
     A = _pack(free)
     rows = np.arange(C.shape[0])
     moved = 0
     for l in range(C.shape[1]):
-        order = np.argsort(-C[:, l], kind="stable")
+        order = orders[l]
         vals = C[order, l]
         d = _bit_changes(X, A, fixed, rows, l)[order, 0]
         cum = np.concatenate(([0], np.cumsum(d)))
@@ -334,6 +337,7 @@ def _threshold_side(X, C: np.ndarray, free: np.ndarray, fixed_bool: np.ndarray, 
         if cum[best] < cum[current]:
             t[l] = vals[best] if best < len(vals) else np.nextafter(vals[-1], -np.inf)
             free[:, l] = C[:, l] > t[l]
-            A = _pack(free)
+            word, bit = l >> 6, np.uint64(l & 63)
+            A[:, word] = (A[:, word] & ~(np.uint64(1) << bit)) | (free[:, l].astype(np.uint64) << bit)
             moved += 1
     return moved

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import time
 
-from _common import out_dir, parser, pyplot, savefig, write_csv, write_params
+from _common import factorize, out_dir, parser, pyplot, savefig, write_csv, write_params
 
 import banmf
 
@@ -28,12 +28,12 @@ def main(argv=None) -> int:
     start = time.time()
     X, W0, H0 = banmf.make_boolean(n, n, k, d, noise=noise, random_state=0)
     planted = banmf.boolean_error(X, W0, H0) / X.nnz
-    curves = {m: banmf.factorize(X, k, method=m, random_state=0, max_iter=lengths[-1]).estimator.loss_curve_
+    curves = {m: factorize(X, k, m, 0, max_iter=lengths[-1]).estimator.loss_curve_
               for m in ("reg-banmf", "banmf")}
     rows = []
     for m in ("reg-banmf", "banmf"):
         for length in lengths:
-            r = banmf.factorize(X, k, method=m, random_state=0, max_iter=length)
+            r = factorize(X, k, m, 0, max_iter=length)
             rows.append({"method": m, "iters": length, "relative_error": r.relative_error, "seconds": r.seconds})
     write_csv(out / "boolean_error.csv", rows)
     write_csv(out / "objective.csv", [{"iteration": t + 1, **{m: float(c[t]) for m, c in curves.items()}}

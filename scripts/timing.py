@@ -15,11 +15,11 @@ import sys
 import time
 
 import numpy as np
-from _common import out_dir, parser, pyplot, savefig, write_csv, write_params
+from _common import PAPER_BANMF, out_dir, parser, pyplot, savefig, write_csv, write_params
 
 import banmf
 
-METHODS = {"banmf": {}, "nmf": {}, "pnlpf": {"tol": None, "init_iter": 1}}
+METHODS = {"banmf": PAPER_BANMF, "nmf": {}, "pnlpf": {"tol": None, "init_iter": 1}}
 CHECKPOINTS = [10, 20, 50, 100, 200, 500, 1000]
 CONVERGENCE_PARAMS = {"pnlpf": {"init_iter": 1000}}
 

@@ -211,17 +211,18 @@ def test_refine_thresholds_checks_its_inputs():
 
 def test_estimator_options():
     X, _, _ = make_boolean(50, 50, 5, 0.8, random_state=1)
-    paper = BANMF(5, random_state=1, thresholds="global", polish=False).fit(X)
+    paper = BANMF(5, random_state=1, n_init=1, thresholds="global", polish=False).fit(X)
     assert paper.reconstruction_err_ == paper.booleanized_err_ == paper.unpolished_err_
-    thr = BANMF(5, random_state=1, polish=False).fit(X)
+    thr = BANMF(5, random_state=1, n_init=1, polish=False).fit(X)
     assert thr.booleanized_err_ == paper.reconstruction_err_
     assert thr.reconstruction_err_ == thr.unpolished_err_ <= paper.reconstruction_err_
-    full = BANMF(5, random_state=1).fit(X)
+    full = BANMF(5, random_state=1, n_init=1).fit(X)
     assert full.unpolished_err_ == thr.reconstruction_err_
     assert full.reconstruction_err_ <= thr.reconstruction_err_
     assert full.reconstruction_err_ == boolean_error(X, full.W_, full.components_)
     for method in ("exact", "flip"):
-        assert BANMF(5, random_state=1, polish=method).fit(X).reconstruction_err_ <= thr.reconstruction_err_
+        fit = BANMF(5, random_state=1, n_init=1, polish=method).fit(X)
+        assert fit.reconstruction_err_ <= thr.reconstruction_err_
     np.testing.assert_array_equal(paper.W_, paper.W_continuous_ > paper.thresholds_[0])
     # NMF is a baseline: the paper's configuration unless asked
     nmf = NMF(5, random_state=1, max_iter=200).fit(X)
@@ -238,7 +239,8 @@ def test_estimator_options():
 def test_restarts_keep_the_best_and_are_reproducible():
     X, _, _ = make_boolean(40, 40, 5, 0.8, random_state=4)
     params = dict(max_iter=100, polish=False, thresholds="global", random_state=7)
-    one = BANMF(5, **params).fit(X)
+    one = BANMF(5, n_init=1, **params).fit(X)
+    assert BANMF(5, **params).fit(X).n_init_ == 10  # "auto" on a small problem
     many = BANMF(5, n_init=4, **params).fit(X)
     assert many.init_errors_[0] == one.reconstruction_err_
     assert many.reconstruction_err_ == min(many.init_errors_)

@@ -11,6 +11,7 @@ import numpy as np
 
 from .._validation import (
     check_binary_matrix,
+    transpose_mask,
     check_dtype,
     check_n_components,
     check_random_state,
@@ -342,9 +343,12 @@ class BANMF(BaseFactorization):
             warnings.warn("X has no nonzeros: the factorization is all zeros", UserWarning, stacklevel=2)
         rng = check_random_state(self.random_state)
         best, errors = None, []
+        # Xᵀ's mask serves the threshold descent and the polish of every start.
+        refine = self.thresholds == "per-factor" or p["polish"] is not None
+        Xt = transpose_mask(X) if refine else None
         for trial in range(p["n_init"]):
             W0, Ht0 = self._initial_factors(X.shape, k, p["dtype"], rng, W, H)
-            run = self._fit_one(X, W0, Ht0, p)
+            run = self._fit_one(X, Xt, W0, Ht0, p)
             errors.append(run["error"])
             if best is None or run["error"] < best["error"]:
                 best = run
@@ -362,7 +366,7 @@ class BANMF(BaseFactorization):
         self._set_result(X, best["W"], best["H"], best["error"], best["n_iter"], start)
         return self
 
-    def _fit_one(self, X, W0, Ht0, p) -> dict:
+    def _fit_one(self, X, Xt, W0, Ht0, p) -> dict:
         """One initialisation: iterate, threshold, refine the thresholds, polish."""
         solver = MUSolver(X, W0, Ht0, project=self._project_y, lower=self.lower,
                           upper=p["upper"], eps=self.eps)
@@ -373,14 +377,14 @@ class BANMF(BaseFactorization):
         tw, th = np.full(k, res.threshold_w), np.full(k, res.threshold_h)
         Wb, Hb, error = res.W, res.H, res.error
         if self.thresholds == "per-factor":
-            ref = _refine_thresholds(X, res.W_scaled, res.H_scaled, tw, th)
+            ref = _refine_thresholds(X, res.W_scaled, res.H_scaled, tw, th, Xt=Xt)
             Wb, Hb, error = ref.W, ref.H, ref.error
         out = {"losses": losses, "n_iter": n_iter, "interrupted": interrupted, "stopped": stopped,
                "W_continuous": res.W_scaled, "H_continuous": res.H_scaled,
                "grid_thresholds": (res.threshold_w, res.threshold_h), "thresholds": (tw, th),
                "booleanized_err": res.error, "unpolished_err": error, "polish_rounds": 0}
         if p["polish"] is not None:
-            pol = _polish(X, Wb, Hb, p["polish"])
+            pol = _polish(X, Wb, Hb, p["polish"], Xt=Xt)
             Wb, Hb, error, out["polish_rounds"] = pol.W, pol.H, pol.error, pol.rounds
         out.update(W=Wb, H=Hb, error=error)
         return out
