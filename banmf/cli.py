@@ -39,7 +39,8 @@ def _parse_param(text: str) -> tuple[str, object]:
 class Progress:
     """A one-line bar on a terminal, otherwise a line every 10 % once a run passes 1 s.
 
-    Used as the estimator's ``callback``.
+    Used as the estimator's ``callback``; an iteration count that starts again marks the next
+    random start (``n_init``).
     """
 
     def __init__(self, total: int, stream, enabled: bool = True):
@@ -47,24 +48,34 @@ class Progress:
         self.tty = enabled and hasattr(stream, "isatty") and stream.isatty()
         self.start = self.last = time.monotonic()
         self.next_pct = 10
+        self.run, self.prev = 1, 0
 
     def __call__(self, t: int, objective: float) -> bool:
         if not self.enabled:
             return False
+        if t <= self.prev:
+            self.run, self.next_pct = self.run + 1, 10
+        self.prev = t
         now = time.monotonic()
+        label = f"start {self.run}, " if self.run > 1 else ""
         if self.tty:
             if now - self.last >= 0.1 or t == self.total:
                 width = 30
                 done = int(width * t / self.total)
                 self.stream.write(
-                    f"\r[{'#' * done}{'.' * (width - done)}] {t}/{self.total} "
+                    f"\r{label}[{'#' * done}{'.' * (width - done)}] {t}/{self.total} "
                     f"objective {objective:.6g} ({now - self.start:.1f} s)"
                 )
                 self.stream.flush()
                 self.last = now
-        elif now - self.start >= 1.0 and 100 * t >= self.next_pct * self.total:
-            # quick runs stay quiet; long ones log every 10 %
-            self.stream.write(f"iteration {t}/{self.total}: objective {objective:.6g} ({now - self.start:.1f} s)\n")
+        elif now - self.start >= 1.0 and 100 * t >= self.next_pct * self.total and (
+            self.run == 1 or t == self.total
+        ):
+            # quick runs stay quiet; long ones log every 10 % of the first start, then one line
+            # per further start
+            self.stream.write(
+                f"{label}iteration {t}/{self.total}: objective {objective:.6g} ({now - self.start:.1f} s)\n"
+            )
             self.stream.flush()
             while self.next_pct * self.total <= 100 * t:
                 self.next_pct += 10
@@ -161,6 +172,13 @@ def cmd_factorize(args, out, err) -> int:
         f"error           {result.error} ({fn} ones missed, {fp} zeros covered)",
         f"relative error  {result.relative_error:.4f} (error / nnz)",
     ]
+    if hasattr(est, "booleanized_err_"):
+        steps = {"grid": est.booleanized_err_, "thresholds": est.unpolished_err_, "polish": result.error}
+        record.update(refinement=steps, n_init=getattr(est, "n_init_", 1))
+        lines.append(
+            f"refinement      grid {steps['grid']} → per-factor thresholds {steps['thresholds']} → "
+            f"polish {steps['polish']} (best of {record['n_init']} start(s))"
+        )
     if interrupted:
         lines.append("interrupted     yes: the result is that of the factors at the interruption")
     if args.out:

@@ -78,7 +78,7 @@ class MUSolver:
         self.sq = np.empty((n, 2), np.float64)
         self.HHt = Ht.T.astype(np.float64) @ Ht
         self.WtW = W.T.astype(np.float64) @ W
-        self.WtY = None
+        self.WtY = np.zeros((m, k), dtype)  # block sums land here: no allocation per iteration
         # Y Hᵀ and the support terms for the starting Y, without projecting it.
         project_spmm(self.indptr, self.indices, W, Ht, self.lower, self.upper, False,
                      self.y, self.YHt, self.sq)
@@ -88,14 +88,14 @@ class MUSolver:
         if scatter:
             update_rows_scatter(self.indptr, self.indices, self.y, self.W, self.YHt, self.HHt,
                                 lam, self.eps, self.WtW_blocks, self.WtY_blocks)
-            self.WtY = self.WtY_blocks.sum(axis=0)
+            np.sum(self.WtY_blocks, axis=0, out=self.WtY)
         else:
             update_rows(self.W, self.YHt, self.HHt, lam, self.eps, self.WtW_blocks)
-        self.WtW = self.WtW_blocks.sum(axis=0)
+        np.sum(self.WtW_blocks, axis=0, out=self.WtW)
 
     def step_h(self, lam: float) -> None:
         update_rows(self.Ht, self.WtY, self.WtW, lam, self.eps, self.HHt_blocks)
-        self.HHt = self.HHt_blocks.sum(axis=0)
+        np.sum(self.HHt_blocks, axis=0, out=self.HHt)
 
     def step_y(self) -> None:
         """Project Y (BANMF) and refresh Y Hᵀ and the objective's support terms."""
