@@ -29,6 +29,9 @@ def _parse_param(text: str) -> tuple[str, object]:
     if "=" not in text:
         raise UsageError(f"--param expects KEY=VALUE, got {text!r}")
     key, raw = text.split("=", 1)
+    words = {"true": True, "false": False, "none": None}
+    if raw.strip().lower() in words:
+        return key.strip(), words[raw.strip().lower()]
     try:
         value = ast.literal_eval(raw)
     except (ValueError, SyntaxError):

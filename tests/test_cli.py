@@ -25,6 +25,11 @@ def run(*argv):
 def test_factorize_summary_json_and_saved_result(tmp_path):
     code, out, err = run("factorize", ZOO, "-k", "3", "--max-iter", "200")
     assert code == 0 and "relative error" in out and "101×15" in out
+    assert "refinement      grid" in out and "best of 10 start(s)" in out
+    code, out, _ = run("factorize", ZOO, "-k", "3", "--max-iter", "200", "--json",
+                       "--param", "n_init=1", "--param", "polish=false")
+    rec = json.loads(out)
+    assert rec["n_init"] == 1 and rec["refinement"]["polish"] == rec["refinement"]["thresholds"] == rec["error"]
     res = tmp_path / "zoo.npz"
     code, out, _ = run("factorize", ZOO, "-k", "3", "--method", "asso", "--param", "tau=0.6", "--json", "--out", str(res))
     rec = json.loads(out)
@@ -33,6 +38,18 @@ def test_factorize_summary_json_and_saved_result(tmp_path):
     X = read_matrix(ZOO)
     assert rec["error"] == boolean_error(X, saved.W, saved.H) == rec["false_negatives"] + rec["false_positives"]
     assert saved.meta["params"]["tau"] == 0.6 and len(saved.meta["input_sha256"]) == 64
+
+
+def test_progress_marks_each_restart():
+    stream = io.StringIO()
+    progress = Progress(4, stream)
+    progress.start -= 2.0  # past the quiet first second
+    for _ in range(2):
+        for t in range(1, 5):
+            progress(t, 1.0)
+    lines = stream.getvalue().splitlines()
+    assert lines[0].startswith("iteration 1/4") and lines[-1].startswith("start 2, iteration 4/4")
+    assert sum(line.startswith("start 2") for line in lines) == 1  # one line per later start
 
 
 def test_every_method_runs_from_the_command_line():

@@ -5,7 +5,7 @@ import pytest
 import scipy.sparse as sp
 
 from banmf import BANMF, boolean_error, booleanize
-from banmf._validation import check_binary_matrix
+from banmf._validation import check_binary_matrix, transpose_mask
 
 
 @pytest.mark.parametrize("fmt", ["csr", "csc", "coo", "lil", "dok", "bsr"])
@@ -137,3 +137,17 @@ def test_canonical_mask_passes_through_and_noncanonical_is_fixed():
     Y = check_binary_matrix(unsorted)
     assert Y is not unsorted and Y.has_sorted_indices
     np.testing.assert_array_equal(Y.toarray(), unsorted.toarray())
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (7, 5), (3, 40), (40, 3)])
+def test_transpose_mask_is_the_canonical_mask_of_the_transpose(shape):
+    for density in (0.0, 0.3, 1.0):
+        Xd = np.random.default_rng(1).random(shape) < density
+        if not Xd.any():
+            Xd[0, 0] = True
+        X = check_binary_matrix(Xd)
+        T = transpose_mask(X)
+        ref = check_binary_matrix(Xd.T)
+        assert T.shape == ref.shape and T.has_canonical_format
+        np.testing.assert_array_equal(T.indptr, ref.indptr)
+        np.testing.assert_array_equal(T.indices, ref.indices)
