@@ -33,8 +33,8 @@ CONFIGS = {
     "+ per-factor thresholds": {"n_init": 1, "polish": False},
     "+ polish": {"n_init": 1},
     "+ 3 starts": {"n_init": 3},
-    "default (auto: 5 starts)": {},
-    "10 starts": {"n_init": 10},
+    "+ 5 starts": {"n_init": 5},
+    "default (n_init='auto': 10 starts here)": {},
 }
 CASES = [(50, 5, 0.2, 10), (50, 5, 0.5, 10), (50, 5, 0.8, 10), (100, 10, 0.5, 5), (100, 10, 0.8, 5)]
 #: The baselines in their published configuration, plus PNL-PF with PyBMF's example settings.
@@ -106,7 +106,7 @@ def main(argv=None) -> int:
         print("| configuration | error ≤ truth's | error = truth's | clean X recovered | mean error − truth's |")
         print("|---|---|---|---|---|")
         seeds = 2 if args.quick else 10
-        for name in ("paper", "default (auto: 5 starts)"):
+        for name in ("paper", "default (n_init='auto': 10 starts here)"):
             res = list(pool.map(_planted, [(50, 5, 0.5, s, 0.01, CONFIGS[name]) for s in range(seeds)]))
             err, truth = np.array([r[0] for r in res]), np.array([r[2] for r in res])
             rec = sum(r[3] for r in res)

@@ -78,8 +78,8 @@ def update_rows(F, numer, G, lam, eps, gram_blocks):
     r, k = F.shape
     nb = gram_blocks.shape[0]
     for b in prange(nb):
-        buf = np.empty((_R, k), dtype=np.float64)
-        lin = np.empty((_R, k), dtype=np.float64)
+        buf = np.empty((_R, k), dtype=F.dtype)
+        lin = np.empty((_R, k), dtype=F.dtype)
         gram = gram_blocks[b]
         gram[:, :] = 0.0
         lo, hi = b * r // nb, (b + 1) * r // nb
@@ -97,8 +97,8 @@ def update_rows_scatter(indptr, indices, y, F, numer, G, lam, eps, gram_blocks, 
     r, k = F.shape
     nb = gram_blocks.shape[0]
     for b in prange(nb):
-        buf = np.empty((_R, k), dtype=np.float64)
-        lin = np.empty((_R, k), dtype=np.float64)
+        buf = np.empty((_R, k), dtype=F.dtype)
+        lin = np.empty((_R, k), dtype=F.dtype)
         gram = gram_blocks[b]
         gram[:, :] = 0.0
         out = scatter_blocks[b]
@@ -138,6 +138,10 @@ def project_spmm(indptr, indices, W, Ht, lower, upper, project, y, YHt, sq):
     and ``sq[i] = (sum_p (y[p] - s)^2, sum_p s^2)``, the two support terms of the objective.
     """
     n, k = W.shape
+    # Sums run in the factors' own type: float32 inputs get float32 arithmetic (twice the
+    # vector width); the objective terms stay float64.
+    zero = W.dtype.type(0)
+    lo, up = W.dtype.type(lower), W.dtype.type(upper)
     for i in prange(n):
         for l in range(k):
             YHt[i, l] = 0.0
@@ -148,7 +152,7 @@ def project_spmm(indptr, indices, W, Ht, lower, upper, project, y, YHt, sq):
         # latency, and Y Hᵀ's row is read and written once per four (1.3-1.7× over one).
         while p + 3 < hi:
             j0, j1, j2, j3 = indices[p], indices[p + 1], indices[p + 2], indices[p + 3]
-            s0 = s1 = s2_ = s3 = 0.0
+            s0 = s1 = s2_ = s3 = zero
             for l in range(k):
                 w = W[i, l]
                 s0 += w * Ht[j0, l]
@@ -156,8 +160,8 @@ def project_spmm(indptr, indices, W, Ht, lower, upper, project, y, YHt, sq):
                 s2_ += w * Ht[j2, l]
                 s3 += w * Ht[j3, l]
             if project:
-                v0, v1 = min(upper, max(lower, s0)), min(upper, max(lower, s1))
-                v2, v3 = min(upper, max(lower, s2_)), min(upper, max(lower, s3))
+                v0, v1 = min(up, max(lo, s0)), min(up, max(lo, s1))
+                v2, v3 = min(up, max(lo, s2_)), min(up, max(lo, s3))
                 y[p], y[p + 1], y[p + 2], y[p + 3] = v0, v1, v2, v3
             else:
                 v0, v1, v2, v3 = y[p], y[p + 1], y[p + 2], y[p + 3]
@@ -168,11 +172,11 @@ def project_spmm(indptr, indices, W, Ht, lower, upper, project, y, YHt, sq):
             p += 4
         while p < hi:
             j = indices[p]
-            s = 0.0
+            s = zero
             for l in range(k):
                 s += W[i, l] * Ht[j, l]
             if project:
-                v = min(upper, max(lower, s))
+                v = min(up, max(lo, s))
                 y[p] = v
             else:
                 v = y[p]

@@ -78,6 +78,8 @@ class MUSolver:
         self.sq = np.empty((n, 2), np.float64)
         self.HHt = Ht.T.astype(np.float64) @ Ht
         self.WtW = W.T.astype(np.float64) @ W
+        # The Gram matrices in the factors' type, as the row updates read them.
+        self.HHt_t, self.WtW_t = self.HHt.astype(dtype), self.WtW.astype(dtype)
         self.WtY = np.zeros((m, k), dtype)  # block sums land here: no allocation per iteration
         # Y Hᵀ and the support terms for the starting Y, without projecting it.
         project_spmm(self.indptr, self.indices, W, Ht, self.lower, self.upper, False,
@@ -86,16 +88,18 @@ class MUSolver:
     def step_w(self, lam: float, scatter: bool = True) -> None:
         """W step; also forms WᵀW and (unless ``scatter=False``) Wᵀ Y for the H step."""
         if scatter:
-            update_rows_scatter(self.indptr, self.indices, self.y, self.W, self.YHt, self.HHt,
+            update_rows_scatter(self.indptr, self.indices, self.y, self.W, self.YHt, self.HHt_t,
                                 lam, self.eps, self.WtW_blocks, self.WtY_blocks)
             np.sum(self.WtY_blocks, axis=0, out=self.WtY)
         else:
-            update_rows(self.W, self.YHt, self.HHt, lam, self.eps, self.WtW_blocks)
+            update_rows(self.W, self.YHt, self.HHt_t, lam, self.eps, self.WtW_blocks)
         np.sum(self.WtW_blocks, axis=0, out=self.WtW)
+        np.copyto(self.WtW_t, self.WtW)
 
     def step_h(self, lam: float) -> None:
-        update_rows(self.Ht, self.WtY, self.WtW, lam, self.eps, self.HHt_blocks)
+        update_rows(self.Ht, self.WtY, self.WtW_t, lam, self.eps, self.HHt_blocks)
         np.sum(self.HHt_blocks, axis=0, out=self.HHt)
+        np.copyto(self.HHt_t, self.HHt)
 
     def step_y(self) -> None:
         """Project Y (BANMF) and refresh Y Hᵀ and the objective's support terms."""
