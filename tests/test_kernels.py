@@ -21,6 +21,12 @@ from banmf._validation import check_binary_matrix
 ks = st.sampled_from([1, 2, 3, 7])
 
 
+def _gram(rng, k):
+    """A random symmetric positive semidefinite (k, k): the Gram matrices the row updates get."""
+    A = rng.random((k + 1, k))
+    return A.T @ A
+
+
 @given(binary_matrices(), ks, st.booleans(), st.integers(0, 2**31), st.sampled_from([np.float64, np.float32]))
 def test_project_spmm(Xd, k, project, seed, dtype):
     rng = np.random.default_rng(seed)
@@ -45,7 +51,7 @@ def test_update_rows(r, k, nb, lam, seed):
     rng = np.random.default_rng(seed)
     F = rng.random((r, k))
     F[0, 0] = 0.0  # zeros are absorbing and must stay finite
-    numer, G = rng.random((r, k)), rng.random((k, k))
+    numer, G = rng.random((r, k)), _gram(rng, k)
     expected = ref.mu_update(F, numer, F @ G, lam, 1e-12)
     gram = np.full((min(nb, r), k, k), np.nan)
     update_rows(F, numer, G, lam, 1e-12, gram)
@@ -60,7 +66,7 @@ def test_update_rows_scatter(Xd, k, nb, lam, dtype, seed):
     X = check_binary_matrix(Xd)
     n, m = Xd.shape
     F = rng.random((n, k)).astype(dtype)
-    numer, G = rng.random((n, k)).astype(dtype), rng.random((k, k))
+    numer, G = rng.random((n, k)).astype(dtype), _gram(rng, k)
     y = rng.random(X.nnz).astype(dtype)
     expected = ref.mu_update(F.astype(float), numer.astype(float), F.astype(float) @ G, lam, 1e-12)
     nb = min(nb, n)

