@@ -15,9 +15,9 @@ def main() -> None:
         name = "BANMF" if reg is None else "Reg-BANMF"
         print(
             f"{name:>9}: error {model.reconstruction_err_} "
-            f"(relative {model.relative_error_:.4f}), thresholds "
-            f"({model.thresholds_[0]:.3f}, {model.thresholds_[1]:.3f}), "
-            f"{time.perf_counter() - start:.2f} s"
+            f"(relative {model.relative_error_:.4f}; grid {model.booleanized_err_}, per-factor "
+            f"thresholds {model.unpolished_err_}, polish {model.reconstruction_err_}; best of "
+            f"{model.n_init_} starts), {time.perf_counter() - start:.2f} s"
         )
 
 

@@ -1,0 +1,34 @@
+"""The benchmark scripts run end to end on small inputs and print their tables."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+
+
+def _run(path, *args):
+    done = subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True,
+                          timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def test_bench_polish_small():
+    out = _run(BENCH / "bench_polish.py", "--n", "3000", "--m", "400", "--nnz", "30000", "--ks", "4", "20")
+    rows = [line for line in out.splitlines() if line.startswith("| 4 ") or line.startswith("| 20 ")]
+    assert len(rows) == 2 and "flip" in rows[1]
+
+
+def test_bench_accuracy_quick():
+    out = _run(BENCH / "bench_accuracy.py", "--quick", "--jobs", "2")
+    assert "## 3. Real data" in out and "zoo 101×14" in out
+
+
+@pytest.mark.parametrize("name", ["quickstart.py"])
+def test_quickstart(name):
+    out = _run(SCRIPTS / name)
+    assert "Reg-BANMF" in out and "best of" in out
