@@ -71,11 +71,11 @@ class Progress:
                 )
                 self.stream.flush()
                 self.last = now
-        elif now - self.start >= 1.0 and 100 * t >= self.next_pct * self.total and (
-            self.run == 1 or t == self.total
+        elif (self.run == 1 and now - self.start >= 1.0 and 100 * t >= self.next_pct * self.total) or (
+            self.run > 1 and t == self.total and now - self.start >= 5.0
         ):
             # quick runs stay quiet; long ones log every 10 % of the first start, then one line
-            # per further start
+            # per further start once the whole fit has taken a few seconds
             self.stream.write(
                 f"{label}iteration {t}/{self.total}: objective {objective:.6g} ({now - self.start:.1f} s)\n"
             )

@@ -43,7 +43,7 @@ def test_factorize_summary_json_and_saved_result(tmp_path):
 def test_progress_marks_each_restart():
     stream = io.StringIO()
     progress = Progress(4, stream)
-    progress.start -= 2.0  # past the quiet first second
+    progress.start -= 6.0  # past the quiet first seconds
     for _ in range(2):
         for t in range(1, 5):
             progress(t, 1.0)
