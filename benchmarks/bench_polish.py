@@ -35,9 +35,9 @@ def main(argv=None) -> int:
     paper = {"n_init": 1, "thresholds": "global", "polish": False}
     for k in args.ks:
         banmf.BANMF(k, max_iter=2, **paper).fit(X)  # compile outside the timings
-        stamps = []
+        stamps: list[float] = []
         model = banmf.BANMF(k, max_iter=30, random_state=0, **paper,
-                            callback=lambda t, f: stamps.append(time.perf_counter())).fit(X)
+                            callback=lambda t, f, out=stamps: out.append(time.perf_counter())).fit(X)
         it = float(np.median(np.diff(stamps)))
         k_ = model.W_.shape[1]
         t0 = time.perf_counter()

@@ -19,7 +19,7 @@ def _run(path, *args):
 
 def test_bench_polish_small():
     out = _run(BENCH / "bench_polish.py", "--n", "3000", "--m", "400", "--nnz", "30000", "--ks", "4", "20")
-    rows = [line for line in out.splitlines() if line.startswith("| 4 ") or line.startswith("| 20 ")]
+    rows = [line for line in out.splitlines() if line.startswith(("| 4 ", "| 20 "))]
     assert len(rows) == 2 and "flip" in rows[1]
 
 

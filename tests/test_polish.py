@@ -4,12 +4,12 @@ import contextlib
 import sys
 
 import numpy as np
+import pytest
 import reference as ref
 from conftest import binary_matrices
 from hypothesis import given
 from hypothesis import strategies as st
 
-import pytest
 from banmf import ASSO, BANMF, NMF, GreConD, boolean_error, make_boolean, refine_thresholds
 from banmf._kernels.polish import best_row_codes, subset_sums
 from banmf._validation import check_binary_matrix
@@ -238,7 +238,7 @@ def test_estimator_options():
 
 def test_restarts_keep_the_best_and_are_reproducible():
     X, _, _ = make_boolean(40, 40, 5, 0.8, random_state=4)
-    params = dict(max_iter=100, polish=False, thresholds="global", random_state=7)
+    params = {"max_iter": 100, "polish": False, "thresholds": "global", "random_state": 7}
     one = BANMF(5, n_init=1, **params).fit(X)
     assert BANMF(5, **params).fit(X).n_init_ == 10  # "auto" on a small problem
     many = BANMF(5, n_init=4, **params).fit(X)
