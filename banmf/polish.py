@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from ._kernels.boolean import pack_cols_above, pack_rows_above
 from ._kernels.polish import (
     best_row_codes,
     bit_tables,
@@ -29,7 +30,7 @@ from ._kernels.polish import (
     uncovered_counts,
 )
 from ._validation import check_binary_matrix, check_boolean_factors, transpose_mask
-from .booleanize import _error
+from .booleanize import _error, _words
 
 __all__ = ["Polished", "Thresholds", "polish", "refine_thresholds"]
 
@@ -90,14 +91,10 @@ class Thresholds:
 
 
 def _pack(B: np.ndarray) -> np.ndarray:
-    """Rows of a bool matrix (r, c) as little-endian uint64 words, shape (r, ceil(c / 64))."""
-    r, c = B.shape
-    words = max(1, -(-c // 64))
-    out = np.zeros((r, words * 8), dtype=np.uint8)
-    if c:
-        packed = np.packbits(B, axis=1, bitorder="little")
-        out[:, : packed.shape[1]] = packed
-    return out.view("<u8").astype(np.uint64)
+    """Rows of a bool matrix (r, c) as uint64 words, shape (r, ceil(c / 64))."""
+    out = np.empty((B.shape[0], _words(B.shape[1])), dtype=np.uint64)
+    pack_rows_above(B, 0, out)
+    return out
 
 
 def _codes(B: np.ndarray) -> np.ndarray:
@@ -119,7 +116,8 @@ class _Fixed:
         if self.k <= TABLE_MAX_K:
             self.tables = bit_tables(_codes(B), self.k)
         else:
-            self.bits = _pack(np.ascontiguousarray(B.T))
+            self.bits = np.empty((self.k, _words(B.shape[0])), dtype=np.uint64)
+            pack_cols_above(B, 0, self.bits)
 
     def uncovered(self, A: np.ndarray, only: int) -> np.ndarray:
         """Per row pattern of ``A`` (packed) and bit l: the columns with bit l that no other bit
@@ -170,6 +168,14 @@ def _exact_rows(X, free: np.ndarray, fixed_bool: np.ndarray) -> int:
     changed = best_row_codes(X.indptr, X.indices, b, F, k, X.shape[1], a, n_blocks)
     free[:] = _decode(a, k)
     return int(changed)
+
+
+def _polish_rows(X, free: np.ndarray, fixed_bool: np.ndarray, method: str) -> int:
+    """One half-step of the polish: every row of ``free`` (in place) against ``fixed_bool``
+    (one row per column of X), by the resolved ``method``; returns how many moves were made."""
+    if method == "exact":
+        return _exact_rows(X, free, fixed_bool)
+    return _flip_rows(X, free, _Fixed(fixed_bool))
 
 
 def _resolve_method(method: str, X, k: int) -> str:
@@ -241,10 +247,7 @@ def _polish(X, Wb: np.ndarray, Hb: np.ndarray, method: str = "auto", max_rounds:
     history = [_error(X, W, Ht.T)]
     rounds = 0
     for rounds in range(1, max_rounds + 1):
-        if method == "exact":
-            changed = _exact_rows(X, W, Ht) + _exact_rows(Xt, Ht, W)
-        else:
-            changed = _flip_rows(X, W, _Fixed(Ht)) + _flip_rows(Xt, Ht, _Fixed(W))
+        changed = _polish_rows(X, W, Ht, method) + _polish_rows(Xt, Ht, W, method)
         history.append(_error(X, W, Ht.T))
         if changed == 0:
             break

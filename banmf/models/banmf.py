@@ -17,7 +17,7 @@ from .._validation import (
     transpose_mask,
 )
 from ..booleanize import _booleanize, boolean_product
-from ..polish import _exact_rows, _Fixed, _flip_rows, _polish, _refine_thresholds, _resolve_method
+from ..polish import _polish, _polish_rows, _refine_thresholds, _resolve_method
 from ._base import BaseFactorization, relative_error
 from ._mu import MUSolver, lambda_schedule
 
@@ -418,10 +418,7 @@ class BANMF(BaseFactorization):
         if p["polish"] is not None:
             # Rows are independent given H: polish the new rows against the fitted H.
             Ht = np.ascontiguousarray(self.components_.T)
-            if _resolve_method(p["polish"], X, k) == "exact":
-                _exact_rows(X, Wb, Ht)
-            else:
-                _flip_rows(X, Wb, _Fixed(Ht))
+            _polish_rows(X, Wb, Ht, _resolve_method(p["polish"], X, k))
         return Wb
 
     def inverse_transform(self, W) -> np.ndarray:
