@@ -5,6 +5,7 @@ import reference as ref
 from conftest import binary_matrices
 from hypothesis import given
 from hypothesis import strategies as st
+from numba import njit
 
 from banmf._kernels.boolean import (
     pack_cols_above,
@@ -16,6 +17,7 @@ from banmf._kernels.boolean import (
     union_popcounts,
 )
 from banmf._kernels.mu import project_spmm, update_rows, update_rows_scatter
+from banmf._kernels.prefetch import prefetch_row, prefetch_row_for_write
 from banmf._validation import check_binary_matrix
 
 ks = st.sampled_from([1, 2, 3, 7])
@@ -131,3 +133,23 @@ def test_pack_csr_rows(Xd):
     out = np.empty((Xd.shape[0], max(1, -(-Xd.shape[1] // 64))), dtype=np.uint64)
     pack_csr_rows(X.indptr, X.indices, out)
     np.testing.assert_array_equal(out, ref.pack_bits(Xd.astype(bool)))
+
+
+@njit
+def _touch_all_rows(A):
+    """Prefetch every row, then sum them: the hints must leave the data and the result alone."""
+    total = 0.0
+    for i in range(A.shape[0]):
+        prefetch_row(A, i)
+        prefetch_row_for_write(A, i)
+        for l in range(A.shape[1]):
+            total += A[i, l]
+    return total
+
+
+@given(st.integers(1, 9), st.integers(1, 70), st.sampled_from([np.float64, np.float32]))
+def test_prefetch_is_only_a_hint(r, k, dtype):
+    A = np.random.default_rng(r * 100 + k).random((r, k)).astype(dtype)
+    before = A.copy()
+    assert np.isclose(_touch_all_rows(A), float(before.astype(np.float64).sum()), rtol=1e-5)
+    np.testing.assert_array_equal(A, before)
