@@ -279,33 +279,44 @@ class BANMF(BaseFactorization):
         return W, Ht
 
     def _run(self, solver: MUSolver, lams: np.ndarray, p: dict, *, update_h: bool = True):
-        """Iterate; returns (loss curve, iterations done, interrupted, stopped by the callback)."""
+        """Iterate; returns (loss curve, iterations done, interrupted, stopped by the callback).
+
+        Iteration t's objective is known only once the next W step (fused with iteration t's
+        Y step) has run; that W step is then discarded if the fit stops at t, so the factors
+        are exactly those of iteration t.
+        """
         losses = []
         max_iter, tol, every = p["max_iter"], self.tol, p["check_every"]
         log_every = max(1, max_iter // 10)
-        interrupted = stopped = False
-        converged = False
+        interrupted = stopped = converged = False
+
+        def record(t: int, f: float) -> bool:
+            """Log f as iteration t's objective; True if the fit should stop there."""
+            nonlocal stopped, converged
+            losses.append(f)
+            if self.verbose and (t % log_every == 0 or t == max_iter):
+                logger.info("iteration %d/%d: objective %.6g", t, max_iter, f)
+            if self.callback is not None and self.callback(t, f):
+                stopped = True
+            elif tol is not None and t > every and t % every == 0:
+                # Relative to the first objective (as scikit-learn's NMF): an exact fit
+                # drives f to 0, where a change relative to f itself never gets small.
+                converged = abs(losses[-1 - every] - f) <= tol * max(losses[0], np.finfo(float).tiny)
+            return stopped or converged
+
+        t = 0  # iterations done
         try:
-            for t in range(max_iter):
-                lam = float(lams[t])
-                solver.step_w(lam, scatter=update_h)
-                if update_h:
-                    solver.step_h(lam)
-                solver.step_y()
-                f = solver.objective(lam)
-                losses.append(f)
-                if self.verbose and (t % log_every == 0 or t == max_iter - 1):
-                    logger.info("iteration %d/%d: objective %.6g", t + 1, max_iter, f)
-                if self.callback is not None and self.callback(t + 1, f):
-                    stopped = True
+            while t < max_iter:
+                solver.step_w(float(lams[t]), project_y=t > 0, scatter=update_h)
+                if t > 0 and record(t, solver.objective(float(lams[t - 1]))):
                     break
-                if tol is not None and t >= every and (t + 1) % every == 0:
-                    prev = losses[-1 - every]
-                    # Relative to the first objective (as scikit-learn's NMF): an exact fit
-                    # drives f to 0, where a change relative to f itself never gets small.
-                    if abs(prev - f) <= tol * max(losses[0], np.finfo(float).tiny):
-                        converged = True
-                        break
+                solver.commit_w()
+                if update_h:
+                    solver.step_h(float(lams[t]))
+                t += 1
+            else:
+                solver.step_y()
+                record(t, solver.objective(float(lams[t - 1])))
         except KeyboardInterrupt:
             interrupted = True
             warnings.warn(
@@ -313,7 +324,7 @@ class BANMF(BaseFactorization):
                 UserWarning,
                 stacklevel=3,
             )
-        if tol is not None and tol > 0 and not converged and not interrupted and len(losses) == max_iter:
+        if tol is not None and tol > 0 and not converged and not interrupted and not stopped:
             warnings.warn(
                 f"max_iter={max_iter} reached before the objective settled to tol={tol}",
                 ConvergenceWarning,
