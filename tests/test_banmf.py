@@ -255,7 +255,7 @@ def test_stopping_early_gives_exactly_the_factors_of_that_iteration():
     # The objective of iteration t is known only after the next (fused) W step; stopping at t
     # must discard that step, so a stopped fit equals a fit with max_iter = t.
     X, _, _ = make_boolean(30, 20, 3, 0.4, random_state=1)
-    common = dict(random_state=0, n_init=1, polish=False)
+    common = {"random_state": 0, "n_init": 1, "polish": False}
     stopped = BANMF(3, max_iter=100, callback=lambda t, f: t >= 9, **common).fit(X)
     converged = BANMF(3, max_iter=2000, tol=1e-4, **common).fit(X)
     assert converged.n_iter_ < 2000
