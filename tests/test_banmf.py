@@ -43,7 +43,6 @@ def test_theorem1_exact_bmf_gives_a_fixed_zero_objective_auxiliary_solution(fact
     solver = MUSolver(X, W, Ht, project=True, lower=1.0, upper=float(k), eps=1e-12, y=y0.copy())
     assert solver.objective() == pytest.approx(0.0, abs=1e-12)  # (c)
     solver.step_w(0.0)
-    solver.commit_w()
     solver.step_h(0.0)
     # (e) the MU steps leave exact Boolean factors where they are (N = P), except a factor
     # whose partner is empty: it explains nothing and MU sends it to 0, harmlessly.
@@ -92,7 +91,7 @@ def _objective_after_each_half_step(Xd, k, n_iter, seed, upper):
 
     values = [f()]
     for _ in range(n_iter):
-        for step in (lambda: (solver.step_w(0.0), solver.commit_w()), lambda: solver.step_h(0.0), solver.step_y):
+        for step in (lambda: solver.step_w(0.0), lambda: solver.step_h(0.0), solver.step_y):
             step()
             values.append(f())
     return np.array(values)
@@ -252,8 +251,6 @@ def test_no_warnings_on_a_normal_fit():
 
 
 def test_stopping_early_gives_exactly_the_factors_of_that_iteration():
-    # The objective of iteration t is known only after the next (fused) W step; stopping at t
-    # must discard that step, so a stopped fit equals a fit with max_iter = t.
     X, _, _ = make_boolean(30, 20, 3, 0.4, random_state=1)
     common = {"random_state": 0, "n_init": 1, "polish": False}
     stopped = BANMF(3, max_iter=100, callback=lambda t, f: t >= 9, **common).fit(X)

@@ -1,16 +1,15 @@
 """Kernels of the multiplicative-update iteration on the support of X.
 
-An iteration is one pass over the nonzeros in CSR order, parallel over blocks of rows, and a
-pass over the rows of H. The pass over the nonzeros does, for each row i of W: the Y step
-(project row i of Y onto [lower, upper] against the current W[i] and H, and accumulate row i of
-Y Hᵀ in a small buffer), then the W step of that row (which needs only that row of Y Hᵀ), then
-scatters ``y[p] W[i]`` into Wᵀ Y and adds ``W[i]ᵀ W[i]`` into WᵀW for the H step. Fusing the Y
-step of one iteration with the W step of the next reads W, the indices and Y once per iteration
-instead of twice, and Y Hᵀ never goes to memory.
-
+An iteration is two passes over the nonzeros in CSR order, both parallel over blocks of rows:
+the W pass (update each row of W, then scatter that row's ``y[p] W[i]`` into Wᵀ Y and add
+``W[i]ᵀ W[i]`` into WᵀW) and the Y pass (project Y onto [lower, upper] and accumulate Y Hᵀ).
 Sums across rows go to one buffer per block, added up afterwards in block order, so the result
-does not depend on the number of threads. The k×k Gram products are done inline per row:
-no BLAS call in the loop, whose idle threads would compete with Numba's on a small machine.
+does not depend on the number of threads. The k×k Gram products are done inline: no BLAS call
+in the loop, whose idle threads would compete with Numba's on a small machine.
+
+Fusing the Y pass into the W pass (each row's Y step, then its W step, one pass over the
+nonzeros) was measured and is 10-15 % slower at 10⁶ nonzeros: the gathered rows of H and the
+scattered rows of Wᵀ Y then compete for the same L2.
 """
 
 import numpy as np
@@ -32,16 +31,12 @@ _R = 4
 # Rows per chunk of the Gram product (a multiple of _R): 64 rows of k = 64 floats fit in L1.
 _CHUNK = 64
 
-# Rows per parallel task of the Y step alone (each task has its own scratch row).
-_ROWS_PER_TASK = 256
-
 
 @njit(cache=True, nogil=True, inline="always", fastmath=_FAST)
-def _mu_rows(F, out, i0, c, numer, n0, G, lam, eps, buf, lin):
-    """MU step of rows ``i0 .. i0+c-1`` (c ≤ 4) of F, whose numerators are rows ``n0 ..
-    n0+c-1`` of ``numer``, with ``lin = F[rows] @ G`` computed here (G symmetric: a Gram
-    matrix); the new rows are left in ``buf`` (4, k), zero-padded past c, and written to the
-    same rows of ``out`` (F itself for an in-place step).
+def _mu_rows(F, i0, c, numer, G, lam, eps, buf, lin):
+    """MU step of rows ``i0 .. i0+c-1`` (c ≤ 4) with ``lin = F[rows] @ G`` computed here (G
+    symmetric: a Gram matrix); the new rows are left in ``buf`` (4, k), zero-padded past c, and
+    written back to F.
 
     ``F[i] <- F[i] * (numer[i] + 3 lam F[i]^2) / (F[i] @ G + 2 lam F[i]^3 + lam F[i] + eps)``;
     ``lam = 0`` is the plain Lee-Seung step.
@@ -63,18 +58,18 @@ def _mu_rows(F, out, i0, c, numer, n0, G, lam, eps, buf, lin):
             s3 += buf[3, q] * g
         lin[0, l], lin[1, l], lin[2, l], lin[3, l] = s0, s1, s2, s3
     for t in range(c):
-        i, r = i0 + t, n0 + t
+        i = i0 + t
         if lam == 0.0:
             for l in range(k):
-                buf[t, l] = buf[t, l] * numer[r, l] / (lin[t, l] + eps)
+                buf[t, l] = buf[t, l] * numer[i, l] / (lin[t, l] + eps)
         else:
             for l in range(k):
                 f = buf[t, l]
-                buf[t, l] = f * (numer[r, l] + 3.0 * lam * f * f) / (
+                buf[t, l] = f * (numer[i, l] + 3.0 * lam * f * f) / (
                     lin[t, l] + 2.0 * lam * f * f * f + lam * f + eps
                 )
         for l in range(k):
-            out[i, l] = buf[t, l]
+            F[i, l] = buf[t, l]
 
 
 @njit(cache=True, nogil=True, inline="always", fastmath=_FAST)
@@ -134,117 +129,6 @@ def _gram_mirror(gram):
             gram[q, l] = gram[l, q]
 
 
-@njit(cache=True, nogil=True, inline="always", fastmath=_FAST)
-def _scatter_rows(indptr, indices, y, i0, c, buf, out):
-    """``out[j] += y[p] buf[t]`` over the nonzeros p = (i0 + t, j) of rows ``i0 .. i0+c-1``."""
-    k, nnz = out.shape[1], indices.shape[0]
-    for t in range(c):
-        # Four nonzeros (distinct columns of one row) at a time: four independent
-        # read-modify-write streams into the partial sums (1.3× over one).
-        p, end = indptr[i0 + t], indptr[i0 + t + 1]
-        while p + 3 < end:
-            for q in range(p + AHEAD, min(p + AHEAD + 4, nnz)):
-                prefetch_row_for_write(out, indices[q])
-            j0, j1, j2, j3 = indices[p], indices[p + 1], indices[p + 2], indices[p + 3]
-            v0, v1, v2, v3 = y[p], y[p + 1], y[p + 2], y[p + 3]
-            for l in range(k):
-                w = buf[t, l]
-                out[j0, l] += v0 * w
-                out[j1, l] += v1 * w
-                out[j2, l] += v2 * w
-                out[j3, l] += v3 * w
-            p += 4
-        while p < end:
-            if p + AHEAD < nnz:
-                prefetch_row_for_write(out, indices[p + AHEAD])
-            j, v = indices[p], y[p]
-            for l in range(k):
-                out[j, l] += v * buf[t, l]
-            p += 1
-
-
-@njit(cache=True, nogil=True, inline="always", fastmath=_FAST)
-def _project_row(indptr, indices, i, W, Ht, lo, up, project, y, YHt, r, sq):
-    """The Y step of row i: ``y`` on its nonzeros (projected, or only read), ``YHt[r] = Σ_p y[p]
-    Ht[j]`` and ``sq[i] = (Σ_p (y[p] − s)², Σ_p s², Σ_l (W[i,l]² − W[i,l])²)`` with s = W[i] . Ht[j].
-
-    ``lo``, ``up`` come in W's type; the sums of ``sq`` are float64.
-    """
-    k, nnz = W.shape[1], indices.shape[0]
-    # Sums run in the factors' own type: float32 inputs get float32 arithmetic (twice the
-    # vector width); the objective terms stay float64.
-    zero = W.dtype.type(0)
-    for l in range(k):
-        YHt[r, l] = zero
-    res = 0.0
-    s2 = 0.0
-    p, hi = indptr[i], indptr[i + 1]
-    # Four nonzeros at a time: four independent dot products hide each one's reduction
-    # latency, and Y Hᵀ's row is read and written once per four (1.3-1.7× over one).
-    while p + 3 < hi:
-        for q in range(p + AHEAD, min(p + AHEAD + 4, nnz)):
-            prefetch_row(Ht, indices[q])
-        j0, j1, j2, j3 = indices[p], indices[p + 1], indices[p + 2], indices[p + 3]
-        s0 = s1 = s2_ = s3 = zero
-        for l in range(k):
-            w = W[i, l]
-            s0 += w * Ht[j0, l]
-            s1 += w * Ht[j1, l]
-            s2_ += w * Ht[j2, l]
-            s3 += w * Ht[j3, l]
-        if project:
-            v0, v1 = min(up, max(lo, s0)), min(up, max(lo, s1))
-            v2, v3 = min(up, max(lo, s2_)), min(up, max(lo, s3))
-            y[p], y[p + 1], y[p + 2], y[p + 3] = v0, v1, v2, v3
-        else:
-            v0, v1, v2, v3 = y[p], y[p + 1], y[p + 2], y[p + 3]
-        res += (v0 - s0) ** 2 + (v1 - s1) ** 2 + (v2 - s2_) ** 2 + (v3 - s3) ** 2
-        s2 += s0 * s0 + s1 * s1 + s2_ * s2_ + s3 * s3
-        for l in range(k):
-            YHt[r, l] += v0 * Ht[j0, l] + v1 * Ht[j1, l] + v2 * Ht[j2, l] + v3 * Ht[j3, l]
-        p += 4
-    while p < hi:
-        if p + AHEAD < nnz:
-            prefetch_row(Ht, indices[p + AHEAD])
-        j = indices[p]
-        s = zero
-        for l in range(k):
-            s += W[i, l] * Ht[j, l]
-        if project:
-            v = min(up, max(lo, s))
-            y[p] = v
-        else:
-            v = y[p]
-        res += (v - s) * (v - s)
-        s2 += s * s
-        for l in range(k):
-            YHt[r, l] += v * Ht[j, l]
-        p += 1
-    reg = 0.0
-    for l in range(k):
-        w = W[i, l]
-        reg += (w * w - w) ** 2
-    sq[i, 0] = res
-    sq[i, 1] = s2
-    sq[i, 2] = reg
-
-
-@njit(parallel=True, cache=True, nogil=True, fastmath=_FAST)
-def project_rows(indptr, indices, W, Ht, lower, upper, project, y, sq):
-    """The Y step alone: for every stored nonzero p = (i, j), ``s = W[i] . Ht[j]``; if
-    ``project``, ``y[p]`` becomes ``min(upper, max(lower, s))`` (otherwise ``y`` is only read);
-    ``sq[i]`` (n, 3) = ``(Σ_p (y[p] − s)², Σ_p s², Σ_l (W[i,l]² − W[i,l])²)``, the support terms
-    of the objective and W's penalty. (The W step recomputes Y Hᵀ itself.)
-    """
-    n, k = W.shape
-    lo, up = W.dtype.type(lower), W.dtype.type(upper)
-    nb = (n + _ROWS_PER_TASK - 1) // _ROWS_PER_TASK
-    for b in prange(nb):
-        yht = np.empty((1, k), dtype=W.dtype)
-        for i in range(b * _ROWS_PER_TASK, min(n, (b + 1) * _ROWS_PER_TASK)):
-            _project_row(indptr, indices, i, W, Ht, lo, up, project, y, yht, 0, sq)
-
-
 @njit(parallel=True, cache=True, nogil=True, fastmath=_FAST)
 def update_rows(F, numer, G, lam, eps, gram_blocks):
     """In-place MU step of every row of F (r, k) against the symmetric (k, k) G; ``gram_blocks``
@@ -264,44 +148,120 @@ def update_rows(F, numer, G, lam, eps, gram_blocks):
         cnt = 0
         for i0 in range(lo, hi, _R):
             c = min(_R, hi - i0)
-            _mu_rows(F, F, i0, c, numer, i0, G, lam, eps, buf, lin)
+            _mu_rows(F, i0, c, numer, G, lam, eps, buf, lin)
             cnt = _gram_push(gram, Bt, cnt, buf, c, i0 + c >= hi)
         _gram_mirror(gram)
 
 
 @njit(parallel=True, cache=True, nogil=True, fastmath=_FAST)
-def project_update_rows(indptr, indices, y, W, Wn, Ht, G, lower, upper, project, lam, eps, sq,
-                        gram_blocks, scatter, scatter_blocks):
-    """The Y step and then the W step, row by row, in one pass over the nonzeros.
+def update_rows_scatter(indptr, indices, y, F, numer, G, lam, eps, gram_blocks, scatter_blocks):
+    """:func:`update_rows` for W, plus ``scatter_blocks[b] = (Y_b)ᵀ W_b`` with the new rows.
 
-    For each row i: :func:`project_spmm`'s work on row i against the current W[i] and Ht (``y``
-    and ``sq[i]`` as there; row i of Y Hᵀ stays in a buffer), then :func:`update_rows`'s MU step
-    of W[i] against G = HHᵀ with that row as numerator, written to ``Wn[i]`` (W is left as it
-    was, so that a caller can still stop at the state the Y step saw). ``gram_blocks`` (b, k, k)
-    receives WnᵀWn by block and, if ``scatter``, ``scatter_blocks`` (b, m, k) the block sums of
-    (Wnᵀ Y)ᵀ. Row i belongs to block ``i * b // n``.
+    ``scatter_blocks`` (b, m, k): the block sums of Wᵀ Y (stored transposed, as (m, k)).
     """
-    n, k = W.shape
+    r, k = F.shape
     nb = gram_blocks.shape[0]
-    lo_, up_ = W.dtype.type(lower), W.dtype.type(upper)
+    nnz = indices.shape[0]
     for b in prange(nb):
-        buf = np.empty((_R, k), dtype=W.dtype)
-        lin = np.empty((_R, k), dtype=W.dtype)
-        yht = np.empty((_R, k), dtype=W.dtype)
-        Bt = np.empty((k, _CHUNK), dtype=W.dtype)
+        buf = np.empty((_R, k), dtype=F.dtype)
+        lin = np.empty((_R, k), dtype=F.dtype)
+        Bt = np.empty((k, _CHUNK), dtype=F.dtype)
         gram = gram_blocks[b]
         gram[:, :] = 0.0
         out = scatter_blocks[b]
-        if scatter:
-            out[:, :] = 0.0
-        lo, hi = b * n // nb, (b + 1) * n // nb
+        out[:, :] = 0.0
+        lo, hi = b * r // nb, (b + 1) * r // nb
         cnt = 0
         for i0 in range(lo, hi, _R):
             c = min(_R, hi - i0)
-            for t in range(c):
-                _project_row(indptr, indices, i0 + t, W, Ht, lo_, up_, project, y, yht, t, sq)
-            _mu_rows(W, Wn, i0, c, yht, 0, G, lam, eps, buf, lin)
+            _mu_rows(F, i0, c, numer, G, lam, eps, buf, lin)
             cnt = _gram_push(gram, Bt, cnt, buf, c, i0 + c >= hi)
-            if scatter:
-                _scatter_rows(indptr, indices, y, i0, c, buf, out)
+            for t in range(c):
+                # Four nonzeros (distinct columns of one row) at a time: four independent
+                # read-modify-write streams into the partial sums (1.3× over one).
+                p, end = indptr[i0 + t], indptr[i0 + t + 1]
+                while p + 3 < end:
+                    for q in range(p + AHEAD, min(p + AHEAD + 4, nnz)):
+                        prefetch_row_for_write(out, indices[q])
+                    j0, j1, j2, j3 = indices[p], indices[p + 1], indices[p + 2], indices[p + 3]
+                    v0, v1, v2, v3 = y[p], y[p + 1], y[p + 2], y[p + 3]
+                    for l in range(k):
+                        w = buf[t, l]
+                        out[j0, l] += v0 * w
+                        out[j1, l] += v1 * w
+                        out[j2, l] += v2 * w
+                        out[j3, l] += v3 * w
+                    p += 4
+                while p < end:
+                    if p + AHEAD < nnz:
+                        prefetch_row_for_write(out, indices[p + AHEAD])
+                    j, v = indices[p], y[p]
+                    for l in range(k):
+                        out[j, l] += v * buf[t, l]
+                    p += 1
         _gram_mirror(gram)
+
+
+@njit(parallel=True, cache=True, nogil=True, fastmath=_FAST)
+def project_spmm(indptr, indices, W, Ht, lower, upper, project, y, YHt, sq):
+    """Fused Y-projection (SDDMM) and ``Y @ Ht`` over the nonzeros, row by row.
+
+    For every stored nonzero p = (i, j): ``s = W[i] . Ht[j]``; if ``project``, ``y[p]`` becomes
+    ``min(upper, max(lower, s))`` (otherwise ``y`` is only read). Then ``YHt[i] = sum_p y[p] Ht[j]``
+    and ``sq[i] = (sum_p (y[p] - s)^2, sum_p s^2)``, the two support terms of the objective.
+    """
+    n, k = W.shape
+    nnz = indices.shape[0]
+    # Sums run in the factors' own type: float32 inputs get float32 arithmetic (twice the
+    # vector width); the objective terms stay float64.
+    zero = W.dtype.type(0)
+    lo, up = W.dtype.type(lower), W.dtype.type(upper)
+    for i in prange(n):
+        for l in range(k):
+            YHt[i, l] = 0.0
+        res = 0.0
+        s2 = 0.0
+        p, hi = indptr[i], indptr[i + 1]
+        # Four nonzeros at a time: four independent dot products hide each one's reduction
+        # latency, and Y Hᵀ's row is read and written once per four (1.3-1.7× over one).
+        while p + 3 < hi:
+            for q in range(p + AHEAD, min(p + AHEAD + 4, nnz)):
+                prefetch_row(Ht, indices[q])
+            j0, j1, j2, j3 = indices[p], indices[p + 1], indices[p + 2], indices[p + 3]
+            s0 = s1 = s2_ = s3 = zero
+            for l in range(k):
+                w = W[i, l]
+                s0 += w * Ht[j0, l]
+                s1 += w * Ht[j1, l]
+                s2_ += w * Ht[j2, l]
+                s3 += w * Ht[j3, l]
+            if project:
+                v0, v1 = min(up, max(lo, s0)), min(up, max(lo, s1))
+                v2, v3 = min(up, max(lo, s2_)), min(up, max(lo, s3))
+                y[p], y[p + 1], y[p + 2], y[p + 3] = v0, v1, v2, v3
+            else:
+                v0, v1, v2, v3 = y[p], y[p + 1], y[p + 2], y[p + 3]
+            res += (v0 - s0) ** 2 + (v1 - s1) ** 2 + (v2 - s2_) ** 2 + (v3 - s3) ** 2
+            s2 += s0 * s0 + s1 * s1 + s2_ * s2_ + s3 * s3
+            for l in range(k):
+                YHt[i, l] += v0 * Ht[j0, l] + v1 * Ht[j1, l] + v2 * Ht[j2, l] + v3 * Ht[j3, l]
+            p += 4
+        while p < hi:
+            if p + AHEAD < nnz:
+                prefetch_row(Ht, indices[p + AHEAD])
+            j = indices[p]
+            s = zero
+            for l in range(k):
+                s += W[i, l] * Ht[j, l]
+            if project:
+                v = min(up, max(lo, s))
+                y[p] = v
+            else:
+                v = y[p]
+            res += (v - s) * (v - s)
+            s2 += s * s
+            for l in range(k):
+                YHt[i, l] += v * Ht[j, l]
+            p += 1
+        sq[i, 0] = res
+        sq[i, 1] = s2

@@ -2,15 +2,14 @@
 
 State lives in row-major arrays: ``W`` (n, k), ``Ht`` (m, k) = Hᵀ, and ``y``, one value per
 nonzero of X in its CSR order. Each half-step is one method so that tests can check the
-objective after every one of them; the Y step of one iteration runs fused with the W step of the
-next (see :mod:`banmf._kernels.mu`).
+objective after every one of them.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .._kernels.mu import project_rows, project_update_rows, update_rows
+from .._kernels.mu import project_spmm, update_rows, update_rows_scatter
 
 # Row blocks of the W pass: each holds an (m, k) partial of Wᵀ Y. The count depends only on the
 # problem's shape (never on the thread count), so results are the same on any machine.
@@ -47,17 +46,10 @@ def lambda_schedule(regularization, max_iter: int) -> np.ndarray:
 class MUSolver:
     """Multiplicative updates of W and H against Y, with Y projected onto [lower, upper] on Ω.
 
-    An iteration is :meth:`step_w` (the Y step of the previous iteration fused with this W
-    step: one pass over the nonzeros), then :meth:`commit_w`, then :meth:`step_h`. Between
-    ``step_w`` and ``commit_w`` the state is still the one the Y step saw, so a caller can read
-    its objective and stop right there: the factors then are exactly those of the previous
-    iteration. :meth:`step_y` is the Y step alone (for the start and the end of a fit).
-
     Parameters
     ----------
     X : canonical CSR support mask (n, m)
-    W : ndarray (n, k), C-contiguous: the starting W, then one of the solver's two work arrays
-        (read the result from the ``W`` attribute)
+    W : ndarray (n, k), updated in place
     Ht : ndarray (m, k), updated in place
     project : bool
         True for BANMF (Y is projected every step), False for NMF (Y stays X).
@@ -71,9 +63,7 @@ class MUSolver:
 
     def __init__(self, X, W, Ht, *, project, lower, upper, eps, y=None):
         self.indptr, self.indices = X.indptr, X.indices
-        # W and its successor: the W step writes the new rows to the spare array.
-        self.W, self._W_next = W, np.empty_like(W)
-        self.Ht = Ht
+        self.W, self.Ht = W, Ht
         dtype = W.dtype
         self.y = np.ones(X.nnz, dtype=dtype) if y is None else np.ascontiguousarray(y, dtype=dtype)
         self.project = bool(project)
@@ -81,32 +71,28 @@ class MUSolver:
         n, k = W.shape
         m = Ht.shape[0]
         nb = n_row_blocks(n, m, k, dtype.itemsize)
+        self.YHt = np.empty((n, k), dtype)
         self.WtY_blocks = np.empty((nb, m, k), dtype)
         self.WtW_blocks = np.empty((nb, k, k), np.float64)
         self.HHt_blocks = np.empty((min(_MAX_BLOCKS, max(1, m)), k, k), np.float64)
-        self.sq = np.empty((n, 3), np.float64)
+        self.sq = np.empty((n, 2), np.float64)
         self.HHt = Ht.T.astype(np.float64) @ Ht
         self.WtW = W.T.astype(np.float64) @ W
         # The Gram matrices in the factors' type, as the row updates read them.
         self.HHt_t, self.WtW_t = self.HHt.astype(dtype), self.WtW.astype(dtype)
         self.WtY = np.zeros((m, k), dtype)  # block sums land here: no allocation per iteration
-        # The objective's support terms for the starting Y, without projecting it.
-        self.step_y(project=False)
+        # Y Hᵀ and the support terms for the starting Y, without projecting it.
+        project_spmm(self.indptr, self.indices, W, Ht, self.lower, self.upper, False,
+                     self.y, self.YHt, self.sq)
 
-    def step_w(self, lam: float, *, project_y: bool = False, scatter: bool = True) -> None:
-        """W step into the spare array, after (if ``project_y`` and the solver projects) the Y
-        step against the current W and H; forms the new WᵀW and (unless ``scatter=False``)
-        Wᵀ Y for the H step. Without ``project_y`` the W step uses Y as it stands.
-        """
-        project_update_rows(self.indptr, self.indices, self.y, self.W, self._W_next, self.Ht,
-                            self.HHt_t, self.lower, self.upper, self.project and project_y, lam,
-                            self.eps, self.sq, self.WtW_blocks, scatter, self.WtY_blocks)
+    def step_w(self, lam: float, scatter: bool = True) -> None:
+        """W step; also forms WᵀW and (unless ``scatter=False``) Wᵀ Y for the H step."""
         if scatter:
+            update_rows_scatter(self.indptr, self.indices, self.y, self.W, self.YHt, self.HHt_t,
+                                lam, self.eps, self.WtW_blocks, self.WtY_blocks)
             np.sum(self.WtY_blocks, axis=0, out=self.WtY)
-
-    def commit_w(self) -> None:
-        """Make the W of the last :meth:`step_w` the current one."""
-        self.W, self._W_next = self._W_next, self.W
+        else:
+            update_rows(self.W, self.YHt, self.HHt_t, lam, self.eps, self.WtW_blocks)
         np.sum(self.WtW_blocks, axis=0, out=self.WtW)
         np.copyto(self.WtW_t, self.WtW)
 
@@ -115,23 +101,21 @@ class MUSolver:
         np.sum(self.HHt_blocks, axis=0, out=self.HHt)
         np.copyto(self.HHt_t, self.HHt)
 
-    def step_y(self, project: bool = True) -> None:
-        """The Y step alone: project Y (if the solver projects) against the current W and H
-        and refresh the objective's support terms."""
-        project_rows(self.indptr, self.indices, self.W, self.Ht, self.lower, self.upper,
-                     self.project and project, self.y, self.sq)
+    def step_y(self) -> None:
+        """Project Y (BANMF) and refresh Y Hᵀ and the objective's support terms."""
+        project_spmm(self.indptr, self.indices, self.W, self.Ht, self.lower, self.upper,
+                     self.project, self.y, self.YHt, self.sq)
 
     def objective(self, lam: float = 0.0) -> float:
-        """``½‖Y − WH‖² + (λ/2)(‖W²−W‖² + ‖H²−H‖²)`` for the W and H the last Y step saw.
+        """``½‖Y − WH‖² + (λ/2)(‖W²−W‖² + ‖H²−H‖²)`` as of the last :meth:`step_y`.
 
-        Valid after :meth:`step_y`, or after :meth:`step_w` and before :meth:`commit_w`. The
-        off-support part ``‖WH‖² − Σ_Ω s²`` is clamped at 0 against cancellation.
+        The off-support part ``‖WH‖² − Σ_Ω s²`` is clamped at 0 against cancellation.
         """
-        # Column by column: numpy's axis-0 sum of an (n, 3) array is ~20× slower.
+        # Column by column: numpy's axis-0 sum of an (n, 2) array is ~20× slower.
         res, s2 = self.sq[:, 0].sum(), self.sq[:, 1].sum()
         whf = float(np.sum(self.WtW * self.HHt))
         f = 0.5 * (res + max(0.0, whf - s2))
         if lam:
-            Ht = self.Ht
-            f += 0.5 * lam * (float(self.sq[:, 2].sum()) + float(np.sum((Ht * Ht - Ht) ** 2)))
+            W, Ht = self.W, self.Ht
+            f += 0.5 * lam * (float(np.sum((W * W - W) ** 2)) + float(np.sum((Ht * Ht - Ht) ** 2)))
         return float(f)

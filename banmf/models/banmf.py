@@ -279,44 +279,33 @@ class BANMF(BaseFactorization):
         return W, Ht
 
     def _run(self, solver: MUSolver, lams: np.ndarray, p: dict, *, update_h: bool = True):
-        """Iterate; returns (loss curve, iterations done, interrupted, stopped by the callback).
-
-        Iteration t's objective is known only once the next W step (fused with iteration t's
-        Y step) has run; that W step is then discarded if the fit stops at t, so the factors
-        are exactly those of iteration t.
-        """
+        """Iterate; returns (loss curve, iterations done, interrupted, stopped by the callback)."""
         losses = []
         max_iter, tol, every = p["max_iter"], self.tol, p["check_every"]
         log_every = max(1, max_iter // 10)
-        interrupted = stopped = converged = False
-
-        def record(t: int, f: float) -> bool:
-            """Log f as iteration t's objective; True if the fit should stop there."""
-            nonlocal stopped, converged
-            losses.append(f)
-            if self.verbose and (t % log_every == 0 or t == max_iter):
-                logger.info("iteration %d/%d: objective %.6g", t, max_iter, f)
-            if self.callback is not None and self.callback(t, f):
-                stopped = True
-            elif tol is not None and t > every and t % every == 0:
-                # Relative to the first objective (as scikit-learn's NMF): an exact fit
-                # drives f to 0, where a change relative to f itself never gets small.
-                converged = abs(losses[-1 - every] - f) <= tol * max(losses[0], np.finfo(float).tiny)
-            return stopped or converged
-
-        t = 0  # iterations done
+        interrupted = stopped = False
+        converged = False
         try:
-            while t < max_iter:
-                solver.step_w(float(lams[t]), project_y=t > 0, scatter=update_h)
-                if t > 0 and record(t, solver.objective(float(lams[t - 1]))):
-                    break
-                solver.commit_w()
+            for t in range(max_iter):
+                lam = float(lams[t])
+                solver.step_w(lam, scatter=update_h)
                 if update_h:
-                    solver.step_h(float(lams[t]))
-                t += 1
-            else:
+                    solver.step_h(lam)
                 solver.step_y()
-                record(t, solver.objective(float(lams[t - 1])))
+                f = solver.objective(lam)
+                losses.append(f)
+                if self.verbose and (t % log_every == 0 or t == max_iter - 1):
+                    logger.info("iteration %d/%d: objective %.6g", t + 1, max_iter, f)
+                if self.callback is not None and self.callback(t + 1, f):
+                    stopped = True
+                    break
+                if tol is not None and t >= every and (t + 1) % every == 0:
+                    prev = losses[-1 - every]
+                    # Relative to the first objective (as scikit-learn's NMF): an exact fit
+                    # drives f to 0, where a change relative to f itself never gets small.
+                    if abs(prev - f) <= tol * max(losses[0], np.finfo(float).tiny):
+                        converged = True
+                        break
         except KeyboardInterrupt:
             interrupted = True
             warnings.warn(
@@ -324,7 +313,7 @@ class BANMF(BaseFactorization):
                 UserWarning,
                 stacklevel=3,
             )
-        if tol is not None and tol > 0 and not converged and not interrupted and not stopped:
+        if tol is not None and tol > 0 and not converged and not interrupted and len(losses) == max_iter:
             warnings.warn(
                 f"max_iter={max_iter} reached before the objective settled to tol={tol}",
                 ConvergenceWarning,
