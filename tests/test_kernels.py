@@ -17,7 +17,7 @@ from banmf._kernels.boolean import (
     union_popcounts,
 )
 from banmf._kernels.mu import project_spmm, update_rows, update_rows_scatter
-from banmf._kernels.prefetch import prefetch_row, prefetch_row_for_write
+from banmf._kernels.prefetch import MIN_BYTES, prefetch_row, prefetch_row_for_write
 from banmf._validation import check_binary_matrix
 
 ks = st.sampled_from([1, 2, 3, 7])
@@ -153,3 +153,24 @@ def test_prefetch_is_only_a_hint(r, k, dtype):
     before = A.copy()
     assert np.isclose(_touch_all_rows(A), float(before.astype(np.float64).sum()), rtol=1e-5)
     np.testing.assert_array_equal(A, before)
+
+
+def test_kernels_with_prefetching_on_a_table_larger_than_l2():
+    # Only tables over MIN_BYTES are prefetched: check that path against the oracles too.
+    rng = np.random.default_rng(0)
+    n, m, k = 40, 20_000, 8
+    assert m * k * 4 > MIN_BYTES
+    Xd = rng.random((n, m)) < 0.002
+    X = check_binary_matrix(Xd)
+    W, Ht = rng.random((n, k)).astype(np.float32), rng.random((m, k)).astype(np.float32)
+    y, YHt, sq = np.ones(X.nnz, np.float32), np.empty((n, k), np.float32), np.empty((n, 2))
+    y_ref, YHt_ref, sq_ref = ref.project_spmm(Xd, W.astype(float), Ht.astype(float), 1.0, float(k), True, y.astype(float))
+    project_spmm(X.indptr, X.indices, W, Ht, 1.0, float(k), True, y, YHt, sq)
+    np.testing.assert_allclose(y, y_ref, rtol=1e-5)
+    np.testing.assert_allclose(YHt, YHt_ref, rtol=1e-4)
+    G = _gram(rng, k).astype(np.float32)
+    gram, scatter = np.empty((2, k, k)), np.empty((2, m, k), np.float32)
+    expected = ref.mu_update(W.astype(float), YHt.astype(float), W.astype(float) @ G, 0.0, 1e-12)
+    update_rows_scatter(X.indptr, X.indices, y, W, YHt, G, 0.0, 1e-12, gram, scatter)
+    np.testing.assert_allclose(W, expected, rtol=1e-4)
+    np.testing.assert_allclose(scatter.sum(axis=0), ref.gather_spmm(Xd, y.astype(float), expected), rtol=1e-4, atol=1e-4)
