@@ -15,7 +15,7 @@ scattered rows of Wᵀ Y then compete for the same L2.
 import numpy as np
 from numba import njit, prange
 
-from .prefetch import AHEAD, prefetch_row, prefetch_row_for_write, worth_prefetching
+from .prefetch import prefetch_ahead, worth_prefetching
 
 # Reassociation and FMA contraction let LLVM vectorize the length-k dot products and updates;
 # NaN/inf semantics are kept (no "nnan"/"ninf"), so a bad value still shows instead of being
@@ -161,7 +161,6 @@ def update_rows_scatter(indptr, indices, y, F, numer, G, lam, eps, gram_blocks, 
     """
     r, k = F.shape
     nb = gram_blocks.shape[0]
-    nnz = indices.shape[0]
     pf = worth_prefetching(scatter_blocks[0])
     for b in prange(nb):
         buf = np.empty((_R, k), dtype=F.dtype)
@@ -182,11 +181,8 @@ def update_rows_scatter(indptr, indices, y, F, numer, G, lam, eps, gram_blocks, 
                 # read-modify-write streams into the partial sums (1.3× over one).
                 p, end = indptr[i0 + t], indptr[i0 + t + 1]
                 while p + 3 < end:
-                    if pf and p + AHEAD + 3 < nnz:
-                        prefetch_row_for_write(out, indices[p + AHEAD])
-                        prefetch_row_for_write(out, indices[p + AHEAD + 1])
-                        prefetch_row_for_write(out, indices[p + AHEAD + 2])
-                        prefetch_row_for_write(out, indices[p + AHEAD + 3])
+                    if pf:
+                        prefetch_ahead(out, indices, p, 4, True)
                     j0, j1, j2, j3 = indices[p], indices[p + 1], indices[p + 2], indices[p + 3]
                     v0, v1, v2, v3 = y[p], y[p + 1], y[p + 2], y[p + 3]
                     for l in range(k):
@@ -197,8 +193,8 @@ def update_rows_scatter(indptr, indices, y, F, numer, G, lam, eps, gram_blocks, 
                         out[j3, l] += v3 * w
                     p += 4
                 while p < end:
-                    if pf and p + AHEAD < nnz:
-                        prefetch_row_for_write(out, indices[p + AHEAD])
+                    if pf:
+                        prefetch_ahead(out, indices, p, 1, True)
                     j, v = indices[p], y[p]
                     for l in range(k):
                         out[j, l] += v * buf[t, l]
@@ -215,7 +211,6 @@ def project_spmm(indptr, indices, W, Ht, lower, upper, project, y, YHt, sq):
     and ``sq[i] = (sum_p (y[p] - s)^2, sum_p s^2)``, the two support terms of the objective.
     """
     n, k = W.shape
-    nnz = indices.shape[0]
     pf = worth_prefetching(Ht)
     # Sums run in the factors' own type: float32 inputs get float32 arithmetic (twice the
     # vector width); the objective terms stay float64.
@@ -230,11 +225,8 @@ def project_spmm(indptr, indices, W, Ht, lower, upper, project, y, YHt, sq):
         # Four nonzeros at a time: four independent dot products hide each one's reduction
         # latency, and Y Hᵀ's row is read and written once per four (1.3-1.7× over one).
         while p + 3 < hi:
-            if pf and p + AHEAD + 3 < nnz:
-                prefetch_row(Ht, indices[p + AHEAD])
-                prefetch_row(Ht, indices[p + AHEAD + 1])
-                prefetch_row(Ht, indices[p + AHEAD + 2])
-                prefetch_row(Ht, indices[p + AHEAD + 3])
+            if pf:
+                prefetch_ahead(Ht, indices, p, 4, False)
             j0, j1, j2, j3 = indices[p], indices[p + 1], indices[p + 2], indices[p + 3]
             s0 = s1 = s2_ = s3 = zero
             for l in range(k):
@@ -255,8 +247,8 @@ def project_spmm(indptr, indices, W, Ht, lower, upper, project, y, YHt, sq):
                 YHt[i, l] += v0 * Ht[j0, l] + v1 * Ht[j1, l] + v2 * Ht[j2, l] + v3 * Ht[j3, l]
             p += 4
         while p < hi:
-            if pf and p + AHEAD < nnz:
-                prefetch_row(Ht, indices[p + AHEAD])
+            if pf:
+                prefetch_ahead(Ht, indices, p, 1, False)
             j = indices[p]
             s = zero
             for l in range(k):

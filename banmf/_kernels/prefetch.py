@@ -78,3 +78,19 @@ def prefetch_row_for_write(A, i):
     for l in range(0, k, LINE // A.itemsize):
         _prefetch_write(A, i, l)
     _prefetch_write(A, i, k - 1)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def prefetch_ahead(A, indices, p, count, write):
+    """Hint the rows ``A[indices[p + AHEAD + r]]``, r < count, that exist: the rows a pass over
+    the nonzeros in ``indices`` reaches ``AHEAD`` steps after p. ``write``: they will be
+    updated, not only read. (count and write are constants at every call: after inlining the
+    loop unrolls and the branch folds away.)
+    """
+    q = p + AHEAD
+    if q + count <= indices.shape[0]:
+        for r in range(q, q + count):
+            if write:
+                prefetch_row_for_write(A, indices[r])
+            else:
+                prefetch_row(A, indices[r])
