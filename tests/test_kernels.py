@@ -168,6 +168,7 @@ def test_kernels_with_prefetching_on_a_table_larger_than_l2():
     project_spmm(X.indptr, X.indices, W, Ht, 1.0, float(k), True, y, YHt, sq)
     np.testing.assert_allclose(y, y_ref, rtol=1e-5)
     np.testing.assert_allclose(YHt, YHt_ref, rtol=1e-4)
+    np.testing.assert_allclose(sq, sq_ref, rtol=1e-4)
     G = _gram(rng, k).astype(np.float32)
     gram, scatter = np.empty((2, k, k)), np.empty((2, m, k), np.float32)
     expected = ref.mu_update(W.astype(float), YHt.astype(float), W.astype(float) @ G, 0.0, 1e-12)
