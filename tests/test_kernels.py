@@ -20,7 +20,9 @@ from banmf._kernels.mu import project_spmm, update_rows, update_rows_scatter
 from banmf._kernels.prefetch import MIN_BYTES, prefetch_row, prefetch_row_for_write
 from banmf._validation import check_binary_matrix
 
-ks = st.sampled_from([1, 2, 3, 7])
+# Every path of the vector loops: k below one vector, whole vectors (8 float32 or 4 float64
+# lanes), four-vector chunks, and each with a scalar remainder.
+ks = st.sampled_from([1, 2, 3, 4, 7, 8, 9, 16, 17, 33, 36])
 
 
 def _gram(rng, k):

@@ -16,6 +16,7 @@ import numpy as np
 from numba import njit, prange
 
 from .prefetch import prefetch_ahead, worth_prefetching
+from .simd import lanes, vfma, vload, vsplat, vstore
 
 # Reassociation and FMA contraction let LLVM vectorize the length-k dot products and updates;
 # NaN/inf semantics are kept (no "nnan"/"ninf"), so a bad value still shows instead of being
@@ -23,102 +24,125 @@ from .prefetch import prefetch_ahead, worth_prefetching
 _FAST = {"reassoc", "contract"}
 
 
-# Rows go through the k×k Gram terms four at a time: each row of G (and of the Gram
-# accumulator) is then loaded once per four rows instead of once per row (1.4× at k = 32,
-# 1.7× at k = 64, close to BLAS).
+# Rows go through the k×k Gram terms four at a time, in register tiles of four rows by two
+# vectors of columns: each vector of G (or of a row) is loaded once per eight FMAs.
 _R = 4
 
 # Rows per chunk of the Gram product (a multiple of _R): 64 rows of k = 64 floats fit in L1.
 _CHUNK = 64
 
 
+@njit(cache=True, nogil=True, inline="always")
+def padded(k, A):
+    """k rounded up to whole vectors of A's dtype: the width of the kernels' scratch rows, whose
+    extra columns stay zero so that every tile is made of whole vectors."""
+    L = lanes(A)
+    return (k + L - 1) // L * L
+
+
 @njit(cache=True, nogil=True, inline="always", fastmath=_FAST)
-def _mu_rows(F, i0, c, numer, G, lam, eps, buf, lin):
-    """MU step of rows ``i0 .. i0+c-1`` (c ≤ 4) with ``lin = F[rows] @ G`` computed here (G
-    symmetric: a Gram matrix); the new rows are left in ``buf`` (4, k), zero-padded past c, and
-    written back to F.
+def _row_tile(A, o, B, l, nq, two):
+    """``A[o:o+4] @ B[:nq, l : l + (2 if two else 1) * lanes]`` as register vectors: a sum of
+    nq outer products, each row of A broadcast against one or two vectors of a row of B."""
+    L = lanes(B)
+    zero = vsplat(B.dtype.type(0))
+    a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = zero
+    for q in range(nq):
+        g0 = vload(B, q, l)
+        x0, x1, x2, x3 = vsplat(A[o, q]), vsplat(A[o + 1, q]), vsplat(A[o + 2, q]), vsplat(A[o + 3, q])
+        a0, a1, a2, a3 = vfma(x0, g0, a0), vfma(x1, g0, a1), vfma(x2, g0, a2), vfma(x3, g0, a3)
+        if two:
+            g1 = vload(B, q, l + L)
+            b0, b1, b2, b3 = vfma(x0, g1, b0), vfma(x1, g1, b1), vfma(x2, g1, b2), vfma(x3, g1, b3)
+    return a0, a1, a2, a3, b0, b1, b2, b3
+
+
+@njit(cache=True, nogil=True, inline="always", fastmath=_FAST)
+def _store_tile(out, l, two, tile):
+    """Write a :func:`_row_tile` result to rows 0..3 of ``out`` from column l."""
+    L = lanes(out)
+    a0, a1, a2, a3, b0, b1, b2, b3 = tile
+    vstore(out, 0, l, a0)
+    vstore(out, 1, l, a1)
+    vstore(out, 2, l, a2)
+    vstore(out, 3, l, a3)
+    if two:
+        vstore(out, 0, l + L, b0)
+        vstore(out, 1, l + L, b1)
+        vstore(out, 2, l + L, b2)
+        vstore(out, 3, l + L, b3)
+
+
+@njit(cache=True, nogil=True, inline="always", fastmath=_FAST)
+def _mu_rows(F, i0, c, numer, G, lam, eps, rows, o, lin):
+    """MU step of rows ``i0 .. i0+c-1`` (c ≤ 4) of F against the symmetric G (kp, kp), zero
+    past k. The new rows are written back to F and left in ``rows[o:o+4]`` (kp wide), rows past
+    c and columns past k zero.
 
     ``F[i] <- F[i] * (numer[i] + 3 lam F[i]^2) / (F[i] @ G + 2 lam F[i]^3 + lam F[i] + eps)``;
     ``lam = 0`` is the plain Lee-Seung step.
     """
     k = F.shape[1]
+    kp = rows.shape[1]
+    L = lanes(rows)
     for t in range(_R):
         for l in range(k):
-            buf[t, l] = F[i0 + t, l] if t < c else 0.0
-    # G is a Gram matrix (symmetric): lin[t, l] = buf[t] . G[l], four contiguous dot products
-    # sharing each row of G, accumulated in registers (1.5-1.8× over updating lin in memory).
-    zero = F.dtype.type(0)
-    for l in range(k):
-        s0 = s1 = s2 = s3 = zero
-        for q in range(k):
-            g = G[l, q]
-            s0 += buf[0, q] * g
-            s1 += buf[1, q] * g
-            s2 += buf[2, q] * g
-            s3 += buf[3, q] * g
-        lin[0, l], lin[1, l], lin[2, l], lin[3, l] = s0, s1, s2, s3
+            rows[o + t, l] = F[i0 + t, l] if t < c else 0.0
+    l = 0
+    while l + 2 * L <= kp:
+        _store_tile(lin, l, True, _row_tile(rows, o, G, l, k, True))
+        l += 2 * L
+    if l < kp:
+        _store_tile(lin, l, False, _row_tile(rows, o, G, l, k, False))
     for t in range(c):
         i = i0 + t
         if lam == 0.0:
             for l in range(k):
-                buf[t, l] = buf[t, l] * numer[i, l] / (lin[t, l] + eps)
+                rows[o + t, l] = rows[o + t, l] * numer[i, l] / (lin[t, l] + eps)
         else:
             for l in range(k):
-                f = buf[t, l]
-                buf[t, l] = f * (numer[i, l] + 3.0 * lam * f * f) / (
+                f = rows[o + t, l]
+                rows[o + t, l] = f * (numer[i, l] + 3.0 * lam * f * f) / (
                     lin[t, l] + 2.0 * lam * f * f * f + lam * f + eps
                 )
         for l in range(k):
-            F[i, l] = buf[t, l]
+            F[i, l] = rows[o + t, l]
 
 
 @njit(cache=True, nogil=True, inline="always", fastmath=_FAST)
-def _gram_flush(gram, Bt, cnt):
-    """``gram += Bt[:, :cnt] Bt[:, :cnt]ᵀ`` on and above the diagonal (``gram`` float64).
+def _gram_flush(gram, chunk, cnt, lin):
+    """``gram += chunk[:cnt]ᵀ chunk[:cnt]`` on and above the diagonal (``gram`` (k, k) float64,
+    ``chunk`` (_CHUNK, kp) zero past k; ``lin`` (4, kp) is scratch).
 
-    Dot products along the chunk's rows, four entries of a row of the Gram at a time sharing
-    ``Bt[q]``: each sum is long (up to ``_CHUNK``) and only half the matrix is formed, 1.4-1.8×
-    faster than adding each row's outer product.
+    Tiles of four rows of the Gram by two vectors of columns, summed over the chunk's rows in
+    registers (in the factors' dtype), then added to ``gram`` in float64. Tiles start at the
+    vector holding the diagonal, so only about half the matrix is formed.
     """
-    k = Bt.shape[0]
-    zero = Bt.dtype.type(0)
-    for q in range(k):
-        l = q
-        while l + 3 < k:
-            s0 = s1 = s2 = s3 = zero
-            for c in range(cnt):
-                b = Bt[q, c]
-                s0 += b * Bt[l, c]
-                s1 += b * Bt[l + 1, c]
-                s2 += b * Bt[l + 2, c]
-                s3 += b * Bt[l + 3, c]
-            gram[q, l] += s0
-            gram[q, l + 1] += s1
-            gram[q, l + 2] += s2
-            gram[q, l + 3] += s3
-            l += 4
-        while l < k:
-            s0 = zero
-            for c in range(cnt):
-                s0 += Bt[q, c] * Bt[l, c]
-            gram[q, l] += s0
-            l += 1
-
-
-@njit(cache=True, nogil=True, inline="always", fastmath=_FAST)
-def _gram_push(gram, Bt, cnt, buf, c, last):
-    """Append the c new rows in ``buf`` to the transposed chunk ``Bt`` (k, _CHUNK) holding
-    ``cnt`` rows; flush the chunk into ``gram`` when it is full or ``last``. Returns the new
-    count. After the last push, :func:`_gram_mirror` completes ``gram``.
-    """
-    for t in range(c):
-        for q in range(Bt.shape[0]):
-            Bt[q, cnt + t] = buf[t, q]
-    cnt += c
-    if last or cnt + _R > _CHUNK:
-        _gram_flush(gram, Bt, cnt)
-        cnt = 0
-    return cnt
+    k = gram.shape[0]
+    kp = chunk.shape[1]
+    L = lanes(chunk)
+    # chunkᵀ chunk tile = (chunkᵀ)[q0:q0+4] @ chunk[:, l:...]: _row_tile over the transposed
+    # operand reads column q0 + r of chunk as "row" r, so transpose four columns at a time.
+    for q0 in range(0, kp, _R):
+        l = q0 // L * L
+        while l < kp:
+            two = l + 2 * L <= kp
+            zero = vsplat(chunk.dtype.type(0))
+            a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = zero
+            for t in range(cnt):
+                g0 = vload(chunk, t, l)
+                x0, x1 = vsplat(chunk[t, q0]), vsplat(chunk[t, q0 + 1])
+                x2, x3 = vsplat(chunk[t, q0 + 2]), vsplat(chunk[t, q0 + 3])
+                a0, a1, a2, a3 = vfma(x0, g0, a0), vfma(x1, g0, a1), vfma(x2, g0, a2), vfma(x3, g0, a3)
+                if two:
+                    g1 = vload(chunk, t, l + L)
+                    b0, b1, b2, b3 = vfma(x0, g1, b0), vfma(x1, g1, b1), vfma(x2, g1, b2), vfma(x3, g1, b3)
+            _store_tile(lin, l, two, (a0, a1, a2, a3, b0, b1, b2, b3))
+            hi = min(k, l + (2 if two else 1) * L)
+            for r in range(min(_R, k - q0)):
+                for c in range(l, hi):
+                    gram[q0 + r, c] += lin[r, c]
+            l += 2 * L if two else L
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -127,6 +151,75 @@ def _gram_mirror(gram):
     for q in range(gram.shape[0]):
         for l in range(q):
             gram[q, l] = gram[l, q]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _padded_gram(G, F, kp):
+    """G (k, k) as F's dtype, zero-padded to (kp, kp)."""
+    k = G.shape[0]
+    Gp = np.zeros((kp, kp), dtype=F.dtype)
+    for q in range(k):
+        for l in range(k):
+            Gp[q, l] = G[q, l]
+    return Gp
+
+
+@njit(cache=True, nogil=True, inline="always", fastmath=_FAST)
+def _update_block(F, numer, Gp, lam, eps, gram, lo, hi, chunk, lin, scatter, indptr, indices, y, out, pf):
+    """Rows lo..hi-1 of the W (or H) step; FᵀF of the block into ``gram``; with ``scatter``,
+    also each new row's share of Wᵀ Y into ``out``."""
+    gram[:, :] = 0.0
+    cnt = 0
+    for i0 in range(lo, hi, _R):
+        c = min(_R, hi - i0)
+        _mu_rows(F, i0, c, numer, Gp, lam, eps, chunk, cnt, lin)
+        if scatter:
+            for t in range(c):
+                _scatter_row(out, indices, y, indptr[i0 + t], indptr[i0 + t + 1], chunk, cnt + t, pf)
+        cnt += _R
+        if cnt + _R > _CHUNK or i0 + c >= hi:
+            _gram_flush(gram, chunk, cnt, lin)
+            cnt = 0
+    _gram_mirror(gram)
+
+
+@njit(cache=True, nogil=True, inline="always", fastmath=_FAST)
+def _scatter_row(out, indices, y, p0, p1, buf, t, pf):
+    """``out[indices[p]] += y[p] * buf[t]`` for p in [p0, p1): one row's share of Wᵀ Y.
+
+    The row is held in registers, up to four vectors at a time, across the row's nonzeros: each
+    nonzero then costs one load, FMA and store per vector of ``out`` (2-3× fewer instructions than
+    the compiler's own loop over k, whose set-up is paid per nonzero).
+    """
+    k = out.shape[1]
+    L = lanes(buf)
+    l = 0
+    while l + 4 * L <= k:
+        w0, w1, w2, w3 = vload(buf, t, l), vload(buf, t, l + L), vload(buf, t, l + 2 * L), vload(buf, t, l + 3 * L)
+        for p in range(p0, p1):
+            if pf and l == 0:
+                prefetch_ahead(out, indices, p, 1, True)
+            j, v = indices[p], vsplat(y[p])
+            vstore(out, j, l, vfma(v, w0, vload(out, j, l)))
+            vstore(out, j, l + L, vfma(v, w1, vload(out, j, l + L)))
+            vstore(out, j, l + 2 * L, vfma(v, w2, vload(out, j, l + 2 * L)))
+            vstore(out, j, l + 3 * L, vfma(v, w3, vload(out, j, l + 3 * L)))
+        l += 4 * L
+    while l + L <= k:
+        w0 = vload(buf, t, l)
+        for p in range(p0, p1):
+            if pf and l == 0:
+                prefetch_ahead(out, indices, p, 1, True)
+            j = indices[p]
+            vstore(out, j, l, vfma(vsplat(y[p]), w0, vload(out, j, l)))
+        l += L
+    if l < k:
+        for p in range(p0, p1):
+            if pf and l == 0:
+                prefetch_ahead(out, indices, p, 1, True)
+            j, v = indices[p], y[p]
+            for q in range(l, k):
+                out[j, q] += v * buf[t, q]
 
 
 @njit(parallel=True, cache=True, nogil=True, fastmath=_FAST)
@@ -138,19 +231,15 @@ def update_rows(F, numer, G, lam, eps, gram_blocks):
     """
     r, k = F.shape
     nb = gram_blocks.shape[0]
+    kp = padded(k, F)
+    Gp = _padded_gram(G, F, kp)
+    # Placeholders for the scatter's arguments (not used: scatter is False).
+    idx, y, out = np.zeros(1, np.intp), np.empty(0, F.dtype), np.empty((0, k), F.dtype)
     for b in prange(nb):
-        buf = np.empty((_R, k), dtype=F.dtype)
-        lin = np.empty((_R, k), dtype=F.dtype)
-        Bt = np.empty((k, _CHUNK), dtype=F.dtype)
-        gram = gram_blocks[b]
-        gram[:, :] = 0.0
-        lo, hi = b * r // nb, (b + 1) * r // nb
-        cnt = 0
-        for i0 in range(lo, hi, _R):
-            c = min(_R, hi - i0)
-            _mu_rows(F, i0, c, numer, G, lam, eps, buf, lin)
-            cnt = _gram_push(gram, Bt, cnt, buf, c, i0 + c >= hi)
-        _gram_mirror(gram)
+        chunk = np.zeros((_CHUNK, kp), dtype=F.dtype)
+        lin = np.empty((_R, kp), dtype=F.dtype)
+        _update_block(F, numer, Gp, lam, eps, gram_blocks[b], b * r // nb, (b + 1) * r // nb,
+                      chunk, lin, False, idx, idx, y, out, False)
 
 
 @njit(parallel=True, cache=True, nogil=True, fastmath=_FAST)
@@ -161,45 +250,16 @@ def update_rows_scatter(indptr, indices, y, F, numer, G, lam, eps, gram_blocks, 
     """
     r, k = F.shape
     nb = gram_blocks.shape[0]
+    kp = padded(k, F)
+    Gp = _padded_gram(G, F, kp)
     pf = worth_prefetching(scatter_blocks[0])
     for b in prange(nb):
-        buf = np.empty((_R, k), dtype=F.dtype)
-        lin = np.empty((_R, k), dtype=F.dtype)
-        Bt = np.empty((k, _CHUNK), dtype=F.dtype)
-        gram = gram_blocks[b]
-        gram[:, :] = 0.0
+        chunk = np.zeros((_CHUNK, kp), dtype=F.dtype)
+        lin = np.empty((_R, kp), dtype=F.dtype)
         out = scatter_blocks[b]
         out[:, :] = 0.0
-        lo, hi = b * r // nb, (b + 1) * r // nb
-        cnt = 0
-        for i0 in range(lo, hi, _R):
-            c = min(_R, hi - i0)
-            _mu_rows(F, i0, c, numer, G, lam, eps, buf, lin)
-            cnt = _gram_push(gram, Bt, cnt, buf, c, i0 + c >= hi)
-            for t in range(c):
-                # Four nonzeros (distinct columns of one row) at a time: four independent
-                # read-modify-write streams into the partial sums (1.3× over one).
-                p, end = indptr[i0 + t], indptr[i0 + t + 1]
-                while p + 3 < end:
-                    if pf:
-                        prefetch_ahead(out, indices, p, 4, True)
-                    j0, j1, j2, j3 = indices[p], indices[p + 1], indices[p + 2], indices[p + 3]
-                    v0, v1, v2, v3 = y[p], y[p + 1], y[p + 2], y[p + 3]
-                    for l in range(k):
-                        w = buf[t, l]
-                        out[j0, l] += v0 * w
-                        out[j1, l] += v1 * w
-                        out[j2, l] += v2 * w
-                        out[j3, l] += v3 * w
-                    p += 4
-                while p < end:
-                    if pf:
-                        prefetch_ahead(out, indices, p, 1, True)
-                    j, v = indices[p], y[p]
-                    for l in range(k):
-                        out[j, l] += v * buf[t, l]
-                    p += 1
-        _gram_mirror(gram)
+        _update_block(F, numer, Gp, lam, eps, gram_blocks[b], b * r // nb, (b + 1) * r // nb,
+                      chunk, lin, True, indptr, indices, y, out, pf)
 
 
 @njit(parallel=True, cache=True, nogil=True, fastmath=_FAST)

@@ -1,0 +1,180 @@
+"""Explicit short vectors for the kernels' inner loops over k.
+
+With k known only at run time, LLVM vectorizes a loop over a factor row behind a run-time
+alias check, a trip-count computation and a scalar remainder: at k = 32 that set-up costs more
+than the four vector operations it guards, once per nonzero. Here a :class:`Vec` is an LLVM
+vector of ``VBYTES`` bytes (8 float32 or 4 float64; lowered to two halves on 16-byte SIMD) held
+in a register, so a kernel can keep a row chunk of a factor in registers across the nonzeros of
+a row and write the vector operations itself. Kernels loop over whole vectors and finish the
+last ``k % lanes`` entries with scalar code.
+
+Every function here is inlined into its caller; none checks bounds (the kernels' indices come
+from validated CSR structure and the arrays' own shapes).
+"""
+
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic, models, register_model
+
+#: Bytes per vector: one AVX2 register.
+VBYTES = 32
+
+_FLAGS = ("reassoc", "contract")  # lets LLVM fuse a multiply and an add into one FMA
+
+
+class Vec(types.Type):
+    """A vector of ``VBYTES // itemsize`` values of a float dtype."""
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+        self.lanes = VBYTES // (dtype.bitwidth // 8)
+        super().__init__(name=f"Vec({dtype}x{self.lanes})")
+
+
+@register_model(Vec)
+class _VecModel(models.PrimitiveModel):
+    def __init__(self, dmm, fe_type):
+        scalar = dmm.lookup(fe_type.dtype).get_value_type()
+        super().__init__(dmm, fe_type, ir.VectorType(scalar, fe_type.lanes))
+
+
+def _float_array(arr, ndim):
+    return isinstance(arr, types.Array) and arr.ndim == ndim and isinstance(arr.dtype, types.Float)
+
+
+def _item_pointer(context, builder, aryty, ary, index_vals, index_tys):
+    ary = context.make_array(aryty)(context, builder, ary)
+    index = [context.cast(builder, v, t, types.intp) for v, t in zip(index_vals, index_tys)]
+    return cgutils.get_item_pointer2(
+        context, builder, ary.data, cgutils.unpack_tuple(builder, ary.shape),
+        cgutils.unpack_tuple(builder, ary.strides), aryty.layout, index,
+        wraparound=False, boundscheck=False)
+
+
+@intrinsic
+def lanes(typingctx, arr):
+    """Values per vector for the dtype of ``arr`` (a compile-time constant)."""
+    if not isinstance(arr, types.Array) or not isinstance(arr.dtype, types.Float):
+        return None
+    n = Vec(arr.dtype).lanes
+
+    def codegen(context, builder, sig, args):
+        return context.get_constant(types.intp, n)
+
+    return types.intp(arr), codegen
+
+
+@intrinsic
+def vload(typingctx, arr, i, l):
+    """``arr[i, l : l + lanes]`` of a C-contiguous 2-D float array."""
+    if not _float_array(arr, 2):
+        return None
+    vt = Vec(arr.dtype)
+
+    def codegen(context, builder, sig, args):
+        ptr = _item_pointer(context, builder, sig.args[0], args[0], args[1:], sig.args[1:])
+        ptr = builder.bitcast(ptr, context.get_value_type(vt).as_pointer())
+        return builder.load(ptr, align=arr.dtype.bitwidth // 8)
+
+    return vt(arr, i, l), codegen
+
+
+@intrinsic
+def vstore(typingctx, arr, i, l, v):
+    """``arr[i, l : l + lanes] = v``."""
+    if not _float_array(arr, 2) or v != Vec(arr.dtype):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ptr = _item_pointer(context, builder, sig.args[0], args[0], args[1:3], sig.args[1:3])
+        builder.store(args[3], builder.bitcast(ptr, args[3].type.as_pointer()),
+                      align=arr.dtype.bitwidth // 8)
+        return context.get_dummy_value()
+
+    return types.void(arr, i, l, v), codegen
+
+
+@intrinsic
+def vsplat(typingctx, x):
+    """A vector with every lane ``x`` (x a float32 or float64 scalar)."""
+    if not isinstance(x, types.Float):
+        return None
+    vt = Vec(x)
+
+    def codegen(context, builder, sig, args):
+        ty = context.get_value_type(vt)
+        v = builder.insert_element(ir.Constant(ty, ir.Undefined), args[0], ir.Constant(ir.IntType(32), 0))
+        zeros = ir.Constant(ir.VectorType(ir.IntType(32), vt.lanes), [0] * vt.lanes)
+        return builder.shuffle_vector(v, ir.Constant(ty, ir.Undefined), zeros)
+
+    return vt(x), codegen
+
+
+@intrinsic
+def vfma(typingctx, a, b, c):
+    """``a * b + c`` lane by lane (one FMA where the target has it)."""
+    if not isinstance(a, Vec) or not (a == b == c):
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.fadd(builder.fmul(args[0], args[1], flags=_FLAGS), args[2], flags=_FLAGS)
+
+    return a(a, b, c), codegen
+
+
+@intrinsic
+def vadd(typingctx, a, b):
+    """``a + b`` lane by lane."""
+    if not isinstance(a, Vec) or a != b:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.fadd(args[0], args[1], flags=_FLAGS)
+
+    return a(a, b), codegen
+
+
+def _pairwise_fold(builder, a, b, n):
+    """From a and b, each holding ``n`` partial sums per term in ``t`` consecutive runs (one per
+    term), the vector holding ``n / 2`` partial sums per term for the terms of a then of b."""
+    lanes = a.type.count
+    half, runs = n // 2, lanes // n
+    lo, hi = [], []
+    for src in (0, lanes):  # a's runs, then b's
+        for r in range(runs):
+            base = src + r * n
+            lo += range(base, base + half)
+            hi += range(base + half, base + n)
+    i32 = ir.IntType(32)
+    mask_lo = ir.Constant(ir.VectorType(i32, lanes), lo)
+    mask_hi = ir.Constant(ir.VectorType(i32, lanes), hi)
+    return builder.fadd(builder.shuffle_vector(a, b, mask_lo), builder.shuffle_vector(a, b, mask_hi),
+                        flags=_FLAGS)
+
+
+@intrinsic
+def hsum4(typingctx, a, b, c, d):
+    """The sums of the lanes of a, b, c and d, as a 4-tuple: a transposing add tree that
+    shares its shuffles between the four (about a quarter of the work of four separate sums)."""
+    if not isinstance(a, Vec) or not (a == b == c == d) or a.lanes < 4:
+        return None
+    rt = types.UniTuple(a.dtype, 4)
+
+    def codegen(context, builder, sig, args):
+        va, vb, vc, vd = args
+        n = a.lanes
+        # Level 1: [a | b] and [c | d], n/2 partials per term; level 2: [a b c d], n/4 each.
+        ab, cd = _pairwise_fold(builder, va, vb, n), _pairwise_fold(builder, vc, vd, n)
+        abcd = _pairwise_fold(builder, ab, cd, n // 2)
+        per = n // 4
+        i32 = ir.IntType(32)
+        sums = []
+        for t in range(4):
+            s = builder.extract_element(abcd, i32(t * per))
+            for r in range(1, per):
+                s = builder.fadd(s, builder.extract_element(abcd, i32(t * per + r)), flags=_FLAGS)
+            sums.append(s)
+        return context.make_tuple(builder, rt, sums)
+
+    return rt(a, b, c, d), codegen
