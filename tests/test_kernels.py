@@ -1,6 +1,7 @@
 """Every jitted kernel against its dense numpy oracle (tests/reference.py)."""
 
 import numpy as np
+import pytest
 import reference as ref
 from conftest import binary_matrices
 from hypothesis import given
@@ -16,13 +17,34 @@ from banmf._kernels.boolean import (
     support_hits,
     union_popcounts,
 )
-from banmf._kernels.mu import project_spmm, update_rows, update_rows_scatter
+from banmf._kernels.mu import padded_width, project_spmm, row_width, scatter_rows, update_rows
 from banmf._kernels.prefetch import MIN_BYTES, prefetch_row, prefetch_row_for_write
+from banmf._kernels.simd import Width
 from banmf._validation import check_binary_matrix
 
-# Every path of the vector loops: k below one vector, whole vectors (8 float32 or 4 float64
-# lanes), four-vector chunks, and each with a scalar remainder.
+# Every path of the row updates' vector tiles: k below one vector, whole vectors (8 float32 or
+# 4 float64 lanes), one or two vectors per tile, with and without zero padding.
 ks = st.sampled_from([1, 2, 3, 4, 7, 8, 9, 16, 17, 33, 36])
+# The Y pass and the scatter are compiled once per padded width up to four registers (8, 16, 24,
+# 32 float32; 4, 8, 12, 16 float64), then once for every wider k.
+width_ks = st.sampled_from([1, 3, 8, 9, 17, 33])
+dtypes = st.sampled_from([np.float64, np.float32])
+
+
+def _padded(A, kp):
+    """A (r, k) as the solver stores it: zero columns up to kp."""
+    out = np.zeros((A.shape[0], kp), A.dtype)
+    out[:, : A.shape[1]] = A
+    return out
+
+
+def _layout(k, dtype, loops):
+    """Stored width and kernel width: the solver's (padded rows in registers), or unpadded rows
+    with Width(0) to test the loops over k on every k."""
+    if loops:
+        return k, Width(0)
+    kp = padded_width(k, dtype)
+    return kp, row_width(kp, dtype)
 
 
 def _gram(rng, k):
@@ -31,55 +53,58 @@ def _gram(rng, k):
     return A.T @ A
 
 
-@given(binary_matrices(), ks, st.booleans(), st.integers(0, 2**31), st.sampled_from([np.float64, np.float32]))
-def test_project_spmm(Xd, k, project, seed, dtype):
+@given(binary_matrices(), width_ks, st.booleans(), st.integers(0, 2**31), dtypes, st.booleans())
+def test_project_spmm(Xd, k, project, seed, dtype, loops):
     rng = np.random.default_rng(seed)
     X = check_binary_matrix(Xd)
     n, m = Xd.shape
+    kp, width = _layout(k, dtype, loops)
     W = rng.random((n, k)).astype(dtype)
     Ht = rng.random((m, k)).astype(dtype)
     y = (rng.random(X.nnz) * 3).astype(dtype)
-    YHt = np.full((n, k), np.nan, dtype)
+    YHt = np.full((n, kp), np.nan, dtype)
     sq = np.full((n, 2), np.nan)
     lower, upper = 1.0, float(k) if seed % 2 else np.inf
     y_ref, YHt_ref, sq_ref = ref.project_spmm(Xd, W.astype(float), Ht.astype(float), lower, upper, project, y.astype(float))
-    project_spmm(X.indptr, X.indices, W, Ht, lower, upper, project, y, YHt, sq)
+    project_spmm(X.indptr, X.indices, _padded(W, kp), _padded(Ht, kp), lower, upper, project, y, YHt, sq, width)
     tol = 1e-12 if dtype == np.float64 else 1e-4
     np.testing.assert_allclose(y, y_ref, rtol=tol)
-    np.testing.assert_allclose(YHt, YHt_ref, rtol=tol, atol=tol)
+    np.testing.assert_allclose(YHt[:, :k], YHt_ref, rtol=tol, atol=tol)
+    assert not YHt[:, k:].any()
     np.testing.assert_allclose(sq, sq_ref, rtol=tol, atol=tol)
 
 
-@given(st.integers(1, 9), ks, st.integers(1, 4), st.sampled_from([0.0, 0.5, 1e4, 1e10]), st.integers(0, 2**31))
-def test_update_rows(r, k, nb, lam, seed):
+@given(st.integers(1, 9), ks, st.integers(1, 4), st.sampled_from([0.0, 0.5, 1e4, 1e10]), st.integers(0, 2**31), dtypes, st.integers(0, 9))
+def test_update_rows(r, k, nb, lam, seed, dtype, pad):
     rng = np.random.default_rng(seed)
-    F = rng.random((r, k))
+    F = rng.random((r, k)).astype(dtype)
     F[0, 0] = 0.0  # zeros are absorbing and must stay finite
-    numer, G = rng.random((r, k)), _gram(rng, k)
-    expected = ref.mu_update(F, numer, F @ G, lam, 1e-12)
+    numer, G = rng.random((r, k)).astype(dtype), _gram(rng, k).astype(dtype)
+    expected = ref.mu_update(F.astype(float), numer.astype(float), F.astype(float) @ G, lam, 1e-12)
     gram = np.full((min(nb, r), k, k), np.nan)
-    update_rows(F, numer, G, lam, 1e-12, gram)
-    np.testing.assert_allclose(F, expected, rtol=1e-12)
-    np.testing.assert_allclose(gram.sum(axis=0), expected.T @ expected, rtol=1e-12)
-    assert np.isfinite(F).all()
+    Fp = _padded(F, k + pad)  # stored rows may be wider than k (the solver's padding)
+    update_rows(Fp, _padded(numer, k + pad), G, lam, 1e-12, gram)
+    tol = 1e-12 if dtype == np.float64 else 1e-4
+    np.testing.assert_allclose(Fp[:, :k], expected, rtol=tol)
+    assert not Fp[:, k:].any()
+    np.testing.assert_allclose(gram.sum(axis=0), expected.T @ expected, rtol=tol, atol=tol)
+    assert np.isfinite(Fp).all()
 
 
-@given(binary_matrices(), ks, st.integers(1, 5), st.sampled_from([0.0, 2.0]), st.sampled_from([np.float64, np.float32]), st.integers(0, 2**31))
-def test_update_rows_scatter(Xd, k, nb, lam, dtype, seed):
+@given(binary_matrices(), width_ks, st.integers(1, 5), dtypes, st.integers(0, 2**31), st.booleans())
+def test_scatter_rows(Xd, k, nb, dtype, seed, loops):
     rng = np.random.default_rng(seed)
     X = check_binary_matrix(Xd)
     n, m = Xd.shape
-    F = rng.random((n, k)).astype(dtype)
-    numer, G = rng.random((n, k)).astype(dtype), _gram(rng, k)
+    kp, width = _layout(k, dtype, loops)
+    W = rng.random((n, k)).astype(dtype)
     y = rng.random(X.nnz).astype(dtype)
-    expected = ref.mu_update(F.astype(float), numer.astype(float), F.astype(float) @ G, lam, 1e-12)
-    nb = min(nb, n)
-    gram, scatter = np.full((nb, k, k), np.nan), np.full((nb, m, k), np.nan, dtype)
-    update_rows_scatter(X.indptr, X.indices, y, F, numer, G, lam, 1e-12, gram, scatter)
+    scatter = np.full((min(nb, n), m, kp), np.nan, dtype)
+    scatter_rows(X.indptr, X.indices, y, _padded(W, kp), scatter, width)
     tol = 1e-12 if dtype == np.float64 else 1e-4
-    np.testing.assert_allclose(F, expected, rtol=tol)
-    np.testing.assert_allclose(gram.sum(axis=0), expected.T @ expected, rtol=tol, atol=tol)
-    np.testing.assert_allclose(scatter.sum(axis=0), ref.gather_spmm(Xd, y.astype(float), expected), rtol=tol, atol=tol)
+    total = scatter.sum(axis=0)
+    np.testing.assert_allclose(total[:, :k], ref.gather_spmm(Xd, y.astype(float), W.astype(float)), rtol=tol, atol=tol)
+    assert not total[:, k:].any()
 
 
 @given(st.integers(0, 2**64 - 1))
@@ -157,23 +182,27 @@ def test_prefetch_is_only_a_hint(r, k, dtype):
     np.testing.assert_array_equal(A, before)
 
 
-def test_kernels_with_prefetching_on_a_table_larger_than_l2():
+@pytest.mark.parametrize("loops", [False, True])
+def test_kernels_with_prefetching_on_a_table_larger_than_l2(loops):
     # Only tables over MIN_BYTES are prefetched: check that path against the oracles too.
     rng = np.random.default_rng(0)
-    n, m, k = 40, 20_000, 8
+    n, m, k = 40, 20_000, 8  # k = 8: whole float32 vectors, no padding
     assert m * k * 4 > MIN_BYTES
+    kp, width = _layout(k, np.float32, loops)
+    assert kp == k
     Xd = rng.random((n, m)) < 0.002
     X = check_binary_matrix(Xd)
     W, Ht = rng.random((n, k)).astype(np.float32), rng.random((m, k)).astype(np.float32)
     y, YHt, sq = np.ones(X.nnz, np.float32), np.empty((n, k), np.float32), np.empty((n, 2))
     y_ref, YHt_ref, sq_ref = ref.project_spmm(Xd, W.astype(float), Ht.astype(float), 1.0, float(k), True, y.astype(float))
-    project_spmm(X.indptr, X.indices, W, Ht, 1.0, float(k), True, y, YHt, sq)
+    project_spmm(X.indptr, X.indices, W, Ht, 1.0, float(k), True, y, YHt, sq, width)
     np.testing.assert_allclose(y, y_ref, rtol=1e-5)
     np.testing.assert_allclose(YHt, YHt_ref, rtol=1e-4)
     np.testing.assert_allclose(sq, sq_ref, rtol=1e-4)
     G = _gram(rng, k).astype(np.float32)
     gram, scatter = np.empty((2, k, k)), np.empty((2, m, k), np.float32)
     expected = ref.mu_update(W.astype(float), YHt.astype(float), W.astype(float) @ G, 0.0, 1e-12)
-    update_rows_scatter(X.indptr, X.indices, y, W, YHt, G, 0.0, 1e-12, gram, scatter)
+    update_rows(W, YHt, G, 0.0, 1e-12, gram)
+    scatter_rows(X.indptr, X.indices, y, W, scatter, width)
     np.testing.assert_allclose(W, expected, rtol=1e-4)
     np.testing.assert_allclose(scatter.sum(axis=0), ref.gather_spmm(Xd, y.astype(float), expected), rtol=1e-4, atol=1e-4)

@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit, prange
 
 from .prefetch import prefetch_ahead, worth_prefetching
-from .simd import lanes, vfma, vload, vsplat, vstore
+from .simd import VBYTES, Width, hsum4, lanes, vfma, vload, vloadw, vsplat, vsplatw, vstore
 
 # Reassociation and FMA contraction let LLVM vectorize the length-k dot products and updates;
 # NaN/inf semantics are kept (no "nnan"/"ninf"), so a bad value still shows instead of being
@@ -30,6 +30,28 @@ _R = 4
 
 # Rows per chunk of the Gram product (a multiple of _R): 64 rows of k = 64 floats fit in L1.
 _CHUNK = 64
+
+
+#: Widest factor row kept in registers by the Y pass and the scatter: four AVX2 registers.
+MAX_REGISTER_BYTES = 4 * VBYTES
+
+
+def padded_width(k: int, dtype) -> int:
+    """k rounded up to whole vectors of ``dtype``: the width the solver stores its factor rows
+    with (the extra columns are zeros, which multiplicative updates leave at zero)."""
+    lanes = VBYTES // np.dtype(dtype).itemsize
+    return -(-k // lanes) * lanes
+
+
+def row_width(k: int, dtype) -> Width:
+    """The ``width`` argument of :func:`project_spmm` and :func:`scatter_rows` for rows of k
+    stored values.
+
+    ``Width(k)`` when a row fits in four registers: the kernels are then compiled for that k,
+    with the rows held in registers (with :func:`padded_width` rows that is at most four
+    versions per dtype). Otherwise ``Width(0)``: one version for every wider k, with loops.
+    """
+    return Width(k if k * np.dtype(dtype).itemsize <= MAX_REGISTER_BYTES else 0)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -74,15 +96,14 @@ def _store_tile(out, l, two, tile):
 
 
 @njit(cache=True, nogil=True, inline="always", fastmath=_FAST)
-def _mu_rows(F, i0, c, numer, G, lam, eps, rows, o, lin):
-    """MU step of rows ``i0 .. i0+c-1`` (c ≤ 4) of F against the symmetric G (kp, kp), zero
-    past k. The new rows are written back to F and left in ``rows[o:o+4]`` (kp wide), rows past
-    c and columns past k zero.
+def _mu_rows(F, k, i0, c, numer, G, lam, eps, rows, o, lin):
+    """MU step of columns ``:k`` of rows ``i0 .. i0+c-1`` (c ≤ 4) of F against the symmetric G
+    (kp, kp), zero past k. The new rows are written back to F and left in ``rows[o:o+4]`` (kp
+    wide), rows past c and columns past k zero.
 
     ``F[i] <- F[i] * (numer[i] + 3 lam F[i]^2) / (F[i] @ G + 2 lam F[i]^3 + lam F[i] + eps)``;
     ``lam = 0`` is the plain Lee-Seung step.
     """
-    k = F.shape[1]
     kp = rows.shape[1]
     L = lanes(rows)
     for t in range(_R):
@@ -165,17 +186,13 @@ def _padded_gram(G, F, kp):
 
 
 @njit(cache=True, nogil=True, inline="always", fastmath=_FAST)
-def _update_block(F, numer, Gp, lam, eps, gram, lo, hi, chunk, lin, scatter, indptr, indices, y, out, pf):
-    """Rows lo..hi-1 of the W (or H) step; FᵀF of the block into ``gram``; with ``scatter``,
-    also each new row's share of Wᵀ Y into ``out``."""
+def _update_block(F, k, numer, Gp, lam, eps, gram, lo, hi, chunk, lin):
+    """Rows lo..hi-1 of the W (or H) step, and FᵀF of the block into ``gram``."""
     gram[:, :] = 0.0
     cnt = 0
     for i0 in range(lo, hi, _R):
         c = min(_R, hi - i0)
-        _mu_rows(F, i0, c, numer, Gp, lam, eps, chunk, cnt, lin)
-        if scatter:
-            for t in range(c):
-                _scatter_row(out, indices, y, indptr[i0 + t], indptr[i0 + t + 1], chunk, cnt + t, pf)
+        _mu_rows(F, k, i0, c, numer, Gp, lam, eps, chunk, cnt, lin)
         cnt += _R
         if cnt + _R > _CHUNK or i0 + c >= hi:
             _gram_flush(gram, chunk, cnt, lin)
@@ -184,18 +201,27 @@ def _update_block(F, numer, Gp, lam, eps, gram, lo, hi, chunk, lin, scatter, ind
 
 
 @njit(cache=True, nogil=True, inline="always", fastmath=_FAST)
-def _scatter_row(out, indices, y, p0, p1, buf, t, pf):
-    """``out[indices[p]] += y[p] * buf[t]`` for p in [p0, p1): one row's share of Wᵀ Y.
+def _scatter_row(out, indices, y, p0, p1, rows, t, pf, width):
+    """``out[indices[p]] += y[p] * rows[t, :k]`` for p in [p0, p1): one row's share of Wᵀ Y.
 
-    The row is held in registers, up to four vectors at a time, across the row's nonzeros: each
-    nonzero then costs one load, FMA and store per vector of ``out`` (2-3× fewer instructions than
-    the compiler's own loop over k, whose set-up is paid per nonzero).
+    The row is held in registers across the row's nonzeros (whole when ``width`` is k, else up
+    to four vectors at a time): each nonzero then costs one load, FMA and store per vector of
+    ``out``, 2-3× fewer instructions than the compiler's own loop over k, set up per nonzero.
     """
+    if width.lanes > 0:
+        w = vloadw(rows, t, 0, width)
+        for p in range(p0, p1):
+            if pf:
+                prefetch_ahead(out, indices, p, 1, True)
+            j = indices[p]
+            vstore(out, j, 0, vfma(vsplatw(y[p], width), w, vloadw(out, j, 0, width)))
+        return
     k = out.shape[1]
-    L = lanes(buf)
+    L = lanes(rows)
     l = 0
     while l + 4 * L <= k:
-        w0, w1, w2, w3 = vload(buf, t, l), vload(buf, t, l + L), vload(buf, t, l + 2 * L), vload(buf, t, l + 3 * L)
+        w0, w1 = vload(rows, t, l), vload(rows, t, l + L)
+        w2, w3 = vload(rows, t, l + 2 * L), vload(rows, t, l + 3 * L)
         for p in range(p0, p1):
             if pf and l == 0:
                 prefetch_ahead(out, indices, p, 1, True)
@@ -206,69 +232,87 @@ def _scatter_row(out, indices, y, p0, p1, buf, t, pf):
             vstore(out, j, l + 3 * L, vfma(v, w3, vload(out, j, l + 3 * L)))
         l += 4 * L
     while l + L <= k:
-        w0 = vload(buf, t, l)
+        w0 = vload(rows, t, l)
         for p in range(p0, p1):
-            if pf and l == 0:
-                prefetch_ahead(out, indices, p, 1, True)
             j = indices[p]
             vstore(out, j, l, vfma(vsplat(y[p]), w0, vload(out, j, l)))
         l += L
     if l < k:
         for p in range(p0, p1):
-            if pf and l == 0:
-                prefetch_ahead(out, indices, p, 1, True)
             j, v = indices[p], y[p]
             for q in range(l, k):
-                out[j, q] += v * buf[t, q]
+                out[j, q] += v * rows[t, q]
 
 
 @njit(parallel=True, cache=True, nogil=True, fastmath=_FAST)
 def update_rows(F, numer, G, lam, eps, gram_blocks):
-    """In-place MU step of every row of F (r, k) against the symmetric (k, k) G; ``gram_blocks``
+    """In-place MU step of every row of F against the symmetric (k, k) G; ``gram_blocks``
     (b, k, k) receives FᵀF by block.
 
-    Row i belongs to block ``i * b // r``.
+    F and numer are (r, k) or zero-padded to more columns (the solver's :func:`padded` width):
+    only the first k columns are computed, the others stay as they are. Row i belongs to block
+    ``i * b // r``.
     """
-    r, k = F.shape
+    r = F.shape[0]
+    k = G.shape[0]
     nb = gram_blocks.shape[0]
-    kp = padded(k, F)
+    kp = padded(F.shape[1], F)
     Gp = _padded_gram(G, F, kp)
-    # Placeholders for the scatter's arguments (not used: scatter is False).
-    idx, y, out = np.zeros(1, np.intp), np.empty(0, F.dtype), np.empty((0, k), F.dtype)
     for b in prange(nb):
         chunk = np.zeros((_CHUNK, kp), dtype=F.dtype)
         lin = np.empty((_R, kp), dtype=F.dtype)
-        _update_block(F, numer, Gp, lam, eps, gram_blocks[b], b * r // nb, (b + 1) * r // nb,
-                      chunk, lin, False, idx, idx, y, out, False)
+        _update_block(F, k, numer, Gp, lam, eps, gram_blocks[b], b * r // nb, (b + 1) * r // nb,
+                      chunk, lin)
 
 
 @njit(parallel=True, cache=True, nogil=True, fastmath=_FAST)
-def update_rows_scatter(indptr, indices, y, F, numer, G, lam, eps, gram_blocks, scatter_blocks):
-    """:func:`update_rows` for W, plus ``scatter_blocks[b] = (Y_b)ᵀ W_b`` with the new rows.
+def scatter_rows(indptr, indices, y, W, scatter_blocks, width):
+    """``scatter_blocks[b] = (Y_b)ᵀ W_b``: the block sums of Wᵀ Y, stored transposed as (m, k).
 
-    ``scatter_blocks`` (b, m, k): the block sums of Wᵀ Y (stored transposed, as (m, k)).
+    Row i belongs to block ``i * b // n``. ``width``: :func:`row_width` of k.
     """
-    r, k = F.shape
-    nb = gram_blocks.shape[0]
-    kp = padded(k, F)
-    Gp = _padded_gram(G, F, kp)
+    n = W.shape[0]
+    nb = scatter_blocks.shape[0]
     pf = worth_prefetching(scatter_blocks[0])
     for b in prange(nb):
-        chunk = np.zeros((_CHUNK, kp), dtype=F.dtype)
-        lin = np.empty((_R, kp), dtype=F.dtype)
         out = scatter_blocks[b]
         out[:, :] = 0.0
-        _update_block(F, numer, Gp, lam, eps, gram_blocks[b], b * r // nb, (b + 1) * r // nb,
-                      chunk, lin, True, indptr, indices, y, out, pf)
+        for i in range(b * n // nb, (b + 1) * n // nb):
+            _scatter_row(out, indices, y, indptr[i], indptr[i + 1], W, i, pf, width)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _project4(y, p, project, lo, up, s0, s1, s2, s3):
+    """Y at nonzeros p..p+3 from their W H values s: projected onto [lo, up] and stored
+    (BANMF), or read (Y fixed). Returns the four values and their two objective terms."""
+    if project:
+        v0, v1, v2, v3 = min(up, max(lo, s0)), min(up, max(lo, s1)), min(up, max(lo, s2)), min(up, max(lo, s3))
+        y[p], y[p + 1], y[p + 2], y[p + 3] = v0, v1, v2, v3
+    else:
+        v0, v1, v2, v3 = y[p], y[p + 1], y[p + 2], y[p + 3]
+    res = (v0 - s0) ** 2 + (v1 - s1) ** 2 + (v2 - s2) ** 2 + (v3 - s3) ** 2
+    return v0, v1, v2, v3, res, s0 * s0 + s1 * s1 + s2 * s2 + s3 * s3
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _project1(y, p, project, lo, up, s):
+    """:func:`_project4` for one nonzero."""
+    if project:
+        v = min(up, max(lo, s))
+        y[p] = v
+    else:
+        v = y[p]
+    return v, (v - s) * (v - s), s * s
 
 
 @njit(parallel=True, cache=True, nogil=True, fastmath=_FAST)
-def project_spmm(indptr, indices, W, Ht, lower, upper, project, y, YHt, sq):
+def project_spmm(indptr, indices, W, Ht, lower, upper, project, y, YHt, sq, width):
     """Fused Y-projection (SDDMM) and ``Y @ Ht`` over the nonzeros, row by row.
 
     For every stored nonzero p = (i, j): ``s = W[i] . Ht[j]``; if ``project``, ``y[p]`` becomes
     ``min(upper, max(lower, s))`` (otherwise ``y`` is only read). Then ``YHt[i] = sum_p y[p] Ht[j]``
     and ``sq[i] = (sum_p (y[p] - s)^2, sum_p s^2)``, the two support terms of the objective.
+    ``width``: :func:`row_width` of k.
     """
     n, k = W.shape
     pf = worth_prefetching(Ht)
@@ -276,52 +320,72 @@ def project_spmm(indptr, indices, W, Ht, lower, upper, project, y, YHt, sq):
     # vector width); the objective terms stay float64.
     zero = W.dtype.type(0)
     lo, up = W.dtype.type(lower), W.dtype.type(upper)
+    vz = vsplatw(zero, width)
     for i in prange(n):
-        for l in range(k):
-            YHt[i, l] = 0.0
         res = 0.0
         s2 = 0.0
         p, hi = indptr[i], indptr[i + 1]
-        # Four nonzeros at a time: four independent dot products hide each one's reduction
-        # latency, and Y Hᵀ's row is read and written once per four (1.3-1.7× over one).
-        while p + 3 < hi:
-            if pf:
-                prefetch_ahead(Ht, indices, p, 4, False)
-            j0, j1, j2, j3 = indices[p], indices[p + 1], indices[p + 2], indices[p + 3]
-            s0 = s1 = s2_ = s3 = zero
+        if width.lanes > 0:
+            # The rows of W and of Y Hᵀ stay in registers across the row's nonzeros, and each
+            # row of Hᵀ is loaded once for both its uses (1.3× over the loops over k below).
+            w, acc = vloadw(W, i, 0, width), vz
+            # Four nonzeros at a time: four independent dot products, reduced together.
+            while p + 3 < hi:
+                if pf:
+                    prefetch_ahead(Ht, indices, p, 4, False)
+                j0, j1, j2, j3 = indices[p], indices[p + 1], indices[p + 2], indices[p + 3]
+                s0, s1, s2_, s3 = hsum4(vfma(w, vloadw(Ht, j0, 0, width), vz), vfma(w, vloadw(Ht, j1, 0, width), vz),
+                                       vfma(w, vloadw(Ht, j2, 0, width), vz), vfma(w, vloadw(Ht, j3, 0, width), vz))
+                v0, v1, v2, v3, r, q = _project4(y, p, project, lo, up, s0, s1, s2_, s3)
+                res += r
+                s2 += q
+                # Hᵀ's rows are loaded again (from L1) rather than kept: at k = 32 float32 the
+                # four rows alone would fill the sixteen registers.
+                acc = vfma(vsplatw(v0, width), vloadw(Ht, j0, 0, width), vfma(vsplatw(v1, width), vloadw(Ht, j1, 0, width), acc))
+                acc = vfma(vsplatw(v2, width), vloadw(Ht, j2, 0, width), vfma(vsplatw(v3, width), vloadw(Ht, j3, 0, width), acc))
+                p += 4
+            while p < hi:
+                h0 = vloadw(Ht, indices[p], 0, width)
+                v, r, q = _project1(y, p, project, lo, up, hsum4(vfma(w, h0, vz), vz, vz, vz)[0])
+                res += r
+                s2 += q
+                acc = vfma(vsplatw(v, width), h0, acc)
+                p += 1
+            vstore(YHt, i, 0, acc)
+        else:
             for l in range(k):
-                w = W[i, l]
-                s0 += w * Ht[j0, l]
-                s1 += w * Ht[j1, l]
-                s2_ += w * Ht[j2, l]
-                s3 += w * Ht[j3, l]
-            if project:
-                v0, v1 = min(up, max(lo, s0)), min(up, max(lo, s1))
-                v2, v3 = min(up, max(lo, s2_)), min(up, max(lo, s3))
-                y[p], y[p + 1], y[p + 2], y[p + 3] = v0, v1, v2, v3
-            else:
-                v0, v1, v2, v3 = y[p], y[p + 1], y[p + 2], y[p + 3]
-            res += (v0 - s0) ** 2 + (v1 - s1) ** 2 + (v2 - s2_) ** 2 + (v3 - s3) ** 2
-            s2 += s0 * s0 + s1 * s1 + s2_ * s2_ + s3 * s3
-            for l in range(k):
-                YHt[i, l] += v0 * Ht[j0, l] + v1 * Ht[j1, l] + v2 * Ht[j2, l] + v3 * Ht[j3, l]
-            p += 4
-        while p < hi:
-            if pf:
-                prefetch_ahead(Ht, indices, p, 1, False)
-            j = indices[p]
-            s = zero
-            for l in range(k):
-                s += W[i, l] * Ht[j, l]
-            if project:
-                v = min(up, max(lo, s))
-                y[p] = v
-            else:
-                v = y[p]
-            res += (v - s) * (v - s)
-            s2 += s * s
-            for l in range(k):
-                YHt[i, l] += v * Ht[j, l]
-            p += 1
+                YHt[i, l] = 0.0
+            # Four nonzeros at a time: four independent dot products hide each one's reduction
+            # latency, and Y Hᵀ's row is read and written once per four (1.3-1.7× over one).
+            while p + 3 < hi:
+                if pf:
+                    prefetch_ahead(Ht, indices, p, 4, False)
+                j0, j1, j2, j3 = indices[p], indices[p + 1], indices[p + 2], indices[p + 3]
+                s0 = s1 = s2_ = s3 = zero
+                for l in range(k):
+                    wl = W[i, l]
+                    s0 += wl * Ht[j0, l]
+                    s1 += wl * Ht[j1, l]
+                    s2_ += wl * Ht[j2, l]
+                    s3 += wl * Ht[j3, l]
+                v0, v1, v2, v3, r, q = _project4(y, p, project, lo, up, s0, s1, s2_, s3)
+                res += r
+                s2 += q
+                for l in range(k):
+                    YHt[i, l] += v0 * Ht[j0, l] + v1 * Ht[j1, l] + v2 * Ht[j2, l] + v3 * Ht[j3, l]
+                p += 4
+            while p < hi:
+                if pf:
+                    prefetch_ahead(Ht, indices, p, 1, False)
+                j = indices[p]
+                s = zero
+                for l in range(k):
+                    s += W[i, l] * Ht[j, l]
+                v, r, q = _project1(y, p, project, lo, up, s)
+                res += r
+                s2 += q
+                for l in range(k):
+                    YHt[i, l] += v * Ht[j, l]
+                p += 1
         sq[i, 0] = res
         sq[i, 1] = s2

@@ -15,7 +15,16 @@ from validated CSR structure and the arrays' own shapes).
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
-from numba.extending import intrinsic, models, register_model
+from numba.core.imputils import lower_constant
+from numba.extending import (
+    NativeValue,
+    intrinsic,
+    models,
+    overload_attribute,
+    register_model,
+    typeof_impl,
+    unbox,
+)
 
 #: Bytes per vector: one AVX2 register.
 VBYTES = 32
@@ -24,12 +33,70 @@ _FLAGS = ("reassoc", "contract")  # lets LLVM fuse a multiply and an add into on
 
 
 class Vec(types.Type):
-    """A vector of ``VBYTES // itemsize`` values of a float dtype."""
+    """A vector of ``lanes`` values of a float dtype (default: one register, ``VBYTES``).
 
-    def __init__(self, dtype):
+    Wider vectors are several registers that LLVM handles as one value: a whole factor row of
+    up to four registers can be loaded, multiplied and accumulated in one expression.
+    """
+
+    def __init__(self, dtype, lanes=None):
         self.dtype = dtype
-        self.lanes = VBYTES // (dtype.bitwidth // 8)
+        self.lanes = VBYTES // (dtype.bitwidth // 8) if lanes is None else lanes
         super().__init__(name=f"Vec({dtype}x{self.lanes})")
+
+
+class Width:
+    """A lane count that a kernel receives as part of its argument *types*: each value gets its
+    own compiled (and cached) specialization, in which vectors of that width are constants."""
+
+    def __init__(self, lanes: int):
+        if lanes < 0:
+            raise ValueError(f"a vector width must be nonnegative, got {lanes}")
+        self.lanes = int(lanes)
+
+    def __repr__(self):
+        return f"Width({self.lanes})"
+
+
+class WidthType(types.Type):
+    def __init__(self, lanes):
+        self.lanes = lanes
+        super().__init__(name=f"Width({lanes})")
+
+
+@typeof_impl.register(Width)
+def _typeof_width(val, c):
+    return WidthType(val.lanes)
+
+
+register_model(WidthType)(models.OpaqueModel)
+
+
+@unbox(WidthType)
+def _unbox_width(typ, obj, c):
+    # All there is to know is in the type.
+    return NativeValue(c.context.get_constant_null(typ))
+
+
+@lower_constant(WidthType)
+def _constant_width(context, builder, ty, pyval):
+    return context.get_constant_null(ty)
+
+
+@overload_attribute(WidthType, "lanes")
+def _width_lanes(w):
+    n = w.lanes
+    return lambda w: n
+
+
+def _width(dtype, width):
+    """The Vec type for an optional :class:`Width` (None: one register)."""
+    if width is None:
+        return Vec(dtype)
+    if isinstance(width, WidthType):
+        # Width(0) is a kernel's "no vector path" marker: its vectors are typed but never run.
+        return Vec(dtype, max(1, width.lanes))
+    return None
 
 
 @register_model(Vec)
@@ -65,25 +132,39 @@ def lanes(typingctx, arr):
     return types.intp(arr), codegen
 
 
-@intrinsic
-def vload(typingctx, arr, i, l):
-    """``arr[i, l : l + lanes]`` of a C-contiguous 2-D float array."""
-    if not _float_array(arr, 2):
+def _load(arr, width):
+    vt = _width(arr.dtype, width) if _float_array(arr, 2) else None
+    if vt is None:
         return None
-    vt = Vec(arr.dtype)
 
     def codegen(context, builder, sig, args):
-        ptr = _item_pointer(context, builder, sig.args[0], args[0], args[1:], sig.args[1:])
+        ptr = _item_pointer(context, builder, sig.args[0], args[0], args[1:3], sig.args[1:3])
         ptr = builder.bitcast(ptr, context.get_value_type(vt).as_pointer())
         return builder.load(ptr, align=arr.dtype.bitwidth // 8)
 
-    return vt(arr, i, l), codegen
+    return vt, codegen
+
+
+@intrinsic
+def vload(typingctx, arr, i, l):
+    """``arr[i, l : l + lanes]`` of a C-contiguous 2-D float array, one register."""
+    vt, codegen = _load(arr, None)
+    return None if vt is None else (vt(arr, i, l), codegen)
+
+
+@intrinsic
+def vloadw(typingctx, arr, i, l, width):
+    """``arr[i, l : l + width.lanes]`` as one vector (``width`` a :class:`Width`)."""
+    vt, codegen = _load(arr, width) if isinstance(width, WidthType) else (None, None)
+    if vt is None:
+        return None
+    return vt(arr, i, l, width), codegen
 
 
 @intrinsic
 def vstore(typingctx, arr, i, l, v):
     """``arr[i, l : l + lanes] = v``."""
-    if not _float_array(arr, 2) or v != Vec(arr.dtype):
+    if not _float_array(arr, 2) or not isinstance(v, Vec) or v.dtype != arr.dtype:
         return None
 
     def codegen(context, builder, sig, args):
@@ -95,12 +176,8 @@ def vstore(typingctx, arr, i, l, v):
     return types.void(arr, i, l, v), codegen
 
 
-@intrinsic
-def vsplat(typingctx, x):
-    """A vector with every lane ``x`` (x a float32 or float64 scalar)."""
-    if not isinstance(x, types.Float):
-        return None
-    vt = Vec(x)
+def _splat(x, width):
+    vt = _width(x, width) if isinstance(x, types.Float) else None
 
     def codegen(context, builder, sig, args):
         ty = context.get_value_type(vt)
@@ -108,7 +185,23 @@ def vsplat(typingctx, x):
         zeros = ir.Constant(ir.VectorType(ir.IntType(32), vt.lanes), [0] * vt.lanes)
         return builder.shuffle_vector(v, ir.Constant(ty, ir.Undefined), zeros)
 
-    return vt(x), codegen
+    return vt, codegen
+
+
+@intrinsic
+def vsplat(typingctx, x):
+    """A one-register vector with every lane ``x`` (a float32 or float64 scalar)."""
+    vt, codegen = _splat(x, None)
+    return None if vt is None else (vt(x), codegen)
+
+
+@intrinsic
+def vsplatw(typingctx, x, width):
+    """A vector of ``width.lanes`` lanes (``width`` a :class:`Width`), every lane ``x``."""
+    if not isinstance(width, WidthType):
+        return None
+    vt, codegen = _splat(x, width)
+    return None if vt is None else (vt(x, width), codegen)
 
 
 @intrinsic
@@ -153,17 +246,38 @@ def _pairwise_fold(builder, a, b, n):
                         flags=_FLAGS)
 
 
+def _to_register(builder, v, lanes):
+    """A one-register vector with the same lane sum as v: v zero-padded to whole registers,
+    whose pieces are then added."""
+    i32 = ir.IntType(32)
+    count = v.type.count
+    total = -(-count // lanes) * lanes
+    if total != count:  # index ``count`` is lane 0 of the zero operand
+        zero = ir.Constant(v.type, [ir.Constant(v.type.element, 0.0)] * count)
+        mask = [r if r < count else count for r in range(total)]
+        v = builder.shuffle_vector(v, zero, ir.Constant(ir.VectorType(i32, total), mask))
+    pieces = [
+        builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(i32, lanes), list(range(r, r + lanes))))
+        for r in range(0, total, lanes)
+    ] if total > lanes else [v]
+    while len(pieces) > 1:  # pairwise, so the adds are independent
+        pieces = [builder.fadd(pieces[r], pieces[r + 1], flags=_FLAGS) if r + 1 < len(pieces) else pieces[r]
+                  for r in range(0, len(pieces), 2)]
+    return pieces[0]
+
+
 @intrinsic
 def hsum4(typingctx, a, b, c, d):
     """The sums of the lanes of a, b, c and d, as a 4-tuple: a transposing add tree that
     shares its shuffles between the four (about a quarter of the work of four separate sums)."""
-    if not isinstance(a, Vec) or not (a == b == c == d) or a.lanes < 4:
+    if not isinstance(a, Vec) or not (a == b == c == d):
         return None
     rt = types.UniTuple(a.dtype, 4)
 
     def codegen(context, builder, sig, args):
-        va, vb, vc, vd = args
-        n = a.lanes
+        # Wide vectors: add their register-sized halves first (plain vertical adds).
+        va, vb, vc, vd = (_to_register(builder, v, Vec(a.dtype).lanes) for v in args)
+        n = va.type.count
         # Level 1: [a | b] and [c | d], n/2 partials per term; level 2: [a b c d], n/4 each.
         ab, cd = _pairwise_fold(builder, va, vb, n), _pairwise_fold(builder, vc, vd, n)
         abcd = _pairwise_fold(builder, ab, cd, n // 2)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._kernels.mu import project_spmm, update_rows, update_rows_scatter
+from .._kernels.mu import padded_width, project_spmm, row_width, scatter_rows, update_rows
 
 # Row blocks of the W pass: each holds an (m, k) partial of Wᵀ Y. The count depends only on the
 # problem's shape (never on the thread count), so results are the same on any machine.
@@ -46,11 +46,15 @@ def lambda_schedule(regularization, max_iter: int) -> np.ndarray:
 class MUSolver:
     """Multiplicative updates of W and H against Y, with Y projected onto [lower, upper] on Ω.
 
+    The factors are copied into rows of :func:`padded_width` values (zero columns past k, which
+    the updates keep at zero), so that the kernels work on whole vectors; :attr:`W` and
+    :attr:`Ht` are views of the first k columns.
+
     Parameters
     ----------
     X : canonical CSR support mask (n, m)
-    W : ndarray (n, k), updated in place
-    Ht : ndarray (m, k), updated in place
+    W : ndarray (n, k), the starting W (not modified)
+    Ht : ndarray (m, k), the starting Hᵀ (not modified)
     project : bool
         True for BANMF (Y is projected every step), False for NMF (Y stays X).
     lower, upper : float
@@ -63,16 +67,20 @@ class MUSolver:
 
     def __init__(self, X, W, Ht, *, project, lower, upper, eps, y=None):
         self.indptr, self.indices = X.indptr, X.indices
-        self.W, self.Ht = W, Ht
         dtype = W.dtype
+        n, k = W.shape
+        m = Ht.shape[0]
+        kp = padded_width(k, dtype)
+        self._W, self._Ht = np.zeros((n, kp), dtype), np.zeros((m, kp), dtype)
+        self._W[:, :k], self._Ht[:, :k] = W, Ht
+        self.k = k
         self.y = np.ones(X.nnz, dtype=dtype) if y is None else np.ascontiguousarray(y, dtype=dtype)
         self.project = bool(project)
         self.lower, self.upper, self.eps = float(lower), float(upper), float(eps)
-        n, k = W.shape
-        m = Ht.shape[0]
-        nb = n_row_blocks(n, m, k, dtype.itemsize)
-        self.YHt = np.empty((n, k), dtype)
-        self.WtY_blocks = np.empty((nb, m, k), dtype)
+        nb = n_row_blocks(n, m, kp, dtype.itemsize)
+        self.width = row_width(kp, dtype)
+        self.YHt = np.zeros((n, kp), dtype)
+        self.WtY_blocks = np.empty((nb, m, kp), dtype)
         self.WtW_blocks = np.empty((nb, k, k), np.float64)
         self.HHt_blocks = np.empty((min(_MAX_BLOCKS, max(1, m)), k, k), np.float64)
         self.sq = np.empty((n, 2), np.float64)
@@ -80,31 +88,41 @@ class MUSolver:
         self.WtW = W.T.astype(np.float64) @ W
         # The Gram matrices in the factors' type, as the row updates read them.
         self.HHt_t, self.WtW_t = self.HHt.astype(dtype), self.WtW.astype(dtype)
-        self.WtY = np.zeros((m, k), dtype)  # block sums land here: no allocation per iteration
+        self.WtY = np.zeros((m, kp), dtype)  # block sums land here: no allocation per iteration
         # Y Hᵀ and the support terms for the starting Y, without projecting it.
-        project_spmm(self.indptr, self.indices, W, Ht, self.lower, self.upper, False,
-                     self.y, self.YHt, self.sq)
+        self._y_pass(False)
+
+    @property
+    def W(self) -> np.ndarray:
+        """The current W (n, k): a view."""
+        return self._W[:, : self.k]
+
+    @property
+    def Ht(self) -> np.ndarray:
+        """The current Hᵀ (m, k): a view."""
+        return self._Ht[:, : self.k]
 
     def step_w(self, lam: float, scatter: bool = True) -> None:
         """W step; also forms WᵀW and (unless ``scatter=False``) Wᵀ Y for the H step."""
+        update_rows(self._W, self.YHt, self.HHt_t, lam, self.eps, self.WtW_blocks)
         if scatter:
-            update_rows_scatter(self.indptr, self.indices, self.y, self.W, self.YHt, self.HHt_t,
-                                lam, self.eps, self.WtW_blocks, self.WtY_blocks)
+            scatter_rows(self.indptr, self.indices, self.y, self._W, self.WtY_blocks, self.width)
             np.sum(self.WtY_blocks, axis=0, out=self.WtY)
-        else:
-            update_rows(self.W, self.YHt, self.HHt_t, lam, self.eps, self.WtW_blocks)
         np.sum(self.WtW_blocks, axis=0, out=self.WtW)
         np.copyto(self.WtW_t, self.WtW)
 
     def step_h(self, lam: float) -> None:
-        update_rows(self.Ht, self.WtY, self.WtW_t, lam, self.eps, self.HHt_blocks)
+        update_rows(self._Ht, self.WtY, self.WtW_t, lam, self.eps, self.HHt_blocks)
         np.sum(self.HHt_blocks, axis=0, out=self.HHt)
         np.copyto(self.HHt_t, self.HHt)
 
     def step_y(self) -> None:
         """Project Y (BANMF) and refresh Y Hᵀ and the objective's support terms."""
-        project_spmm(self.indptr, self.indices, self.W, self.Ht, self.lower, self.upper,
-                     self.project, self.y, self.YHt, self.sq)
+        self._y_pass(self.project)
+
+    def _y_pass(self, project: bool) -> None:
+        project_spmm(self.indptr, self.indices, self._W, self._Ht, self.lower, self.upper,
+                     project, self.y, self.YHt, self.sq, self.width)
 
     def objective(self, lam: float = 0.0) -> float:
         """``½‖Y − WH‖² + (λ/2)(‖W²−W‖² + ‖H²−H‖²)`` as of the last :meth:`step_y`.
