@@ -1,22 +1,28 @@
 """Kernels of the multiplicative-update iteration on the support of X.
 
-An iteration is two passes over the nonzeros in CSR order, both parallel over blocks of rows:
-the W pass (update each row of W, then scatter that row's ``y[p] W[i]`` into Wᵀ Y and add
-``W[i]ᵀ W[i]`` into WᵀW) and the Y pass (project Y onto [lower, upper] and accumulate Y Hᵀ).
-Sums across rows go to one buffer per block, added up afterwards in block order, so the result
-does not depend on the number of threads. The k×k Gram products are done inline: no BLAS call
+An iteration is the W step (:func:`update_rows`: each row of W against the k×k Gram HHᵀ, and
+WᵀW; then :func:`scatter_rows`: each nonzero's ``y[p] W[i]`` into Wᵀ Y), the H step
+(:func:`update_rows` on Hᵀ) and the Y pass (:func:`project_spmm`: project Y onto
+[lower, upper] and accumulate Y Hᵀ). All are parallel over blocks of rows. Sums across rows go
+to one buffer per block, added up afterwards in block order, so the result does not depend on
+the number of threads. The k×k Gram products are done inline, in register tiles: no BLAS call
 in the loop, whose idle threads would compete with Numba's on a small machine.
 
-Fusing the Y pass into the W pass (each row's Y step, then its W step, one pass over the
-nonzeros) was measured and is 10-15 % slower at 10⁶ nonzeros: the gathered rows of H and the
-scattered rows of Wᵀ Y then compete for the same L2.
+The solver stores factor rows zero-padded to whole vectors (:func:`padded_width`). The Y pass
+and the scatter are compiled per padded width up to four registers (:func:`row_width`) and
+then keep a factor row in registers across a row's nonzeros.
+
+Measured and dropped: fusing the Y pass into the W pass (10-15 % slower at 10⁶ nonzeros: the
+gathered rows of H and the scattered rows of Wᵀ Y compete for L2); the scatter inside the W
+update's row loop instead of after it (no faster, and it made the update's kernel compile per
+width).
 """
 
 import numpy as np
 from numba import njit, prange
 
 from .prefetch import prefetch_ahead, worth_prefetching
-from .simd import VBYTES, Width, hsum4, lanes, vfma, vload, vloadw, vsplat, vsplatw, vstore
+from .simd import VBYTES, Width, hsum4, lanes, vdot_partial, vfma, vload, vloadw, vsplat, vsplatw, vstore
 
 # Reassociation and FMA contraction let LLVM vectorize the length-k dot products and updates;
 # NaN/inf semantics are kept (no "nnan"/"ninf"), so a bad value still shows instead of being
@@ -38,7 +44,7 @@ MAX_REGISTER_BYTES = 4 * VBYTES
 
 def padded_width(k: int, dtype) -> int:
     """k rounded up to whole vectors of ``dtype``: the width the solver stores its factor rows
-    with (the extra columns are zeros, which multiplicative updates leave at zero)."""
+    with (the extra columns are zeros, which the kernels never change)."""
     lanes = VBYTES // np.dtype(dtype).itemsize
     return -(-k // lanes) * lanes
 
@@ -334,8 +340,8 @@ def project_spmm(indptr, indices, W, Ht, lower, upper, project, y, YHt, sq, widt
                 if pf:
                     prefetch_ahead(Ht, indices, p, 4, False)
                 j0, j1, j2, j3 = indices[p], indices[p + 1], indices[p + 2], indices[p + 3]
-                s0, s1, s2_, s3 = hsum4(vfma(w, vloadw(Ht, j0, 0, width), vz), vfma(w, vloadw(Ht, j1, 0, width), vz),
-                                       vfma(w, vloadw(Ht, j2, 0, width), vz), vfma(w, vloadw(Ht, j3, 0, width), vz))
+                s0, s1, s2_, s3 = hsum4(vdot_partial(w, vloadw(Ht, j0, 0, width)), vdot_partial(w, vloadw(Ht, j1, 0, width)),
+                                       vdot_partial(w, vloadw(Ht, j2, 0, width)), vdot_partial(w, vloadw(Ht, j3, 0, width)))
                 v0, v1, v2, v3, r, q = _project4(y, p, project, lo, up, s0, s1, s2_, s3)
                 res += r
                 s2 += q
@@ -346,7 +352,8 @@ def project_spmm(indptr, indices, W, Ht, lower, upper, project, y, YHt, sq, widt
                 p += 4
             while p < hi:
                 h0 = vloadw(Ht, indices[p], 0, width)
-                v, r, q = _project1(y, p, project, lo, up, hsum4(vfma(w, h0, vz), vz, vz, vz)[0])
+                vr = vdot_partial(w, h0)
+                v, r, q = _project1(y, p, project, lo, up, hsum4(vr, vr, vr, vr)[0])
                 res += r
                 s2 += q
                 acc = vfma(vsplatw(v, width), h0, acc)

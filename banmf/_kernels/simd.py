@@ -267,6 +267,20 @@ def _to_register(builder, v, lanes):
 
 
 @intrinsic
+def vdot_partial(typingctx, a, b):
+    """``a * b`` folded to one register: a vector whose lane sum is the dot product of a and
+    b. Folding each product as it is formed keeps wide rows from filling the registers."""
+    if not isinstance(a, Vec) or a != b:
+        return None
+    rt = Vec(a.dtype)
+
+    def codegen(context, builder, sig, args):
+        return _to_register(builder, builder.fmul(args[0], args[1], flags=_FLAGS), rt.lanes)
+
+    return rt(a, b), codegen
+
+
+@intrinsic
 def hsum4(typingctx, a, b, c, d):
     """The sums of the lanes of a, b, c and d, as a 4-tuple: a transposing add tree that
     shares its shuffles between the four (about a quarter of the work of four separate sums)."""
