@@ -25,8 +25,8 @@ from banmf._validation import check_binary_matrix
 # Every path of the row updates' vector tiles: k below one vector, whole vectors (8 float32 or
 # 4 float64 lanes), one or two vectors per tile, with and without zero padding.
 ks = st.sampled_from([1, 2, 3, 4, 7, 8, 9, 16, 17, 33, 36])
-# The Y pass and the scatter are compiled once per padded width up to four registers (8, 16, 24,
-# 32 float32; 4, 8, 12, 16 float64), then once for every wider k.
+# The Y pass and the scatter are compiled once per padded width up to four registers (8, 16, 32
+# float32; 4, 8, 16 float64), then once for every wider k.
 width_ks = st.sampled_from([1, 3, 8, 9, 17, 33])
 dtypes = st.sampled_from([np.float64, np.float32])
 
@@ -45,6 +45,15 @@ def _layout(k, dtype, loops):
         return k, Width(0)
     kp = padded_width(k, dtype)
     return kp, row_width(kp, dtype)
+
+
+@pytest.mark.parametrize("dtype, lanes", [(np.float32, 8), (np.float64, 4)])
+def test_padded_width(dtype, lanes):
+    widths = {k: padded_width(k, dtype) for k in range(1, 100)}
+    assert all(k <= kp < k + 2 * lanes and kp % lanes == 0 for k, kp in widths.items())
+    assert 3 * lanes not in widths.values()  # 3-register rows are stored as 4
+    assert {kp for kp in widths.values() if row_width(kp, dtype).lanes} == {lanes, 2 * lanes, 4 * lanes}
+    assert row_width(5 * lanes, dtype).lanes == 0
 
 
 def _gram(rng, k):

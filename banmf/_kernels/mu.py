@@ -44,9 +44,14 @@ MAX_REGISTER_BYTES = 4 * VBYTES
 
 def padded_width(k: int, dtype) -> int:
     """k rounded up to whole vectors of ``dtype``: the width the solver stores its factor rows
-    with (the extra columns are zeros, which the kernels never change)."""
+    with (the extra columns are zeros, which the kernels never change).
+
+    Three vectors are rounded up to four: LLVM handles a 3-register vector (24 float32) so
+    badly that the Y pass ran 1.9× slower than with 4 registers of which 8 lanes are zeros.
+    """
     lanes = VBYTES // np.dtype(dtype).itemsize
-    return -(-k // lanes) * lanes
+    vectors = -(-k // lanes)
+    return (4 if vectors == 3 else vectors) * lanes
 
 
 def row_width(k: int, dtype) -> Width:
@@ -54,8 +59,9 @@ def row_width(k: int, dtype) -> Width:
     stored values.
 
     ``Width(k)`` when a row fits in four registers: the kernels are then compiled for that k,
-    with the rows held in registers (with :func:`padded_width` rows that is at most four
-    versions per dtype). Otherwise ``Width(0)``: one version for every wider k, with loops.
+    with the rows held in registers (with :func:`padded_width` rows that is at most three
+    versions per dtype: 1, 2 or 4 registers). Otherwise ``Width(0)``: one version for every
+    wider k, with loops.
     """
     return Width(k if k * np.dtype(dtype).itemsize <= MAX_REGISTER_BYTES else 0)
 
@@ -301,6 +307,17 @@ def _project4(y, p, project, lo, up, s0, s1, s2, s3):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _project2(y, p, project, lo, up, s0, s1):
+    """:func:`_project4` for two nonzeros."""
+    if project:
+        v0, v1 = min(up, max(lo, s0)), min(up, max(lo, s1))
+        y[p], y[p + 1] = v0, v1
+    else:
+        v0, v1 = y[p], y[p + 1]
+    return v0, v1, (v0 - s0) ** 2 + (v1 - s1) ** 2, s0 * s0 + s1 * s1
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _project1(y, p, project, lo, up, s):
     """:func:`_project4` for one nonzero."""
     if project:
@@ -311,88 +328,103 @@ def _project1(y, p, project, lo, up, s):
     return v, (v - s) * (v - s), s * s
 
 
-@njit(parallel=True, cache=True, nogil=True, fastmath=_FAST)
 def project_spmm(indptr, indices, W, Ht, lower, upper, project, y, YHt, sq, width):
     """Fused Y-projection (SDDMM) and ``Y @ Ht`` over the nonzeros, row by row.
 
     For every stored nonzero p = (i, j): ``s = W[i] . Ht[j]``; if ``project``, ``y[p]`` becomes
     ``min(upper, max(lower, s))`` (otherwise ``y`` is only read). Then ``YHt[i] = sum_p y[p] Ht[j]``
     and ``sq[i] = (sum_p (y[p] - s)^2, sum_p s^2)``, the two support terms of the objective.
-    ``width``: :func:`row_width` of k.
+    ``width``: :func:`row_width` of k; it picks the kernel (rows in registers, or loops over k).
     """
-    n, k = W.shape
+    if width.lanes > 0:
+        _project_spmm_registers(indptr, indices, W, Ht, lower, upper, project, y, YHt, sq, width)
+    else:
+        _project_spmm_loops(indptr, indices, W, Ht, lower, upper, project, y, YHt, sq)
+
+
+@njit(parallel=True, cache=True, nogil=True, fastmath=_FAST)
+def _project_spmm_registers(indptr, indices, W, Ht, lower, upper, project, y, YHt, sq, width):
+    """:func:`project_spmm` with rows of ``width.lanes`` values held in registers."""
     pf = worth_prefetching(Ht)
     # Sums run in the factors' own type: float32 inputs get float32 arithmetic (twice the
     # vector width); the objective terms stay float64.
+    lo, up = W.dtype.type(lower), W.dtype.type(upper)
+    vz = vsplatw(W.dtype.type(0), width)
+    for i in prange(W.shape[0]):
+        res = 0.0
+        s2 = 0.0
+        p, hi = indptr[i], indptr[i + 1]
+        # The rows of W and of Y Hᵀ stay in registers across the row's nonzeros, and each row
+        # of Hᵀ is loaded once for both its uses. Two nonzeros at a time: with four, the rows
+        # in flight overflow the sixteen AVX2 registers at k = 32 float32 (1.1× slower).
+        w, acc = vloadw(W, i, 0, width), vz
+        while p + 1 < hi:
+            if pf:
+                prefetch_ahead(Ht, indices, p, 2, False)
+            h0, h1 = vloadw(Ht, indices[p], 0, width), vloadw(Ht, indices[p + 1], 0, width)
+            d0, d1 = vdot_partial(w, h0), vdot_partial(w, h1)
+            s0, s1, _, _ = hsum4(d0, d1, d0, d1)
+            v0, v1, r, q = _project2(y, p, project, lo, up, s0, s1)
+            res += r
+            s2 += q
+            acc = vfma(vsplatw(v0, width), h0, vfma(vsplatw(v1, width), h1, acc))
+            p += 2
+        if p < hi:
+            h0 = vloadw(Ht, indices[p], 0, width)
+            d0 = vdot_partial(w, h0)
+            v, r, q = _project1(y, p, project, lo, up, hsum4(d0, d0, d0, d0)[0])
+            res += r
+            s2 += q
+            acc = vfma(vsplatw(v, width), h0, acc)
+        vstore(YHt, i, 0, acc)
+        sq[i, 0] = res
+        sq[i, 1] = s2
+
+
+@njit(parallel=True, cache=True, nogil=True, fastmath=_FAST)
+def _project_spmm_loops(indptr, indices, W, Ht, lower, upper, project, y, YHt, sq):
+    """:func:`project_spmm` with loops over k (any k)."""
+    n, k = W.shape
+    pf = worth_prefetching(Ht)
     zero = W.dtype.type(0)
     lo, up = W.dtype.type(lower), W.dtype.type(upper)
-    vz = vsplatw(zero, width)
     for i in prange(n):
         res = 0.0
         s2 = 0.0
         p, hi = indptr[i], indptr[i + 1]
-        if width.lanes > 0:
-            # The rows of W and of Y Hᵀ stay in registers across the row's nonzeros, and each
-            # row of Hᵀ is loaded once for both its uses (1.3× over the loops over k below).
-            w, acc = vloadw(W, i, 0, width), vz
-            # Four nonzeros at a time: four independent dot products, reduced together.
-            while p + 3 < hi:
-                if pf:
-                    prefetch_ahead(Ht, indices, p, 4, False)
-                j0, j1, j2, j3 = indices[p], indices[p + 1], indices[p + 2], indices[p + 3]
-                s0, s1, s2_, s3 = hsum4(vdot_partial(w, vloadw(Ht, j0, 0, width)), vdot_partial(w, vloadw(Ht, j1, 0, width)),
-                                       vdot_partial(w, vloadw(Ht, j2, 0, width)), vdot_partial(w, vloadw(Ht, j3, 0, width)))
-                v0, v1, v2, v3, r, q = _project4(y, p, project, lo, up, s0, s1, s2_, s3)
-                res += r
-                s2 += q
-                # Hᵀ's rows are loaded again (from L1) rather than kept: at k = 32 float32 the
-                # four rows alone would fill the sixteen registers.
-                acc = vfma(vsplatw(v0, width), vloadw(Ht, j0, 0, width), vfma(vsplatw(v1, width), vloadw(Ht, j1, 0, width), acc))
-                acc = vfma(vsplatw(v2, width), vloadw(Ht, j2, 0, width), vfma(vsplatw(v3, width), vloadw(Ht, j3, 0, width), acc))
-                p += 4
-            while p < hi:
-                h0 = vloadw(Ht, indices[p], 0, width)
-                vr = vdot_partial(w, h0)
-                v, r, q = _project1(y, p, project, lo, up, hsum4(vr, vr, vr, vr)[0])
-                res += r
-                s2 += q
-                acc = vfma(vsplatw(v, width), h0, acc)
-                p += 1
-            vstore(YHt, i, 0, acc)
-        else:
+        for l in range(k):
+            YHt[i, l] = 0.0
+        # Four nonzeros at a time: four independent dot products hide each one's reduction
+        # latency, and Y Hᵀ's row is read and written once per four (1.3-1.7× over one).
+        while p + 3 < hi:
+            if pf:
+                prefetch_ahead(Ht, indices, p, 4, False)
+            j0, j1, j2, j3 = indices[p], indices[p + 1], indices[p + 2], indices[p + 3]
+            s0 = s1 = s2_ = s3 = zero
             for l in range(k):
-                YHt[i, l] = 0.0
-            # Four nonzeros at a time: four independent dot products hide each one's reduction
-            # latency, and Y Hᵀ's row is read and written once per four (1.3-1.7× over one).
-            while p + 3 < hi:
-                if pf:
-                    prefetch_ahead(Ht, indices, p, 4, False)
-                j0, j1, j2, j3 = indices[p], indices[p + 1], indices[p + 2], indices[p + 3]
-                s0 = s1 = s2_ = s3 = zero
-                for l in range(k):
-                    wl = W[i, l]
-                    s0 += wl * Ht[j0, l]
-                    s1 += wl * Ht[j1, l]
-                    s2_ += wl * Ht[j2, l]
-                    s3 += wl * Ht[j3, l]
-                v0, v1, v2, v3, r, q = _project4(y, p, project, lo, up, s0, s1, s2_, s3)
-                res += r
-                s2 += q
-                for l in range(k):
-                    YHt[i, l] += v0 * Ht[j0, l] + v1 * Ht[j1, l] + v2 * Ht[j2, l] + v3 * Ht[j3, l]
-                p += 4
-            while p < hi:
-                if pf:
-                    prefetch_ahead(Ht, indices, p, 1, False)
-                j = indices[p]
-                s = zero
-                for l in range(k):
-                    s += W[i, l] * Ht[j, l]
-                v, r, q = _project1(y, p, project, lo, up, s)
-                res += r
-                s2 += q
-                for l in range(k):
-                    YHt[i, l] += v * Ht[j, l]
-                p += 1
+                wl = W[i, l]
+                s0 += wl * Ht[j0, l]
+                s1 += wl * Ht[j1, l]
+                s2_ += wl * Ht[j2, l]
+                s3 += wl * Ht[j3, l]
+            v0, v1, v2, v3, r, q = _project4(y, p, project, lo, up, s0, s1, s2_, s3)
+            res += r
+            s2 += q
+            for l in range(k):
+                YHt[i, l] += v0 * Ht[j0, l] + v1 * Ht[j1, l] + v2 * Ht[j2, l] + v3 * Ht[j3, l]
+            p += 4
+        while p < hi:
+            if pf:
+                prefetch_ahead(Ht, indices, p, 1, False)
+            j = indices[p]
+            s = zero
+            for l in range(k):
+                s += W[i, l] * Ht[j, l]
+            v, r, q = _project1(y, p, project, lo, up, s)
+            res += r
+            s2 += q
+            for l in range(k):
+                YHt[i, l] += v * Ht[j, l]
+            p += 1
         sq[i, 0] = res
         sq[i, 1] = s2
