@@ -22,7 +22,19 @@ import numpy as np
 from numba import njit, prange
 
 from .prefetch import prefetch_ahead, worth_prefetching
-from .simd import VBYTES, Width, hsum4, lanes, vdot_partial, vfma, vload, vloadw, vsplat, vsplatw, vstore
+from .simd import (
+    VBYTES,
+    Width,
+    hsum4,
+    lanes,
+    vdot_partial,
+    vfma,
+    vload,
+    vloadw,
+    vsplat,
+    vsplatw,
+    vstore,
+)
 
 # Reassociation and FMA contraction let LLVM vectorize the length-k dot products and updates;
 # NaN/inf semantics are kept (no "nnan"/"ninf"), so a bad value still shows instead of being
@@ -349,8 +361,9 @@ def _project_spmm_registers(indptr, indices, W, Ht, lower, upper, project, y, YH
     # Sums run in the factors' own type: float32 inputs get float32 arithmetic (twice the
     # vector width); the objective terms stay float64.
     lo, up = W.dtype.type(lower), W.dtype.type(upper)
-    vz = vsplatw(W.dtype.type(0), width)
+    zero = W.dtype.type(0)
     for i in prange(W.shape[0]):
+        vz = vsplatw(zero, width)
         res = 0.0
         s2 = 0.0
         p, hi = indptr[i], indptr[i + 1]

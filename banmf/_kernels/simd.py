@@ -37,6 +37,10 @@ class Vec(types.Type):
 
     Wider vectors are several registers that LLVM handles as one value: a whole factor row of
     up to four registers can be loaded, multiplied and accumulated in one expression.
+
+    A Vec lives in local variables only (registers, or stack slots LLVM aligns itself): never
+    put one in a list or another heap container, whose storage is not aligned to the vector
+    (a segfault). Create them inside a ``prange`` body, not before it.
     """
 
     def __init__(self, dtype, lanes=None):
@@ -216,18 +220,6 @@ def vfma(typingctx, a, b, c):
     return a(a, b, c), codegen
 
 
-@intrinsic
-def vadd(typingctx, a, b):
-    """``a + b`` lane by lane."""
-    if not isinstance(a, Vec) or a != b:
-        return None
-
-    def codegen(context, builder, sig, args):
-        return builder.fadd(args[0], args[1], flags=_FLAGS)
-
-    return a(a, b), codegen
-
-
 def _pairwise_fold(builder, a, b, n):
     """From a and b, each holding ``n`` partial sums per term in ``t`` consecutive runs (one per
     term), the vector holding ``n / 2`` partial sums per term for the terms of a then of b."""
@@ -254,7 +246,7 @@ def _to_register(builder, v, lanes):
     total = -(-count // lanes) * lanes
     if total != count:  # index ``count`` is lane 0 of the zero operand
         zero = ir.Constant(v.type, [ir.Constant(v.type.element, 0.0)] * count)
-        mask = [r if r < count else count for r in range(total)]
+        mask = [min(r, count) for r in range(total)]
         v = builder.shuffle_vector(v, zero, ir.Constant(ir.VectorType(i32, total), mask))
     pieces = [
         builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(i32, lanes), list(range(r, r + lanes))))
