@@ -87,15 +87,19 @@ def padded(k, A):
 
 
 @njit(cache=True, nogil=True, inline="always", fastmath=_FAST)
-def _row_tile(A, o, B, l, nq, two):
+def _row_tile(A, o, B, l, nq, two, a_transposed):
     """``A[o:o+4] @ B[:nq, l : l + (2 if two else 1) * lanes]`` as register vectors: a sum of
-    nq outer products, each row of A broadcast against one or two vectors of a row of B."""
+    nq outer products, each row of A broadcast against one or two vectors of a row of B.
+    With ``a_transposed`` it is ``A[:nq, o:o+4]ᵀ @ B[...]`` instead."""
     L = lanes(B)
     zero = vsplat(B.dtype.type(0))
     a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = zero
     for q in range(nq):
         g0 = vload(B, q, l)
-        x0, x1, x2, x3 = vsplat(A[o, q]), vsplat(A[o + 1, q]), vsplat(A[o + 2, q]), vsplat(A[o + 3, q])
+        if a_transposed:
+            x0, x1, x2, x3 = vsplat(A[q, o]), vsplat(A[q, o + 1]), vsplat(A[q, o + 2]), vsplat(A[q, o + 3])
+        else:
+            x0, x1, x2, x3 = vsplat(A[o, q]), vsplat(A[o + 1, q]), vsplat(A[o + 2, q]), vsplat(A[o + 3, q])
         a0, a1, a2, a3 = vfma(x0, g0, a0), vfma(x1, g0, a1), vfma(x2, g0, a2), vfma(x3, g0, a3)
         if two:
             g1 = vload(B, q, l + L)
@@ -135,10 +139,10 @@ def _mu_rows(F, k, i0, c, numer, G, lam, eps, rows, o, lin):
             rows[o + t, l] = F[i0 + t, l] if t < c else 0.0
     l = 0
     while l + 2 * L <= kp:
-        _store_tile(lin, l, True, _row_tile(rows, o, G, l, k, True))
+        _store_tile(lin, l, True, _row_tile(rows, o, G, l, k, True, False))
         l += 2 * L
     if l < kp:
-        _store_tile(lin, l, False, _row_tile(rows, o, G, l, k, False))
+        _store_tile(lin, l, False, _row_tile(rows, o, G, l, k, False, False))
     for t in range(c):
         i = i0 + t
         if lam == 0.0:
@@ -166,23 +170,12 @@ def _gram_flush(gram, chunk, cnt, lin):
     k = gram.shape[0]
     kp = chunk.shape[1]
     L = lanes(chunk)
-    # chunkᵀ chunk tile = (chunkᵀ)[q0:q0+4] @ chunk[:, l:...]: _row_tile over the transposed
-    # operand reads column q0 + r of chunk as "row" r, so transpose four columns at a time.
+    # Rows q0..q0+3 of the Gram, columns l..: (chunk[:cnt, q0:q0+4])ᵀ chunk[:cnt, l:...].
     for q0 in range(0, kp, _R):
         l = q0 // L * L
         while l < kp:
             two = l + 2 * L <= kp
-            zero = vsplat(chunk.dtype.type(0))
-            a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = zero
-            for t in range(cnt):
-                g0 = vload(chunk, t, l)
-                x0, x1 = vsplat(chunk[t, q0]), vsplat(chunk[t, q0 + 1])
-                x2, x3 = vsplat(chunk[t, q0 + 2]), vsplat(chunk[t, q0 + 3])
-                a0, a1, a2, a3 = vfma(x0, g0, a0), vfma(x1, g0, a1), vfma(x2, g0, a2), vfma(x3, g0, a3)
-                if two:
-                    g1 = vload(chunk, t, l + L)
-                    b0, b1, b2, b3 = vfma(x0, g1, b0), vfma(x1, g1, b1), vfma(x2, g1, b2), vfma(x3, g1, b3)
-            _store_tile(lin, l, two, (a0, a1, a2, a3, b0, b1, b2, b3))
+            _store_tile(lin, l, two, _row_tile(chunk, q0, chunk, l, cnt, two, True))
             hi = min(k, l + (2 if two else 1) * L)
             for r in range(min(_R, k - q0)):
                 for c in range(l, hi):
@@ -282,7 +275,7 @@ def update_rows(F, numer, G, lam, eps, gram_blocks):
     """In-place MU step of every row of F against the symmetric (k, k) G; ``gram_blocks``
     (b, k, k) receives FᵀF by block.
 
-    F and numer are (r, k) or zero-padded to more columns (the solver's :func:`padded` width):
+    F and numer are (r, k) or zero-padded to more columns (the solver's :func:`padded_width`):
     only the first k columns are computed, the others stay as they are. Row i belongs to block
     ``i * b // r``.
     """

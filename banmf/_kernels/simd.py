@@ -5,8 +5,9 @@ alias check, a trip-count computation and a scalar remainder: at k = 32 that set
 than the four vector operations it guards, once per nonzero. Here a :class:`Vec` is an LLVM
 vector of ``VBYTES`` bytes (8 float32 or 4 float64; lowered to two halves on 16-byte SIMD) held
 in a register, so a kernel can keep a row chunk of a factor in registers across the nonzeros of
-a row and write the vector operations itself. Kernels loop over whole vectors and finish the
-last ``k % lanes`` entries with scalar code.
+a row and write the vector operations itself. A :class:`Width` argument fixes a row's width at
+compile time (a wider Vec spans several registers); otherwise kernels loop over whole vectors
+and finish the last ``k % lanes`` entries with scalar code.
 
 Every function here is inlined into its caller; none checks bounds (the kernels' indices come
 from validated CSR structure and the arrays' own shapes).
@@ -15,7 +16,6 @@ from validated CSR structure and the arrays' own shapes).
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
-from numba.core.imputils import lower_constant
 from numba.extending import (
     NativeValue,
     intrinsic,
@@ -80,11 +80,6 @@ register_model(WidthType)(models.OpaqueModel)
 def _unbox_width(typ, obj, c):
     # All there is to know is in the type.
     return NativeValue(c.context.get_constant_null(typ))
-
-
-@lower_constant(WidthType)
-def _constant_width(context, builder, ty, pyval):
-    return context.get_constant_null(ty)
 
 
 @overload_attribute(WidthType, "lanes")
