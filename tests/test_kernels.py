@@ -18,7 +18,7 @@ from banmf._kernels.boolean import (
     union_popcounts,
 )
 from banmf._kernels.mu import padded_width, project_spmm, row_width, scatter_rows, update_rows
-from banmf._kernels.prefetch import MIN_BYTES, prefetch_row, prefetch_row_for_write
+from banmf._kernels.prefetch import LINE, MIN_BYTES, prefetch_row, prefetch_row_for_write, zeros_line_aligned
 from banmf._kernels.simd import Width
 from banmf._validation import check_binary_matrix
 
@@ -176,8 +176,8 @@ def _touch_all_rows(A):
     """Prefetch every row, then sum them: the hints must leave the data and the result alone."""
     total = 0.0
     for i in range(A.shape[0]):
-        prefetch_row(A, i)
-        prefetch_row_for_write(A, i)
+        prefetch_row(A, i, A.shape[1])
+        prefetch_row_for_write(A, i, A.shape[1])
         for l in range(A.shape[1]):
             total += A[i, l]
     return total
@@ -189,6 +189,16 @@ def test_prefetch_is_only_a_hint(r, k, dtype):
     before = A.copy()
     assert np.isclose(_touch_all_rows(A), float(before.astype(np.float64).sum()), rtol=1e-5)
     np.testing.assert_array_equal(A, before)
+
+
+@given(st.lists(st.integers(0, 40), min_size=1, max_size=3), st.sampled_from([np.float64, np.float32, np.uint8]))
+def test_zeros_line_aligned(shape, dtype):
+    A = zeros_line_aligned(tuple(shape), dtype)
+    assert A.shape == tuple(shape) and A.dtype == dtype and A.flags.c_contiguous and A.flags.writeable
+    assert A.size == 0 or A.ctypes.data % LINE == 0  # (numpy may move an empty view's pointer)
+    assert not A.any()
+    A[...] = 1  # the whole view is usable memory
+    assert A.sum() == A.size
 
 
 @pytest.mark.parametrize("loops", [False, True])

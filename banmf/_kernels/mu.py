@@ -146,8 +146,11 @@ def _mu_rows(F, k, i0, c, numer, G, lam, eps, rows, o, lin):
     for t in range(c):
         i = i0 + t
         if lam == 0.0:
+            # eps in the factors' type: a float64 eps made this a float64 division, converting
+            # every value there and back (the whole update 1.1× slower in float32).
+            e = rows.dtype.type(eps)
             for l in range(k):
-                rows[o + t, l] = rows[o + t, l] * numer[i, l] / (lin[t, l] + eps)
+                rows[o + t, l] = rows[o + t, l] * numer[i, l] / (lin[t, l] + e)
         else:
             for l in range(k):
                 f = rows[o + t, l]
@@ -232,7 +235,7 @@ def _scatter_row(out, indices, y, p0, p1, rows, t, pf, width):
         p = p0
         while p + 1 < p1:
             if pf:
-                prefetch_ahead(out, indices, p, 2, True)
+                prefetch_ahead(out, indices, p, 2, True, width.lanes)
             j0, j1 = indices[p], indices[p + 1]
             a0, a1 = vloadw(out, j0, 0, width), vloadw(out, j1, 0, width)
             vstore(out, j0, 0, vfma(vsplatw(y[p], width), w, a0))
@@ -250,7 +253,7 @@ def _scatter_row(out, indices, y, p0, p1, rows, t, pf, width):
         w2, w3 = vload(rows, t, l + 2 * L), vload(rows, t, l + 3 * L)
         for p in range(p0, p1):
             if pf and l == 0:
-                prefetch_ahead(out, indices, p, 1, True)
+                prefetch_ahead(out, indices, p, 1, True, k)
             j, v = indices[p], vsplat(y[p])
             vstore(out, j, l, vfma(v, w0, vload(out, j, l)))
             vstore(out, j, l + L, vfma(v, w1, vload(out, j, l + L)))
@@ -375,7 +378,7 @@ def _project_spmm_registers(indptr, indices, W, Ht, lower, upper, project, y, YH
         w, acc = vloadw(W, i, 0, width), vz
         while p + 1 < hi:
             if pf:
-                prefetch_ahead(Ht, indices, p, 2, False)
+                prefetch_ahead(Ht, indices, p, 2, False, width.lanes)
             h0, h1 = vloadw(Ht, indices[p], 0, width), vloadw(Ht, indices[p + 1], 0, width)
             d0, d1 = vdot_partial(w, h0), vdot_partial(w, h1)
             s0, s1, _, _ = hsum4(d0, d1, d0, d1)
@@ -413,7 +416,7 @@ def _project_spmm_loops(indptr, indices, W, Ht, lower, upper, project, y, YHt, s
         # latency, and Y Hᵀ's row is read and written once per four (1.3-1.7× over one).
         while p + 3 < hi:
             if pf:
-                prefetch_ahead(Ht, indices, p, 4, False)
+                prefetch_ahead(Ht, indices, p, 4, False, k)
             j0, j1, j2, j3 = indices[p], indices[p + 1], indices[p + 2], indices[p + 3]
             s0 = s1 = s2_ = s3 = zero
             for l in range(k):
@@ -430,7 +433,7 @@ def _project_spmm_loops(indptr, indices, W, Ht, lower, upper, project, y, YHt, s
             p += 4
         while p < hi:
             if pf:
-                prefetch_ahead(Ht, indices, p, 1, False)
+                prefetch_ahead(Ht, indices, p, 1, False, k)
             j = indices[p]
             s = zero
             for l in range(k):

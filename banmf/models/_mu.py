@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._kernels.mu import padded_width, project_spmm, row_width, scatter_rows, update_rows
+from .._kernels.prefetch import zeros_line_aligned
 
 # Row blocks of the W pass: each holds an (m, k) partial of Wᵀ Y. The count depends only on the
 # problem's shape (never on the thread count), so results are the same on any machine.
@@ -47,7 +48,8 @@ class MUSolver:
     """Multiplicative updates of W and H against Y, with Y projected onto [lower, upper] on Ω.
 
     The factors are copied into rows of :func:`padded_width` values (zero columns past k, which
-    the updates keep at zero), so that the kernels work on whole vectors; :attr:`W` and
+    the updates keep at zero), so that the kernels work on whole vectors, in arrays that start
+    on a cache line (:func:`zeros_line_aligned`); :attr:`W` and
     :attr:`Ht` are views of the first k columns.
 
     Parameters
@@ -71,7 +73,9 @@ class MUSolver:
         n, k = W.shape
         m = Ht.shape[0]
         kp = padded_width(k, dtype)
-        self._W, self._Ht = np.zeros((n, kp), dtype), np.zeros((m, kp), dtype)
+        # Rows on cache lines: the passes gather and scatter them at random (see
+        # zeros_line_aligned).
+        self._W, self._Ht = zeros_line_aligned((n, kp), dtype), zeros_line_aligned((m, kp), dtype)
         self._W[:, :k], self._Ht[:, :k] = W, Ht
         self.k = k
         self.y = np.ones(X.nnz, dtype=dtype) if y is None else np.ascontiguousarray(y, dtype=dtype)
@@ -79,8 +83,8 @@ class MUSolver:
         self.lower, self.upper, self.eps = float(lower), float(upper), float(eps)
         nb = n_row_blocks(n, m, kp, dtype.itemsize)
         self.width = row_width(kp, dtype)
-        self.YHt = np.zeros((n, kp), dtype)
-        self.WtY_blocks = np.empty((nb, m, kp), dtype)
+        self.YHt = zeros_line_aligned((n, kp), dtype)
+        self.WtY_blocks = zeros_line_aligned((nb, m, kp), dtype)
         self.WtW_blocks = np.empty((nb, k, k), np.float64)
         self.HHt_blocks = np.empty((min(_MAX_BLOCKS, max(1, m)), k, k), np.float64)
         self.sq = np.empty((n, 2), np.float64)
@@ -88,7 +92,7 @@ class MUSolver:
         self.WtW = W.T.astype(np.float64) @ W
         # The Gram matrices in the factors' type, as the row updates read them.
         self.HHt_t, self.WtW_t = self.HHt.astype(dtype), self.WtW.astype(dtype)
-        self.WtY = np.zeros((m, kp), dtype)  # block sums land here: no allocation per iteration
+        self.WtY = zeros_line_aligned((m, kp), dtype)  # block sums land here: no allocation per iteration
         # Y Hᵀ and the support terms for the starting Y, without projecting it.
         self._y_pass(False)
 
