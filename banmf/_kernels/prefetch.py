@@ -57,6 +57,20 @@ _prefetch_read = _make_prefetch(0)
 _prefetch_write = _make_prefetch(1)
 
 
+@intrinsic
+def _per_line(typingctx, arr):
+    """Elements of ``arr`` per cache line, as a compile-time constant (``arr.itemsize`` is read
+    at run time, which keeps the loops over a row's lines from unrolling)."""
+    if not isinstance(arr, types.Array):
+        return None
+    n = LINE // (arr.dtype.bitwidth // 8)
+
+    def codegen(context, builder, signature, args):
+        return context.get_constant(types.intp, n)
+
+    return types.intp(arr), codegen
+
+
 @njit(cache=True, nogil=True, inline="always")
 def worth_prefetching(A):
     """Whether rows of A, gathered at random, are likely to miss L2 (A larger than MIN_BYTES)."""
@@ -69,14 +83,14 @@ def prefetch_row(A, i, ncols):
     line, from the row's start. For the rows of a :func:`zeros_line_aligned` array of a multiple
     of 32 bytes that covers the row exactly (a row starts on a line, or halfway into one when it
     is an odd number of half lines long); for others the last line may go unhinted."""
-    for l in range(0, ncols, LINE // A.itemsize):
+    for l in range(0, ncols, _per_line(A)):
         _prefetch_read(A, i, l)
 
 
 @njit(cache=True, nogil=True, inline="always")
 def prefetch_row_for_write(A, i, ncols):
     """:func:`prefetch_row` for a row that will soon be updated."""
-    for l in range(0, ncols, LINE // A.itemsize):
+    for l in range(0, ncols, _per_line(A)):
         _prefetch_write(A, i, l)
 
 

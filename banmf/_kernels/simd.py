@@ -16,11 +16,13 @@ from validated CSR structure and the arrays' own shapes).
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
+from numba.core.typing.templates import AttributeTemplate
 from numba.extending import (
     NativeValue,
+    infer_getattr,
     intrinsic,
+    lower_getattr,
     models,
-    overload_attribute,
     register_model,
     typeof_impl,
     unbox,
@@ -82,10 +84,19 @@ def _unbox_width(typ, obj, c):
     return NativeValue(c.context.get_constant_null(typ))
 
 
-@overload_attribute(WidthType, "lanes")
-def _width_lanes(w):
-    n = w.lanes
-    return lambda w: n
+@infer_getattr
+class _WidthAttributes(AttributeTemplate):
+    key = WidthType
+
+    def resolve_lanes(self, typ):
+        return types.intp
+
+
+@lower_getattr(WidthType, "lanes")
+def _width_lanes(context, builder, typ, value):
+    # A constant in the caller's own IR, so loops over it unroll and branches on it fold (an
+    # overloaded attribute is a call that LLVM does not inline across Numba's libraries).
+    return context.get_constant(types.intp, typ.lanes)
 
 
 def _width(dtype, width):
