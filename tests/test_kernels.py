@@ -108,12 +108,13 @@ def test_scatter_rows(Xd, k, nb, dtype, seed, loops):
     kp, width = _layout(k, dtype, loops)
     W = rng.random((n, k)).astype(dtype)
     y = rng.random(X.nnz).astype(dtype)
-    scatter = np.full((min(nb, n), m, kp), np.nan, dtype)
-    scatter_rows(X.indptr, X.indices, y, _padded(W, kp), scatter, width)
+    scatter, total = np.full((min(nb, n), m, kp), np.nan, dtype), np.full((m, kp), np.nan, dtype)
+    scatter_rows(X.indptr, X.indices, y, _padded(W, kp), scatter, total, width)
     tol = 1e-12 if dtype == np.float64 else 1e-4
-    total = scatter.sum(axis=0)
     np.testing.assert_allclose(total[:, :k], ref.gather_spmm(Xd, y.astype(float), W.astype(float)), rtol=tol, atol=tol)
     assert not total[:, k:].any()
+    # The blocks are added in block order: numpy's sum over them, to the last bit.
+    np.testing.assert_array_equal(total, scatter.sum(axis=0))
 
 
 @given(st.integers(0, 2**64 - 1))
@@ -219,9 +220,9 @@ def test_kernels_with_prefetching_on_a_table_larger_than_l2(loops):
     np.testing.assert_allclose(YHt, YHt_ref, rtol=1e-4)
     np.testing.assert_allclose(sq, sq_ref, rtol=1e-4)
     G = _gram(rng, k).astype(np.float32)
-    gram, scatter = np.empty((2, k, k)), np.empty((2, m, k), np.float32)
+    gram, scatter, total = np.empty((2, k, k)), np.empty((2, m, k), np.float32), np.empty((m, k), np.float32)
     expected = ref.mu_update(W.astype(float), YHt.astype(float), W.astype(float) @ G, 0.0, 1e-12)
     update_rows(W, YHt, G, 0.0, 1e-12, gram)
-    scatter_rows(X.indptr, X.indices, y, W, scatter, width)
+    scatter_rows(X.indptr, X.indices, y, W, scatter, total, width)
     np.testing.assert_allclose(W, expected, rtol=1e-4)
-    np.testing.assert_allclose(scatter.sum(axis=0), ref.gather_spmm(Xd, y.astype(float), expected), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(total, ref.gather_spmm(Xd, y.astype(float), expected), rtol=1e-4, atol=1e-4)

@@ -295,19 +295,27 @@ def update_rows(F, numer, G, lam, eps, gram_blocks):
 
 
 @njit(parallel=True, cache=True, nogil=True, fastmath=_FAST)
-def scatter_rows(indptr, indices, y, W, scatter_blocks, width):
-    """``scatter_blocks[b] = (Y_b)ᵀ W_b``: the block sums of Wᵀ Y, stored transposed as (m, k).
+def scatter_rows(indptr, indices, y, W, scatter_blocks, out, width):
+    """``out = Yᵀ W`` = (Wᵀ Y)ᵀ, (m, k), by way of the block sums ``scatter_blocks[b] = (Y_b)ᵀ W_b``.
 
-    Row i belongs to block ``i * b // n``. ``width``: :func:`row_width` of k.
+    Row i belongs to block ``i * b // n``; the blocks are added in block order, the same on any
+    number of threads. ``width``: :func:`row_width` of k.
     """
     n = W.shape[0]
     nb = scatter_blocks.shape[0]
     pf = worth_prefetching(scatter_blocks[0])
     for b in prange(nb):
-        out = scatter_blocks[b]
-        out[:, :] = 0.0
+        part = scatter_blocks[b]
+        part[:, :] = 0.0
         for i in range(b * n // nb, (b + 1) * n // nb):
-            _scatter_row(out, indices, y, indptr[i], indptr[i + 1], W, i, pf, width)
+            _scatter_row(part, indices, y, indptr[i], indptr[i + 1], W, i, pf, width)
+    # Summed here rather than by numpy: in parallel, and without another pass over ``out``.
+    for j in prange(out.shape[0]):
+        for l in range(out.shape[1]):
+            out[j, l] = scatter_blocks[0, j, l]
+        for b in range(1, nb):
+            for l in range(out.shape[1]):
+                out[j, l] += scatter_blocks[b, j, l]
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -110,8 +110,7 @@ class MUSolver:
         """W step; also forms WᵀW and (unless ``scatter=False``) Wᵀ Y for the H step."""
         update_rows(self._W, self.YHt, self.HHt_t, lam, self.eps, self.WtW_blocks)
         if scatter:
-            scatter_rows(self.indptr, self.indices, self.y, self._W, self.WtY_blocks, self.width)
-            np.sum(self.WtY_blocks, axis=0, out=self.WtY)
+            scatter_rows(self.indptr, self.indices, self.y, self._W, self.WtY_blocks, self.WtY, self.width)
         np.sum(self.WtW_blocks, axis=0, out=self.WtW)
         np.copyto(self.WtW_t, self.WtW)
 
