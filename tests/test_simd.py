@@ -13,6 +13,7 @@ from banmf._kernels.simd import (
     Width,
     hsum4,
     lanes,
+    vaccumulate,
     vdot_partial,
     vfma,
     vload,
@@ -70,6 +71,25 @@ def test_register_vectors(dtype):
     assert _register(A, dtype(2.0), out) == L
     np.testing.assert_allclose(out[:, :L], 3 * A[:, :L], rtol=1e-6)
     assert np.isnan(out[:, L:]).all()
+
+
+@njit(cache=True)
+def _accumulate(A, acc, width):
+    """acc[r, 1 : 1 + width] += A[r, :width] (A's values widened to float64); returns width."""
+    for r in range(A.shape[0]):
+        vaccumulate(acc, r, 1, vloadw(A, r, 0, width))
+    return width.lanes
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k", [1, 4, 8, 13])
+def test_vaccumulate_widens_into_float64(dtype, k):
+    A = np.random.default_rng(k).random((3, k)).astype(dtype)
+    acc = np.random.default_rng(1).random((3, k + 3))
+    expected = acc.copy()
+    expected[:, 1 : 1 + k] += A.astype(np.float64)  # exactly: widening is exact
+    assert _accumulate(A, acc, Width(k)) == k
+    np.testing.assert_array_equal(acc, expected)
 
 
 def test_width_is_a_type_and_checked():

@@ -186,6 +186,24 @@ def vstore(typingctx, arr, i, l, v):
     return types.void(arr, i, l, v), codegen
 
 
+@intrinsic
+def vaccumulate(typingctx, arr, i, l, v):
+    """``arr[i, l : l + lanes] += v`` for a float64 ``arr``: float32 lanes are widened first, so
+    float32 partial sums can be gathered into float64 totals a whole vector at a time."""
+    if not _float_array(arr, 2) or arr.dtype != types.float64 or not isinstance(v, Vec):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ptr = _item_pointer(context, builder, sig.args[0], args[0], args[1:3], sig.args[1:3])
+        wide = ir.VectorType(ir.DoubleType(), v.lanes)
+        ptr = builder.bitcast(ptr, wide.as_pointer())
+        x = args[3] if v.dtype == types.float64 else builder.fpext(args[3], wide)
+        builder.store(builder.fadd(builder.load(ptr, align=8), x), ptr, align=8)
+        return context.get_dummy_value()
+
+    return types.void(arr, i, l, v), codegen
+
+
 def _splat(x, width):
     vt = _width(x, width) if isinstance(x, types.Float) else None
 
