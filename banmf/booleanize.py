@@ -37,6 +37,25 @@ def _words(bits: int) -> int:
     return max(1, -(-bits // 64))
 
 
+def _unique_rows(A: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct rows of the 2-D integer array A, with the index of each row's distinct row and
+    the counts: ``np.unique(A, axis=0, return_inverse=True, return_counts=True)`` up to the
+    order of the distinct rows. numpy's ``axis=0`` sorts a structured view of the rows, 25-30×
+    slower than this sort on the words themselves (it was 80 % of a per-factor threshold sweep
+    at 10⁵ rows)."""
+    r = A.shape[0]
+    order = np.lexsort(A.T) if A.shape[1] > 1 else np.argsort(A[:, 0], kind="stable")
+    S = A[order]
+    first = np.ones(r, dtype=bool)
+    if r > 1:
+        np.any(S[1:] != S[:-1], axis=1, out=first[1:])
+    group = np.cumsum(first) - 1
+    inverse = np.empty(r, dtype=np.intp)
+    inverse[order] = group
+    starts = np.flatnonzero(first)
+    return S[starts], inverse, np.diff(np.append(starts, r))
+
+
 @dataclass(frozen=True)
 class _Packed:
     """A Boolean factor of shape (r, k), given as ``R > s``, in the forms the counts need."""
@@ -53,11 +72,7 @@ class _Packed:
         pack_rows_above(R, s, codes)
         bits = np.empty((k, _words(r)), dtype=np.uint64)
         pack_cols_above(R, s, bits)
-        if codes.shape[1] == 1:
-            uniq, counts = np.unique(codes[:, 0], return_counts=True)
-            uniq = uniq[:, None]
-        else:
-            uniq, counts = np.unique(codes, axis=0, return_counts=True)
+        uniq, _, counts = _unique_rows(codes)
         nonzero = uniq.any(axis=1)
         return cls(codes, np.ascontiguousarray(uniq[nonzero]), counts[nonzero], bits)
 

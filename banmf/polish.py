@@ -30,7 +30,7 @@ from ._kernels.polish import (
     uncovered_counts,
 )
 from ._validation import check_binary_matrix, check_boolean_factors, transpose_mask
-from .booleanize import _error, _words
+from .booleanize import _error, _unique_rows, _words
 
 __all__ = ["Polished", "Thresholds", "polish", "refine_thresholds"]
 
@@ -128,10 +128,10 @@ class _Fixed:
             a = A[:, 0].astype(np.int64)
             bits = np.arange(k, dtype=np.int64) if only < 0 else np.array([only], dtype=np.int64)
             return self.tables[bits, full & ~(a[:, None] & ~(1 << bits))]
-        uniq, inverse = np.unique(A, axis=0, return_inverse=True)
+        uniq, inverse, _ = _unique_rows(A)
         out = np.empty((len(uniq), k if only < 0 else 1), dtype=np.int64)
         uncovered_counts(np.ascontiguousarray(uniq), self.bits, only, out)
-        return out[inverse.ravel()]
+        return out[inverse]
 
 
 def _bit_changes(X, A: np.ndarray, fixed: _Fixed, rows: np.ndarray, only: int = -1) -> np.ndarray:

@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from banmf import balance, boolean_error, boolean_product, booleanize
+from banmf.booleanize import _unique_rows
 
 
 @given(binary_matrices(max_n=20, max_m=20), st.sampled_from([1, 2, 5, 63, 64, 65, 130]), st.floats(0.0, 1.0), st.integers(0, 2**31))
@@ -16,6 +17,19 @@ def test_boolean_error_matches_dense(Xd, k, p, seed):
     W = rng.random((Xd.shape[0], k)) < p / 2
     H = rng.random((k, Xd.shape[1])) < p / 2
     assert boolean_error(Xd, W, H) == ref.boolean_error(Xd, W, H)
+
+
+@given(st.integers(0, 60), st.integers(1, 3), st.integers(1, 4), st.integers(0, 2**31))
+def test_unique_rows_matches_numpy(r, words, values, seed):
+    A = np.random.default_rng(seed).integers(0, values, size=(r, words)).astype(np.uint64)
+    A[:, -1] <<= np.uint64(63)  # high bits too
+    uniq, inverse, counts = _unique_rows(A)
+    np.testing.assert_array_equal(uniq[inverse], A)
+    assert counts.sum() == r and np.array_equal(np.bincount(inverse, minlength=len(uniq)), counts)
+    if r:
+        expected = np.unique(A, axis=0)
+        assert len(uniq) == len(expected)
+        np.testing.assert_array_equal(np.unique(uniq, axis=0), expected)
 
 
 @given(st.integers(1, 10), st.integers(1, 10), st.sampled_from([1, 3, 64, 70]), st.integers(0, 2**31))
