@@ -26,7 +26,9 @@ from .simd import (
     VBYTES,
     Width,
     hsum4,
+    item,
     lanes,
+    set_item,
     vaccumulate,
     vdot_partial,
     vfma,
@@ -247,14 +249,14 @@ def _scatter_row(out, indices, y, p0, p1, rows, t, pf, width):
         while p + 1 < p1:
             if pf:
                 prefetch_ahead(out, indices, p, 2, True, width.lanes)
-            j0, j1 = indices[p], indices[p + 1]
+            j0, j1 = item(indices, p), item(indices, p + 1)
             a0, a1 = vloadw(out, j0, 0, width), vloadw(out, j1, 0, width)
-            vstore(out, j0, 0, vfma(vsplatw(y[p], width), w, a0))
-            vstore(out, j1, 0, vfma(vsplatw(y[p + 1], width), w, a1))
+            vstore(out, j0, 0, vfma(vsplatw(item(y, p), width), w, a0))
+            vstore(out, j1, 0, vfma(vsplatw(item(y, p + 1), width), w, a1))
             p += 2
         if p < p1:
-            j = indices[p]
-            vstore(out, j, 0, vfma(vsplatw(y[p], width), w, vloadw(out, j, 0, width)))
+            j = item(indices, p)
+            vstore(out, j, 0, vfma(vsplatw(item(y, p), width), w, vloadw(out, j, 0, width)))
         return
     k = out.shape[1]
     L = lanes(rows)
@@ -265,7 +267,7 @@ def _scatter_row(out, indices, y, p0, p1, rows, t, pf, width):
         for p in range(p0, p1):
             if pf and l == 0:
                 prefetch_ahead(out, indices, p, 1, True, k)
-            j, v = indices[p], vsplat(y[p])
+            j, v = item(indices, p), vsplat(item(y, p))
             vstore(out, j, l, vfma(v, w0, vload(out, j, l)))
             vstore(out, j, l + L, vfma(v, w1, vload(out, j, l + L)))
             vstore(out, j, l + 2 * L, vfma(v, w2, vload(out, j, l + 2 * L)))
@@ -274,12 +276,12 @@ def _scatter_row(out, indices, y, p0, p1, rows, t, pf, width):
     while l + L <= k:
         w0 = vload(rows, t, l)
         for p in range(p0, p1):
-            j = indices[p]
-            vstore(out, j, l, vfma(vsplat(y[p]), w0, vload(out, j, l)))
+            j = item(indices, p)
+            vstore(out, j, l, vfma(vsplat(item(y, p)), w0, vload(out, j, l)))
         l += L
     if l < k:
         for p in range(p0, p1):
-            j, v = indices[p], y[p]
+            j, v = item(indices, p), item(y, p)
             for q in range(l, k):
                 out[j, q] += v * rows[t, q]
 
@@ -337,9 +339,12 @@ def _project4(y, p, project, lo, up, s0, s1, s2, s3):
     (BANMF), or read (Y fixed). Returns the four values and their two objective terms."""
     if project:
         v0, v1, v2, v3 = min(up, max(lo, s0)), min(up, max(lo, s1)), min(up, max(lo, s2)), min(up, max(lo, s3))
-        y[p], y[p + 1], y[p + 2], y[p + 3] = v0, v1, v2, v3
+        set_item(y, p, v0)
+        set_item(y, p + 1, v1)
+        set_item(y, p + 2, v2)
+        set_item(y, p + 3, v3)
     else:
-        v0, v1, v2, v3 = y[p], y[p + 1], y[p + 2], y[p + 3]
+        v0, v1, v2, v3 = item(y, p), item(y, p + 1), item(y, p + 2), item(y, p + 3)
     res = (v0 - s0) ** 2 + (v1 - s1) ** 2 + (v2 - s2) ** 2 + (v3 - s3) ** 2
     return v0, v1, v2, v3, res, s0 * s0 + s1 * s1 + s2 * s2 + s3 * s3
 
@@ -349,9 +354,10 @@ def _project2(y, p, project, lo, up, s0, s1):
     """:func:`_project4` for two nonzeros."""
     if project:
         v0, v1 = min(up, max(lo, s0)), min(up, max(lo, s1))
-        y[p], y[p + 1] = v0, v1
+        set_item(y, p, v0)
+        set_item(y, p + 1, v1)
     else:
-        v0, v1 = y[p], y[p + 1]
+        v0, v1 = item(y, p), item(y, p + 1)
     return v0, v1, (v0 - s0) ** 2 + (v1 - s1) ** 2, s0 * s0 + s1 * s1
 
 
@@ -360,9 +366,9 @@ def _project1(y, p, project, lo, up, s):
     """:func:`_project4` for one nonzero."""
     if project:
         v = min(up, max(lo, s))
-        y[p] = v
+        set_item(y, p, v)
     else:
-        v = y[p]
+        v = item(y, p)
     return v, (v - s) * (v - s), s * s
 
 
@@ -400,7 +406,7 @@ def _project_spmm_registers(indptr, indices, W, Ht, lower, upper, project, y, YH
         while p + 1 < hi:
             if pf:
                 prefetch_ahead(Ht, indices, p, 2, False, width.lanes)
-            h0, h1 = vloadw(Ht, indices[p], 0, width), vloadw(Ht, indices[p + 1], 0, width)
+            h0, h1 = vloadw(Ht, item(indices, p), 0, width), vloadw(Ht, item(indices, p + 1), 0, width)
             d0, d1 = vdot_partial(w, h0), vdot_partial(w, h1)
             s0, s1, _, _ = hsum4(d0, d1, d0, d1)
             v0, v1, r, q = _project2(y, p, project, lo, up, s0, s1)
@@ -409,7 +415,7 @@ def _project_spmm_registers(indptr, indices, W, Ht, lower, upper, project, y, YH
             acc = vfma(vsplatw(v0, width), h0, vfma(vsplatw(v1, width), h1, acc))
             p += 2
         if p < hi:
-            h0 = vloadw(Ht, indices[p], 0, width)
+            h0 = vloadw(Ht, item(indices, p), 0, width)
             d0 = vdot_partial(w, h0)
             v, r, q = _project1(y, p, project, lo, up, hsum4(d0, d0, d0, d0)[0])
             res += r
@@ -438,7 +444,7 @@ def _project_spmm_loops(indptr, indices, W, Ht, lower, upper, project, y, YHt, s
         while p + 3 < hi:
             if pf:
                 prefetch_ahead(Ht, indices, p, 4, False, k)
-            j0, j1, j2, j3 = indices[p], indices[p + 1], indices[p + 2], indices[p + 3]
+            j0, j1, j2, j3 = item(indices, p), item(indices, p + 1), item(indices, p + 2), item(indices, p + 3)
             s0 = s1 = s2_ = s3 = zero
             for l in range(k):
                 wl = W[i, l]
@@ -455,7 +461,7 @@ def _project_spmm_loops(indptr, indices, W, Ht, lower, upper, project, y, YHt, s
         while p < hi:
             if pf:
                 prefetch_ahead(Ht, indices, p, 1, False, k)
-            j = indices[p]
+            j = item(indices, p)
             s = zero
             for l in range(k):
                 s += W[i, l] * Ht[j, l]

@@ -13,6 +13,8 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from .simd import item
+
 #: Bytes per cache line on every x86-64 and most ARM cores.
 LINE = 64
 
@@ -106,9 +108,9 @@ def prefetch_ahead(A, indices, p, count, write, ncols):
     if q + count <= indices.shape[0]:
         for r in range(q, q + count):
             if write:
-                prefetch_row_for_write(A, indices[r], ncols)
+                prefetch_row_for_write(A, item(indices, r), ncols)
             else:
-                prefetch_row(A, indices[r], ncols)
+                prefetch_row(A, item(indices, r), ncols)
 
 
 def zeros_line_aligned(shape, dtype) -> np.ndarray:

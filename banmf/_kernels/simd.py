@@ -130,6 +130,32 @@ def _item_pointer(context, builder, aryty, ary, index_vals, index_tys):
 
 
 @intrinsic
+def item(typingctx, arr, p):
+    """``arr[p]`` of a 1-D array for an index known to be in range: no negative-index wrap
+    (Numba's own indexing adds a compare and a select per access for a signed index)."""
+    if not isinstance(arr, types.Array) or arr.ndim != 1 or not isinstance(p, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.load(_item_pointer(context, builder, sig.args[0], args[0], args[1:], sig.args[1:]))
+
+    return arr.dtype(arr, p), codegen
+
+
+@intrinsic
+def set_item(typingctx, arr, p, v):
+    """``arr[p] = v`` (v of arr's dtype) for an index known to be in range, as :func:`item`."""
+    if not isinstance(arr, types.Array) or arr.ndim != 1 or not isinstance(p, types.Integer) or v != arr.dtype:
+        return None
+
+    def codegen(context, builder, sig, args):
+        builder.store(args[2], _item_pointer(context, builder, sig.args[0], args[0], args[1:2], sig.args[1:2]))
+        return context.get_dummy_value()
+
+    return types.void(arr, p, v), codegen
+
+
+@intrinsic
 def lanes(typingctx, arr):
     """Values per vector for the dtype of ``arr`` (a compile-time constant)."""
     if not isinstance(arr, types.Array) or not isinstance(arr.dtype, types.Float):
