@@ -18,7 +18,13 @@ from banmf._kernels.boolean import (
     union_popcounts,
 )
 from banmf._kernels.mu import padded_width, project_spmm, row_width, scatter_rows, update_rows
-from banmf._kernels.prefetch import LINE, MIN_BYTES, prefetch_row, prefetch_row_for_write, zeros_line_aligned
+from banmf._kernels.prefetch import (
+    LINE,
+    MIN_BYTES,
+    prefetch_row,
+    prefetch_row_for_write,
+    zeros_line_aligned,
+)
 from banmf._kernels.simd import Width
 from banmf._validation import check_binary_matrix
 

@@ -9,6 +9,9 @@ a row and write the vector operations itself. A :class:`Width` argument fixes a 
 compile time (a wider Vec spans several registers); otherwise kernels loop over whole vectors
 and finish the last ``k % lanes`` entries with scalar code.
 
+:func:`item` and :func:`set_item` are the scalar counterpart: a 1-D element access without
+Numba's negative-index wrap, for the per-nonzero loads and stores of the passes.
+
 Every function here is inlined into its caller; none checks bounds (the kernels' indices come
 from validated CSR structure and the arrays' own shapes).
 """

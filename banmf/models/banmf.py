@@ -98,7 +98,7 @@ class BANMF(BaseFactorization):
     dtype : float64 or float32, default float64
         Floating type of W, H and Y. float32 saves memory (4 bytes per nonzero for Y and half
         the factors) and the passes over the nonzeros compute in float32: measured on
-        100,000×10,000 with 10⁶ nonzeros, 1.3× (k=10), 2.3× (k=32) and 1.8× (k=64) faster per
+        100,000×10,000 with 10⁶ nonzeros, 1.5× (k=10), 2.6× (k=32) and 2.1× (k=64) faster per
         iteration (docs/PERFORMANCE.md). Sums then carry ~7 digits (the objective and the k×k
         Gram partials stay float64). float64 is the default: it keeps the regularized ramp
         (λ up to 1e10) and the exactness properties (Theorems 1 and 2) at full precision.
