@@ -13,6 +13,7 @@ from banmf.datasets import (
     load_retail,
     load_votes,
     load_zoo,
+    make_sparse_degrees,
     planted_probability,
     rank_gap_suite,
 )
@@ -58,6 +59,77 @@ def test_sparse_uniform():
     assert X.shape == (500, 300) and 3900 < X.nnz <= 4000 and X.has_canonical_format
     with pytest.raises(ValueError, match="exceeds"):
         make_sparse_uniform(2, 2, 5)
+
+
+KINDS = ("uniform", "poisson", "powerlaw")
+
+
+def _degrees(X):
+    return np.diff(X.indptr), np.bincount(X.indices, minlength=X.shape[1])
+
+
+@pytest.mark.parametrize("rows", KINDS)
+@pytest.mark.parametrize("cols", KINDS)
+def test_sparse_degrees_exact_nnz_no_repeats(rows, cols):
+    X = make_sparse_degrees(3000, 2000, 30000, rows=rows, cols=cols, random_state=0)
+    assert X.shape == (3000, 2000) and X.nnz == 30000 and X.has_canonical_format
+    assert X.dtype == bool and X.data.all()
+    keys = np.repeat(np.arange(3000), np.diff(X.indptr)) * 2000 + X.indices
+    assert np.all(np.diff(keys) > 0)  # sorted and distinct: no repeated entry
+    r, c = _degrees(X)
+    if rows == "uniform":
+        assert set(r.tolist()) == {10}
+    if cols == "uniform":  # no row is nearly full: the matching keeps the column degrees
+        assert set(c.tolist()) == {15}
+
+
+def test_sparse_degrees_skew():
+    n, m, nnz = 20000, 2000, 200000  # mean row degree 10, mean column degree 100
+    r, c = _degrees(make_sparse_degrees(n, m, nnz, rows="powerlaw", cols="poisson", random_state=1))
+    assert r.max() > 20 * r.mean() and c.max() < 2 * c.mean()
+    r, c = _degrees(make_sparse_degrees(n, m, nnz, rows="poisson", cols="powerlaw", random_state=1))
+    assert c.max() > 10 * c.mean() and r.max() < 3 * r.mean()
+    assert r.var() == pytest.approx(r.mean(), rel=0.1)  # Poisson: variance ≈ mean
+    # A larger exponent is a lighter tail.
+    heavy = _degrees(make_sparse_degrees(n, m, nnz, rows="powerlaw", exponent=1.8, random_state=2))[0]
+    light = _degrees(make_sparse_degrees(n, m, nnz, rows="powerlaw", exponent=4.0, random_state=2))[0]
+    assert heavy.max() > 3 * light.max()
+
+
+def test_sparse_degrees_reproducible():
+    a = make_sparse_degrees(500, 300, 4000, rows="powerlaw", cols="powerlaw", random_state=3)
+    b = make_sparse_degrees(500, 300, 4000, rows="powerlaw", cols="powerlaw", random_state=3)
+    c = make_sparse_degrees(500, 300, 4000, rows="powerlaw", cols="powerlaw", random_state=4)
+    assert (a != b).nnz == 0 and (a != c).nnz > 0
+
+
+@pytest.mark.parametrize("rows", KINDS)
+@pytest.mark.parametrize("cols", KINDS)
+def test_sparse_degrees_extremes(rows, cols):
+    # Empty, full and nearly full matrices (rows that need every column), and single rows or
+    # columns: exact nnz, no repeats.
+    for n, m in ((1, 1), (1, 9), (9, 1), (6, 5), (40, 30)):
+        for nnz in sorted({0, 1, n * m // 2, n * m - 1, n * m}):
+            for seed in range(2):
+                X = make_sparse_degrees(n, m, nnz, rows=rows, cols=cols, exponent=1.5,
+                                        random_state=seed)
+                D = X.toarray()
+                assert X.nnz == nnz == D.sum() and X.has_canonical_format
+                if rows == "uniform":
+                    assert np.ptp(D.sum(axis=1)) <= 1
+
+
+def test_sparse_degrees_bad_arguments():
+    with pytest.raises(ValueError, match="rows must be one of"):
+        make_sparse_degrees(5, 5, 3, rows="zipf")
+    with pytest.raises(ValueError, match="cols must be one of"):
+        make_sparse_degrees(5, 5, 3, cols=None)
+    with pytest.raises(ValueError, match="exponent"):
+        make_sparse_degrees(5, 5, 3, rows="powerlaw", exponent=1.0)
+    with pytest.raises(ValueError, match="exceeds"):
+        make_sparse_degrees(2, 2, 5)
+    with pytest.raises(ValueError, match="nnz must be"):
+        make_sparse_degrees(2, 2, -1)
 
 
 def test_rank_gap_suite_redraws_below_k():
