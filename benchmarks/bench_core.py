@@ -1,6 +1,7 @@
 """Per-iteration cost of BANMF against scikit-learn's NMF and numpy/scipy versions of its iteration.
 
     python benchmarks/bench_core.py [--quick] [--dtype float32] [--sizes i i5 ii iii] [--ks 10 32 64]
+                                    [--degrees [equal uniform poisson ... retail]] [--no-extras]
 
 Every measurement runs in its own fresh process, so "peak MB" is that process's peak resident
 memory (data generation included). Times are medians over the timed iterations; ratios compare
@@ -21,9 +22,15 @@ References:
   SDDMM for the projection, Y stored as a CSR matrix on the support of X.
 - dense: numpy on dense n×m arrays; only where 4 such arrays fit in the memory budget.
 
-Then: start-up (a fresh process importing banmf and reaching its first iteration, with an
-empty and with a warm kernel cache), and the targets of ``docs/PERFORMANCE.md``: LUCAP0 at
-k=10 (1000 iterations + booleanization) and 500×500, d=0.5, k=5 against PNL-PF.
+Then: the same per-iteration comparison on data shaped like users' data (``--degrees``): at
+10⁶ nonzeros (100,000×10,000) with equal, Poisson and power-law row and column degrees
+(``banmf.datasets.make_sparse_degrees``, exponent 2.5) and on the bundled FIMI retail matrix
+(88,162×16,470, 908,576 nonzeros: Poisson-like baskets, power-law items), each beside
+scikit-learn's MU on the same matrix, and against our time on ``make_sparse_uniform`` (equal
+row counts, the size-ii data above) at the same k. Then start-up (a fresh process importing
+banmf and reaching its first iteration, with an empty and with a warm kernel cache), and the
+targets of ``docs/PERFORMANCE.md``: LUCAP0 at k=10 (1000 iterations + booleanization) and
+500×500, d=0.5, k=5 against PNL-PF.
 """
 
 from __future__ import annotations
@@ -46,13 +53,46 @@ SIZES = {
 }
 DENSE_BUDGET_BYTES = 4 * 2**30
 
+#: Data shaped like users' data, for ``--degrees``: label and the ``make_sparse_degrees``
+#: arguments (None: ``make_sparse_uniform``, the reference; "retail": the bundled FIMI data).
+#: The generated ones are 100,000×10,000 with 10⁶ nonzeros, like size ii.
+DEGREES = {
+    "equal": ("equal rows (make_sparse_uniform)", None),
+    "uniform": ("uniform rows and columns", {"rows": "uniform", "cols": "uniform"}),
+    "poisson": ("Poisson rows and columns", {"rows": "poisson", "cols": "poisson"}),
+    "powerlaw-rows": ("power-law rows, Poisson columns", {"rows": "powerlaw", "cols": "poisson"}),
+    "powerlaw-cols": ("Poisson rows, power-law columns", {"rows": "poisson", "cols": "powerlaw"}),
+    "powerlaw": ("power-law rows and columns", {"rows": "powerlaw", "cols": "powerlaw"}),
+    "retail": ("retail 88,162×16,470 (FIMI)", "retail"),
+}
+DEGREES_SIZE = (100_000, 10_000, 1_000_000, 20)
+
 
 def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _data(n, m, nnz):
-    return banmf.make_sparse_uniform(n, m, nnz, random_state=0)
+def _data(n, m, nnz, degrees=None):
+    """The benchmark matrix: ``make_sparse_uniform`` (the size table), or a ``DEGREES`` entry
+    (``n``, ``m``, ``nnz`` are ignored for the retail data)."""
+    spec = DEGREES[degrees][1] if degrees is not None else None
+    if spec is None:
+        return banmf.make_sparse_uniform(n, m, nnz, random_state=0)
+    if spec == "retail":
+        from banmf.datasets import load_retail
+
+        return load_retail().X
+    from banmf.datasets import make_sparse_degrees
+
+    return make_sparse_degrees(n, m, nnz, **spec, random_state=0)
+
+
+def degree_skew(degrees) -> tuple[float, float]:
+    """Max / mean of the row degrees and of the column degrees of a ``DEGREES`` matrix."""
+    X = _data(*DEGREES_SIZE[:3], degrees)
+    rows = np.diff(X.indptr)
+    cols = np.bincount(X.indices, minlength=X.shape[1])
+    return float(rows.max() / rows.mean()), float(cols.max() / cols.mean())
 
 
 #: The paper's configuration: one start, the global grid, no polish (the iteration and the
@@ -60,8 +100,8 @@ def _data(n, m, nnz):
 PAPER = {"n_init": 1, "thresholds": "global", "polish": False}
 
 
-def run_banmf(n, m, nnz, k, iters, dtype):
-    X = _data(n, m, nnz)
+def run_banmf(n, m, nnz, k, iters, dtype, degrees=None):
+    X = _data(n, m, nnz, degrees)
     stamps = []
     start = time.perf_counter()
     model = banmf.BANMF(
@@ -79,12 +119,12 @@ def run_banmf(n, m, nnz, k, iters, dtype):
     }
 
 
-def run_sklearn(n, m, nnz, k, iters, dtype):
+def run_sklearn(n, m, nnz, k, iters, dtype, degrees=None):
     import warnings
 
     from sklearn.decomposition import NMF
 
-    X = _data(n, m, nnz).astype(dtype)
+    X = _data(n, m, nnz, degrees).astype(dtype)
     diffs = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # ConvergenceWarning: max_iter is small on purpose
@@ -250,10 +290,14 @@ def _in_child(fn, *args):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", nargs="+", choices=list(SIZES), default=list(SIZES))
+    parser.add_argument("--sizes", nargs="*", choices=list(SIZES), default=list(SIZES),
+                        help="sizes of the first table; give none to skip it")
     parser.add_argument("--ks", nargs="+", type=int, default=[10, 32, 64])
     parser.add_argument("--dtype", choices=["float64", "float32"], default="float64")
     parser.add_argument("--quick", action="store_true", help="sizes i, i5 and ii only, fewer iterations")
+    parser.add_argument("--degrees", nargs="*", choices=list(DEGREES), default=list(DEGREES),
+                        help="data shapes of the degree table (10⁶ nonzeros and retail); "
+                             "give none to skip it")
     parser.add_argument("--no-extras", action="store_true", help="skip start-up and target rows")
     args = parser.parse_args(argv)
     sizes = [s for s in args.sizes if not (args.quick and s == "iii")]
@@ -261,9 +305,10 @@ def main(argv=None) -> int:
     peak = _in_child(machine_peak, dtype)
     print(f"dtype {dtype.name}, banmf {banmf.__version__}, numba threads {_threads()}, "
           f"measured matmul peak {peak:.1f} GFLOP/s\n", flush=True)
-    print("| size | k | BANMF s/it | GFLOP/s | % peak | sklearn MU s/it | ratio | scipy s/it | ratio "
-          "| dense s/it | ratio | booleanize s | peak MB |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
+    if sizes:
+        print("| size | k | BANMF s/it | GFLOP/s | % peak | sklearn MU s/it | ratio | scipy s/it "
+              "| ratio | dense s/it | ratio | booleanize s | peak MB |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
     for key in sizes:
         label, n, m, nnz, iters = SIZES[key]
         if args.quick:
@@ -286,6 +331,8 @@ def main(argv=None) -> int:
                      f"{dense['iter'] / ours['iter']:.1f}×" if dense else "—",
                      f"{ours['boolean']:.3g}", f"{ours['peak']:.0f}"]
             print("| " + " | ".join(str(c) for c in cells) + " |", flush=True)
+    if args.degrees:
+        degree_table(args.degrees, args.ks, dtype, quick=args.quick)
     if not args.no_extras:
         st = startup()
         print(f"\nstart-up, fresh process to first iteration: {st['cold'][0]:.2f} s with an empty "
@@ -300,6 +347,38 @@ def main(argv=None) -> int:
               f"{t['pnlpf_500']:.2f} s (from its per-iteration time): "
               f"{t['pnlpf_500'] / t['banmf_500']:.1f}× faster", flush=True)
     return 0
+
+
+def degree_table(kinds, ks, dtype, quick=False) -> list[dict]:
+    """Per-iteration time on data shaped like users' data, against scikit-learn's MU on the same
+    matrix and against our own time on equal row counts at the same k. Prints a table."""
+    n, m, nnz, iters = DEGREES_SIZE
+    if quick:
+        iters = max(3, iters // 4)
+    kinds = list(kinds)
+    if "equal" not in kinds:  # the reference of the "× equal" column
+        kinds.insert(0, "equal")
+    print(f"\nDegree skew: {n:,}×{m:,} with {nnz:,} nonzeros (make_sparse_degrees, exponent "
+          f"2.5) and the retail data; {iters} timed iterations, same run", flush=True)
+    print("| data | rows max/mean | cols max/mean | k | BANMF s/it | × equal rows | sklearn MU s/it "
+          "| ratio |")
+    print("|---|---|---|---|---|---|---|---|", flush=True)
+    equal, results = {}, []
+    for kind in kinds:
+        label = DEGREES[kind][0]
+        skew = _in_child(degree_skew, kind)
+        for k in ks:
+            ours = _in_child(run_banmf, n, m, nnz, k, iters + 1, dtype, kind)
+            sk = _in_child(run_sklearn, n, m, nnz, k, iters, dtype, kind)
+            if kind == "equal":
+                equal[k] = ours["iter"]
+            results.append({"data": kind, "k": k, "banmf": ours["iter"], "sklearn": sk["iter"],
+                            "rows_skew": skew[0], "cols_skew": skew[1], "nnz": ours["nnz"]})
+            cells = [label, f"{skew[0]:.1f}", f"{skew[1]:.1f}", k, f"{ours['iter']:.4g}",
+                     f"{ours['iter'] / equal[k]:.2f}×", f"{sk['iter']:.4g}",
+                     f"{sk['iter'] / ours['iter']:.1f}×"]
+            print("| " + " | ".join(str(c) for c in cells) + " |", flush=True)
+    return results
 
 
 def _threads() -> int:
