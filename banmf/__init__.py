@@ -4,6 +4,7 @@ The core method is BANMF (Truong, Skau, Desantis, Alexandrov): multiplicative NM
 against an auxiliary matrix Y bounded on the support of X, then a threshold search.
 """
 
+from ._threads import effective_n_jobs
 from .api import Factorization, factorize
 from .booleanize import (
     Booleanization,
@@ -50,6 +51,7 @@ __all__ = [
     "boolean_error",
     "boolean_product",
     "booleanize",
+    "effective_n_jobs",
     "error_counts",
     "factorize",
     "make_boolean",

@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 import scipy.sparse as sp
 
@@ -21,6 +20,7 @@ from ._kernels.boolean import (
     support_hits,
     union_popcounts,
 )
+from ._threads import blocks_for, pick, threads_for, variant
 from ._validation import _csr_from_parts, check_binary_matrix, check_boolean_factors
 
 __all__ = [
@@ -69,9 +69,9 @@ class _Packed:
     def of(cls, R: np.ndarray, s=0) -> _Packed:
         r, k = R.shape
         codes = np.empty((r, _words(k)), dtype=np.uint64)
-        pack_rows_above(R, s, codes)
+        pick(pack_rows_above, r * k)(R, s, codes)
         bits = np.empty((k, _words(r)), dtype=np.uint64)
-        pack_cols_above(R, s, bits)
+        pick(pack_cols_above, r * k)(R, s, bits)
         uniq, _, counts = _unique_rows(codes)
         nonzero = uniq.any(axis=1)
         return cls(codes, np.ascontiguousarray(uniq[nonzero]), counts[nonzero], bits)
@@ -87,7 +87,7 @@ def _cover(pw: _Packed, ph: _Packed) -> int:
     n, m = pw.codes.shape[0], ph.codes.shape[0]
     rows, other = (pw, ph) if len(pw.distinct) * m <= len(ph.distinct) * n else (ph, pw)
     sizes = np.empty(len(rows.distinct), dtype=np.int64)
-    union_popcounts(rows.distinct, other.bits, sizes)
+    pick(union_popcounts, sizes.size * other.bits.size)(rows.distinct, other.bits, sizes)
     return int(np.dot(sizes, rows.counts))
 
 
@@ -95,7 +95,7 @@ def _hits_and_cover(X: sp.csr_array, Wb: np.ndarray, Hb: np.ndarray) -> tuple[in
     """Ones of X that W⊗H covers, and all ones of W⊗H, for trusted Boolean factors."""
     pw, ph = _Packed.of(Wb), _Packed.of(np.ascontiguousarray(Hb.T))
     hits = np.empty(X.shape[0], dtype=np.int64)
-    support_hits(X.indptr, X.indices, pw.codes, ph.codes, hits)
+    pick(support_hits, X.nnz * pw.codes.shape[1])(X.indptr, X.indices, pw.codes, ph.codes, hits)
     return int(hits.sum()), _cover(pw, ph)
 
 
@@ -357,8 +357,10 @@ def _booleanize(X, W, H, P, normalize, search) -> Booleanization:
         W, H = balance(W, H)
     w_points, u = _grid_ranks(W, P)
     h_points, vt = _grid_ranks(np.ascontiguousarray(H.T), P)
-    n_blocks = max(1, min(4 * numba.get_num_threads(), X.shape[0]))
-    diff = staircase_hits(X.indptr, X.indices, u, vt, P, n_blocks).sum(axis=0)
+    # One difference array per block; integer sums, so the blocks may follow the threads.
+    threads = threads_for(X.nnz * u.shape[1])
+    n_blocks = blocks_for(threads, X.shape[0])
+    diff = variant(staircase_hits, threads)(X.indptr, X.indices, u, vt, P, n_blocks).sum(axis=0)
     hits = diff.cumsum(axis=0).cumsum(axis=1)[:P, :P]
     cw = _active_counts(u, P)
     ch = _active_counts(vt, P)

@@ -11,7 +11,9 @@ import argparse
 import ast
 import hashlib
 import json
+import logging
 import sys
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -39,54 +41,127 @@ def _parse_param(text: str) -> tuple[str, object]:
     return key.strip(), value
 
 
-class Progress:
-    """A one-line bar on a terminal, otherwise a line every 10 % once a run passes 1 s.
+class Progress(logging.Handler):
+    """The status of a fit on stderr, from the ``banmf.progress`` records (:mod:`banmf._progress`)
+    and numba's compile events.
 
-    Used as the estimator's ``callback``; an iteration count that starts again marks the next
-    random start (``n_init``).
+    On a terminal: one line rewritten every 0.1 s (start i/N, iteration, objective, elapsed
+    time, ETA). Otherwise: quiet for the first 2 s, then a line every 2 s, so that a long run
+    never goes silent. Compiling kernels is announced at once, and its time is kept apart
+    (:attr:`compile_seconds`) so that the fit's own time can be reported without it.
     """
 
-    def __init__(self, total: int, stream, enabled: bool = True):
-        self.total, self.stream, self.enabled = total, stream, enabled
+    TTY_EVERY, LOG_EVERY = 0.1, 2.0
+
+    def __init__(self, stream, what: str, enabled: bool = True):
+        super().__init__(level=logging.DEBUG)
+        self.stream, self.what, self.enabled = stream, what, enabled
         self.tty = enabled and hasattr(stream, "isatty") and stream.isatty()
-        self.start = self.last = time.monotonic()
-        self.next_pct = 10
-        self.run, self.prev = 1, 0
+        self.start = time.monotonic()
+        self._state = threading.Lock()
+        self.fractions: dict[int, float] = {}  # start -> share of its iterations done
+        self.n_starts, self.status = 1, what
+        self.compile_seconds, self._compiling_since, self._depth, self._announced = 0.0, None, 0, False
+        self._done = threading.Event()
+        self._last_line = self.start
+        self._ticker = threading.Thread(target=self._tick, daemon=True, name="banmf-progress")
 
-    def __call__(self, t: int, objective: float) -> bool:
-        if not self.enabled:
-            return False
-        if t <= self.prev:
-            self.run, self.next_pct = self.run + 1, 10
-        self.prev = t
-        now = time.monotonic()
-        label = f"start {self.run}, " if self.run > 1 else ""
-        if self.tty:
-            if now - self.last >= 0.1 or t == self.total:
-                width = 30
-                done = int(width * t / self.total)
-                self.stream.write(
-                    f"\r{label}[{'#' * done}{'.' * (width - done)}] {t}/{self.total} "
-                    f"objective {objective:.6g} ({now - self.start:.1f} s)"
-                )
-                self.stream.flush()
-                self.last = now
-        elif (self.run == 1 and now - self.start >= 1.0 and 100 * t >= self.next_pct * self.total) or (
-            self.run > 1 and t == self.total and now - self.start >= 5.0
-        ):
-            # quick runs stay quiet; long ones log every 10 % of the first start, then one line
-            # per further start once the whole fit has taken a few seconds
-            self.stream.write(
-                f"{label}iteration {t}/{self.total}: objective {objective:.6g} ({now - self.start:.1f} s)\n"
-            )
-            self.stream.flush()
-            while self.next_pct * self.total <= 100 * t:
-                self.next_pct += 10
-        return False
+    # logging.Handler
+    def emit(self, record: logging.LogRecord) -> None:
+        data = getattr(record, "banmf", None)
+        if data is None:
+            return
+        with self._state:
+            i, self.n_starts = data["start"], data["n_starts"]
+            label = f"start {i}/{self.n_starts}" if self.n_starts > 1 else self.what
+            if data["event"] == "iteration":
+                self.fractions[i] = data["iteration"] / data["max_iter"]
+                self.status = (f"{label}, iteration {data['iteration']}/{data['max_iter']}: "
+                               f"objective {data['objective']:.6g}")
+            elif data["event"] == "phase":
+                self.fractions[i] = max(self.fractions.get(i, 0.0), 1.0)
+                self.status = f"{label}: {data['phase']}"
+            elif data["event"] == "done":
+                self.fractions[i] = 1.0
 
-    def close(self) -> None:
+    # numba.core.event listener ("numba:compile"); compilations are serialised by numba's lock
+    def on_start(self, event) -> None:
+        self._depth += 1
+        if self._depth == 1:
+            self._compiling_since = time.monotonic()
+            if not self._announced and self.enabled:
+                self._announced = True
+                self._write("banmf: compiling kernels (first run only)…", newline=True)
+
+    def on_end(self, event) -> None:
+        self._depth -= 1
+        if self._depth == 0 and self._compiling_since is not None:
+            self.compile_seconds += time.monotonic() - self._compiling_since
+            self._compiling_since = None
+
+    def _line(self, now: float) -> str:
+        with self._state:
+            elapsed = now - self.start
+            text = f"{self.status} ({elapsed:.1f} s"
+            done = sum(self.fractions.values()) / max(1, self.n_starts)
+            compiling = self.compile_seconds + (now - self._compiling_since if self._compiling_since else 0.0)
+            if self._compiling_since is not None:
+                text = f"compiling kernels (first run only)… ({elapsed:.1f} s"
+            elif 0.02 < done < 1.0:
+                # Compilation is not part of the rate of progress.
+                rate = max(elapsed - compiling, 1e-9) / done
+                text += f", about {rate * (1.0 - done):.0f} s to go"
+            return text + ")"
+
+    def _write(self, text: str, newline: bool) -> None:
         if self.tty:
-            self.stream.write("\n")
+            self.stream.write("\r\033[K" + text + ("\n" if newline else ""))
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def _tick(self) -> None:
+        every = self.TTY_EVERY if self.tty else self.LOG_EVERY
+        while not self._done.wait(every):
+            now = time.monotonic()
+            if self.tty or now - self.start >= self.LOG_EVERY:
+                self._write(self._line(now), newline=False)
+
+    def __enter__(self) -> Progress:
+        from numba.core import event
+
+        owner = self
+
+        class Compiles(event.Listener):
+            def on_start(self, ev):
+                owner.on_start(ev)
+
+            def on_end(self, ev):
+                owner.on_end(ev)
+
+        self._listener = Compiles()
+        event.register("numba:compile", self._listener)
+        self._logger = logging.getLogger("banmf.progress")
+        self._saved = self._logger.level, self._logger.propagate
+        self._logger.setLevel(logging.DEBUG)
+        self._logger.propagate = False
+        self._logger.addHandler(self)
+        if self.enabled:
+            self._ticker.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        from numba.core import event
+
+        self._done.set()
+        if self._ticker.is_alive():
+            self._ticker.join()
+        self._logger.removeHandler(self)
+        self._logger.setLevel(self._saved[0])
+        self._logger.propagate = self._saved[1]
+        event.unregister("numba:compile", self._listener)
+        if self.tty:
+            self.stream.write("\r\033[K")
             self.stream.flush()
 
 
@@ -129,27 +204,27 @@ def cmd_factorize(args, out, err) -> int:
         if "max_iter" not in valid:
             raise UsageError(f"method {args.method} has no --max-iter")
         params["max_iter"] = args.max_iter
+    if args.jobs is not None:
+        from ._threads import effective_n_jobs
+
+        if "n_jobs" not in valid:
+            raise UsageError(f"method {args.method} has no --jobs")
+        effective_n_jobs(args.jobs)  # a bad value stops here, before the input is read
+        params["n_jobs"] = args.jobs
     ds = _read_input(args.input)
     X = ds.X
-    progress = None
-    if "callback" in valid:
-        total = params.get("max_iter", cls().max_iter)
-        progress = Progress(total, err, enabled=not args.quiet)
-        params["callback"] = progress
     est = cls(n_components=args.k, random_state=args.seed, **params)
+    progress = Progress(err, f"fitting {args.method}", enabled=not args.quiet)
     start = time.perf_counter()
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught, progress:
         warnings.simplefilter("always")
         try:
             est.fit(X)
         except KeyboardInterrupt:
-            if progress:
-                progress.close()
             err.write("banmf: interrupted before any result existed; nothing written\n")
             return EXIT_INTERRUPTED
-    seconds = time.perf_counter() - start
-    if progress:
-        progress.close()
+    # The fit's own time: the first run's compilation is reported apart.
+    seconds = time.perf_counter() - start - progress.compile_seconds
     for w in caught:
         err.write(f"banmf: warning: {w.message}\n")
     interrupted = bool(getattr(est, "interrupted_", False))
@@ -165,13 +240,16 @@ def cmd_factorize(args, out, err) -> int:
         "input": args.input, "shape": [n, m], "nnz": int(X.nnz), "method": args.method,
         "n_components": args.k, "error": result.error, "relative_error": result.relative_error,
         "false_negatives": fn, "false_positives": fp, "n_iter": result.n_iter,
-        "seconds": round(seconds, 4), "interrupted": interrupted, "out": args.out,
+        "seconds": round(seconds, 4), "compile_seconds": round(progress.compile_seconds, 4),
+        "interrupted": interrupted, "out": args.out,
     }
     if args.out:
         save_result(result, args.out, X=X, extra={"input": str(args.input), "input_sha256": _sha256(args.input)})
     lines = [
         f"input           {args.input} ({n}×{m}, {X.nnz} nonzeros, density {X.nnz / (n * m):.4g})",
-        f"method          {args.method}, k={args.k}, {result.n_iter} iterations, {seconds:.2f} s",
+        f"method          {args.method}, k={args.k}, {result.n_iter} iterations, {seconds:.2f} s"
+        + (f" (+ {progress.compile_seconds:.1f} s compiling kernels, first run only)"
+           if progress.compile_seconds >= 0.05 else ""),
         f"error           {result.error} ({fn} ones missed, {fp} zeros covered)",
         f"relative error  {result.relative_error:.4f} (error / nnz)",
     ]
@@ -290,6 +368,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", default="banmf", help="banmf (default), reg-banmf, nmf, reg-nmf, asso, pnlpf, zhang-threshold, grecond")
     p.add_argument("--max-iter", type=int, dest="max_iter")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--jobs", type=int, metavar="N",
+                   help="thread budget (scikit-learn's n_jobs: -1 all CPUs, 1 one thread; "
+                        "default: what the environment allows)")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="any estimator parameter, e.g. --param regularization=logspace")
     p.add_argument("--out", help="save the factorization here (.npz)")

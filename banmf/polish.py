@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 
 from ._kernels.boolean import pack_cols_above, pack_rows_above
@@ -29,6 +28,7 @@ from ._kernels.polish import (
     support_uncovered,
     uncovered_counts,
 )
+from ._threads import blocks_for, pick, threads_for, variant
 from ._validation import check_binary_matrix, check_boolean_factors, transpose_mask
 from .booleanize import _error, _unique_rows, _words
 
@@ -93,7 +93,7 @@ class Thresholds:
 def _pack(B: np.ndarray) -> np.ndarray:
     """Rows of a bool matrix (r, c) as uint64 words, shape (r, ceil(c / 64))."""
     out = np.empty((B.shape[0], _words(B.shape[1])), dtype=np.uint64)
-    pack_rows_above(B, 0, out)
+    pick(pack_rows_above, B.size)(B, 0, out)
     return out
 
 
@@ -117,7 +117,7 @@ class _Fixed:
             self.tables = bit_tables(_codes(B), self.k)
         else:
             self.bits = np.empty((self.k, _words(B.shape[0])), dtype=np.uint64)
-            pack_cols_above(B, 0, self.bits)
+            pick(pack_cols_above, B.size)(B, 0, self.bits)
 
     def uncovered(self, A: np.ndarray, only: int) -> np.ndarray:
         """Per row pattern of ``A`` (packed) and bit l: the columns with bit l that no other bit
@@ -130,14 +130,15 @@ class _Fixed:
             return self.tables[bits, full & ~(a[:, None] & ~(1 << bits))]
         uniq, inverse, _ = _unique_rows(A)
         out = np.empty((len(uniq), k if only < 0 else 1), dtype=np.int64)
-        uncovered_counts(np.ascontiguousarray(uniq), self.bits, only, out)
+        pick(uncovered_counts, len(uniq) * self.bits.size)(np.ascontiguousarray(uniq), self.bits, only, out)
         return out[inverse]
 
 
 def _bit_changes(X, A: np.ndarray, fixed: _Fixed, rows: np.ndarray, only: int = -1) -> np.ndarray:
     """``d[r, l]`` = error of row ``rows[r]`` with bit l on minus with it off, other bits as in A."""
     sup = np.empty((len(rows), fixed.k if only < 0 else 1), dtype=np.int64)
-    support_uncovered(X.indptr, X.indices, A, fixed.codes, rows, only, sup)
+    work = len(rows) * (X.nnz // max(1, X.shape[0]) + 1) * fixed.codes.shape[1] * 4
+    pick(support_uncovered, work)(X.indptr, X.indices, A, fixed.codes, rows, only, sup)
     return fixed.uncovered(A[rows], only) - 2 * sup
 
 
@@ -164,8 +165,10 @@ def _exact_rows(X, free: np.ndarray, fixed_bool: np.ndarray) -> int:
     a, b = _codes(free), _codes(fixed_bool)
     F = np.bincount(b, minlength=1 << k).astype(np.int64)
     subset_sums(F, k)
-    n_blocks = max(1, min(4 * numba.get_num_threads(), X.shape[0]))
-    changed = best_row_codes(X.indptr, X.indices, b, F, k, X.shape[1], a, n_blocks)
+    # Every row scans all 2^k patterns. Integer counts: the blocks may follow the threads.
+    threads = threads_for(X.shape[0] * (1 << k) + X.nnz)
+    n_blocks = blocks_for(threads, X.shape[0])
+    changed = variant(best_row_codes, threads)(X.indptr, X.indices, b, F, k, X.shape[1], a, n_blocks)
     free[:] = _decode(a, k)
     return int(changed)
 

@@ -227,19 +227,24 @@ def test_tol_stops_early_and_max_iter_warns():
         BANMF(3, max_iter=15, tol=1e-12, random_state=0).fit(X)
 
 
-def test_callback_can_stop_and_ctrl_c_is_clean():
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_callback_can_stop_and_ctrl_c_is_clean(n_jobs):
     X, _, _ = make_boolean(30, 20, 3, 0.4, random_state=1)
     seen = []
-    model = BANMF(3, max_iter=100, random_state=0, callback=lambda t, f: seen.append(f) or t >= 7).fit(X)
-    assert model.n_iter_ == 7 and len(seen) == 7
+    model = BANMF(3, max_iter=100, random_state=0, n_init=5, n_jobs=n_jobs,
+                  callback=lambda t, f: seen.append(f) or t >= 7).fit(X)
+    # One after the other, the first start stops and no other begins; side by side, every
+    # running start stops at its 7th iteration.
+    assert model.n_iter_ == 7 and len(seen) == 7 * n_jobs
+    assert len(model.init_errors_) == n_jobs
 
     def interrupt(t, f):
         if t == 5:
             raise KeyboardInterrupt
 
     with pytest.warns(UserWarning, match="interrupted after 5 iterations"):
-        model = BANMF(3, max_iter=100, random_state=0, callback=interrupt).fit(X)
-    assert model.interrupted_ and model.n_iter_ == 5
+        model = BANMF(3, max_iter=100, random_state=0, n_init=5, n_jobs=n_jobs, callback=interrupt).fit(X)
+    assert model.interrupted_ and model.n_iter_ == 5 and len(model.init_errors_) == n_jobs
     assert model.reconstruction_err_ == boolean_error(X, model.W_, model.components_)
 
 

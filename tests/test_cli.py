@@ -5,6 +5,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -40,16 +41,46 @@ def test_factorize_summary_json_and_saved_result(tmp_path):
     assert saved.meta["params"]["tau"] == 0.6 and len(saved.meta["input_sha256"]) == 64
 
 
-def test_progress_marks_each_restart():
+def test_progress_says_which_start_where_and_how_long(monkeypatch):
+    from banmf._progress import StartProgress
+
     stream = io.StringIO()
-    progress = Progress(4, stream)
-    progress.start -= 6.0  # past the quiet first seconds
-    for _ in range(2):
+    progress = Progress(stream, "fitting banmf")
+    monkeypatch.setattr(Progress, "LOG_EVERY", 0.05)  # the quiet first seconds, shortened
+    with progress:
+        reporters = [StartProgress(i, 2, 4) for i in (1, 2)]
         for t in range(1, 5):
-            progress(t, 1.0)
+            for r in reporters:
+                r.last = -1.0  # no throttling here
+                r.iteration(t, 10.0 / t)
+            time.sleep(0.06)
+        reporters[0].phase("polish")
+        time.sleep(0.15)
     lines = stream.getvalue().splitlines()
-    assert lines[0].startswith("iteration 1/4") and lines[-1].startswith("start 2, iteration 4/4")
-    assert sum(line.startswith("start 2") for line in lines) == 1  # one line per later start
+    assert any(line.startswith("start ") and "iteration" in line and "objective" in line for line in lines)
+    assert any("to go" in line for line in lines)  # an estimate of the time left
+    assert lines[-1].startswith("start 1/2: polish")
+
+
+def test_a_quick_run_is_quiet_and_compilation_is_reported_apart():
+    code, out, err = run("factorize", ZOO, "-k", "2", "--max-iter", "20", "--json")
+    rec = json.loads(out)
+    assert code == 0 and rec["compile_seconds"] >= 0 and rec["seconds"] >= 0
+    assert "iteration" not in err  # under the 2 s before a non-terminal stream hears anything
+
+
+def test_jobs_option(tmp_path):
+    results = []
+    for jobs in ("1", "2", "-1"):
+        code, out, err = run("factorize", ZOO, "-k", "3", "--max-iter", "100", "--jobs", jobs, "--json",
+                             "--param", "n_init=4")
+        assert code == 0, err
+        results.append(json.loads(out)["error"])
+    assert len(set(results)) == 1  # the thread count never changes the result
+    code, _, err = run("factorize", ZOO, "-k", "3", "--jobs", "0")
+    assert code == 2 and "n_jobs" in err and err.count("\n") == 1
+    code, _, err = run("factorize", ZOO, "-k", "3", "--jobs", "two")
+    assert code == 2
 
 
 def test_every_method_runs_from_the_command_line():
@@ -62,18 +93,25 @@ def test_every_method_runs_from_the_command_line():
         assert json.loads(out)["n_components"] == 2
 
 
-def test_ctrl_c_writes_the_result_so_far(tmp_path, monkeypatch):
-    def interrupting(self, t, f):
-        if t == 5:
-            raise KeyboardInterrupt
-        return False
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_ctrl_c_writes_the_result_so_far(tmp_path, monkeypatch, jobs):
+    import _thread
 
-    monkeypatch.setattr(Progress, "__call__", interrupting)
+    emit = Progress.emit
+    sent = []
+
+    def interrupting(self, record):
+        emit(self, record)
+        if record.banmf["event"] == "iteration" and not sent:
+            sent.append(True)
+            _thread.interrupt_main()  # as Ctrl-C does: KeyboardInterrupt in the main thread
+
+    monkeypatch.setattr(Progress, "emit", interrupting)
     res = tmp_path / "r.npz"
-    code, out, err = run("factorize", ZOO, "-k", "3", "--out", str(res))
-    assert code == 130 and "interrupted" in out and "interrupted after 5 iterations" in err
+    code, out, err = run("factorize", ZOO, "-k", "3", "--jobs", jobs, "--out", str(res))
+    assert code == 130 and "interrupted" in out and "interrupted" in err
     saved = load_result(res)
-    assert saved.meta["interrupted"] and saved.meta["n_iter"] == 5
+    assert saved.meta["interrupted"] and 1 <= saved.meta["n_iter"] < 1000
     assert not list(tmp_path.glob(".*tmp"))
 
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import reference as ref
-from conftest import binary_matrices
+from conftest import binary_matrices, run_both
 from hypothesis import given
 from hypothesis import strategies as st
 from numba import njit
@@ -81,7 +81,7 @@ def test_project_spmm(Xd, k, project, seed, dtype, loops):
     sq = np.full((n, 2), np.nan)
     lower, upper = 1.0, float(k) if seed % 2 else np.inf
     y_ref, YHt_ref, sq_ref = ref.project_spmm(Xd, W.astype(float), Ht.astype(float), lower, upper, project, y.astype(float))
-    project_spmm(X.indptr, X.indices, _padded(W, kp), _padded(Ht, kp), lower, upper, project, y, YHt, sq, width)
+    run_both(project_spmm(width), X.indptr, X.indices, _padded(W, kp), _padded(Ht, kp), lower, upper, project, y, YHt, sq, width, rounding=(9,))
     tol = 1e-12 if dtype == np.float64 else 1e-4
     np.testing.assert_allclose(y, y_ref, rtol=tol)
     np.testing.assert_allclose(YHt[:, :k], YHt_ref, rtol=tol, atol=tol)
@@ -98,7 +98,7 @@ def test_update_rows(r, k, nb, lam, seed, dtype, pad):
     expected = ref.mu_update(F.astype(float), numer.astype(float), F.astype(float) @ G, lam, 1e-12)
     gram = np.full((min(nb, r), k, k), np.nan)
     Fp = _padded(F, k + pad)  # stored rows may be wider than k (the solver's padding)
-    update_rows(Fp, _padded(numer, k + pad), G, lam, 1e-12, gram)
+    run_both(update_rows, Fp, _padded(numer, k + pad), G, lam, 1e-12, gram)
     tol = 1e-12 if dtype == np.float64 else 1e-4
     np.testing.assert_allclose(Fp[:, :k], expected, rtol=tol)
     assert not Fp[:, k:].any()
@@ -115,7 +115,7 @@ def test_scatter_rows(Xd, k, nb, dtype, seed, loops):
     W = rng.random((n, k)).astype(dtype)
     y = rng.random(X.nnz).astype(dtype)
     scatter, total = np.full((min(nb, n), m, kp), np.nan, dtype), np.full((m, kp), np.nan, dtype)
-    scatter_rows(X.indptr, X.indices, y, _padded(W, kp), scatter, total, width)
+    run_both(scatter_rows, X.indptr, X.indices, y, _padded(W, kp), scatter, total, width)
     tol = 1e-12 if dtype == np.float64 else 1e-4
     np.testing.assert_allclose(total[:, :k], ref.gather_spmm(Xd, y.astype(float), W.astype(float)), rtol=tol, atol=tol)
     assert not total[:, k:].any()
@@ -134,10 +134,10 @@ def test_pack_above(r, c, s, as_bool, seed):
     if as_bool:
         R, s = R > 2, 0
     rows = np.empty((r, max(1, -(-c // 64))), dtype=np.uint64)
-    pack_rows_above(R, s, rows)
+    run_both(pack_rows_above, R, s, rows)
     np.testing.assert_array_equal(rows, ref.pack_bits(R > s))
     cols = np.empty((c, max(1, -(-r // 64))), dtype=np.uint64)
-    pack_cols_above(R, s, cols)
+    run_both(pack_cols_above, R, s, cols)
     np.testing.assert_array_equal(cols, ref.pack_bits((R > s).T))
 
 
@@ -150,11 +150,11 @@ def test_support_hits_and_union_popcounts(Xd, k, seed):
     Hb = rng.random((k, m)) < 0.3
     a, b = ref.pack_bits(Wb), ref.pack_bits(Hb.T)
     hits = np.empty(n, dtype=np.int64)
-    support_hits(X.indptr, X.indices, a, b, hits)
+    run_both(support_hits, X.indptr, X.indices, a, b, hits)
     prod = ref.boolean_product(Wb, Hb)
     np.testing.assert_array_equal(hits, (prod & Xd.astype(bool)).sum(axis=1))
     sizes = np.empty(n, dtype=np.int64)
-    union_popcounts(a, ref.pack_bits(Hb), sizes)
+    run_both(union_popcounts, a, ref.pack_bits(Hb), sizes)
     np.testing.assert_array_equal(sizes, prod.sum(axis=1))
 
 
@@ -165,7 +165,7 @@ def test_staircase_hits(Xd, k, P, n_blocks, seed):
     X = check_binary_matrix(Xd)
     u = rng.integers(0, P + 1, size=(n, k)).astype(np.int32)
     vt = rng.integers(0, P + 1, size=(m, k)).astype(np.int32)
-    diff = staircase_hits(X.indptr, X.indices, u, vt, P, min(n_blocks, n)).sum(axis=0)
+    diff = run_both(staircase_hits, X.indptr, X.indices, u, vt, P, min(n_blocks, n)).sum(axis=0)
     hits = diff.cumsum(axis=0).cumsum(axis=1)[:P, :P]
     np.testing.assert_array_equal(hits, ref.hits_grid(Xd, u, vt, P))
 
@@ -174,7 +174,7 @@ def test_staircase_hits(Xd, k, P, n_blocks, seed):
 def test_pack_csr_rows(Xd):
     X = check_binary_matrix(Xd)
     out = np.empty((Xd.shape[0], max(1, -(-Xd.shape[1] // 64))), dtype=np.uint64)
-    pack_csr_rows(X.indptr, X.indices, out)
+    run_both(pack_csr_rows, X.indptr, X.indices, out)
     np.testing.assert_array_equal(out, ref.pack_bits(Xd.astype(bool)))
 
 
@@ -221,14 +221,14 @@ def test_kernels_with_prefetching_on_a_table_larger_than_l2(loops):
     W, Ht = rng.random((n, k)).astype(np.float32), rng.random((m, k)).astype(np.float32)
     y, YHt, sq = np.ones(X.nnz, np.float32), np.empty((n, k), np.float32), np.empty((n, 2))
     y_ref, YHt_ref, sq_ref = ref.project_spmm(Xd, W.astype(float), Ht.astype(float), 1.0, float(k), True, y.astype(float))
-    project_spmm(X.indptr, X.indices, W, Ht, 1.0, float(k), True, y, YHt, sq, width)
+    run_both(project_spmm(width), X.indptr, X.indices, W, Ht, 1.0, float(k), True, y, YHt, sq, width, rounding=(9,))
     np.testing.assert_allclose(y, y_ref, rtol=1e-5)
     np.testing.assert_allclose(YHt, YHt_ref, rtol=1e-4)
     np.testing.assert_allclose(sq, sq_ref, rtol=1e-4)
     G = _gram(rng, k).astype(np.float32)
     gram, scatter, total = np.empty((2, k, k)), np.empty((2, m, k), np.float32), np.empty((m, k), np.float32)
     expected = ref.mu_update(W.astype(float), YHt.astype(float), W.astype(float) @ G, 0.0, 1e-12)
-    update_rows(W, YHt, G, 0.0, 1e-12, gram)
-    scatter_rows(X.indptr, X.indices, y, W, scatter, total, width)
+    run_both(update_rows, W, YHt, G, 0.0, 1e-12, gram)
+    run_both(scatter_rows, X.indptr, X.indices, y, W, scatter, total, width)
     np.testing.assert_allclose(W, expected, rtol=1e-4)
     np.testing.assert_allclose(total, ref.gather_spmm(Xd, y.astype(float), expected), rtol=1e-4, atol=1e-4)

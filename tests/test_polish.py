@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import pytest
 import reference as ref
-from conftest import binary_matrices
+from conftest import binary_matrices, run_both
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -37,7 +37,7 @@ def test_best_row_codes_is_the_brute_force_row_optimum(Xd, k, n_blocks, seed):
     F = np.bincount(b, minlength=1 << k).astype(np.int64)
     subset_sums(F, k)
     before = a.copy()
-    changed = best_row_codes(X.indptr, X.indices, b, F, k, m, a, min(n_blocks, n))
+    changed = run_both(best_row_codes, X.indptr, X.indices, b, F, k, m, a, min(n_blocks, n))
     errs = ref.row_errors(Xd, H)
     rows = np.arange(n)
     np.testing.assert_array_equal(errs[rows, a], errs.min(axis=1))

@@ -3,6 +3,8 @@
 import numpy as np
 from numba import njit, prange
 
+from .variants import kernel
+
 _ONE = np.uint64(1)
 
 
@@ -15,7 +17,7 @@ def popcount64(x):
     return (x * np.uint64(0x0101010101010101)) >> np.uint64(56)
 
 
-@njit(parallel=True, cache=True, nogil=True)
+@kernel()
 def pack_rows_above(R, s, out):
     """Bits of ``R > s`` row by row: ``out[i]`` (ceil(c / 64) words) packs row i of R (r, c)."""
     r, c = R.shape
@@ -28,7 +30,7 @@ def pack_rows_above(R, s, out):
                 out[i, j >> 6] |= _ONE << np.uint64(j & 63)
 
 
-@njit(parallel=True, cache=True, nogil=True)
+@kernel()
 def pack_cols_above(R, s, out):
     """Bits of ``R > s`` column by column: ``out[j]`` (ceil(r / 64) words) packs column j."""
     r, c = R.shape
@@ -41,7 +43,7 @@ def pack_cols_above(R, s, out):
                 out[j, i >> 6] |= _ONE << np.uint64(i & 63)
 
 
-@njit(parallel=True, cache=True, nogil=True)
+@kernel()
 def support_hits(indptr, indices, a, b, out):
     """``out[i] = #{p in row i : a[i] & b[indices[p]] != 0}``: ones of X covered by W⊗H."""
     n = a.shape[0]
@@ -57,7 +59,7 @@ def support_hits(indptr, indices, a, b, out):
         out[i] = hits
 
 
-@njit(parallel=True, cache=True, nogil=True)
+@kernel()
 def union_popcounts(codes, bitsets, out):
     """``out[d] = |OR of bitsets[l] over the bits l set in codes[d]|``.
 
@@ -79,7 +81,7 @@ def union_popcounts(codes, bitsets, out):
         out[d] = total
 
 
-@njit(parallel=True, cache=True, nogil=True)
+@kernel()
 def staircase_hits(indptr, indices, u, v, n_points, n_blocks):
     """Hit counts on the support for a whole grid of threshold pairs, as 2-D difference arrays.
 
@@ -131,7 +133,7 @@ def staircase_hits(indptr, indices, u, v, n_points, n_blocks):
     return diff
 
 
-@njit(parallel=True, cache=True, nogil=True)
+@kernel()
 def pack_csr_rows(indptr, indices, out):
     """Pack the rows of a CSR pattern into ``out`` (rows, ceil(cols / 64)) uint64 words."""
     r = len(indptr) - 1

@@ -4,6 +4,7 @@ import numpy as np
 from numba import njit, prange
 
 from .boolean import popcount64
+from .variants import kernel
 
 _ONE = np.uint64(1)
 
@@ -55,7 +56,7 @@ def _score_rows(rows, start, stop, seen, c, indptr, indices, used, fac_mask, can
     return total
 
 
-@njit(parallel=True, cache=True, nogil=True)
+@kernel()
 def asso_scores(cand_ptr, cand_cols, colptr, colrows, indptr, indices, used, fac_mask,
                 fac_ptr, fac_rows, w_pos, w_neg, n_blocks, scores):
     """ASSO's score of every candidate basis vector against the current cover.
@@ -127,7 +128,7 @@ def intent_of(extent, colbits, out):
         out[j] = _rows_within(extent, colbits, j)
 
 
-@njit(parallel=True, cache=True, nogil=True)
+@kernel()
 def grecond_gains(extent, in_intent, colbits, ubits, values):
     """GreConD's value of adding each column j not in the current intent D.
 

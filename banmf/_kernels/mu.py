@@ -3,9 +3,10 @@
 An iteration is the W step (:func:`update_rows`: each row of W against the k×k Gram HHᵀ, and
 WᵀW; then :func:`scatter_rows`: each nonzero's ``y[p] W[i]`` into Wᵀ Y), the H step
 (:func:`update_rows` on Hᵀ) and the Y pass (:func:`project_spmm`: project Y onto
-[lower, upper] and accumulate Y Hᵀ). All are parallel over blocks of rows. Sums across rows go
-to one buffer per block, added up afterwards in block order, so the result does not depend on
-the number of threads. The k×k Gram products are done inline, in register tiles: no BLAS call
+[lower, upper] and accumulate Y Hᵀ). Each is a :class:`~banmf._kernels.variants.Kernel`, serial
+or parallel over blocks of rows. Sums across rows go to one buffer per block, added up
+afterwards in block order, so the result is the same serial or parallel, on any number of
+threads. The k×k Gram products are done inline, in register tiles: no BLAS call
 in the loop, whose idle threads would compete with Numba's on a small machine.
 
 The solver stores factor rows zero-padded to whole vectors (:func:`padded_width`). The Y pass
@@ -38,6 +39,7 @@ from .simd import (
     vsplatw,
     vstore,
 )
+from .variants import Kernel, kernel
 
 # Reassociation and FMA contraction let LLVM vectorize the length-k dot products and updates;
 # NaN/inf semantics are kept (no "nnan"/"ninf"), so a bad value still shows instead of being
@@ -286,7 +288,7 @@ def _scatter_row(out, indices, y, p0, p1, rows, t, pf, width):
                 out[j, q] += v * rows[t, q]
 
 
-@njit(parallel=True, cache=True, nogil=True, fastmath=_FAST)
+@kernel(fastmath=_FAST)
 def update_rows(F, numer, G, lam, eps, gram_blocks):
     """In-place MU step of every row of F against the symmetric (k, k) G; ``gram_blocks``
     (b, k, k) receives FᵀF by block.
@@ -309,7 +311,7 @@ def update_rows(F, numer, G, lam, eps, gram_blocks):
                       chunk, lin, acc)
 
 
-@njit(parallel=True, cache=True, nogil=True, fastmath=_FAST)
+@kernel(fastmath=_FAST)
 def scatter_rows(indptr, indices, y, W, scatter_blocks, out, width):
     """``out = Yᵀ W`` = (Wᵀ Y)ᵀ, (m, k), by way of the block sums ``scatter_blocks[b] = (Y_b)ᵀ W_b``.
 
@@ -372,23 +374,22 @@ def _project1(y, p, project, lo, up, s):
     return v, (v - s) * (v - s), s * s
 
 
-def project_spmm(indptr, indices, W, Ht, lower, upper, project, y, YHt, sq, width):
-    """Fused Y-projection (SDDMM) and ``Y @ Ht`` over the nonzeros, row by row.
+def project_spmm(width: Width) -> Kernel:
+    """The Y pass for rows of ``width`` (:func:`row_width` of k): fused Y-projection (SDDMM)
+    and ``Y @ Ht`` over the nonzeros, row by row, with rows in registers or loops over k.
 
+    Both kernels take ``(indptr, indices, W, Ht, lower, upper, project, y, YHt, sq, width)``.
     For every stored nonzero p = (i, j): ``s = W[i] . Ht[j]``; if ``project``, ``y[p]`` becomes
-    ``min(upper, max(lower, s))`` (otherwise ``y`` is only read). Then ``YHt[i] = sum_p y[p] Ht[j]``
-    and ``sq[i] = (sum_p (y[p] - s)^2, sum_p s^2)``, the two support terms of the objective.
-    ``width``: :func:`row_width` of k; it picks the kernel (rows in registers, or loops over k).
+    ``min(upper, max(lower, s))`` (otherwise ``y`` is only read). Then
+    ``YHt[i] = sum_p y[p] Ht[j]`` and ``sq[i] = (sum_p (y[p] - s)^2, sum_p s^2)``, the two
+    support terms of the objective.
     """
-    if width.lanes > 0:
-        _project_spmm_registers(indptr, indices, W, Ht, lower, upper, project, y, YHt, sq, width)
-    else:
-        _project_spmm_loops(indptr, indices, W, Ht, lower, upper, project, y, YHt, sq)
+    return _project_spmm_registers if width.lanes > 0 else _project_spmm_loops
 
 
-@njit(parallel=True, cache=True, nogil=True, fastmath=_FAST)
+@kernel(fastmath=_FAST)
 def _project_spmm_registers(indptr, indices, W, Ht, lower, upper, project, y, YHt, sq, width):
-    """:func:`project_spmm` with rows of ``width.lanes`` values held in registers."""
+    """The Y pass (:func:`project_spmm`) with rows of ``width.lanes`` values held in registers."""
     pf = worth_prefetching(Ht)
     # Sums run in the factors' own type: float32 inputs get float32 arithmetic (twice the
     # vector width); the objective terms stay float64.
@@ -426,9 +427,9 @@ def _project_spmm_registers(indptr, indices, W, Ht, lower, upper, project, y, YH
         sq[i, 1] = s2
 
 
-@njit(parallel=True, cache=True, nogil=True, fastmath=_FAST)
-def _project_spmm_loops(indptr, indices, W, Ht, lower, upper, project, y, YHt, sq):
-    """:func:`project_spmm` with loops over k (any k)."""
+@kernel(fastmath=_FAST)
+def _project_spmm_loops(indptr, indices, W, Ht, lower, upper, project, y, YHt, sq, width):
+    """The Y pass (:func:`project_spmm`) with loops over k (any k; ``width`` is unused)."""
     n, k = W.shape
     pf = worth_prefetching(Ht)
     zero = W.dtype.type(0)

@@ -5,6 +5,7 @@ import numpy as np
 from numba import njit, prange
 
 from .boolean import popcount64
+from .variants import kernel
 
 
 @njit(cache=True, nogil=True)
@@ -18,7 +19,7 @@ def subset_sums(counts, k):
                 counts[s] += counts[s ^ step]
 
 
-@njit(parallel=True, cache=True, nogil=True)
+@kernel()
 def best_row_codes(indptr, indices, col_codes, F, k, m, codes, n_blocks):
     """Give every row the k-bit pattern with the lowest Hamming error; change only on strict gain.
 
@@ -64,7 +65,7 @@ def _low_bit(x):
     return np.int64(popcount64((x & (~x + _ONE)) - _ONE))
 
 
-@njit(parallel=True, cache=True, nogil=True)
+@kernel()
 def support_uncovered(indptr, indices, A, B, rows, only, out):
     """Ones of X that factor l alone would have to cover, row by row, on the support.
 
@@ -121,7 +122,7 @@ def bit_tables(col_codes, k):
     return T
 
 
-@njit(parallel=True, cache=True, nogil=True)
+@kernel()
 def uncovered_counts(U, R, only, out):
     """``out[u, l] = |R_l minus (union of R_l' over the other bits l' of U[u])|``, any k.
 

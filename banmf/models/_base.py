@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import time
 
 import numpy as np
 
+from .._threads import thread_budget
 from ..polish import EXACT_MAX_K, POLISH_METHODS, _polish
 
 
@@ -15,6 +17,18 @@ def relative_error(error: int, nnz: int) -> float:
     if nnz == 0:
         return 0.0 if error == 0 else float("inf")
     return error / nnz
+
+
+def budgeted(method):
+    """Run an estimator's method (``fit``, ``transform``) within its ``n_jobs`` thread budget
+    (:func:`banmf._threads.thread_budget`)."""
+
+    @functools.wraps(method)
+    def within_budget(self, *args, **kwargs):
+        with thread_budget(self.n_jobs):
+            return method(self, *args, **kwargs)
+
+    return within_budget
 
 
 class NotFittedError(ValueError, AttributeError):

@@ -11,6 +11,7 @@ import numpy as np
 
 from .._kernels.mu import padded_width, project_spmm, row_width, scatter_rows, update_rows
 from .._kernels.prefetch import zeros_line_aligned
+from .._threads import threads_for, variant
 
 # Row blocks of the W pass: each holds an (m, k) partial of Wᵀ Y. The count depends only on the
 # problem's shape (never on the thread count), so results are the same on any machine.
@@ -65,6 +66,9 @@ class MUSolver:
         Added to every denominator.
     y : ndarray (nnz,), optional
         Initial Y values on the support (default: ones, i.e. Y = X).
+
+    Each kernel runs serially or in parallel by its work per call and the thread budget in
+    force when the solver is made (:mod:`banmf._threads`); the results are the same either way.
     """
 
     def __init__(self, X, W, Ht, *, project, lower, upper, eps, y=None):
@@ -93,6 +97,13 @@ class MUSolver:
         # The Gram matrices in the factors' type, as the row updates read them.
         self.HHt_t, self.WtW_t = self.HHt.astype(dtype), self.WtW.astype(dtype)
         self.WtY = zeros_line_aligned((m, kp), dtype)  # block sums land here: no allocation per iteration
+        # Work per call, in multiply-adds: the row updates cost k² per row, the passes k per
+        # nonzero.
+        nnz = len(self.indices)
+        self._update_w = variant(update_rows, threads_for(n * k * k))
+        self._update_h = variant(update_rows, threads_for(m * k * k))
+        self._scatter = variant(scatter_rows, threads_for(nnz * k))
+        self._project = variant(project_spmm(self.width), threads_for(2 * nnz * k))
         # Y Hᵀ and the support terms for the starting Y, without projecting it.
         self._y_pass(False)
 
@@ -108,14 +119,14 @@ class MUSolver:
 
     def step_w(self, lam: float, scatter: bool = True) -> None:
         """W step; also forms WᵀW and (unless ``scatter=False``) Wᵀ Y for the H step."""
-        update_rows(self._W, self.YHt, self.HHt_t, lam, self.eps, self.WtW_blocks)
+        self._update_w(self._W, self.YHt, self.HHt_t, lam, self.eps, self.WtW_blocks)
         if scatter:
-            scatter_rows(self.indptr, self.indices, self.y, self._W, self.WtY_blocks, self.WtY, self.width)
+            self._scatter(self.indptr, self.indices, self.y, self._W, self.WtY_blocks, self.WtY, self.width)
         np.sum(self.WtW_blocks, axis=0, out=self.WtW)
         np.copyto(self.WtW_t, self.WtW)
 
     def step_h(self, lam: float) -> None:
-        update_rows(self._Ht, self.WtY, self.WtW_t, lam, self.eps, self.HHt_blocks)
+        self._update_h(self._Ht, self.WtY, self.WtW_t, lam, self.eps, self.HHt_blocks)
         np.sum(self.HHt_blocks, axis=0, out=self.HHt)
         np.copyto(self.HHt_t, self.HHt)
 
@@ -124,8 +135,8 @@ class MUSolver:
         self._y_pass(self.project)
 
     def _y_pass(self, project: bool) -> None:
-        project_spmm(self.indptr, self.indices, self._W, self._Ht, self.lower, self.upper,
-                     project, self.y, self.YHt, self.sq, self.width)
+        self._project(self.indptr, self.indices, self._W, self._Ht, self.lower, self.upper,
+                      project, self.y, self.YHt, self.sq, self.width)
 
     def objective(self, lam: float = 0.0) -> float:
         """``½‖Y − WH‖² + (λ/2)(‖W²−W‖² + ‖H²−H‖²)`` as of the last :meth:`step_y`.

@@ -5,14 +5,14 @@ from __future__ import annotations
 import numbers
 import time
 
-import numba
 import numpy as np
 import scipy.sparse as sp
 
 from .._kernels.cover import asso_scores, asso_usage
+from .._threads import blocks_for, threads_for, variant
 from .._validation import check_binary_matrix, check_n_components
 from ..booleanize import _error
-from ._base import BaseFactorization
+from ._base import BaseFactorization, budgeted
 
 __all__ = ["ASSO"]
 
@@ -39,6 +39,8 @@ class ASSO(BaseFactorization):
     polish : bool or {"auto", "exact", "flip"}, default False
         Polish the Boolean factors with :func:`banmf.polish` after the method (off by default
         so that this stays the published baseline; ``unpolished_err_`` keeps its own error).
+    n_jobs : int or None, default None
+        Thread budget, as for :class:`BANMF`.
     random_state : ignored
         ASSO is deterministic (ties go to the lowest candidate index); kept for the common
         interface.
@@ -64,15 +66,17 @@ class ASSO(BaseFactorization):
     """
 
     def __init__(self, n_components=10, *, tau=None, w_pos=1.0, w_neg=1.0, polish=False,
-                 random_state=None, verbose=0):
+                 n_jobs=None, random_state=None, verbose=0):
         self.n_components = n_components
         self.polish = polish
         self.tau = tau
         self.w_pos = w_pos
         self.w_neg = w_neg
+        self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
 
+    @budgeted
     def fit(self, X, y=None) -> ASSO:
         """Fit to the 0/1 matrix X (dense or sparse, (n, m))."""
         start = time.perf_counter()
@@ -125,7 +129,11 @@ class ASSO(BaseFactorization):
         W = np.zeros((n, k), dtype=bool)
         H = np.zeros((k, m), dtype=bool)
         scores = np.empty(cand.shape[0])
-        n_blocks = max(1, min(4 * numba.get_num_threads(), cand.shape[0]))
+        # A candidate's score is summed within one block: the blocks may follow the threads.
+        # Work: each candidate column's rows are looked at, each against the candidate.
+        threads = threads_for(cand.nnz * (X.nnz // max(1, m) + 1))
+        n_blocks = blocks_for(threads, cand.shape[0])
+        scores_kernel = variant(asso_scores, threads)
         n_used = 0
         for l in range(k):
             if cand.shape[0] == 0:
@@ -133,7 +141,7 @@ class ASSO(BaseFactorization):
             fac = sp.csc_array(W[:, :l]) if l else None
             fac_ptr = fac.indptr.astype(np.int64) if l else np.zeros(1, np.int64)
             fac_rows = fac.indices.astype(np.int64) if l else np.zeros(0, np.int64)
-            asso_scores(cand.indptr, cand_cols, csc.indptr, csc.indices, X.indptr, X.indices,
+            scores_kernel(cand.indptr, cand_cols, csc.indptr, csc.indices, X.indptr, X.indices,
                         used, fac_mask, fac_ptr, fac_rows, float(self.w_pos), float(self.w_neg),
                         n_blocks, scores)
             c = int(np.argmax(scores))

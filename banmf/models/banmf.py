@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import logging
 import numbers
+import threading
 import time
 import warnings
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 import numpy as np
 
+from .._progress import StartProgress
+from .._threads import current_threads, thread_budget
 from .._validation import (
     check_binary_matrix,
     check_dtype,
@@ -18,7 +22,7 @@ from .._validation import (
 )
 from ..booleanize import _booleanize, boolean_product
 from ..polish import _polish, _polish_rows, _refine_thresholds, _resolve_method
-from ._base import BaseFactorization, relative_error
+from ._base import BaseFactorization, budgeted, relative_error
 from ._mu import MUSolver, lambda_schedule
 
 logger = logging.getLogger("banmf")
@@ -94,7 +98,9 @@ class BANMF(BaseFactorization):
         polish): exact recovery of 50×50, k=5 at d=0.8 rises from 4/10 (1 start) to 10/10 (3 or
         5 starts), of 100×100, k=10 at d=0.8 from 3/5 to 4/5 (3) and 5/5 (5); on votes at k=5
         the error falls from 0.226 / 0.219 / 0.218 (seeds 0, 1, 2; 1 start) to 0.210 / 0.216 /
-        0.216 (10 starts) and 0.210 / 0.210 / 0.214 (20 starts).
+        0.216 (10 starts) and 0.210 / 0.210 / 0.214 (20 starts). Starts run side by side on
+        the thread budget (``n_jobs``), each on serial kernels; the result is the same as one
+        after the other.
     dtype : float64 or float32, default float64
         Floating type of W, H and Y. float32 saves memory (4 bytes per nonzero for Y and half
         the factors) and the passes over the nonzeros compute in float32: measured on
@@ -102,14 +108,21 @@ class BANMF(BaseFactorization):
         iteration (docs/PERFORMANCE.md). Sums then carry ~7 digits (the objective and the k×k
         Gram partials stay float64). float64 is the default: it keeps the regularized ramp
         (λ up to 1e10) and the exactness properties (Theorems 1 and 2) at full precision.
+    n_jobs : int or None, default None
+        Thread budget, with scikit-learn's meaning: None uses what the environment allows
+        (usable CPUs, ``NUMBA_NUM_THREADS``, ``OMP_NUM_THREADS``, threadpoolctl limits), -1
+        every usable CPU, 1 one thread (see :func:`banmf.effective_n_jobs`). Several starts
+        share it, one thread each; one start runs its large kernels on all of it and small ones
+        serially. The result does not depend on it.
     random_state : None, int or numpy Generator
-        Seed for the random initialisation. Same seed, same result.
+        Seed for the random initialisation. Same seed, same result, whatever ``n_jobs``.
     verbose : int, default 0
         If > 0, log the objective about ten times per fit (logger ``"banmf"``).
     callback : callable or None
         Called as ``callback(iteration, objective)`` after every iteration (of every
         initialisation); a truthy return value stops the fit early: the factors so far are
-        booleanized as usual and no further initialisation starts.
+        booleanized as usual and no further initialisation starts. Starts that run side by
+        side call it from their threads, one call at a time.
 
     Attributes
     ----------
@@ -179,6 +192,7 @@ class BANMF(BaseFactorization):
         polish=True,
         n_init="auto",
         dtype=np.float64,
+        n_jobs=None,
         random_state=None,
         verbose=0,
         callback=None,
@@ -199,6 +213,7 @@ class BANMF(BaseFactorization):
         self.polish = polish
         self.n_init = n_init
         self.dtype = dtype
+        self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
         self.callback = callback
@@ -278,8 +293,13 @@ class BANMF(BaseFactorization):
         Ht = np.ascontiguousarray(np.maximum(H, tiny).T, dtype=dtype)
         return W, Ht
 
-    def _run(self, solver: MUSolver, lams: np.ndarray, p: dict, *, update_h: bool = True):
-        """Iterate; returns (loss curve, iterations done, interrupted, stopped by the callback)."""
+    def _run(self, solver: MUSolver, lams: np.ndarray, p: dict, *, update_h: bool = True,
+             progress: StartProgress | None = None, stop: threading.Event | None = None,
+             lock: threading.Lock | None = None):
+        """Iterate; returns (loss curve, iterations done, interrupted, stopped by the callback).
+
+        ``stop`` set from another thread ends the run as Ctrl-C does; ``lock`` serialises the
+        callback's calls when starts run side by side."""
         losses = []
         max_iter, tol, every = p["max_iter"], self.tol, p["check_every"]
         log_every = max(1, max_iter // 10)
@@ -296,8 +316,19 @@ class BANMF(BaseFactorization):
                 losses.append(f)
                 if self.verbose and (t % log_every == 0 or t == max_iter - 1):
                     logger.info("iteration %d/%d: objective %.6g", t + 1, max_iter, f)
-                if self.callback is not None and self.callback(t + 1, f):
-                    stopped = True
+                if progress is not None:
+                    progress.iteration(t + 1, f)
+                if self.callback is not None:
+                    if lock is None:
+                        stop_now = self.callback(t + 1, f)
+                    else:
+                        with lock:
+                            stop_now = self.callback(t + 1, f)
+                    if stop_now:
+                        stopped = True
+                        break
+                if stop is not None and stop.is_set():
+                    interrupted = True
                     break
                 if tol is not None and t >= every and (t + 1) % every == 0:
                     prev = losses[-1 - every]
@@ -321,6 +352,7 @@ class BANMF(BaseFactorization):
             )
         return np.asarray(losses), len(losses), interrupted, stopped
 
+    @budgeted
     def fit(self, X, y=None, W=None, H=None) -> BANMF:
         """Fit the model to X.
 
@@ -343,23 +375,17 @@ class BANMF(BaseFactorization):
         if X.nnz == 0:
             warnings.warn("X has no nonzeros: the factorization is all zeros", UserWarning, stacklevel=2)
         rng = check_random_state(self.random_state)
-        best, errors = None, []
         # Xᵀ's mask serves the threshold descent and the polish of every start.
         refine = self.thresholds == "per-factor" or p["polish"] is not None
         Xt = transpose_mask(X) if refine else None
-        for trial in range(p["n_init"]):
-            W0, Ht0 = self._initial_factors(X.shape, k, p["dtype"], rng, W, H)
-            run = self._fit_one(X, Xt, W0, Ht0, p)
-            errors.append(run["error"])
-            if best is None or run["error"] < best["error"]:
-                best = run
-            if self.verbose and p["n_init"] > 1:
-                logger.info("initialisation %d/%d: error %d", trial + 1, p["n_init"], run["error"])
-            # Ctrl-C or the callback stop the whole fit; nothing beats an exact fit.
-            if run["interrupted"] or run["stopped"] or run["error"] == 0:
-                break
-        self.init_errors_, self.n_init_ = errors, p["n_init"]
-        self.loss_curve_, self.interrupted_ = best["losses"], best["interrupted"]
+        # The starting factors are drawn in start order from one generator, whichever thread
+        # then runs the start: the same starts as one after the other.
+        starts = (self._initial_factors(X.shape, k, p["dtype"], rng, W, H) for _ in range(p["n_init"]))
+        runs = self._run_starts(X, Xt, starts, p)
+        best = min(runs, key=lambda run: run["error"])  # ties: the earliest start
+        self.init_errors_, self.n_init_ = [run["error"] for run in runs], p["n_init"]
+        self.loss_curve_ = best["losses"]
+        self.interrupted_ = any(run["interrupted"] for run in runs)
         self.W_continuous_, self.H_continuous_ = best["W_continuous"], best["H_continuous"]
         self.grid_thresholds_, self.thresholds_ = best["grid_thresholds"], best["thresholds"]
         self.booleanized_err_, self.unpolished_err_ = best["booleanized_err"], best["unpolished_err"]
@@ -367,17 +393,96 @@ class BANMF(BaseFactorization):
         self._set_result(X, best["W"], best["H"], best["error"], best["n_iter"], start)
         return self
 
-    def _fit_one(self, X, Xt, W0, Ht0, p) -> dict:
+    @staticmethod
+    def _last_start(run: dict) -> bool:
+        """Does this start end the restarts? Ctrl-C and the callback stop the whole fit, and
+        nothing beats an exact fit."""
+        return run["interrupted"] or run["stopped"] or run["error"] == 0
+
+    def _run_starts(self, X, Xt, starts, p) -> list[dict]:
+        """Every start's run, in start order, up to and including the first that ends the
+        restarts (:meth:`_last_start`): one after the other on a budget of one thread or for
+        one start, else side by side, one thread each. Either way the list is the same."""
+        n_starts = p["n_init"]
+        workers = min(current_threads(), n_starts)
+        if workers == 1:
+            runs = []
+            for i, (W0, Ht0) in enumerate(starts):
+                runs.append(self._fit_one(X, Xt, W0, Ht0, p, StartProgress(i + 1, n_starts, p["max_iter"])))
+                self._log_start(i, n_starts, runs[-1])
+                if self._last_start(runs[-1]):
+                    break
+            return runs
+        threads_each = max(1, current_threads() // workers)
+        lock = threading.Lock()
+        stops: dict[int, threading.Event] = {}
+
+        def one(i, W0, Ht0):
+            with thread_budget(threads_each):
+                progress = StartProgress(i + 1, n_starts, p["max_iter"])
+                return self._fit_one(X, Xt, W0, Ht0, p, progress, stop=stops[i], lock=lock)
+
+        done: dict[int, dict] = {}
+        limit = n_starts  # no start from here on: an earlier one ended the fit
+        with ThreadPoolExecutor(workers, thread_name_prefix="banmf-start") as pool:
+            pending: dict = {}
+            try:
+                while True:
+                    # Keep every worker busy, drawing the next start only when it can run.
+                    while len(pending) < workers and len(stops) < limit:
+                        i = len(stops)
+                        stops[i] = threading.Event()
+                        W0, Ht0 = next(starts)
+                        pending[pool.submit(one, i, W0, Ht0)] = i
+                    if not pending:
+                        break
+                    finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        j = pending.pop(future)
+                        done[j] = run = future.result()
+                        self._log_start(j, n_starts, run)
+                        if run["stopped"] or (run["interrupted"] and not stops[j].is_set()):
+                            # The callback stops the whole fit, and so does a KeyboardInterrupt
+                            # raised in a start's thread (by the callback).
+                            limit = 0
+                            for event in stops.values():
+                                event.set()
+                        elif run["error"] == 0 and not run["interrupted"] and j < limit:
+                            # An exact fit ends the restarts as it would one after the other:
+                            # later starts stop, earlier ones run to their end.
+                            limit = j + 1
+                            for i, event in stops.items():
+                                if i > j:
+                                    event.set()
+            except KeyboardInterrupt:
+                # Ctrl-C reaches this thread only: the running starts stop at their next
+                # iteration and are booleanized as usual; the best so far is kept.
+                warnings.warn("interrupted: the running starts stop here and booleanize their "
+                              "factors so far", UserWarning, stacklevel=4)
+                for event in stops.values():
+                    event.set()
+                for future, i in pending.items():
+                    done[i] = future.result()
+        return [done[i] for i in sorted(done) if limit == 0 or i < limit]
+
+    def _log_start(self, i: int, n_starts: int, run: dict) -> None:
+        if self.verbose and n_starts > 1:
+            logger.info("initialisation %d/%d: error %d", i + 1, n_starts, run["error"])
+
+    def _fit_one(self, X, Xt, W0, Ht0, p, progress: StartProgress, *, stop=None, lock=None) -> dict:
         """One initialisation: iterate, threshold, refine the thresholds, polish."""
         solver = MUSolver(X, W0, Ht0, project=self._project_y, lower=self.lower,
                           upper=p["upper"], eps=self.eps)
-        losses, n_iter, interrupted, stopped = self._run(solver, p["lams"], p)
+        losses, n_iter, interrupted, stopped = self._run(solver, p["lams"], p, progress=progress,
+                                                         stop=stop, lock=lock)
+        progress.phase("threshold search")
         res = _booleanize(X, solver.W.astype(np.float64), solver.Ht.T.astype(np.float64),
                           p["n_thresholds"], self.normalize, "pruned")
         k = res.W.shape[1]
         tw, th = np.full(k, res.threshold_w), np.full(k, res.threshold_h)
         Wb, Hb, error = res.W, res.H, res.error
         if self.thresholds == "per-factor":
+            progress.phase("per-factor thresholds")
             ref = _refine_thresholds(X, res.W_scaled, res.H_scaled, tw, th, Xt=Xt)
             Wb, Hb, error = ref.W, ref.H, ref.error
         out = {"losses": losses, "n_iter": n_iter, "interrupted": interrupted, "stopped": stopped,
@@ -385,15 +490,18 @@ class BANMF(BaseFactorization):
                "grid_thresholds": (res.threshold_w, res.threshold_h), "thresholds": (tw, th),
                "booleanized_err": res.error, "unpolished_err": error, "polish_rounds": 0}
         if p["polish"] is not None:
+            progress.phase("polish")
             pol = _polish(X, Wb, Hb, p["polish"], Xt=Xt)
             Wb, Hb, error, out["polish_rounds"] = pol.W, pol.H, pol.error, pol.rounds
         out.update(W=Wb, H=Hb, error=error)
+        progress.done(error)
         return out
 
     def fit_transform(self, X, y=None, W=None, H=None) -> np.ndarray:
         """Fit to X and return the Boolean W of shape (n, k)."""
         return self.fit(X, y, W=W, H=H).W_
 
+    @budgeted
     def transform(self, X) -> np.ndarray:
         """Boolean W for new rows X (n', m), with the fitted H held fixed.
 

@@ -9,9 +9,10 @@ import scipy.sparse as sp
 
 from .._kernels.boolean import pack_csr_rows
 from .._kernels.cover import grecond_gains, intent_of
+from .._threads import pick
 from .._validation import check_binary_matrix, check_n_components
 from ..booleanize import _error
-from ._base import BaseFactorization
+from ._base import BaseFactorization, budgeted
 
 __all__ = ["GreConD"]
 
@@ -19,7 +20,7 @@ __all__ = ["GreConD"]
 def packed_rows(X: sp.csr_array) -> np.ndarray:
     """The rows of a support mask as bitsets, shape (n, ceil(m / 64))."""
     out = np.empty((X.shape[0], max(1, -(-X.shape[1] // 64))), dtype=np.uint64)
-    pack_csr_rows(X.indptr, X.indices, out)
+    pick(pack_csr_rows, X.nnz + out.size)(X.indptr, X.indices, out)
     return out
 
 
@@ -41,6 +42,8 @@ class GreConD(BaseFactorization):
     polish : bool or {"auto", "exact", "flip"}, default False
         Polish the Boolean factors with :func:`banmf.polish` after the method (off by default
         so that this stays the published baseline; ``unpolished_err_`` keeps its own error).
+    n_jobs : int or None, default None
+        Thread budget, as for :class:`BANMF`.
     random_state : ignored
         Deterministic (ties go to the lowest column index); kept for the common interface.
     verbose : int, default 0
@@ -66,12 +69,14 @@ class GreConD(BaseFactorization):
     0
     """
 
-    def __init__(self, n_components=None, *, polish=False, random_state=None, verbose=0):
+    def __init__(self, n_components=None, *, polish=False, n_jobs=None, random_state=None, verbose=0):
         self.n_components = n_components
         self.polish = polish
+        self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
 
+    @budgeted
     def fit(self, X, y=None) -> GreConD:
         """Fit to the 0/1 matrix X (dense or sparse, (n, m))."""
         start = time.perf_counter()
@@ -85,13 +90,15 @@ class GreConD(BaseFactorization):
         for i in range(n):
             all_rows[i >> 6] |= np.uint64(1) << np.uint64(i & 63)
         values = np.empty(m, dtype=np.int64)
+        # Each step compares every column with every other over the extent's words.
+        gains = pick(grecond_gains, m * m * colbits.shape[1])
         extents, intents = [], []
         while uncovered.any() and (limit is None or len(extents) < limit):
             extent, intent = all_rows.copy(), np.zeros(m, dtype=bool)
             intent_of(extent, colbits, intent)
             best = 0
             while True:
-                grecond_gains(extent, intent, colbits, uncovered, values)
+                gains(extent, intent, colbits, uncovered, values)
                 j = int(np.argmax(values))
                 if values[j] <= best:
                     break

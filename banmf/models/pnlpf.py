@@ -14,7 +14,7 @@ from .._validation import (
     check_random_state,
 )
 from ..booleanize import _booleanize, balance
-from ._base import BaseFactorization
+from ._base import BaseFactorization, budgeted
 from .nmf import NMF
 
 __all__ = ["DENSE_BUDGET", "PNLPF"]
@@ -53,7 +53,8 @@ class PNLPF(BaseFactorization):
     polish : bool or {"auto", "exact", "flip"}, default False
         Polish the Boolean factors with :func:`banmf.polish` after the method (off by default
         so that this stays the published baseline; ``unpolished_err_`` keeps its own error).
-    random_state, verbose : as for BANMF.
+    n_jobs, random_state, verbose : as for BANMF (the dense products use numpy's BLAS
+        threads, which ``n_jobs`` does not govern).
 
     Attributes
     ----------
@@ -69,7 +70,8 @@ class PNLPF(BaseFactorization):
 
     def __init__(self, n_components=10, *, gamma=10.0, lam0=2.0, growth=3.0, lam_max=1e10,
                  max_iter=100, tol=0.01, init_iter=1000, eps=1e-12, n_thresholds=100,
-                 dense_budget=DENSE_BUDGET, polish=False, random_state=None, verbose=0):
+                 dense_budget=DENSE_BUDGET, polish=False, n_jobs=None, random_state=None,
+                 verbose=0):
         self.n_components = n_components
         self.polish = polish
         self.gamma = gamma
@@ -82,9 +84,11 @@ class PNLPF(BaseFactorization):
         self.eps = eps
         self.n_thresholds = n_thresholds
         self.dense_budget = dense_budget
+        self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
 
+    @budgeted
     def fit(self, X, y=None) -> PNLPF:
         """Fit to the 0/1 matrix X (dense or sparse, (n, m))."""
         start = time.perf_counter()

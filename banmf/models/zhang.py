@@ -8,7 +8,7 @@ import numpy as np
 
 from .._validation import check_binary_matrix, check_dense_budget, check_n_components
 from ..booleanize import _booleanize, _error
-from ._base import BaseFactorization
+from ._base import BaseFactorization, budgeted
 from .nmf import NMF
 from .pnlpf import DENSE_BUDGET
 
@@ -43,7 +43,8 @@ class ZhangThreshold(BaseFactorization):
     polish : bool or {"auto", "exact", "flip"}, default False
         Polish the Boolean factors with :func:`banmf.polish` after the method (off by default
         so that this stays the published baseline; ``unpolished_err_`` keeps its own error).
-    random_state, verbose : as for BANMF.
+    n_jobs, random_state, verbose : as for BANMF (the dense products use numpy's BLAS
+        threads, which ``n_jobs`` does not govern).
 
     Attributes
     ----------
@@ -55,8 +56,8 @@ class ZhangThreshold(BaseFactorization):
     """
 
     def __init__(self, n_components=10, *, slope=100.0, max_iter=1000, refine_iter=100, tol=1e-4,
-                 n_thresholds=100, dense_budget=DENSE_BUDGET, polish=False, random_state=None,
-                 verbose=0):
+                 n_thresholds=100, dense_budget=DENSE_BUDGET, polish=False, n_jobs=None,
+                 random_state=None, verbose=0):
         self.n_components = n_components
         self.polish = polish
         self.slope = slope
@@ -65,9 +66,11 @@ class ZhangThreshold(BaseFactorization):
         self.tol = tol
         self.n_thresholds = n_thresholds
         self.dense_budget = dense_budget
+        self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
 
+    @budgeted
     def fit(self, X, y=None) -> ZhangThreshold:
         """Fit to the 0/1 matrix X (dense or sparse, (n, m))."""
         start = time.perf_counter()

@@ -1,0 +1,57 @@
+"""Progress of long fits, reported as records of the ``banmf.progress`` logger.
+
+Models never print: they say what they are doing here and whoever listens renders it (the
+command line's status line, a notebook's own handler). Every record carries ``record.banmf``,
+a dict with at least ``"event"``:
+
+- ``"iteration"``: ``start``, ``n_starts``, ``iteration``, ``max_iter``, ``objective``; at most
+  every :data:`EVERY_SECONDS` per start, and at a start's last iteration (level DEBUG);
+- ``"phase"``: ``start``, ``n_starts``, ``phase`` (``"threshold search"``,
+  ``"per-factor thresholds"``, ``"polish"``) as each phase of a start begins (level INFO);
+- ``"done"``: ``start``, ``n_starts``, ``error`` when a start is finished (level INFO).
+
+Starts are numbered from 1. Starts that run side by side report from their own threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+logger = logging.getLogger("banmf.progress")
+
+#: Least time between two iteration records of one start.
+EVERY_SECONDS = 0.2
+
+
+class StartProgress:
+    """The reporter of one start (``start`` of ``n_starts``, up to ``max_iter`` iterations)."""
+
+    def __init__(self, start: int, n_starts: int, max_iter: int):
+        self.start, self.n_starts, self.max_iter = start, n_starts, max_iter
+        self.verbose = logger.isEnabledFor(logging.DEBUG)
+        self.last = -EVERY_SECONDS
+
+    def _emit(self, level: int, event: str, message: str, **fields) -> None:
+        data = {"event": event, "start": self.start, "n_starts": self.n_starts, **fields}
+        logger.log(level, "start %d/%d: %s", self.start, self.n_starts, message, extra={"banmf": data})
+
+    def iteration(self, t: int, objective: float) -> None:
+        """After iteration ``t`` (from 1)."""
+        if not self.verbose:
+            return
+        now = time.monotonic()
+        if now - self.last >= EVERY_SECONDS or t == self.max_iter:
+            self.last = now
+            self._emit(logging.DEBUG, "iteration", f"iteration {t}/{self.max_iter}",
+                       iteration=t, max_iter=self.max_iter, objective=float(objective))
+
+    def phase(self, name: str) -> None:
+        """As a phase after the iterations begins."""
+        if logger.isEnabledFor(logging.INFO):
+            self._emit(logging.INFO, "phase", name, phase=name)
+
+    def done(self, error: int) -> None:
+        """When the start has its final error."""
+        if logger.isEnabledFor(logging.INFO):
+            self._emit(logging.INFO, "done", f"error {error}", error=int(error))

@@ -1,0 +1,171 @@
+"""The thread budget: how many threads banmf may use, and which kernel variant runs.
+
+Threads are a budget, not a given: the machine may be shared and this process may be one of
+several (a k sweep, joblib or Dask workers, a notebook beside a script). A fit runs inside
+:func:`thread_budget`, which resolves ``n_jobs`` once; every kernel call then asks
+:func:`variant` for the serial kernel (small work, or a budget of one thread) or the parallel
+one on the budget's threads. Numba's thread count is set around each parallel call and put
+back after it (it is per calling thread), so nothing changes the process's state for good.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import math
+import numbers
+import os
+import sys
+from contextlib import contextmanager
+
+import numba
+
+#: Work (about one multiply-add or one word operation per unit) below which a kernel call runs
+#: serially. Measured on this project's 2-core reference machine with
+#: ``benchmarks/bench_crossover.py``: the serial and parallel MU kernels break even between
+#: 2·10⁵ and 5·10⁵ units on a quiet machine, and a parallel call on a busy machine costs far
+#: more; the cut sits at the upper end.
+PARALLEL_MIN_WORK = 500_000
+
+_budget: contextvars.ContextVar[int | None] = contextvars.ContextVar("banmf_threads", default=None)
+
+
+@functools.lru_cache(maxsize=1)
+def _cgroup_cpus() -> float:
+    """CPUs allowed by the cgroup's CPU quota (v2 ``cpu.max`` or v1 CFS), or inf."""
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as fh:
+            quota, period = fh.read().split()[:2]
+        if quota != "max":
+            return int(quota) / int(period)
+    except (OSError, ValueError):
+        pass
+    try:
+        with open("/sys/fs/cgroup/cpu/cpu.cfs_quota_us") as fh:
+            quota = int(fh.read())
+        with open("/sys/fs/cgroup/cpu/cpu.cfs_period_us") as fh:
+            period = int(fh.read())
+        if quota > 0 and period > 0:
+            return quota / period
+    except (OSError, ValueError):
+        pass
+    return math.inf
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on: its affinity mask, capped by the cgroup's CPU quota."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    quota = _cgroup_cpus()
+    return max(1, cpus if quota == math.inf else min(cpus, math.ceil(quota)))
+
+
+def _soft_limits() -> list[int]:
+    """Thread limits the user has set for this process: ``OMP_NUM_THREADS`` and, if
+    threadpoolctl is in use, its OpenMP limits."""
+    limits = []
+    value = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if value.isdigit() and int(value) > 0:
+        limits.append(int(value))
+    if "threadpoolctl" in sys.modules:
+        # Only when the user has imported it: threadpool_limits(1) around a call must hold.
+        for pool in sys.modules["threadpoolctl"].threadpool_info():
+            if pool.get("user_api") == "openmp" and pool.get("num_threads"):
+                limits.append(int(pool["num_threads"]))
+    return limits
+
+
+def effective_n_jobs(n_jobs=None) -> int:
+    """The number of threads ``n_jobs`` stands for, with scikit-learn's meaning.
+
+    Parameters
+    ----------
+    n_jobs : int or None
+        ``None``: what the environment allows: inside :func:`thread_budget` (a fit with its own
+        ``n_jobs``, a start among several), that budget; otherwise the usable CPUs (affinity
+        mask and cgroup quota), at most ``NUMBA_NUM_THREADS``, ``OMP_NUM_THREADS`` and any
+        threadpoolctl OpenMP limit in force. ``-1``: every usable CPU (at most ``NUMBA_NUM_THREADS``);
+        ``-2`` all but one, and so on. A positive int: that many threads (kernels use at most
+        ``NUMBA_NUM_THREADS`` of them; several starts or fits can use more).
+
+    Returns
+    -------
+    int
+        At least 1.
+    """
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral)):
+        raise TypeError(f"n_jobs must be None or an int, got {n_jobs!r}")
+    if n_jobs is not None and n_jobs == 0:
+        raise ValueError("n_jobs must be None, a positive int or a negative int (-1: all CPUs), got 0")
+    if n_jobs is not None and n_jobs > 0:
+        return int(n_jobs)
+    if n_jobs is None and _budget.get() is not None:
+        return _budget.get()
+    cpus = min(usable_cpus(), numba.config.NUMBA_NUM_THREADS)
+    if n_jobs is None:
+        return max(1, min([cpus, *_soft_limits()]))
+    return max(1, cpus + 1 + int(n_jobs))
+
+
+@contextmanager
+def thread_budget(n_jobs=None):
+    """Run the enclosed banmf calls on at most ``effective_n_jobs(n_jobs)`` threads.
+
+    The budget belongs to the calling thread's context; threads that banmf starts (parallel
+    starts, :func:`banmf.fit_many`) get their own share of it. Yields the number of threads.
+    """
+    n = effective_n_jobs(n_jobs)
+    token = _budget.set(n)
+    try:
+        yield n
+    finally:
+        _budget.reset(token)
+
+
+def current_threads() -> int:
+    """The budget in force: set by :func:`thread_budget`, else what the environment allows."""
+    return effective_n_jobs(None)
+
+
+def threads_for(work: float) -> int:
+    """Threads a kernel call of ``work`` units should use: 1 (serial) below
+    :data:`PARALLEL_MIN_WORK` or on a budget of one, else the budget (at most
+    ``NUMBA_NUM_THREADS``)."""
+    if work < PARALLEL_MIN_WORK:
+        return 1
+    return min(current_threads(), numba.config.NUMBA_NUM_THREADS)
+
+
+def blocks_for(threads: int, items: int) -> int:
+    """Blocks to split ``items`` into for a kernel on ``threads`` threads: one when serial (each
+    block has its own scratch), four per thread when parallel (uneven blocks balance out).
+    Only for kernels whose results do not depend on the blocks (integer counts, or one block
+    per output)."""
+    return max(1, min(4 * threads if threads > 1 else 1, items))
+
+
+def variant(kernel, threads: int):
+    """The callable to run ``kernel`` (a :class:`banmf._kernels.variants.Kernel`) on
+    ``threads`` threads: its serial dispatcher for 1, else its parallel one wrapped to run on
+    exactly that many Numba threads."""
+    if threads <= 1:
+        return kernel.serial
+    return functools.partial(_on_threads, kernel.parallel, threads)
+
+
+def pick(kernel, work: float):
+    """``variant(kernel, threads_for(work))``: the callable for one call of ``work`` units."""
+    return variant(kernel, threads_for(work))
+
+
+def _on_threads(dispatcher, threads: int, *args):
+    previous = numba.get_num_threads()
+    if previous == threads:
+        return dispatcher(*args)
+    numba.set_num_threads(threads)
+    try:
+        return dispatcher(*args)
+    finally:
+        numba.set_num_threads(previous)

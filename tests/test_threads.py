@@ -1,0 +1,146 @@
+"""The thread budget: n_jobs's meaning, serial and parallel kernels, parallel starts."""
+
+import numba
+import numpy as np
+import pytest
+
+import banmf
+from banmf import BANMF, METHODS, effective_n_jobs, make_boolean
+from banmf import _threads
+from banmf._kernels.variants import kernel
+from banmf._threads import thread_budget, threads_for, usable_cpus, variant
+
+
+@kernel(cache=False)  # get_num_threads is a dynamic global: not cacheable
+def _threads_seen(out):
+    """Each iteration records the thread count the kernel sees."""
+    for i in numba.prange(out.shape[0]):
+        out[i] = numba.get_num_threads()
+
+
+def test_n_jobs_meaning(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    cpus = min(usable_cpus(), numba.config.NUMBA_NUM_THREADS)
+    assert effective_n_jobs(None) == cpus
+    assert effective_n_jobs(-1) == cpus
+    assert effective_n_jobs(-2) == max(1, cpus - 1)
+    assert effective_n_jobs(-1000) == 1
+    assert effective_n_jobs(1) == 1 and effective_n_jobs(7) == 7
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert effective_n_jobs(None) == 1  # a soft limit: None honours it, -1 does not
+    assert effective_n_jobs(-1) == cpus
+    with pytest.raises(ValueError, match="n_jobs"):
+        effective_n_jobs(0)
+    with pytest.raises(TypeError, match="n_jobs"):
+        effective_n_jobs(1.5)
+    with pytest.raises(TypeError, match="n_jobs"):
+        effective_n_jobs(True)
+
+
+def test_usable_cpus_follows_the_affinity_mask():
+    import os
+
+    assert 1 <= usable_cpus() <= len(os.sched_getaffinity(0))
+
+
+def test_threadpoolctl_limits_are_honoured(monkeypatch):
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    # Numba's OpenMP runtime is loaded once a parallel kernel has run: then threadpoolctl sees it.
+    _threads_seen.parallel(np.zeros(2, np.int64))
+    if not any(p["user_api"] == "openmp" for p in threadpoolctl.threadpool_info()):
+        pytest.skip("no OpenMP runtime visible to threadpoolctl")
+    with threadpoolctl.threadpool_limits(limits=1, user_api="openmp"):
+        assert effective_n_jobs(None) == 1
+
+
+def test_budget_nests_and_is_restored():
+    with thread_budget(1) as n:
+        assert n == 1 and effective_n_jobs(None) == 1
+        with thread_budget(None):  # a nested fit with n_jobs=None inherits the budget
+            assert effective_n_jobs(None) == 1
+        with thread_budget(3):
+            assert effective_n_jobs(None) == 3
+        assert effective_n_jobs(None) == 1
+    assert _threads._budget.get() is None
+
+
+def test_small_work_runs_serially_and_large_work_on_the_budget():
+    big = _threads.PARALLEL_MIN_WORK
+    with thread_budget(2):
+        assert threads_for(big - 1) == 1
+        assert threads_for(big) == min(2, numba.config.NUMBA_NUM_THREADS)
+    with thread_budget(1):
+        assert threads_for(10 * big) == 1
+        assert variant(_threads_seen, threads_for(10 * big)) is _threads_seen.serial
+
+
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="needs two Numba threads")
+def test_a_parallel_kernel_sees_exactly_its_threads_and_leaves_the_count_as_it_was():
+    before = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        out = np.zeros(8, np.int64)
+        variant(_threads_seen, 2)(out)
+        assert (out == 2).all()
+        assert numba.get_num_threads() == 1
+    finally:
+        numba.set_num_threads(before)
+
+
+def _fitted(model):
+    return model.W_, model.components_, model.reconstruction_err_, model.init_errors_, model.n_iter_
+
+
+def _assert_same(a, b):
+    np.testing.assert_array_equal(a.W_, b.W_)
+    np.testing.assert_array_equal(a.components_, b.components_)
+    np.testing.assert_array_equal(a.W_continuous_, b.W_continuous_)
+    assert a.reconstruction_err_ == b.reconstruction_err_
+    assert a.init_errors_ == b.init_errors_
+    np.testing.assert_allclose(a.loss_curve_, b.loss_curve_, rtol=1e-12)
+
+
+@pytest.mark.parametrize("density", [0.2, 0.5])
+def test_parallel_starts_equal_sequential_starts(density):
+    X, _, _ = make_boolean(40, 30, 4, density, noise=0.02, random_state=3)
+    params = {"n_components": 4, "max_iter": 60, "n_init": 5, "random_state": 7}
+    one = BANMF(n_jobs=1, **params).fit(X)
+    two = BANMF(n_jobs=2, **params).fit(X)
+    four = BANMF(n_jobs=4, **params).fit(X)  # more threads than starts or cores
+    assert len(one.init_errors_) == 5
+    _assert_same(one, two)
+    _assert_same(one, four)
+
+
+def test_an_exact_fit_ends_parallel_starts_as_it_ends_sequential_ones():
+    # Noise-free planted data: most starts fit exactly, so the restarts end early.
+    X, _, _ = make_boolean(30, 20, 3, 0.4, random_state=1)
+    params = {"n_components": 3, "max_iter": 300, "n_init": 10, "random_state": 0}
+    one = BANMF(n_jobs=1, **params).fit(X)
+    two = BANMF(n_jobs=2, **params).fit(X)
+    assert one.reconstruction_err_ == 0 and len(one.init_errors_) < 10
+    _assert_same(one, two)
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_every_method_gives_the_same_result_serial_and_parallel(name, monkeypatch):
+    """With every kernel forced parallel (no crossover), n_jobs=2 equals n_jobs=1 bit for bit."""
+    X, _, _ = make_boolean(60, 40, 4, 0.3, noise=0.05, random_state=2)
+    params = {"max_iter": 30} if "max_iter" in METHODS[name]._param_names() else {}
+    if "polish" in METHODS[name]._param_names():
+        params["polish"] = True
+    serial = banmf.factorize(X, 4, method=name, random_state=0, n_jobs=1, **params)
+    monkeypatch.setattr(_threads, "PARALLEL_MIN_WORK", 0)
+    parallel = banmf.factorize(X, 4, method=name, random_state=0, n_jobs=2, **params)
+    np.testing.assert_array_equal(serial.W, parallel.W)
+    np.testing.assert_array_equal(serial.H, parallel.H)
+    assert serial.error == parallel.error
+
+
+def test_transform_runs_within_the_budget():
+    X, _, _ = make_boolean(40, 30, 3, 0.4, random_state=0)
+    model = BANMF(3, max_iter=50, n_init=2, random_state=0, n_jobs=1).fit(X)
+    W1 = model.transform(X)
+    W2 = model.set_params(n_jobs=2).transform(X)
+    np.testing.assert_array_equal(W1, W2)
