@@ -5,7 +5,7 @@ against an auxiliary matrix Y bounded on the support of X, then a threshold sear
 """
 
 from ._threads import effective_n_jobs
-from .api import Factorization, factorize
+from .api import Factorization, factorize, fit_many
 from .booleanize import (
     Booleanization,
     balance,
@@ -54,6 +54,7 @@ __all__ = [
     "effective_n_jobs",
     "error_counts",
     "factorize",
+    "fit_many",
     "make_boolean",
     "make_sparse_uniform",
     "polish",

@@ -16,9 +16,19 @@ import math
 import numbers
 import os
 import sys
+import threading
 from contextlib import contextmanager
 
 import numba
+
+# Numba's OpenMP threads otherwise spin for a while after every parallel call, waiting for the
+# next; on a shared machine they take the cores that other processes (and the other fits of a
+# sweep) need, and every join then waits for a descheduled spinner. Measured at 10⁶ nonzeros,
+# k = 32 beside other busy processes: an iteration 62 → 24 ms alone, 124 → 47 ms with two
+# copies (docs/PERFORMANCE.md). GNU OpenMP reads this when Numba first starts its threads; a
+# policy the user has set is kept.
+if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
 #: Work (about one multiply-add or one word operation per unit) below which a kernel call runs
 #: serially. Measured on this project's 2-core reference machine with
@@ -28,6 +38,9 @@ import numba
 PARALLEL_MIN_WORK = 500_000
 
 _budget: contextvars.ContextVar[int | None] = contextvars.ContextVar("banmf_threads", default=None)
+# Set by whoever runs fits in other threads (banmf.fit_many): fits stop at their next iteration
+# once it is set, as on Ctrl-C, since KeyboardInterrupt reaches only the main thread.
+_cancel: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar("banmf_cancel", default=None)
 
 
 @functools.lru_cache(maxsize=1)
@@ -127,6 +140,22 @@ def thread_budget(n_jobs=None):
 def current_threads() -> int:
     """The budget in force: set by :func:`thread_budget`, else what the environment allows."""
     return effective_n_jobs(None)
+
+
+def cancelled() -> bool:
+    """Has the caller that runs this fit in its own thread asked it to stop?"""
+    event = _cancel.get()
+    return event is not None and event.is_set()
+
+
+@contextmanager
+def cancel_with(event: threading.Event):
+    """Fits in the enclosed code stop, as on Ctrl-C, once ``event`` is set."""
+    token = _cancel.set(event)
+    try:
+        yield
+    finally:
+        _cancel.reset(token)
 
 
 def threads_for(work: float) -> int:

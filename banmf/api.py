@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import contextvars
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._threads import cancel_with, thread_budget
+from ._validation import check_binary_matrix
 from .models import METHODS
 
-__all__ = ["Factorization", "factorize"]
+__all__ = ["Factorization", "factorize", "fit_many"]
 
 
 @dataclass(frozen=True)
@@ -93,3 +98,65 @@ def factorize(X, n_components, method: str = "banmf", *, random_state=None, **me
         params=est.get_params(),
         estimator=est,
     )
+
+
+def fit_many(estimators, X, *, n_jobs=None) -> list:
+    """Fit several estimators to the same X side by side, on one thread budget.
+
+    A sweep over k, seeds or methods: each estimator is fitted in its own thread (the kernels
+    release the GIL) with an equal share of the budget, and its result is the one
+    ``estimator.fit(X)`` gives alone. X is validated once.
+
+    Parameters
+    ----------
+    estimators : iterable of estimators
+        Unfitted or fitted banmf estimators (any method); each is fitted in place.
+    X : array-like or sparse of shape (n, m)
+    n_jobs : int or None, default None
+        The budget shared by all fits (:func:`banmf.effective_n_jobs`): ``min(n_jobs, number
+        of estimators)`` run at a time. An estimator's own ``n_jobs``, if set, is its share.
+
+    Returns
+    -------
+    list
+        The estimators, fitted, in the order given.
+
+    Notes
+    -----
+    On Ctrl-C the fits under way stop at their next iteration and keep their factors so far
+    (``interrupted_``), those not begun stay unfitted, and KeyboardInterrupt is raised again.
+
+    Examples
+    --------
+    >>> from banmf import BANMF, fit_many, make_boolean
+    >>> X, _, _ = make_boolean(40, 30, 3, density=0.3, random_state=0)
+    >>> fits = fit_many([BANMF(k, max_iter=100, random_state=0) for k in (1, 2, 3)], X, n_jobs=2)
+    >>> [f.n_components_ for f in fits]
+    [1, 2, 3]
+    """
+    estimators = list(estimators)
+    X = check_binary_matrix(X)
+    with thread_budget(n_jobs) as budget:
+        workers = min(budget, len(estimators))
+        if workers <= 1:
+            for est in estimators:
+                est.fit(X)
+            return estimators
+        share = max(1, budget // workers)
+        cancel = threading.Event()
+
+        def one(est):
+            with cancel_with(cancel), thread_budget(share):
+                return est.fit(X)
+
+        with ThreadPoolExecutor(workers, thread_name_prefix="banmf-fit") as pool:
+            futures = [pool.submit(contextvars.copy_context().run, one, est) for est in estimators]
+            try:
+                for future in futures:
+                    future.result()
+            except KeyboardInterrupt:
+                cancel.set()
+                for future in futures:
+                    future.cancel()
+                raise
+    return estimators

@@ -147,3 +147,9 @@ def factorize(X, k, name: str, seed: int, **params):
     """``banmf.factorize`` for a method name or a named variant of one."""
     method, preset = VARIANTS.get(name, (name, {}))
     return banmf.factorize(X, k, method=method, random_state=seed, **{**preset, **params})
+
+
+def estimator(name: str, k: int, seed: int, **params):
+    """An unfitted estimator for a method name or a named variant of one."""
+    method, preset = VARIANTS.get(name, (name, {}))
+    return banmf.METHODS[method](n_components=k, random_state=seed, **{**preset, **params})

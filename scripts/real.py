@@ -11,11 +11,11 @@ import time
 import numpy as np
 from _common import (
     ALL_METHODS,
+    estimator,
     factorize,
     out_dir,
     parser,
     pyplot,
-    run_tasks,
     savefig,
     write_csv,
     write_params,
@@ -27,12 +27,17 @@ from banmf.datasets import load_lucap0, load_votes, load_zoo
 DATASETS = {"zoo": lambda: load_zoo("15"), "votes": lambda: load_votes("232"), "lucap0": load_lucap0}
 
 
-def one(task):
-    name, k, method, seed = task
+def sweep(name: str, ks: list[int], methods: list[str], jobs: int) -> list[dict]:
+    """Every method at every k on one dataset: one ``banmf.fit_many`` over all the fits, which
+    run side by side on ``jobs`` threads."""
     X = DATASETS[name]().X
-    r = factorize(X, k, method, seed)
-    return {"dataset": name, "k": k, "method": method, "seed": seed, "error": r.error,
-            "relative_error": r.relative_error, "seconds": r.seconds}
+    fits = [(k, method, estimator(method, k, 0)) for method in methods for k in ks]
+    start = time.monotonic()
+    banmf.fit_many([est for _, _, est in fits], X, n_jobs=jobs)
+    sys.stderr.write(f"real: {name}, {len(fits)} fits ({time.monotonic() - start:.0f} s)\n")
+    return [{"dataset": name, "k": k, "method": method, "seed": 0, "error": est.reconstruction_err_,
+             "relative_error": est.relative_error_, "seconds": est.fit_seconds_}
+            for k, method, est in fits]
 
 
 def order(F):
@@ -49,8 +54,7 @@ def main(argv=None) -> int:
     methods = args.methods
     out = out_dir(args.out)
     start = time.time()
-    tasks = [(name, k, method, 0) for name in names for k in ks for method in methods]
-    rows = run_tasks(one, tasks, args.jobs, "real")
+    rows = [row for name in names for row in sweep(name, ks, methods, args.jobs)]
     write_csv(out / "runs.csv", rows)
     plt = pyplot()
     fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 4.2))

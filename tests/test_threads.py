@@ -144,3 +144,30 @@ def test_transform_runs_within_the_budget():
     W1 = model.transform(X)
     W2 = model.set_params(n_jobs=2).transform(X)
     np.testing.assert_array_equal(W1, W2)
+
+
+def test_fit_many_equals_fitting_one_by_one():
+    X, _, _ = make_boolean(50, 30, 4, 0.3, noise=0.03, random_state=5)
+    make = lambda: [BANMF(k, max_iter=80, n_init=3, random_state=s) for k in (2, 4) for s in (0, 1)]  # noqa: E731
+    alone = [est.fit(X) for est in make()]
+    together = banmf.fit_many(make() + [banmf.ASSO(3)], X, n_jobs=2)
+    assert together[-1].n_components_ == 3
+    for a, b in zip(alone, together):
+        _assert_same(a, b)
+
+
+def test_fits_in_other_threads_stop_when_cancelled():
+    import threading
+
+    X, _, _ = make_boolean(40, 30, 3, 0.4, random_state=0)
+    event = threading.Event()
+    seen = []
+
+    def cancel_at_3(t, f):
+        seen.append(t)
+        if t == 3:
+            event.set()
+
+    with _threads.cancel_with(event):
+        model = BANMF(3, max_iter=100, n_init=4, n_jobs=2, random_state=0, callback=cancel_at_3).fit(X)
+    assert model.interrupted_ and model.n_iter_ <= 4 and max(seen) <= 4

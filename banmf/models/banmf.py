@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import numbers
 import threading
@@ -12,7 +13,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 import numpy as np
 
 from .._progress import StartProgress
-from .._threads import current_threads, thread_budget
+from .._threads import cancelled, current_threads, thread_budget
 from .._validation import (
     check_binary_matrix,
     check_dtype,
@@ -327,7 +328,7 @@ class BANMF(BaseFactorization):
                     if stop_now:
                         stopped = True
                         break
-                if stop is not None and stop.is_set():
+                if (stop is not None and stop.is_set()) or cancelled():
                     interrupted = True
                     break
                 if tol is not None and t >= every and (t + 1) % every == 0:
@@ -433,7 +434,8 @@ class BANMF(BaseFactorization):
                         i = len(stops)
                         stops[i] = threading.Event()
                         W0, Ht0 = next(starts)
-                        pending[pool.submit(one, i, W0, Ht0)] = i
+                        # In a copy of this thread's context: a caller's cancel event holds.
+                        pending[pool.submit(contextvars.copy_context().run, one, i, W0, Ht0)] = i
                     if not pending:
                         break
                     finished, _ = wait(pending, return_when=FIRST_COMPLETED)
