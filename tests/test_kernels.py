@@ -18,6 +18,7 @@ from banmf._kernels.boolean import (
     union_popcounts,
 )
 from banmf._kernels.mu import padded_width, project_spmm, row_width, scatter_rows, update_rows
+from banmf._kernels.mu_small import project_spmm_small, scatter_rows_small, update_rows_small
 from banmf._kernels.prefetch import (
     LINE,
     MIN_BYTES,
@@ -232,3 +233,35 @@ def test_kernels_with_prefetching_on_a_table_larger_than_l2(loops):
     run_both(scatter_rows, X.indptr, X.indices, y, W, scatter, total, width)
     np.testing.assert_allclose(W, expected, rtol=1e-4)
     np.testing.assert_allclose(total, ref.gather_spmm(Xd, y.astype(float), expected), rtol=1e-4, atol=1e-4)
+
+@given(binary_matrices(), width_ks, st.booleans(), st.integers(0, 2**31), dtypes, st.integers(0, 9))
+def test_small_kernels(Xd, k, project, seed, dtype, pad):
+    """The plain-loop kernels of small problems against the same oracles, on padded rows."""
+    rng = np.random.default_rng(seed)
+    X = check_binary_matrix(Xd)
+    n, m = Xd.shape
+    W, Ht = rng.random((n, k)).astype(dtype), rng.random((m, k)).astype(dtype)
+    y = (rng.random(X.nnz) * 3).astype(dtype)
+    tol = 1e-12 if dtype == np.float64 else 1e-4
+    YHt, sq = np.full((n, k + pad), np.nan, dtype), np.full((n, 2), np.nan)
+    YHt[:, k:] = 0
+    lower, upper = 1.0, float(k) if seed % 2 else np.inf
+    y_ref, YHt_ref, sq_ref = ref.project_spmm(Xd, W.astype(float), Ht.astype(float), lower, upper, project, y.astype(float))
+    project_spmm_small(X.indptr, X.indices, _padded(W, k + pad), _padded(Ht, k + pad), k, lower, upper, project, y, YHt, sq)
+    np.testing.assert_allclose(y, y_ref, rtol=tol)
+    np.testing.assert_allclose(YHt[:, :k], YHt_ref, rtol=tol, atol=tol)
+    np.testing.assert_allclose(sq, sq_ref, rtol=tol, atol=tol)
+    out = np.full((m, k + pad), np.nan, dtype)
+    out[:, k:] = 0
+    scatter_rows_small(X.indptr, X.indices, y, _padded(W, k + pad), k, out)
+    np.testing.assert_allclose(out[:, :k], ref.gather_spmm(Xd, y.astype(float), W.astype(float)), rtol=tol, atol=tol)
+    assert not out[:, k:].any()
+    lam = [0.0, 0.5, 1e4][seed % 3]
+    numer, G = rng.random((n, k)).astype(dtype), _gram(rng, k).astype(dtype)
+    expected = ref.mu_update(W.astype(float), numer.astype(float), W.astype(float) @ G, lam, 1e-12)
+    gram = np.full((k, k), np.nan)
+    Wp = _padded(W, k + pad)
+    update_rows_small(Wp, _padded(numer, k + pad), G, lam, 1e-12, gram)
+    np.testing.assert_allclose(Wp[:, :k], expected, rtol=tol)
+    assert not Wp[:, k:].any()
+    np.testing.assert_allclose(gram, expected.T @ expected, rtol=tol, atol=tol)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._kernels.mu import padded_width, project_spmm, row_width, scatter_rows, update_rows
+from .._kernels.mu_small import project_spmm_small, scatter_rows_small, update_rows_small
 from .._kernels.prefetch import zeros_line_aligned
 from .._threads import threads_for, variant
 
@@ -17,6 +18,12 @@ from .._threads import threads_for, variant
 # problem's shape (never on the thread count), so results are the same on any machine.
 _MAX_BLOCKS = 4
 _SCATTER_BUDGET_BYTES = 2**28
+
+#: Work per iteration (multiply-adds: 3·nnz·k + (n+m)·k²) below which the solver uses the
+#: plain-loop kernels of :mod:`banmf._kernels.mu_small`: as fast there, and a first run compiles
+#: in 7 s instead of 10 (the README's Zoo fit, measured). It depends on the problem only, never
+#: on the threads.
+SMALL_WORK = 100_000
 
 
 def n_row_blocks(n: int, m: int, k: int, itemsize: int) -> int:
@@ -69,6 +76,7 @@ class MUSolver:
 
     Each kernel runs serially or in parallel by its work per call and the thread budget in
     force when the solver is made (:mod:`banmf._threads`); the results are the same either way.
+    Problems under :data:`SMALL_WORK` use the plain-loop kernels instead.
     """
 
     def __init__(self, X, W, Ht, *, project, lower, upper, eps, y=None):
@@ -85,12 +93,14 @@ class MUSolver:
         self.y = np.ones(X.nnz, dtype=dtype) if y is None else np.ascontiguousarray(y, dtype=dtype)
         self.project = bool(project)
         self.lower, self.upper, self.eps = float(lower), float(upper), float(eps)
-        nb = n_row_blocks(n, m, kp, dtype.itemsize)
+        nnz = len(self.indices)
+        self.small = 3 * nnz * k + (n + m) * k * k < SMALL_WORK
+        nb = 1 if self.small else n_row_blocks(n, m, kp, dtype.itemsize)
         self.width = row_width(kp, dtype)
         self.YHt = zeros_line_aligned((n, kp), dtype)
         self.WtY_blocks = zeros_line_aligned((nb, m, kp), dtype)
         self.WtW_blocks = np.empty((nb, k, k), np.float64)
-        self.HHt_blocks = np.empty((min(_MAX_BLOCKS, max(1, m)), k, k), np.float64)
+        self.HHt_blocks = np.empty((1 if self.small else min(_MAX_BLOCKS, max(1, m)), k, k), np.float64)
         self.sq = np.empty((n, 2), np.float64)
         self.HHt = Ht.T.astype(np.float64) @ Ht
         self.WtW = W.T.astype(np.float64) @ W
@@ -99,7 +109,6 @@ class MUSolver:
         self.WtY = zeros_line_aligned((m, kp), dtype)  # block sums land here: no allocation per iteration
         # Work per call, in multiply-adds: the row updates cost k² per row, the passes k per
         # nonzero.
-        nnz = len(self.indices)
         self._update_w = variant(update_rows, threads_for(n * k * k))
         self._update_h = variant(update_rows, threads_for(m * k * k))
         self._scatter = variant(scatter_rows, threads_for(nnz * k))
@@ -119,14 +128,23 @@ class MUSolver:
 
     def step_w(self, lam: float, scatter: bool = True) -> None:
         """W step; also forms WᵀW and (unless ``scatter=False``) Wᵀ Y for the H step."""
-        self._update_w(self._W, self.YHt, self.HHt_t, lam, self.eps, self.WtW_blocks)
-        if scatter:
-            self._scatter(self.indptr, self.indices, self.y, self._W, self.WtY_blocks, self.WtY, self.width)
+        if self.small:
+            update_rows_small(self._W, self.YHt, self.HHt_t, lam, self.eps, self.WtW_blocks[0])
+            if scatter:
+                scatter_rows_small(self.indptr, self.indices, self.y, self._W, self.k, self.WtY)
+        else:
+            self._update_w(self._W, self.YHt, self.HHt_t, lam, self.eps, self.WtW_blocks)
+            if scatter:
+                self._scatter(self.indptr, self.indices, self.y, self._W, self.WtY_blocks, self.WtY,
+                              self.width)
         np.sum(self.WtW_blocks, axis=0, out=self.WtW)
         np.copyto(self.WtW_t, self.WtW)
 
     def step_h(self, lam: float) -> None:
-        self._update_h(self._Ht, self.WtY, self.WtW_t, lam, self.eps, self.HHt_blocks)
+        if self.small:
+            update_rows_small(self._Ht, self.WtY, self.WtW_t, lam, self.eps, self.HHt_blocks[0])
+        else:
+            self._update_h(self._Ht, self.WtY, self.WtW_t, lam, self.eps, self.HHt_blocks)
         np.sum(self.HHt_blocks, axis=0, out=self.HHt)
         np.copyto(self.HHt_t, self.HHt)
 
@@ -135,8 +153,12 @@ class MUSolver:
         self._y_pass(self.project)
 
     def _y_pass(self, project: bool) -> None:
-        self._project(self.indptr, self.indices, self._W, self._Ht, self.lower, self.upper,
-                      project, self.y, self.YHt, self.sq, self.width)
+        if self.small:
+            project_spmm_small(self.indptr, self.indices, self._W, self._Ht, self.k, self.lower,
+                               self.upper, project, self.y, self.YHt, self.sq)
+        else:
+            self._project(self.indptr, self.indices, self._W, self._Ht, self.lower, self.upper,
+                          project, self.y, self.YHt, self.sq, self.width)
 
     def objective(self, lam: float = 0.0) -> float:
         """``½‖Y − WH‖² + (λ/2)(‖W²−W‖² + ‖H²−H‖²)`` as of the last :meth:`step_y`.

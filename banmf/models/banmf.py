@@ -114,7 +114,8 @@ class BANMF(BaseFactorization):
         (usable CPUs, ``NUMBA_NUM_THREADS``, ``OMP_NUM_THREADS``, threadpoolctl limits), -1
         every usable CPU, 1 one thread (see :func:`banmf.effective_n_jobs`). Several starts
         share it, one thread each; one start runs its large kernels on all of it and small ones
-        serially. The result does not depend on it.
+        serially. The factors do not depend on it; ``loss_curve_`` agrees to rounding (its
+        float64 sums of float32 terms may round differently).
     random_state : None, int or numpy Generator
         Seed for the random initialisation. Same seed, same result, whatever ``n_jobs``.
     verbose : int, default 0
