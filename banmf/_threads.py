@@ -31,10 +31,10 @@ if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
 #: Work (about one multiply-add or one word operation per unit) below which a kernel call runs
-#: serially. Measured on this project's 2-core reference machine with
-#: ``benchmarks/bench_crossover.py``: the serial and parallel MU kernels break even between
-#: 2·10⁵ and 5·10⁵ units on a quiet machine, and a parallel call on a busy machine costs far
-#: more; the cut sits at the upper end.
+#: serially. ``benchmarks/bench_crossover.py`` on this project's 2-core machine (with other jobs
+#: running): the parallel MU kernels lose below 2·10⁵ units (0.2-0.8× the serial speed), break
+#: even between 2.5·10⁵ and 10⁶ (0.7-1.3×), and win above (1.6-2.3× at 2.5·10⁶-10⁷); a parallel
+#: call on a busy machine costs more still, so the cut sits in the upper half of the range.
 PARALLEL_MIN_WORK = 500_000
 
 _budget: contextvars.ContextVar[int | None] = contextvars.ContextVar("banmf_threads", default=None)
