@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextvars
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -152,6 +152,10 @@ def fit_many(estimators, X, *, n_jobs=None) -> list:
         with ThreadPoolExecutor(workers, thread_name_prefix="banmf-fit") as pool:
             futures = [pool.submit(contextvars.copy_context().run, one, est) for est in estimators]
             try:
+                # Timed waits, so that this thread wakes to run Python's SIGINT handler even
+                # when the signal was delivered to a worker thread.
+                while not all(future.done() for future in futures):
+                    wait(futures, timeout=0.1, return_when=FIRST_EXCEPTION)
                 for future in futures:
                     future.result()
             except KeyboardInterrupt:

@@ -127,8 +127,9 @@ def summarize(rows: list[dict], keys: list[str], value: str) -> list[dict]:
     return out
 
 
-#: The paper's BANMF: one start, one global pair of grid thresholds, no polish.
-PAPER_BANMF = {"n_init": 1, "thresholds": "global", "polish": False}
+#: The paper's BANMF: one start, all max_iter iterations, one global pair of grid thresholds,
+#: no polish.
+PAPER_BANMF = {"n_init": 1, "tol": None, "thresholds": "global", "polish": False}
 
 #: Named parameter variants usable wherever a method name is. "banmf" and "reg-banmf" are pinned
 #: to the paper's configuration (the library defaults add restarts, per-factor thresholds and

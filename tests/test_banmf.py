@@ -117,7 +117,7 @@ def test_objective_non_increasing_random(n, m, k, seed):
 
 def test_loss_curve_is_the_objective_and_non_increasing():
     X, _, _ = make_boolean(30, 25, 3, 0.4, random_state=2)
-    model = BANMF(3, max_iter=200, random_state=0).fit(X)
+    model = BANMF(3, max_iter=200, tol=None, random_state=0).fit(X)
     assert model.loss_curve_.shape == (200,)
     assert np.all(np.diff(model.loss_curve_) <= 1e-9 * model.loss_curve_[0])
 
@@ -258,11 +258,35 @@ def test_no_warnings_on_a_normal_fit():
 def test_stopping_early_gives_exactly_the_factors_of_that_iteration():
     X, _, _ = make_boolean(30, 20, 3, 0.4, random_state=1)
     common = {"random_state": 0, "n_init": 1, "polish": False}
-    stopped = BANMF(3, max_iter=100, callback=lambda t, f: t >= 9, **common).fit(X)
+    stopped = BANMF(3, max_iter=100, tol=None, callback=lambda t, f: t >= 9, **common).fit(X)
     converged = BANMF(3, max_iter=2000, tol=1e-4, **common).fit(X)
-    assert converged.n_iter_ < 2000
-    for model in (stopped, converged):
-        plain = BANMF(3, max_iter=model.n_iter_, **common).fit(X)
+    auto = BANMF(3, max_iter=2000, **common).fit(X)  # tol="auto"
+    assert converged.n_iter_ < 2000 and auto.n_iter_ < 2000 and auto.n_iter_ % 10 == 0
+    for model in (stopped, converged, auto):
+        plain = BANMF(3, max_iter=model.n_iter_, tol=None, **common).fit(X)
         np.testing.assert_array_equal(model.W_continuous_, plain.W_continuous_)
         np.testing.assert_array_equal(model.H_continuous_, plain.H_continuous_)
         np.testing.assert_array_equal(model.loss_curve_, plain.loss_curve_)
+
+
+def test_auto_n_init_counts_the_whole_cost_of_a_start():
+    # 13 iterations at 10⁶ nonzeros, k = 32: the refinements dominate; one start.
+    assert BANMF(32, max_iter=13)._check_params(32, (100_000, 10_000), 10**6)["n_init"] == 1
+    assert BANMF(5)._check_params(5, (101, 15), 660)["n_init"] == 10  # Zoo
+    assert BANMF(10)._check_params(10, (2000, 143), 147_632)["n_init"] == 5  # LUCAP0
+    assert BANMF(5)._check_params(5, (88_162, 16_470), 908_576)["n_init"] == 1  # retail
+    assert BANMF(5, init="custom")._check_params(5, (101, 15), 660)["n_init"] == 1
+
+
+def test_auto_tol_stops_plain_banmf_but_never_the_logspace_ramp():
+    X, _, _ = make_boolean(30, 20, 3, 0.3, noise=0.05, random_state=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "auto" never warns when max_iter comes first
+        plain = BANMF(3, max_iter=2000, n_init=1, random_state=0).fit(X)
+        ramp = BANMF(3, max_iter=300, n_init=1, regularization="logspace", random_state=0).fit(X)
+        BANMF(3, max_iter=20, n_init=1, random_state=0).fit(X)
+    assert plain.n_iter_ < 2000 and ramp.n_iter_ == 300
+    with pytest.raises(ValueError, match="tol"):
+        BANMF(3, tol="fast").fit(X)
+    with pytest.raises(ValueError, match="tol"):
+        BANMF(3, tol=-1.0).fit(X)

@@ -211,7 +211,7 @@ def test_refine_thresholds_checks_its_inputs():
 
 def test_estimator_options():
     X, _, _ = make_boolean(50, 50, 5, 0.8, random_state=1)
-    paper = BANMF(5, random_state=1, n_init=1, thresholds="global", polish=False).fit(X)
+    paper = BANMF(5, random_state=1, n_init=1, tol=None, thresholds="global", polish=False).fit(X)
     assert paper.reconstruction_err_ == paper.booleanized_err_ == paper.unpolished_err_
     thr = BANMF(5, random_state=1, n_init=1, polish=False).fit(X)
     assert thr.booleanized_err_ == paper.reconstruction_err_

@@ -43,8 +43,9 @@ class NMF(BANMF):
     """
 
     _project_y = False
-    # A baseline: the paper's configuration by default (global grid thresholds, no polish).
-    __init__ = _with_defaults(BANMF.__init__, thresholds="global", polish=False, n_init=1)
+    # A baseline: the paper's configuration by default (global grid thresholds, no polish, all
+    # max_iter iterations).
+    __init__ = _with_defaults(BANMF.__init__, thresholds="global", polish=False, n_init=1, tol=None)
 
 
 class RegularizedNMF(NMF):
