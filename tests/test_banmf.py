@@ -270,12 +270,30 @@ def test_stopping_early_gives_exactly_the_factors_of_that_iteration():
 
 
 def test_auto_n_init_counts_the_whole_cost_of_a_start():
+    def starts(shape, nnz, k, n_iter, **params):
+        model = BANMF(k, **params)
+        return model._auto_n_init(model._check_params(k, shape, nnz), {"n_iter": n_iter})
+
     # 13 iterations at 10⁶ nonzeros, k = 32: the refinements dominate; one start.
-    assert BANMF(32, max_iter=13)._check_params(32, (100_000, 10_000), 10**6)["n_init"] == 1
-    assert BANMF(5)._check_params(5, (101, 15), 660)["n_init"] == 10  # Zoo
-    assert BANMF(10)._check_params(10, (2000, 143), 147_632)["n_init"] == 5  # LUCAP0
-    assert BANMF(5)._check_params(5, (88_162, 16_470), 908_576)["n_init"] == 1  # retail
+    assert starts((100_000, 10_000), 10**6, 32, 13, max_iter=13) == 1
+    assert starts((101, 15), 660, 5, 1000) == 10  # Zoo
+    assert starts((2000, 143), 147_632, 10, 1000) == 5  # LUCAP0
+    assert starts((88_162, 16_470), 908_576, 5, 1000) == 1  # retail, a start of 1000 iterations
+    assert starts((88_162, 16_470), 908_576, 5, 60) == 5  # one that tol="auto" stopped early
     assert BANMF(5, init="custom")._check_params(5, (101, 15), 660)["n_init"] == 1
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_auto_n_init_is_decided_by_the_first_start_whatever_the_threads(n_jobs, monkeypatch):
+    from banmf.models import banmf as module
+
+    X, _, _ = make_boolean(40, 30, 4, 0.3, noise=0.05, random_state=2)
+    monkeypatch.setattr(module, "AUTO_N_INIT", ((1, 10), (10**12, 3)))  # this X: 3 starts
+    model = BANMF(4, max_iter=200, random_state=0, n_jobs=n_jobs).fit(X)
+    assert model.n_init_ == 3 and len(model.init_errors_) == 3
+    same = BANMF(4, max_iter=200, random_state=0, n_init=3, n_jobs=1).fit(X)
+    assert model.init_errors_ == same.init_errors_
+    np.testing.assert_array_equal(model.W_, same.W_)
 
 
 def test_auto_tol_stops_plain_banmf_but_never_the_logspace_ramp():

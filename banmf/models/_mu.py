@@ -10,7 +10,12 @@ from __future__ import annotations
 import numpy as np
 
 from .._kernels.mu import padded_width, project_spmm, row_width, scatter_rows, update_rows
-from .._kernels.mu_small import project_spmm_small, scatter_rows_small, update_rows_small
+from .._kernels.mu_small import (
+    iterate_small,
+    project_spmm_small,
+    scatter_rows_small,
+    update_rows_small,
+)
 from .._kernels.prefetch import zeros_line_aligned
 from .._threads import threads_for, variant
 
@@ -159,6 +164,20 @@ class MUSolver:
         else:
             self._project(self.indptr, self.indices, self._W, self._Ht, self.lower, self.upper,
                           project, self.y, self.YHt, self.sq, self.width)
+
+    def iterate(self, lam: float, update_h: bool = True) -> float:
+        """One iteration (W step, H step unless ``update_h`` is False, Y pass); returns
+        :meth:`objective`. Small problems run it as one kernel call."""
+        if self.small:
+            return iterate_small(self.indptr, self.indices, self._W, self._Ht, self.y, self.YHt,
+                                 self.WtY, self.WtW, self.HHt, self.WtW_t, self.HHt_t, self.sq,
+                                 self.k, lam, self.eps, self.lower, self.upper, self.project,
+                                 update_h)
+        self.step_w(lam, scatter=update_h)
+        if update_h:
+            self.step_h(lam)
+        self.step_y()
+        return self.objective(lam)
 
     def objective(self, lam: float = 0.0) -> float:
         """``½‖Y − WH‖² + (λ/2)(‖W²−W‖² + ‖H²−H‖²)`` as of the last :meth:`step_y`.

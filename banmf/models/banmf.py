@@ -121,9 +121,11 @@ class BANMF(BaseFactorization):
     n_init : int or "auto", default "auto"
         Independent random initialisations; the one with the lowest final Boolean error is
         kept (ties: the earliest; an exact fit stops the restarts). The first uses the same
-        start as ``n_init=1``. "auto": by the whole cost of a start (:func:`start_cost`:
-        iterations, their fixed cost, and the refinements after them), 10 while a start is cheap
-        (≤ 10⁹ multiply-adds, well under a second here), 5 up to 10¹⁰ (seconds), else 1. Measured on the paper's generator (seeds 0..9, with the
+        start as ``n_init=1``. "auto": decided by the whole cost of the first start
+        (:func:`start_cost` at the iterations it took: its iterations, their fixed cost and the
+        refinements after them): 10 starts while a start is cheap (≤ 10⁹ multiply-adds, well
+        under a second here), 5 up to 10¹⁰ (seconds), else 1. The decision depends on the data
+        and the seed only; starts begun beside the first beyond it are dropped. Measured on the paper's generator (seeds 0..9, with the
         polish): exact recovery of 50×50, k=5 at d=0.8 rises from 4/10 (1 start) to 10/10 (3 or
         5 starts), of 100×100, k=10 at d=0.8 from 3/5 to 4/5 (3) and 5/5 (5); on votes at k=5
         the error falls from 0.226 / 0.219 / 0.218 (seeds 0, 1, 2; 1 start) to 0.210 / 0.216 /
@@ -175,7 +177,7 @@ class BANMF(BaseFactorization):
     init_errors_ : list of int
         Final error of every initialisation run.
     n_init_ : int
-        The number of initialisations asked for (``n_init`` resolved).
+        The number of initialisations asked for (``n_init`` resolved; "auto" as decided).
     reconstruction_err_ : int
         Hamming error ``|X − W⊗H|``.
     relative_error_ : float
@@ -292,10 +294,12 @@ class BANMF(BaseFactorization):
         if self.thresholds not in ("per-factor", "global"):
             raise ValueError(f"thresholds must be 'per-factor' or 'global', got {self.thresholds!r}")
         p["polish"] = self._polish_method(k)
+        # "auto" is decided when the first start has run (:meth:`_auto_n_init`); until then up
+        # to the largest tier may start.
+        p["auto_n_init"] = self.n_init == "auto" and self.init == "random"
+        p["shape"], p["nnz"], p["k"] = shape, nnz, k
         if self.n_init == "auto":
-            cost = start_cost(shape[0], shape[1], nnz, k, p["max_iter"])
-            tiers = [starts for limit, starts in AUTO_N_INIT if cost <= limit]
-            p["n_init"] = tiers[0] if tiers and self.init == "random" else 1
+            p["n_init"] = AUTO_N_INIT[0][1] if p["auto_n_init"] else 1
         else:
             p["n_init"] = _check_positive_int(self.n_init, "n_init")
         if self.init == "custom" and p["n_init"] > 1:
@@ -346,11 +350,7 @@ class BANMF(BaseFactorization):
         try:
             for t in range(max_iter):
                 lam = float(lams[t])
-                solver.step_w(lam, scatter=update_h)
-                if update_h:
-                    solver.step_h(lam)
-                solver.step_y()
-                f = solver.objective(lam)
+                f = solver.iterate(lam, update_h)
                 losses.append(f)
                 if self.verbose and (t % log_every == 0 or t == max_iter - 1):
                     logger.info("iteration %d/%d: objective %.6g", t + 1, max_iter, f)
@@ -423,7 +423,8 @@ class BANMF(BaseFactorization):
         starts = (self._initial_factors(X.shape, k, p["dtype"], rng, W, H) for _ in range(p["n_init"]))
         runs = self._run_starts(X, Xt, starts, p)
         best = min(runs, key=lambda run: run["error"])  # ties: the earliest start
-        self.init_errors_, self.n_init_ = [run["error"] for run in runs], p["n_init"]
+        self.init_errors_ = [run["error"] for run in runs]
+        self.n_init_ = self._auto_n_init(p, runs[0]) if p["auto_n_init"] else p["n_init"]
         self.loss_curve_ = best["losses"]
         self.interrupted_ = any(run["interrupted"] for run in runs)
         self.W_continuous_, self.H_continuous_ = best["W_continuous"], best["H_continuous"]
@@ -439,6 +440,16 @@ class BANMF(BaseFactorization):
         nothing beats an exact fit."""
         return run["interrupted"] or run["stopped"] or run["error"] == 0
 
+    @staticmethod
+    def _auto_n_init(p: dict, first: dict) -> int:
+        """``n_init="auto"``: the starts that the whole cost of the first start allows
+        (:func:`start_cost` at the iterations it took: ``tol="auto"`` often stops a start long
+        before ``max_iter``). Depends on the data and the seed only, never on the threads."""
+        n, m = p["shape"]
+        cost = start_cost(n, m, p["nnz"], p["k"], first["n_iter"])
+        tiers = [starts for limit, starts in AUTO_N_INIT if cost <= limit]
+        return tiers[0] if tiers else 1
+
     def _run_starts(self, X, Xt, starts, p) -> list[dict]:
         """Every start's run, in start order, up to and including the first that ends the
         restarts (:meth:`_last_start`): one after the other on a budget of one thread or for
@@ -450,7 +461,9 @@ class BANMF(BaseFactorization):
             for i, (W0, Ht0) in enumerate(starts):
                 runs.append(self._fit_one(X, Xt, W0, Ht0, p, StartProgress(i + 1, n_starts, p["max_iter"])))
                 self._log_start(i, n_starts, runs[-1])
-                if self._last_start(runs[-1]):
+                if i == 0 and p["auto_n_init"]:
+                    n_starts = self._auto_n_init(p, runs[0])
+                if self._last_start(runs[-1]) or len(runs) >= n_starts:
                     break
             return runs
         threads_each = max(1, current_threads() // workers)
@@ -463,13 +476,14 @@ class BANMF(BaseFactorization):
                 return self._fit_one(X, Xt, W0, Ht0, p, progress, stop=stops[i], lock=lock)
 
         done: dict[int, dict] = {}
-        limit = n_starts  # no start from here on: an earlier one ended the fit
+        limit = n_starts  # starts from here on are not part of the fit (an earlier one decided)
+        halted = False  # the callback or Ctrl-C stopped the whole fit
         with ThreadPoolExecutor(workers, thread_name_prefix="banmf-start") as pool:
             pending: dict = {}
             try:
                 while True:
                     # Keep every worker busy, drawing the next start only when it can run.
-                    while len(pending) < workers and len(stops) < limit:
+                    while len(pending) < workers and len(stops) < limit and not halted:
                         i = len(stops)
                         stops[i] = threading.Event()
                         W0, Ht0 = next(starts)
@@ -487,16 +501,18 @@ class BANMF(BaseFactorization):
                         if run["stopped"] or (run["interrupted"] and not stops[j].is_set()):
                             # The callback stops the whole fit, and so does a KeyboardInterrupt
                             # raised in a start's thread (by the callback).
-                            limit = 0
-                            for event in stops.values():
+                            halted = True
+                        else:
+                            if j == 0 and p["auto_n_init"]:
+                                # Starts past the number the first allows were speculative.
+                                limit = min(limit, self._auto_n_init(p, run))
+                            if run["error"] == 0 and not run["interrupted"] and j < limit:
+                                # An exact fit ends the restarts as it would one after the
+                                # other: later starts stop, earlier ones run to their end.
+                                limit = j + 1
+                        for i, event in stops.items():
+                            if halted or i >= limit:
                                 event.set()
-                        elif run["error"] == 0 and not run["interrupted"] and j < limit:
-                            # An exact fit ends the restarts as it would one after the other:
-                            # later starts stop, earlier ones run to their end.
-                            limit = j + 1
-                            for i, event in stops.items():
-                                if i > j:
-                                    event.set()
             except KeyboardInterrupt:
                 # Ctrl-C reaches this thread only: the running starts stop at their next
                 # iteration and are booleanized as usual; the best so far is kept.
@@ -506,7 +522,7 @@ class BANMF(BaseFactorization):
                     event.set()
                 for future, i in pending.items():
                     done[i] = future.result()
-        return [done[i] for i in sorted(done) if limit == 0 or i < limit]
+        return [done[i] for i in sorted(done) if i < limit]
 
     def _log_start(self, i: int, n_starts: int, run: dict) -> None:
         if self.verbose and n_starts > 1:
