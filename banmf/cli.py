@@ -255,10 +255,12 @@ def cmd_factorize(args, out, err) -> int:
     ]
     if hasattr(est, "booleanized_err_"):
         steps = {"grid": est.booleanized_err_, "thresholds": est.unpolished_err_, "polish": result.error}
-        record.update(refinement=steps, n_init=getattr(est, "n_init_", 1))
+        ran = len(getattr(est, "init_errors_", [None]))
+        record.update(refinement=steps, n_init=getattr(est, "n_init_", 1), starts_run=ran)
+        of = f" of {record['n_init']}" if ran < record["n_init"] else ""
         lines.append(
             f"refinement      grid {steps['grid']} → per-factor thresholds {steps['thresholds']} → "
-            f"polish {steps['polish']} (best of {record['n_init']} start(s))"
+            f"polish {steps['polish']} (best of {ran}{of} start(s))"
         )
     if interrupted:
         lines.append("interrupted     yes: the result is that of the factors at the interruption")

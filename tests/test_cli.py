@@ -110,7 +110,7 @@ def test_ctrl_c_writes_the_result_so_far(tmp_path, monkeypatch, jobs):
     monkeypatch.setattr(Progress, "emit", interrupting)
     res = tmp_path / "r.npz"
     code, out, err = run("factorize", ZOO, "-k", "3", "--jobs", jobs, "--out", str(res))
-    assert code == 130 and "interrupted" in out and "interrupted" in err
+    assert code == 130 and "interrupted" in out and "interrupted" in err, err
     saved = load_result(res)
     assert saved.meta["interrupted"] and 1 <= saved.meta["n_iter"] < 1000
     assert not list(tmp_path.glob(".*tmp"))

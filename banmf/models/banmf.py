@@ -5,10 +5,10 @@ from __future__ import annotations
 import contextvars
 import logging
 import numbers
+import queue
 import threading
 import time
 import warnings
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 import numpy as np
 
@@ -421,12 +421,14 @@ class BANMF(BaseFactorization):
         # The starting factors are drawn in start order from one generator, whichever thread
         # then runs the start: the same starts as one after the other.
         starts = (self._initial_factors(X.shape, k, p["dtype"], rng, W, H) for _ in range(p["n_init"]))
-        runs = self._run_starts(X, Xt, starts, p)
+        runs, interrupted = self._run_starts(X, Xt, starts, p)
+        if not runs:  # Ctrl-C before any start had begun: nothing to keep
+            raise KeyboardInterrupt
         best = min(runs, key=lambda run: run["error"])  # ties: the earliest start
         self.init_errors_ = [run["error"] for run in runs]
         self.n_init_ = self._auto_n_init(p, runs[0]) if p["auto_n_init"] else p["n_init"]
         self.loss_curve_ = best["losses"]
-        self.interrupted_ = any(run["interrupted"] for run in runs)
+        self.interrupted_ = interrupted or any(run["interrupted"] for run in runs)
         self.W_continuous_, self.H_continuous_ = best["W_continuous"], best["H_continuous"]
         self.grid_thresholds_, self.thresholds_ = best["grid_thresholds"], best["thresholds"]
         self.booleanized_err_, self.unpolished_err_ = best["booleanized_err"], best["unpolished_err"]
@@ -450,10 +452,11 @@ class BANMF(BaseFactorization):
         tiers = [starts for limit, starts in AUTO_N_INIT if cost <= limit]
         return tiers[0] if tiers else 1
 
-    def _run_starts(self, X, Xt, starts, p) -> list[dict]:
+    def _run_starts(self, X, Xt, starts, p) -> tuple[list[dict], bool]:
         """Every start's run, in start order, up to and including the first that ends the
         restarts (:meth:`_last_start`): one after the other on a budget of one thread or for
-        one start, else side by side, one thread each. Either way the list is the same."""
+        one start, else side by side, one thread each. Either way the list is the same. Also
+        returns whether Ctrl-C stopped the starts side by side."""
         n_starts = p["n_init"]
         workers = min(current_threads(), n_starts)
         if workers == 1:
@@ -465,64 +468,92 @@ class BANMF(BaseFactorization):
                     n_starts = self._auto_n_init(p, runs[0])
                 if self._last_start(runs[-1]) or len(runs) >= n_starts:
                     break
-            return runs
+            return runs, False
         threads_each = max(1, current_threads() // workers)
         lock = threading.Lock()
         stops: dict[int, threading.Event] = {}
-
-        def one(i, W0, Ht0):
-            with thread_budget(threads_each):
-                progress = StartProgress(i + 1, n_starts, p["max_iter"])
-                return self._fit_one(X, Xt, W0, Ht0, p, progress, stop=stops[i], lock=lock)
-
         done: dict[int, dict] = {}
+        failed: dict[int, BaseException] = {}
+        tasks: queue.SimpleQueue = queue.SimpleQueue()
+        ended: queue.SimpleQueue = queue.SimpleQueue()
+
+        def worker():
+            # Results go straight into ``done``: Ctrl-C may interrupt the main thread anywhere,
+            # and nothing a start computed is lost.
+            while (task := tasks.get()) is not None:
+                i, W0, Ht0 = task
+                try:
+                    if not stops[i].is_set():
+                        with thread_budget(threads_each):
+                            progress = StartProgress(i + 1, n_starts, p["max_iter"])
+                            done[i] = self._fit_one(X, Xt, W0, Ht0, p, progress, stop=stops[i], lock=lock)
+                except BaseException as exc:  # handed to the main thread, which raises it
+                    failed[i] = exc
+                finally:
+                    ended.put(i)
+
+        # Each thread runs in a copy of this thread's context: a caller's cancel event holds.
+        threads = [threading.Thread(target=contextvars.copy_context().run, args=(worker,), daemon=True,
+                                    name=f"banmf-start-{w}") for w in range(workers)]
         limit = n_starts  # starts from here on are not part of the fit (an earlier one decided)
-        halted = False  # the callback or Ctrl-C stopped the whole fit
-        with ThreadPoolExecutor(workers, thread_name_prefix="banmf-start") as pool:
-            pending: dict = {}
-            try:
-                while True:
-                    # Keep every worker busy, drawing the next start only when it can run.
-                    while len(pending) < workers and len(stops) < limit and not halted:
-                        i = len(stops)
-                        stops[i] = threading.Event()
-                        W0, Ht0 = next(starts)
-                        # In a copy of this thread's context: a caller's cancel event holds.
-                        pending[pool.submit(contextvars.copy_context().run, one, i, W0, Ht0)] = i
-                    if not pending:
-                        break
+        halted = False  # the callback stopped the whole fit
+        interrupted = False  # Ctrl-C did
+        try:
+            for thread in threads:
+                thread.start()
+            submitted = running = 0
+            while True:
+                # Keep every thread busy, drawing the next start only when it can run.
+                while running < workers and submitted < limit and not halted:
+                    W0, Ht0 = next(starts)
+                    stops[submitted] = threading.Event()
+                    tasks.put((submitted, W0, Ht0))
+                    submitted, running = submitted + 1, running + 1
+                if running == 0:
+                    break
+                try:
                     # A timeout, so that this thread wakes to run Python's SIGINT handler even
-                    # when the signal was delivered to a worker thread.
-                    finished, _ = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
-                    for future in finished:
-                        j = pending.pop(future)
-                        done[j] = run = future.result()
-                        self._log_start(j, n_starts, run)
-                        if run["stopped"] or (run["interrupted"] and not stops[j].is_set()):
-                            # The callback stops the whole fit, and so does a KeyboardInterrupt
-                            # raised in a start's thread (by the callback).
-                            halted = True
-                        else:
-                            if j == 0 and p["auto_n_init"]:
-                                # Starts past the number the first allows were speculative.
-                                limit = min(limit, self._auto_n_init(p, run))
-                            if run["error"] == 0 and not run["interrupted"] and j < limit:
-                                # An exact fit ends the restarts as it would one after the
-                                # other: later starts stop, earlier ones run to their end.
-                                limit = j + 1
-                        for i, event in stops.items():
-                            if halted or i >= limit:
-                                event.set()
-            except KeyboardInterrupt:
-                # Ctrl-C reaches this thread only: the running starts stop at their next
-                # iteration and are booleanized as usual; the best so far is kept.
-                warnings.warn("interrupted: the running starts stop here and booleanize their "
-                              "factors so far", UserWarning, stacklevel=4)
-                for event in stops.values():
-                    event.set()
-                for future, i in pending.items():
-                    done[i] = future.result()
-        return [done[i] for i in sorted(done) if i < limit]
+                    # when the signal was delivered to another thread.
+                    j = ended.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+                running -= 1
+                if j in failed:
+                    raise failed[j]
+                if j not in done:
+                    continue
+                run = done[j]
+                self._log_start(j, n_starts, run)
+                if run["stopped"] or (run["interrupted"] and not stops[j].is_set()):
+                    # The callback stops the whole fit, and so does a KeyboardInterrupt raised
+                    # in a start's thread (by the callback).
+                    halted = True
+                else:
+                    if j == 0 and p["auto_n_init"]:
+                        # Starts past the number the first allows were speculative.
+                        limit = min(limit, self._auto_n_init(p, run))
+                    if run["error"] == 0 and not run["interrupted"] and j < limit:
+                        # An exact fit ends the restarts as it would one after the other:
+                        # later starts stop, earlier ones run to their end.
+                        limit = j + 1
+                for i, event in stops.items():
+                    if halted or i >= limit:
+                        event.set()
+        except KeyboardInterrupt:
+            # Ctrl-C reaches this thread only: the running starts stop at their next iteration
+            # and are booleanized as usual; the best so far is kept.
+            warnings.warn("interrupted: the running starts stop here and booleanize their "
+                          "factors so far", UserWarning, stacklevel=4)
+            interrupted = True
+        finally:
+            for event in stops.values():
+                event.set()
+            for _ in threads:
+                tasks.put(None)
+            for thread in threads:
+                if thread.is_alive() or thread.ident is not None:
+                    thread.join()
+        return [done[i] for i in sorted(done) if i < limit], interrupted
 
     def _log_start(self, i: int, n_starts: int, run: dict) -> None:
         if self.verbose and n_starts > 1:
