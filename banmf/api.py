@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import contextvars
+import queue
 import threading
 import time
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -144,23 +144,43 @@ def fit_many(estimators, X, *, n_jobs=None) -> list:
             return estimators
         share = max(1, budget // workers)
         cancel = threading.Event()
+        tasks: queue.SimpleQueue = queue.SimpleQueue()
+        for est in estimators:
+            tasks.put(est)
+        failures: list[BaseException] = []
 
-        def one(est):
+        def worker():
             with cancel_with(cancel), thread_budget(share):
-                return est.fit(X)
+                while not cancel.is_set():
+                    try:
+                        est = tasks.get_nowait()
+                    except queue.Empty:
+                        return
+                    try:
+                        est.fit(X)
+                    except BaseException as exc:  # noqa: BLE001 (handed to the calling thread)
+                        failures.append(exc)
+                        cancel.set()
 
-        with ThreadPoolExecutor(workers, thread_name_prefix="banmf-fit") as pool:
-            futures = [pool.submit(contextvars.copy_context().run, one, est) for est in estimators]
-            try:
-                # Timed waits, so that this thread wakes to run Python's SIGINT handler even
-                # when the signal was delivered to a worker thread.
-                while not all(future.done() for future in futures):
-                    wait(futures, timeout=0.1, return_when=FIRST_EXCEPTION)
-                for future in futures:
-                    future.result()
-            except KeyboardInterrupt:
-                cancel.set()
-                for future in futures:
-                    future.cancel()
-                raise
+        # Each thread runs in a copy of this thread's context (its budget, a caller's cancel).
+        threads = [threading.Thread(target=contextvars.copy_context().run, args=(worker,), daemon=True,
+                                    name=f"banmf-fit-{w}") for w in range(workers)]
+        try:
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                # Timed joins, so that this thread wakes to run Python's SIGINT handler even
+                # when the signal was delivered to another thread.
+                while thread.is_alive():
+                    thread.join(timeout=0.1)
+        except KeyboardInterrupt:
+            cancel.set()  # running fits stop at their next iteration and keep their factors
+            raise
+        finally:
+            cancel.set()
+            for thread in threads:
+                if thread.ident is not None:
+                    thread.join()
+        if failures:
+            raise failures[0]
     return estimators

@@ -487,7 +487,7 @@ class BANMF(BaseFactorization):
                         with thread_budget(threads_each):
                             progress = StartProgress(i + 1, n_starts, p["max_iter"])
                             done[i] = self._fit_one(X, Xt, W0, Ht0, p, progress, stop=stops[i], lock=lock)
-                except BaseException as exc:  # handed to the main thread, which raises it
+                except BaseException as exc:  # noqa: BLE001 (the main thread raises it)
                     failed[i] = exc
                 finally:
                     ended.put(i)
