@@ -477,6 +477,8 @@ class BANMF(BaseFactorization):
         tasks: queue.SimpleQueue = queue.SimpleQueue()
         ended: queue.SimpleQueue = queue.SimpleQueue()
 
+        limit = n_starts  # starts from here on are not part of the fit (an earlier one decided)
+
         def worker():
             # Results go straight into ``done``: Ctrl-C may interrupt the main thread anywhere,
             # and nothing a start computed is lost.
@@ -485,7 +487,7 @@ class BANMF(BaseFactorization):
                 try:
                     if not stops[i].is_set():
                         with thread_budget(threads_each):
-                            progress = StartProgress(i + 1, n_starts, p["max_iter"])
+                            progress = StartProgress(i + 1, min(n_starts, limit), p["max_iter"])
                             done[i] = self._fit_one(X, Xt, W0, Ht0, p, progress, stop=stops[i], lock=lock)
                 except BaseException as exc:  # noqa: BLE001 (the main thread raises it)
                     failed[i] = exc
@@ -495,7 +497,6 @@ class BANMF(BaseFactorization):
         # Each thread runs in a copy of this thread's context: a caller's cancel event holds.
         threads = [threading.Thread(target=contextvars.copy_context().run, args=(worker,), daemon=True,
                                     name=f"banmf-start-{w}") for w in range(workers)]
-        limit = n_starts  # starts from here on are not part of the fit (an earlier one decided)
         halted = False  # the callback stopped the whole fit
         interrupted = False  # Ctrl-C did
         try:
