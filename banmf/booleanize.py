@@ -397,6 +397,7 @@ def _booleanize(X, W, H, P, normalize, search) -> Booleanization:
         # every point at or below it in both thresholds. Visit points by (static bound, index);
         # once one cannot beat or tie-win the best so far, none after it can.
         floor = np.maximum(hits, rect)
+        nnz = X.nnz  # (a scipy property that counts each time)
         flat = bound.ravel()
         order = np.lexsort((np.arange(flat.size), flat))
         best_err, best_idx = np.iinfo(np.int64).max, -1
@@ -405,12 +406,12 @@ def _booleanize(X, W, H, P, normalize, search) -> Booleanization:
             if lb > best_err or (lb == best_err and idx > best_idx):
                 break
             s, t = divmod(int(idx), P)
-            dyn = X.nnz - 2 * hits[s, t] + floor[s, t]
+            dyn = nnz - 2 * hits[s, t] + floor[s, t]
             if dyn > best_err or (dyn == best_err and idx > best_idx):
                 continue
             c = cover(s, t)
             np.maximum(floor[: s + 1, : t + 1], c, out=floor[: s + 1, : t + 1])
-            err = int(X.nnz - 2 * hits[s, t] + c)
+            err = int(nnz - 2 * hits[s, t] + c)
             if err < best_err or (err == best_err and idx < best_idx):
                 best_err, best_idx = err, int(idx)
     s, t = divmod(best_idx, P)
