@@ -1,5 +1,7 @@
 """Booleanization, Boolean error and Boolean product against dense oracles."""
 
+import sys
+
 import numpy as np
 import pytest
 import reference as ref
@@ -9,6 +11,8 @@ from hypothesis import strategies as st
 
 from banmf import balance, boolean_error, boolean_product, booleanize
 from banmf.booleanize import _unique_rows
+
+bz = sys.modules["banmf.booleanize"]
 
 
 @given(binary_matrices(max_n=20, max_m=20), st.sampled_from([1, 2, 5, 63, 64, 65, 130]), st.floats(0.0, 1.0), st.integers(0, 2**31))
@@ -47,14 +51,21 @@ def test_booleanize_equals_dense_full_grid(Xd, k, P, normalize, seed):
     W = rng.random((Xd.shape[0], k)) * (rng.random((Xd.shape[0], k)) < 0.7)
     H = rng.random((k, Xd.shape[1])) * 3 * (rng.random((k, Xd.shape[1])) < 0.7)
     Wb, Hb, dw, dh, err, grid = ref.booleanize(Xd, W, H, P, normalize)
-    for search in ("pruned", "exhaustive"):
-        res = booleanize(Xd, W, H, P, normalize="balance" if normalize else None, search=search)
+    evaluated = {}
+    for search, small in (("pruned", True), ("pruned", False), ("exhaustive", True)):
+        # The pruned search in one kernel (small factors) and in Python (any size).
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(bz, "SMALL_COVER", bz.SMALL_COVER if small else -1)
+            res = booleanize(Xd, W, H, P, normalize="balance" if normalize else None, search=search)
+        if search == "pruned":
+            evaluated[small] = res.n_evaluated
         assert res.error == err == ref.boolean_error(Xd, res.W, res.H)
         assert (res.threshold_w, res.threshold_h) == pytest.approx((dw, dh))
         np.testing.assert_array_equal(res.W, Wb)
         np.testing.assert_array_equal(res.H, Hb)
         assert res.W.dtype == bool and res.H.dtype == bool
     np.testing.assert_array_equal(res.error_grid, grid)
+    assert evaluated[True] == evaluated[False]  # the two count the same coverages
     # the grid optimum is no worse than any grid point
     assert err == grid.min()
 

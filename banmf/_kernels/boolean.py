@@ -144,3 +144,69 @@ def pack_csr_rows(indptr, indices, out):
         for p in range(indptr[i], indptr[i + 1]):
             j = indices[p]
             out[i, j >> 6] |= _ONE << np.uint64(j & 63)
+
+
+@njit(cache=True, nogil=True)
+def _grid_cover(u, vt, s, t, colbits, acc):
+    """Ones of ``(u > s) ⊗ (vt > t)ᵀ``: per row, the union of the column sets of its factors."""
+    n, k = u.shape
+    m = vt.shape[0]
+    colbits[:, :] = 0
+    for j in range(m):
+        for l in range(k):
+            if vt[j, l] > t:
+                colbits[l, j >> 6] |= _ONE << np.uint64(j & 63)
+    total = 0
+    for i in range(n):
+        acc[:] = 0
+        for l in range(k):
+            if u[i, l] > s:
+                for w in range(acc.shape[0]):
+                    acc[w] |= colbits[l, w]
+        for w in range(acc.shape[0]):
+            total += popcount64(acc[w])
+    return total
+
+
+@njit(cache=True, nogil=True)
+def pruned_grid_search(u, vt, order, bound, hits, floor, nnz, key_w, key_h):
+    """The pruned grid search of :func:`banmf.booleanize` in one call, for small factors.
+
+    Visits grid points by (static lower bound ``bound``, flat index) as given in ``order``;
+    stops once a point's bound cannot beat or tie-win the best, skips points whose dynamic
+    bound ``nnz − 2·hits + floor`` cannot, and otherwise computes the exact coverage, which
+    is then a floor for every point at or below it in both thresholds. Ties go to the lowest
+    flat index. Points with the same (``key_w[s]``, ``key_h[t]``) have the same coverage and
+    are counted once in ``n_evaluated``. ``floor`` is updated in place.
+
+    Returns ``(best error, best flat index, n_evaluated)``. Cost per coverage: O(k·m + n·k·m/64).
+    """
+    P = hits.shape[0]
+    mw = max(1, (vt.shape[0] + 63) // 64)
+    colbits = np.zeros((u.shape[1], mw), dtype=np.uint64)
+    acc = np.zeros(mw, dtype=np.uint64)
+    seen = np.zeros((P + 2, P + 2), dtype=np.bool_)  # keys run up to P + 1
+    best_err = np.iinfo(np.int64).max
+    best_idx = -1
+    evaluated = 0
+    for q in range(order.shape[0]):
+        idx = order[q]
+        lb = bound[idx]
+        if lb > best_err or (lb == best_err and idx > best_idx):
+            break
+        s, t = idx // P, idx % P
+        dyn = nnz - 2 * hits[s, t] + floor[s, t]
+        if dyn > best_err or (dyn == best_err and idx > best_idx):
+            continue
+        c = _grid_cover(u, vt, s, t, colbits, acc)
+        if not seen[key_w[s], key_h[t]]:
+            seen[key_w[s], key_h[t]] = True
+            evaluated += 1
+        for a in range(s + 1):
+            for b in range(t + 1):
+                if floor[a, b] < c:
+                    floor[a, b] = c
+        err = nnz - 2 * hits[s, t] + c
+        if err < best_err or (err == best_err and idx < best_idx):
+            best_err, best_idx = err, idx
+    return best_err, best_idx, evaluated
