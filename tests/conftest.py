@@ -55,6 +55,16 @@ def binary_arrays(shape):
     return hnp.arrays(np.bool_, shape)
 
 
+@pytest.fixture(autouse=True)
+def parallel_starts_on_small_data(monkeypatch):
+    """Tests use small matrices, whose starts banmf runs one after the other (threads do not
+    pay there): make them run side by side, so that the threaded path is what is tested.
+    ``test_cheap_starts_run_in_the_calling_thread`` checks the real threshold."""
+    from banmf.models import banmf as module
+
+    monkeypatch.setattr(module, "PARALLEL_STARTS_MIN_COST", 0)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def warm_kernels():
     """Compile (or load from cache) every kernel once, outside the timed test bodies."""

@@ -188,3 +188,21 @@ def test_vector_kernels_serial_and_parallel_give_the_same_fit(dtype, monkeypatch
     alone = BANMF(n_jobs=1, **{**params, "n_init": 1}).fit(X)
     _assert_same(alone, parallel)
     assert serial.init_errors_[0] == alone.reconstruction_err_
+
+
+def test_cheap_starts_run_in_the_calling_thread(monkeypatch):
+    import threading
+
+    from banmf.models import banmf as module
+
+    monkeypatch.setattr(module, "PARALLEL_STARTS_MIN_COST", 1.5e8)
+    X, _, _ = make_boolean(40, 30, 3, 0.3, noise=0.05, random_state=0)
+    threads = set()
+    BANMF(3, max_iter=20, n_init=4, n_jobs=2, random_state=0,
+          callback=lambda t, f: threads.add(threading.current_thread().name)).fit(X)
+    assert threads == {threading.current_thread().name}
+    monkeypatch.setattr(module, "PARALLEL_STARTS_MIN_COST", 0)
+    threads.clear()
+    BANMF(3, max_iter=20, n_init=4, n_jobs=2, random_state=0,
+          callback=lambda t, f: threads.add(threading.current_thread().name)).fit(X)
+    assert len(threads) == 2 and all(name.startswith("banmf-start") for name in threads)

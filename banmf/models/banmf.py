@@ -47,6 +47,13 @@ _ITERATION_OVERHEAD = 50_000
 _REFINEMENT_ITERATIONS = 200
 
 
+#: Starts run side by side only when one costs at least this (:func:`start_cost`): below it a
+#: start is mostly Python, which holds the GIL, and threads only add contention. Measured with
+#: n_init=10 on 2 threads against 1: 0.84× on Zoo k=5 (7.5·10⁷), 1.31× on a 200×100 planted
+#: matrix (1.8·10⁸), 1.75× at 500×300 (9·10⁸), 1.9× on LUCAP0 k=10 (5.6·10⁹).
+PARALLEL_STARTS_MIN_COST = 1.5e8
+
+
 def start_cost(n: int, m: int, nnz: int, k: int, max_iter: int) -> int:
     """Estimated work of one start, in multiply-adds: ``max_iter`` iterations of
     ``3·nnz·k + (n+m)·k²`` plus a fixed cost each, and the refinements after them. It decides
@@ -129,9 +136,9 @@ class BANMF(BaseFactorization):
         polish): exact recovery of 50×50, k=5 at d=0.8 rises from 4/10 (1 start) to 10/10 (3 or
         5 starts), of 100×100, k=10 at d=0.8 from 3/5 to 4/5 (3) and 5/5 (5); on votes at k=5
         the error falls from 0.226 / 0.219 / 0.218 (seeds 0, 1, 2; 1 start) to 0.210 / 0.216 /
-        0.216 (10 starts) and 0.210 / 0.210 / 0.214 (20 starts). Starts run side by side on
-        the thread budget (``n_jobs``), each on serial kernels; the result is the same as one
-        after the other.
+        0.216 (10 starts) and 0.210 / 0.210 / 0.214 (20 starts). Starts that cost more than a
+        few hundredths of a second run side by side on the thread budget (``n_jobs``), each on
+        serial kernels; the result is the same as one after the other.
     dtype : float64 or float32, default float64
         Floating type of W, H and Y. float32 saves memory (4 bytes per nonzero for Y and half
         the factors) and the passes over the nonzeros compute in float32: measured on
@@ -454,11 +461,14 @@ class BANMF(BaseFactorization):
 
     def _run_starts(self, X, Xt, starts, p) -> tuple[list[dict], bool]:
         """Every start's run, in start order, up to and including the first that ends the
-        restarts (:meth:`_last_start`): one after the other on a budget of one thread or for
-        one start, else side by side, one thread each. Either way the list is the same. Also
+        restarts (:meth:`_last_start`): one after the other on a budget of one thread, for one
+        start or for cheap starts (:data:`PARALLEL_STARTS_MIN_COST`), else side by side, one
+        thread each. Either way the list is the same. Also
         returns whether Ctrl-C stopped the starts side by side."""
         n_starts = p["n_init"]
-        workers = min(current_threads(), n_starts)
+        (n, m), k = p["shape"], p["k"]
+        cheap = start_cost(n, m, p["nnz"], k, p["max_iter"]) < PARALLEL_STARTS_MIN_COST
+        workers = 1 if cheap else min(current_threads(), n_starts)
         if workers == 1:
             runs = []
             for i, (W0, Ht0) in enumerate(starts):
