@@ -14,7 +14,7 @@ from .booleanize import (
     booleanize,
     error_counts,
 )
-from .datasets import make_boolean, make_sparse_uniform
+from .datasets import make_boolean, make_sparse_degrees, make_sparse_uniform
 from .models import (
     ASSO,
     BANMF,
@@ -56,6 +56,7 @@ __all__ = [
     "factorize",
     "fit_many",
     "make_boolean",
+    "make_sparse_degrees",
     "make_sparse_uniform",
     "polish",
     "refine_thresholds",
