@@ -27,14 +27,15 @@ import numpy as np
 
 import banmf
 
-PAPER = {"n_init": 1, "thresholds": "global", "polish": False}
+PAPER = {"n_init": 1, "tol": None, "thresholds": "global", "polish": False}
+DEFAULT = "default (tol='auto', n_init='auto': 10 starts here)"
 CONFIGS = {
     "paper": PAPER,
-    "+ per-factor thresholds": {"n_init": 1, "polish": False},
-    "+ polish": {"n_init": 1},
-    "+ 3 starts": {"n_init": 3},
-    "+ 5 starts": {"n_init": 5},
-    "default (n_init='auto': 10 starts here)": {},
+    "+ per-factor thresholds": {"n_init": 1, "tol": None, "polish": False},
+    "+ polish": {"n_init": 1, "tol": None},
+    "+ 3 starts": {"n_init": 3, "tol": None},
+    "+ 5 starts": {"n_init": 5, "tol": None},
+    DEFAULT: {},
 }
 CASES = [(50, 5, 0.2, 10), (50, 5, 0.5, 10), (50, 5, 0.8, 10), (100, 10, 0.5, 5), (100, 10, 0.8, 5)]
 #: The baselines in their published configuration, plus PNL-PF with PyBMF's example settings.
@@ -106,7 +107,7 @@ def main(argv=None) -> int:
         print("| configuration | error ≤ truth's | error = truth's | clean X recovered | mean error − truth's |")
         print("|---|---|---|---|---|")
         seeds = 2 if args.quick else 10
-        for name in ("paper", "default (n_init='auto': 10 starts here)"):
+        for name in ("paper", DEFAULT):
             res = list(pool.map(_planted, [(50, 5, 0.5, s, 0.01, CONFIGS[name]) for s in range(seeds)]))
             err, truth = np.array([r[0] for r in res]), np.array([r[2] for r in res])
             rec = sum(r[3] for r in res)

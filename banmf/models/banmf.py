@@ -33,11 +33,11 @@ logger = logging.getLogger("banmf")
 AUTO_N_INIT = ((10**9, 10), (10**10, 5))
 
 #: ``tol="auto"``: stop a start once its objective moves by less than this (relative to the
-#: first value) over ``check_every`` iterations. Measured on Zoo k=5, votes k=5 and LUCAP0 k=10
-#: (seeds 0-2, default pipeline): starts then stop after 290-710 iterations, at 0.5-0.55× the
-#: time of 1000, with errors equal to those of 1000 iterations within start-to-start noise
-#: (medians 111 vs 112, 418 vs 418, 67939 vs 67935); 1e-3 stops too early (LUCAP0 +0.5 %).
-AUTO_TOL = 3e-4
+#: first value) over ``check_every`` iterations. Measured with the default pipeline, seeds 0-2
+#: (median relative error, time against tol=None): Zoo 101×14 k=5 0.148 vs 0.146 (0.4×), k=10
+#: 0.041 vs 0.041 (0.7×); votes k=5 0.216 vs 0.216 (0.7×), k=10 0.075 vs 0.075 (1.0×). 3e-4
+#: was cheaper (0.3-0.6×) but raised k=10's errors (Zoo 0.047, votes 0.077).
+AUTO_TOL = 1e-4
 
 # Costs of a start in multiply-adds, for n_init="auto": an iteration's fixed Python cost (about
 # 50 µs, as much as 5·10⁴ multiply-adds here), and the threshold search, per-factor thresholds
@@ -98,8 +98,8 @@ class BANMF(BaseFactorization):
         Number of W, H, Y update cycles.
     tol : "auto", float or None, default "auto"
         Stop a start when its objective changes by less than ``tol`` times its first value over
-        ``check_every`` iterations. "auto": 3e-4 (:data:`AUTO_TOL`; errors as with all
-        ``max_iter`` iterations within start-to-start noise, at about half the time), or None
+        ``check_every`` iterations. "auto": 1e-4 (:data:`AUTO_TOL`; errors as with all
+        ``max_iter`` iterations within start-to-start noise, at 0.4-1× the time), or None
         with ``regularization="logspace"``, whose ramp must run its course. None: always
         ``max_iter`` iterations (the paper). A number warns (``ConvergenceWarning``) if
         ``max_iter`` comes first.
