@@ -75,10 +75,13 @@ class _Packed:
     @classmethod
     def of(cls, R: np.ndarray, s=0) -> _Packed:
         r, k = R.shape
+        # Packed from a bool array whatever R is: the pack kernels then compile for one input
+        # type (they were compiled for int32 ranks and for bool factors, 0.7 s of a first run).
+        B = R if R.dtype == np.bool_ and s == 0 else R > s
         codes = np.empty((r, _words(k)), dtype=np.uint64)
-        pick(pack_rows_above, r * k)(R, s, codes)
+        pick(pack_rows_above, r * k)(B, 0, codes)
         bits = np.empty((k, _words(r)), dtype=np.uint64)
-        pick(pack_cols_above, r * k)(R, s, bits)
+        pick(pack_cols_above, r * k)(B, 0, bits)
         uniq, _, counts = _unique_rows(codes)
         nonzero = uniq.any(axis=1)
         return cls(codes, np.ascontiguousarray(uniq[nonzero]), counts[nonzero], bits)
