@@ -195,7 +195,7 @@ def test_cheap_starts_run_in_the_calling_thread(monkeypatch):
 
     from banmf.models import banmf as module
 
-    monkeypatch.setattr(module, "PARALLEL_STARTS_MIN_COST", 1.5e8)
+    monkeypatch.setattr(module, "PARALLEL_STARTS_MIN_COST", 5e7)
     X, _, _ = make_boolean(40, 30, 3, 0.3, noise=0.05, random_state=0)
     threads = set()
     BANMF(3, max_iter=20, n_init=4, n_jobs=2, random_state=0,

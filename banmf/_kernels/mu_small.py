@@ -130,3 +130,14 @@ def iterate_small(indptr, indices, W, Ht, y, YHt, WtY, WtW, HHt, WtW_t, HHt_t, s
     if lam != 0.0:
         f += 0.5 * lam * (_penalty(W, k) + _penalty(Ht, k))
     return f
+
+
+@njit(cache=True, nogil=True)
+def iterate_small_many(indptr, indices, W, Ht, y, YHt, WtY, WtW, HHt, WtW_t, HHt_t, sq, k, lams,
+                       eps, lower, upper, project, update_h, out):
+    """:func:`iterate_small` once per value of ``lams`` (λ of each iteration), objectives into
+    ``out``: several iterations for one call, with the GIL released throughout (a start of a
+    small problem otherwise spends its time handing the GIL back and forth)."""
+    for q in range(lams.shape[0]):
+        out[q] = iterate_small(indptr, indices, W, Ht, y, YHt, WtY, WtW, HHt, WtW_t, HHt_t, sq, k,
+                               lams[q], eps, lower, upper, project, update_h)

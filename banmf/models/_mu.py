@@ -11,7 +11,7 @@ import numpy as np
 
 from .._kernels.mu import padded_width, project_spmm, row_width, scatter_rows, update_rows
 from .._kernels.mu_small import (
-    iterate_small,
+    iterate_small_many,
     project_spmm_small,
     scatter_rows_small,
     update_rows_small,
@@ -165,19 +165,25 @@ class MUSolver:
             self._project(self.indptr, self.indices, self._W, self._Ht, self.lower, self.upper,
                           project, self.y, self.YHt, self.sq, self.width)
 
-    def iterate(self, lam: float, update_h: bool = True) -> float:
-        """One iteration (W step, H step unless ``update_h`` is False, Y pass); returns
-        :meth:`objective`. Small problems run it as one kernel call."""
+    def iterate(self, lams: np.ndarray, update_h: bool = True) -> np.ndarray:
+        """One iteration per value of ``lams`` (the λ of each: W step, H step unless
+        ``update_h`` is False, Y pass); returns the :meth:`objective` after each. Small problems
+        run them all in one kernel call, and the same kernel for one iteration or several, so
+        the results do not depend on how the iterations are grouped."""
+        out = np.empty(len(lams))
         if self.small:
-            return iterate_small(self.indptr, self.indices, self._W, self._Ht, self.y, self.YHt,
-                                 self.WtY, self.WtW, self.HHt, self.WtW_t, self.HHt_t, self.sq,
-                                 self.k, lam, self.eps, self.lower, self.upper, self.project,
-                                 update_h)
-        self.step_w(lam, scatter=update_h)
-        if update_h:
-            self.step_h(lam)
-        self.step_y()
-        return self.objective(lam)
+            iterate_small_many(self.indptr, self.indices, self._W, self._Ht, self.y, self.YHt,
+                               self.WtY, self.WtW, self.HHt, self.WtW_t, self.HHt_t, self.sq,
+                               self.k, np.ascontiguousarray(lams, dtype=np.float64), self.eps,
+                               self.lower, self.upper, self.project, update_h, out)
+            return out
+        for q, lam in enumerate(lams):
+            self.step_w(float(lam), scatter=update_h)
+            if update_h:
+                self.step_h(float(lam))
+            self.step_y()
+            out[q] = self.objective(float(lam))
+        return out
 
     def objective(self, lam: float = 0.0) -> float:
         """``½‖Y − WH‖² + (λ/2)(‖W²−W‖² + ‖H²−H‖²)`` as of the last :meth:`step_y`.

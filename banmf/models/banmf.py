@@ -49,9 +49,10 @@ _REFINEMENT_ITERATIONS = 200
 
 #: Starts run side by side only when one costs at least this (:func:`start_cost`): below it a
 #: start is mostly Python, which holds the GIL, and threads only add contention. Measured with
-#: n_init=10 on 2 threads against 1: 0.84× on Zoo k=5 (7.5·10⁷), 1.31× on a 200×100 planted
-#: matrix (1.8·10⁸), 1.75× at 500×300 (9·10⁸), 1.9× on LUCAP0 k=10 (5.6·10⁹).
-PARALLEL_STARTS_MIN_COST = 1.5e8
+#: n_init=10 on 2 threads against 1 (small problems running 10 iterations a kernel call): 1.14×
+#: on Zoo k=5 (7.5·10⁷), 1.69× on votes k=5 (10⁸), 1.9× on LUCAP0 k=10 (5.6·10⁹); before the
+#: iterations were grouped, Zoo measured 0.84×.
+PARALLEL_STARTS_MIN_COST = 5e7
 
 
 def start_cost(n: int, m: int, nnz: int, k: int, max_iter: int) -> int:
@@ -354,32 +355,39 @@ class BANMF(BaseFactorization):
         log_every = max(1, max_iter // 10)
         interrupted = stopped = False
         converged = False
+        # Without a callback, a small problem runs up to ``every`` iterations a call (never past
+        # a tolerance check); the iterations are the same however they are grouped.
+        chunk = every if self.callback is None and solver.small else 1
+        tiny = np.finfo(float).tiny
         try:
-            for t in range(max_iter):
-                lam = float(lams[t])
-                f = solver.iterate(lam, update_h)
-                losses.append(f)
-                if self.verbose and (t % log_every == 0 or t == max_iter - 1):
-                    logger.info("iteration %d/%d: objective %.6g", t + 1, max_iter, f)
+            done = 0
+            while done < max_iter:
+                n = min(chunk, max_iter - done, every - done % every)
+                for f in solver.iterate(lams[done:done + n], update_h):
+                    done += 1
+                    f = float(f)
+                    losses.append(f)
+                    if self.verbose and ((done - 1) % log_every == 0 or done == max_iter):
+                        logger.info("iteration %d/%d: objective %.6g", done, max_iter, f)
                 if progress is not None:
-                    progress.iteration(t + 1, f)
+                    progress.iteration(done, f)
                 if self.callback is not None:
                     if lock is None:
-                        stop_now = self.callback(t + 1, f)
+                        stop_now = self.callback(done, f)
                     else:
                         with lock:
-                            stop_now = self.callback(t + 1, f)
+                            stop_now = self.callback(done, f)
                     if stop_now:
                         stopped = True
                         break
                 if (stop is not None and stop.is_set()) or cancelled():
                     interrupted = True
                     break
-                if tol is not None and t >= every and (t + 1) % every == 0:
+                if tol is not None and done > every and done % every == 0:
                     prev = losses[-1 - every]
                     # Relative to the first objective (as scikit-learn's NMF): an exact fit
                     # drives f to 0, where a change relative to f itself never gets small.
-                    if abs(prev - f) <= tol * max(losses[0], np.finfo(float).tiny):
+                    if abs(prev - f) <= tol * max(losses[0], tiny):
                         converged = True
                         break
         except KeyboardInterrupt:
