@@ -96,48 +96,42 @@ def _penalty(F, k):
 
 
 @njit(cache=True, nogil=True, fastmath=_FAST)
-def iterate_small(indptr, indices, W, Ht, y, YHt, WtY, WtW, HHt, WtW_t, HHt_t, sq, k, lam, eps,
-                  lower, upper, project, update_h):
-    """One whole iteration in one call (small problems pay more for Python's per-call cost than
-    for the arithmetic): the W step (and WᵀW), then unless ``update_h`` is False the scatter
-    and the H step (and HHᵀ), then the Y pass. The Gram matrices are float64 with copies
-    ``*_t`` in the factors' type, as the row updates read them.
+def iterate_small(indptr, indices, W, Ht, y, YHt, WtY, WtW, HHt, WtW_t, HHt_t, sq, k, lams, eps,
+                  lower, upper, project, update_h, out):
+    """One whole iteration per value of ``lams`` (the λ of each), in one call: small problems
+    pay more for Python's per-call cost than for the arithmetic, and a start that calls once
+    for several iterations keeps the GIL released throughout, so that starts on other threads
+    run meanwhile.
 
-    Returns the objective ``½‖Y − WH‖² + (λ/2)(‖W²−W‖² + ‖H²−H‖²)``, its off-support part
+    An iteration: the W step (and WᵀW), then unless ``update_h`` is False the scatter and the
+    H step (and HHᵀ), then the Y pass. The Gram matrices are float64 with copies ``*_t`` in the
+    factors' type, as the row updates read them. ``out[q]`` receives the objective after
+    iteration q, ``½‖Y − WH‖² + (λ/2)(‖W²−W‖² + ‖H²−H‖²)``, its off-support part
     ``‖WH‖² − Σ_Ω s²`` clamped at 0 against cancellation.
     """
-    update_rows_small(W, YHt, HHt_t, lam, eps, WtW)
-    for q in range(k):
-        for l in range(k):
-            WtW_t[q, l] = WtW[q, l]
-    if update_h:
-        scatter_rows_small(indptr, indices, y, W, k, WtY)
-        update_rows_small(Ht, WtY, WtW_t, lam, eps, HHt)
-        for q in range(k):
-            for l in range(k):
-                HHt_t[q, l] = HHt[q, l]
-    project_spmm_small(indptr, indices, W, Ht, k, lower, upper, project, y, YHt, sq)
-    res = 0.0
-    s2 = 0.0
-    for i in range(sq.shape[0]):
-        res += sq[i, 0]
-        s2 += sq[i, 1]
-    whf = 0.0
-    for q in range(k):
-        for l in range(k):
-            whf += WtW[q, l] * HHt[q, l]
-    f = 0.5 * (res + max(0.0, whf - s2))
-    if lam != 0.0:
-        f += 0.5 * lam * (_penalty(W, k) + _penalty(Ht, k))
-    return f
-
-
-@njit(cache=True, nogil=True)
-def iterate_small_many(indptr, indices, W, Ht, y, YHt, WtY, WtW, HHt, WtW_t, HHt_t, sq, k, lams,
-                       eps, lower, upper, project, update_h, out):
-    """:func:`iterate_small` once per value of ``lams`` (λ of each iteration), objectives into
-    ``out``: several iterations for one call, with the GIL released throughout (a start of a
-    small problem otherwise spends its time handing the GIL back and forth)."""
     for q in range(lams.shape[0]):
-        out[q] = iterate_small(indptr, indices, W, Ht, y, YHt, WtY, WtW, HHt, WtW_t, HHt_t, sq, k,
-                               lams[q], eps, lower, upper, project, update_h)
+        lam = lams[q]
+        update_rows_small(W, YHt, HHt_t, lam, eps, WtW)
+        for a in range(k):
+            for b in range(k):
+                WtW_t[a, b] = WtW[a, b]
+        if update_h:
+            scatter_rows_small(indptr, indices, y, W, k, WtY)
+            update_rows_small(Ht, WtY, WtW_t, lam, eps, HHt)
+            for a in range(k):
+                for b in range(k):
+                    HHt_t[a, b] = HHt[a, b]
+        project_spmm_small(indptr, indices, W, Ht, k, lower, upper, project, y, YHt, sq)
+        res = 0.0
+        s2 = 0.0
+        for i in range(sq.shape[0]):
+            res += sq[i, 0]
+            s2 += sq[i, 1]
+        whf = 0.0
+        for a in range(k):
+            for b in range(k):
+                whf += WtW[a, b] * HHt[a, b]
+        f = 0.5 * (res + max(0.0, whf - s2))
+        if lam != 0.0:
+            f += 0.5 * lam * (_penalty(W, k) + _penalty(Ht, k))
+        out[q] = f

@@ -11,7 +11,7 @@ import numpy as np
 
 from .._kernels.mu import padded_width, project_spmm, row_width, scatter_rows, update_rows
 from .._kernels.mu_small import (
-    iterate_small_many,
+    iterate_small,
     project_spmm_small,
     scatter_rows_small,
     update_rows_small,
@@ -172,10 +172,10 @@ class MUSolver:
         the results do not depend on how the iterations are grouped."""
         out = np.empty(len(lams))
         if self.small:
-            iterate_small_many(self.indptr, self.indices, self._W, self._Ht, self.y, self.YHt,
-                               self.WtY, self.WtW, self.HHt, self.WtW_t, self.HHt_t, self.sq,
-                               self.k, np.ascontiguousarray(lams, dtype=np.float64), self.eps,
-                               self.lower, self.upper, self.project, update_h, out)
+            iterate_small(self.indptr, self.indices, self._W, self._Ht, self.y, self.YHt,
+                          self.WtY, self.WtW, self.HHt, self.WtW_t, self.HHt_t, self.sq, self.k,
+                          np.ascontiguousarray(lams, dtype=np.float64), self.eps, self.lower,
+                          self.upper, self.project, update_h, out)
             return out
         for q, lam in enumerate(lams):
             self.step_w(float(lam), scatter=update_h)
