@@ -270,3 +270,12 @@ def test_baselines_take_the_polish_option(cls):
     assert polished.unpolished_err_ == plain.reconstruction_err_
     assert polished.reconstruction_err_ <= plain.reconstruction_err_
     assert polished.reconstruction_err_ == boolean_error(X, polished.W_, polished.components_)
+
+
+@given(st.integers(1, 6), st.integers(0, 40), st.integers(0, 2**31))
+def test_bit_tables_count_the_columns_each_bit_covers_under_every_pattern(k, m, seed):
+    codes = np.random.default_rng(seed).integers(0, 1 << k, size=m)
+    T = bp._bit_tables(codes, k)
+    for l in range(k):
+        for s in range(1 << k):
+            assert T[l, s] == sum(1 for c in codes if (c >> l) & 1 and c & ~s == 0)

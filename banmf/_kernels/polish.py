@@ -102,26 +102,6 @@ def support_uncovered(indptr, indices, A, B, rows, only, out):
                         x &= x - _ONE
 
 
-@njit(cache=True, nogil=True)
-def bit_tables(col_codes, k):
-    """``T[l, s] = #{j : bit l of col_codes[j], col_codes[j] ⊆ s}`` for every k-bit s (k small).
-
-    A row with pattern a has ``T[l, ~(a minus l)]`` columns that bit l alone covers or would
-    cover, over all columns: the off-support half of a flip's change in error.
-    """
-    size = 1 << k
-    hist = np.zeros(size, dtype=np.int64)
-    for j in range(len(col_codes)):
-        hist[col_codes[j]] += 1
-    T = np.zeros((k, size), dtype=np.int64)
-    for l in range(k):
-        for s in range(size):
-            if (s >> l) & 1:
-                T[l, s] = hist[s]
-        subset_sums(T[l], k)
-    return T
-
-
 @kernel()
 def uncovered_counts(U, R, only, out):
     """``out[u, l] = |R_l minus (union of R_l' over the other bits l' of U[u])|``, any k.
