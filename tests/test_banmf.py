@@ -122,16 +122,21 @@ def test_loss_curve_is_the_objective_and_non_increasing():
     assert np.all(np.diff(model.loss_curve_) <= 1e-9 * model.loss_curve_[0])
 
 
+@pytest.mark.parametrize("small", [True, False])  # the plain-loop kernels, or the vector ones
 @pytest.mark.parametrize("regularization, upper", [(None, "k"), (None, None), (0.3, "k"), ("logspace", None)])
-def test_matches_dense_reference_implementation(regularization, upper):
+def test_matches_dense_reference_implementation(regularization, upper, small, monkeypatch):
+    from banmf.models import _mu
+
+    if not small:
+        monkeypatch.setattr(_mu, "SMALL_WORK", 0)
     rng = np.random.default_rng(5)
     Xd = rng.random((15, 12)) < 0.4
     Xd[3] = False  # an empty row
     Xd[:, 5] = False  # an empty column
     k, n_iter = 3, 40
     W0, H0 = rng.random((15, k)) + 0.05, rng.random((k, 12)) + 0.05
-    model = BANMF(k, regularization=regularization, upper=upper, max_iter=n_iter, init="custom",
-                  normalize=None).fit(Xd, W=W0, H=H0)
+    model = BANMF(k, regularization=regularization, upper=upper, max_iter=n_iter, tol=None,
+                  init="custom", normalize=None).fit(Xd, W=W0, H=H0)
     lams = {None: np.zeros(n_iter), 0.3: np.full(n_iter, 0.3), "logspace": np.logspace(-4, 10, n_iter)}[regularization]
     W, H, _, f = ref.banmf(Xd, W0, H0, n_iter, lams, 1.0, k if upper == "k" else np.inf, 1e-12)
     np.testing.assert_allclose(model.W_continuous_, W, rtol=1e-8, atol=1e-12)
