@@ -247,8 +247,9 @@ def test_callback_can_stop_and_ctrl_c_is_clean(n_jobs):
         if t == 5:
             raise KeyboardInterrupt
 
-    with pytest.warns(UserWarning, match="interrupted after 5 iterations"):
-        model = BANMF(3, max_iter=100, random_state=0, n_init=5, n_jobs=n_jobs, callback=interrupt).fit(X)
+    model = BANMF(3, max_iter=100, random_state=0, n_init=5, n_jobs=n_jobs, callback=interrupt)
+    with pytest.warns(UserWarning, match="interrupted after 5 iterations"), pytest.raises(KeyboardInterrupt):
+        model.fit(X)
     assert model.interrupted_ and 1 <= model.n_iter_ <= 5 and 1 <= len(model.init_errors_) <= n_jobs
     assert model.reconstruction_err_ == boolean_error(X, model.W_, model.components_)
 

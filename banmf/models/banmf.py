@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 
 from .._progress import StartProgress
+from .._signals import Interruptions
 from .._threads import cancelled, current_threads, thread_budget
 from .._validation import (
     check_binary_matrix,
@@ -182,6 +183,9 @@ class BANMF(BaseFactorization):
         Error at the global grid optimum.
     unpolished_err_ : int
         Error after the thresholds, before the polish.
+    refinement_ : dict
+        The error after each step that ran, in order: ``"grid"``, then ``"per-factor
+        thresholds"`` and ``"polish"`` when they are on (and not cut short by Ctrl-C).
     init_errors_ : list of int
         Final error of every initialisation run.
     n_init_ : int
@@ -194,8 +198,11 @@ class BANMF(BaseFactorization):
         Relaxed objective ``½‖Y−WH‖² (+ penalties)`` after every iteration.
     n_iter_ : int
     interrupted_ : bool
-        True if the fit was stopped by Ctrl-C (KeyboardInterrupt); the result is that of the
-        factors at that moment.
+        True if the fit was stopped by Ctrl-C (KeyboardInterrupt), by the callback raising
+        it, or by :func:`banmf.fit_many` cancelling it. The model then holds the best result
+        so far: the best finished start, or the factors at that moment booleanized. After
+        Ctrl-C, ``fit`` raises ``KeyboardInterrupt`` again once the model is set, so that a
+        loop of fits stops; a second Ctrl-C aborts at once and leaves the model unfitted.
     fit_seconds_ : float
 
     References
@@ -345,11 +352,12 @@ class BANMF(BaseFactorization):
 
     def _run(self, solver: MUSolver, lams: np.ndarray, p: dict, *, update_h: bool = True,
              progress: StartProgress | None = None, stop: threading.Event | None = None,
-             lock: threading.Lock | None = None):
+             lock: threading.Lock | None = None, interrupts: Interruptions | None = None):
         """Iterate; returns (loss curve, iterations done, interrupted, stopped by the callback).
 
         ``stop`` set from another thread ends the run as Ctrl-C does; ``lock`` serialises the
-        callback's calls when starts run side by side."""
+        callback's calls when starts run side by side. The first Ctrl-C of the fit
+        (``interrupts``) ends the iterations; without ``interrupts`` it propagates."""
         losses = []
         max_iter, tol, every = p["max_iter"], p["tol"], p["check_every"]
         log_every = max(1, max_iter // 10)
@@ -391,6 +399,8 @@ class BANMF(BaseFactorization):
                         converged = True
                         break
         except KeyboardInterrupt:
+            if interrupts is None or not interrupts.first():
+                raise
             interrupted = True
             warnings.warn(
                 f"interrupted after {len(losses)} iterations; booleanizing the factors so far",
@@ -436,8 +446,9 @@ class BANMF(BaseFactorization):
         # The starting factors are drawn in start order from one generator, whichever thread
         # then runs the start: the same starts as one after the other.
         starts = (self._initial_factors(X.shape, k, p["dtype"], rng, W, H) for _ in range(p["n_init"]))
-        runs, interrupted = self._run_starts(X, Xt, starts, p)
-        if not runs:  # Ctrl-C before any start had begun: nothing to keep
+        interrupts = Interruptions()
+        runs, interrupted = self._run_starts(X, Xt, starts, p, interrupts)
+        if not runs:  # Ctrl-C before any start had factors: nothing to keep
             raise KeyboardInterrupt
         best = min(runs, key=lambda run: run["error"])  # ties: the earliest start
         self.init_errors_ = [run["error"] for run in runs]
@@ -447,8 +458,11 @@ class BANMF(BaseFactorization):
         self.W_continuous_, self.H_continuous_ = best["W_continuous"], best["H_continuous"]
         self.grid_thresholds_, self.thresholds_ = best["grid_thresholds"], best["thresholds"]
         self.booleanized_err_, self.unpolished_err_ = best["booleanized_err"], best["unpolished_err"]
-        self.polish_rounds_ = best["polish_rounds"]
+        self.polish_rounds_, self.refinement_ = best["polish_rounds"], best["refinement"]
         self._set_result(X, best["W"], best["H"], best["error"], best["n_iter"], start)
+        if interrupts.count or any(run["signalled"] for run in runs):
+            # The model holds the best result so far; a caller's loop of fits must stop too.
+            raise KeyboardInterrupt
         return self
 
     @staticmethod
@@ -467,25 +481,39 @@ class BANMF(BaseFactorization):
         tiers = [starts for limit, starts in AUTO_N_INIT if cost <= limit]
         return tiers[0] if tiers else 1
 
-    def _run_starts(self, X, Xt, starts, p) -> tuple[list[dict], bool]:
+    def _run_starts(self, X, Xt, starts, p, interrupts: Interruptions) -> tuple[list[dict], bool]:
         """Every start's run, in start order, up to and including the first that ends the
         restarts (:meth:`_last_start`): one after the other on a budget of one thread, for one
         start or for cheap starts (:data:`PARALLEL_STARTS_MIN_COST`), else side by side, one
-        thread each. Either way the list is the same. Also
-        returns whether Ctrl-C stopped the starts side by side."""
+        thread each. Either way the list is the same. Also returns whether Ctrl-C stopped
+        the starts.
+
+        The first Ctrl-C ends the starts: the running ones booleanize their factors so far
+        (side by side, or one after the other unless an earlier start's result stands) and
+        the best is kept; a second one aborts (``KeyboardInterrupt`` propagates)."""
         n_starts = p["n_init"]
         (n, m), k = p["shape"], p["k"]
         cheap = start_cost(n, m, p["nnz"], k, p["max_iter"]) < PARALLEL_STARTS_MIN_COST
         workers = 1 if cheap else min(current_threads(), n_starts)
         if workers == 1:
-            runs = []
-            for i, (W0, Ht0) in enumerate(starts):
-                runs.append(self._fit_one(X, Xt, W0, Ht0, p, StartProgress(i + 1, n_starts, p["max_iter"])))
-                self._log_start(i, n_starts, runs[-1])
-                if i == 0 and p["auto_n_init"]:
-                    n_starts = self._auto_n_init(p, runs[0])
-                if self._last_start(runs[-1]) or len(runs) >= n_starts:
-                    break
+            runs: list[dict] = []
+            try:
+                for i, (W0, Ht0) in enumerate(starts):
+                    run = self._fit_one(X, Xt, W0, Ht0, p, StartProgress(i + 1, n_starts, p["max_iter"]),
+                                        interrupts=interrupts, needed=not runs)
+                    if run is None:  # Ctrl-C in its threshold search: the earlier starts stand
+                        return runs, True
+                    runs.append(run)
+                    self._log_start(i, n_starts, run)
+                    if i == 0 and p["auto_n_init"]:
+                        n_starts = self._auto_n_init(p, run)
+                    if self._last_start(run) or len(runs) >= n_starts:
+                        break
+            except KeyboardInterrupt:
+                # Between two starts, or a second Ctrl-C.
+                if not interrupts.first():
+                    raise
+                return runs, True
             return runs, False
         threads_each = max(1, current_threads() // workers)
         lock = threading.Lock()
@@ -506,7 +534,10 @@ class BANMF(BaseFactorization):
                     if not stops[i].is_set():
                         with thread_budget(threads_each):
                             progress = StartProgress(i + 1, min(n_starts, limit), p["max_iter"])
-                            done[i] = self._fit_one(X, Xt, W0, Ht0, p, progress, stop=stops[i], lock=lock)
+                            # Ctrl-C reaches the main thread only: here KeyboardInterrupt can
+                            # come from the callback alone, and stops this start only.
+                            done[i] = self._fit_one(X, Xt, W0, Ht0, p, progress, stop=stops[i], lock=lock,
+                                                    interrupts=Interruptions())
                 except BaseException as exc:  # noqa: BLE001 (the main thread raises it)
                     failed[i] = exc
                 finally:
@@ -560,7 +591,10 @@ class BANMF(BaseFactorization):
                         event.set()
         except KeyboardInterrupt:
             # Ctrl-C reaches this thread only: the running starts stop at their next iteration
-            # and are booleanized as usual; the best so far is kept.
+            # and are booleanized as usual; the best so far is kept. A second Ctrl-C, even
+            # while waiting for them below, aborts.
+            if not interrupts.first():
+                raise
             warnings.warn("interrupted: the running starts stop here and booleanize their "
                           "factors so far", UserWarning, stacklevel=4)
             interrupted = True
@@ -578,31 +612,60 @@ class BANMF(BaseFactorization):
         if self.verbose and n_starts > 1:
             logger.info("initialisation %d/%d: error %d", i + 1, n_starts, run["error"])
 
-    def _fit_one(self, X, Xt, W0, Ht0, p, progress: StartProgress, *, stop=None, lock=None) -> dict:
-        """One initialisation: iterate, threshold, refine the thresholds, polish."""
+    def _fit_one(self, X, Xt, W0, Ht0, p, progress: StartProgress, *, stop=None, lock=None,
+                 interrupts: Interruptions | None = None, needed: bool = True) -> dict | None:
+        """One initialisation: iterate, threshold, refine the thresholds, polish.
+
+        The first Ctrl-C of the fit (``interrupts``) ends the iterations, or cuts the
+        refinements short (the steps done so far stand). In the threshold search, it drops the
+        start (returns None) unless the start is ``needed`` (no earlier start has a result):
+        then the search runs again and only a second Ctrl-C stops it.
+        """
         solver = MUSolver(X, W0, Ht0, project=self._project_y, lower=self.lower,
                           upper=p["upper"], eps=self.eps)
         losses, n_iter, interrupted, stopped = self._run(solver, p["lams"], p, progress=progress,
-                                                         stop=stop, lock=lock)
+                                                         stop=stop, lock=lock, interrupts=interrupts)
+
+        def absorbed() -> bool:  # in an except KeyboardInterrupt block: go on (True) or abort
+            return not interrupted and interrupts is not None and interrupts.first()
+
         progress.phase("threshold search")
-        res = _booleanize(X, solver.W.astype(np.float64), solver.Ht.T.astype(np.float64),
-                          p["n_thresholds"], self.normalize, "pruned")
+        W, H = solver.W.astype(np.float64), solver.Ht.T.astype(np.float64)
+        try:
+            res = _booleanize(X, W, H, p["n_thresholds"], self.normalize, "pruned")
+        except KeyboardInterrupt:
+            if not absorbed():
+                raise
+            interrupted = True
+            if not needed:
+                return None
+            res = _booleanize(X, W, H, p["n_thresholds"], self.normalize, "pruned")
         k = res.W.shape[1]
         tw, th = np.full(k, res.threshold_w), np.full(k, res.threshold_h)
         Wb, Hb, error = res.W, res.H, res.error
-        if self.thresholds == "per-factor":
-            progress.phase("per-factor thresholds")
-            ref = _refine_thresholds(X, res.W_scaled, res.H_scaled, tw, th, Xt=Xt)
-            Wb, Hb, error = ref.W, ref.H, ref.error
-        out = {"losses": losses, "n_iter": n_iter, "interrupted": interrupted, "stopped": stopped,
+        out = {"losses": losses, "n_iter": n_iter, "stopped": stopped,
                "W_continuous": res.W_scaled, "H_continuous": res.H_scaled,
                "grid_thresholds": (res.threshold_w, res.threshold_h), "thresholds": (tw, th),
-               "booleanized_err": res.error, "unpolished_err": error, "polish_rounds": 0}
-        if p["polish"] is not None:
-            progress.phase("polish")
-            pol = _polish(X, Wb, Hb, p["polish"], Xt=Xt)
-            Wb, Hb, error, out["polish_rounds"] = pol.W, pol.H, pol.error, pol.rounds
-        out.update(W=Wb, H=Hb, error=error)
+               "booleanized_err": res.error, "polish_rounds": 0, "refinement": {"grid": res.error}}
+        try:
+            if self.thresholds == "per-factor":
+                progress.phase("per-factor thresholds")
+                ref = _refine_thresholds(X, res.W_scaled, res.H_scaled, tw, th, Xt=Xt)
+                Wb, Hb, error = ref.W, ref.H, ref.error
+                out["refinement"]["per-factor thresholds"] = error
+            out["unpolished_err"] = error
+            if p["polish"] is not None:
+                progress.phase("polish")
+                pol = _polish(X, Wb, Hb, p["polish"], Xt=Xt)
+                Wb, Hb, error, out["polish_rounds"] = pol.W, pol.H, pol.error, pol.rounds
+                out["refinement"]["polish"] = error
+        except KeyboardInterrupt:
+            if not absorbed():
+                raise
+            interrupted = True
+            out.setdefault("unpolished_err", error)
+        out.update(W=Wb, H=Hb, error=error, interrupted=interrupted,
+                   signalled=interrupts is not None and interrupts.count > 0)
         progress.done(error)
         return out
 
