@@ -112,3 +112,43 @@ def test_an_uninterrupted_fit_says_so_and_refinement_lists_the_steps_that_ran(X)
 def test_interruptions_count_across_threads():
     seen = Interruptions()
     assert seen.first() and not seen.first() and seen.count == 2
+
+
+def test_pnlpf_keeps_the_factors_of_the_iterations_done(X, monkeypatch):
+    from banmf import PNLPF
+
+    real = PNLPF._iterate
+
+    def three_then_ctrl_c(self, Xd, W, H, losses, max_iter):
+        real(self, Xd, W, H, losses, min(3, max_iter))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(PNLPF, "_iterate", three_then_ctrl_c)
+    model = fit_interrupted(PNLPF(3, random_state=0), X)
+    assert_usable(model, X)
+    assert model.n_iter_ == 3
+
+
+def test_zhang_keeps_the_grid_thresholds_and_skips_the_polish(X, monkeypatch):
+    from banmf import ZhangThreshold
+
+    def ctrl_c(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ZhangThreshold, "_refine", ctrl_c)
+    model = fit_interrupted(ZhangThreshold(3, max_iter=50, random_state=0, polish=True), X)
+    assert_usable(model, X)
+    assert not model.refined_ and model.polish_rounds_ == 0
+
+
+def test_ctrl_c_in_a_baselines_polish_keeps_the_unpolished_factors(X, monkeypatch):
+    import banmf.models._base as base
+    from banmf import ZhangThreshold
+
+    def ctrl_c(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(base, "_polish", ctrl_c)
+    model = fit_interrupted(ZhangThreshold(3, max_iter=50, random_state=0, polish=True), X)
+    assert_usable(model, X)
+    assert model.reconstruction_err_ == model.unpolished_err_

@@ -65,8 +65,10 @@ class BaseFactorization:
         ]
         return f"{type(self).__name__}({', '.join(changed)})"
 
-    def _set_result(self, X, W, H, error: int, n_iter: int, start: float) -> None:
-        """The fitted attributes every method shares (``start``: ``time.perf_counter()`` at fit)."""
+    def _set_result(self, X, W, H, error: int, n_iter: int, start: float, interrupted: bool = False) -> None:
+        """The fitted attributes every method shares (``start``: ``time.perf_counter()`` at fit;
+        ``interrupted``: Ctrl-C cut the fit short and this is the best result so far)."""
+        self.interrupted_ = bool(interrupted)
         self.W_, self.components_ = W, np.ascontiguousarray(H)
         self.reconstruction_err_ = int(error)
         self.relative_error_ = relative_error(int(error), X.nnz)
@@ -87,15 +89,22 @@ class BaseFactorization:
             )
         return value
 
-    def _finish(self, X, W, H, error: int, n_iter: int, start: float, method: str | None) -> None:
+    def _finish(self, X, W, H, error: int, n_iter: int, start: float, method: str | None,
+                interrupted: bool = False) -> None:
         """Polish (if ``method``) and set the fitted attributes; ``unpolished_err_`` keeps the
-        error before the polish."""
+        error before the polish. After Ctrl-C (``interrupted``), the polish is left out and
+        ``KeyboardInterrupt`` is raised again once the model is set: a loop of fits stops."""
         self.unpolished_err_ = int(error)
         self.polish_rounds_ = 0
-        if method is not None and W.shape[1] > 0:
-            res = _polish(X, W, H, method)
-            W, H, error, self.polish_rounds_ = res.W, res.H, res.error, res.rounds
-        self._set_result(X, W, H, error, n_iter, start)
+        if method is not None and W.shape[1] > 0 and not interrupted:
+            try:
+                res = _polish(X, W, H, method)
+                W, H, error, self.polish_rounds_ = res.W, res.H, res.error, res.rounds
+            except KeyboardInterrupt:
+                interrupted = True  # the first Ctrl-C: the unpolished factors stand
+        self._set_result(X, W, H, error, n_iter, start, interrupted)
+        if interrupted:
+            raise KeyboardInterrupt
 
     def fit_transform(self, X, y=None) -> np.ndarray:
         """Fit to X and return the Boolean W of shape (n, k)."""

@@ -454,12 +454,12 @@ class BANMF(BaseFactorization):
         self.init_errors_ = [run["error"] for run in runs]
         self.n_init_ = self._auto_n_init(p, runs[0]) if p["auto_n_init"] else p["n_init"]
         self.loss_curve_ = best["losses"]
-        self.interrupted_ = interrupted or any(run["interrupted"] for run in runs)
         self.W_continuous_, self.H_continuous_ = best["W_continuous"], best["H_continuous"]
         self.grid_thresholds_, self.thresholds_ = best["grid_thresholds"], best["thresholds"]
         self.booleanized_err_, self.unpolished_err_ = best["booleanized_err"], best["unpolished_err"]
         self.polish_rounds_, self.refinement_ = best["polish_rounds"], best["refinement"]
-        self._set_result(X, best["W"], best["H"], best["error"], best["n_iter"], start)
+        self._set_result(X, best["W"], best["H"], best["error"], best["n_iter"], start,
+                         interrupted or any(run["interrupted"] for run in runs))
         if interrupts.count or any(run["signalled"] for run in runs):
             # The model holds the best result so far; a caller's loop of fits must stop too.
             raise KeyboardInterrupt

@@ -107,15 +107,35 @@ class PNLPF(BaseFactorization):
         if self.tol is not None and (not isinstance(self.tol, numbers.Real) or self.tol < 0):
             raise ValueError(f"tol must be None or a nonnegative number, got {self.tol!r}")
         rng = check_random_state(self.random_state)
-        init = NMF(k, max_iter=self.init_iter, normalize=None,
-                   random_state=rng.integers(2**32)).fit(X)
+        init = NMF(k, max_iter=self.init_iter, normalize=None, random_state=rng.integers(2**32))
+        interrupted = False  # the first Ctrl-C: booleanize the factors so far; a second aborts
+        try:
+            init.fit(X)
+        except KeyboardInterrupt:
+            if not hasattr(init, "components_"):
+                raise
+            interrupted = True
         W, H = balance(init.W_continuous_, init.H_continuous_)
         tiny = np.finfo(np.float64).eps
         W, H = np.maximum(W, tiny), np.maximum(H, tiny)
         Xd = X.toarray().astype(np.float64)  # dense by design, within the budget checked above
-        g, eps, lam = float(self.gamma), float(self.eps), float(self.lam0)
         losses = []
-        for t in range(self.max_iter):
+        try:
+            self._iterate(Xd, W, H, losses, 0 if interrupted else self.max_iter)
+        except KeyboardInterrupt:
+            interrupted = True
+        res = _booleanize(X, W, H, self.n_thresholds, "balance", "pruned")
+        self.W_continuous_, self.H_continuous_ = res.W_scaled, res.H_scaled
+        self.thresholds_ = (res.threshold_w, res.threshold_h)
+        self.loss_curve_ = np.asarray(losses)
+        self._finish(X, res.W, res.H, res.error, len(losses), start, polish, interrupted)
+        return self
+
+    def _iterate(self, Xd, W, H, losses, max_iter):
+        """The penalized updates of W and H in place, appending the objective to ``losses``."""
+        tiny = np.finfo(np.float64).eps
+        g, eps, lam = float(self.gamma), float(self.eps), float(self.lam0)
+        for t in range(max_iter):
             Phi, G = self._link(W @ H)
             H *= (g * (W.T @ (Xd * G)) + 3 * lam * H**2) / (
                 g * (W.T @ (Phi * G)) + 2 * lam * H**3 + lam * H + eps)
@@ -130,12 +150,6 @@ class PNLPF(BaseFactorization):
             if self.tol is not None and penalty < self.tol:
                 break
             lam = min(lam * self.growth, self.lam_max)
-        res = _booleanize(X, W, H, self.n_thresholds, "balance", "pruned")
-        self.W_continuous_, self.H_continuous_ = res.W_scaled, res.H_scaled
-        self.thresholds_ = (res.threshold_w, res.threshold_h)
-        self.loss_curve_ = np.asarray(losses)
-        self._finish(X, res.W, res.H, res.error, len(losses), start, polish)
-        return self
 
     def _link(self, S):
         Phi = 1.0 / (1.0 + np.exp(-self.gamma * (S - 0.5)))

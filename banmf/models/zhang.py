@@ -80,18 +80,30 @@ class ZhangThreshold(BaseFactorization):
         check_dense_budget(X.shape, self.dense_budget, "Zhang's thresholding (a dense objective)")
         if not self.slope > 0 or not self.tol > 0:
             raise ValueError("slope and tol must be positive numbers")
-        nmf = NMF(k, max_iter=self.max_iter, normalize=None, random_state=self.random_state).fit(X)
+        nmf = NMF(k, max_iter=self.max_iter, normalize=None, random_state=self.random_state)
+        interrupted = False  # the first Ctrl-C: the grid thresholds stand; a second aborts
+        try:
+            nmf.fit(X)
+        except KeyboardInterrupt:
+            if not hasattr(nmf, "components_"):
+                raise
+            interrupted = True
         res = _booleanize(X, nmf.W_continuous_, nmf.H_continuous_, self.n_thresholds, "balance", "pruned")
         W, H = res.W_scaled, res.H_scaled
-        u, v, steps = self._refine(X.toarray().astype(np.float64), W, H, res.threshold_w, res.threshold_h)
-        Wb, Hb = W > u, H > v
-        err = _error(X, Wb, Hb)
-        self.refined_ = err <= res.error
+        self.refined_, steps = False, 0
+        if not interrupted:
+            try:
+                u, v, steps = self._refine(X.toarray().astype(np.float64), W, H, res.threshold_w, res.threshold_h)
+                Wb, Hb = W > u, H > v
+                err = _error(X, Wb, Hb)
+                self.refined_ = err <= res.error
+            except KeyboardInterrupt:
+                interrupted = True
         if not self.refined_:
             Wb, Hb, u, v, err = res.W, res.H, res.threshold_w, res.threshold_h, res.error
         self.W_continuous_, self.H_continuous_ = W, H
         self.thresholds_ = (float(u), float(v))
-        self._finish(X, Wb, Hb, err, nmf.n_iter_ + steps, start, polish)
+        self._finish(X, Wb, Hb, err, nmf.n_iter_ + steps, start, polish, interrupted)
         return self
 
     def _smooth(self, Xd, W, H, u, v):
