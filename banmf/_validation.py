@@ -23,14 +23,39 @@ __all__ = [
 ]
 
 
+def format_value(value) -> str:
+    """A number as a person writes it (``2``, ``0.5``, ``nan``), not as numpy reprs it
+    (``np.float64(2.0)``): for messages."""
+    if isinstance(value, (bool, np.bool_)):
+        return str(int(value))
+    if isinstance(value, (numbers.Integral, np.integer)):
+        return str(int(value))
+    x = float(value)
+    if x.is_integer() and abs(x) < 1e16:
+        return str(int(x))
+    return repr(x)
+
+
+def entries(count: int, that: str = "") -> str:
+    """``"1 entry"``, ``"3 entries"``; with ``that="is not 0 or 1"``: ``"1 entry that is not 0
+    or 1"``, ``"3 entries that are not 0 or 1"`` (the verb agrees with the count)."""
+    noun = "entry" if count == 1 else "entries"
+    if not that:
+        return f"{count} {noun}"
+    verb, _, rest = that.partition(" ")
+    if count != 1:
+        verb = {"is": "are", "was": "were", "has": "have"}.get(verb, verb)
+    return f"{count} {noun} that {verb} {rest}".rstrip()
+
+
 def _describe_bad_values(values: np.ndarray, rows: np.ndarray, cols: np.ndarray, name: str) -> str:
     bad = ~((values == 0) | (values == 1))
     count = int(bad.sum())
     first = int(np.flatnonzero(bad)[0])
+    example = "" if count == 1 else "e.g. "
     return (
-        f"{name} has {count} entr{'y' if count == 1 else 'ies'} that are not 0 or 1 "
-        f"(e.g. {values[first]!r} at row {int(rows[first])}, column {int(cols[first])}); "
-        f"binarize first, e.g. with {name} > 0"
+        f"{name} has {entries(count, 'is not 0 or 1')} ({example}{format_value(values[first])} "
+        f"at row {int(rows[first])}, column {int(cols[first])}); binarize first, e.g. with {name} > 0"
     )
 
 
@@ -95,9 +120,10 @@ def check_binary_matrix(X, name: str = "X") -> sp.csr_array:
         if not finite.all():
             count = int((~finite).sum())
             first = int(np.flatnonzero(~finite)[0])
+            example = "" if count == 1 else "e.g. "
             raise ValueError(
-                f"{name} has {count} NaN or infinite entr{'y' if count == 1 else 'ies'} "
-                f"(e.g. {values[first]!r} at row {int(rows[first])}, column {int(cols[first])})"
+                f"{name} has {entries(count, 'is NaN or infinite')} ({example}"
+                f"{format_value(values[first])} at row {int(rows[first])}, column {int(cols[first])})"
             )
     if values.dtype != np.bool_:
         if not ((values == 0) | (values == 1)).all():
@@ -218,9 +244,11 @@ def check_boolean_factors(W, H, shape: tuple[int, int] | None = None) -> tuple[n
             bad = ~((arr == 0) | (arr == 1))
             if bad.any():
                 r, c = np.argwhere(bad)[0]
+                count = int(bad.sum())
                 raise ValueError(
-                    f"{name} has {int(bad.sum())} entries that are not 0 or 1 (e.g. {arr[r, c]!r} "
-                    f"at row {r}, column {c}); threshold it first, e.g. with {name} > 0.5"
+                    f"{name} has {entries(count, 'is not 0 or 1')} ({'' if count == 1 else 'e.g. '}"
+                    f"{format_value(arr[r, c])} at row {r}, column {c}); threshold it first, e.g. "
+                    f"with {name} > 0.5"
                 )
         out.append(np.ascontiguousarray(arr, dtype=bool))
     Wb, Hb = out
