@@ -105,9 +105,27 @@ def _system_available() -> int | None:
     return None
 
 
+def _address_space_left() -> int | None:
+    """What ``ulimit -v`` (RLIMIT_AS) leaves of the process's address space, or None."""
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if limit == resource.RLIM_INFINITY:
+            return None
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmSize:"):
+                    return max(limit - int(line.split()[1]) * 1024, 0)
+    except (ImportError, OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def available_memory() -> int | None:
     """Bytes the process may still allocate: ``BANMF_MEMORY_LIMIT`` if set, else the memory
-    available now, capped by the cgroup's limit; None when the system does not say.
+    available now, capped by the cgroup's limit and ``ulimit -v``; None when the system does
+    not say.
 
     Raises
     ------
@@ -117,7 +135,7 @@ def available_memory() -> int | None:
     override = os.environ.get(ENV_VAR)
     if override is not None and override.strip():
         return parse_size(override)
-    found = [v for v in (_system_available(), _cgroup_available()) if v is not None]
+    found = [v for v in (_system_available(), _cgroup_available(), _address_space_left()) if v is not None]
     return min(found) if found else None
 
 

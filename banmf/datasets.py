@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from ._memory import check_matrix_size
 from ._validation import (
     check_binary_matrix,
     check_n_components,
@@ -76,6 +77,12 @@ def make_boolean(
     W : ndarray of shape (n, k), bool
     H : ndarray of shape (k, m), bool
 
+    Raises
+    ------
+    ValueError
+        Bad arguments, or a matrix whose expected size (density·n·m nonzeros, plus the flips)
+        exceeds the memory available (see ``BANMF_MEMORY_LIMIT``): refused before any drawing.
+
     Examples
     --------
     >>> X, W, H = make_boolean(50, 50, 5, density=0.5, random_state=0)
@@ -92,6 +99,7 @@ def make_boolean(
         raise ValueError(f"noise must be in [0, 1), got {noise!r}")
     if noise_kind not in ("iid", "count"):
         raise ValueError(f"noise_kind must be 'iid' or 'count', got {noise_kind!r}")
+    _check_make_boolean_memory(int(n), int(m), k, density, noise, noise_kind)
     rng = check_random_state(random_state)
     p = planted_probability(density, k)
     W = rng.random((n, k)) < p
@@ -105,6 +113,21 @@ def make_boolean(
         keys = np.repeat(np.arange(n, dtype=np.int64) * m, np.diff(X.indptr)) + X.indices
         X = support_mask_from_keys(_sorted_xor(keys, flips), (n, m))
     return X, W, H
+
+
+def _check_make_boolean_memory(n: int, m: int, k: int, density: float, noise: float, kind: str) -> None:
+    """Refuse, before drawing anything, a matrix the memory cannot hold (expected sizes)."""
+    nnz = density * n * m
+    flips = noise * n * m
+    # Factors: float64 draws, bool factors and their int32 CSR copies for the product.
+    factors = (n + m) * k * (8 + 1 + 12)
+    # The product: int32 (or int64) indices and int32 values, then bool values.
+    product = nnz * (8 + 4 + 1)
+    # Noise: int64 keys of X and of the flips, sorted, merged into a new array.
+    noisy = 8 * 4 * (nnz + flips) if noise > 0 else 0
+    check_matrix_size(n, m, int(nnz + flips), f"make_boolean({n}, {m}, {k}, density={density:g}"
+                      + (f", noise={noise:g}" if noise else "") + ")",
+                      extra=int(factors + product + noisy))
 
 
 def _sorted_xor(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -1,39 +1,64 @@
 """Reading and writing 0/1 matrices and factorizations.
 
-Matrices: Matrix Market (coordinate pattern/integer/real, general or symmetric, ``.gz`` too),
-scipy ``.npz``, dense 0/1 CSV/TSV (optional header row and index column) and FIMI transaction
-files (``.dat``: one line per row, space-separated item ids). Every reader returns a canonical
-support mask; a malformed file gets a ``ValueError`` naming the file, the line and the problem.
+Matrices: Matrix Market (coordinate pattern/integer/real or dense array, general or symmetric,
+``.gz`` too), scipy ``.npz``, dense 0/1 CSV/TSV (optional header row and index column; the
+separator is detected among ``,``, tab and ``;``) and FIMI transaction files (``.dat``: one line
+per row, space-separated item ids; the shape is kept in a ``NAME.json`` sidecar). Every reader
+returns a canonical support mask in memory O(nnz + n + m); a malformed file gets one line naming
+the file, the line where there is one, and the problem (rows and columns counted from 1). A
+reader estimates what the matrix will take from the file's header before allocating it, and
+refuses a matrix larger than the memory available (:mod:`banmf._memory`, ``BANMF_MEMORY_LIMIT``).
+Oddities that the readers read past, such as duplicate entries, raise a :class:`DataWarning`.
 
 Factorizations are saved as one self-describing ``.npz`` (W, H, the loss curve, metadata as
-JSON: method, parameters, errors, versions) that :func:`load_result` reads back. All writes are
-atomic: a temporary file in the same folder, renamed over the target when complete.
+JSON: method, parameters, errors, versions) that :func:`load_result` reads back, refusing in one
+line anything else. All writes are atomic: a temporary file in the same folder, renamed over the
+target when complete, with the permissions a plain ``open()`` would give (or those of the file
+it replaces). :func:`check_output` checks a destination before any work is done.
 """
 
 from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import gzip
 import io as _io
+import itertools
 import json
 import os
 import platform
+import re
+import stat
+import sys
 import tempfile
 import time
 import warnings
+import zipfile
+import zlib
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
-from ._validation import _csr_from_parts, check_binary_matrix, check_boolean_factors, support_mask
+from ._memory import ENV_VAR, check_matrix_size, check_memory
+from ._validation import (
+    _csr_from_parts,
+    check_binary_matrix,
+    check_boolean_factors,
+    entries,
+    format_value,
+    support_mask_from_keys,
+)
 
 __all__ = [
+    "DataWarning",
     "Dataset",
     "SavedResult",
     "atomic_path",
+    "check_output",
     "load_result",
     "read_dataset",
     "read_matrix",
@@ -46,6 +71,14 @@ RESULT_FORMAT = "banmf-factorization"
 RESULT_VERSION = 1
 # Store X's support inside a result (for `banmf plot` and `banmf evaluate`) up to this size.
 EMBED_MAX_NNZ = 2_000_000
+# Parsing text holds at most one 8-byte number per 2 characters ("1 " or "1\n").
+_PARSE_BYTES_PER_CHAR = 4
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+class DataWarning(UserWarning):
+    """A data file has something that the reader read past, e.g. duplicate entries (counted
+    once). The message is one line naming the file."""
 
 
 @dataclass(frozen=True)
@@ -68,10 +101,54 @@ class Dataset:
     meta: dict = field(default_factory=dict)
 
 
+# --- messages -------------------------------------------------------------------------------
+
+
+def _fail(path, line_no, problem):
+    where = f"{path}, line {line_no}" if line_no is not None else str(path)
+    raise ValueError(f"{where}: {problem}")
+
+
+def _quote(text: str, limit: int = 40) -> str:
+    """``repr`` of file content for a message, cut short (a line may be megabytes long)."""
+    return repr(text if len(text) <= limit else text[:limit] + "…")
+
+
+def _reason(exc: BaseException) -> str:
+    """The first line of an exception's message, short, for a parenthesis in ours."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text if len(text) <= 80 else text[:80] + "…"
+
+
+def _not_binary(where: str, value, row, col, count: int) -> str:
+    """The message for entries other than 0/1 in a file (positions counted from 1; a ``str``
+    value is shown as it is)."""
+    return (
+        f"{where}: value {value if isinstance(value, str) else format_value(value)} at row {row}, "
+        f"column {col} is not 0 or 1 "
+        f"({entries(count, 'is not 0 or 1')} in the file); binarize the data first"
+    )
+
+
+def _warn_data(message: str) -> None:
+    # Point the warning at the first caller outside banmf: the readers sit at several depths.
+    level, frame = 2, sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, DataWarning, stacklevel=level)
+
+
+def _warn_duplicates(path, count: int) -> None:
+    _warn_data(f"{path}: {count} duplicate {'entry' if count == 1 else 'entries'} counted once")
+
+
+# --- reading --------------------------------------------------------------------------------
+
+
 def _format_of(path: Path, fmt: str | None) -> str:
     if fmt is not None:
         if fmt not in FORMATS:
-            raise ValueError(f"unknown format {fmt!r}; choose one of {FORMATS}")
+            raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
         return fmt
     suffixes = [s.lower() for s in path.suffixes]
     if suffixes and suffixes[-1] == ".gz":
@@ -86,24 +163,56 @@ def _format_of(path: Path, fmt: str | None) -> str:
     return aliases[ext]
 
 
+def _check_readable(path: Path) -> None:
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file")
+    if path.is_dir():
+        raise ValueError(f"{path} is a directory, not a file")
+
+
 def _read_text(path: Path) -> str:
+    """The file's text (gzip looked through, a UTF-8 byte-order mark dropped, line ends made
+    ``\\n``), after checking that the memory can hold it."""
+    _check_readable(path)
     try:
-        opener = gzip.open if path.suffix.lower() == ".gz" else open
-        with opener(path, "rt", encoding="utf-8") as fh:
-            return fh.read()
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, EOFError) as exc:
-        raise ValueError(f"{path}: unreadable ({exc})") from None
+        if path.suffix.lower() == ".gz":
+            # The decompressed size is unknown up front: check as it grows.
+            data = bytearray()
+            with gzip.open(path, "rb") as fh:
+                while chunk := fh.read(1 << 24):
+                    data += chunk
+                    check_memory(2 * len(data), f"{path}: decompressing it")
+        else:
+            check_memory(2 * path.stat().st_size, f"{path}: reading it")
+            data = path.read_bytes()
+    except PermissionError:
+        raise PermissionError(f"{path}: cannot read it (permission denied)") from None
+    except gzip.BadGzipFile:
+        raise ValueError(f"{path}: unreadable (not a gzip file)") from None
+    except (EOFError, zlib.error):
+        raise ValueError(f"{path}: unreadable (truncated or damaged gzip data)") from None
+    except OSError as exc:
+        raise ValueError(f"{path}: unreadable ({exc.strerror or _reason(exc)})") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ValueError(f"{path}, line {line}: not UTF-8 text (byte 0x{data[exc.start]:02x})") from None
+    del data
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
 
 
-class _FileError(ValueError):
-    pass
-
-
-def _fail(path, line_no, problem):
-    where = f"{path}, line {line_no}" if line_no is not None else str(path)
-    raise _FileError(f"{where}: {problem}")
+def _lines(text: str, start: int = 0, line_no: int = 1):
+    """(line number, offset, line) from ``start``, split at ``\\n`` only, one at a time (a list
+    of all lines would cost ~50 bytes a line)."""
+    while start < len(text):
+        end = text.find("\n", start)
+        if end < 0:
+            end = len(text)
+        yield line_no, start, text[start:end]
+        start, line_no = end + 1, line_no + 1
 
 
 def read_matrix(path, *, format: str | None = None, **options) -> sp.csr_array:
@@ -116,7 +225,8 @@ def read_matrix(path, *, format: str | None = None, **options) -> sp.csr_array:
         By default from the extension (``.gz`` is looked through).
     **options
         For CSV/TSV: ``header`` and ``index_col`` (bool or None = detect). For ``.dat``:
-        ``one_based`` (default False) and ``n_cols``.
+        ``one_based`` (default False) and ``n_cols`` (default: the sidecar's shape, else the
+        largest item id + 1).
 
     Returns
     -------
@@ -126,43 +236,80 @@ def read_matrix(path, *, format: str | None = None, **options) -> sp.csr_array:
     ------
     FileNotFoundError
         The file does not exist.
+    PermissionError
+        The file cannot be read.
     ValueError
-        Unknown format, unreadable or malformed file (with the line), values other than 0/1.
+        Unknown format, unreadable or malformed file (with the line), values other than 0/1, a
+        matrix larger than the memory available (see ``BANMF_MEMORY_LIMIT``).
+    TypeError
+        An option that does not apply to the format, or of the wrong type.
+
+    Warns
+    -----
+    DataWarning
+        Duplicate entries (counted once).
     """
     return read_dataset(path, format=format, **options).X
+
+
+_OPTIONS = {"csv": ("header", "index_col"), "tsv": ("header", "index_col"), "dat": ("one_based", "n_cols")}
 
 
 def read_dataset(path, *, format: str | None = None, **options) -> Dataset:
     """Like :func:`read_matrix`, with the labels the file (or its ``.json`` sidecar) carries."""
     path = Path(path)
     fmt = _format_of(path, format)
-    allowed = {"csv": {"header", "index_col"}, "tsv": {"header", "index_col"}, "dat": {"one_based", "n_cols"}}
-    extra = set(options) - allowed.get(fmt, set())
+    extra = set(options) - set(_OPTIONS.get(fmt, ()))
     if extra:
         raise TypeError(f"options {sorted(extra)} do not apply to {fmt} files")
-    if fmt == "npz":
-        return Dataset(_read_npz(path), name=path.name)
-    if fmt == "mtx":
-        X = _read_mtx(path)
-        meta = _sidecar(path)
-        return Dataset(X, meta.get("row_labels"), meta.get("col_labels"), meta.get("name", path.name), meta)
-    if fmt == "dat":
-        return Dataset(_read_dat(path, **options), name=path.name)
-    return _read_delimited(path, "," if fmt == "csv" else "\t", **options)
+    for key in ("header", "index_col", "one_based"):
+        if key in options and options[key] is not None and not isinstance(options[key], (bool, np.bool_)):
+            raise TypeError(f"{key} must be True, False or None, got {options[key]!r}")
+    n_cols = options.get("n_cols")
+    if n_cols is not None and (isinstance(n_cols, (bool, np.bool_)) or not isinstance(n_cols, (int, np.integer))):
+        raise TypeError(f"n_cols must be a positive integer, got {n_cols!r}")
+    if n_cols is not None and n_cols < 1:
+        raise ValueError(f"n_cols must be a positive integer, got {n_cols}")
+    try:
+        if fmt == "npz":
+            return Dataset(_read_npz(path), name=path.name)
+        if fmt == "mtx":
+            return _with_sidecar(path, _read_mtx(path))
+        if fmt == "dat":
+            return _read_dat(path, **options)
+        return _read_delimited(path, "," if fmt == "csv" else "\t", **options)
+    except MemoryError:  # an estimate fell short: still one line, not a traceback
+        raise ValueError(
+            f"{path}: not enough memory to read it (set {ENV_VAR} to a budget that fits)"
+        ) from None
 
 
-def _sidecar(path: Path) -> dict:
+# --- sidecars -------------------------------------------------------------------------------
+
+
+def _sidecar_path(path: Path) -> Path:
     name = path.name
-    for ext in (".gz", ".mtx", ".mm"):
+    for ext in (".gz", ".mtx", ".mm", ".dat", ".txt"):
         if name.lower().endswith(ext):
             name = name[: -len(ext)]
-    side = path.with_name(name + ".json")
+    return path.with_name(name + ".json")
+
+
+def _raw_sidecar(side: Path) -> dict:
+    """The sidecar's JSON object as stored, or {} when there is none."""
     if not side.exists():
         return {}
     try:
         meta = json.loads(side.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{side}: unreadable sidecar ({exc})") from None
+    except (OSError, ValueError, RecursionError) as exc:
+        raise ValueError(f"{side}: unreadable sidecar ({_reason(exc)})") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"{side}: unreadable sidecar (not a JSON object)")
+    return meta
+
+
+def _sidecar(path: Path) -> dict:
+    meta = _raw_sidecar(_sidecar_path(path))
     for key in ("row_labels", "col_labels"):
         if isinstance(meta.get(key), str):  # some sidecars store the list as its repr
             meta[key] = _parse_label_list(meta[key])
@@ -174,167 +321,279 @@ def _parse_label_list(text: str) -> list | None:
 
     try:
         value = ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
         return None
     return [str(v) for v in value] if isinstance(value, (list, tuple)) else None
 
 
-def _read_npz(path: Path) -> sp.csr_array:
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file")
-    try:
-        X = sp.load_npz(path)
-    except Exception as exc:  # scipy raises several kinds for a bad archive
-        raise ValueError(f"{path}: not a scipy sparse .npz file ({exc})") from None
-    try:
-        return check_binary_matrix(X, name=str(path))
-    except ValueError as exc:
-        raise ValueError(str(exc)) from None
+def _sidecar_shape(path: Path, meta: dict) -> tuple[int, int] | None:
+    shape = meta.get("shape")
+    if shape is None:
+        return None
+    if not (isinstance(shape, list) and len(shape) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in shape)):
+        raise ValueError(f"{_sidecar_path(path)}: 'shape' must be two positive integers, got {_quote(str(shape))}")
+    return shape[0], shape[1]
+
+
+def _with_sidecar(path: Path, X: sp.csr_array, meta: dict | None = None) -> Dataset:
+    meta = _sidecar(path) if meta is None else meta
+    labels = []
+    for key, size, what in (("row_labels", X.shape[0], "rows"), ("col_labels", X.shape[1], "columns")):
+        value = meta.get(key)
+        if value is not None and (not isinstance(value, list) or len(value) != size):
+            count = len(value) if isinstance(value, list) else "no list of"
+            raise ValueError(f"{_sidecar_path(path)}: {count} {key.replace('_', ' ')} for {size} {what}")
+        labels.append(None if value is None else [str(v) for v in value])
+    name = meta.get("name")
+    return Dataset(X, labels[0], labels[1], name if isinstance(name, str) else path.name, meta)
+
+
+# --- Matrix Market --------------------------------------------------------------------------
+
+# Tokens as numpy's text parser splits them, and the numbers it reads (to point at the culprit
+# when it stops).
+_TOKEN = re.compile(r"[^ \t\n\r\v\f]+")
+_NUMBER = re.compile(
+    r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf(?:inity)?|nan(?:\([^)]*\))?)",
+    re.IGNORECASE,
+)
+# Indices are parsed as float64, exact up to 2**53.
+_MAX_MTX_DIM = 2**53
 
 
 def _read_mtx(path: Path) -> sp.csr_array:
     text = _read_text(path)
-    lines_iter = iter(text.splitlines(keepends=True))
-    offset = 0
-    line_no = 0
-    header = None
-    for line in lines_iter:
-        line_no += 1
-        offset += len(line)
-        if header is None:
-            header = line.split()
-            if len(header) != 5 or header[0].lower() != "%%matrixmarket" or header[1].lower() != "matrix":
-                _fail(path, 1, "not a Matrix Market file (expected '%%MatrixMarket matrix coordinate ...')")
-            layout, field_, symmetry = (h.lower() for h in header[2:])
-            if layout not in ("coordinate", "array"):
-                _fail(path, 1, f"unknown layout {layout!r}")
-            if field_ not in ("pattern", "integer", "real"):
-                _fail(path, 1, f"field {field_!r} is not supported for 0/1 data (pattern, integer or real)")
-            if symmetry not in ("general", "symmetric"):
-                _fail(path, 1, f"symmetry {symmetry!r} is not supported (general or symmetric)")
-            continue
-        if line.startswith("%") or not line.strip():
-            continue
-        size = line.split()
-        break
+    lines = _lines(text)
+    first = next(lines, None)
+    header = first[2].split() if first else []
+    if len(header) != 5 or header[0].lower() != "%%matrixmarket" or header[1].lower() != "matrix":
+        _fail(path, 1, "not a Matrix Market file (expected '%%MatrixMarket matrix coordinate ...')")
+    layout, field_, symmetry = (h.lower() for h in header[2:])
+    if layout not in ("coordinate", "array"):
+        _fail(path, 1, f"unknown layout {_quote(header[2])} (coordinate or array)")
+    if field_ not in ("pattern", "integer", "real"):
+        _fail(path, 1, f"field {_quote(header[3])} is not supported for 0/1 data (pattern, integer or real)")
+    if symmetry not in ("general", "symmetric"):
+        _fail(path, 1, f"symmetry {_quote(header[4])} is not supported (general or symmetric)")
+    if layout == "array" and field_ == "pattern":
+        _fail(path, 1, "a dense array cannot have the field 'pattern' (integer or real)")
+    for size_line, offset, line in lines:
+        if line.strip() and not line.startswith("%"):
+            break
     else:
-        _fail(path, line_no or None, "no size line")
+        _fail(path, None, "no size line")
     want = 3 if layout == "coordinate" else 2
-    try:
-        dims = [int(s) for s in size]
-        if len(dims) != want or min(dims) < 0:
-            raise ValueError
-    except ValueError:
-        _fail(path, line_no, f"bad size line {line.strip()!r} (expected {want} nonnegative integers)")
-    size_line = line_no
+    size = line.split()
+    if len(size) != want or not all(s.isascii() and s.isdigit() for s in size):
+        _fail(path, size_line, f"bad size line {_quote(line.strip())} (expected {want} nonnegative integers)")
+    if any(len(s) > 30 for s in size):
+        _fail(path, size_line, f"the size {_quote(max(size, key=len), 24)} is too large")
+    dims = [int(s) for s in size]
     n, m = dims[0], dims[1]
     if n == 0 or m == 0:
         _fail(path, size_line, f"the matrix is empty ({n}×{m})")
-    body = text[offset:]
+    if max(n, m) > _MAX_MTX_DIM:
+        _fail(path, size_line, f"a {n}×{m} matrix is too large (at most 2^53 rows or columns)")
+    symmetric = symmetry == "symmetric"
+    if symmetric and n != m:
+        _fail(path, size_line, f"a symmetric matrix must be square, the size line says {n}×{m}")
     per = (2 if field_ == "pattern" else 3) if layout == "coordinate" else 1
-    count = dims[2] if layout == "coordinate" else n * m
+    # A symmetric dense array holds the lower triangle only, column by column.
+    count = dims[2] if layout == "coordinate" else n * (n + 1) // 2 if symmetric else n * m
+    body = text[offset + len(line) + 1:]
+    del text
+    # Comment lines between entries are not standard, but some writers leave them.
+    numbers = "\n".join("" if ln.startswith("%") else ln for ln in body.split("\n")) if "%" in body else body
+    check_memory(_PARSE_BYTES_PER_CHAR * len(numbers), f"{path}: parsing it")
     try:
         with warnings.catch_warnings():
-            # numpy parses whitespace-separated text in C; older versions only warn on junk
+            # numpy parses whitespace-separated text in C; before 2.0 it only warned on junk
             warnings.simplefilter("error", DeprecationWarning)
-            values = np.fromstring(body, dtype=np.float64, sep=" ") if body.strip() else np.empty(0)
-    except (ValueError, DeprecationWarning):
+            values = np.fromstring(numbers, dtype=np.float64, sep=" ") if numbers.strip() else np.empty(0)
+    except (ValueError, DeprecationWarning):  # numpy stopped at something that is not a number
         values = None
+    del numbers
     if values is None or values.size != per * count:
-        _locate_mtx_problem(path, body, size_line, per, count)
+        _locate_mtx_problem(path, body, size_line, per, count, layout)
+    where = f"{path}, line {size_line}"
     if layout == "array":
-        dense = values.reshape(m, n).T  # column-major
-        try:
-            return check_binary_matrix(dense, name=str(path))
-        except ValueError as exc:
-            raise ValueError(str(exc)) from None
-    entries = values.reshape(count, per)
-    rows, cols = entries[:, 0], entries[:, 1]
-    bad = (rows < 1) | (rows > n) | (cols < 1) | (cols > m) | (rows != np.floor(rows)) | (cols != np.floor(cols))
+        # Build temporaries: two flags and an index per value (and the triangle's positions),
+        # then three index arrays per nonzero.
+        check_matrix_size(n, m, n * m, where, extra=count * (10 + (16 if symmetric else 0)) + 24 * n * m)
+        if symmetric:
+            col_of, row_of = np.triu_indices(n)  # (column, row) of the lower triangle, column-major
+
+            def position(e):
+                return row_of[e], col_of[e]
+        else:
+            def position(e):
+                return e % n, e // n
+        bad = ~((values == 0) | (values == 1))
+        if bad.any():
+            e = int(np.flatnonzero(bad)[0])
+            row, col = position(e)
+            raise ValueError(_not_binary(f"{path}, line {_token_line(body, size_line, e)}", values[e],
+                                         int(row) + 1, int(col) + 1, int(bad.sum())))
+        rows, cols = position(np.flatnonzero(values))
+        if symmetric:
+            off = rows != cols
+            rows, cols = np.concatenate([rows, cols[off]]), np.concatenate([cols, rows[off]])
+        return _support_from_coords(path, rows, cols, (n, m))
+    entries_ = values.reshape(count, per)
+    rows, cols = entries_[:, 0], entries_[:, 1]
+    bad = (rows != np.floor(rows)) | (cols != np.floor(cols))
     if bad.any():
         e = int(np.flatnonzero(bad)[0])
-        _fail(path, _entry_line(body, size_line, e),
-              f"index ({entries[e, 0]:g}, {entries[e, 1]:g}) outside the declared {n}×{m} (1-based)")
+        _fail(path, _token_line(body, size_line, e * per),
+              f"index ({format_value(rows[e])}, {format_value(cols[e])}) is not a pair of whole numbers")
+    bad = (rows < 1) | (rows > n) | (cols < 1) | (cols > m)
+    if bad.any():
+        e = int(np.flatnonzero(bad)[0])
+        _fail(path, _token_line(body, size_line, e * per),
+              f"index ({format_value(rows[e])}, {format_value(cols[e])}) outside the declared {n}×{m} (1-based)")
+    total = count * (2 if symmetric else 1)
+    # Build temporaries: rows, columns, keys and their sorted copy, int64 each.
+    check_matrix_size(n, m, total, where, extra=total * 32)
     if per == 3:
-        vals = entries[:, 2]
+        vals = entries_[:, 2]
         bad = ~((vals == 0) | (vals == 1))
         if bad.any():
             e = int(np.flatnonzero(bad)[0])
-            _fail(path, _entry_line(body, size_line, e),
-                  f"value {vals[e]:g} is not 0 or 1 ({int(bad.sum())} such entries); binarize the data first")
+            raise ValueError(_not_binary(f"{path}, line {_token_line(body, size_line, e * per)}", vals[e],
+                                         format_value(rows[e]), format_value(cols[e]), int(bad.sum())))
         keep = vals != 0
         rows, cols = rows[keep], cols[keep]
-    r = rows.astype(np.int64) - 1
-    c = cols.astype(np.int64) - 1
-    if symmetry == "symmetric":
+    r = rows.astype(np.int64)
+    c = cols.astype(np.int64)
+    del values, entries_, rows, cols
+    r -= 1
+    c -= 1
+    if symmetric:
         off = r != c
         r, c = np.concatenate([r, c[off]]), np.concatenate([c, r[off]])
-    keys = np.unique(r * m + c)
-    if len(keys) != len(r):
-        warnings.warn(f"{path}: {len(r) - len(keys)} duplicate entries ignored", UserWarning, stacklevel=3)
-    return support_mask(keys // m, keys % m, (n, m))
+    return _support_from_coords(path, r, c, (n, m))
 
 
-def _entry_line(body: str, size_line: int, entry: int) -> int:
-    """File line of the entry-th data entry (comments and blank lines skipped)."""
-    seen = -1
-    for i, line in enumerate(body.splitlines(), start=size_line + 1):
-        if line.strip() and not line.startswith("%"):
-            seen += 1
-            if seen == entry:
-                return i
-    return size_line + entry + 1
-
-
-def _locate_mtx_problem(path, body, size_line, per, count):
+def _token_line(body: str, size_line: int, token: int) -> int:
+    """File line of the ``token``-th number after the size line (comments skipped)."""
     seen = 0
-    for i, line in enumerate(body.splitlines(), start=size_line + 1):
-        if not line.strip() or line.startswith("%"):
+    for line_no, _, line in _lines(body, line_no=size_line + 1):
+        if line.startswith("%"):
             continue
-        tokens = line.split()
-        if len(tokens) != per:
-            _fail(path, i, f"expected {per} numbers per entry, found {len(tokens)}: {line.strip()!r}")
+        seen += len(_TOKEN.findall(line))
+        if seen > token:
+            return line_no
+    return size_line
+
+
+def _locate_mtx_problem(path, body, size_line, per, count, layout):
+    seen = 0
+    for line_no, _, line in _lines(body, line_no=size_line + 1):
+        if line.startswith("%"):
+            continue
+        tokens = _TOKEN.findall(line)
+        if not tokens:
+            continue
+        if layout == "coordinate" and len(tokens) != per:
+            _fail(path, line_no, f"expected {per} numbers per entry, found {len(tokens)}: {_quote(line.strip())}")
         for tok in tokens:
-            try:
-                float(tok)
-            except ValueError:
-                _fail(path, i, f"{tok!r} is not a number")
-        seen += 1
-    _fail(path, None, f"declares {count} entries but has {seen}")
+            if not _NUMBER.fullmatch(tok):
+                _fail(path, line_no, f"{_quote(tok)} is not a number")
+        seen += len(tokens) // per if layout == "coordinate" else len(tokens)
+    what = "entries" if layout == "coordinate" else "values"
+    _fail(path, None, f"declares {count} {what} but has {seen}")
 
 
-def _read_dat(path: Path, one_based: bool = False, n_cols: int | None = None) -> sp.csr_array:
+def _support_from_coords(path, rows: np.ndarray, cols: np.ndarray, shape: tuple[int, int]) -> sp.csr_array:
+    """Support mask of 0-based (row, column) pairs of a file's ones; repeats are counted once
+    with a :class:`DataWarning`."""
+    keys = rows.astype(np.int64, copy=False) * shape[1] + cols
+    unique = np.unique(keys)
+    if len(unique) != len(keys):
+        _warn_duplicates(path, len(keys) - len(unique))
+    return support_mask_from_keys(unique, shape)
+
+
+# --- FIMI transactions ----------------------------------------------------------------------
+
+_ITEM_ID = re.compile(r"-?[0-9]+")
+
+
+def _read_dat(path: Path, one_based: bool = False, n_cols: int | None = None) -> Dataset:
     text = _read_text(path)
-    indptr = [0]
-    cols: list[int] = []
-    for i, line in enumerate(text.splitlines(), start=1):
-        row = []
-        for tok in line.split():
-            try:
-                v = int(tok)
-            except ValueError:
-                _fail(path, i, f"item id {tok!r} is not an integer")
-            v -= 1 if one_based else 0
+    meta = _sidecar(path)
+    shape = _sidecar_shape(path, meta)
+    check_memory(_PARSE_BYTES_PER_CHAR * len(text), f"{path}: parsing it")
+    first = 1 if one_based else 0
+    indptr, cols = array("q", [0]), array("q")
+    duplicates, top = 0, 0
+    for line_no, _, line in _lines(text):
+        row = set()
+        tokens = line.split()
+        for tok in tokens:
+            if not _ITEM_ID.fullmatch(tok):
+                _fail(path, line_no, f"item id {_quote(tok)} is not an integer")
+            if len(tok) > 19 or int(tok) - first >= 2**63 - 2:  # beyond int64
+                _fail(path, line_no, f"item id {_quote(tok, 24)} is too large")
+            v = int(tok) - first
             if v < 0:
-                _fail(path, i, f"item id {tok} is below the first id ({1 if one_based else 0})")
-            row.append(v)
-        row = sorted(set(row))
-        cols.extend(row)
+                _fail(path, line_no, f"item id {tok} is below the first id ({first})")
+            row.add(v)
+        duplicates += len(tokens) - len(row)
+        if row:
+            cols.extend(sorted(row))
+            top = max(top, cols[-1] + 1)
         indptr.append(len(cols))
-    n = len(indptr) - 1
+    del text
+    if duplicates:
+        _warn_duplicates(path, duplicates)
+    lines = len(indptr) - 1
+    side = _sidecar_path(path)
+    if shape is not None and lines > shape[0]:
+        raise ValueError(f"{side} says {shape[0]} rows, but {path} has {lines} lines")
+    n = shape[0] if shape is not None else lines  # editors may drop trailing empty lines
     if n == 0:
         raise ValueError(f"{path}: no rows")
-    top = max(cols) + 1 if cols else 0
-    m = top if n_cols is None else int(n_cols)
+    m = int(n_cols if n_cols is not None else shape[1] if shape is not None else top)
     if m < top:
-        raise ValueError(f"{path}: item id {top - 1 + (1 if one_based else 0)} does not fit n_cols={n_cols}")
+        last = top - 1 + first
+        if n_cols is not None:
+            raise ValueError(f"{path}: item id {last} does not fit n_cols={n_cols}")
+        raise ValueError(f"{side} says {shape[1]} columns, but {path} has the item id {last}")
     if m == 0:
         raise ValueError(f"{path}: no items on any line; pass n_cols to read an all-zero matrix")
+    check_matrix_size(n, m, len(cols), str(path))
+    indptr.extend(itertools.repeat(len(cols), n - lines))
     idx = np.int32 if max(n, m, len(cols)) < 2**31 - 1 else np.int64
-    return _csr_from_parts(np.asarray(indptr, idx), np.asarray(cols, idx), (n, m))
+    X = _csr_from_parts(np.frombuffer(indptr, np.int64).astype(idx), np.frombuffer(cols, np.int64).astype(idx),
+                        (n, m))
+    return _with_sidecar(path, X, meta)
+
+
+# --- CSV / TSV ------------------------------------------------------------------------------
+
+_SEPARATORS = {",": "commas", "\t": "tabs", ";": "semicolons"}
+
+
+def _binary_cell(cell: str) -> bool | None:
+    """True/False for a cell holding 1/0 (any number equal to them, or true/false in any case),
+    None for anything else."""
+    if cell == "1" or cell == "0":
+        return cell == "1"
+    low = cell.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    try:
+        x = float(cell)
+    except ValueError:
+        return None
+    return bool(x) if x in (0.0, 1.0) else None
 
 
 def _is_number(cell: str) -> bool:
+    if _binary_cell(cell) is not None:
+        return True
     try:
         float(cell)
     except ValueError:
@@ -342,83 +601,465 @@ def _is_number(cell: str) -> bool:
     return True
 
 
+def _is_data_row(cells: list[str]) -> bool:
+    """Every cell after an optional label (the first cell) holds 0/1."""
+    body = cells[1:] if len(cells) > 1 else cells
+    return all(_binary_cell(c) is not None for c in body)
+
+
+def _looks_like_header(first: list[str], second: list[str] | None) -> bool:
+    body = first[1:] if len(first) > 1 else first
+    if len(first) > 1 and first[0] == "" and any(body):
+        return True  # a blank corner above a column of row labels (pandas, R)
+    if _is_data_row(first):
+        return False  # 0/1 after an optional label: data
+    if any(c and not _is_number(c) for c in body):
+        return True  # words: column names
+    # Numbers other than 0/1: column numbers under a corner label ("id,1,2,3" above 0/1 rows),
+    # else data with a bad value, reported with its line.
+    return len(first) > 1 and not _is_number(first[0]) and second is not None and _is_data_row(second)
+
+
+def _sniff_separator(path: Path, text: str, expected: str) -> str:
+    """The separator of the first lines: the expected one if it splits every line into the same
+    number (> 1) of cells, else the one of ``,``, tab, ``;`` that does."""
+    sample = list(itertools.islice((ln for ln in _io.StringIO(text) if ln.strip()), 20))
+    widths = {}
+    for sep in (expected, *[s for s in _SEPARATORS if s != expected]):
+        try:
+            widths[sep] = {len(cells) for cells in csv.reader(sample, delimiter=sep)}
+        except csv.Error:
+            widths[sep] = set()
+    fits = [sep for sep, w in widths.items() if len(w) == 1 and min(w) > 1]
+    if fits:
+        return fits[0]
+    if widths[expected] == {1}:
+        splitting = [sep for sep, w in widths.items() if w and max(w) > 1]
+        if splitting:
+            kind = "tab-separated" if expected == "\t" else "comma-separated"
+            raise ValueError(
+                f"{path}: expected {kind} values, but the first lines have no {_SEPARATORS[expected]}; "
+                f"they have {_SEPARATORS[splitting[0]]}, in different numbers per line"
+            )
+    return expected
+
+
 def _read_delimited(path: Path, delimiter: str, header: bool | None = None, index_col: bool | None = None) -> Dataset:
     text = _read_text(path)
-    rows = [r for r in csv.reader(_io.StringIO(text), delimiter=delimiter)]
-    numbered = [(i, r) for i, r in enumerate(rows, start=1) if any(c.strip() for c in r)]
-    if not numbered:
+    delimiter = _sniff_separator(path, text, delimiter)
+    check_memory(_PARSE_BYTES_PER_CHAR * len(text), f"{path}: parsing it")
+
+    def records():
+        """(line number, stripped cells) of the non-blank lines."""
+        reader = csv.reader(_io.StringIO(text), delimiter=delimiter)
+        try:
+            for cells in reader:
+                if any(c.strip() for c in cells):
+                    yield reader.line_num, [c.strip() for c in cells]
+        except csv.Error as exc:
+            _fail(path, reader.line_num, f"cannot split the line into cells ({_reason(exc)})")
+
+    head = list(itertools.islice(records(), 2))
+    if not head:
         raise ValueError(f"{path}: no data")
     if header is None:
-        header = not all(_is_number(c) for c in numbered[0][1] if c.strip())
-    col_labels = None
-    if header:
-        col_labels = [c.strip() for c in numbered[0][1]]
-        numbered = numbered[1:]
-    if not numbered:
+        header = _looks_like_header(head[0][1], head[1][1] if len(head) > 1 else None)
+    rows = records()
+    col_labels = next(rows)[1] if header else None
+    first_row = next(rows, None)
+    if first_row is None:
         raise ValueError(f"{path}: a header but no data rows")
+    rows = itertools.chain([first_row], rows)
     if index_col is None:
-        index_col = not all(_is_number(r[0]) for _, r in numbered if r)
-    row_labels = [r[0].strip() for _, r in numbered] if index_col else None
-    if index_col and col_labels is not None and len(col_labels) == len(numbered[0][1]):
+        index_col = len(first_row[1]) > 1 and (
+            (col_labels is not None and col_labels[0] == "" and len(col_labels) == len(first_row[1]))
+            or _has_label_column(records(), header)
+        )
+    width = len(first_row[1]) - (1 if index_col else 0)
+    if width < 1:
+        raise ValueError(f"{path}: no columns besides the row labels")
+    if index_col and col_labels is not None and len(col_labels) == width + 1:
         col_labels = col_labels[1:]
-    width = len(numbered[0][1]) - (1 if index_col else 0)
-    data = np.zeros((len(numbered), width), dtype=bool)
-    for r, (line_no, cells) in enumerate(numbered):
-        cells = cells[1:] if index_col else cells
+    row_labels = [] if index_col else None
+    indptr, indices = array("q", [0]), array("q")
+    bad_count, first_bad = 0, None
+    for r, (line_no, cells) in enumerate(rows):
+        if index_col:
+            row_labels.append(cells[0])
+            cells = cells[1:]
         if len(cells) != width:
-            _fail(path, line_no, f"{len(cells)} values where the first row has {width}")
+            _fail(path, line_no, f"{len(cells)} value{'' if len(cells) == 1 else 's'} where the first row "
+                                 f"has {width}")
         for c, cell in enumerate(cells):
-            cell = cell.strip()
-            if cell in ("1", "1.0", "true", "True"):
-                data[r, c] = True
-            elif cell not in ("0", "0.0", "false", "False", ""):
-                _fail(path, line_no, f"value {cell!r} in column {c + 1} is not 0 or 1")
+            v = _binary_cell(cell)
+            if v:
+                indices.append(c)
+            elif v is None:
+                if cell == "":
+                    _fail(path, line_no, f"blank cell at row {r + 1}, column {c + 1}; missing entries "
+                                         "are not supported yet")
+                bad_count += 1
+                first_bad = first_bad or (line_no, cell, r + 1, c + 1)
+        indptr.append(len(indices))
+    if first_bad is not None:
+        line_no, cell, row, col = first_bad
+        shown = cell if _is_number(cell) else _quote(cell)
+        raise ValueError(_not_binary(f"{path}, line {line_no}", shown, row, col, bad_count))
+    n = len(indptr) - 1
+    check_matrix_size(n, width, len(indices), str(path))
+    idx = np.int32 if max(n, width, len(indices)) < 2**31 - 1 else np.int64
+    X = _csr_from_parts(np.frombuffer(indptr, np.int64).astype(idx), np.frombuffer(indices, np.int64).astype(idx),
+                        (n, width))
     if col_labels is not None and len(col_labels) != width:
         col_labels = None
-    return Dataset(check_binary_matrix(data), row_labels, col_labels, path.name)
+    return Dataset(X, row_labels, col_labels, path.name)
+
+
+def _has_label_column(records, header: bool) -> bool:
+    """Some first cell of the first 100 data rows is a word rather than 0/1 or a number (a
+    label further down shows as a row one cell too long, with its line)."""
+    rows = itertools.islice(records, 1 if header else 0, 101 if header else 100)
+    return any(cells[0] and not _is_number(cells[0]) for _, cells in rows)
+
+
+# --- scipy .npz -----------------------------------------------------------------------------
+
+
+def _npz_headers(zf: zipfile.ZipFile) -> dict[str, tuple[tuple, np.dtype]]:
+    """Shape and dtype of each array of an .npz archive, from the .npy headers alone."""
+    out = {}
+    for info in zf.infolist():
+        if not info.filename.endswith(".npy"):
+            continue
+        with zf.open(info) as fh:
+            version = np.lib.format.read_magic(fh)
+            if version == (1, 0):
+                shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
+            elif version == (2, 0):
+                shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
+            else:
+                raise ValueError(f".npy version {version[0]}.{version[1]} is not supported")
+        out[info.filename[:-4]] = (shape, dtype)
+    return out
+
+
+def _npz_array(zf: zipfile.ZipFile, name: str) -> np.ndarray:
+    with zf.open(name + ".npy") as fh:
+        array_ = np.lib.format.read_array(fh, allow_pickle=False)
+        if fh.read(1):
+            raise ValueError(f"{name}.npy has data after the array")
+        fh.read()  # zipfile checks the CRC on reaching the end: damaged bytes are caught here
+        return array_
+
+
+def _nbytes(header: tuple[tuple, np.dtype]) -> int:
+    shape, dtype = header
+    return int(np.prod(shape, dtype=object)) * dtype.itemsize
+
+
+def _open_npz(path: Path, not_ours):
+    """The archive and its array headers; ``not_ours(reason)`` builds the error to raise."""
+    _check_readable(path)
+    try:
+        zf = zipfile.ZipFile(path)
+    except PermissionError:
+        raise PermissionError(f"{path}: cannot read it (permission denied)") from None
+    except Exception:  # zipfile raises several kinds (BadZipFile, NotImplementedError, ...)
+        raise not_ours("not a zip archive") from None
+    try:
+        return zf, _npz_headers(zf)
+    except Exception as exc:  # zipfile, zlib and numpy raise many kinds for a damaged archive
+        zf.close()
+        raise not_ours(f"damaged: {_reason(exc)}") from None
+
+
+def _csr_problem(indptr: np.ndarray, indices: np.ndarray, n: int, m: int) -> str | None:
+    """What is wrong with CSR index arrays for an n×m matrix, or None."""
+    if indptr.ndim != 1 or indices.ndim != 1 or len(indptr) != n + 1:
+        return f"index pointers for {len(indptr) - 1 if indptr.ndim == 1 else '?'} rows, the shape says {n}"
+    if indptr[0] != 0 or indptr[-1] != len(indices) or (np.diff(indptr) < 0).any():
+        return "the index pointers are not a running count of the indices"
+    if len(indices) and (indices.min() < 0 or indices.max() >= m):
+        return f"column indices outside 0..{m - 1}"
+    return None
+
+
+def _sorted_rows(indptr: np.ndarray, indices: np.ndarray) -> bool:
+    """Column indices strictly increase within each row (sorted, no repeats)."""
+    if len(indices) < 2:
+        return True
+    rising = np.diff(indices) > 0
+    starts = indptr[1:-1]
+    rising[starts[(starts > 0) & (starts < len(indices))] - 1] = True  # across a row boundary
+    return bool(rising.all())
+
+
+_NPZ_PARTS = {"csr": ("indices", "indptr"), "csc": ("indices", "indptr"), "bsr": ("indices", "indptr"),
+              "dia": ("offsets",), "coo": ("row", "col")}
+
+
+def _read_npz(path: Path) -> sp.csr_array:
+    def not_npz(reason):
+        return ValueError(f"{path}: not a scipy sparse .npz file ({reason})")
+
+    zf, headers = _open_npz(path, not_npz)
+    with zf:
+        for key in ("format", "shape", "data"):
+            if key not in headers:
+                raise not_npz(f"no '{key}' array")
+        if headers["format"][1].kind not in "SU" or headers["format"][0] != () or headers["format"][1].itemsize > 64:
+            raise not_npz("the 'format' array is not a format name")
+        if headers["shape"][0] != (2,) or headers["shape"][1].kind not in "iu":
+            raise not_npz("the 'shape' array is not two integers")
+        try:
+            fmt = _npz_array(zf, "format").item()
+            n, m = (int(v) for v in _npz_array(zf, "shape"))
+        except Exception as exc:
+            raise not_npz(f"damaged: {_reason(exc)}") from None
+        fmt = fmt.decode("ascii", "replace") if isinstance(fmt, bytes) else str(fmt)
+        parts = _NPZ_PARTS.get(fmt)
+        if parts is None:
+            raise not_npz(f"unknown sparse format {_quote(fmt)}")
+        if fmt == "coo" and "coords" in headers:
+            parts = ("coords",)
+        for key in parts:
+            if key not in headers:
+                raise not_npz(f"no '{key}' array for the {fmt} format")
+            if headers[key][1].kind not in "iu":
+                raise not_npz(f"the '{key}' array holds {headers[key][1]}, not integers")
+        kind = headers["data"][1].kind
+        if kind == "c":
+            raise ValueError(f"{path}: the values are complex numbers, not 0/1")
+        if kind not in "biuf":
+            raise not_npz(f"the 'data' array holds {headers['data'][1]}, not numbers")
+        if n < 0 or m < 0:
+            raise not_npz(f"negative shape ({n}, {m})")
+        if n == 0 or m == 0:
+            raise ValueError(f"{path}: the matrix is empty ({n}×{m})")
+        stored = sum(_nbytes(headers[k]) for k in ("data", *parts))
+        nnz = int(np.prod(headers["data"][0], dtype=object))
+        # Loaded arrays, then rows, columns, keys and their sorted copy (int64 each).
+        check_matrix_size(n, m, nnz, str(path), extra=stored + 32 * nnz)
+        try:
+            arrays = {k: _npz_array(zf, k) for k in ("data", *parts)}
+        except Exception as exc:
+            raise not_npz(f"damaged: {_reason(exc)}") from None
+    data = arrays["data"]
+    if fmt == "csr" and data.ndim == 1:
+        indptr, indices = arrays["indptr"], arrays["indices"]
+        problem = _csr_problem(indptr, indices, n, m) or (
+            None if len(data) == len(indices) else "as many values as indices")
+        if problem:
+            raise ValueError(f"{path}: not a valid CSR matrix ({problem})")
+        if (data == 1).all() and _sorted_rows(indptr, indices):  # canonical already (our own files)
+            idx = np.int32 if max(n, m, len(indices)) < 2**31 - 1 else np.int64
+            return _csr_from_parts(indptr.astype(idx), indices.astype(idx), (n, m))
+    try:
+        if fmt == "coo":
+            coords = arrays["coords"] if "coords" in arrays else np.stack([arrays["row"], arrays["col"]])
+            if coords.ndim != 2 or coords.shape[0] != 2 or data.shape != (coords.shape[1],):
+                raise ValueError("coordinates and values do not pair up")
+            rows, cols, values = coords[0], coords[1], data
+        else:
+            cls = getattr(sp, f"{fmt}_array")
+            parts_ = (data, arrays["offsets"]) if fmt == "dia" else (data, arrays["indices"], arrays["indptr"])
+            coo = cls(parts_, shape=(n, m)).tocoo()
+            rows, cols, values = coo.row, coo.col, coo.data
+    except Exception as exc:  # scipy's checks of the arrays' consistency
+        raise ValueError(f"{path}: not a valid {fmt.upper()} matrix ({_reason(exc)})") from None
+    outside = (rows < 0) | (rows >= n) | (cols < 0) | (cols >= m)
+    if outside.any():
+        e = int(np.flatnonzero(outside)[0])
+        raise ValueError(f"{path}: entry at row {int(rows[e]) + 1}, column {int(cols[e]) + 1} is outside the "
+                         f"{n}×{m} matrix")
+    if values.dtype != np.bool_:
+        bad = ~((values == 0) | (values == 1))
+        if bad.any():
+            e = int(np.flatnonzero(bad)[0])
+            raise ValueError(_not_binary(str(path), values[e], int(rows[e]) + 1, int(cols[e]) + 1, int(bad.sum())))
+    keep = values != 0
+    return _support_from_coords(path, rows[keep], cols[keep], (n, m))
+
+
+# --- writing --------------------------------------------------------------------------------
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    with contextlib.suppress(OSError):
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+    try:
+        return a.resolve() == b.resolve()
+    except (OSError, RuntimeError):  # a symlink loop
+        return a.absolute() == b.absolute()
+
+
+def _output_folder(path: Path, inputs=()) -> Path:
+    """The folder the output goes to, after the checks that need no file created."""
+    for source in inputs:
+        if _same_file(path, Path(source)):
+            raise ValueError(f"refusing to overwrite the input {path}")
+    if path.is_dir():
+        raise ValueError(f"{path} is a directory")
+    parent = path.parent
+    if not parent.exists():
+        raise FileNotFoundError(f"{parent}: no such folder for the output {path.name}")
+    if not parent.is_dir():
+        raise ValueError(f"{parent} is not a folder (for the output {path.name})")
+    return parent
+
+
+def _cannot_write(parent: Path, exc: OSError) -> PermissionError:
+    # The folder exists (checked); ENOENT here means it takes no new files (/proc, for one).
+    reason = "it takes no new files" if exc.errno == errno.ENOENT else (exc.strerror or _reason(exc)).lower()
+    return PermissionError(f"{parent}: cannot write there ({reason})")
+
+
+def check_output(path, *, inputs=()) -> None:
+    """Check, before any work, that an output can be written to ``path``.
+
+    Creates and removes a temporary file in the destination folder: permission bits do not tell
+    (root writes to 0555 folders; read-only mounts refuse everyone).
+
+    Parameters
+    ----------
+    path : str or Path
+        The file to write.
+    inputs : iterable of str or Path, optional
+        Files the command reads; writing over one of them is refused.
+
+    Raises
+    ------
+    ValueError
+        ``path`` is one of ``inputs`` (the same file, by any name), or is a directory.
+    FileNotFoundError
+        The folder of ``path`` does not exist.
+    PermissionError
+        Files cannot be created in that folder.
+    """
+    path = Path(path)
+    parent = _output_folder(path, inputs)
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".check", dir=parent)
+    except OSError as exc:
+        raise _cannot_write(parent, exc) from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def _umask() -> int:
+    with contextlib.suppress(OSError, ValueError, IndexError), open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)  # the portable way sets it to read it: racy with threads, hence last
+    os.umask(mask)
+    return mask
+
+
+def _new_file_mode(path: Path) -> int:
+    """The permissions ``open(path, "w")`` would leave: the existing file's, else 0666 & ~umask."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return 0o666 & ~_umask()
 
 
 @contextlib.contextmanager
 def atomic_path(path):
-    """Yield a temporary path beside ``path``; rename it over ``path`` only on success."""
+    """Yield a temporary path beside ``path``; rename it over ``path`` only on success.
+
+    The file gets the permissions a plain ``open()`` would give it (those of the file it
+    replaces, else 0666 less the umask). Raises as :func:`check_output` does (without ``inputs``)
+    when the destination cannot be written.
+    """
     path = Path(path)
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise FileNotFoundError(f"{parent}: no such folder for the output {path.name}")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+    parent = _output_folder(path)
+    mode = _new_file_mode(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+    except OSError as exc:
+        raise _cannot_write(parent, exc) from None
     os.close(fd)
     try:
         yield Path(tmp)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
 
 
+@contextlib.contextmanager
+def _open_text_output(tmp: Path, path: Path):
+    """Text stream to ``tmp``, gzip-compressed when ``path`` ends in .gz (the gzip header names
+    ``path``, not the temporary file)."""
+    with open(tmp, "wb") as raw:
+        if path.suffix.lower() == ".gz":
+            with gzip.GzipFile(filename=path.name, mode="wb", fileobj=raw) as gz, \
+                    _io.TextIOWrapper(gz, encoding="utf-8", newline="\n") as fh:
+                yield fh
+        else:
+            with _io.TextIOWrapper(raw, encoding="utf-8", newline="\n") as fh:
+                yield fh
+
+
 def write_matrix(X, path, *, format: str | None = None) -> None:
-    """Write a 0/1 matrix atomically (format from the extension: .mtx[.gz], .npz, .csv, .tsv, .dat)."""
+    """Write a 0/1 matrix atomically; reading it back gives the same shape and entries.
+
+    Parameters
+    ----------
+    X : array-like or sparse of shape (n, m), 0/1
+    path : str or Path
+        Format from the extension: .mtx (``.gz`` compresses), .npz, .csv, .tsv, .dat. A ``.dat``
+        file cannot tell empty trailing columns (or an all-zero matrix's width): its shape goes
+        to ``NAME.json`` beside it (key ``shape``, other keys of an existing sidecar are kept).
+    format : {"mtx", "npz", "csv", "tsv", "dat"} or None
+        Overrides the extension.
+    """
     path = Path(path)
     fmt = _format_of(path, format)
     X = check_binary_matrix(X)
+    n, m = X.shape
+    if fmt == "npz" and path.suffix.lower() == ".gz":
+        raise ValueError(f"{path}: .npz files are compressed already; drop the .gz")
+    if fmt == "dat":  # read (and check) the sidecar before anything is written
+        side = _sidecar_path(path)
+        meta = {**_raw_sidecar(side), "shape": [n, m]}
     with atomic_path(path) as tmp:
         if fmt == "npz":
             with open(tmp, "wb") as fh:
                 sp.save_npz(fh, sp.csr_matrix(X), compressed=True)
-            return
-        opener = gzip.open if path.suffix.lower() == ".gz" else open
-        with opener(tmp, "wt", encoding="utf-8") as fh:
-            if fmt == "mtx":
-                fh.write("%%MatrixMarket matrix coordinate pattern general\n")
-                fh.write(f"{X.shape[0]} {X.shape[1]} {X.nnz}\n")
-                rows = np.repeat(np.arange(1, X.shape[0] + 1), np.diff(X.indptr))
-                np.savetxt(fh, np.column_stack([rows, X.indices + 1]), fmt="%d")
-            elif fmt == "dat":
-                for i in range(X.shape[0]):
-                    fh.write(" ".join(map(str, X.indices[X.indptr[i]:X.indptr[i + 1]])) + "\n")
-            else:
-                sep = "," if fmt == "csv" else "\t"
-                for row in X.toarray():  # dense text format: the file is n×m by definition
-                    fh.write(sep.join("1" if v else "0" for v in row) + "\n")
+        else:
+            with _open_text_output(tmp, path) as fh:
+                _write_text(fh, X, fmt)
+    if fmt == "dat":
+        with atomic_path(side) as tmp:
+            tmp.write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _write_text(fh, X: sp.csr_array, fmt: str) -> None:
+    n, m = X.shape
+    if fmt == "mtx":
+        fh.write("%%MatrixMarket matrix coordinate pattern general\n")
+        fh.write(f"{n} {m} {X.nnz}\n")
+        rows = np.repeat(np.arange(1, n + 1), np.diff(X.indptr))
+        np.savetxt(fh, np.column_stack([rows, X.indices + 1]), fmt="%d")
+    elif fmt == "dat":
+        for i in range(n):
+            fh.write(" ".join(map(str, X.indices[X.indptr[i]:X.indptr[i + 1]].tolist())) + "\n")
+    else:
+        # One row at a time (the text is n×m, the memory need not be): "0,0,...,0\n" with the
+        # ones set in place.
+        line = np.frombuffer((("0" + ("," if fmt == "csv" else "\t")) * m)[:-1].encode() + b"\n", np.uint8).copy()
+        for i in range(n):
+            cols = X.indices[X.indptr[i]:X.indptr[i + 1]]
+            line[2 * cols] = ord("1")
+            fh.write(line.tobytes().decode("ascii"))
+            line[2 * cols] = ord("0")
+
+
+# --- factorizations -------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -529,31 +1170,78 @@ def save_result(result, path, *, X=None, extra: dict | None = None) -> None:
         np.savez_compressed(fh, **arrays)
 
 
+def _positive_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
 def load_result(path) -> SavedResult:
-    """Read a factorization written by :func:`save_result`."""
+    """Read a factorization written by :func:`save_result`.
+
+    Raises
+    ------
+    FileNotFoundError
+        The file does not exist.
+    ValueError
+        In one line, ``"<path>: not a banmf result file (<reason>)"`` for anything else (another
+        kind of file, a damaged or truncated one, inconsistent metadata), or a result written by
+        a newer banmf.
+    """
     path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            data = {key: z[key] for key in z.files}
-    except Exception as exc:
-        raise ValueError(f"{path}: not a banmf result file ({exc})") from None
-    try:
-        meta = json.loads(bytes(data["meta"]).decode("utf-8"))
-    except (KeyError, ValueError):
-        raise ValueError(f"{path}: not a banmf result file (no metadata)") from None
-    if meta.get("format") != RESULT_FORMAT:
-        raise ValueError(f"{path}: not a banmf result file (format {meta.get('format')!r})")
-    if meta.get("format_version", 0) > RESULT_VERSION:
-        raise ValueError(f"{path}: written by a newer banmf (format version {meta['format_version']})")
-    n, m = meta["shape"]
-    k = meta["n_components"]
+
+    def not_result(reason):
+        return ValueError(f"{path}: not a banmf result file ({reason})")
+
+    zf, headers = _open_npz(path, not_result)
+    with zf:
+        if "meta" not in headers:
+            raise not_result("no metadata")
+        shape_, dtype = headers["meta"]
+        if len(shape_) != 1 or dtype != np.uint8 or shape_[0] > 1 << 26:
+            raise not_result("no metadata")
+        try:
+            meta = json.loads(bytes(_npz_array(zf, "meta")).decode("utf-8"))
+        except (ValueError, RecursionError):
+            raise not_result("corrupt metadata") from None
+        except Exception as exc:  # the archive's own damage (CRC, zlib, truncation)
+            raise not_result(f"damaged: {_reason(exc)}") from None
+        if not isinstance(meta, dict) or meta.get("format") != RESULT_FORMAT:
+            raise not_result("no banmf metadata")
+        version = meta.get("format_version", 0)
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise not_result("corrupt metadata: format_version")
+        if version > RESULT_VERSION:
+            raise ValueError(f"{path}: written by a newer banmf (format version {version})")
+        shape, k = meta.get("shape"), meta.get("n_components")
+        if not (isinstance(shape, list) and len(shape) == 2 and all(map(_positive_int, shape)) and _positive_int(k)):
+            raise not_result("corrupt metadata: shape or n_components")
+        n, m = shape
+        expected = {"W": (n, -(-k // 8)), "H": (k, -(-m // 8))}
+        for key, want in expected.items():
+            if key not in headers:
+                raise not_result(f"no {key}")
+            if headers[key] != (want, np.dtype(np.uint8)):
+                raise not_result(f"{key} does not match the recorded shape")
+        if "loss_curve" in headers and (len(headers["loss_curve"][0]) != 1 or headers["loss_curve"][1].kind != "f"):
+            raise not_result("the loss curve is not a list of numbers")
+        embedded = {"X_indptr", "X_indices"} & set(headers)
+        if embedded and (len(embedded) != 2 or any(
+                len(headers[key][0]) != 1 or headers[key][1].kind not in "iu" for key in embedded)):
+            raise not_result("damaged embedded matrix")
+        stored = sum(_nbytes(headers[key]) for key in ("W", "H", "loss_curve", *embedded) if key in headers)
+        nnz = int(headers["X_indices"][0][0]) if embedded else 0
+        # The packed arrays, the unpacked factors (a byte per entry), the embedded matrix.
+        check_memory(stored + (n + m) * k + 8 * (nnz + n + 1), f"{path}: the factorization")
+        try:
+            data = {key: _npz_array(zf, key) for key in ("W", "H", "loss_curve", *embedded) if key in headers}
+        except Exception as exc:
+            raise not_result(f"damaged: {_reason(exc)}") from None
     W = np.unpackbits(data["W"], axis=1, count=k).astype(bool)
     H = np.unpackbits(data["H"], axis=1, count=m).astype(bool)
-    if W.shape != (n, k) or H.shape != (k, m):
-        raise ValueError(f"{path}: factors do not match the recorded shape")
     X = None
-    if "X_indptr" in data:
-        X = _csr_from_parts(data["X_indptr"], data["X_indices"], (n, m))
+    if embedded:
+        indptr, indices = data["X_indptr"], data["X_indices"]
+        if _csr_problem(indptr, indices, n, m) or not _sorted_rows(indptr, indices):
+            raise not_result("damaged embedded matrix")
+        idx = np.int32 if max(n, m, len(indices)) < 2**31 - 1 else np.int64
+        X = _csr_from_parts(indptr.astype(idx), indices.astype(idx), (n, m))
     return SavedResult(W, H, meta, data.get("loss_curve"), X)

@@ -1,6 +1,10 @@
 """Readers, writers and result files: round trips, formats, and errors that name file and line."""
 
 import gzip
+import json
+import os
+import stat
+import zipfile
 
 import numpy as np
 import pytest
@@ -10,18 +14,65 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from banmf import factorize, make_boolean
-from banmf.io import atomic_path, load_result, read_dataset, read_matrix, save_result, write_matrix
+from banmf.io import (
+    FORMATS,
+    DataWarning,
+    atomic_path,
+    check_output,
+    load_result,
+    read_dataset,
+    read_matrix,
+    save_result,
+    write_matrix,
+)
 
 
-@given(binary_matrices(max_n=9, max_m=9), st.sampled_from(["x.mtx", "x.mtx.gz", "x.npz", "x.csv", "x.tsv", "x.dat"]))
-def test_round_trip(tmp_path_factory, Xd, name):
+@st.composite
+def matrices_with_empty_edges(draw):
+    """0/1 matrices, then up to 3 empty rows and columns at the end (what .dat used to lose)."""
+    core = draw(binary_matrices(max_n=7, max_m=7))
+    rows, cols = draw(st.integers(0, 3)), draw(st.integers(0, 3))
+    return np.pad(core, ((0, rows), (0, cols)))
+
+
+ROUND_TRIP_NAMES = [f"x.{fmt}" for fmt in FORMATS] + ["x.mtx.gz", "x.dat.gz", "x.csv.gz"]
+
+
+@given(matrices_with_empty_edges(), st.sampled_from(ROUND_TRIP_NAMES))
+def test_every_format_round_trips_the_shape(tmp_path_factory, Xd, name):
     path = tmp_path_factory.mktemp("rt") / name
-    if name.endswith(".dat") and not Xd.any():
-        return  # a transaction file cannot say how many columns an all-zero matrix has
     write_matrix(Xd, path)
-    opts = {"n_cols": Xd.shape[1]} if name.endswith(".dat") else {}
-    X = read_matrix(path, **opts)
+    X = read_matrix(path)
+    assert X.shape == Xd.shape
     np.testing.assert_array_equal(X.toarray(), Xd.astype(bool))
+    assert X.dtype == bool and X.has_sorted_indices and X.indices.dtype == X.indptr.dtype
+
+
+def test_dat_sidecar_records_the_shape_and_keeps_other_keys(tmp_path):
+    path, side = tmp_path / "t.dat", tmp_path / "t.json"
+    X = np.zeros((20, 30), dtype=bool)
+    X[:15, :27] = np.random.default_rng(0).random((15, 27)) < 0.3
+    side.write_text(json.dumps({"name": "baskets", "source": "shop", "shape": [1, 1]}))
+    write_matrix(X, path)
+    assert json.loads(side.read_text()) == {"name": "baskets", "source": "shop", "shape": [20, 30]}
+    ds = read_dataset(path)
+    assert ds.X.shape == (20, 30) and ds.name == "baskets"
+    assert read_matrix(path, n_cols=40).shape == (20, 40)  # an explicit n_cols wins
+    path.write_text(path.read_text().rstrip("\n") + "\n")  # an editor dropped the empty last rows
+    assert read_matrix(path).shape == (20, 30)
+    side.write_text(json.dumps({"shape": [20, 5]}))
+    with pytest.raises(ValueError, match=r"t.json says 5 columns, but .*t.dat has the item id \d+"):
+        read_matrix(path)
+    side.write_text(json.dumps({"shape": [2, 30]}))
+    with pytest.raises(ValueError, match=r"t.json says 2 rows, but .*t.dat has \d+ lines"):
+        read_matrix(path)
+    side.write_text(json.dumps({"shape": "wide"}))
+    with pytest.raises(ValueError, match="'shape' must be two positive integers"):
+        read_matrix(path)
+    side.write_text("{not json")
+    with pytest.raises(ValueError, match="t.json: unreadable sidecar"):
+        write_matrix(X, path)  # refused before anything is written: the sidecar is not clobbered
+    assert side.read_text() == "{not json"
 
 
 def test_matrix_market_variants(tmp_path):
@@ -42,7 +93,7 @@ def test_matrix_market_variants(tmp_path):
         ("%%MatrixMarket matrix coordinate pattern general\n3 3 2\n1 1\n2 a\n", "line 4: 'a' is not a number"),
         ("%%MatrixMarket matrix coordinate pattern general\n3 3 2\n1 1\n2 2 2\n", "line 4: expected 2 numbers"),
         ("%%MatrixMarket matrix coordinate pattern general\n3 3 3\n1 1\n2 2\n", "declares 3 entries but has 2"),
-        ("%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 1\n2 2 0.5\n", "line 4: value 0.5 is not 0 or 1"),
+        ("%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 1\n2 2 0.5\n", r"line 4: value 0.5 at row 2, column 2 is not 0 or 1 \(1 entry that is not 0 or 1 in the file\)"),
         ("%%MatrixMarket matrix coordinate pattern general\n0 3 0\n", "line 2: the matrix is empty"),
     ],
 )
@@ -64,17 +115,19 @@ def test_csv_header_and_index_detection(tmp_path):
     ds = read_dataset(p)
     assert ds.row_labels is None and ds.col_labels is None and ds.X.nnz == 2
     p.write_text("1,0\n0,2\n")
-    with pytest.raises(ValueError, match=r"a.csv, line 2: value '2' in column 2 is not 0 or 1"):
+    with pytest.raises(ValueError, match=r"a.csv, line 2: value 2 at row 2, column 2 is not 0 or 1"):
         read_matrix(p)
     p.write_text("1,0\n0\n")
-    with pytest.raises(ValueError, match="line 2: 1 values where the first row has 2"):
+    with pytest.raises(ValueError, match="line 2: 1 value where the first row has 2"):
         read_matrix(p)
 
 
 def test_fimi_dat(tmp_path):
     p = tmp_path / "t.dat"
     p.write_text("1 3 3\n\n0\n")
-    np.testing.assert_array_equal(read_matrix(p).toarray(), [[0, 1, 0, 1], [0, 0, 0, 0], [1, 0, 0, 0]])
+    with pytest.warns(DataWarning, match="t.dat: 1 duplicate entry counted once"):
+        X = read_matrix(p)
+    np.testing.assert_array_equal(X.toarray(), [[0, 1, 0, 1], [0, 0, 0, 0], [1, 0, 0, 0]])
     with pytest.raises(ValueError, match="line 3: item id 0 is below the first id"):
         read_matrix(p, one_based=True)
     p.write_text("1 3\n2\n")
@@ -142,3 +195,446 @@ def test_gzip_written_is_readable_by_scipy(tmp_path):
     with gzip.open(tmp_path / "x.mtx.gz", "rb") as fh:
         ref = scipy.io.mmread(fh)
     np.testing.assert_array_equal(sp.csr_matrix(ref).toarray() != 0, X.toarray())
+
+
+# --- CSV / TSV ---------------------------------------------------------------------------------
+
+
+def test_csv_blank_cell_is_refused_with_line_and_column(tmp_path):
+    p = tmp_path / "b.csv"
+    p.write_text("1,0,1\n0,,1\n")
+    with pytest.raises(ValueError, match=r"b.csv, line 2: blank cell at row 2, column 2; missing entries "
+                                         "are not supported yet"):
+        read_matrix(p)
+    p.write_text("name,a,b\nant,1,\n")
+    with pytest.raises(ValueError, match="line 2: blank cell at row 1, column 2"):
+        read_matrix(p)
+
+
+def test_csv_boolean_words_are_values(tmp_path):
+    p = tmp_path / "b.csv"
+    p.write_text("True,False\nfalse,TRUE\n")
+    ds = read_dataset(p)
+    assert ds.col_labels is None and ds.row_labels is None
+    np.testing.assert_array_equal(ds.X.toarray(), [[1, 0], [0, 1]])
+    p.write_text("name,x,y\nant,true,False\n")
+    ds = read_dataset(p)
+    assert ds.col_labels == ["x", "y"] and ds.row_labels == ["ant"]
+    np.testing.assert_array_equal(ds.X.toarray(), [[1, 0]])
+
+
+def test_csv_row_labels_without_header(tmp_path):
+    p = tmp_path / "l.csv"
+    p.write_text("ant,1,0\nbee,0,1\n")
+    ds = read_dataset(p)
+    assert ds.row_labels == ["ant", "bee"] and ds.col_labels is None
+    np.testing.assert_array_equal(ds.X.toarray(), [[1, 0], [0, 1]])
+
+
+@pytest.mark.parametrize(
+    "text, rows, cols, dense",
+    [
+        ("name,f1,f2\ncat,1,0\ndog,0,1\n", ["cat", "dog"], ["f1", "f2"], [[1, 0], [0, 1]]),  # both
+        ("f1,f2\n1,0\n0,1\n", None, ["f1", "f2"], [[1, 0], [0, 1]]),  # header only
+        ("1,0\n0,1\n", None, None, [[1, 0], [0, 1]]),  # neither
+        (",0,1\n0,1,0\n1,0,1\n", ["0", "1"], ["0", "1"], [[1, 0], [0, 1]]),  # pandas: blank corner
+        ("id,1,2,3\nant,1,0,1\n", ["ant"], ["1", "2", "3"], [[1, 0, 1]]),  # numbered columns
+        ("f\n1\n0\n", None, ["f"], [[1], [0]]),  # one column
+        ("1.0,0.0\n0,1e0\n", None, None, [[1, 0], [0, 1]]),  # numbers equal to 0/1
+    ],
+)
+def test_csv_header_and_index_detection_cases(tmp_path, text, rows, cols, dense):
+    p = tmp_path / "a.csv"
+    p.write_text(text)
+    ds = read_dataset(p)
+    assert ds.row_labels == rows and ds.col_labels == cols
+    np.testing.assert_array_equal(ds.X.toarray(), dense)
+
+
+@pytest.mark.parametrize(
+    "name, text",
+    [("semi.csv", "1;0;1\n0;1;1\n"), ("commas.tsv", "1,0,1\n0,1,1\n"), ("tabs.csv", "1\t0\t1\n0\t1\t1\n"),
+     ("semi_labels.csv", "name;a;b;c\nant;1;0;1\nbee;0;1;1\n")],
+)
+def test_csv_separator_is_detected(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(text)
+    np.testing.assert_array_equal(read_matrix(p).toarray(), [[1, 0, 1], [0, 1, 1]])
+
+
+def test_csv_unclear_separator_says_what_was_found(tmp_path):
+    p = tmp_path / "odd.tsv"
+    p.write_text("1,0,1\n0,1\n1\n")
+    with pytest.raises(ValueError) as info:
+        read_matrix(p)
+    message = str(info.value)
+    assert "odd.tsv: expected tab-separated values" in message and "commas" in message
+    assert "\n" not in message
+
+
+def test_csv_bad_values_counted_with_grammar(tmp_path):
+    p = tmp_path / "v.csv"
+    p.write_text("1,0\n0,2\n")
+    with pytest.raises(ValueError, match=r"v.csv, line 2: value 2 at row 2, column 2 is not 0 or 1 "
+                                         r"\(1 entry that is not 0 or 1 in the file\); binarize the data first"):
+        read_matrix(p)
+    p.write_text("1,0.5\n0,2\n")
+    with pytest.raises(ValueError, match=r"line 1: value 0.5 at row 1, column 2 .*\(2 entries that are not"):
+        read_matrix(p)
+
+
+# --- memory budget -----------------------------------------------------------------------------
+
+
+MM_PATTERN = "%%MatrixMarket matrix coordinate pattern general\n"
+
+
+@pytest.fixture
+def budget(monkeypatch):
+    """A 64 MB memory budget: a tiny file with a huge header must be refused, not allocated."""
+    monkeypatch.setenv("BANMF_MEMORY_LIMIT", "64M")
+
+
+def test_memory_limit_variable(monkeypatch):
+    from banmf._memory import available_memory, check_memory, format_size, parse_size
+
+    assert parse_size("8G") == 8 * 2**30 and parse_size("512m") == 512 * 2**20
+    assert parse_size("1.5K") == 1536 and parse_size("1000") == 1000 and parse_size("2TiB") == 2 * 2**40
+    assert format_size(48 * 2**30) == "48.0 GB" and format_size(512) == "512 bytes"
+    monkeypatch.setenv("BANMF_MEMORY_LIMIT", "21.3G")
+    assert available_memory() == int(21.3 * 2**30)
+    with pytest.raises(ValueError, match=r"^the planted matrix needs about 48.0 GB, more than the 21.3 GB "
+                                         r"available \(set BANMF_MEMORY_LIMIT to change the budget\)$"):
+        check_memory(48 * 2**30, "the planted matrix")
+    for bad in ("lots", "-1", "0", "8X"):
+        monkeypatch.setenv("BANMF_MEMORY_LIMIT", bad)
+        with pytest.raises(ValueError, match=f"BANMF_MEMORY_LIMIT='{bad}' is not a size"):
+            available_memory()
+    monkeypatch.delenv("BANMF_MEMORY_LIMIT")
+    assert available_memory() is None or available_memory() > 0
+
+
+@pytest.mark.parametrize(
+    "size, match",
+    [
+        ("3000000000 3 3", (r"line 2: a 3000000000×3 matrix with 3 nonzeros needs about 44.7 GB, more than "
+                            r"the 64.0 MB available")),
+        ("1000000000000 3 3", r"line 2: a 1000000000000×3 matrix with 3 nonzeros needs about 14.6 TB"),
+        ("100000000000000000000000 3 3", r"line 2: a 100000000000000000000000×3 matrix is too large"),
+        ("3 3 1000000000000", "declares 1000000000000 entries but has 3"),
+        ("4611686018427387904 4 3", r"matrix is too large \(at most 2\^53 rows or columns\)"),
+        ("4294967296 4294967296 3", r"matrix is too large \(1.84e\+19 positions; 64-bit indices address at most"),
+        ("3 " + "9" * 5000 + " 3", "line 2: the size '9999.*' is too large"),
+    ],
+)
+def test_huge_matrix_market_header_is_refused_in_one_line(tmp_path, budget, size, match):
+    p = tmp_path / "huge.mtx"
+    p.write_text(MM_PATTERN + size + "\n1 1\n2 2\n3 3\n")
+    with pytest.raises(ValueError, match=match) as info:
+        read_matrix(p)
+    assert "huge.mtx" in str(info.value) and "\n" not in str(info.value) and len(str(info.value)) < 300
+
+
+def test_huge_dense_array_header_is_refused(tmp_path, budget):
+    p = tmp_path / "dense.mtx"
+    p.write_text("%%MatrixMarket matrix array real general\n100000 100000\n1\n0\n")
+    with pytest.raises(ValueError, match="declares 10000000000 values but has 2"):
+        read_matrix(p)
+
+
+def test_huge_dat_item_id_is_refused(tmp_path, budget):
+    p = tmp_path / "big.dat"
+    p.write_text("1 99999999999\n2\n")
+    with pytest.raises(ValueError, match=r"big.dat: a 2×100000000000 matrix with 3 nonzeros needs about 745.1 GB"):
+        read_matrix(p)
+    p.write_text("1 99999999999999999999\n")
+    with pytest.raises(ValueError, match=r"big.dat, line 1: item id '99999999999999999999' is too large"):
+        read_matrix(p)
+    p.write_text("1 2\n")
+    with pytest.raises(ValueError, match=r"big.dat: a 1×100000000000 matrix"):
+        read_matrix(tmp_path / "big.dat", n_cols=10**11)
+
+
+def test_huge_npz_shape_is_refused_before_loading(tmp_path, budget):
+    p = tmp_path / "huge.npz"
+    np.savez(p, format=np.array(b"coo"), shape=np.array([10**12, 3]), row=np.array([0]),
+             col=np.array([0]), data=np.array([1]))
+    with pytest.raises(ValueError, match=r"huge.npz: a 1000000000000×3 matrix with 1 nonzeros needs"):
+        read_matrix(p)
+    np.savez(p, format=np.array(b"csr"), shape=np.array([3, 3]), indptr=np.zeros(4, int),
+             indices=np.zeros(0, int), data=np.zeros(10**8, bool))  # 100 MB of values claimed
+    with pytest.raises(ValueError, match=r"huge.npz: a 3×3 matrix with 100000000 nonzeros needs"):
+        read_matrix(p)
+
+
+def test_make_boolean_refuses_over_budget_at_once(budget):
+    import time
+
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=r"make_boolean\(100000000, 100000000, 5, density=0.3\): a "
+                                         r"100000000×100000000 matrix .* needs about .* PB, more than the "
+                                         r"64.0 MB available"):
+        make_boolean(10**8, 10**8, 5, density=0.3)
+    with pytest.raises(ValueError, match="too large"):
+        make_boolean(10**10, 10**10, 5, density=1e-12)
+    assert time.perf_counter() - start < 1
+    X, _, _ = make_boolean(200, 100, 3, 0.3, noise=0.1, random_state=0)  # small ones still work
+    assert X.shape == (200, 100)
+
+
+def test_largest_sizes_keep_their_indices(tmp_path, monkeypatch):
+    # One row and 2**31 + 1 columns cost nothing in CSR: the budget is only a number here.
+    monkeypatch.setenv("BANMF_MEMORY_LIMIT", "1P")
+    m = 2**31 + 1
+    p = tmp_path / "wide.mtx"
+    p.write_text(MM_PATTERN + f"1 {m} 2\n1 {m}\n1 {2**31 - 1}\n")
+    X = read_matrix(p)
+    assert X.indices.dtype == np.int64 and X.indptr.dtype == np.int64
+    assert X.indices.tolist() == [2**31 - 2, m - 1] and X.shape == (1, m)
+    p.write_text(MM_PATTERN + f"1 {2**31 - 2} 1\n1 {2**31 - 2}\n")  # just fits int32
+    X = read_matrix(p)
+    assert X.indices.dtype == np.int32 and X.indices.tolist() == [2**31 - 3]
+    p = tmp_path / "wide.dat"
+    p.write_text(f"0 {2**40}\n")
+    X = read_matrix(p)
+    assert X.shape == (1, 2**40 + 1) and X.indices.dtype == np.int64 and X.indices.tolist() == [0, 2**40]
+
+
+# --- duplicates and values other than 0/1 ------------------------------------------------------
+
+
+def test_duplicate_entries_warn_alike_in_every_reader(tmp_path):
+    (tmp_path / "d.dat").write_text("1 1 2\n3 3 3\n")
+    (tmp_path / "d.mtx").write_text(MM_PATTERN + "3 4 5\n1 1\n1 1\n2 2\n3 4\n3 4\n")
+    np.savez(tmp_path / "d.npz", format=np.array(b"coo"), shape=np.array([3, 4]), row=np.array([0, 0, 2]),
+             col=np.array([1, 1, 3]), data=np.array([1, 1, 1]))
+    expected = {"d.dat": "3 duplicate entries", "d.mtx": "2 duplicate entries", "d.npz": "1 duplicate entry"}
+    for name, count in expected.items():
+        with pytest.warns(DataWarning) as caught:
+            read_matrix(tmp_path / name)
+        assert len(caught) == 1 and str(caught[0].message) == f"{tmp_path / name}: {count} counted once"
+        assert caught[0].filename == __file__  # points at the caller, not at banmf
+    assert issubclass(DataWarning, UserWarning)
+
+
+def test_dense_array_bad_value_message(tmp_path):
+    p = tmp_path / "dense_array2.mtx"
+    p.write_text("%%MatrixMarket matrix array real general\n2 2\n1\n0\n2\n1\n")
+    with pytest.raises(ValueError) as info:
+        read_matrix(p)
+    assert str(info.value) == (f"{p}, line 5: value 2 at row 1, column 2 is not 0 or 1 (1 entry that is not 0 "
+                               f"or 1 in the file); binarize the data first")
+    p.write_text("%%MatrixMarket matrix array real general\n2 2\n1\n0.5\n2\n1\n")
+    with pytest.raises(ValueError, match=r"line 4: value 0.5 at row 2, column 1 .*\(2 entries that are not"):
+        read_matrix(p)
+    p.write_text("%%MatrixMarket matrix array integer symmetric\n2 2\n1\n0\n1\n")  # lower triangle only
+    np.testing.assert_array_equal(read_matrix(p).toarray(), [[1, 0], [0, 1]])
+
+
+def test_file_value_messages_are_plain(tmp_path):
+    p = tmp_path / "v.npz"
+    sp.save_npz(p, sp.csr_array(np.array([[0.0, 2.0], [1.0, 0.5]])))
+    with pytest.raises(ValueError) as info:
+        read_matrix(p)
+    assert str(info.value) == (f"{p}: value 2 at row 1, column 2 is not 0 or 1 (2 entries that are not 0 or 1 "
+                               f"in the file); binarize the data first")
+    p = tmp_path / "v.mtx"
+    p.write_text("%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 nan\n2 2 1\n")
+    with pytest.raises(ValueError, match=r"line 3: value nan at row 1, column 1 is not 0 or 1 \(1 entry that is"):
+        read_matrix(p)
+    p.write_text(MM_PATTERN + "3 3 1\n1.5 2\n")
+    with pytest.raises(ValueError, match=r"line 3: index \(1.5, 2\) is not a pair of whole numbers"):
+        read_matrix(p)
+    p.write_text(MM_PATTERN + "3 3 1\n1000000 2\n")
+    with pytest.raises(ValueError, match=r"line 3: index \(1000000, 2\) outside the declared 3×3"):
+        read_matrix(p)
+
+
+def test_api_value_messages_are_plain_and_zero_based():
+    from banmf._validation import check_binary_matrix
+
+    with pytest.raises(ValueError) as info:
+        check_binary_matrix(np.array([[0.0, 2.0]]))
+    assert str(info.value) == ("X has 1 entry that is not 0 or 1 (2 at row 0, column 1); binarize first, e.g. "
+                               "with X > 0")
+    with pytest.raises(ValueError, match=r"^X has 2 entries that are not 0 or 1 \(e.g. 0.5 at row 0, column 0\)"):
+        check_binary_matrix(sp.csr_array(np.array([[0.5, 3.0]])))
+    with pytest.raises(ValueError, match=r"^X has 1 entry that is NaN or infinite \(nan at row 0, column 1\)$"):
+        check_binary_matrix(np.array([[0.0, np.nan]]))
+
+
+# --- result files ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def saved_result(tmp_path_factory):
+    X, _, _ = make_boolean(30, 20, 3, 0.3, random_state=0)
+    r = factorize(X, 3, method="banmf", random_state=0, max_iter=20)
+    path = tmp_path_factory.mktemp("result") / "r.npz"
+    save_result(r, path, X=X)
+    return path
+
+
+def _rewrite_result(source, target, change):
+    """Copy a result archive, with ``change(arrays)`` applied to its arrays."""
+    with np.load(source) as z:
+        arrays = {key: z[key] for key in z.files}
+    change(arrays)
+    np.savez(target, **arrays)
+
+
+def _set_meta(**fields):
+    def change(arrays):
+        meta = json.loads(bytes(arrays["meta"]))
+        meta.update(fields)
+        arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+    return change
+
+
+NOT_A_RESULT = {
+    "random bytes": lambda src, p: p.write_bytes(bytes(range(256)) * 4),
+    "empty file": lambda src, p: p.write_bytes(b""),
+    "a matrix .npz": lambda src, p: sp.save_npz(p, sp.csr_array(np.eye(3))),
+    "a .mtx file": lambda src, p: p.write_text(MM_PATTERN + "2 2 1\n1 1\n"),
+    "a zip without the keys": lambda src, p: zipfile.ZipFile(p, "w").close(),
+    "a zip of text": lambda src, p: _zip_text(p),
+    "an object array": lambda src, p: np.savez(p, meta=np.array([{"format": 1}], dtype=object)),
+    "truncated": lambda src, p: p.write_bytes(src.read_bytes()[: len(src.read_bytes()) // 2]),
+    "a flipped byte": lambda src, p: p.write_bytes(_flip(src.read_bytes(), _middle_of(src, "W.npy"))),
+    "meta not JSON": lambda src, p: _rewrite_result(src, p, lambda a: a.update(meta=np.frombuffer(b"{oops", np.uint8))),
+    "meta a list": lambda src, p: _rewrite_result(src, p, lambda a: a.update(meta=np.frombuffer(b"[1]", np.uint8))),
+    "meta nested deep": lambda src, p: _rewrite_result(
+        src, p, lambda a: a.update(meta=np.frombuffer(b"[" * 100000, np.uint8))),
+    "meta as text": lambda src, p: _rewrite_result(src, p, lambda a: a.update(meta=np.array("{}"))),
+    "bad shape": lambda src, p: _rewrite_result(src, p, _set_meta(shape=[30])),
+    "shape of strings": lambda src, p: _rewrite_result(src, p, _set_meta(shape=["30", "20"])),
+    "bad k": lambda src, p: _rewrite_result(src, p, _set_meta(n_components=-1)),
+    "bad version": lambda src, p: _rewrite_result(src, p, _set_meta(format_version="one")),
+    "W of another shape": lambda src, p: _rewrite_result(src, p, lambda a: a.update(W=a["W"][:5])),
+    "H missing": lambda src, p: _rewrite_result(src, p, lambda a: a.pop("H")),
+    "X indices outside": lambda src, p: _rewrite_result(src, p, lambda a: a["X_indices"].__setitem__(0, 999)),
+    "X pointers wrong": lambda src, p: _rewrite_result(src, p, lambda a: a.update(X_indptr=a["X_indptr"][:3])),
+    "X without pointers": lambda src, p: _rewrite_result(src, p, lambda a: a.pop("X_indptr")),
+    "X unsorted": lambda src, p: _rewrite_result(src, p, lambda a: a.update(X_indices=a["X_indices"][::-1].copy())),
+    "loss as text": lambda src, p: _rewrite_result(src, p, lambda a: a.update(loss_curve=np.array(["x"]))),
+}
+
+
+def _zip_text(path):
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("meta.npy", "not an array")
+
+
+def _middle_of(path, member: str) -> int:
+    """Offset of the middle of a zip member's compressed bytes."""
+    import struct
+
+    with zipfile.ZipFile(path) as zf:
+        info = zf.getinfo(member)
+    with open(path, "rb") as fh:
+        fh.seek(info.header_offset + 26)
+        name, extra = struct.unpack("<HH", fh.read(4))
+    return info.header_offset + 30 + name + extra + info.compress_size // 2
+
+
+def _flip(data: bytes, at: int) -> bytes:
+    return data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1:]
+
+
+@pytest.mark.parametrize("case", sorted(NOT_A_RESULT))
+def test_load_result_refuses_other_files_in_one_line(tmp_path, saved_result, case):
+    p = tmp_path / "other.npz"
+    NOT_A_RESULT[case](saved_result, p)
+    with pytest.raises(ValueError) as info:
+        load_result(p)
+    message = str(info.value)
+    assert message.startswith(f"{p}: not a banmf result file"), message
+    assert "\n" not in message and "allow_pickle" not in message and len(message) < 300
+
+
+def test_load_result_missing_and_newer(tmp_path, saved_result):
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        load_result(tmp_path / "missing.npz")
+    p = tmp_path / "newer.npz"
+    _rewrite_result(saved_result, p, _set_meta(format_version=99))
+    with pytest.raises(ValueError, match="newer.npz: written by a newer banmf"):
+        load_result(p)
+    assert load_result(saved_result).X.shape == (30, 20)
+
+
+# --- writing -----------------------------------------------------------------------------------
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+@pytest.mark.parametrize("name", ["x.mtx", "x.mtx.gz", "x.npz", "x.csv", "x.dat", "r.npz"])
+def test_written_files_get_the_mode_open_would_give(tmp_path, saved_result, name):
+    path = tmp_path / name
+    old = os.umask(0o027)
+    try:
+        if name == "r.npz":
+            saved = load_result(saved_result)
+            from banmf import Factorization
+
+            save_result(Factorization(W=saved.W, H=saved.H, error=0, relative_error=0.0, seconds=0.0, n_iter=0,
+                                      method="planted", params={}), path)
+        else:
+            write_matrix(np.eye(3), path)
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o640
+        os.chmod(path, 0o604)  # replacing a file keeps its mode
+        write_matrix(np.eye(3), path, format="npz" if name.endswith(".npz") else None)
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o604
+    finally:
+        os.umask(old)
+
+
+def test_gzip_header_names_the_final_file(tmp_path):
+    path = tmp_path / "x.mtx.gz"
+    write_matrix(np.eye(3), path)
+    with gzip.open(path, "rb") as fh:
+        fh.read()
+        assert fh.name == str(path)
+    header = path.read_bytes()[:64]
+    assert header[3] & 0x08  # FNAME flag
+    stored = header[10:header.index(b"\0", 10)]
+    assert stored == b"x.mtx"
+
+
+def test_check_output(tmp_path):
+    src = tmp_path / "in.mtx"
+    write_matrix(np.eye(2), src)
+    check_output(tmp_path / "out.mtx", inputs=[src])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mtx"]  # the probe is gone
+    for same in (src, tmp_path / "." / "in.mtx", os.path.relpath(src)):
+        with pytest.raises(ValueError, match=r"^refusing to overwrite the input "):
+            check_output(same, inputs=[src])
+    link = tmp_path / "link.mtx"
+    link.symlink_to(src)
+    with pytest.raises(ValueError, match="refusing to overwrite the input"):
+        check_output(link, inputs=[src])
+    with pytest.raises(FileNotFoundError, match=r"nope: no such folder for the output x.mtx$"):
+        check_output(tmp_path / "nope" / "x.mtx")
+    with pytest.raises(ValueError, match=r"is a directory$"):
+        check_output(tmp_path)
+    with pytest.raises(PermissionError, match=r"^/proc: cannot write there \("):
+        check_output("/proc/x.mtx")  # refused even for root
+    with pytest.raises(PermissionError, match=r"^/proc: cannot write there"):
+        write_matrix(np.eye(2), "/proc/x.mtx")  # atomic_path makes the same check
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root writes to read-only folders")
+def test_check_output_read_only_folder(tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        with pytest.raises(PermissionError, match=r"ro: cannot write there \(permission denied\)"):
+            check_output(folder / "x.mtx")
+        with pytest.raises(PermissionError, match="cannot write there"):
+            write_matrix(np.eye(2), folder / "x.mtx")
+    finally:
+        folder.chmod(0o755)
