@@ -2,7 +2,8 @@
 
 Results go to stdout (a short table, or JSON with ``--json``); progress and diagnostics go to
 stderr. Exit codes: 0 ok, 2 bad usage or bad input (one line, no traceback), 1 internal error,
-130 interrupted by Ctrl-C.
+130 / 143 interrupted by SIGINT (Ctrl-C) / SIGTERM. The first signal finishes the best result so
+far (written, if asked, and reported as interrupted); a second one aborts, writing nothing.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import ast
 import hashlib
 import json
 import logging
+import signal
 import sys
 import threading
 import time
@@ -20,7 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+from ._signals import signals_interrupt
+
+EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
 
 
 class UsageError(Exception):
@@ -173,10 +177,24 @@ def _start_numba() -> None:
     popcount64(np.uint64(0))
 
 
-def _read_input(path: str):
-    from .io import read_dataset
+def _plural(count: int, word: str, plural: str | None = None) -> str:
+    return f"{count} {word if count == 1 else (plural or word + 's')}"
 
-    return read_dataset(path)
+
+def _read_input(path: str, fmt: str | None = None):
+    from .io import FORMATS, _format_of, read_dataset
+
+    if Path(path).is_dir():
+        raise UsageError(f"{path} is a directory, not a matrix file")
+    if not Path(path).exists():
+        raise FileNotFoundError(f"{path}: no such file")
+    if fmt is None:
+        try:
+            _format_of(Path(path), None)
+        except ValueError:
+            raise UsageError(f"{path}: cannot tell the format from the extension; name it with "
+                             f"--format ({', '.join(FORMATS)})") from None
+    return read_dataset(path, format=fmt)
 
 
 def _sha256(path: str) -> str:
@@ -187,11 +205,78 @@ def _sha256(path: str) -> str:
     return h.hexdigest()
 
 
+def _check_output(path: str, option: str, inputs=(), suffixes=(".npz",)) -> None:
+    """Refuse a destination before any work: wrong kind of file, the input itself, a missing
+    or read-only folder (:func:`banmf.io.check_output`)."""
+    from .io import check_output
+
+    if suffixes and not path.lower().endswith(suffixes):
+        raise UsageError(f"{option} {path}: the file must end in {' or '.join(suffixes)}")
+    check_output(path, inputs=[p for p in inputs if p])
+
+
+def _matching_data(X, data_path: str, saved, result_path: str) -> None:
+    """Refuse data of another shape than the saved factorization's; warn if it is not the file
+    the factorization was made from (its sha256 is recorded)."""
+    n, m = saved.W.shape[0], saved.H.shape[1]
+    if X.shape != (n, m):
+        raise UsageError(f"{data_path} is {X.shape[0]}×{X.shape[1]} but {result_path} factorizes a "
+                         f"{n}×{m} matrix")
+    recorded = saved.meta.get("input_sha256")
+    if recorded and recorded != _sha256(data_path):
+        warnings.warn(f"{data_path} is not the file {result_path} was fitted to (its sha256 differs "
+                      f"from the recorded one, of {saved.meta.get('input', 'the input')})", UserWarning,
+                      stacklevel=2)
+
+
 def _emit(args, record: dict, lines: list[str], out) -> None:
     if args.json:
         out.write(json.dumps(record, indent=2, default=str) + "\n")
     else:
         out.write("\n".join(lines) + "\n")
+
+
+#: Estimator parameters that the command line sets with an option of its own (or not at all).
+_OWN_OPTIONS = {
+    "n_components": "use -k",
+    "random_state": "use --seed",
+    "max_iter": "use --max-iter",
+    "n_jobs": "use --jobs",
+    "verbose": "progress is shown on stderr anyway; -q hides it",
+    "callback": "a callback cannot be given on the command line",
+}
+
+
+def _estimator_params(args, cls) -> dict:
+    """The estimator's keyword arguments from --param, --max-iter and --jobs, checked."""
+    valid = set(cls._param_names())
+    params = {}
+    for text in args.param:
+        key, value = _parse_param(text)
+        if key in _OWN_OPTIONS:
+            raise UsageError(f"--param {key}: {_OWN_OPTIONS[key]}")
+        if key not in valid:
+            settable = sorted(valid - set(_OWN_OPTIONS))
+            raise UsageError(f"--param {key}: method {args.method} has no such parameter; "
+                             f"it has {', '.join(settable)}")
+        if key in params:
+            raise UsageError(f"--param {key} is given twice")
+        params[key] = value
+    if args.max_iter is not None:
+        if "max_iter" not in valid:
+            raise UsageError(f"--max-iter: method {args.method} does not iterate")
+        params["max_iter"] = args.max_iter
+    if args.jobs is not None:
+        from ._threads import effective_n_jobs
+
+        if "n_jobs" not in valid:
+            raise UsageError(f"--jobs: method {args.method} runs on one thread")
+        try:
+            effective_n_jobs(args.jobs)  # a bad value stops here, before the input is read
+        except ValueError as exc:
+            raise UsageError(f"--jobs: {exc}") from None
+        params["n_jobs"] = args.jobs
+    return params
 
 
 def cmd_factorize(args, out, err) -> int:
@@ -201,42 +286,30 @@ def cmd_factorize(args, out, err) -> int:
     from .models import METHODS
 
     if args.method not in METHODS:
-        raise UsageError(f"unknown method {args.method!r}; choose one of {', '.join(sorted(METHODS))}")
+        raise UsageError(f"--method: unknown method {args.method!r}; choose one of {', '.join(METHODS)}")
     cls = METHODS[args.method]
-    valid = set(cls._param_names())
-    params = dict(_parse_param(p) for p in args.param)
-    unknown = set(params) - valid
-    if unknown:
-        raise UsageError(f"method {args.method} has no parameter(s) {sorted(unknown)}; valid: {sorted(valid)}")
-    if args.max_iter is not None:
-        if "max_iter" not in valid:
-            raise UsageError(f"method {args.method} has no --max-iter")
-        params["max_iter"] = args.max_iter
-    if args.jobs is not None:
-        from ._threads import effective_n_jobs
-
-        if "n_jobs" not in valid:
-            raise UsageError(f"method {args.method} has no --jobs")
-        effective_n_jobs(args.jobs)  # a bad value stops here, before the input is read
-        params["n_jobs"] = args.jobs
-    ds = _read_input(args.input)
+    params = _estimator_params(args, cls)
+    if args.out:
+        _check_output(args.out, "--out", inputs=[args.input])
+    ds = _read_input(args.input, args.format)
     X = ds.X
     est = cls(n_components=args.k, random_state=args.seed, **params)
+    record = {"input": args.input, "shape": list(X.shape), "nnz": int(X.nnz), "method": args.method,
+              "n_components": args.k, "seed": args.seed}
     progress = Progress(err, f"fitting {args.method}", enabled=not args.quiet)
-    with warnings.catch_warnings(record=True) as caught, progress:
-        warnings.simplefilter("always")
+    interrupted = False
+    with progress:
         _start_numba()
         start = time.perf_counter()
         try:
             est.fit(X)
         except KeyboardInterrupt:
-            err.write("banmf: interrupted before any result existed; nothing written\n")
-            return EXIT_INTERRUPTED
+            if not hasattr(est, "components_"):
+                raise  # before any result existed, or a second signal: nothing to save
+            interrupted = True  # the model holds the best result so far
     # The fit's own time: the first run's compilation is reported apart.
     seconds = time.perf_counter() - start - progress.compile_seconds
-    for w in caught:
-        err.write(f"banmf: warning: {w.message}\n")
-    interrupted = bool(getattr(est, "interrupted_", False))
+    signal_name = args.signals.name if interrupted else None
     result = Factorization(
         W=est.W_, H=est.components_, error=int(est.reconstruction_err_),
         relative_error=float(est.relative_error_), seconds=seconds, n_iter=int(est.n_iter_),
@@ -245,42 +318,42 @@ def cmd_factorize(args, out, err) -> int:
     )
     n, m = X.shape
     fn, fp = error_counts(X, result.W, result.H)
-    record = {
-        "input": args.input, "shape": [n, m], "nnz": int(X.nnz), "method": args.method,
-        "n_components": args.k, "error": result.error, "relative_error": result.relative_error,
+    record.update({
+        "error": result.error, "relative_error": result.relative_error,
         "false_negatives": fn, "false_positives": fp, "n_iter": result.n_iter,
         "seconds": round(seconds, 4), "compile_seconds": round(progress.compile_seconds, 4),
-        "interrupted": interrupted, "out": args.out,
-    }
+        "interrupted": interrupted or bool(getattr(est, "interrupted_", False)), "signal": signal_name,
+        "out": args.out,
+    })
     if args.out:
-        save_result(result, args.out, X=X, extra={"input": str(args.input), "input_sha256": _sha256(args.input)})
+        save_result(result, args.out, X=X, extra={"input": str(args.input), "input_sha256": _sha256(args.input),
+                                                  "seed": args.seed})
+        args.written = args.out
+    compiling = progress.compile_seconds
     lines = [
         f"input           {args.input} ({n}×{m}, {X.nnz} nonzeros, density {X.nnz / (n * m):.4g})",
-        f"method          {args.method}, k={args.k}, {result.n_iter} iterations, {seconds:.2f} s"
-        + (f" (+ {progress.compile_seconds:.1f} s compiling kernels, first run only)"
-           if progress.compile_seconds >= 0.05 else ""),
+        f"method          {args.method}, k={args.k}, {_plural(result.n_iter, 'iteration')}, {seconds:.2f} s"
+        + (f" (+ {compiling:.1f} s compiling kernels, first run only)" if compiling >= 0.05 else ""),
         f"error           {result.error} ({fn} ones missed, {fp} zeros covered)",
         f"relative error  {result.relative_error:.4f} (error / nnz)",
     ]
-    if hasattr(est, "booleanized_err_"):
-        steps = {"grid": est.booleanized_err_, "thresholds": est.unpolished_err_, "polish": result.error}
-        ran = len(getattr(est, "init_errors_", [None]))
-        record.update(refinement=steps, n_init=getattr(est, "n_init_", 1), starts_run=ran)
-        of = f" of {record['n_init']}" if ran < record["n_init"] else ""
-        lines.append(
-            f"refinement      grid {steps['grid']} → per-factor thresholds {steps['thresholds']} → "
-            f"polish {steps['polish']} (best of {ran}{of} start(s))"
-        )
-    if interrupted:
-        lines.append("interrupted     yes: the result is that of the factors at the interruption")
+    if hasattr(est, "refinement_"):
+        ran = len(est.init_errors_)
+        record.update(refinement=dict(est.refinement_), n_init=est.n_init_, starts_run=ran)
+        of = f" of {est.n_init_}" if ran < est.n_init_ else ""
+        steps = " → ".join(f"{step} {error}" for step, error in est.refinement_.items())
+        lines.append(f"refinement      {steps} (best of {ran}{of} {'start' if est.n_init_ == 1 else 'starts'})")
+    if record["interrupted"]:
+        why = f"by {signal_name}" if signal_name else "by request"
+        lines.append(f"interrupted     {why}: the best result so far")
     if args.out:
         lines.append(f"saved           {args.out}")
     _emit(args, record, lines, out)
-    return EXIT_INTERRUPTED if interrupted else EXIT_OK
+    return args.signals.exit_code if interrupted else EXIT_OK
 
 
 def cmd_info(args, out, err) -> int:
-    ds = _read_input(args.input)
+    ds = _read_input(args.input, args.format)
     X = ds.X
     n, m = X.shape
     row_nnz = np.diff(X.indptr)
@@ -298,7 +371,9 @@ def cmd_info(args, out, err) -> int:
         "duplicate_rows": dups, "max_row_nnz": int(row_nnz.max()), "max_column_nnz": int(col_nnz.max()),
         "has_labels": ds.row_labels is not None or ds.col_labels is not None,
     }
-    lines = [f"{k:<15} {v}" for k, v in record.items()]
+    shown = {**record, "shape": f"{n}×{m}", "density": f"{record['density']:.4g}",
+             "has_labels": "yes" if record["has_labels"] else "no"}
+    lines = [f"{k.replace('_', ' '):<15} {v}" for k, v in shown.items()]
     _emit(args, record, lines, out)
     return EXIT_OK
 
@@ -307,8 +382,12 @@ def cmd_generate(args, out, err) -> int:
     from .api import Factorization
     from .booleanize import boolean_error
     from .datasets import make_boolean
-    from .io import save_result, write_matrix
+    from .io import FORMATS, save_result, write_matrix
 
+    suffixes = tuple(f".{f}" for f in FORMATS) + (".mtx.gz",)
+    _check_output(args.output, "OUTPUT", suffixes=suffixes)
+    if args.factors:
+        _check_output(args.factors, "--factors", inputs=[args.output])
     X, W, H = make_boolean(args.n, args.m, args.k, args.density, noise=args.noise, random_state=args.seed)
     write_matrix(X, args.output)
     record = {"output": args.output, "shape": [args.n, args.m], "nnz": int(X.nnz), "k": args.k,
@@ -319,7 +398,7 @@ def cmd_generate(args, out, err) -> int:
                                 n_iter=0, method="planted",
                                 params={"n": args.n, "m": args.m, "k": args.k, "density": args.density,
                                         "noise": args.noise, "seed": args.seed})
-        save_result(planted, args.factors, X=X)
+        save_result(planted, args.factors, X=X, extra={"input": args.output, "input_sha256": _sha256(args.output)})
         record["planted_error"] = error
     lines = [f"wrote {args.output}: {args.n}×{args.m}, {X.nnz} nonzeros (planted k={args.k})"]
     if args.factors:
@@ -333,13 +412,9 @@ def cmd_evaluate(args, out, err) -> int:
     from .io import load_result
     from .models.banmf import relative_error
 
-    X = _read_input(args.input).X
     saved = load_result(args.result)
-    if X.shape != (saved.W.shape[0], saved.H.shape[1]):
-        raise UsageError(
-            f"{args.input} is {X.shape[0]}×{X.shape[1]} but {args.result} factorizes a "
-            f"{saved.W.shape[0]}×{saved.H.shape[1]} matrix"
-        )
+    X = _read_input(args.input, args.format).X
+    _matching_data(X, args.input, saved, args.result)
     fn, fp = error_counts(X, saved.W, saved.H)
     error = fn + fp
     record = {"input": args.input, "result": args.result, "method": saved.meta.get("method"),
@@ -355,92 +430,201 @@ def cmd_evaluate(args, out, err) -> int:
 
 def cmd_plot(args, out, err) -> int:
     from .io import load_result
-    from .plotting import plot_result
+    from .plotting import IMAGE_FORMATS, plot_result
 
-    saved = load_result(args.result)
-    X = _read_input(args.data).X if args.data else saved.X
     target = args.out or str(Path(args.result).with_suffix(".png"))
+    _check_output(target, "--out", inputs=[args.result, args.data],
+                  suffixes=tuple(f".{f}" for f in IMAGE_FORMATS))
+    saved = load_result(args.result)
+    X = saved.X
+    if args.data:
+        X = _read_input(args.data, args.format).X
+        _matching_data(X, args.data, saved, args.result)
     kind = plot_result(saved, target, X=X)
-    _emit(args, {"result": args.result, "png": target, "kind": kind},
+    _emit(args, {"result": args.result, "image": target, "kind": kind},
           [f"wrote {target} ({kind} view)"], out)
     return EXIT_OK
 
 
+def _int_at_least(low: int, what: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
+        return value
+
+    return parse
+
+
+def _fraction(low_open: bool):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        ok = (0 < value < 1) if low_open else (0 <= value < 1)
+        if not ok:
+            raise argparse.ArgumentTypeError(f"expected a number in {'(0, 1)' if low_open else '[0, 1)'}, "
+                                             f"got {text}")
+        return value
+
+    return parse
+
+
+_SEED_HELP = ("random seed (default 0: a command repeats exactly; the Python API's random_state "
+              "defaults to None, fresh randomness, as in scikit-learn)")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its usage errors reported as every other error: one line, exit 2."""
+
+    def error(self, message: str):
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
+    from .io import FORMATS
+    from .models import METHODS
 
-    parser = argparse.ArgumentParser(prog="banmf", description="Boolean matrix factorization of sparse binary data.")
+    parser = _Parser(prog="banmf", description="Boolean matrix factorization of sparse binary data.")
     parser.add_argument("--version", action="version", version=f"banmf {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    positive = _int_at_least(1, "a positive integer")
+    formats = ", ".join(FORMATS)
+
+    def add_format(p, what="INPUT"):
+        p.add_argument("--format", choices=FORMATS, metavar="FORMAT",
+                       help=f"format of {what} ({formats}; default: from its extension, .gz looked through)")
 
     p = sub.add_parser("factorize", help="factorize a 0/1 matrix file")
     p.add_argument("input", help="matrix file: .mtx[.gz], .npz, .csv, .tsv or .dat")
-    p.add_argument("-k", type=int, required=True, help="rank (number of factors)")
-    p.add_argument("--method", default="banmf", help="banmf (default), reg-banmf, nmf, reg-nmf, asso, pnlpf, zhang-threshold, grecond")
-    p.add_argument("--max-iter", type=int, dest="max_iter")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("-k", type=positive, required=True, help="rank (number of factors)")
+    p.add_argument("--method", default="banmf", metavar="NAME",
+                   help=f"one of {', '.join(METHODS)} (default banmf)")
+    p.add_argument("--max-iter", type=positive, dest="max_iter", metavar="N",
+                   help="iterations at most, per start (default: the method's own, 1000 for banmf)")
+    p.add_argument("--seed", type=_int_at_least(0, "a nonnegative integer"), default=0, help=_SEED_HELP)
     p.add_argument("--jobs", type=int, metavar="N",
                    help="thread budget (scikit-learn's n_jobs: -1 all CPUs, 1 one thread; "
                         "default: what the environment allows)")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
-                   help="any estimator parameter, e.g. --param regularization=logspace")
-    p.add_argument("--out", help="save the factorization here (.npz)")
+                   help="any other estimator parameter, e.g. --param regularization=logspace (repeatable)")
+    p.add_argument("--out", metavar="RESULT.npz", help="save the factorization here (checked before the fit)")
+    add_format(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_factorize)
 
     p = sub.add_parser("info", help="shape, nnz, density, empty rows/columns, duplicate rows")
-    p.add_argument("input")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("input", help="matrix file")
+    add_format(p)
+    p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_info)
 
     p = sub.add_parser("generate", help="write a planted synthetic matrix (the paper's generator)")
     p.add_argument("output", help="matrix file to write (.mtx, .mtx.gz, .npz, .csv, .tsv, .dat)")
-    p.add_argument("-n", type=int, required=True)
-    p.add_argument("-m", type=int, required=True)
-    p.add_argument("-k", type=int, required=True)
-    p.add_argument("--density", type=float, default=0.5)
-    p.add_argument("--noise", type=float, default=0.0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--factors", help="also save the planted W, H here (.npz)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("-n", type=positive, required=True, help="rows")
+    p.add_argument("-m", type=positive, required=True, help="columns")
+    p.add_argument("-k", type=positive, required=True, help="planted rank")
+    p.add_argument("--density", type=_fraction(True), default=0.5,
+                   help="expected density of the noiseless matrix, in (0, 1) (default 0.5)")
+    p.add_argument("--noise", type=_fraction(False), default=0.0,
+                   help="probability of flipping each entry, in [0, 1) (default 0)")
+    p.add_argument("--seed", type=_int_at_least(0, "a nonnegative integer"), default=0, help=_SEED_HELP)
+    p.add_argument("--factors", metavar="PLANTED.npz", help="also save the planted W, H here")
+    p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_generate)
 
     p = sub.add_parser("evaluate", help="Boolean error of a saved factorization against a matrix")
-    p.add_argument("input")
-    p.add_argument("result")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("input", help="matrix file")
+    p.add_argument("result", help="a result saved by factorize --out")
+    add_format(p)
+    p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_evaluate)
 
-    p = sub.add_parser("plot", help="PNG of a saved factorization (needs matplotlib)")
-    p.add_argument("result")
+    p = sub.add_parser("plot", help="picture of a saved factorization (needs matplotlib)")
+    p.add_argument("result", help="a result saved by factorize --out")
     p.add_argument("--data", help="the matrix, if not embedded in the result")
-    p.add_argument("--out", help="PNG path (default: RESULT with .png)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--out", help="image path: .png, .pdf or .svg (default: RESULT with .png)")
+    add_format(p, "--data")
+    p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_plot)
     return parser
 
 
+def _warnings_to(err):
+    """Show warnings as one line each, ``banmf: warning: ...``, each message once."""
+    shown = set()
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        text = str(message)
+        if text not in shown:
+            shown.add(text)
+            err.write(("\r\033[K" if getattr(err, "isatty", lambda: False)() else "")
+                      + f"banmf: warning: {text}\n")
+
+    return show
+
+
+def _announce(err):
+    """Say at once what a signal does: the first finishes the best result so far, the next aborts."""
+
+    def announce(log) -> None:
+        name = log.name if len(log.received) == 1 else signal.Signals(log.received[-1]).name
+        text = (f"banmf: {name}: finishing the best result so far (again to abort)"
+                if len(log.received) == 1 else f"banmf: {name} again: aborting")
+        try:
+            err.write("\n" + text + "\n")
+            err.flush()
+        except (RuntimeError, ValueError, OSError):  # a write was under way: the exit says it
+            pass
+
+    return announce
+
+
 def main(argv=None, *, stdout=None, stderr=None) -> int:
-    """Run the command line; returns the exit code (0 ok, 1 internal error, 2 bad input)."""
+    """Run the command line; returns the exit code (0 ok, 1 internal error, 2 bad input,
+    130/143 interrupted by SIGINT/SIGTERM)."""
     out = stdout or sys.stdout
     err = stderr or sys.stderr
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse: --help/--version (0) or a usage error (2)
+    except SystemExit as exc:  # argparse: --help or --version
         return int(exc.code or 0)
-    try:
-        return args.func(args, out, err)
-    except (UsageError, ValueError, TypeError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+    except UsageError as exc:
         err.write(f"banmf: error: {exc}\n")
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        err.write("banmf: interrupted\n")
-        return EXIT_INTERRUPTED
-    except Exception as exc:  # anything else is our bug: say so, briefly
-        err.write(f"banmf: internal error: {type(exc).__name__}: {exc} (please report it)\n")
-        return EXIT_INTERNAL
+    with signals_interrupt(_announce(err)) as args.signals, warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = _warnings_to(err)
+        try:
+            return args.func(args, out, err)
+        except (UsageError, ValueError, TypeError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+            err.write(f"banmf: error: {exc}\n")
+            return EXIT_USAGE
+        except KeyboardInterrupt:
+            # Before any result existed, or a second signal: atomic writes leave no partial file.
+            what, written = args.signals.name, getattr(args, "written", None)
+            done = f"{written} was written" if written else "nothing written"
+            if len(args.signals.received) > 1:
+                err.write(f"banmf: aborted by a second signal ({what} first); {done}\n")
+            else:
+                err.write(f"banmf: interrupted by {what}; {done}\n")
+            if getattr(args, "json", False):
+                out.write(json.dumps({"command": args.command, "interrupted": True, "signal": what,
+                                      "aborted": True, "written": written}, indent=2) + "\n")
+            return args.signals.exit_code
+        except MemoryError:
+            err.write("banmf: error: out of memory (set BANMF_MEMORY_LIMIT to refuse such work up front)\n")
+            return EXIT_USAGE
+        except Exception as exc:  # anything else is our bug: say so, briefly
+            err.write(f"banmf: internal error: {type(exc).__name__}: {exc} (please report it)\n")
+            return EXIT_INTERNAL
 
 
 def main_entry() -> None:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from .booleanize import boolean_product
 from .io import SavedResult, atomic_path
 
 __all__ = ["plot_result"]
+
+#: The image formats written, by extension (matplotlib's own writers, no extra package).
+IMAGE_FORMATS = ("png", "pdf", "svg")
 
 #: Above this many entries the data/reconstruction/error view would not be readable.
 SMALL_ENTRIES = 250_000
@@ -31,13 +36,17 @@ def factor_order(F: np.ndarray) -> np.ndarray:
 
 
 def plot_result(saved: SavedResult, path, X=None) -> str:
-    """Write a PNG of a saved factorization; returns the kind of view ("matrices" or "summary").
+    """Write a picture of a saved factorization; returns the kind of view ("matrices" or
+    "summary"). The format follows the extension of ``path``: .png, .pdf or .svg.
 
     With X at hand and at most 250,000 entries: X, the reconstruction W⊗H and the errors side
     by side (missed ones in blue, covered zeros in red), rows and columns ordered by factor;
     this view densifies X, which is small by then. Otherwise: factor sizes and the objective
     curve.
     """
+    fmt = Path(path).suffix.lower().lstrip(".")
+    if fmt not in IMAGE_FORMATS:
+        raise ValueError(f"{path}: an image must end in {', '.join('.' + f for f in IMAGE_FORMATS)}")
     plt = _pyplot()
     W, H = saved.W, saved.H
     n, m = W.shape[0], H.shape[1]
@@ -78,6 +87,6 @@ def plot_result(saved: SavedResult, path, X=None) -> str:
     fig.suptitle(title)
     fig.tight_layout()
     with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=100)
+        fig.savefig(tmp, format=fmt, dpi=100)
     plt.close(fig)
     return kind

@@ -629,44 +629,46 @@ class BANMF(BaseFactorization):
         def absorbed() -> bool:  # in an except KeyboardInterrupt block: go on (True) or abort
             return not interrupted and interrupts is not None and interrupts.first()
 
-        progress.phase("threshold search")
-        W, H = solver.W.astype(np.float64), solver.Ht.T.astype(np.float64)
+        def search() -> dict:
+            res = _booleanize(X, solver.W.astype(np.float64), solver.Ht.T.astype(np.float64),
+                              p["n_thresholds"], self.normalize, "pruned")
+            k = res.W.shape[1]
+            return {"losses": losses, "n_iter": n_iter, "stopped": stopped,
+                    "W_continuous": res.W_scaled, "H_continuous": res.H_scaled,
+                    "grid_thresholds": (res.threshold_w, res.threshold_h),
+                    "thresholds": (np.full(k, res.threshold_w), np.full(k, res.threshold_h)),
+                    "booleanized_err": res.error, "unpolished_err": res.error, "polish_rounds": 0,
+                    "refinement": {"grid": res.error}, "W": res.W, "H": res.H, "error": res.error}
+
+        out = None
         try:
-            res = _booleanize(X, W, H, p["n_thresholds"], self.normalize, "pruned")
-        except KeyboardInterrupt:
-            if not absorbed():
-                raise
-            interrupted = True
-            if not needed:
-                return None
-            res = _booleanize(X, W, H, p["n_thresholds"], self.normalize, "pruned")
-        k = res.W.shape[1]
-        tw, th = np.full(k, res.threshold_w), np.full(k, res.threshold_h)
-        Wb, Hb, error = res.W, res.H, res.error
-        out = {"losses": losses, "n_iter": n_iter, "stopped": stopped,
-               "W_continuous": res.W_scaled, "H_continuous": res.H_scaled,
-               "grid_thresholds": (res.threshold_w, res.threshold_h), "thresholds": (tw, th),
-               "booleanized_err": res.error, "polish_rounds": 0, "refinement": {"grid": res.error}}
-        try:
+            progress.phase("threshold search")
+            out = search()
             if self.thresholds == "per-factor":
                 progress.phase("per-factor thresholds")
-                ref = _refine_thresholds(X, res.W_scaled, res.H_scaled, tw, th, Xt=Xt)
-                Wb, Hb, error = ref.W, ref.H, ref.error
-                out["refinement"]["per-factor thresholds"] = error
-            out["unpolished_err"] = error
+                # Refined in place: on copies, so that a Ctrl-C inside leaves the grid's as they were.
+                tw, th = (t.copy() for t in out["thresholds"])
+                ref = _refine_thresholds(X, out["W_continuous"], out["H_continuous"], tw, th, Xt=Xt)
+                # One call, so that a Ctrl-C lands before or after the whole step.
+                out.update(W=ref.W, H=ref.H, error=ref.error, unpolished_err=ref.error, thresholds=(tw, th),
+                           refinement={**out["refinement"], "per-factor thresholds": ref.error})
             if p["polish"] is not None:
                 progress.phase("polish")
-                pol = _polish(X, Wb, Hb, p["polish"], Xt=Xt)
-                Wb, Hb, error, out["polish_rounds"] = pol.W, pol.H, pol.error, pol.rounds
-                out["refinement"]["polish"] = error
+                pol = _polish(X, out["W"], out["H"], p["polish"], Xt=Xt)
+                out.update(W=pol.W, H=pol.H, error=pol.error, polish_rounds=pol.rounds,
+                           refinement={**out["refinement"], "polish": pol.error})
         except KeyboardInterrupt:
+            # The steps done so far stand; without a search done, the start is dropped if an
+            # earlier one has a result, else its factors must be booleanized all the same.
             if not absorbed():
                 raise
             interrupted = True
-            out.setdefault("unpolished_err", error)
-        out.update(W=Wb, H=Hb, error=error, interrupted=interrupted,
-                   signalled=interrupts is not None and interrupts.count > 0)
-        progress.done(error)
+            if out is None:
+                if not needed:
+                    return None
+                out = search()
+        out.update(interrupted=interrupted, signalled=interrupts is not None and interrupts.count > 0)
+        progress.done(out["error"])
         return out
 
     def fit_transform(self, X, y=None, W=None, H=None) -> np.ndarray:
