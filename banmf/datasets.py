@@ -174,6 +174,9 @@ def make_sparse_uniform(n: int, m: int, nnz: int, *, random_state=None) -> sp.cs
         raise ValueError(f"n and m must be positive, got {n} and {m}")
     if nnz > n * m:
         raise ValueError(f"nnz={nnz} exceeds n*m={n * m}")
+    # Row counts, then int64 keys drawn, sorted and deduplicated.
+    check_matrix_size(int(n), int(m), int(nnz), f"make_sparse_uniform({n}, {m}, {nnz})",
+                      extra=8 * int(n) + 24 * int(nnz))
     rng = check_random_state(random_state)
     per_row = np.full(n, nnz // n, dtype=np.int64)
     per_row[: nnz % n] += 1
@@ -265,6 +268,9 @@ def make_sparse_degrees(
     n, m, nnz = int(n), int(m), int(nnz)
     if nnz > n * m:
         raise ValueError(f"nnz={nnz} exceeds n*m={n * m}")
+    # Weights and degrees per row and column; int64 keys, their column permutation and the
+    # repair rounds' candidates (a handful of nnz-long arrays).
+    check_matrix_size(n, m, nnz, f"make_sparse_degrees({n}, {m}, {nnz})", extra=32 * (n + m) + 64 * nnz)
     for name, kind in (("rows", rows), ("cols", cols)):
         if kind not in DEGREE_KINDS:
             raise ValueError(f"{name} must be one of {DEGREE_KINDS}, got {kind!r}")

@@ -380,6 +380,14 @@ def test_make_boolean_refuses_over_budget_at_once(budget):
     assert time.perf_counter() - start < 1
     X, _, _ = make_boolean(200, 100, 3, 0.3, noise=0.1, random_state=0)  # small ones still work
     assert X.shape == (200, 100)
+    from banmf import make_sparse_degrees, make_sparse_uniform
+
+    for make in (make_sparse_uniform, make_sparse_degrees):
+        with pytest.raises(ValueError, match=rf"{make.__name__}\(1099511627776, 10, 5\): a 1099511627776×10 "
+                                             r"matrix with 5 nonzeros needs about"):
+            make(2**40, 10, 5)
+        with pytest.raises(ValueError, match="too large"):
+            make(2**40, 2**40, 5)
 
 
 def test_largest_sizes_keep_their_indices(tmp_path, monkeypatch):
