@@ -518,6 +518,19 @@ def _support_from_coords(path, rows: np.ndarray, cols: np.ndarray, shape: tuple[
 # --- FIMI transactions ----------------------------------------------------------------------
 
 _ITEM_ID = re.compile(r"-?[0-9]+")
+_PLAIN_IDS = re.compile(r"[0-9 \t\v\f]*")  # a line of ASCII item ids
+
+
+def _item_id(path, line_no: int, tok: str, first: int) -> int:
+    """The 0-based column of an item id token, or a one-line error naming it."""
+    if not _ITEM_ID.fullmatch(tok):
+        _fail(path, line_no, f"item id {_quote(tok)} is not an integer")
+    if len(tok) > 19 or int(tok) - first >= 2**63 - 2:  # beyond int64
+        _fail(path, line_no, f"item id {_quote(tok, 24)} is too large")
+    v = int(tok) - first
+    if v < 0:
+        _fail(path, line_no, f"item id {tok} is below the first id ({first})")
+    return v
 
 
 def _read_dat(path: Path, one_based: bool = False, n_cols: int | None = None) -> Dataset:
@@ -529,17 +542,14 @@ def _read_dat(path: Path, one_based: bool = False, n_cols: int | None = None) ->
     indptr, cols = array("q", [0]), array("q")
     duplicates, top = 0, 0
     for line_no, _, line in _lines(text):
-        row = set()
         tokens = line.split()
-        for tok in tokens:
-            if not _ITEM_ID.fullmatch(tok):
-                _fail(path, line_no, f"item id {_quote(tok)} is not an integer")
-            if len(tok) > 19 or int(tok) - first >= 2**63 - 2:  # beyond int64
-                _fail(path, line_no, f"item id {_quote(tok, 24)} is too large")
-            v = int(tok) - first
-            if v < 0:
-                _fail(path, line_no, f"item id {tok} is below the first id ({first})")
-            row.add(v)
+        if _PLAIN_IDS.fullmatch(line) and max(map(len, tokens), default=0) <= 19:  # the usual line
+            row = {int(tok) - first for tok in tokens}
+        else:
+            row = {_item_id(path, line_no, tok, first) for tok in tokens}
+        if row and (min(row) < 0 or max(row) >= 2**63 - 2):  # a 0 when one_based, or beyond int64
+            bad = min(row) + first if min(row) < 0 else max(row) + first
+            _item_id(path, line_no, str(bad), first)
         duplicates += len(tokens) - len(row)
         if row:
             cols.extend(sorted(row))
@@ -690,20 +700,24 @@ def _read_delimited(path: Path, delimiter: str, header: bool | None = None, inde
         if len(cells) != width:
             _fail(path, line_no, f"{len(cells)} value{'' if len(cells) == 1 else 's'} where the first row "
                                  f"has {width}")
-        for c, cell in enumerate(cells):
-            v = _binary_cell(cell)
-            if v:
-                indices.append(c)
-            elif v is None:
-                if cell == "":
-                    _fail(path, line_no, f"blank cell at row {r + 1}, column {c + 1}; missing entries "
-                                         "are not supported yet")
-                bad_count += 1
-                first_bad = first_bad or (line_no, cell, r + 1, c + 1)
+        ones = [c for c, cell in enumerate(cells) if cell == "1"]
+        if len(ones) + cells.count("0") != width:  # other spellings, blanks, bad values: cell by cell
+            ones = []
+            for c, cell in enumerate(cells):
+                v = _binary_cell(cell)
+                if v:
+                    ones.append(c)
+                elif v is None:
+                    if cell == "":
+                        _fail(path, line_no, f"blank cell at row {r + 1}, column {c + 1}; missing entries "
+                                             "are not supported yet")
+                    bad_count += 1
+                    first_bad = first_bad or (line_no, cell, r + 1, c + 1)
+        indices.extend(ones)
         indptr.append(len(indices))
     if first_bad is not None:
         line_no, cell, row, col = first_bad
-        shown = cell if _is_number(cell) else _quote(cell)
+        shown = cell if _is_number(cell) and len(cell) <= 24 else _quote(cell, 24)
         raise ValueError(_not_binary(f"{path}, line {line_no}", shown, row, col, bad_count))
     n = len(indptr) - 1
     check_matrix_size(n, width, len(indices), str(path))

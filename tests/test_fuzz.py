@@ -35,7 +35,7 @@ NASTY_TOKENS = [
     b"-1", b"0", b"1", b"2", b"0.5", b"nan", b"inf", b"-inf", b"1e400", b"1.5", b"3000000000",
     b"1000000000000", b"100000000000000000000000", b"99999999999", b"2147483647", b"2147483648",
     b"4294967296", b"9223372036854775807", b"9223372036854775808", b"18446744073709551616",
-    b"9" * 400, b"\x00", b"\xff\xfe", b"\xc3\x28", b"%", b",", b";", b"\t", b"\n", b"\r", b" ", b'"',
+    b"9" * 400, b"9" * 5000, b"\x00", b"\xff\xfe", b"\xc3\x28", b"%", b",", b";", b"\t", b"\n", b"\r", b" ", b'"',
     b"True", b"false", b"abc", b"1_0", "\u0661".encode(), "\u2028".encode(), b"\x1c", b"0x10",
     b"%%MatrixMarket matrix array real symmetric", b"coordinate", b"skew-symmetric",
 ]

@@ -350,6 +350,9 @@ def test_huge_dat_item_id_is_refused(tmp_path, budget):
     p.write_text("1 99999999999999999999\n")
     with pytest.raises(ValueError, match=r"big.dat, line 1: item id '99999999999999999999' is too large"):
         read_matrix(p)
+    p.write_text("1 " + "9" * 5000 + "\n")  # beyond Python's 4300-digit int() limit
+    with pytest.raises(ValueError, match=r"big.dat, line 1: item id '9{24}…' is too large$"):
+        read_matrix(p)
     p.write_text("1 2\n")
     with pytest.raises(ValueError, match=r"big.dat: a 1×100000000000 matrix"):
         read_matrix(tmp_path / "big.dat", n_cols=10**11)
