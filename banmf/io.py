@@ -175,13 +175,14 @@ def _read_text(path: Path) -> str:
     ``\\n``), after checking that the memory can hold it."""
     _check_readable(path)
     try:
-        if path.suffix.lower() == ".gz":
-            # The decompressed size is unknown up front: check as it grows.
+        gz = path.suffix.lower() == ".gz"
+        if gz or not stat.S_ISREG(path.stat().st_mode):
+            # The size is unknown up front (compressed data, a pipe, a device): check as it grows.
             data = bytearray()
-            with gzip.open(path, "rb") as fh:
+            with (gzip.open if gz else open)(path, "rb") as fh:
                 while chunk := fh.read(1 << 24):
                     data += chunk
-                    check_memory(2 * len(data), f"{path}: decompressing it")
+                    check_memory(2 * len(data), f"{path}: {'decompressing' if gz else 'reading'} it")
         else:
             check_memory(2 * path.stat().st_size, f"{path}: reading it")
             data = path.read_bytes()

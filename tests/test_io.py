@@ -370,6 +370,19 @@ def test_huge_npz_shape_is_refused_before_loading(tmp_path, budget):
         read_matrix(p)
 
 
+def test_unbounded_text_is_refused_as_it_grows(tmp_path, monkeypatch):
+    monkeypatch.setenv("BANMF_MEMORY_LIMIT", "16M")
+    bomb = tmp_path / "bomb.mtx.gz"
+    bomb.write_bytes(gzip.compress(MM_PATTERN.encode() + b"1 1\n" * 10_000_000, compresslevel=1))
+    assert bomb.stat().st_size < 1_000_000
+    with pytest.raises(ValueError, match=r"bomb.mtx.gz: decompressing it needs about 32.0 MB, more than the "
+                                         r"16.0 MB available"):
+        read_matrix(bomb)
+    if os.path.exists("/dev/zero"):  # a device never ends
+        with pytest.raises(ValueError, match=r"^/dev/zero: reading it needs about"):
+            read_matrix("/dev/zero", format="mtx")
+
+
 def test_make_boolean_refuses_over_budget_at_once(budget):
     import time
 
