@@ -788,6 +788,14 @@ def _open_npz(path: Path, not_ours):
         raise not_ours(f"damaged: {_reason(exc)}") from None
 
 
+def _signed(index: np.ndarray) -> np.ndarray | None:
+    """An integer array as int64 (differences of unsigned ones wrap around), or None when a
+    value does not fit."""
+    if index.dtype.kind == "u" and index.size and index.max() > np.iinfo(np.int64).max:
+        return None
+    return index.astype(np.int64, copy=False)
+
+
 def _csr_problem(indptr: np.ndarray, indices: np.ndarray, n: int, m: int) -> str | None:
     """What is wrong with CSR index arrays for an n×m matrix, or None."""
     if indptr.ndim != 1 or indices.ndim != 1 or len(indptr) != n + 1:
@@ -859,6 +867,11 @@ def _read_npz(path: Path) -> sp.csr_array:
             arrays = {k: _npz_array(zf, k) for k in ("data", *parts)}
         except Exception as exc:
             raise not_npz(f"damaged: {_reason(exc)}") from None
+    for key in parts:
+        arrays[key] = _signed(arrays[key])
+        if arrays[key] is None:
+            raise ValueError(f"{path}: not a valid {fmt.upper()} matrix (the '{key}' array has values "
+                             "beyond 64-bit integers)")
     data = arrays["data"]
     if fmt == "csr" and data.ndim == 1:
         indptr, indices = arrays["indptr"], arrays["indices"]
@@ -1254,8 +1267,9 @@ def load_result(path) -> SavedResult:
     H = np.unpackbits(data["H"], axis=1, count=m).astype(bool)
     X = None
     if embedded:
-        indptr, indices = data["X_indptr"], data["X_indices"]
-        if _csr_problem(indptr, indices, n, m) or not _sorted_rows(indptr, indices):
+        indptr, indices = _signed(data["X_indptr"]), _signed(data["X_indices"])
+        if indptr is None or indices is None or _csr_problem(indptr, indices, n, m) \
+                or not _sorted_rows(indptr, indices):
             raise not_result("damaged embedded matrix")
         idx = np.int32 if max(n, m, len(indices)) < 2**31 - 1 else np.int64
         X = _csr_from_parts(indptr.astype(idx), indices.astype(idx), (n, m))

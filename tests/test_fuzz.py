@@ -47,6 +47,7 @@ NASTY_ARRAYS = [
     np.array([3, 3]), np.array([3, 3], dtype=np.uint64), np.array([0, 1, 2, 3]), np.array([3, 2, 1, 0]),
     np.zeros(5, np.uint8), np.array([True, False]), np.array([1 + 2j]), np.array([None], dtype=object),
     np.array([2**63 - 1, 1], dtype=np.int64), np.array([1.0, 2.0]), np.arange(7) % 3,
+    np.array([0, 2, 1, 2, 5, 5, 5], np.uint64), np.array([2**64 - 1, 0], np.uint64),
 ]
 
 

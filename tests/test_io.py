@@ -455,6 +455,22 @@ def test_dense_array_bad_value_message(tmp_path):
     np.testing.assert_array_equal(read_matrix(p).toarray(), [[1, 0], [0, 1]])
 
 
+def test_unsigned_index_arrays_are_checked_as_numbers(tmp_path):
+    # Differences of uint64 pointers wrap around: [0, 2, 1, 2] looked like a running count.
+    p = tmp_path / "u.npz"
+    np.savez(p, format=np.array(b"csr"), shape=np.array([3, 3]), indptr=np.array([0, 2, 1, 2], np.uint64),
+             indices=np.array([1, 0], np.uint64), data=np.array([True, True]))
+    with pytest.raises(ValueError, match=r"u.npz: not a valid CSR matrix \(the index pointers are not a running"):
+        read_matrix(p)
+    np.savez(p, format=np.array(b"csr"), shape=np.array([1, 3]), indptr=np.array([0, 2], np.uint64),
+             indices=np.array([2, 0], np.uint64), data=np.array([True, True]))
+    np.testing.assert_array_equal(read_matrix(p).toarray(), [[1, 0, 1]])  # unsorted: sorted
+    np.savez(p, format=np.array(b"coo"), shape=np.array([3, 3]), row=np.array([2**64 - 1], np.uint64),
+             col=np.array([0], np.uint64), data=np.array([1]))
+    with pytest.raises(ValueError, match=r"not a valid COO matrix \(the 'row' array has values beyond 64-bit"):
+        read_matrix(p)
+
+
 def test_file_value_messages_are_plain(tmp_path):
     p = tmp_path / "v.npz"
     sp.save_npz(p, sp.csr_array(np.array([[0.0, 2.0], [1.0, 0.5]])))
@@ -543,6 +559,8 @@ NOT_A_RESULT = {
     "X pointers wrong": lambda src, p: _rewrite_result(src, p, lambda a: a.update(X_indptr=a["X_indptr"][:3])),
     "X without pointers": lambda src, p: _rewrite_result(src, p, lambda a: a.pop("X_indptr")),
     "X unsorted": lambda src, p: _rewrite_result(src, p, lambda a: a.update(X_indices=a["X_indices"][::-1].copy())),
+    "X unsigned, unsorted": lambda src, p: _rewrite_result(
+        src, p, lambda a: a.update(X_indices=a["X_indices"][::-1].astype(np.uint64))),
     "loss as text": lambda src, p: _rewrite_result(src, p, lambda a: a.update(loss_curve=np.array(["x"]))),
 }
 
