@@ -1081,10 +1081,10 @@ def _write_text(fh, X: sp.csr_array, fmt: str) -> None:
         # ones set in place.
         line = np.frombuffer((("0" + ("," if fmt == "csv" else "\t")) * m)[:-1].encode() + b"\n", np.uint8).copy()
         for i in range(n):
-            cols = X.indices[X.indptr[i]:X.indptr[i + 1]]
-            line[2 * cols] = ord("1")
+            cols = 2 * X.indices[X.indptr[i]:X.indptr[i + 1]].astype(np.intp)
+            line[cols] = ord("1")
             fh.write(line.tobytes().decode("ascii"))
-            line[2 * cols] = ord("0")
+            line[cols] = ord("0")
 
 
 # --- factorizations -------------------------------------------------------------------------

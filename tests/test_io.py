@@ -647,6 +647,8 @@ def test_gzip_header_names_the_final_file(tmp_path):
     assert header[3] & 0x08  # FNAME flag
     stored = header[10:header.index(b"\0", 10)]
     assert stored == b"x.mtx"
+    with pytest.raises(ValueError, match=r"x.npz.gz: .npz files are compressed already; drop the .gz"):
+        write_matrix(np.eye(3), tmp_path / "x.npz.gz")
 
 
 def test_check_output(tmp_path):
