@@ -31,6 +31,19 @@ def budgeted(method):
     return within_budget
 
 
+def fit_inner(estimator, X) -> bool:
+    """Fit an estimator that a method runs inside its own fit (an NMF start). Returns whether
+    the first Ctrl-C cut it short, leaving its best result so far; a Ctrl-C that left no
+    result (or a second one) propagates."""
+    try:
+        estimator.fit(X)
+    except KeyboardInterrupt:
+        if not hasattr(estimator, "components_"):
+            raise
+        return True
+    return False
+
+
 class NotFittedError(ValueError, AttributeError):
     """Raised when a fitted attribute or method is used before ``fit``."""
 

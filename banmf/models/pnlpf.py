@@ -14,7 +14,7 @@ from .._validation import (
     check_random_state,
 )
 from ..booleanize import _booleanize, balance
-from ._base import BaseFactorization, budgeted
+from ._base import BaseFactorization, budgeted, fit_inner
 from .nmf import NMF
 
 __all__ = ["DENSE_BUDGET", "PNLPF"]
@@ -108,13 +108,7 @@ class PNLPF(BaseFactorization):
             raise ValueError(f"tol must be None or a nonnegative number, got {self.tol!r}")
         rng = check_random_state(self.random_state)
         init = NMF(k, max_iter=self.init_iter, normalize=None, random_state=rng.integers(2**32))
-        interrupted = False  # the first Ctrl-C: booleanize the factors so far; a second aborts
-        try:
-            init.fit(X)
-        except KeyboardInterrupt:
-            if not hasattr(init, "components_"):
-                raise
-            interrupted = True
+        interrupted = fit_inner(init, X)  # the first Ctrl-C: booleanize the factors so far; a second aborts
         W, H = balance(init.W_continuous_, init.H_continuous_)
         tiny = np.finfo(np.float64).eps
         W, H = np.maximum(W, tiny), np.maximum(H, tiny)

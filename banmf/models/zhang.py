@@ -8,7 +8,7 @@ import numpy as np
 
 from .._validation import check_binary_matrix, check_dense_budget, check_n_components
 from ..booleanize import _booleanize, _error
-from ._base import BaseFactorization, budgeted
+from ._base import BaseFactorization, budgeted, fit_inner
 from .nmf import NMF
 from .pnlpf import DENSE_BUDGET
 
@@ -81,13 +81,7 @@ class ZhangThreshold(BaseFactorization):
         if not self.slope > 0 or not self.tol > 0:
             raise ValueError("slope and tol must be positive numbers")
         nmf = NMF(k, max_iter=self.max_iter, normalize=None, random_state=self.random_state)
-        interrupted = False  # the first Ctrl-C: the grid thresholds stand; a second aborts
-        try:
-            nmf.fit(X)
-        except KeyboardInterrupt:
-            if not hasattr(nmf, "components_"):
-                raise
-            interrupted = True
+        interrupted = fit_inner(nmf, X)  # the first Ctrl-C: the grid thresholds stand; a second aborts
         res = _booleanize(X, nmf.W_continuous_, nmf.H_continuous_, self.n_thresholds, "balance", "pruned")
         W, H = res.W_scaled, res.H_scaled
         self.refined_, steps = False, 0
