@@ -15,13 +15,13 @@ from .booleanize import (
     error_counts,
 )
 from .datasets import make_boolean, make_sparse_degrees, make_sparse_uniform
+from .exceptions import ConvergenceWarning, DataWarning, InvalidParameterError, NotFittedError
 from .models import (
     ASSO,
     BANMF,
     METHODS,
     NMF,
     PNLPF,
-    ConvergenceWarning,
     GreConD,
     RegularizedBANMF,
     RegularizedNMF,
@@ -41,6 +41,9 @@ __all__ = [
     "Thresholds",
     "Booleanization",
     "ConvergenceWarning",
+    "DataWarning",
+    "InvalidParameterError",
+    "NotFittedError",
     "Factorization",
     "GreConD",
     "RegularizedBANMF",

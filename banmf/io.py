@@ -52,6 +52,7 @@ from ._validation import (
     format_value,
     support_mask_from_keys,
 )
+from .exceptions import DataWarning
 
 __all__ = [
     "DataWarning",
@@ -74,11 +75,6 @@ EMBED_MAX_NNZ = 2_000_000
 # Parsing text holds at most one 8-byte number per 2 characters ("1 " or "1\n").
 _PARSE_BYTES_PER_CHAR = 4
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-
-
-class DataWarning(UserWarning):
-    """A data file has something that the reader read past, e.g. duplicate entries (counted
-    once). The message is one line naming the file."""
 
 
 @dataclass(frozen=True)

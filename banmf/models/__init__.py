@@ -1,7 +1,7 @@
 """Factorization methods, one module each, behind one name → class registry."""
 
 from .asso import ASSO
-from .banmf import BANMF, ConvergenceWarning
+from .banmf import BANMF
 from .grecond import GreConD
 from .nmf import NMF, RegularizedBANMF, RegularizedNMF
 from .pnlpf import PNLPF
@@ -25,7 +25,6 @@ __all__ = [
     "METHODS",
     "NMF",
     "PNLPF",
-    "ConvergenceWarning",
     "GreConD",
     "RegularizedBANMF",
     "RegularizedNMF",

@@ -9,6 +9,7 @@ import time
 import numpy as np
 
 from .._threads import thread_budget
+from ..exceptions import NotFittedError
 from ..polish import EXACT_MAX_K, POLISH_METHODS, _polish
 
 
@@ -42,10 +43,6 @@ def fit_inner(estimator, X) -> bool:
             raise
         return True
     return False
-
-
-class NotFittedError(ValueError, AttributeError):
-    """Raised when a fitted attribute or method is used before ``fit``."""
 
 
 class BaseFactorization:

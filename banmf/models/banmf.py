@@ -15,6 +15,7 @@ import numpy as np
 from .._progress import StartProgress
 from .._signals import Interruptions
 from .._threads import cancelled, current_threads, thread_budget
+from ..exceptions import ConvergenceWarning
 from .._validation import (
     check_binary_matrix,
     check_dtype,
@@ -64,11 +65,7 @@ def start_cost(n: int, m: int, nnz: int, k: int, max_iter: int) -> int:
     per_iteration = 3 * nnz * k + (n + m) * k * k + _ITERATION_OVERHEAD
     return per_iteration * (max_iter + _REFINEMENT_ITERATIONS)
 
-__all__ = ["BANMF", "ConvergenceWarning", "relative_error", "start_cost"]
-
-
-class ConvergenceWarning(UserWarning):
-    """``max_iter`` was reached before the ``tol`` criterion was met."""
+__all__ = ["BANMF", "relative_error", "start_cost"]
 
 
 def _check_positive_int(value, name: str) -> int:

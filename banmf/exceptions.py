@@ -1,0 +1,23 @@
+"""The warnings and errors banmf raises, in one place."""
+
+from __future__ import annotations
+
+__all__ = ["ConvergenceWarning", "DataWarning", "InvalidParameterError", "NotFittedError"]
+
+
+class ConvergenceWarning(UserWarning):
+    """``max_iter`` was reached before the ``tol`` criterion was met."""
+
+
+class DataWarning(UserWarning):
+    """A data file has something that the reader read past, e.g. duplicate entries (counted
+    once). The message is one line naming the file."""
+
+
+class InvalidParameterError(ValueError, TypeError):
+    """An estimator parameter is outside its declared constraints (a ``ValueError`` and a
+    ``TypeError``, as in scikit-learn, so that either ``except`` catches it)."""
+
+
+class NotFittedError(ValueError, AttributeError):
+    """Raised when a fitted attribute or method is used before ``fit``."""
