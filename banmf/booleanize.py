@@ -277,8 +277,9 @@ def booleanize(
     where a lower bound (misses, plus the largest single rectangle as a floor on coverage) does
     not rule the point out; the result is identical to ``search="exhaustive"``, which evaluates
     every point and also returns the error grid. ``search="coordinate"`` alternates exact 1-D
-    scans of δ_W and δ_H from the grid point nearest 0.5 (ALGORITHMS.md §3.3 item 2): O(P)
-    coverage evaluations per sweep, a coordinate-wise optimum that may miss the global one.
+    scans of δ_W and δ_H from the grid point nearest 0.5 (docs/algorithms.md, "Coordinate
+    search"): O(P) coverage evaluations per sweep, a coordinate-wise optimum that may miss the
+    global one.
 
     Parameters
     ----------

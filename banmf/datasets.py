@@ -1,4 +1,4 @@
-"""Synthetic Boolean data (ALGORITHMS.md §6) and the bundled real datasets."""
+"""Synthetic Boolean data (docs/algorithms.md, "The planted generator") and the bundled datasets."""
 
 from __future__ import annotations
 
@@ -432,7 +432,7 @@ def _place_leftovers(rng, keys, indptr, pending, m, col_weights, tries: int = 32
 
 
 # ---------------------------------------------------------------------------------------------
-# Rank-gap suite (paper §5, ALGORITHMS.md §6.3)
+# Rank-gap suite (paper §5; docs/RESULTS.md)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Dense numpy oracles, written from the maths (ALGORITHMS.md), for every kernel and path."""
+"""Dense numpy oracles, written from the maths (docs/algorithms.md), for every kernel and path."""
 
 import numpy as np
 

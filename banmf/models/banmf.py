@@ -191,7 +191,7 @@ class BANMF(BaseFactorization):
         Hamming error ``|X − W⊗H|``.
     relative_error_ : float
         ``reconstruction_err_ / nnz(X)``.
-    loss_curve_ : ndarray of shape (n_iter_,)
+    loss_curve_ : ndarray of shape (``n_iter_``,)
         Relaxed objective ``½‖Y−WH‖² (+ penalties)`` after every iteration.
     n_iter_ : int
     interrupted_ : bool
