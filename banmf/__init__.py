@@ -4,6 +4,8 @@ The core method is BANMF (Truong, Skau, Desantis, Alexandrov): multiplicative NM
 against an auxiliary matrix Y bounded on the support of X, then a threshold search.
 """
 
+from importlib import metadata as _metadata
+
 from ._threads import effective_n_jobs
 from .api import Factorization, factorize, fit_many
 from .booleanize import (
@@ -29,7 +31,11 @@ from .models import (
 )
 from .polish import Polished, Thresholds, polish, refine_thresholds
 
-__version__ = "0.1.0"
+# The version is defined once, in pyproject.toml; a source tree that is not installed has none.
+try:
+    __version__ = _metadata.version("banmf")
+except _metadata.PackageNotFoundError:
+    __version__ = "0+unknown"
 
 __all__ = [
     "ASSO",
