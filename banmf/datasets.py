@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -500,19 +501,63 @@ def rank_gap_suite(
 
 
 def data_dir(path=None) -> Path:
-    """Folder of the bundled datasets: ``path``, else $BANMF_DATA, else the repository's data/."""
+    """Folder of the bundled datasets.
+
+    Looked up in order: ``path`` (the loaders' ``data_home=``), the folder named by the
+    ``BANMF_DATA`` environment variable, the data installed with the package (``banmf/data``
+    in a wheel, found with :mod:`importlib.resources`), and the repository's ``data/`` folder
+    (a source checkout or an editable install).
+
+    Parameters
+    ----------
+    path : path, optional
+        A folder holding the dataset files (``zoo_101x15.mtx`` and its ``.json`` sidecar, …).
+
+    Returns
+    -------
+    Path
+
+    Raises
+    ------
+    FileNotFoundError
+        ``path`` or ``BANMF_DATA`` is not a folder, or no bundled data is found.
+
+    Examples
+    --------
+    >>> (data_dir() / "zoo_101x15.mtx").is_file()
+    True
+    """
     if path is not None:
         if not Path(path).is_dir():
             raise FileNotFoundError(f"data_home {path}: no such folder")
         return Path(path)
-    candidates = [os.environ.get("BANMF_DATA"), Path(__file__).resolve().parent.parent / "data"]
-    for c in candidates:
-        if c is not None and Path(c).is_dir():
-            return Path(c)
+    env = os.environ.get("BANMF_DATA")
+    if env:
+        if not Path(env).is_dir():
+            raise FileNotFoundError(
+                f"BANMF_DATA={env}: no such folder; unset it to use the bundled data"
+            )
+        return Path(env)
+    for c in (_installed_data(), _REPO_DATA):
+        if c is not None and (c / "zoo_101x15.mtx").is_file():
+            return c
     raise FileNotFoundError(
-        "bundled data not found: pass data_home=, or set BANMF_DATA to the folder holding "
-        "zoo_101x15.mtx etc. (the repository's data/ folder)"
+        "bundled data not found: banmf was installed without its data (reinstall from the wheel "
+        "or sdist), or run from a checkout without data/; pass data_home=, or set BANMF_DATA to "
+        "a folder holding zoo_101x15.mtx etc. (the repository's data/ folder)"
     )
+
+
+#: The repository's data/ folder, used from a source checkout or an editable install.
+_REPO_DATA = Path(__file__).resolve().parent.parent / "data"
+
+
+def _installed_data() -> Path | None:
+    """``banmf/data`` as installed from a wheel (pyproject.toml maps data/ there), or None."""
+    folder = resources.files("banmf").joinpath("data")
+    # An installed package lives on the file system; a zipped one (zipimport) has no real
+    # folder to hand back, so it is not used (BANMF_DATA or data_home= still work).
+    return folder if isinstance(folder, Path) and folder.is_dir() else None
 
 
 def _load(filename: str, data_home=None) -> Dataset:

@@ -1,6 +1,11 @@
 """Generators and bundled datasets."""
 
 import itertools
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -166,3 +171,75 @@ def test_damaged_data_is_detected(tmp_path):
         load_zoo(data_home=tmp_path)
     with pytest.raises(FileNotFoundError):
         load_zoo(data_home=tmp_path / "nowhere")
+
+
+# ---------------------------------------------------------------------------------------------
+# Where the bundled data is found: data_home=, BANMF_DATA, the installed package, the checkout
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_installed_copy_finds_its_data_through_package_resources(tmp_path):
+    """A copy of the package laid out as a wheel installs it (banmf/data/, no data/ beside it)
+    finds the data with importlib.resources, with BANMF_DATA unset and run from elsewhere."""
+    import banmf
+
+    site = tmp_path / "site"
+    shutil.copytree(Path(banmf.__file__).parent, site / "banmf",
+                    ignore=shutil.ignore_patterns("__pycache__", "data"))
+    (site / "banmf" / "data").mkdir()
+    for name in ("zoo_101x15.mtx", "zoo_101x15.json"):
+        shutil.copy(REPO / "data" / name, site / "banmf" / "data" / name)
+    env = {k: v for k, v in os.environ.items() if k != "BANMF_DATA"}
+    env["PYTHONPATH"] = str(site)
+    code = ("import banmf.datasets as d; "
+            "print(d.__file__, d._REPO_DATA.exists(), d.data_dir(), d.load_zoo().X.nnz, sep='\\n')")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, text=True,
+                         capture_output=True, check=True).stdout.split("\n")
+    assert out[0] == str(site / "banmf" / "datasets.py")  # the copy, not the checkout
+    assert out[1] == "False"  # no repository data/ beside the copy
+    assert out[2] == str(site / "banmf" / "data")
+    assert out[3] == "660"
+
+
+def test_data_dir_order(tmp_path, monkeypatch):
+    from banmf import datasets
+
+    monkeypatch.delenv("BANMF_DATA", raising=False)
+    assert datasets.data_dir() == REPO / "data"  # a checkout: no banmf/data, the repo's data/
+    installed = tmp_path / "installed"
+    installed.mkdir()
+    shutil.copy(REPO / "data" / "zoo_101x15.mtx", installed)
+    monkeypatch.setattr(datasets, "_installed_data", lambda: installed)
+    assert datasets.data_dir() == installed  # installed data before the repository's
+    other = tmp_path / "other"
+    other.mkdir()
+    monkeypatch.setenv("BANMF_DATA", str(other))
+    assert datasets.data_dir() == other  # BANMF_DATA before both
+    assert datasets.data_dir(installed) == installed  # and data_home= before all
+    monkeypatch.setenv("BANMF_DATA", str(tmp_path / "nowhere"))
+    with pytest.raises(FileNotFoundError, match="BANMF_DATA=.*nowhere: no such folder"):
+        datasets.data_dir()
+
+
+def test_no_data_anywhere_says_where_to_get_it(tmp_path, monkeypatch):
+    from banmf import datasets
+
+    monkeypatch.delenv("BANMF_DATA", raising=False)
+    monkeypatch.setattr(datasets, "_installed_data", lambda: None)
+    monkeypatch.setattr(datasets, "_REPO_DATA", tmp_path / "data")
+    with pytest.raises(FileNotFoundError, match="data_home=, or set BANMF_DATA"):
+        load_zoo()
+
+
+def test_packaging_lists_every_subpackage_and_ships_the_data():
+    """pyproject.toml lists the packages by hand (banmf.data is mapped to data/): none forgotten."""
+    import tomllib
+
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    on_disk = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "banmf").rglob("__init__.py")}
+    assert set(setuptools["packages"]) == on_disk | {"banmf.data"}
+    assert setuptools["package-dir"] == {"banmf.data": "data"}
+    patterns = setuptools["package-data"]["banmf.data"]
+    shipped = {p.name for pat in patterns for p in (REPO / "data").glob(pat)}
+    assert shipped == {p.name for p in (REPO / "data").iterdir() if p.is_file()}
