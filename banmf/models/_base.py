@@ -1,16 +1,34 @@
-"""Estimator plumbing shared by every method: parameters, repr, fitted-state checks."""
+"""Estimator plumbing shared by every method: declared parameters, the fit's preamble,
+fitted attributes, ``transform``/``score``, repr."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
+import logging
+import sys
 import time
+from numbers import Integral
+from typing import ClassVar
 
 import numpy as np
 
+from .._params import BOOLEAN, N_JOBS, RANDOM_STATE, Interval, Options, validate_params
 from .._threads import thread_budget
+from .._validation import check_binary_matrix, check_n_components
+from ..booleanize import boolean_error
 from ..exceptions import NotFittedError
-from ..polish import EXACT_MAX_K, POLISH_METHODS, _polish
+from ..polish import EXACT_MAX_K, _polish, _polish_rows, _resolve_method
+
+#: Constraints of the parameters every method has (:mod:`banmf._params`).
+COMMON_CONSTRAINTS = {
+    "n_components": [Interval(Integral, 1, None)],
+    "polish": [BOOLEAN, Options("auto", "exact", "flip")],
+    "n_jobs": [N_JOBS],
+    "random_state": [RANDOM_STATE],
+    "verbose": [BOOLEAN, Interval(Integral, 0, None)],
+}
 
 
 def relative_error(error: int, nnz: int) -> float:
@@ -20,16 +38,42 @@ def relative_error(error: int, nnz: int) -> float:
     return error / nnz
 
 
+@contextlib.contextmanager
+def _verbosity(verbose):
+    """With ``verbose`` > 0, show the ``banmf`` logger's records on stderr for the duration:
+    phases and results (1), and every progress record, iterations included (2 and more)."""
+    if not verbose:
+        yield
+        return
+    logger = logging.getLogger("banmf")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("banmf: %(message)s"))
+    saved = logger.level
+    logger.setLevel(logging.DEBUG if verbose > 1 else logging.INFO)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(saved)
+
+
 def budgeted(method):
     """Run an estimator's method (``fit``, ``transform``) within its ``n_jobs`` thread budget
-    (:func:`banmf._threads.thread_budget`)."""
+    (:func:`banmf._threads.thread_budget`) and, with ``verbose``, with its progress on stderr."""
 
     @functools.wraps(method)
     def within_budget(self, *args, **kwargs):
-        with thread_budget(self.n_jobs):
+        with thread_budget(self.n_jobs), _verbosity(self.verbose):
             return method(self, *args, **kwargs)
 
     return within_budget
+
+
+def store_params(estimator, arguments: dict) -> None:
+    """The body of every ``__init__``: store its arguments (``locals()``) as they are."""
+    for name in estimator._param_names():
+        setattr(estimator, name, arguments[name])
 
 
 def fit_inner(estimator, X) -> bool:
@@ -46,7 +90,11 @@ def fit_inner(estimator, X) -> bool:
 
 
 class BaseFactorization:
-    """scikit-learn style parameter handling: ``__init__`` only stores its keyword arguments."""
+    """The base of every method, scikit-learn style: ``__init__`` only stores its keyword
+    arguments; ``fit`` checks them against ``_parameter_constraints`` (one list of allowed
+    kinds per parameter, :mod:`banmf._params`) as it begins (:meth:`_begin`)."""
+
+    _parameter_constraints: ClassVar[dict] = {}
 
     @classmethod
     def _param_names(cls) -> list[str]:
@@ -54,16 +102,28 @@ class BaseFactorization:
         return [p.name for p in sig.parameters.values() if p.name != "self"]
 
     def get_params(self, deep: bool = True) -> dict:
-        """Parameters of this estimator, as passed to ``__init__``."""
-        return {name: getattr(self, name) for name in self._param_names()}
+        """Parameters of this estimator, as passed to ``__init__`` (with ``deep``, also those
+        of parameters that are estimators themselves, as ``name__param``)."""
+        out = {}
+        for name in self._param_names():
+            value = getattr(self, name)
+            if deep and hasattr(value, "get_params") and not isinstance(value, type):
+                out.update({f"{name}__{key}": v for key, v in value.get_params().items()})
+            out[name] = value
+        return out
 
     def set_params(self, **params) -> BaseFactorization:
-        """Set parameters; unknown names raise ``ValueError``."""
+        """Set parameters (``name__param`` reaches into a parameter that is an estimator);
+        unknown names raise ``ValueError``."""
         valid = set(self._param_names())
-        for name, value in params.items():
+        for key, value in params.items():
+            name, _, sub = key.partition("__")
             if name not in valid:
                 raise ValueError(f"{type(self).__name__} has no parameter {name!r}; valid: {sorted(valid)}")
-            setattr(self, name, value)
+            if sub:
+                getattr(self, name).set_params(**{sub: value})
+            else:
+                setattr(self, name, value)
         return self
 
     def __repr__(self) -> str:
@@ -71,9 +131,19 @@ class BaseFactorization:
             p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values()
         }
         changed = [
-            f"{k}={v!r}" for k, v in self.get_params().items() if not _same(v, defaults.get(k))
+            f"{k}={v!r}" for k, v in self.get_params(deep=False).items() if not _same(v, defaults.get(k))
         ]
         return f"{type(self).__name__}({', '.join(changed)})"
+
+    def _begin(self, X):
+        """The preamble of every fit: the clock, X validated once (:func:`check_binary_matrix`),
+        the parameters against their constraints, and the rank (None if the method chooses
+        it). Returns ``(X, k, start)``."""
+        start = time.perf_counter()
+        X = check_binary_matrix(X)
+        validate_params(self._parameter_constraints, self.get_params(deep=False), type(self).__name__)
+        k = None if self.n_components is None else check_n_components(self.n_components, X.shape)
+        return X, k, start
 
     def _set_result(self, X, W, H, error: int, n_iter: int, start: float, interrupted: bool = False) -> None:
         """The fitted attributes every method shares (``start``: ``time.perf_counter()`` at fit;
@@ -87,12 +157,11 @@ class BaseFactorization:
         self.fit_seconds_ = time.perf_counter() - start
 
     def _polish_method(self, k: int) -> str | None:
-        """The validated ``polish`` parameter as a :func:`banmf.polish` method, or None (off)."""
+        """The ``polish`` parameter (checked against its constraints) as a :func:`banmf.polish`
+        method, or None (off)."""
         value = self.polish
         if isinstance(value, (bool, np.bool_)):
             return "auto" if value else None
-        if value not in POLISH_METHODS:
-            raise ValueError(f"polish must be True, False or one of {POLISH_METHODS}, got {value!r}")
         if value == "exact" and k > EXACT_MAX_K:
             raise ValueError(
                 f"polish='exact' needs n_components <= {EXACT_MAX_K}, got {k}; use 'flip' or True"
@@ -120,6 +189,33 @@ class BaseFactorization:
         """Fit to X and return the Boolean W of shape (n, k)."""
         return self.fit(X).W_
 
+    @budgeted
+    def transform(self, X) -> np.ndarray:
+        """Boolean W of shape (n', k) for rows X (n', m), with the fitted H held fixed: each
+        row's factors are those that reconstruct it best (exactly, by trying every pattern,
+        for k up to 16; else by single-factor changes from none)."""
+        self._check_fitted()
+        X = self._check_columns(X)
+        k = self.components_.shape[0]
+        W = np.zeros((X.shape[0], k), dtype=bool)
+        if k:
+            _polish_rows(X, W, np.ascontiguousarray(self.components_.T), _resolve_method("auto", X, k))
+        return W
+
+    def score(self, X, y=None) -> float:
+        """Minus the relative Boolean error of the rows X reconstructed as
+        ``transform(X) ⊗ components_`` (higher is better, 0 is exact), so that model selection
+        (e.g. scikit-learn's ``GridSearchCV``) needs no scorer."""
+        X = self._check_columns(X)
+        error = boolean_error(X, self.transform(X), self.components_)
+        return -relative_error(error, X.nnz)
+
+    def _check_columns(self, X):
+        X = check_binary_matrix(X)
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} columns; the model was fitted with {self.n_features_in_}")
+        return X
+
     def _check_fitted(self) -> None:
         if not hasattr(self, "components_"):
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
@@ -128,5 +224,5 @@ class BaseFactorization:
 def _same(a, b) -> bool:
     try:
         return bool(a == b) if type(a) is type(b) else False
-    except Exception:
+    except Exception:  # noqa: BLE001 (arrays and other values without a truth value)
         return a is b

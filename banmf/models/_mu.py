@@ -38,23 +38,13 @@ def n_row_blocks(n: int, m: int, k: int, itemsize: int) -> int:
 
 
 def lambda_schedule(regularization, max_iter: int) -> np.ndarray:
-    """λ per iteration: zeros (None), a constant (float) or the paper's log-space ramp."""
+    """λ per iteration: zeros (None), a constant (a number) or the paper's log-space ramp
+    ("logspace"); the estimator has checked ``regularization``."""
     if regularization is None:
         return np.zeros(max_iter)
-    if isinstance(regularization, str):
-        if regularization == "logspace":
-            return np.logspace(-4, 10, max_iter)
-        raise ValueError(
-            f"regularization must be None, a nonnegative float or 'logspace', got {regularization!r}"
-        )
-    if isinstance(regularization, bool) or not isinstance(regularization, (int, float, np.number)):
-        raise TypeError(
-            f"regularization must be None, a nonnegative float or 'logspace', got {regularization!r}"
-        )
-    lam = float(regularization)
-    if not np.isfinite(lam) or lam < 0:
-        raise ValueError(f"regularization must be a finite nonnegative number, got {regularization!r}")
-    return np.full(max_iter, lam)
+    if regularization == "logspace":
+        return np.logspace(-4, 10, max_iter)
+    return np.full(max_iter, float(regularization))
 
 
 class MUSolver:

@@ -3,32 +3,24 @@
 from __future__ import annotations
 
 import contextvars
-import logging
-import numbers
 import queue
 import threading
-import time
 import warnings
+from numbers import Integral, Real
+from typing import ClassVar
 
 import numpy as np
 
+from .._params import CALLABLE, FLOAT_DTYPE, NONE, Interval, Options
 from .._progress import StartProgress
 from .._signals import Interruptions
 from .._threads import cancelled, current_threads, thread_budget
-from ..exceptions import ConvergenceWarning
-from .._validation import (
-    check_binary_matrix,
-    check_dtype,
-    check_n_components,
-    check_random_state,
-    transpose_mask,
-)
+from .._validation import check_dtype, check_random_state, transpose_mask
 from ..booleanize import _booleanize, boolean_product
+from ..exceptions import ConvergenceWarning
 from ..polish import _polish, _polish_rows, _refine_thresholds, _resolve_method
-from ._base import BaseFactorization, budgeted, relative_error
+from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, relative_error, store_params
 from ._mu import MUSolver, lambda_schedule
-
-logger = logging.getLogger("banmf")
 
 #: ``n_init="auto"``: (largest whole cost of a start, starts) tiers: 10 starts while a start
 #: costs well under a second, 5 up to a few seconds, else 1. See :func:`start_cost`.
@@ -66,12 +58,6 @@ def start_cost(n: int, m: int, nnz: int, k: int, max_iter: int) -> int:
     return per_iteration * (max_iter + _REFINEMENT_ITERATIONS)
 
 __all__ = ["BANMF", "relative_error", "start_cost"]
-
-
-def _check_positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
 
 
 class BANMF(BaseFactorization):
@@ -155,7 +141,8 @@ class BANMF(BaseFactorization):
     random_state : None, int or numpy Generator
         Seed for the random initialisation. Same seed, same result, whatever ``n_jobs``.
     verbose : int, default 0
-        If > 0, log the objective about ten times per fit (logger ``"banmf"``).
+        1: show each start's phases and error on stderr; 2: also its objective as it goes
+        (the records of :mod:`banmf._progress`, through the logger ``"banmf"``).
     callback : callable or None
         Called as ``callback(iteration, objective)`` after every iteration (of every
         initialisation); a truthy return value stops the fit early: the factors so far are
@@ -241,70 +228,44 @@ class BANMF(BaseFactorization):
         verbose=0,
         callback=None,
     ):
-        self.n_components = n_components
-        self.regularization = regularization
-        self.max_iter = max_iter
-        self.tol = tol
-        self.check_every = check_every
-        self.init = init
-        self.init_scale = init_scale
-        self.lower = lower
-        self.upper = upper
-        self.eps = eps
-        self.n_thresholds = n_thresholds
-        self.normalize = normalize
-        self.thresholds = thresholds
-        self.polish = polish
-        self.n_init = n_init
-        self.dtype = dtype
-        self.n_jobs = n_jobs
-        self.random_state = random_state
-        self.verbose = verbose
-        self.callback = callback
+        store_params(self, locals())
+
+    _parameter_constraints: ClassVar[dict] = {
+        **COMMON_CONSTRAINTS,
+        "regularization": [NONE, Interval(Real, 0, np.inf, closed="left"), Options("logspace")],
+        "max_iter": [Interval(Integral, 1, None)],
+        "tol": [Options("auto"), NONE, Interval(Real, 0, None)],
+        "check_every": [Interval(Integral, 1, None)],
+        "init": [Options("random", "custom")],
+        "init_scale": [Interval(Real, 0, np.inf, closed="neither")],
+        "lower": [Interval(Real, 0, np.inf, closed="left")],
+        "upper": [Options("k"), NONE, Interval(Real, None, None)],
+        "eps": [Interval(Real, 0, None)],
+        "n_thresholds": [Interval(Integral, 1, None)],
+        "normalize": [Options("balance"), NONE],
+        "thresholds": [Options("per-factor", "global")],
+        "n_init": [Options("auto"), Interval(Integral, 1, None)],
+        "dtype": [FLOAT_DTYPE],
+        "callback": [NONE, CALLABLE],
+    }
 
     # Subclasses (NMF) freeze Y at X by setting this to False.
     _project_y = True
 
     def _check_params(self, k: int, shape: tuple[int, int] = (0, 0), nnz: int = 0) -> dict:
-        p = {}
-        p["max_iter"] = _check_positive_int(self.max_iter, "max_iter")
-        p["check_every"] = _check_positive_int(self.check_every, "check_every")
-        p["n_thresholds"] = _check_positive_int(self.n_thresholds, "n_thresholds")
-        if isinstance(self.tol, str):
-            if self.tol != "auto":
-                raise ValueError(f"tol must be 'auto', None or a nonnegative number, got {self.tol!r}")
+        """The run's settings derived from the parameters (already checked against their
+        constraints): tolerance, cap of Y, polish, starts, λ per iteration."""
+        p = {"max_iter": int(self.max_iter), "check_every": int(self.check_every),
+             "n_thresholds": int(self.n_thresholds)}
+        if self.tol == "auto":
             # The log-space λ ramp must run its whole course: no early stop there.
-            p["tol"] = None if isinstance(self.regularization, str) else AUTO_TOL
-        elif self.tol is not None and (isinstance(self.tol, bool) or not isinstance(self.tol, numbers.Real)
-                                       or not self.tol >= 0):
-            raise ValueError(f"tol must be 'auto', None or a nonnegative number, got {self.tol!r}")
+            p["tol"] = None if self.regularization == "logspace" else AUTO_TOL
         else:
             p["tol"] = self.tol
-        if self.init not in ("random", "custom"):
-            raise ValueError(f"init must be 'random' or 'custom', got {self.init!r}")
-        if not isinstance(self.init_scale, numbers.Real) or not self.init_scale > 0:
-            raise ValueError(f"init_scale must be a positive number, got {self.init_scale!r}")
-        if not isinstance(self.eps, numbers.Real) or not self.eps >= 0:
-            raise ValueError(f"eps must be a nonnegative number, got {self.eps!r}")
-        if not isinstance(self.lower, numbers.Real) or not np.isfinite(self.lower) or self.lower < 0:
-            raise ValueError(f"lower must be a finite nonnegative number, got {self.lower!r}")
-        if isinstance(self.upper, str):
-            if self.upper != "k":
-                raise ValueError(f"upper must be 'k', None or a number, got {self.upper!r}")
-            upper = float(k)
-        elif self.upper is None:
-            upper = np.inf
-        elif isinstance(self.upper, numbers.Real):
-            upper = float(self.upper)
-        else:
-            raise ValueError(f"upper must be 'k', None or a number, got {self.upper!r}")
+        upper = float(k) if self.upper == "k" else np.inf if self.upper is None else float(self.upper)
         if self._project_y and upper < self.lower:
             raise ValueError(f"upper ({upper}) must be >= lower ({self.lower})")
         p["upper"] = upper
-        if self.normalize not in ("balance", None):
-            raise ValueError(f"normalize must be 'balance' or None, got {self.normalize!r}")
-        if self.thresholds not in ("per-factor", "global"):
-            raise ValueError(f"thresholds must be 'per-factor' or 'global', got {self.thresholds!r}")
         p["polish"] = self._polish_method(k)
         # "auto" is decided when the first start has run (:meth:`_auto_n_init`); until then up
         # to the largest tier may start.
@@ -313,11 +274,9 @@ class BANMF(BaseFactorization):
         if self.n_init == "auto":
             p["n_init"] = AUTO_N_INIT[0][1] if p["auto_n_init"] else 1
         else:
-            p["n_init"] = _check_positive_int(self.n_init, "n_init")
+            p["n_init"] = int(self.n_init)
         if self.init == "custom" and p["n_init"] > 1:
             raise ValueError("n_init > 1 needs random starts; init='custom' gives one start")
-        if self.callback is not None and not callable(self.callback):
-            raise TypeError("callback must be callable or None")
         p["dtype"] = check_dtype(self.dtype)
         p["lams"] = lambda_schedule(self.regularization, p["max_iter"])
         return p
@@ -357,7 +316,6 @@ class BANMF(BaseFactorization):
         (``interrupts``) ends the iterations; without ``interrupts`` it propagates."""
         losses = []
         max_iter, tol, every = p["max_iter"], p["tol"], p["check_every"]
-        log_every = max(1, max_iter // 10)
         interrupted = stopped = False
         converged = False
         # Without a callback, a small problem runs up to ``every`` iterations a call (never past
@@ -372,8 +330,6 @@ class BANMF(BaseFactorization):
                     done += 1
                     f = float(f)
                     losses.append(f)
-                    if self.verbose and ((done - 1) % log_every == 0 or done == max_iter):
-                        logger.info("iteration %d/%d: objective %.6g", done, max_iter, f)
                 if progress is not None:
                     progress.iteration(done, f)
                 if self.callback is not None:
@@ -430,9 +386,7 @@ class BANMF(BaseFactorization):
         -------
         self
         """
-        start = time.perf_counter()
-        X = check_binary_matrix(X)
-        k = check_n_components(self.n_components, X.shape)
+        X, k, start = self._begin(X)
         p = self._check_params(k, X.shape, X.nnz)
         if X.nnz == 0:
             warnings.warn("X has no nonzeros: the factorization is all zeros", UserWarning, stacklevel=2)
@@ -501,7 +455,6 @@ class BANMF(BaseFactorization):
                     if run is None:  # Ctrl-C in its threshold search: the earlier starts stand
                         return runs, True
                     runs.append(run)
-                    self._log_start(i, n_starts, run)
                     if i == 0 and p["auto_n_init"]:
                         n_starts = self._auto_n_init(p, run)
                     if self._last_start(run) or len(runs) >= n_starts:
@@ -570,7 +523,6 @@ class BANMF(BaseFactorization):
                 if j not in done:
                     continue
                 run = done[j]
-                self._log_start(j, n_starts, run)
                 if run["stopped"] or (run["interrupted"] and not stops[j].is_set()):
                     # The callback stops the whole fit, and so does a KeyboardInterrupt raised
                     # in a start's thread (by the callback).
@@ -604,10 +556,6 @@ class BANMF(BaseFactorization):
                 if thread.is_alive() or thread.ident is not None:
                     thread.join()
         return [done[i] for i in sorted(done) if i < limit], interrupted
-
-    def _log_start(self, i: int, n_starts: int, run: dict) -> None:
-        if self.verbose and n_starts > 1:
-            logger.info("initialisation %d/%d: error %d", i + 1, n_starts, run["error"])
 
     def _fit_one(self, X, Xt, W0, Ht0, p, progress: StartProgress, *, stop=None, lock=None,
                  interrupts: Interruptions | None = None, needed: bool = True) -> dict | None:
@@ -681,9 +629,7 @@ class BANMF(BaseFactorization):
         the fitted Boolean H (rows are independent given H).
         """
         self._check_fitted()
-        X = check_binary_matrix(X)
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} columns; the model was fitted with {self.n_features_in_}")
+        X = self._check_columns(X)
         k = self.n_components_
         p = self._check_params(k)
         rng = check_random_state(self.random_state)

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import types
+import numpy as np
 
+from ._base import store_params
 from .banmf import BANMF
 
 __all__ = ["NMF", "RegularizedBANMF", "RegularizedNMF"]
 
-
-def _with_defaults(init, **defaults):
-    """A copy of ``init`` whose keyword-only defaults are changed (so get_params/repr follow)."""
-    func = types.FunctionType(init.__code__, init.__globals__, init.__name__, init.__defaults__, init.__closure__)
-    func.__kwdefaults__ = {**init.__kwdefaults__, **defaults}
-    func.__doc__ = init.__doc__
-    return func
+# The variants differ from BANMF in their defaults only; each spells out its signature, as
+# scikit-learn's get_params and clone read it.
 
 
 class RegularizedBANMF(BANMF):
@@ -24,7 +20,12 @@ class RegularizedBANMF(BANMF):
     ``regularization`` differs (``"logspace"``).
     """
 
-    __init__ = _with_defaults(BANMF.__init__, regularization="logspace")
+    def __init__(self, n_components=10, *, regularization="logspace", max_iter=1000, tol="auto",
+                 check_every=10, init="random", init_scale=1.0, lower=1.0, upper="k", eps=1e-12,
+                 n_thresholds=100, normalize="balance", thresholds="per-factor", polish=True,
+                 n_init="auto", dtype=np.float64, n_jobs=None, random_state=None, verbose=0,
+                 callback=None):
+        store_params(self, locals())
 
 
 class NMF(BANMF):
@@ -33,8 +34,8 @@ class NMF(BANMF):
     This is BANMF with Y frozen at X (no projection), sharing its sparse kernels: O(nnz·k)
     per iteration. Parameters and attributes are those of :class:`BANMF` (``lower`` and
     ``upper`` are unused), but as a baseline it defaults to the paper's configuration:
-    ``thresholds="global"``, ``polish=False``, ``n_init=1``. ``regularization`` adds Zhang et
-    al.'s penalty ``(λ/2)(‖W²−W‖² + ‖H²−H‖²)``.
+    ``thresholds="global"``, ``polish=False``, ``n_init=1``, ``tol=None``. ``regularization``
+    adds Zhang et al.'s penalty ``(λ/2)(‖W²−W‖² + ‖H²−H‖²)``.
 
     References
     ----------
@@ -43,12 +44,21 @@ class NMF(BANMF):
     """
 
     _project_y = False
-    # A baseline: the paper's configuration by default (global grid thresholds, no polish, all
-    # max_iter iterations).
-    __init__ = _with_defaults(BANMF.__init__, thresholds="global", polish=False, n_init=1, tol=None)
+
+    def __init__(self, n_components=10, *, regularization=None, max_iter=1000, tol=None,
+                 check_every=10, init="random", init_scale=1.0, lower=1.0, upper="k", eps=1e-12,
+                 n_thresholds=100, normalize="balance", thresholds="global", polish=False,
+                 n_init=1, dtype=np.float64, n_jobs=None, random_state=None, verbose=0,
+                 callback=None):
+        store_params(self, locals())
 
 
 class RegularizedNMF(NMF):
     """:class:`NMF` with the log-space λ ramp by default (Zhang et al.'s penalty method)."""
 
-    __init__ = _with_defaults(NMF.__init__, regularization="logspace")
+    def __init__(self, n_components=10, *, regularization="logspace", max_iter=1000, tol=None,
+                 check_every=10, init="random", init_scale=1.0, lower=1.0, upper="k", eps=1e-12,
+                 n_thresholds=100, normalize="balance", thresholds="global", polish=False,
+                 n_init=1, dtype=np.float64, n_jobs=None, random_state=None, verbose=0,
+                 callback=None):
+        store_params(self, locals())

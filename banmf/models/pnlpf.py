@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import numbers
-import time
+from numbers import Integral, Real
+from typing import ClassVar
 
 import numpy as np
 
-from .._validation import (
-    check_binary_matrix,
-    check_dense_budget,
-    check_n_components,
-    check_random_state,
-)
+from .._params import NONE, Interval
+from .._validation import check_dense_budget, check_random_state
 from ..booleanize import _booleanize, balance
-from ._base import BaseFactorization, budgeted, fit_inner
+from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, fit_inner, store_params
 from .nmf import NMF
 
 __all__ = ["DENSE_BUDGET", "PNLPF"]
@@ -68,44 +64,32 @@ class PNLPF(BaseFactorization):
     public PyBMF implementation (the article text was not available to check γ and the schedule).
     """
 
+    _parameter_constraints: ClassVar[dict] = {
+        **COMMON_CONSTRAINTS,
+        "gamma": [Interval(Real, 0, np.inf, closed="neither")],
+        "lam0": [Interval(Real, 0, np.inf, closed="neither")],
+        "growth": [Interval(Real, 0, np.inf, closed="neither")],
+        "lam_max": [Interval(Real, 0, np.inf, closed="neither")],
+        "max_iter": [Interval(Integral, 1, None)],
+        "tol": [NONE, Interval(Real, 0, None)],
+        "init_iter": [Interval(Integral, 1, None)],
+        "eps": [Interval(Real, 0, None)],
+        "n_thresholds": [Interval(Integral, 1, None)],
+        "dense_budget": [Interval(Integral, 1, None)],
+    }
+
     def __init__(self, n_components=10, *, gamma=10.0, lam0=2.0, growth=3.0, lam_max=1e10,
                  max_iter=100, tol=0.01, init_iter=1000, eps=1e-12, n_thresholds=100,
                  dense_budget=DENSE_BUDGET, polish=False, n_jobs=None, random_state=None,
                  verbose=0):
-        self.n_components = n_components
-        self.polish = polish
-        self.gamma = gamma
-        self.lam0 = lam0
-        self.growth = growth
-        self.lam_max = lam_max
-        self.max_iter = max_iter
-        self.tol = tol
-        self.init_iter = init_iter
-        self.eps = eps
-        self.n_thresholds = n_thresholds
-        self.dense_budget = dense_budget
-        self.n_jobs = n_jobs
-        self.random_state = random_state
-        self.verbose = verbose
+        store_params(self, locals())
 
     @budgeted
     def fit(self, X, y=None) -> PNLPF:
         """Fit to the 0/1 matrix X (dense or sparse, (n, m))."""
-        start = time.perf_counter()
-        X = check_binary_matrix(X)
-        k = check_n_components(self.n_components, X.shape)
+        X, k, start = self._begin(X)
         polish = self._polish_method(k)
         check_dense_budget(X.shape, self.dense_budget, "PNL-PF (about 48 bytes per entry)")
-        for name in ("gamma", "lam0", "growth", "lam_max"):
-            v = getattr(self, name)
-            if not isinstance(v, numbers.Real) or not v > 0:
-                raise ValueError(f"{name} must be a positive number, got {v!r}")
-        for name in ("max_iter", "init_iter"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
-                raise ValueError(f"{name} must be a positive integer, got {v!r}")
-        if self.tol is not None and (not isinstance(self.tol, numbers.Real) or self.tol < 0):
-            raise ValueError(f"tol must be None or a nonnegative number, got {self.tol!r}")
         rng = check_random_state(self.random_state)
         init = NMF(k, max_iter=self.init_iter, normalize=None, random_state=rng.integers(2**32))
         interrupted = fit_inner(init, X)  # the first Ctrl-C: booleanize the factors so far; a second aborts

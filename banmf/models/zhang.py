@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import time
+from numbers import Integral, Real
+from typing import ClassVar
 
 import numpy as np
 
-from .._validation import check_binary_matrix, check_dense_budget, check_n_components
+from .._params import Interval
+from .._validation import check_dense_budget
 from ..booleanize import _booleanize, _error
-from ._base import BaseFactorization, budgeted, fit_inner
+from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, fit_inner, store_params
 from .nmf import NMF
 from .pnlpf import DENSE_BUDGET
 
@@ -55,31 +57,27 @@ class ZhangThreshold(BaseFactorization):
     Zhang, Li, Ding, Zhang, "Binary matrix factorization with applications", ICDM 2007.
     """
 
+    _parameter_constraints: ClassVar[dict] = {
+        **COMMON_CONSTRAINTS,
+        "slope": [Interval(Real, 0, np.inf, closed="neither")],
+        "max_iter": [Interval(Integral, 1, None)],
+        "refine_iter": [Interval(Integral, 1, None)],
+        "tol": [Interval(Real, 0, np.inf, closed="neither")],
+        "n_thresholds": [Interval(Integral, 1, None)],
+        "dense_budget": [Interval(Integral, 1, None)],
+    }
+
     def __init__(self, n_components=10, *, slope=100.0, max_iter=1000, refine_iter=100, tol=1e-4,
                  n_thresholds=100, dense_budget=DENSE_BUDGET, polish=False, n_jobs=None,
                  random_state=None, verbose=0):
-        self.n_components = n_components
-        self.polish = polish
-        self.slope = slope
-        self.max_iter = max_iter
-        self.refine_iter = refine_iter
-        self.tol = tol
-        self.n_thresholds = n_thresholds
-        self.dense_budget = dense_budget
-        self.n_jobs = n_jobs
-        self.random_state = random_state
-        self.verbose = verbose
+        store_params(self, locals())
 
     @budgeted
     def fit(self, X, y=None) -> ZhangThreshold:
         """Fit to the 0/1 matrix X (dense or sparse, (n, m))."""
-        start = time.perf_counter()
-        X = check_binary_matrix(X)
-        k = check_n_components(self.n_components, X.shape)
+        X, k, start = self._begin(X)
         polish = self._polish_method(k)
         check_dense_budget(X.shape, self.dense_budget, "Zhang's thresholding (a dense objective)")
-        if not self.slope > 0 or not self.tol > 0:
-            raise ValueError("slope and tol must be positive numbers")
         nmf = NMF(k, max_iter=self.max_iter, normalize=None, random_state=self.random_state)
         interrupted = fit_inner(nmf, X)  # the first Ctrl-C: the grid thresholds stand; a second aborts
         res = _booleanize(X, nmf.W_continuous_, nmf.H_continuous_, self.n_thresholds, "balance", "pruned")
