@@ -59,11 +59,13 @@ def _verbosity(verbose):
 
 
 def budgeted(method):
-    """Run an estimator's method (``fit``, ``transform``) within its ``n_jobs`` thread budget
+    """Run an estimator's method (``fit``, ``transform``) with its parameters checked against
+    their declared constraints, within its ``n_jobs`` thread budget
     (:func:`banmf._threads.thread_budget`) and, with ``verbose``, with its progress on stderr."""
 
     @functools.wraps(method)
     def within_budget(self, *args, **kwargs):
+        validate_params(self._parameter_constraints, self.get_params(deep=False), type(self).__name__)
         with thread_budget(self.n_jobs), _verbosity(self.verbose):
             return method(self, *args, **kwargs)
 
@@ -136,12 +138,11 @@ class BaseFactorization:
         return f"{type(self).__name__}({', '.join(changed)})"
 
     def _begin(self, X):
-        """The preamble of every fit: the clock, X validated once (:func:`check_binary_matrix`),
-        the parameters against their constraints, and the rank (None if the method chooses
-        it). Returns ``(X, k, start)``."""
+        """The preamble of every fit (its parameters are checked by :func:`budgeted`): the
+        clock, X validated once (:func:`check_binary_matrix`) and the rank (None if the method
+        chooses it). Returns ``(X, k, start)``."""
         start = time.perf_counter()
         X = check_binary_matrix(X)
-        validate_params(self._parameter_constraints, self.get_params(deep=False), type(self).__name__)
         k = None if self.n_components is None else check_n_components(self.n_components, X.shape)
         return X, k, start
 
@@ -206,6 +207,7 @@ class BaseFactorization:
         """Minus the relative Boolean error of the rows X reconstructed as
         ``transform(X) ⊗ components_`` (higher is better, 0 is exact), so that model selection
         (e.g. scikit-learn's ``GridSearchCV``) needs no scorer."""
+        self._check_fitted()
         X = self._check_columns(X)
         error = boolean_error(X, self.transform(X), self.components_)
         return -relative_error(error, X.nnz)
@@ -215,6 +217,15 @@ class BaseFactorization:
         if X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {X.shape[1]} columns; the model was fitted with {self.n_features_in_}")
         return X
+
+    def __sklearn_tags__(self):
+        """What scikit-learn (1.6 and later) asks of an estimator it handles (``clone``,
+        ``GridSearchCV``): an unsupervised transformer that takes sparse 0/1 input. Only
+        scikit-learn calls it; banmf does not depend on scikit-learn."""
+        from sklearn.utils import InputTags, Tags, TargetTags, TransformerTags
+
+        return Tags(estimator_type=None, target_tags=TargetTags(required=False),
+                    transformer_tags=TransformerTags(), input_tags=InputTags(sparse=True))
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "components_"):

@@ -1,0 +1,121 @@
+"""Every registered method as an estimator: declared parameters, scikit-learn's conventions,
+``transform``/``score``, ``verbose``."""
+
+import inspect
+import logging
+
+import numpy as np
+import pytest
+
+from banmf import METHODS, InvalidParameterError, NotFittedError, boolean_error, make_boolean
+from banmf.models._base import COMMON_CONSTRAINTS
+
+# GreConD chooses its rank by default; the others get a small one.
+def make(cls, **params):
+    return cls(**{"n_components": 3, "random_state": 0, **params})
+
+
+@pytest.fixture(scope="module")
+def X():
+    return make_boolean(60, 30, 3, 0.3, noise=0.02, random_state=0)[0]
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_every_parameter_has_declared_constraints(name):
+    cls = METHODS[name]
+    params = set(inspect.signature(cls.__init__).parameters) - {"self"}
+    assert set(cls._parameter_constraints) == params
+    assert set(COMMON_CONSTRAINTS) <= params
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_a_bad_value_of_any_parameter_is_refused_by_name(name, X):
+    cls = METHODS[name]
+    for param in cls._param_names():
+        with pytest.raises(InvalidParameterError, match=rf"{cls.__name__}: {param} must be"):
+            make(cls, **{param: "bogus"}).fit(X)
+    with pytest.raises(ValueError, match="n_components must be"):  # both kinds catch it
+        make(cls, n_components=0).fit(X)
+    with pytest.raises(TypeError, match="verbose must be"):
+        make(cls, verbose=-1).fit(X)
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_transform_is_the_best_rows_for_the_fitted_h_and_score_is_minus_the_error(name, X):
+    model = make(METHODS[name], max_iter=50) if "max_iter" in METHODS[name]._param_names() else make(METHODS[name])
+    with pytest.raises(NotFittedError):
+        model.score(X)
+    model.fit(X)
+    W = model.transform(X)
+    assert W.shape == (X.shape[0], model.n_components_) and W.dtype == bool
+    error = boolean_error(X, W, model.components_)
+    assert model.score(X) == pytest.approx(-error / X.nnz)
+    if name not in ("banmf", "reg-banmf", "nmf", "reg-nmf"):
+        # The exact rows given H are at least as good as those the fit found.
+        assert error <= model.reconstruction_err_
+    with pytest.raises(ValueError, match="columns"):
+        model.score(X[:, :5])
+
+
+def test_get_and_set_params_follow_scikit_learn():
+    from banmf import BANMF
+
+    model = BANMF(3, tol=None)
+    assert model.get_params(deep=False) == model.get_params() and model.get_params()["tol"] is None
+    assert model.set_params(max_iter=7) is model and model.max_iter == 7
+    with pytest.raises(ValueError, match="no parameter 'alpha'"):
+        model.set_params(alpha=1)
+    assert repr(model) == "BANMF(n_components=3, max_iter=7, tol=None)"
+
+
+@pytest.mark.parametrize("verbose, iterations", [(1, False), (2, True)])
+def test_verbose_shows_progress_on_stderr(X, capsys, verbose, iterations):
+    from banmf import BANMF
+
+    BANMF(3, max_iter=30, n_init=1, random_state=0, verbose=verbose).fit(X)
+    err = capsys.readouterr().err
+    assert "banmf: start 1/1: threshold search" in err and "banmf: start 1/1: error" in err
+    assert ("iteration" in err) is iterations
+    assert not logging.getLogger("banmf").handlers  # taken down after the fit
+    BANMF(3, max_iter=30, n_init=1, random_state=0).fit(X)
+    assert capsys.readouterr().err == ""
+
+
+# -- with scikit-learn, when it is installed --------------------------------------------------
+
+#: The checks of scikit-learn's check_estimator that apply to unsupervised estimators of 0/1
+#: data (the others feed real-valued or labelled data, which banmf refuses by design).
+SKLEARN_CHECKS = [
+    "check_estimator_cloneable",
+    "check_estimator_repr",
+    "check_do_not_raise_errors_in_init_or_set_params",
+    "check_get_params_invariance",
+    "check_no_attributes_set_in_init",
+    "check_parameters_default_constructible",
+    "check_set_params",
+    "check_estimators_unfitted",
+    "check_transformers_unfitted",
+    "check_fit1d",
+    "check_mixin_order",
+    "check_valid_tag_types",
+    "check_estimator_tags_renamed",
+]
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_scikit_learn_checks_clone_and_grid_search(name, X):
+    pytest.importorskip("sklearn", minversion="1.6")
+    from sklearn.base import clone
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.utils import estimator_checks
+
+    cls = METHODS[name]
+    model = make(cls)
+    for check in SKLEARN_CHECKS:
+        getattr(estimator_checks, check)(cls.__name__, model)
+    copy = clone(model)
+    assert copy is not model and copy.get_params() == model.get_params()
+    extra = {"max_iter": 30} if "max_iter" in cls._param_names() else {}
+    search = GridSearchCV(make(cls, **extra), {"n_components": [1, 3]}, cv=3).fit(X)
+    assert search.best_params_["n_components"] in (1, 3)
+    assert np.isfinite(search.best_score_) and search.best_score_ <= 0
