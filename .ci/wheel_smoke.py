@@ -106,7 +106,8 @@ def main(checkout: Path) -> int:
     filterwarnings = cfg.get("tool:pytest", "filterwarnings", fallback="error")
     with tempfile.TemporaryDirectory() as tmp:
         ini = Path(tmp) / "pytest.ini"
-        ini.write_text(f"[pytest]\nfilterwarnings ={filterwarnings}\n", encoding="utf-8")
+        lines = "".join(f"    {w.strip()}\n" for w in filterwarnings.splitlines() if w.strip())
+        ini.write_text(f"[pytest]\nfilterwarnings =\n{lines}", encoding="utf-8")
         cmd = [
             sys.executable,
             "-m",
