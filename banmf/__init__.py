@@ -7,7 +7,7 @@ against an auxiliary matrix Y bounded on the support of X, then a threshold sear
 from importlib import metadata as _metadata
 
 from ._threads import effective_n_jobs
-from .api import Factorization, factorize, fit_many
+from .api import factorize, fit_many
 from .booleanize import (
     Booleanization,
     balance,
@@ -17,7 +17,7 @@ from .booleanize import (
     error_counts,
 )
 from .datasets import make_boolean, make_sparse_degrees, make_sparse_uniform
-from .exceptions import ConvergenceWarning, DataWarning, InvalidParameterError, NotFittedError
+from .exceptions import ConvergenceWarning, DataWarning, Interrupted, InvalidParameterError, NotFittedError
 from .models import (
     ASSO,
     BANMF,
@@ -30,6 +30,7 @@ from .models import (
     ZhangThreshold,
 )
 from .polish import Polished, Thresholds, polish, refine_thresholds
+from .result import Factorization
 
 # The version is defined once, in pyproject.toml; a source tree that is not installed has none.
 try:
@@ -48,6 +49,7 @@ __all__ = [
     "Booleanization",
     "ConvergenceWarning",
     "DataWarning",
+    "Interrupted",
     "InvalidParameterError",
     "NotFittedError",
     "Factorization",

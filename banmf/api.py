@@ -1,4 +1,4 @@
-"""One call for every method: :func:`factorize` and its result type."""
+"""One call for every method (:func:`factorize`), and many fits at once (:func:`fit_many`)."""
 
 from __future__ import annotations
 
@@ -6,49 +6,14 @@ import contextvars
 import queue
 import threading
 import time
-from dataclasses import dataclass, field
-
-import numpy as np
 
 from ._threads import cancel_with, thread_budget
 from ._validation import check_binary_matrix
+from .exceptions import Interrupted
 from .models import METHODS
+from .result import Factorization
 
-__all__ = ["Factorization", "factorize", "fit_many"]
-
-
-@dataclass(frozen=True)
-class Factorization:
-    """A Boolean factorization X ≈ W⊗H and how it was obtained.
-
-    Attributes
-    ----------
-    W : ndarray of shape (n, k), bool
-    H : ndarray of shape (k, m), bool
-    error : int
-        Hamming error ``|X − W⊗H|``.
-    relative_error : float
-        ``error / nnz(X)``.
-    seconds : float
-        Wall time of the fit.
-    n_iter : int
-        Iterations (or greedy steps) the method ran.
-    method : str
-    params : dict
-        Every parameter of the estimator, defaults included.
-    estimator : object
-        The fitted estimator, for method-specific attributes.
-    """
-
-    W: np.ndarray
-    H: np.ndarray
-    error: int
-    relative_error: float
-    seconds: float
-    n_iter: int
-    method: str
-    params: dict = field(default_factory=dict)
-    estimator: object = None
+__all__ = ["Factorization", "factorize", "fit_many"]  # Factorization: from banmf.result
 
 
 def factorize(X, n_components, method: str = "banmf", *, random_state=None, **method_params) -> Factorization:
@@ -77,27 +42,23 @@ def factorize(X, n_components, method: str = "banmf", *, random_state=None, **me
     (40, 3)
     """
     if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; choose one of {sorted(METHODS)}")
+        raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
     cls = METHODS[method]
     valid = set(cls._param_names())
     unknown = set(method_params) - valid
     if unknown:
         raise ValueError(f"method {method!r} has no parameter(s) {sorted(unknown)}; valid: {sorted(valid)}")
+    X = check_binary_matrix(X)
     est = cls(n_components=n_components, random_state=random_state, **method_params)
     start = time.perf_counter()
-    est.fit(X)
-    seconds = time.perf_counter() - start
-    return Factorization(
-        W=est.W_,
-        H=est.components_,
-        error=int(est.reconstruction_err_),
-        relative_error=float(est.relative_error_),
-        seconds=seconds,
-        n_iter=int(est.n_iter_),
-        method=method,
-        params=est.get_params(),
-        estimator=est,
-    )
+    try:
+        est.fit(X)
+    except KeyboardInterrupt:
+        if not getattr(est, "interrupted_", False):
+            raise  # before any result existed, or a second Ctrl-C
+        raise Interrupted(Factorization.from_estimator(est, method=method, X=X,
+                                                       seconds=time.perf_counter() - start)) from None
+    return Factorization.from_estimator(est, method=method, X=X, seconds=time.perf_counter() - start)
 
 
 def fit_many(estimators, X, *, n_jobs=None) -> list:

@@ -280,54 +280,44 @@ def _estimator_params(args, cls) -> dict:
 
 
 def cmd_factorize(args, out, err) -> int:
-    from .api import Factorization
+    from .api import factorize
     from .booleanize import error_counts
-    from .io import save_result
+    from .exceptions import Interrupted
     from .models import METHODS
 
     if args.method not in METHODS:
         raise UsageError(f"--method: unknown method {args.method!r}; choose one of {', '.join(METHODS)}")
-    cls = METHODS[args.method]
-    params = _estimator_params(args, cls)
+    params = _estimator_params(args, METHODS[args.method])
     if args.out:
         _check_output(args.out, "--out", inputs=[args.input])
     ds = _read_input(args.input, args.format)
     X = ds.X
-    est = cls(n_components=args.k, random_state=args.seed, **params)
     record = {"input": args.input, "shape": list(X.shape), "nnz": int(X.nnz), "method": args.method,
               "n_components": args.k, "seed": args.seed}
     progress = Progress(err, f"fitting {args.method}", enabled=not args.quiet)
-    interrupted = False
+    signalled = False
     with progress:
         _start_numba()
         start = time.perf_counter()
         try:
-            est.fit(X)
-        except KeyboardInterrupt:
-            if not hasattr(est, "components_"):
-                raise  # before any result existed, or a second signal: nothing to save
-            interrupted = True  # the model holds the best result so far
+            result = factorize(X, args.k, args.method, random_state=args.seed, **params)
+        except Interrupted as exc:  # the first signal: the best result so far
+            result, signalled = exc.result, True
     # The fit's own time: the first run's compilation is reported apart.
     seconds = time.perf_counter() - start - progress.compile_seconds
-    signal_name = args.signals.name if interrupted else None
-    result = Factorization(
-        W=est.W_, H=est.components_, error=int(est.reconstruction_err_),
-        relative_error=float(est.relative_error_), seconds=seconds, n_iter=int(est.n_iter_),
-        method=args.method, params={k: v for k, v in est.get_params().items() if k != "callback"},
-        estimator=est,
-    )
+    result = result.replace(seconds=seconds, row_labels=ds.row_labels, col_labels=ds.col_labels,
+                            meta={"input": str(args.input), "input_sha256": _sha256(args.input), "seed": args.seed})
     n, m = X.shape
     fn, fp = error_counts(X, result.W, result.H)
     record.update({
         "error": result.error, "relative_error": result.relative_error,
         "false_negatives": fn, "false_positives": fp, "n_iter": result.n_iter,
         "seconds": round(seconds, 4), "compile_seconds": round(progress.compile_seconds, 4),
-        "interrupted": interrupted or bool(getattr(est, "interrupted_", False)), "signal": signal_name,
+        "interrupted": result.interrupted, "signal": args.signals.name if signalled else None,
         "out": args.out,
     })
     if args.out:
-        save_result(result, args.out, X=X, extra={"input": str(args.input), "input_sha256": _sha256(args.input),
-                                                  "seed": args.seed})
+        result.save(args.out)
         args.written = args.out
     compiling = progress.compile_seconds
     lines = [
@@ -337,19 +327,20 @@ def cmd_factorize(args, out, err) -> int:
         f"error           {result.error} ({fn} ones missed, {fp} zeros covered)",
         f"relative error  {result.relative_error:.4f} (error / nnz)",
     ]
-    if hasattr(est, "refinement_"):
-        ran = len(est.init_errors_)
-        record.update(refinement=dict(est.refinement_), n_init=est.n_init_, starts_run=ran)
-        of = f" of {est.n_init_}" if ran < est.n_init_ else ""
-        steps = " → ".join(f"{step} {error}" for step, error in est.refinement_.items())
-        lines.append(f"refinement      {steps} (best of {ran}{of} {'start' if est.n_init_ == 1 else 'starts'})")
+    info = result.info
+    if "refinement_" in info:
+        ran, n_init = len(info["init_errors_"]), info["n_init_"]
+        record.update(refinement=dict(info["refinement_"]), n_init=n_init, starts_run=ran)
+        of = f" of {n_init}" if ran < n_init else ""
+        steps = " → ".join(f"{step} {error}" for step, error in info["refinement_"].items())
+        lines.append(f"refinement      {steps} (best of {ran}{of} {'start' if n_init == 1 else 'starts'})")
     if record["interrupted"]:
-        why = f"by {signal_name}" if signal_name else "by request"
+        why = f"by {record['signal']}" if signalled else "by request"
         lines.append(f"interrupted     {why}: the best result so far")
     if args.out:
         lines.append(f"saved           {args.out}")
     _emit(args, record, lines, out)
-    return args.signals.exit_code if interrupted else EXIT_OK
+    return args.signals.exit_code if signalled else EXIT_OK
 
 
 def cmd_info(args, out, err) -> int:
@@ -379,10 +370,11 @@ def cmd_info(args, out, err) -> int:
 
 
 def cmd_generate(args, out, err) -> int:
-    from .api import Factorization
     from .booleanize import boolean_error
     from .datasets import make_boolean
-    from .io import FORMATS, save_result, write_matrix
+    from .io import FORMATS, write_matrix
+    from .models import relative_error
+    from .result import Factorization
 
     suffixes = tuple(f".{f}" for f in FORMATS) + (".mtx.gz",)
     _check_output(args.output, "OUTPUT", suffixes=suffixes)
@@ -394,11 +386,12 @@ def cmd_generate(args, out, err) -> int:
               "density": args.density, "noise": args.noise, "seed": args.seed, "factors": args.factors}
     if args.factors:
         error = boolean_error(X, W, H)
-        planted = Factorization(W=W, H=H, error=error, relative_error=error / max(X.nnz, 1), seconds=0.0,
-                                n_iter=0, method="planted",
+        planted = Factorization(W=W, H=H, error=error, relative_error=relative_error(error, X.nnz),
+                                method="planted", X=X,
                                 params={"n": args.n, "m": args.m, "k": args.k, "density": args.density,
-                                        "noise": args.noise, "seed": args.seed})
-        save_result(planted, args.factors, X=X, extra={"input": args.output, "input_sha256": _sha256(args.output)})
+                                        "noise": args.noise, "seed": args.seed},
+                                meta={"input": args.output, "input_sha256": _sha256(args.output)})
+        planted.save(args.factors)
         record["planted_error"] = error
     lines = [f"wrote {args.output}: {args.n}×{args.m}, {X.nnz} nonzeros (planted k={args.k})"]
     if args.factors:
@@ -409,33 +402,33 @@ def cmd_generate(args, out, err) -> int:
 
 def cmd_evaluate(args, out, err) -> int:
     from .booleanize import error_counts
-    from .io import load_result
-    from .models.banmf import relative_error
+    from .models import relative_error
+    from .result import Factorization
 
-    saved = load_result(args.result)
+    saved = Factorization.load(args.result)
     X = _read_input(args.input, args.format).X
     _matching_data(X, args.input, saved, args.result)
     fn, fp = error_counts(X, saved.W, saved.H)
     error = fn + fp
-    record = {"input": args.input, "result": args.result, "method": saved.meta.get("method"),
-              "n_components": saved.W.shape[1], "error": error,
+    record = {"input": args.input, "result": args.result, "method": saved.method,
+              "n_components": saved.n_components, "error": error,
               "relative_error": relative_error(error, X.nnz),
-              "false_negatives": fn, "false_positives": fp, "recorded_error": saved.meta.get("error")}
+              "false_negatives": fn, "false_positives": fp, "recorded_error": saved.error}
     lines = [f"error           {error} ({fn} ones missed, {fp} zeros covered)",
              f"relative error  {record['relative_error']:.4f} (error / nnz)",
-             f"factorization   {saved.meta.get('method')}, k={saved.W.shape[1]}"]
+             f"factorization   {saved.method}, k={saved.n_components}"]
     _emit(args, record, lines, out)
     return EXIT_OK
 
 
 def cmd_plot(args, out, err) -> int:
-    from .io import load_result
     from .plotting import IMAGE_FORMATS, plot_result
+    from .result import Factorization
 
     target = args.out or str(Path(args.result).with_suffix(".png"))
     _check_output(target, "--out", inputs=[args.result, args.data],
                   suffixes=tuple(f".{f}" for f in IMAGE_FORMATS))
-    saved = load_result(args.result)
+    saved = Factorization.load(args.result)
     X = saved.X
     if args.data:
         X = _read_input(args.data, args.format).X

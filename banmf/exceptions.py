@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["ConvergenceWarning", "DataWarning", "InvalidParameterError", "NotFittedError"]
+__all__ = ["ConvergenceWarning", "DataWarning", "Interrupted", "InvalidParameterError", "NotFittedError"]
 
 
 class ConvergenceWarning(UserWarning):
@@ -21,3 +21,12 @@ class InvalidParameterError(ValueError, TypeError):
 
 class NotFittedError(ValueError, AttributeError):
     """Raised when a fitted attribute or method is used before ``fit``."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C ended :func:`banmf.factorize` early: ``result`` is the best factorization it
+    had (a ``KeyboardInterrupt``, so that a loop of fits stops all the same)."""
+
+    def __init__(self, result):
+        super().__init__("interrupted: the best result so far is in .result")
+        self.result = result

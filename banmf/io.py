@@ -57,7 +57,6 @@ from .exceptions import DataWarning
 __all__ = [
     "DataWarning",
     "Dataset",
-    "SavedResult",
     "atomic_path",
     "check_output",
     "load_result",
@@ -1086,29 +1085,6 @@ def _write_text(fh, X: sp.csr_array, fmt: str) -> None:
 # --- factorizations -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class SavedResult:
-    """A factorization read back by :func:`load_result`.
-
-    Attributes
-    ----------
-    W : ndarray (n, k), bool
-    H : ndarray (k, m), bool
-    meta : dict
-        method, params, error, relative_error, n_iter, seconds, shape, nnz, thresholds,
-        versions, created, and what the writer added (input path, sha256, interrupted, ...).
-    loss_curve : ndarray or None
-    X : csr_array or None
-        The input's support, embedded when it had at most 2,000,000 nonzeros.
-    """
-
-    W: np.ndarray
-    H: np.ndarray
-    meta: dict
-    loss_curve: np.ndarray | None = None
-    X: sp.csr_array | None = None
-
-
 def _jsonable(value):
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
@@ -1146,49 +1122,68 @@ def versions() -> dict:
 
 
 def save_result(result, path, *, X=None, extra: dict | None = None) -> None:
-    """Save a factorization (a :class:`banmf.Factorization` or a fitted estimator) atomically.
+    """Save a factorization atomically (:meth:`banmf.Factorization.save`).
 
     Parameters
     ----------
     result : Factorization or fitted estimator
+        An estimator is saved as :meth:`Factorization.from_estimator` gives it.
     path : str or Path
         Written as a compressed ``.npz``.
     X : array-like or sparse, optional
-        The factorized matrix; its support is embedded when it has at most 2,000,000 nonzeros.
+        The factorized matrix, if ``result`` does not hold it already; its support is saved
+        when it has at most 2,000,000 nonzeros.
     extra : dict, optional
-        More metadata (JSON-able), e.g. the input file and its checksum.
+        More provenance for :attr:`Factorization.meta` (JSON-able), e.g. the input file and
+        its checksum.
     """
-    if hasattr(result, "estimator"):  # a Factorization
-        est, W, H = result.estimator, result.W, result.H
-        meta = {"method": result.method, "params": result.params, "error": result.error,
-                "relative_error": result.relative_error, "n_iter": result.n_iter, "seconds": result.seconds}
-    else:
-        est = result
-        W, H = est.W_, est.components_
-        meta = {"method": type(est).__name__, "params": est.get_params(),
-                "error": est.reconstruction_err_, "relative_error": est.relative_error_,
-                "n_iter": est.n_iter_, "seconds": getattr(est, "fit_seconds_", None)}
-    W, H = check_boolean_factors(W, H)
-    meta.update({
-        "format": RESULT_FORMAT, "format_version": RESULT_VERSION,
-        "shape": [int(W.shape[0]), int(H.shape[1])], "n_components": int(W.shape[1]),
-        "thresholds": getattr(est, "thresholds_", None),
-        "interrupted": bool(getattr(est, "interrupted_", False)),
-        "versions": versions(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    })
-    arrays = {"W": np.packbits(W, axis=1), "H": np.packbits(H, axis=1)}
-    loss = getattr(est, "loss_curve_", None)
-    if loss is not None:
-        arrays["loss_curve"] = np.asarray(loss, dtype=np.float64)
+    from .result import Factorization
+
+    if not isinstance(result, Factorization):
+        result = Factorization.from_estimator(result)
+    changes = {}
     if X is not None:
-        Xm = check_binary_matrix(X)
-        if Xm.shape != (W.shape[0], H.shape[1]):
-            raise ValueError(f"X has shape {Xm.shape}, the factors give {(W.shape[0], H.shape[1])}")
-        meta["nnz"] = int(Xm.nnz)
-        if Xm.nnz <= EMBED_MAX_NNZ:
-            arrays["X_indptr"], arrays["X_indices"] = Xm.indptr, Xm.indices
+        changes["X"] = check_binary_matrix(X)
     if extra:
-        meta.update(extra)
+        changes["meta"] = {**result.meta, **extra}
+    (result.replace(**changes) if changes else result).save(path)
+
+
+def load_result(path):
+    """Read a factorization written by :func:`save_result` (:meth:`banmf.Factorization.load`)."""
+    from .result import Factorization
+
+    return Factorization.load(path)
+
+
+#: Keys of a result's metadata that are fields of :class:`banmf.Factorization` (the rest is
+#: its ``meta``), and the keys of the format itself.
+_FIELD_KEYS = ("method", "params", "error", "relative_error", "n_iter", "seconds", "interrupted", "info")
+_FORMAT_KEYS = ("format", "format_version", "shape", "n_components", "labels")
+
+
+def _write_factorization(result, path) -> None:
+    W, H = check_boolean_factors(result.W, result.H)
+    n, m = W.shape[0], H.shape[1]
+    meta = {**result.meta, "format": RESULT_FORMAT, "format_version": RESULT_VERSION,
+            "shape": [int(n), int(m)], "n_components": int(W.shape[1]),
+            **{key: getattr(result, key) for key in _FIELD_KEYS},
+            "versions": versions(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    if result.row_labels is not None or result.col_labels is not None:
+        meta["labels"] = {"rows": result.row_labels, "cols": result.col_labels}
+    arrays = {"W": np.packbits(W, axis=1), "H": np.packbits(H, axis=1)}
+    if result.loss_curve is not None:
+        arrays["loss_curve"] = np.asarray(result.loss_curve, dtype=np.float64)
+    for name, M in (("X", result.X), ("mask", result.mask)):
+        if M is None:
+            continue
+        M = check_binary_matrix(M)
+        if M.shape != (n, m):
+            raise ValueError(f"{name} has shape {M.shape}, the factors give {(n, m)}")
+        if name == "X":
+            meta["nnz"] = int(M.nnz)
+        if name == "mask" or M.nnz <= EMBED_MAX_NNZ:
+            arrays[f"{name}_indptr"], arrays[f"{name}_indices"] = M.indptr, M.indices
     arrays["meta"] = np.frombuffer(json.dumps(_jsonable(meta)).encode("utf-8"), dtype=np.uint8)
     with atomic_path(path) as tmp, open(tmp, "wb") as fh:
         np.savez_compressed(fh, **arrays)
@@ -1198,8 +1193,8 @@ def _positive_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
-def load_result(path) -> SavedResult:
-    """Read a factorization written by :func:`save_result`.
+def _read_factorization(path):
+    """:meth:`banmf.Factorization.load`.
 
     Raises
     ------
@@ -1247,26 +1242,58 @@ def load_result(path) -> SavedResult:
                 raise not_result(f"{key} does not match the recorded shape")
         if "loss_curve" in headers and (len(headers["loss_curve"][0]) != 1 or headers["loss_curve"][1].kind != "f"):
             raise not_result("the loss curve is not a list of numbers")
-        embedded = {"X_indptr", "X_indices"} & set(headers)
-        if embedded and (len(embedded) != 2 or any(
-                len(headers[key][0]) != 1 or headers[key][1].kind not in "iu" for key in embedded)):
+        matrices = [name for name in ("X", "mask") if {f"{name}_indptr", f"{name}_indices"} & set(headers)]
+        embedded = [f"{name}_{part}" for name in matrices for part in ("indptr", "indices")]
+        if any(key not in headers or len(headers[key][0]) != 1 or headers[key][1].kind not in "iu"
+               for key in embedded):
             raise not_result("damaged embedded matrix")
         stored = sum(_nbytes(headers[key]) for key in ("W", "H", "loss_curve", *embedded) if key in headers)
-        nnz = int(headers["X_indices"][0][0]) if embedded else 0
-        # The packed arrays, the unpacked factors (a byte per entry), the embedded matrix.
-        check_memory(stored + (n + m) * k + 8 * (nnz + n + 1), f"{path}: the factorization")
+        nnz = sum(int(headers[f"{name}_indices"][0][0]) for name in matrices)
+        # The packed arrays, the unpacked factors (a byte per entry), the embedded matrices.
+        check_memory(stored + (n + m) * k + 8 * (nnz + 2 * (n + 1)), f"{path}: the factorization")
         try:
             data = {key: _npz_array(zf, key) for key in ("W", "H", "loss_curve", *embedded) if key in headers}
         except Exception as exc:
             raise not_result(f"damaged: {_reason(exc)}") from None
     W = np.unpackbits(data["W"], axis=1, count=k).astype(bool)
     H = np.unpackbits(data["H"], axis=1, count=m).astype(bool)
-    X = None
-    if embedded:
-        indptr, indices = _signed(data["X_indptr"]), _signed(data["X_indices"])
+    supports = {}
+    for name in matrices:
+        indptr, indices = _signed(data[f"{name}_indptr"]), _signed(data[f"{name}_indices"])
         if indptr is None or indices is None or _csr_problem(indptr, indices, n, m) \
                 or not _sorted_rows(indptr, indices):
             raise not_result("damaged embedded matrix")
         idx = np.int32 if max(n, m, len(indices)) < 2**31 - 1 else np.int64
-        X = _csr_from_parts(indptr.astype(idx), indices.astype(idx), (n, m))
-    return SavedResult(W, H, meta, data.get("loss_curve"), X)
+        supports[name] = _csr_from_parts(indptr.astype(idx), indices.astype(idx), (n, m))
+    return _factorization_of(meta, W, H, data.get("loss_curve"), supports, not_result)
+
+
+def _factorization_of(meta: dict, W, H, loss_curve, supports: dict, not_result):
+    """The :class:`banmf.Factorization` of a result file's parts (metadata checked here)."""
+    from .result import Factorization
+
+    labels = meta.get("labels") or {}
+    fields = {key: meta[key] for key in _FIELD_KEYS if key in meta}
+    kinds = {"method": str, "params": dict, "info": dict, "interrupted": bool}
+    for key, kind in kinds.items():
+        if key in fields and not isinstance(fields[key], kind):
+            raise not_result(f"corrupt metadata: {key}")
+    for key in ("error", "n_iter"):
+        if key in fields and (not isinstance(fields[key], int) or isinstance(fields[key], bool)):
+            raise not_result(f"corrupt metadata: {key}")
+    for key in ("relative_error", "seconds"):
+        if key in fields and (fields[key] is None or not isinstance(fields[key], (int, float))
+                              or isinstance(fields[key], bool)):
+            fields.pop(key)
+    rows, cols = (labels.get(key) if isinstance(labels, dict) else None for key in ("rows", "cols"))
+    for what, names, size in (("row", rows, W.shape[0]), ("column", cols, H.shape[1])):
+        if names is not None and (not isinstance(names, list) or len(names) != size):
+            raise not_result(f"corrupt metadata: {what} labels")
+    provenance = {key: value for key, value in meta.items() if key not in _FIELD_KEYS + _FORMAT_KEYS}
+    error = fields.pop("error", None)
+    if error is None:
+        raise not_result("corrupt metadata: error")
+    return Factorization(
+        W=W, H=H, error=error, relative_error=fields.pop("relative_error", float("nan")), **fields,
+        loss_curve=loss_curve, meta=provenance, X=supports.get("X"), mask=supports.get("mask"),
+        row_labels=rows, col_labels=cols)

@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 
 from .booleanize import boolean_product
-from .io import SavedResult, atomic_path
+from .io import atomic_path
+from .result import Factorization
 
 __all__ = ["plot_result"]
 
@@ -35,7 +36,7 @@ def factor_order(F: np.ndarray) -> np.ndarray:
     return np.lexsort(keys) if keys else np.arange(F.shape[0])
 
 
-def plot_result(saved: SavedResult, path, X=None) -> str:
+def plot_result(saved: Factorization, path, X=None) -> str:
     """Write a picture of a saved factorization; returns the kind of view ("matrices" or
     "summary"). The format follows the extension of ``path``: .png, .pdf or .svg.
 
@@ -50,7 +51,7 @@ def plot_result(saved: SavedResult, path, X=None) -> str:
     plt = _pyplot()
     W, H = saved.W, saved.H
     n, m = W.shape[0], H.shape[1]
-    title = f"{saved.meta.get('method')}, k={W.shape[1]}, error {saved.meta.get('error')}"
+    title = f"{saved.method}, k={W.shape[1]}, error {saved.error}"
     if X is not None and n * m <= SMALL_ENTRIES:
         rows, cols = factor_order(W), factor_order(H.T)
         D = X.toarray()[np.ix_(rows, cols)]

@@ -39,7 +39,7 @@ def test_factorize_summary_json_and_saved_result(tmp_path):
     saved = load_result(res)
     X = read_matrix(ZOO)
     assert rec["error"] == boolean_error(X, saved.W, saved.H) == rec["false_negatives"] + rec["false_positives"]
-    assert saved.meta["params"]["tau"] == 0.6 and len(saved.meta["input_sha256"]) == 64
+    assert saved.params["tau"] == 0.6 and len(saved.meta["input_sha256"]) == 64
 
 
 def test_progress_says_which_start_where_and_how_long(monkeypatch):
@@ -113,7 +113,7 @@ def test_ctrl_c_writes_the_result_so_far(tmp_path, monkeypatch, jobs):
     code, out, err = run("factorize", ZOO, "-k", "3", "--jobs", jobs, "--out", str(res))
     assert code == 130 and "interrupted" in out and "interrupted" in err, err
     saved = load_result(res)
-    assert saved.meta["interrupted"] and 1 <= saved.meta["n_iter"] < 1000
+    assert saved.interrupted and 1 <= saved.n_iter < 1000
     assert not list(tmp_path.glob(".*tmp"))
 
 

@@ -231,8 +231,9 @@ def _fuzz_one(folder, name, data, valid_matrix):
     if name == "result.npz":
         saved = _call(load_result, path)
         if saved is not None:
-            n, m = saved.meta["shape"]
-            assert saved.W.shape[0] == n and saved.H.shape[1] == m and saved.W.dtype == bool
+            n, m = saved.shape
+            assert saved.W.shape == (n, saved.n_components) and saved.H.shape == (saved.n_components, m)
+            assert saved.W.dtype == bool and saved.H.dtype == bool
             if saved.X is not None:
                 _check_support_mask(saved.X, path)
         _check_cli(["evaluate", str(valid_matrix), str(path)])

@@ -163,10 +163,16 @@ def test_result_round_trip(tmp_path):
     np.testing.assert_array_equal(saved.H, r.H)
     np.testing.assert_array_equal(saved.X.toarray(), X.toarray())
     np.testing.assert_allclose(saved.loss_curve, r.estimator.loss_curve_)
-    assert saved.meta["error"] == r.error and saved.meta["method"] == "banmf"
-    assert saved.meta["params"]["max_iter"] == 100 and saved.meta["input"] == "x.mtx"
-    assert saved.meta["thresholds"] == [t.tolist() for t in r.estimator.thresholds_]
+    assert saved.error == r.error and saved.method == "banmf" and saved.n_iter == r.n_iter
+    assert saved.params["max_iter"] == 100 and saved.meta["input"] == "x.mtx"
+    assert saved.info["thresholds_"] == [t.tolist() for t in r.estimator.thresholds_]
+    assert saved.info["refinement_"] == r.info["refinement_"] and not saved.interrupted
     assert {"banmf", "numpy", "scipy", "numba"} <= set(saved.meta["versions"])
+    labelled = r.replace(row_labels=[f"r{i}" for i in range(30)], col_labels=None, mask=X)
+    labelled.save(tmp_path / "l.npz")
+    back = type(r).load(tmp_path / "l.npz")
+    assert back.row_labels == labelled.row_labels and back.col_labels is None
+    np.testing.assert_array_equal(back.mask.toarray(), X.toarray())
     asso = factorize(X, 3, method="asso", tau=0.5)
     save_result(asso.estimator, tmp_path / "a.npz")
     assert load_result(tmp_path / "a.npz").loss_curve is None
@@ -625,7 +631,7 @@ def test_written_files_get_the_mode_open_would_give(tmp_path, saved_result, name
             saved = load_result(saved_result)
             from banmf import Factorization
 
-            save_result(Factorization(W=saved.W, H=saved.H, error=0, relative_error=0.0, seconds=0.0, n_iter=0,
+            save_result(Factorization(W=saved.W, H=saved.H, error=0, relative_error=0.0,
                                       method="planted", params={}), path)
         else:
             write_matrix(np.eye(3), path)

@@ -184,7 +184,7 @@ def test_a_signal_in_a_later_start_keeps_the_best_so_far(tmp_path, monkeypatch, 
     assert got == code and rec["interrupted"] and rec["signal"] == signal.Signals(sig).name
     assert rec["starts_run"] == 3 and rec["n_init"] == 10
     saved = load_result(res)
-    assert saved.meta["interrupted"] and saved.meta["error"] == rec["error"]
+    assert saved.interrupted and saved.error == rec["error"]
     assert "finishing the best result so far" in err
     assert not list(tmp_path.glob(".*"))
 
@@ -205,7 +205,7 @@ def test_ctrl_c_in_the_refinements_keeps_a_result(tmp_path, monkeypatch, phase):
     code, out, err = run("factorize", ZOO, "-k", "3", "--jobs", "1", "--json", "--out", res)
     rec = json.loads(out)
     assert code == 130 and rec["interrupted"] and rec["starts_run"] == 1, err
-    assert load_result(res).meta["interrupted"] and "nothing written" not in err
+    assert load_result(res).interrupted and "nothing written" not in err
     # The steps cut short are not reported as if they had run; a cut search runs again.
     assert phase not in rec["refinement"] and "grid" in rec["refinement"]
 
@@ -254,7 +254,7 @@ def test_a_real_signal_to_the_command_writes_the_best_result(tmp_path, sig, code
     rec = json.loads(out)
     assert rec["interrupted"] and rec["signal"] == signal.Signals(sig).name
     saved = load_result(res)
-    assert saved.meta["interrupted"] and saved.W.shape == (3000, 8)
+    assert saved.interrupted and saved.W.shape == (3000, 8)
 
 
 # -- hostile headers and unreadable results ---------------------------------------------------

@@ -1,5 +1,6 @@
 """Factorization methods, one module each, behind one name → class registry."""
 
+from ._base import relative_error
 from .asso import ASSO
 from .banmf import BANMF
 from .grecond import GreConD
@@ -29,4 +30,5 @@ __all__ = [
     "RegularizedBANMF",
     "RegularizedNMF",
     "ZhangThreshold",
+    "relative_error",
 ]

@@ -1,0 +1,174 @@
+"""The one result type: :class:`Factorization`, which every method's fit gives, every
+refinement returns, and which saves and loads as itself."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["Factorization"]
+
+#: Fitted attributes that a Factorization holds as fields of its own, or that are too large to
+#: keep in ``info`` (the continuous factors stay on the estimator).
+_NOT_INFO = frozenset({
+    "W_", "components_", "reconstruction_err_", "relative_error_", "n_iter_", "fit_seconds_",
+    "interrupted_", "loss_curve_", "W_continuous_", "H_continuous_", "n_features_in_", "nnz_",
+    "n_components_",
+})
+#: Larger arrays are left out of ``info`` (it is saved as JSON).
+_INFO_MAX_SIZE = 10_000
+
+
+@dataclass(frozen=True, eq=False)
+class Factorization:
+    """A Boolean factorization X ≈ W⊗H: the factors, how good they are, how they were made,
+    and what they are a factorization of.
+
+    Attributes
+    ----------
+    W : ndarray of shape (n, k), bool
+    H : ndarray of shape (k, m), bool
+    error : int
+        Hamming error ``|X − W⊗H|``.
+    relative_error : float
+        ``error / nnz(X)``.
+    method : str
+        The registry name (:data:`banmf.METHODS`) of the method, or the step that made it
+        (``"booleanize"``, ``"refine_thresholds"``, ``"polish"``, ``"planted"``).
+    params : dict
+        Every parameter of the method, defaults included.
+    n_iter : int
+        Iterations, greedy steps or rounds the method ran.
+    seconds : float
+        Wall time of the fit.
+    interrupted : bool
+        Ctrl-C cut the fit short: this is the best result it had.
+    loss_curve : ndarray or None
+        The relaxed objective per iteration (iterative methods).
+    info : dict
+        What the method found besides the factors: thresholds, the errors of the refinement
+        steps, of every start, ... (the estimator's small fitted attributes, by name).
+    meta : dict
+        Provenance: library versions, creation time, the input file and its sha256, the seed;
+        whatever the writer added.
+    X : csr_array or None
+        The factorized 0/1 matrix (its support), when known; saved with the result up to
+        2,000,000 nonzeros.
+    row_labels, col_labels : list of str or None
+        Names of the rows (of W) and columns (of H), when the data had them.
+    mask : csr_array or None
+        The observed entries, for data with unknown ones (None: every entry was observed).
+    estimator : object or None
+        The fitted estimator (not saved).
+    """
+
+    W: np.ndarray
+    H: np.ndarray
+    error: int
+    relative_error: float
+    method: str = ""
+    params: dict = field(default_factory=dict)
+    n_iter: int = 0
+    seconds: float = 0.0
+    interrupted: bool = False
+    loss_curve: np.ndarray | None = None
+    info: dict = field(default_factory=dict)
+    meta: dict = field(default_factory=dict)
+    X: sp.csr_array | None = None
+    row_labels: list | None = None
+    col_labels: list | None = None
+    mask: sp.csr_array | None = None
+    estimator: object = None
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(n, m)``: the shape of the factorized matrix."""
+        return self.W.shape[0], self.H.shape[1]
+
+    @property
+    def n_components(self) -> int:
+        """The rank k."""
+        return self.W.shape[1]
+
+    @classmethod
+    def from_estimator(cls, estimator, *, method: str | None = None, X=None, seconds: float | None = None,
+                       **fields) -> Factorization:
+        """The result of a fitted estimator.
+
+        Parameters
+        ----------
+        estimator : fitted banmf estimator
+        method : str, optional
+            Its registry name (default: found in :data:`banmf.METHODS` by class).
+        X : csr_array, optional
+            The matrix it was fitted to (kept in :attr:`X`).
+        seconds : float, optional
+            Wall time (default: the estimator's ``fit_seconds_``).
+        **fields
+            Other fields (``meta``, ``row_labels``, ...).
+        """
+        from .models import METHODS
+
+        estimator._check_fitted()
+        if method is None:
+            method = next((name for name, cls_ in METHODS.items() if type(estimator) is cls_),
+                          type(estimator).__name__)
+        info = {name: value for name, value in vars(estimator).items()
+                if name.endswith("_") and not name.startswith("_") and name not in _NOT_INFO
+                and _small(value)}
+        return cls(
+            W=estimator.W_, H=estimator.components_, error=int(estimator.reconstruction_err_),
+            relative_error=float(estimator.relative_error_), method=method,
+            params={k: v for k, v in estimator.get_params(deep=False).items() if k != "callback"},
+            n_iter=int(estimator.n_iter_),
+            seconds=float(estimator.fit_seconds_ if seconds is None else seconds),
+            interrupted=bool(getattr(estimator, "interrupted_", False)),
+            loss_curve=getattr(estimator, "loss_curve_", None), info=info, X=X, estimator=estimator,
+            **fields,
+        )
+
+    def replace(self, **changes) -> Factorization:
+        """A copy with some fields changed (e.g. ``meta``)."""
+        return dataclasses.replace(self, **changes)
+
+    def save(self, path) -> None:
+        """Write this result to ``path`` (a compressed ``.npz``), atomically; :meth:`load`
+        reads it back (everything but :attr:`estimator`)."""
+        from .io import _write_factorization
+
+        _write_factorization(self, path)
+
+    @classmethod
+    def load(cls, path) -> Factorization:
+        """Read a result written by :meth:`save`.
+
+        Raises
+        ------
+        FileNotFoundError
+            The file does not exist.
+        ValueError
+            In one line, ``"<path>: not a banmf result file (<reason>)"`` for anything else, or
+            a result written by a newer banmf.
+        """
+        from .io import _read_factorization
+
+        return _read_factorization(path)
+
+    def __repr__(self) -> str:
+        n, m = self.shape
+        return (f"Factorization({self.method or 'unknown'}, {n}×{m}, k={self.n_components}, "
+                f"error={self.error}{', interrupted' if self.interrupted else ''})")
+
+
+def _small(value) -> bool:
+    """Whether a fitted attribute is small enough to keep (and save) in ``info``."""
+    if isinstance(value, np.ndarray):
+        return value.size <= _INFO_MAX_SIZE
+    if isinstance(value, (list, tuple)):
+        return len(value) <= _INFO_MAX_SIZE and all(_small(v) for v in value)
+    if isinstance(value, dict):
+        return len(value) <= _INFO_MAX_SIZE and all(_small(v) for v in value.values())
+    return isinstance(value, (int, float, str, bool, np.number, np.bool_)) or value is None
