@@ -9,7 +9,6 @@ from importlib import metadata as _metadata
 from ._threads import effective_n_jobs
 from .api import factorize, fit_many
 from .booleanize import (
-    Booleanization,
     balance,
     boolean_error,
     boolean_product,
@@ -29,7 +28,7 @@ from .models import (
     RegularizedNMF,
     ZhangThreshold,
 )
-from .polish import Polished, Thresholds, polish, refine_thresholds
+from .polish import polish, refine_thresholds
 from .result import Factorization
 
 # The version is defined once, in pyproject.toml; a source tree that is not installed has none.
@@ -44,9 +43,6 @@ __all__ = [
     "METHODS",
     "NMF",
     "PNLPF",
-    "Polished",
-    "Thresholds",
-    "Booleanization",
     "ConvergenceWarning",
     "DataWarning",
     "Interrupted",

@@ -1,4 +1,4 @@
-"""Booleanization (paper Algorithm 2) and the Boolean error/product without densifying X.
+"""_Booleanization (paper Algorithm 2) and the Boolean error/product without densifying X.
 
 The Hamming error of Boolean factors is ``E = nnz(X) + cover - 2 * hits`` where ``hits`` counts
 the ones of X that W⊗H covers (one AND of packed codes per nonzero) and ``cover`` counts all ones
@@ -23,9 +23,10 @@ from ._kernels.boolean import (
 )
 from ._threads import blocks_for, pick, threads_for, variant
 from ._validation import _csr_from_parts, check_binary_matrix, check_boolean_factors
+from .result import Factorization
 
 __all__ = [
-    "Booleanization",
+    "_Booleanization",
     "balance",
     "boolean_error",
     "boolean_product",
@@ -203,8 +204,8 @@ def balance(W: np.ndarray, H: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 @dataclass(frozen=True)
-class Booleanization:
-    """Result of :func:`booleanize`.
+class _Booleanization:
+    """The threshold search's result (:func:`booleanize` returns it as a Factorization).
 
     Attributes
     ----------
@@ -259,7 +260,7 @@ def booleanize(
     *,
     normalize: str | None = "balance",
     search: str = "pruned",
-) -> Booleanization:
+) -> _Booleanization:
     """Threshold nonnegative factors into Boolean ones by a grid search (paper Algorithm 2).
 
     The thresholds ``(δ_W, δ_H)`` range over ``linspace(0, max, n_thresholds)`` of each
@@ -297,7 +298,12 @@ def booleanize(
 
     Returns
     -------
-    Booleanization
+    Factorization
+        ``method="booleanize"``; its ``info`` holds ``threshold_w`` and ``threshold_h`` (the
+        thresholds, strict ``>``, applied to) ``W_scaled`` and ``H_scaled`` (the factors after
+        normalisation), ``n_evaluated`` (the grid points whose error was computed exactly;
+        the others were ruled out by a lower bound or give the same factors as an evaluated
+        one) and ``error_grid`` (the error at every grid point, ``search="exhaustive"`` only).
 
     References
     ----------
@@ -332,7 +338,12 @@ def booleanize(
         raise ValueError(f"normalize must be 'balance' or None, got {normalize!r}")
     if search not in ("pruned", "exhaustive", "coordinate"):
         raise ValueError(f"search must be 'pruned', 'exhaustive' or 'coordinate', got {search!r}")
-    return _booleanize(X, Wf, Hf, int(n_thresholds), normalize, search)
+    res = _booleanize(X, Wf, Hf, int(n_thresholds), normalize, search)
+    return Factorization.from_factors(
+        X, res.W, res.H, error=res.error, method="booleanize",
+        params={"n_thresholds": int(n_thresholds), "normalize": normalize, "search": search},
+        info={"threshold_w": res.threshold_w, "threshold_h": res.threshold_h, "W_scaled": res.W_scaled,
+              "H_scaled": res.H_scaled, "n_evaluated": res.n_evaluated, "error_grid": res.error_grid})
 
 
 def _coordinate_search(nnz, hits, bound, cover, w_points, h_points, normalize) -> tuple[int, int]:
@@ -363,7 +374,7 @@ def _coordinate_search(nnz, hits, bound, cover, w_points, h_points, normalize) -
     return best, s * P + t
 
 
-def _booleanize(X, W, H, P, normalize, search) -> Booleanization:
+def _booleanize(X, W, H, P, normalize, search) -> _Booleanization:
     if normalize == "balance":
         W, H = balance(W, H)
     w_points, u = _grid_ranks(W, P)
@@ -418,7 +429,7 @@ def _booleanize(X, W, H, P, normalize, search) -> Booleanization:
             best_err, best_idx, n_small = pruned_grid_search(
                 u, vt, order, flat, hits, floor, nnz, key_w, key_h)
             s, t = divmod(int(best_idx), P)
-            return Booleanization(
+            return _Booleanization(
                 W=u > s, H=np.ascontiguousarray((vt > t).T), threshold_w=float(w_points[s]),
                 threshold_h=float(h_points[t]), error=int(best_err), W_scaled=W, H_scaled=H,
                 n_evaluated=int(n_small))
@@ -437,7 +448,7 @@ def _booleanize(X, W, H, P, normalize, search) -> Booleanization:
             if err < best_err or (err == best_err and idx < best_idx):
                 best_err, best_idx = err, int(idx)
     s, t = divmod(best_idx, P)
-    return Booleanization(
+    return _Booleanization(
         W=u > s,
         H=np.ascontiguousarray((vt > t).T),
         threshold_w=float(w_points[s]),

@@ -370,10 +370,8 @@ def cmd_info(args, out, err) -> int:
 
 
 def cmd_generate(args, out, err) -> int:
-    from .booleanize import boolean_error
     from .datasets import make_boolean
     from .io import FORMATS, write_matrix
-    from .models import relative_error
     from .result import Factorization
 
     suffixes = tuple(f".{f}" for f in FORMATS) + (".mtx.gz",)
@@ -385,14 +383,12 @@ def cmd_generate(args, out, err) -> int:
     record = {"output": args.output, "shape": [args.n, args.m], "nnz": int(X.nnz), "k": args.k,
               "density": args.density, "noise": args.noise, "seed": args.seed, "factors": args.factors}
     if args.factors:
-        error = boolean_error(X, W, H)
-        planted = Factorization(W=W, H=H, error=error, relative_error=relative_error(error, X.nnz),
-                                method="planted", X=X,
-                                params={"n": args.n, "m": args.m, "k": args.k, "density": args.density,
-                                        "noise": args.noise, "seed": args.seed},
-                                meta={"input": args.output, "input_sha256": _sha256(args.output)})
+        planted = Factorization.from_factors(
+            X, W, H, method="planted", meta={"input": args.output, "input_sha256": _sha256(args.output)},
+            params={"n": args.n, "m": args.m, "k": args.k, "density": args.density, "noise": args.noise,
+                    "seed": args.seed})
         planted.save(args.factors)
-        record["planted_error"] = error
+        record["planted_error"] = planted.error
     lines = [f"wrote {args.output}: {args.n}×{args.m}, {X.nnz} nonzeros (planted k={args.k})"]
     if args.factors:
         lines.append(f"wrote {args.factors}: planted factors (error {record['planted_error']} against X)")
@@ -402,8 +398,7 @@ def cmd_generate(args, out, err) -> int:
 
 def cmd_evaluate(args, out, err) -> int:
     from .booleanize import error_counts
-    from .models import relative_error
-    from .result import Factorization
+    from .result import Factorization, relative_error
 
     saved = Factorization.load(args.result)
     X = _read_input(args.input, args.format).X

@@ -1121,15 +1121,22 @@ def versions() -> dict:
             "numba": numba.__version__, "python": platform.python_version()}
 
 
+#: Keys of a result's metadata that are fields of :class:`banmf.Factorization` (the rest is
+#: its ``meta``), and the keys of the format itself.
+_FIELD_KEYS = ("method", "params", "error", "relative_error", "n_iter", "seconds", "interrupted", "info")
+_FORMAT_KEYS = ("format", "format_version", "shape", "n_components", "labels")
+
+
 def save_result(result, path, *, X=None, extra: dict | None = None) -> None:
-    """Save a factorization atomically (:meth:`banmf.Factorization.save`).
+    """Save a factorization atomically, as one compressed ``.npz`` that :func:`load_result`
+    (:meth:`banmf.Factorization.load`) reads back: everything but the estimator, and of
+    ``info`` what is small enough (arrays up to 10,000 values).
 
     Parameters
     ----------
     result : Factorization or fitted estimator
         An estimator is saved as :meth:`Factorization.from_estimator` gives it.
     path : str or Path
-        Written as a compressed ``.npz``.
     X : array-like or sparse, optional
         The factorized matrix, if ``result`` does not hold it already; its support is saved
         when it has at most 2,000,000 nonzeros.
@@ -1146,28 +1153,14 @@ def save_result(result, path, *, X=None, extra: dict | None = None) -> None:
         changes["X"] = check_binary_matrix(X)
     if extra:
         changes["meta"] = {**result.meta, **extra}
-    (result.replace(**changes) if changes else result).save(path)
-
-
-def load_result(path):
-    """Read a factorization written by :func:`save_result` (:meth:`banmf.Factorization.load`)."""
-    from .result import Factorization
-
-    return Factorization.load(path)
-
-
-#: Keys of a result's metadata that are fields of :class:`banmf.Factorization` (the rest is
-#: its ``meta``), and the keys of the format itself.
-_FIELD_KEYS = ("method", "params", "error", "relative_error", "n_iter", "seconds", "interrupted", "info")
-_FORMAT_KEYS = ("format", "format_version", "shape", "n_components", "labels")
-
-
-def _write_factorization(result, path) -> None:
+    if changes:
+        result = result.replace(**changes)
     W, H = check_boolean_factors(result.W, result.H)
     n, m = W.shape[0], H.shape[1]
     meta = {**result.meta, "format": RESULT_FORMAT, "format_version": RESULT_VERSION,
             "shape": [int(n), int(m)], "n_components": int(W.shape[1]),
             **{key: getattr(result, key) for key in _FIELD_KEYS},
+            "info": result.savable_info(),
             "versions": versions(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     if result.row_labels is not None or result.col_labels is not None:
         meta["labels"] = {"rows": result.row_labels, "cols": result.col_labels}
@@ -1193,8 +1186,12 @@ def _positive_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
-def _read_factorization(path):
-    """:meth:`banmf.Factorization.load`.
+def load_result(path):
+    """Read a factorization written by :func:`save_result` (:meth:`banmf.Factorization.load`).
+
+    Returns
+    -------
+    Factorization
 
     Raises
     ------

@@ -30,8 +30,9 @@ from ._kernels.polish import (
 from ._threads import blocks_for, pick, threads_for, variant
 from ._validation import check_binary_matrix, check_boolean_factors, transpose_mask
 from .booleanize import _error, _unique_rows, _words
+from .result import Factorization
 
-__all__ = ["Polished", "Thresholds", "polish", "refine_thresholds"]
+__all__ = ["_Polished", "_Thresholds", "polish", "refine_thresholds"]
 
 #: Largest k for the exact polish (it enumerates 2^k patterns per row).
 EXACT_MAX_K = 16
@@ -41,8 +42,8 @@ POLISH_METHODS = ("auto", "exact", "flip")
 
 
 @dataclass(frozen=True)
-class Polished:
-    """Result of :func:`polish`.
+class _Polished:
+    """The polish's result (:func:`polish` returns it as a Factorization).
 
     Attributes
     ----------
@@ -66,8 +67,8 @@ class Polished:
 
 
 @dataclass(frozen=True)
-class Thresholds:
-    """Result of :func:`refine_thresholds`.
+class _Thresholds:
+    """The threshold descent's result (:func:`refine_thresholds` returns it as a Factorization).
 
     Attributes
     ----------
@@ -212,7 +213,7 @@ def _check_rounds(value, name: str) -> int:
     return int(value)
 
 
-def polish(X, W, H, *, method: str = "auto", max_rounds: int = 100) -> Polished:
+def polish(X, W, H, *, method: str = "auto", max_rounds: int = 100) -> _Polished:
     """Improve Boolean factors by alternating exact Boolean row and column updates.
 
     With H fixed, every row of W is changed to a pattern with a lower row error; then every
@@ -234,7 +235,10 @@ def polish(X, W, H, *, method: str = "auto", max_rounds: int = 100) -> Polished:
 
     Returns
     -------
-    Polished
+    Factorization
+        ``method="polish"``, ``n_iter`` the rounds run; its ``info`` holds ``history`` (the
+        error after every round; ``history[0]`` is the starting error) and ``method`` (the row
+        update used: "exact" or "flip").
 
     Examples
     --------
@@ -253,11 +257,14 @@ def polish(X, W, H, *, method: str = "auto", max_rounds: int = 100) -> Polished:
             f"the exact polish enumerates 2^k patterns per row: k={k} exceeds {EXACT_MAX_K}; "
             "use method='flip'"
         )
-    return _polish(X, Wb, Hb, method, _check_rounds(max_rounds, "max_rounds"))
+    res = _polish(X, Wb, Hb, method, _check_rounds(max_rounds, "max_rounds"))
+    return Factorization.from_factors(
+        X, res.W, res.H, error=res.error, method="polish", n_iter=res.rounds,
+        params={"method": method, "max_rounds": max_rounds}, info={"history": res.history, "method": res.method})
 
 
 def _polish(X, Wb: np.ndarray, Hb: np.ndarray, method: str = "auto", max_rounds: int = 100,
-            Xt=None) -> Polished:
+            Xt=None) -> _Polished:
     """:func:`polish` on a canonical support mask and Boolean factors (trusted); ``Xt``: the
     mask of Xᵀ if the caller has it."""
     method = _resolve_method(method, X, Wb.shape[1])
@@ -270,10 +277,10 @@ def _polish(X, Wb: np.ndarray, Hb: np.ndarray, method: str = "auto", max_rounds:
         history.append(_error(X, W, Ht.T))
         if changed == 0:
             break
-    return Polished(W, np.ascontiguousarray(Ht.T), history[-1], history, rounds, method)
+    return _Polished(W, np.ascontiguousarray(Ht.T), history[-1], history, rounds, method)
 
 
-def refine_thresholds(X, W, H, threshold_w, threshold_h, *, max_sweeps: int = 100) -> Thresholds:
+def refine_thresholds(X, W, H, threshold_w, threshold_h, *, max_sweeps: int = 100) -> _Thresholds:
     """Per-factor thresholds by cyclic coordinate descent, from given (e.g. global) ones.
 
     Starting from ``W > threshold_w`` and ``H > threshold_h``, each column l of W in turn gets the
@@ -286,7 +293,7 @@ def refine_thresholds(X, W, H, threshold_w, threshold_h, *, max_sweeps: int = 10
     ----------
     X : array-like or sparse of shape (n, m)
     W : array-like of shape (n, k)
-        Nonnegative factor (e.g. ``Booleanization.W_scaled``).
+        Nonnegative factor (e.g. ``booleanize(X, W, H).info["W_scaled"]``).
     H : array-like of shape (k, m)
     threshold_w, threshold_h : float or array-like of shape (k,)
         Starting thresholds (strict ``>``).
@@ -294,7 +301,11 @@ def refine_thresholds(X, W, H, threshold_w, threshold_h, *, max_sweeps: int = 10
 
     Returns
     -------
-    Thresholds
+    Factorization
+        ``method="refine_thresholds"``; its ``info`` holds ``threshold_w`` and ``threshold_h``
+        (arrays of shape (k,): ``W`` is ``W_continuous > threshold_w``, column by column, and
+        ``H`` is ``H_continuous > threshold_h[:, None]``) and ``history`` (the error after every
+        sweep; ``history[0]`` is the starting error).
 
     Examples
     --------
@@ -303,7 +314,7 @@ def refine_thresholds(X, W, H, threshold_w, threshold_h, *, max_sweeps: int = 10
     >>> W = [[0.9, 0.0], [0.6, 0.1], [0.0, 0.3]]
     >>> H = [[1.0, 0.8, 0.1], [0.0, 0.1, 0.9]]
     >>> res = refine_thresholds(X, W, H, 0.5, 0.5)
-    >>> res.error, res.threshold_w.tolist()
+    >>> res.error, res.info["threshold_w"].tolist()
     (0, [0.5, 0.1])
     """
     X = check_binary_matrix(X)
@@ -316,10 +327,14 @@ def refine_thresholds(X, W, H, threshold_w, threshold_h, *, max_sweeps: int = 10
     k = Wf.shape[1]
     tw = np.broadcast_to(np.asarray(threshold_w, dtype=np.float64), (k,)).copy()
     th = np.broadcast_to(np.asarray(threshold_h, dtype=np.float64), (k,)).copy()
-    return _refine_thresholds(X, Wf, Hf, tw, th, _check_rounds(max_sweeps, "max_sweeps"))
+    res = _refine_thresholds(X, Wf, Hf, tw, th, _check_rounds(max_sweeps, "max_sweeps"))
+    return Factorization.from_factors(
+        X, res.W, res.H, error=res.error, method="refine_thresholds", n_iter=len(res.history) - 1,
+        params={"max_sweeps": max_sweeps},
+        info={"threshold_w": res.threshold_w, "threshold_h": res.threshold_h, "history": res.history})
 
 
-def _refine_thresholds(X, W, H, tw, th, max_sweeps: int = 100, Xt=None) -> Thresholds:
+def _refine_thresholds(X, W, H, tw, th, max_sweeps: int = 100, Xt=None) -> _Thresholds:
     """:func:`refine_thresholds` on trusted inputs; ``tw``, ``th`` (k,) are updated in place."""
     Xt = transpose_mask(X) if Xt is None else Xt
     Ht = np.ascontiguousarray(H.T)
@@ -335,7 +350,7 @@ def _refine_thresholds(X, W, H, tw, th, max_sweeps: int = 100, Xt=None) -> Thres
         history.append(_error(X, Wb, Htb.T))
         if changed == 0:
             break
-    return Thresholds(Wb, np.ascontiguousarray(Htb.T), tw, th, history[-1], history)
+    return _Thresholds(Wb, np.ascontiguousarray(Htb.T), tw, th, history[-1], history)
 
 
 def _threshold_side(X, C: np.ndarray, free: np.ndarray, fixed_bool: np.ndarray, t: np.ndarray,

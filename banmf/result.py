@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["Factorization"]
+__all__ = ["Factorization", "relative_error"]
 
 #: Fitted attributes that a Factorization holds as fields of its own, or that are too large to
 #: keep in ``info`` (the continuous factors stay on the estimator).
@@ -20,6 +20,13 @@ _NOT_INFO = frozenset({
 })
 #: Larger arrays are left out of ``info`` (it is saved as JSON).
 _INFO_MAX_SIZE = 10_000
+
+
+def relative_error(error: int, nnz: int) -> float:
+    """Boolean relative error ``error / nnz(X)`` (0 for a perfect fit of an all-zero X)."""
+    if nnz == 0:
+        return 0.0 if error == 0 else float("inf")
+    return error / nnz
 
 
 @dataclass(frozen=True, eq=False)
@@ -130,6 +137,18 @@ class Factorization:
             **fields,
         )
 
+    @classmethod
+    def from_factors(cls, X, W, H, *, error: int | None = None, **fields) -> Factorization:
+        """The result of Boolean factors W (n, k) and H (k, m) of the 0/1 matrix X (kept in
+        :attr:`X`); ``error`` is computed unless given (by a caller that knows it)."""
+        from ._validation import check_binary_matrix, check_boolean_factors
+        from .booleanize import boolean_error
+
+        X = check_binary_matrix(X)
+        W, H = check_boolean_factors(W, H, X.shape)
+        error = boolean_error(X, W, H) if error is None else int(error)
+        return cls(W=W, H=H, error=error, relative_error=relative_error(error, X.nnz), X=X, **fields)
+
     def replace(self, **changes) -> Factorization:
         """A copy with some fields changed (e.g. ``meta``)."""
         return dataclasses.replace(self, **changes)
@@ -137,9 +156,9 @@ class Factorization:
     def save(self, path) -> None:
         """Write this result to ``path`` (a compressed ``.npz``), atomically; :meth:`load`
         reads it back (everything but :attr:`estimator`)."""
-        from .io import _write_factorization
+        from .io import save_result
 
-        _write_factorization(self, path)
+        save_result(self, path)
 
     @classmethod
     def load(cls, path) -> Factorization:
@@ -153,9 +172,14 @@ class Factorization:
             In one line, ``"<path>: not a banmf result file (<reason>)"`` for anything else, or
             a result written by a newer banmf.
         """
-        from .io import _read_factorization
+        from .io import load_result
 
-        return _read_factorization(path)
+        return load_result(path)
+
+    def savable_info(self) -> dict:
+        """The part of :attr:`info` that :meth:`save` keeps: values small enough for its JSON
+        metadata (arrays up to 10,000 values); the scaled factors of a booleanization are not."""
+        return {key: value for key, value in self.info.items() if _small(value)}
 
     def __repr__(self) -> str:
         n, m = self.shape

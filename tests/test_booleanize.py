@@ -58,13 +58,13 @@ def test_booleanize_equals_dense_full_grid(Xd, k, P, normalize, seed):
             mp.setattr(bz, "SMALL_COVER", bz.SMALL_COVER if small else -1)
             res = booleanize(Xd, W, H, P, normalize="balance" if normalize else None, search=search)
         if search == "pruned":
-            evaluated[small] = res.n_evaluated
+            evaluated[small] = res.info["n_evaluated"]
         assert res.error == err == ref.boolean_error(Xd, res.W, res.H)
-        assert (res.threshold_w, res.threshold_h) == pytest.approx((dw, dh))
+        assert (res.info["threshold_w"], res.info["threshold_h"]) == pytest.approx((dw, dh))
         np.testing.assert_array_equal(res.W, Wb)
         np.testing.assert_array_equal(res.H, Hb)
         assert res.W.dtype == bool and res.H.dtype == bool
-    np.testing.assert_array_equal(res.error_grid, grid)
+    np.testing.assert_array_equal(res.info["error_grid"], grid)
     assert evaluated[True] == evaluated[False]  # the two count the same coverages
     # the grid optimum is no worse than any grid point
     assert err == grid.min()
@@ -76,7 +76,7 @@ def test_coordinate_search_is_a_coordinatewise_optimum_of_the_grid(Xd, k, P, nor
     W = rng.random((Xd.shape[0], k)) * (rng.random((Xd.shape[0], k)) < 0.7)
     H = rng.random((k, Xd.shape[1])) * 3 * (rng.random((k, Xd.shape[1])) < 0.7)
     norm = "balance" if normalize else None
-    grid = booleanize(Xd, W, H, P, normalize=norm, search="exhaustive").error_grid
+    grid = booleanize(Xd, W, H, P, normalize=norm, search="exhaustive").info["error_grid"]
     res = booleanize(Xd, W, H, P, normalize=norm, search="coordinate")
     assert res.error == ref.boolean_error(Xd, res.W, res.H) >= grid.min()
     s, t = _grid_index(res, W, H, P, norm)
@@ -86,8 +86,8 @@ def test_coordinate_search_is_a_coordinatewise_optimum_of_the_grid(Xd, k, P, nor
 
 def _grid_index(res, W, H, P, norm):
     Ws, Hs = (balance(W, H) if norm else (W, H))
-    s = int(np.argmin(np.abs(np.linspace(0, Ws.max(), P) - res.threshold_w)))
-    t = int(np.argmin(np.abs(np.linspace(0, Hs.max(), P) - res.threshold_h)))
+    s = int(np.argmin(np.abs(np.linspace(0, Ws.max(), P) - res.info["threshold_w"])))
+    t = int(np.argmin(np.abs(np.linspace(0, Hs.max(), P) - res.info["threshold_h"])))
     return s, t
 
 
@@ -99,7 +99,7 @@ def test_pruning_evaluates_few_points():
     H = H0 * (0.8 + 0.4 * rng.random(H0.shape)) + 0.05 * rng.random(H0.shape)
     res = booleanize(Xd, W, H)
     assert res.error == 0
-    assert res.n_evaluated < 100 * 100 // 10
+    assert res.info["n_evaluated"] < 100 * 100 // 10
 
 
 def test_balance_keeps_product_and_equalises_maxima():

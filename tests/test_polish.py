@@ -53,9 +53,9 @@ def test_polish_never_increases_the_error_and_ends_at_a_fixed_point(Xd, k, seed)
     n, m = Xd.shape
     W, H = rng.random((n, k)) < 0.4, rng.random((k, m)) < 0.4
     res = polish(Xd, W, H, method="exact")
-    assert res.method == "exact"
-    assert res.history[0] == ref.boolean_error(Xd, W, H)
-    assert all(b <= a for a, b in zip(res.history, res.history[1:]))
+    assert res.info["method"] == "exact"
+    assert res.info["history"][0] == ref.boolean_error(Xd, W, H)
+    assert all(b <= a for a, b in zip(res.info["history"], res.info["history"][1:]))
     assert res.error == boolean_error(Xd, res.W, res.H) == ref.boolean_error(Xd, res.W, res.H)
     # converged: no single row of W nor column of H can do better (brute force)
     row_best = ref.row_errors(Xd, res.H).min(axis=1)
@@ -69,7 +69,7 @@ def test_polish_repairs_a_damaged_planted_factorization():
     W2 = W.copy()
     W2[:10] = ~W2[:10]  # spoil ten rows
     res = polish(X, W2, H)
-    assert res.history[0] > 0 and res.error == 0
+    assert res.info["history"][0] > 0 and res.error == 0
 
 
 @contextlib.contextmanager
@@ -125,9 +125,9 @@ def test_flip_polish_ends_where_no_single_flip_helps(tables, Xd, k, seed):
     W, H = rng.random((n, k)) < 0.4, rng.random((k, m)) < 0.4
     with _table_limit(bp.TABLE_MAX_K if tables else 0):
         res = polish(Xd, W, H, method="flip")
-    assert res.method == "flip"
-    assert res.history[0] == ref.boolean_error(Xd, W, H)
-    assert all(b <= a for a, b in zip(res.history, res.history[1:]))
+    assert res.info["method"] == "flip"
+    assert res.info["history"][0] == ref.boolean_error(Xd, W, H)
+    assert all(b <= a for a, b in zip(res.info["history"], res.info["history"][1:]))
     assert res.error == ref.boolean_error(Xd, res.W, res.H)
     # local optimum of both half-steps (brute force over every single flip)
     d_w = _flip_oracle(Xd, res.W, res.H)
@@ -152,7 +152,7 @@ def test_polish_on_tiny_cases_against_exhaustive_enumeration(Xd, k, seed):
     for method in ("exact", "flip"):
         assert polish(Xd, W, H, method=method).error >= best
         at_best = polish(Xd, pats_w[iw], pats_h[ih], method=method)
-        assert at_best.error == best and at_best.history == [best, best]
+        assert at_best.error == best and at_best.info["history"] == [best, best]
 
 
 def test_polish_repairs_a_damaged_planted_factorization_with_flips_at_large_k():
@@ -160,7 +160,7 @@ def test_polish_repairs_a_damaged_planted_factorization_with_flips_at_large_k():
     W2 = W.copy()
     W2[:10, 0] = ~W2[:10, 0]
     res = polish(X, W2, H)
-    assert res.method == "flip" and res.history[0] > 0 and res.error == 0
+    assert res.info["method"] == "flip" and res.info["history"][0] > 0 and res.error == 0
 
 
 def test_polish_checks_its_inputs():
@@ -185,10 +185,10 @@ def test_refined_thresholds_are_never_worse_and_coordinatewise_optimal(Xd, k, se
     H = rng.random((k, m)).round(1)
     res = refine_thresholds(Xd, W, H, 0.5, 0.5)
     start = ref.boolean_error(Xd, W > 0.5, H > 0.5)
-    assert res.history[0] == start and res.error <= start
-    assert all(b <= a for a, b in zip(res.history, res.history[1:]))
-    np.testing.assert_array_equal(res.W, W > res.threshold_w)
-    np.testing.assert_array_equal(res.H, H > res.threshold_h[:, None])
+    assert res.info["history"][0] == start and res.error <= start
+    assert all(b <= a for a, b in zip(res.info["history"], res.info["history"][1:]))
+    np.testing.assert_array_equal(res.W, W > res.info["threshold_w"])
+    np.testing.assert_array_equal(res.H, H > res.info["threshold_h"][:, None])
     assert res.error == ref.boolean_error(Xd, res.W, res.H)
     # at the end no single threshold can do better (every cut of every factor, brute force)
     for l in range(k):

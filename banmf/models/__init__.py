@@ -1,6 +1,5 @@
 """Factorization methods, one module each, behind one name → class registry."""
 
-from ._base import relative_error
 from .asso import ASSO
 from .banmf import BANMF
 from .grecond import GreConD
@@ -30,5 +29,4 @@ __all__ = [
     "RegularizedBANMF",
     "RegularizedNMF",
     "ZhangThreshold",
-    "relative_error",
 ]

@@ -20,6 +20,7 @@ from .._validation import check_binary_matrix, check_n_components
 from ..booleanize import boolean_error
 from ..exceptions import NotFittedError
 from ..polish import EXACT_MAX_K, _polish, _polish_rows, _resolve_method
+from ..result import relative_error
 
 #: Constraints of the parameters every method has (:mod:`banmf._params`).
 COMMON_CONSTRAINTS = {
@@ -29,13 +30,6 @@ COMMON_CONSTRAINTS = {
     "random_state": [RANDOM_STATE],
     "verbose": [BOOLEAN, Interval(Integral, 0, None)],
 }
-
-
-def relative_error(error: int, nnz: int) -> float:
-    """Boolean relative error ``error / nnz(X)`` (0 for a perfect fit of an all-zero X)."""
-    if nnz == 0:
-        return 0.0 if error == 0 else float("inf")
-    return error / nnz
 
 
 @contextlib.contextmanager

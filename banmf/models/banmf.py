@@ -19,7 +19,8 @@ from .._validation import check_dtype, check_random_state, transpose_mask
 from ..booleanize import _booleanize, boolean_product
 from ..exceptions import ConvergenceWarning
 from ..polish import _polish, _polish_rows, _refine_thresholds, _resolve_method
-from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, relative_error, store_params
+from ..result import relative_error
+from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, store_params
 from ._mu import MUSolver, lambda_schedule
 
 #: ``n_init="auto"``: (largest whole cost of a start, starts) tiers: 10 starts while a start
