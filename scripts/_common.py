@@ -22,8 +22,7 @@ import banmf
 
 #: Display order of the methods in tables and figures. "banmf" and "reg-banmf" are the paper's
 #: configuration; "banmf (polished)" is the library's default BANMF (see VARIANTS).
-ALL_METHODS = ["banmf", "banmf (polished)", "reg-banmf", "nmf", "reg-nmf", "asso", "pnlpf",
-               "zhang-threshold", "grecond"]
+ALL_METHODS = ["banmf", "banmf (polished)", *(name for name in banmf.METHODS if name != "banmf")]
 
 
 def parser(description: str, default_out: str) -> argparse.ArgumentParser:
