@@ -1,19 +1,24 @@
-"""Software prefetch of a factor row, for the passes that gather rows by column index.
+"""Software prefetch of a factor row, for the Y pass that gathers rows by column index.
 
-The rows a pass over the nonzeros reads (``Ht[j]`` in the Y pass) or updates (``WᵀY[j]`` in the
-scatter) come in the random order of the column indices, which no hardware prefetcher can
-predict: without help every row is a cache miss waited for in turn. Asking for the row a few
-nonzeros ahead overlaps those misses (1.5× on a 1.3 MB factor, 3× on a 13 MB one, measured on
-the project machine). A prefetch is only a hint: it never faults and never changes a result.
+The rows of ``Ht`` the Y pass reads come in the random order of the column indices, which no
+hardware prefetcher can predict: without help every row is a cache miss waited for in turn.
+Asking for the row a few nonzeros ahead overlaps those misses. Only the Y pass with rows in
+registers issues them: there they won 1.15-1.23× at 10⁶ nonzeros (float32 k = 10 and 32,
+float64 k = 10; bench_devices.py, docs/devices.md); in the scatter they won 0.93-1.12× (median
+1.07) and in the Y pass's loops for wide rows they cost 1.3×, so those issue none. A prefetch
+is only a hint: it never faults and never changes a result.
+
+Also :func:`zeros_line_aligned`, the allocation that puts factor rows on cache lines.
 """
 
+import llvmlite
 import numpy as np
-from llvmlite import ir
+from llvmlite import binding, ir
 from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .simd import item
+from .simd import _python_twin
 
 #: Bytes per cache line on every x86-64 and most ARM cores.
 LINE = 64
@@ -27,7 +32,21 @@ MIN_BYTES = 512 * 1024
 AHEAD = 8
 
 
+#: The prefetch intrinsic is overloaded on its pointer argument, whose type is part of the name:
+#: ``llvm.prefetch.p0i8`` with LLVM's typed pointers (llvmlite < 0.44: LLVM 14), ``.p0`` with
+#: opaque pointers (llvmlite ≥ 0.45: LLVM 20 and later; 0.44 says which it uses). LLVM renames a
+#: wrongly mangled declaration when it parses the module, so either name worked on both, but
+#: the right one needs no such repair.
+_OPAQUE_POINTERS = getattr(llvmlite, "opaque_pointers_enabled", binding.llvm_version_info[0] >= 16)
+PREFETCH_INTRINSIC = "llvm.prefetch.p0" if _OPAQUE_POINTERS else "llvm.prefetch.p0i8"
+
+
+def _py_prefetch(arr, i, l):
+    pass  # a hint only: nothing to do in Python
+
+
 def _make_prefetch(rw: int):
+    @_python_twin(_py_prefetch)
     @intrinsic
     def _prefetch(typingctx, arr, i, l):
         if not isinstance(arr, types.Array) or arr.ndim != 2:
@@ -45,7 +64,7 @@ def _make_prefetch(rw: int):
                 wraparound=False, boundscheck=False)
             i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
             fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
-            fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
+            fn = cgutils.get_or_insert_function(builder.module, fnty, PREFETCH_INTRINSIC)
             # (address, read 0 / write 1, locality 3 = keep in all levels, data cache)
             builder.call(fn, [builder.bitcast(ptr, i8p), i32(rw), i32(3), i32(1)])
             return context.get_dummy_value()
@@ -59,6 +78,11 @@ _prefetch_read = _make_prefetch(0)
 _prefetch_write = _make_prefetch(1)
 
 
+def _py_per_line(arr):
+    return LINE // arr.itemsize
+
+
+@_python_twin(_py_per_line)
 @intrinsic
 def _per_line(typingctx, arr):
     """Elements of ``arr`` per cache line, as a compile-time constant (``arr.itemsize`` is read
@@ -108,9 +132,9 @@ def prefetch_ahead(A, indices, p, count, write, ncols):
     if q + count <= indices.shape[0]:
         for r in range(q, q + count):
             if write:
-                prefetch_row_for_write(A, item(indices, r), ncols)
+                prefetch_row_for_write(A, indices[np.uintp(r)], ncols)
             else:
-                prefetch_row(A, item(indices, r), ncols)
+                prefetch_row(A, indices[np.uintp(r)], ncols)
 
 
 def zeros_line_aligned(shape, dtype) -> np.ndarray:

@@ -9,15 +9,26 @@ a row and write the vector operations itself. A :class:`Width` argument fixes a 
 compile time (a wider Vec spans several registers); otherwise kernels loop over whole vectors
 and finish the last ``k % lanes`` entries with scalar code.
 
-:func:`item` and :func:`set_item` are the scalar counterpart: a 1-D element access without
-Numba's negative-index wrap, for the per-nonzero loads and stores of the passes.
+The kernels index their per-nonzero arrays with an unsigned index (``y[np.uintp(p)]``), which
+Numba does not wrap: the intrinsics ``item`` / ``set_item`` that did the same were no faster
+(0.95-1.04×, bench_devices.py) and were removed. Each device here was A/B-tested against plain
+Numba (docs/devices.md): explicit vectors won 1.4-6.4× and the :class:`Width` specialization
+1.1-4.8×.
 
 Every function here is inlined into its caller; none checks bounds (the kernels' indices come
 from validated CSR structure and the arrays' own shapes).
+
+Portability: the vectors are plain LLVM vector types, not AVX2 instructions; on a target with
+narrower SIMD (``NUMBA_CPU_NAME=generic``: SSE2) LLVM splits a 32-byte vector into halves, with
+the same results (CI runs the kernel tests that way). With ``NUMBA_DISABLE_JIT=1`` Numba cannot
+run an intrinsic, so each one here is then replaced by a plain-Python twin on numpy arrays (a
+Vec is a 1-D array; :func:`_python_twin`), and the kernels run as Python (CI runs the kernel
+tests that way too).
 """
 
+import numpy as np
 from llvmlite import ir
-from numba import types
+from numba import config, types
 from numba.core import cgutils
 from numba.core.typing.templates import AttributeTemplate
 from numba.extending import (
@@ -31,8 +42,27 @@ from numba.extending import (
     unbox,
 )
 
-#: Bytes per vector: one AVX2 register.
+#: Bytes per vector: one AVX2 register (two SSE registers, one half of an AVX-512 one: LLVM
+#: lowers the type to whatever the target has).
 VBYTES = 32
+
+
+def _python_twin(py):
+    """Decorator: the intrinsic below it, or under ``NUMBA_DISABLE_JIT=1`` (where intrinsics
+    cannot run) its plain-Python twin ``py``, which computes the same on numpy arrays."""
+
+    def wrap(intr):
+        return py if config.DISABLE_JIT else intr
+
+    return wrap
+
+
+def _py_lanes(arr):
+    return VBYTES // arr.itemsize
+
+
+def _py_width(width):
+    return max(1, width.lanes)
 
 _FLAGS = ("reassoc", "contract")  # lets LLVM fuse a multiply and an add into one FMA
 
@@ -132,32 +162,7 @@ def _item_pointer(context, builder, aryty, ary, index_vals, index_tys):
         wraparound=False, boundscheck=False)
 
 
-@intrinsic
-def item(typingctx, arr, p):
-    """``arr[p]`` of a 1-D array for an index known to be in range: no negative-index wrap
-    (Numba's own indexing adds a compare and a select per access for a signed index)."""
-    if not isinstance(arr, types.Array) or arr.ndim != 1 or not isinstance(p, types.Integer):
-        return None
-
-    def codegen(context, builder, sig, args):
-        return builder.load(_item_pointer(context, builder, sig.args[0], args[0], args[1:], sig.args[1:]))
-
-    return arr.dtype(arr, p), codegen
-
-
-@intrinsic
-def set_item(typingctx, arr, p, v):
-    """``arr[p] = v`` (v of arr's dtype) for an index known to be in range, as :func:`item`."""
-    if not isinstance(arr, types.Array) or arr.ndim != 1 or not isinstance(p, types.Integer) or v != arr.dtype:
-        return None
-
-    def codegen(context, builder, sig, args):
-        builder.store(args[2], _item_pointer(context, builder, sig.args[0], args[0], args[1:2], sig.args[1:2]))
-        return context.get_dummy_value()
-
-    return types.void(arr, p, v), codegen
-
-
+@_python_twin(_py_lanes)
 @intrinsic
 def lanes(typingctx, arr):
     """Values per vector for the dtype of ``arr`` (a compile-time constant)."""
@@ -184,6 +189,11 @@ def _load(arr, width):
     return vt, codegen
 
 
+def _py_vload(arr, i, l):
+    return arr[i, l : l + _py_lanes(arr)].copy()
+
+
+@_python_twin(_py_vload)
 @intrinsic
 def vload(typingctx, arr, i, l):
     """``arr[i, l : l + lanes]`` of a C-contiguous 2-D float array, one register."""
@@ -191,6 +201,11 @@ def vload(typingctx, arr, i, l):
     return None if vt is None else (vt(arr, i, l), codegen)
 
 
+def _py_vloadw(arr, i, l, width):
+    return arr[i, l : l + _py_width(width)].copy()
+
+
+@_python_twin(_py_vloadw)
 @intrinsic
 def vloadw(typingctx, arr, i, l, width):
     """``arr[i, l : l + width.lanes]`` as one vector (``width`` a :class:`Width`)."""
@@ -200,6 +215,11 @@ def vloadw(typingctx, arr, i, l, width):
     return vt(arr, i, l, width), codegen
 
 
+def _py_vstore(arr, i, l, v):
+    arr[i, l : l + v.shape[0]] = v
+
+
+@_python_twin(_py_vstore)
 @intrinsic
 def vstore(typingctx, arr, i, l, v):
     """``arr[i, l : l + lanes] = v``."""
@@ -215,6 +235,11 @@ def vstore(typingctx, arr, i, l, v):
     return types.void(arr, i, l, v), codegen
 
 
+def _py_vaccumulate(arr, i, l, v):
+    arr[i, l : l + v.shape[0]] += v.astype(np.float64)
+
+
+@_python_twin(_py_vaccumulate)
 @intrinsic
 def vaccumulate(typingctx, arr, i, l, v):
     """``arr[i, l : l + lanes] += v`` for a float64 ``arr``: float32 lanes are widened first, so
@@ -245,6 +270,12 @@ def _splat(x, width):
     return vt, codegen
 
 
+def _py_vsplat(x):
+    x = np.asarray(x)
+    return np.full(VBYTES // x.itemsize, x, x.dtype)
+
+
+@_python_twin(_py_vsplat)
 @intrinsic
 def vsplat(typingctx, x):
     """A one-register vector with every lane ``x`` (a float32 or float64 scalar)."""
@@ -252,6 +283,12 @@ def vsplat(typingctx, x):
     return None if vt is None else (vt(x), codegen)
 
 
+def _py_vsplatw(x, width):
+    x = np.asarray(x)
+    return np.full(_py_width(width), x, x.dtype)
+
+
+@_python_twin(_py_vsplatw)
 @intrinsic
 def vsplatw(typingctx, x, width):
     """A vector of ``width.lanes`` lanes (``width`` a :class:`Width`), every lane ``x``."""
@@ -261,6 +298,11 @@ def vsplatw(typingctx, x, width):
     return None if vt is None else (vt(x, width), codegen)
 
 
+def _py_vfma(a, b, c):
+    return a * b + c
+
+
+@_python_twin(_py_vfma)
 @intrinsic
 def vfma(typingctx, a, b, c):
     """``a * b + c`` lane by lane (one FMA where the target has it)."""
@@ -311,6 +353,11 @@ def _to_register(builder, v, lanes):
     return pieces[0]
 
 
+def _py_vdot_partial(a, b):
+    return a * b  # only its lane sum matters
+
+
+@_python_twin(_py_vdot_partial)
 @intrinsic
 def vdot_partial(typingctx, a, b):
     """``a * b`` folded to one register: a vector whose lane sum is the dot product of a and
@@ -325,6 +372,11 @@ def vdot_partial(typingctx, a, b):
     return rt(a, b), codegen
 
 
+def _py_hsum4(a, b, c, d):
+    return a.sum(), b.sum(), c.sum(), d.sum()
+
+
+@_python_twin(_py_hsum4)
 @intrinsic
 def hsum4(typingctx, a, b, c, d):
     """The sums of the lanes of a, b, c and d, as a 4-tuple: a transposing add tree that
