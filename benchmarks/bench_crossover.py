@@ -66,7 +66,7 @@ def main(argv=None) -> int:
             Y = project_spmm(width)
             cases = {
                 "update": (update_rows, (W, YHt, G, 0.0, 1e-12, gram), n * k * k),
-                "scatter": (scatter_rows, (X.indptr, X.indices, y, W, blocks, out, width), X.nnz * k),
+                "scatter": (scatter_rows(width), (X.indptr, X.indices, y, W, blocks, out, width), X.nnz * k),
                 "y pass": (Y, (X.indptr, X.indices, W, Ht, 1.0, float(k), True, y, YHt, sq, width), 2 * X.nnz * k),
             }
             for name, (kern, kargs, work) in cases.items():

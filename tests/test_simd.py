@@ -12,9 +12,7 @@ from banmf._kernels.simd import (
     VBYTES,
     Width,
     hsum4,
-    item,
     lanes,
-    set_item,
     vaccumulate,
     vdot_partial,
     vfma,
@@ -92,23 +90,6 @@ def test_vaccumulate_widens_into_float64(dtype, k):
     expected[:, 1 : 1 + k] += A.astype(np.float64)  # exactly: widening is exact
     assert _accumulate(A, acc, Width(k)) == k
     np.testing.assert_array_equal(acc, expected)
-
-
-@njit(cache=True)
-def _reversed_by_index(a, order, out):
-    """out[order[p]] = a[p] through item / set_item, with the indices read by item too."""
-    for p in range(a.shape[0]):
-        set_item(out, item(order, p), item(a, p))
-
-
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
-@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
-def test_item_and_set_item(dtype, index_dtype):
-    a = np.arange(1, 12).astype(dtype)
-    order = np.arange(len(a))[::-1].astype(index_dtype)
-    out = np.zeros_like(a)
-    _reversed_by_index(a, order, out)
-    np.testing.assert_array_equal(out, a[::-1])
 
 
 def test_width_is_a_type_and_checked():

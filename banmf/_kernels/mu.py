@@ -27,9 +27,7 @@ from .simd import (
     VBYTES,
     Width,
     hsum4,
-    item,
     lanes,
-    set_item,
     vaccumulate,
     vdot_partial,
     vfma,
@@ -235,59 +233,6 @@ def _update_block(F, k, numer, Gp, lam, eps, gram, lo, hi, chunk, lin, acc):
             gram[q, l] = gram[l, q] = acc[q, l]
 
 
-@njit(cache=True, nogil=True, inline="always", fastmath=_FAST)
-def _scatter_row(out, indices, y, p0, p1, rows, t, pf, width):
-    """``out[indices[p]] += y[p] * rows[t, :k]`` for p in [p0, p1): one row's share of Wᵀ Y.
-
-    The row is held in registers across the row's nonzeros (whole when ``width`` is k, else up
-    to four vectors at a time): each nonzero then costs one load, FMA and store per vector of
-    ``out``, 2-3× fewer instructions than the compiler's own loop over k, set up per nonzero.
-    """
-    if width.lanes > 0:
-        w = vloadw(rows, t, 0, width)
-        # Two nonzeros at a time, both rows of ``out`` loaded before either is stored (a row's
-        # columns are distinct): 1.2× over one at a time.
-        p = p0
-        while p + 1 < p1:
-            if pf:
-                prefetch_ahead(out, indices, p, 2, True, width.lanes)
-            j0, j1 = item(indices, p), item(indices, p + 1)
-            a0, a1 = vloadw(out, j0, 0, width), vloadw(out, j1, 0, width)
-            vstore(out, j0, 0, vfma(vsplatw(item(y, p), width), w, a0))
-            vstore(out, j1, 0, vfma(vsplatw(item(y, p + 1), width), w, a1))
-            p += 2
-        if p < p1:
-            j = item(indices, p)
-            vstore(out, j, 0, vfma(vsplatw(item(y, p), width), w, vloadw(out, j, 0, width)))
-        return
-    k = out.shape[1]
-    L = lanes(rows)
-    l = 0
-    while l + 4 * L <= k:
-        w0, w1 = vload(rows, t, l), vload(rows, t, l + L)
-        w2, w3 = vload(rows, t, l + 2 * L), vload(rows, t, l + 3 * L)
-        for p in range(p0, p1):
-            if pf and l == 0:
-                prefetch_ahead(out, indices, p, 1, True, k)
-            j, v = item(indices, p), vsplat(item(y, p))
-            vstore(out, j, l, vfma(v, w0, vload(out, j, l)))
-            vstore(out, j, l + L, vfma(v, w1, vload(out, j, l + L)))
-            vstore(out, j, l + 2 * L, vfma(v, w2, vload(out, j, l + 2 * L)))
-            vstore(out, j, l + 3 * L, vfma(v, w3, vload(out, j, l + 3 * L)))
-        l += 4 * L
-    while l + L <= k:
-        w0 = vload(rows, t, l)
-        for p in range(p0, p1):
-            j = item(indices, p)
-            vstore(out, j, l, vfma(vsplat(item(y, p)), w0, vload(out, j, l)))
-        l += L
-    if l < k:
-        for p in range(p0, p1):
-            j, v = item(indices, p), item(y, p)
-            for q in range(l, k):
-                out[j, q] += v * rows[t, q]
-
-
 @kernel(fastmath=_FAST)
 def update_rows(F, numer, G, lam, eps, gram_blocks):
     """In-place MU step of every row of F against the symmetric (k, k) G; ``gram_blocks``
@@ -311,22 +256,71 @@ def update_rows(F, numer, G, lam, eps, gram_blocks):
                       chunk, lin, acc)
 
 
-@kernel(fastmath=_FAST)
-def scatter_rows(indptr, indices, y, W, scatter_blocks, out, width):
-    """``out = Yᵀ W`` = (Wᵀ Y)ᵀ, (m, k), by way of the block sums ``scatter_blocks[b] = (Y_b)ᵀ W_b``.
+def scatter_rows(width: Width) -> Kernel:
+    """The scatter ``out = Yᵀ W`` = (Wᵀ Y)ᵀ, (m, k), for rows of ``width`` (:func:`row_width`
+    of k), by way of the block sums ``scatter_blocks[b] = (Y_b)ᵀ W_b``.
 
-    Row i belongs to block ``i * b // n``; the blocks are added in block order, the same on any
-    number of threads. ``width``: :func:`row_width` of k.
+    Both kernels take ``(indptr, indices, y, W, scatter_blocks, out, width)``. Row i belongs to
+    block ``i * b // n``; the blocks are added in block order, the same on any number of
+    threads.
+    """
+    return _scatter_rows_registers if width.lanes > 0 else _scatter_rows_loops
+
+
+@kernel(fastmath=_FAST)
+def _scatter_rows_registers(indptr, indices, y, W, scatter_blocks, out, width):
+    """The scatter (:func:`scatter_rows`) with the row of W held in registers (``width.lanes``
+    values) across the row's nonzeros: each nonzero then costs one load, FMA and store per
+    vector of the partial.
+
+    Its own kernel, as the Y pass's: with the loops for wide rows in the same body it ran
+    1.2-1.7× slower, and with vectors over a run-time k instead of those loops 1.1-4.8×
+    (bench_devices.py; docs/devices.md). No prefetch: 0.93-1.12× (median 1.07) at 10⁶ nonzeros.
     """
     n = W.shape[0]
     nb = scatter_blocks.shape[0]
-    pf = worth_prefetching(scatter_blocks[0])
     for b in prange(nb):
         part = scatter_blocks[b]
         part[:, :] = 0.0
         for i in range(b * n // nb, (b + 1) * n // nb):
-            _scatter_row(part, indices, y, indptr[i], indptr[i + 1], W, i, pf, width)
+            w = vloadw(W, i, 0, width)
+            p, p1 = indptr[i], indptr[i + 1]
+            # Two nonzeros at a time, both rows of the partial loaded before either is stored
+            # (a row's columns are distinct): 1.2× over one at a time.
+            while p + 1 < p1:
+                j0, j1 = indices[np.uintp(p)], indices[np.uintp(p + 1)]
+                a0, a1 = vloadw(part, j0, 0, width), vloadw(part, j1, 0, width)
+                vstore(part, j0, 0, vfma(vsplatw(y[np.uintp(p)], width), w, a0))
+                vstore(part, j1, 0, vfma(vsplatw(y[np.uintp(p + 1)], width), w, a1))
+                p += 2
+            if p < p1:
+                j = indices[np.uintp(p)]
+                vstore(part, j, 0, vfma(vsplatw(y[np.uintp(p)], width), w, vloadw(part, j, 0, width)))
     # Summed here rather than by numpy: in parallel, and without another pass over ``out``.
+    for j in prange(out.shape[0]):
+        for l in range(out.shape[1]):
+            out[j, l] = scatter_blocks[0, j, l]
+        for b in range(1, nb):
+            for l in range(out.shape[1]):
+                out[j, l] += scatter_blocks[b, j, l]
+
+
+@kernel(fastmath=_FAST)
+def _scatter_rows_loops(indptr, indices, y, W, scatter_blocks, out, width):
+    """The scatter (:func:`scatter_rows`) with loops over a run-time k (any k; ``width`` is
+    unused): for rows too wide for registers, plain loops ran 3× faster than vectors over a
+    run-time k, and prefetching cost (bench_devices.py)."""
+    n = W.shape[0]
+    k = out.shape[1]
+    nb = scatter_blocks.shape[0]
+    for b in prange(nb):
+        part = scatter_blocks[b]
+        part[:, :] = 0.0
+        for i in range(b * n // nb, (b + 1) * n // nb):
+            for p in range(indptr[i], indptr[i + 1]):
+                j, v = indices[np.uintp(p)], y[np.uintp(p)]
+                for l in range(k):
+                    part[j, l] += v * W[i, l]
     for j in prange(out.shape[0]):
         for l in range(out.shape[1]):
             out[j, l] = scatter_blocks[0, j, l]
@@ -341,12 +335,12 @@ def _project4(y, p, project, lo, up, s0, s1, s2, s3):
     (BANMF), or read (Y fixed). Returns the four values and their two objective terms."""
     if project:
         v0, v1, v2, v3 = min(up, max(lo, s0)), min(up, max(lo, s1)), min(up, max(lo, s2)), min(up, max(lo, s3))
-        set_item(y, p, v0)
-        set_item(y, p + 1, v1)
-        set_item(y, p + 2, v2)
-        set_item(y, p + 3, v3)
+        y[np.uintp(p)] = v0
+        y[np.uintp(p + 1)] = v1
+        y[np.uintp(p + 2)] = v2
+        y[np.uintp(p + 3)] = v3
     else:
-        v0, v1, v2, v3 = item(y, p), item(y, p + 1), item(y, p + 2), item(y, p + 3)
+        v0, v1, v2, v3 = y[np.uintp(p)], y[np.uintp(p + 1)], y[np.uintp(p + 2)], y[np.uintp(p + 3)]
     res = (v0 - s0) ** 2 + (v1 - s1) ** 2 + (v2 - s2) ** 2 + (v3 - s3) ** 2
     return v0, v1, v2, v3, res, s0 * s0 + s1 * s1 + s2 * s2 + s3 * s3
 
@@ -356,10 +350,10 @@ def _project2(y, p, project, lo, up, s0, s1):
     """:func:`_project4` for two nonzeros."""
     if project:
         v0, v1 = min(up, max(lo, s0)), min(up, max(lo, s1))
-        set_item(y, p, v0)
-        set_item(y, p + 1, v1)
+        y[np.uintp(p)] = v0
+        y[np.uintp(p + 1)] = v1
     else:
-        v0, v1 = item(y, p), item(y, p + 1)
+        v0, v1 = y[np.uintp(p)], y[np.uintp(p + 1)]
     return v0, v1, (v0 - s0) ** 2 + (v1 - s1) ** 2, s0 * s0 + s1 * s1
 
 
@@ -368,9 +362,9 @@ def _project1(y, p, project, lo, up, s):
     """:func:`_project4` for one nonzero."""
     if project:
         v = min(up, max(lo, s))
-        set_item(y, p, v)
+        y[np.uintp(p)] = v
     else:
-        v = item(y, p)
+        v = y[np.uintp(p)]
     return v, (v - s) * (v - s), s * s
 
 
@@ -407,7 +401,7 @@ def _project_spmm_registers(indptr, indices, W, Ht, lower, upper, project, y, YH
         while p + 1 < hi:
             if pf:
                 prefetch_ahead(Ht, indices, p, 2, False, width.lanes)
-            h0, h1 = vloadw(Ht, item(indices, p), 0, width), vloadw(Ht, item(indices, p + 1), 0, width)
+            h0, h1 = vloadw(Ht, indices[np.uintp(p)], 0, width), vloadw(Ht, indices[np.uintp(p + 1)], 0, width)
             d0, d1 = vdot_partial(w, h0), vdot_partial(w, h1)
             s0, s1, _, _ = hsum4(d0, d1, d0, d1)
             v0, v1, r, q = _project2(y, p, project, lo, up, s0, s1)
@@ -416,7 +410,7 @@ def _project_spmm_registers(indptr, indices, W, Ht, lower, upper, project, y, YH
             acc = vfma(vsplatw(v0, width), h0, vfma(vsplatw(v1, width), h1, acc))
             p += 2
         if p < hi:
-            h0 = vloadw(Ht, item(indices, p), 0, width)
+            h0 = vloadw(Ht, indices[np.uintp(p)], 0, width)
             d0 = vdot_partial(w, h0)
             v, r, q = _project1(y, p, project, lo, up, hsum4(d0, d0, d0, d0)[0])
             res += r
@@ -429,9 +423,9 @@ def _project_spmm_registers(indptr, indices, W, Ht, lower, upper, project, y, YH
 
 @kernel(fastmath=_FAST)
 def _project_spmm_loops(indptr, indices, W, Ht, lower, upper, project, y, YHt, sq, width):
-    """The Y pass (:func:`project_spmm`) with loops over k (any k; ``width`` is unused)."""
+    """The Y pass (:func:`project_spmm`) with loops over k (any k; ``width`` is unused). No
+    prefetch: at float64 k = 32 it made this pass 1.3× slower (bench_devices.py)."""
     n, k = W.shape
-    pf = worth_prefetching(Ht)
     zero = W.dtype.type(0)
     lo, up = W.dtype.type(lower), W.dtype.type(upper)
     for i in prange(n):
@@ -443,9 +437,7 @@ def _project_spmm_loops(indptr, indices, W, Ht, lower, upper, project, y, YHt, s
         # Four nonzeros at a time: four independent dot products hide each one's reduction
         # latency, and Y Hᵀ's row is read and written once per four (1.3-1.7× over one).
         while p + 3 < hi:
-            if pf:
-                prefetch_ahead(Ht, indices, p, 4, False, k)
-            j0, j1, j2, j3 = item(indices, p), item(indices, p + 1), item(indices, p + 2), item(indices, p + 3)
+            j0, j1, j2, j3 = indices[np.uintp(p)], indices[np.uintp(p + 1)], indices[np.uintp(p + 2)], indices[np.uintp(p + 3)]
             s0 = s1 = s2_ = s3 = zero
             for l in range(k):
                 wl = W[i, l]
@@ -460,9 +452,7 @@ def _project_spmm_loops(indptr, indices, W, Ht, lower, upper, project, y, YHt, s
                 YHt[i, l] += v0 * Ht[j0, l] + v1 * Ht[j1, l] + v2 * Ht[j2, l] + v3 * Ht[j3, l]
             p += 4
         while p < hi:
-            if pf:
-                prefetch_ahead(Ht, indices, p, 1, False, k)
-            j = item(indices, p)
+            j = indices[np.uintp(p)]
             s = zero
             for l in range(k):
                 s += W[i, l] * Ht[j, l]

@@ -106,7 +106,7 @@ class MUSolver:
         # nonzero.
         self._update_w = variant(update_rows, threads_for(n * k * k))
         self._update_h = variant(update_rows, threads_for(m * k * k))
-        self._scatter = variant(scatter_rows, threads_for(nnz * k))
+        self._scatter = variant(scatter_rows(self.width), threads_for(nnz * k))
         self._project = variant(project_spmm(self.width), threads_for(2 * nnz * k))
         # Y Hᵀ and the support terms for the starting Y, without projecting it.
         self._y_pass(False)
