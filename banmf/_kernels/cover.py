@@ -1,4 +1,5 @@
-"""Kernels for the greedy cover methods (ASSO, GreConD) on bit-packed rows and columns."""
+"""Kernels for the greedy cover methods (ASSO, GreConD): scores of candidate factors over the
+rows of X that can take them, from X's CSR and CSC forms."""
 
 import numpy as np
 from numba import njit, prange
@@ -9,150 +10,465 @@ from .variants import kernel
 _ONE = np.uint64(1)
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _in_row(indptr, indices, i, j):
-    """Is j among the (sorted) column indices of row i? Binary search."""
-    lo, hi = indptr[i], indptr[i + 1]
+@njit(cache=True, nogil=True)
+def asso_threshold(s, w_pos, w_neg):
+    """The most of an s-column basis vector's columns a row can hold without gaining: the
+    largest t in [0, s] with ``w_pos·t − w_neg·(s − t) > 0`` false (the gain grows with t, in
+    floating point too, so this is the very test the scores use)."""
+    lo, hi = 0, s
     while lo < hi:
-        mid = (lo + hi) >> 1
-        if indices[mid] < j:
-            lo = mid + 1
+        mid = (lo + hi + 1) >> 1
+        if w_pos * mid - w_neg * (s - mid) > 0:
+            hi = mid - 1
         else:
-            hi = mid
-    return lo < indptr[i + 1] and indices[lo] == j
+            lo = mid
+    return lo
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _covered(used, fac_mask, i, j):
-    """Does a factor used by row i contain column j? (bit l of used[i] / fac_mask[j]: factor l)"""
-    for w in range(used.shape[1]):
-        if used[i, w] & fac_mask[j, w]:
-            return True
-    return False
+def _gains(a, s, w_pos, w_neg):
+    """Does covering a ones and s − a zeros gain?"""
+    return w_pos * a - w_neg * (s - a) > 0
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _asso_gain(indptr, indices, used, fac_mask, i, cand_cols, lo, hi, w_pos, w_neg):
-    gain = 0.0
-    for q in range(lo, hi):
-        j = cand_cols[q]
-        if not _covered(used, fac_mask, i, j):
-            gain += w_pos if _in_row(indptr, indices, i, j) else -w_neg
-    return gain
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _score_rows(rows, start, stop, seen, c, indptr, indices, used, fac_mask, cand_cols, lo, hi, w_pos, w_neg):
-    """Positive gains of candidate c over ``rows[start:stop]``, skipping rows already scored."""
-    total = 0.0
-    for r in range(start, stop):
-        i = rows[r]
-        if seen[i] == c:
-            continue
-        seen[i] = c
-        gain = _asso_gain(indptr, indices, used, fac_mask, i, cand_cols, lo, hi, w_pos, w_neg)
-        if gain > 0:
-            total += gain
-    return total
-
-
-@kernel()
-def asso_scores(cand_ptr, cand_cols, colptr, colrows, indptr, indices, used, fac_mask,
-                fac_ptr, fac_rows, w_pos, w_neg, n_blocks, scores):
-    """ASSO's score of every candidate basis vector against the current cover.
-
-    Candidate c (columns ``cand_cols[cand_ptr[c]:cand_ptr[c+1]]``, rarest first) used in row i
-    gains ``w_pos·#{j ∈ c : X_ij = 1, C_ij = 0} − w_neg·#{j ∈ c : X_ij = 0, C_ij = 0}``; its
-    score is the sum of the positive gains. X_ij is looked up in row i's sorted indices and C_ij
-    through the factors row i uses (``used``, bit l = factor l) and those holding column j
-    (``fac_mask``), so all reads stay within a row however wide X is.
-
-    Only some rows need a look. A row none of whose factors meets c gains iff it has more than
-    ``θ = |c|·w_neg/(w_pos + w_neg)`` of c's columns, hence at least one of the
-    ``|c| − ⌊θ⌋`` rarest (pigeonhole); the other rows are those of the factors (``fac_ptr``,
-    ``fac_rows``: the rows of each factor) that share a column with c.
-    """
-    n_cand = len(cand_ptr) - 1
-    n = len(indptr) - 1
-    words = used.shape[1]
-    k = len(fac_ptr) - 1
-    for b in prange(n_blocks):
-        seen = np.full(n, -1, dtype=np.int64)
-        meets = np.zeros(words, dtype=np.uint64)
-        for c in range(b * n_cand // n_blocks, (b + 1) * n_cand // n_blocks):
-            lo, hi = cand_ptr[c], cand_ptr[c + 1]
-            size = hi - lo
-            theta = size * w_neg / (w_pos + w_neg)
-            n_rare = size - int(np.floor(theta))
-            total = 0.0
-            for q in range(lo, hi):
-                if q - lo >= n_rare:
-                    break
-                total += _score_rows(colrows, colptr[cand_cols[q]], colptr[cand_cols[q] + 1], seen, c,
-                                     indptr, indices, used, fac_mask, cand_cols, lo, hi, w_pos, w_neg)
+def _pattern(P, c, cols, lo, hi, n_light, kmask, pat_used, pat_ctop, fac_mask, meets, w_pos, w_neg,
+             stamp, hit, size, thresh, keep, limit, rest):
+    """Candidate c as the rows of pattern P see it (factor set ``pat_used[P]``; ``hit``: one of
+    them holds a column of c): the columns of c those factors do not hold (``size``; ``keep``:
+    its heavy ones as bits), the most of them a row can hold without gaining (``thresh``), and
+    how many of c's light columns (rarest first) must be looked at for the rows of P that the
+    count by groups gets wrong (``limit``; ``rest``: the light columns after those that P does
+    not hold). Computed once per candidate (``stamp``)."""
+    if stamp[P] == c:
+        return
+    stamp[P] = c
+    words = pat_used.shape[1]
+    h = False
+    for w in range(words):
+        if pat_used[P, w] & meets[w]:
+            h = True
+            break
+    s = hi - lo
+    kept = kmask
+    if h:
+        kept = kmask & ~pat_ctop[P]
+        for q in range(lo, hi):
             for w in range(words):
-                meets[w] = 0
-            for q in range(lo, hi):
-                for w in range(words):
-                    meets[w] |= fac_mask[cand_cols[q], w]
-            for l in range(k):
-                if meets[l >> 6] & (_ONE << np.uint64(l & 63)):
-                    total += _score_rows(fac_rows, fac_ptr[l], fac_ptr[l + 1], seen, c,
-                                         indptr, indices, used, fac_mask, cand_cols, lo, hi, w_pos, w_neg)
-            scores[c] = total
+                if pat_used[P, w] & fac_mask[cols[q], w]:
+                    s -= 1
+                    break
+    t = asso_threshold(s, w_pos, w_neg)
+    hit[P], size[P], thresh[P], keep[P] = h, s, t, kept
+    rest[P] = 0
+    if popcount64(kept) > t:
+        # Some group may gain: its rows that also hold light columns of c are counted short.
+        limit[P] = n_light
+        return
+    # Otherwise only rows that hold more than t of c's columns gain, so one of the s − t
+    # rarest that P does not hold; the heavy ones alone do not suffice, so a light one.
+    need = s - t
+    if not h:
+        limit[P] = min(n_light, need)
+        rest[P] = n_light - limit[P]
+        return
+    limit[P] = n_light
+    for q in range(lo, lo + n_light):
+        held = False
+        for w in range(words):
+            if pat_used[P, w] & fac_mask[cols[q], w]:
+                held = True
+                break
+        if held:
+            continue
+        if need > 0:
+            need -= 1
+            if need == 0:
+                limit[P] = q - lo + 1
+        else:
+            rest[P] += 1
 
 
 @njit(cache=True, nogil=True)
-def asso_usage(cols, colptr, colrows, indptr, indices, used, fac_mask, w_pos, w_neg, usage):
-    """``usage[i] = True`` for every row where the basis vector ``cols`` has a positive gain."""
-    for q in range(len(cols)):
+def _asso_candidate(c, cols, lo, hi, n_light, kmask, cls, colptr, colrows, coldeg, indptr, indices,
+                    uncov, xtop, pat, pat_used, pat_ctop, all_x, all_count, g_ptr, g_x, g_count,
+                    fac_mask, w_pos, w_neg, acc, touched, mark, meets, stamp, hit, size, thresh, keep,
+                    limit, rest, cache, cached, totals):
+    """(A, B) of candidate c into ``totals``; see :func:`asso_scores`. ``acc`` is all zeros on
+    entry and on return."""
+    words = fac_mask.shape[1]
+    for w in range(words):
+        meets[w] = 0
+    for q in range(lo, hi):
+        for w in range(words):
+            meets[w] |= fac_mask[cols[q], w]
+    for q in range(lo, lo + n_light):
+        mark[cols[q]] = c
+    A = 0
+    B = 0
+    s = hi - lo
+    t = asso_threshold(s, w_pos, w_neg)
+    heavy_gain = popcount64(kmask) > t
+    reach = 0
+    least = s  # the least threshold over the patterns
+    by_pattern = 0  # the groups to go through pattern by pattern
+    by_class = 0 if cached[cls] or not heavy_gain else len(all_x)  # ... or all rows at once
+    for P in range(len(g_ptr) - 1):
+        _pattern(P, c, cols, lo, hi, n_light, kmask, pat_used, pat_ctop, fac_mask, meets, w_pos, w_neg,
+                 stamp, hit, size, thresh, keep, limit, rest)
+        reach = max(reach, limit[P])
+        least = min(least, thresh[P])
+        own_gain = popcount64(keep[P]) > thresh[P]
+        if own_gain:
+            by_pattern += g_ptr[P + 1] - g_ptr[P]
+        if hit[P] and (own_gain or heavy_gain):
+            by_class += g_ptr[P + 1] - g_ptr[P]
+    # Every row by its group, as if it held no light column of c; either pattern by pattern, or
+    # all rows by their heavy columns as if no factor held a column of c (the same sums for
+    # every candidate of the same heavy columns and size, class ``cls``: kept in ``cache``),
+    # corrected for the patterns whose factors do: whichever goes through fewer groups.
+    if by_class < by_pattern and heavy_gain:
+        if not cached[cls]:
+            ca = 0
+            cb = 0
+            for g in range(len(all_x)):
+                a = popcount64(all_x[g] & kmask)
+                if _gains(a, s, w_pos, w_neg):
+                    ca += all_count[g] * a
+                    cb += all_count[g] * (s - a)
+            cache[cls, 0] = ca
+            cache[cls, 1] = cb
+            cached[cls] = True
+        A += cache[cls, 0]
+        B += cache[cls, 1]
+    for P in range(len(g_ptr) - 1):
+        own_gain = popcount64(keep[P]) > thresh[P]
+        out = False  # take the group out of the count by class
+        if by_class < by_pattern:
+            if not hit[P]:
+                continue
+            out = heavy_gain
+        if not (own_gain or out):
+            continue
+        sp = size[P]
+        for g in range(g_ptr[P], g_ptr[P + 1]):
+            if out:
+                a = popcount64(g_x[g] & kmask)
+                if _gains(a, s, w_pos, w_neg):
+                    A -= g_count[g] * a
+                    B -= g_count[g] * (s - a)
+            if own_gain:
+                a = popcount64(g_x[g] & keep[P])
+                if _gains(a, sp, w_pos, w_neg):
+                    A += g_count[g] * a
+                    B += g_count[g] * (sp - a)
+    # Then the rows whose light columns change that: count, for each row, the first ``limit``
+    # light columns of c it holds uncovered (rarest first)... A row that gains holds more than
+    # its pattern's threshold of c's columns, so more ones than that: each column's rows come
+    # by decreasing number of ones (``coldeg``), and the rest of a list cannot gain.
+    n_touched = 0
+    for qp in range(reach):
+        j = cols[lo + qp]
+        for r in range(colptr[j], colptr[j + 1]):
+            if coldeg[r] <= least:
+                break
+            i = colrows[r]
+            P = pat[i]
+            if qp >= limit[P] or coldeg[r] <= thresh[P]:
+                continue
+            if hit[P]:
+                held = False
+                for w in range(words):
+                    if pat_used[P, w] & fac_mask[j, w]:
+                        held = True
+                        break
+                if held:  # j is covered in row i
+                    continue
+            if acc[i] == 0:
+                touched[n_touched] = i
+                n_touched += 1
+            acc[i] += 1
+    # ... then each such row's gain, with its heavy columns and its other light ones.
+    for e in range(n_touched):
+        i = touched[e]
+        P = pat[i]
+        s = size[P]
+        heavy = popcount64(xtop[i] & keep[P])
+        a = heavy + acc[i]
+        if limit[P] < n_light:
+            # No group of P gains, so neither does the row unless its light ones after the
+            # first ``limit`` make it: at most ``rest[P]`` of them, and at most the row's light
+            # ones not counted yet. Only then count them all.
+            light = indptr[i + 1] - indptr[i] - popcount64(xtop[i])
+            if not _gains(heavy + min(acc[i] + rest[P], light), s, w_pos, w_neg):
+                acc[i] = 0
+                continue
+            a = heavy
+            for p in range(indptr[i], indptr[i + 1]):
+                if mark[indices[p]] == c and uncov[p]:
+                    a += 1
+        acc[i] = 0
+        if _gains(a, s, w_pos, w_neg):
+            A += a
+            B += s - a
+        if _gains(heavy, s, w_pos, w_neg):
+            A -= heavy
+            B -= s - heavy
+    totals[0] = A
+    totals[1] = B
+
+
+@kernel()
+def asso_scores(cand_ptr, cand_cols, n_light, kmask, cls, n_cls, todo, colptr, colrows, coldeg,
+                indptr, indices, uncov, xtop, pat, pat_used, pat_ctop, all_x, all_count, g_ptr, g_x,
+                g_count, fac_mask, w_pos, w_neg, n_blocks, A, B):
+    """ASSO's score of every candidate basis vector marked in ``todo``, as integer sums.
+
+    Candidate c (columns ``cand_cols[cand_ptr[c]:cand_ptr[c+1]]``, rarest first) used in row i
+    covers ``a`` uncovered ones and ``b`` uncovered zeros of row i; it gains there iff
+    ``w_pos·a − w_neg·b > 0``. ``A[c]``, ``B[c]``: the sums of a and b over the rows where it
+    gains, so that its score is ``w_pos·A − w_neg·B`` (integer sums: the score does not depend
+    on the order of the rows).
+
+    The heaviest columns of X (at most 64, numbered by bit) make the difference: a row's gain
+    depends on its pattern (the factors it uses, ``pat[i]``; ``pat_used`` (patterns, words),
+    bit l: factor l; ``pat_ctop``: the heavy columns those factors hold), its heavy columns
+    (``xtop[i]``) and its light ones. Rows are counted in groups as if they held no light column
+    of c: by groups of equal pattern and heavy columns (``g_ptr``: each pattern's groups;
+    ``g_x``, ``g_count``), or, when that goes through fewer groups, all rows by their heavy
+    columns (``all_x``, ``all_count``) as if they used no factor holding a column of c (the same
+    for candidates of equal heavy columns and size: class ``cls[c]`` of ``n_cls``, computed once
+    per block) corrected for the patterns whose factors do. Then the rows whose light columns
+    of c change their gain are looked at one by one: those of groups that gain and hold light
+    columns of c, and those that gain only with their light columns, which (pigeonhole) hold
+    one of c's rarest. So no heavy column's rows are listed. c's first ``n_light[c]`` columns
+    are light, the rest heavy (bits ``kmask[c]``).
+
+    X comes as CSR and CSC (``colptr``, ``colrows``; each column's rows by decreasing number
+    of ones, ``coldeg``, so that a list is cut where its rows hold too few to gain);
+    ``uncov[p]``: is the p-th one of X (CSR order) uncovered; ``fac_mask`` (m, words), bit l:
+    factor l holds the column. Candidates are dealt to ``n_blocks`` blocks in turn (each score
+    is computed alone: the results do not depend on the blocks).
+    """
+    n_cand = len(cand_ptr) - 1
+    n = len(indptr) - 1
+    m = len(colptr) - 1
+    n_pat = len(g_ptr) - 1
+    for b in prange(n_blocks):
+        acc = np.zeros(n, dtype=np.int64)
+        touched = np.empty(n, dtype=np.int64)
+        mark = np.full(m, -1, dtype=np.int64)
+        meets = np.zeros(fac_mask.shape[1], dtype=np.uint64)
+        stamp = np.full(n_pat, -1, dtype=np.int64)
+        hit = np.zeros(n_pat, dtype=np.bool_)
+        size = np.zeros(n_pat, dtype=np.int64)
+        thresh = np.zeros(n_pat, dtype=np.int64)
+        keep = np.zeros(n_pat, dtype=np.uint64)
+        limit = np.zeros(n_pat, dtype=np.int64)
+        rest = np.zeros(n_pat, dtype=np.int64)
+        cache = np.zeros((n_cls, 2), dtype=np.int64)
+        cached = np.zeros(n_cls, dtype=np.bool_)
+        totals = np.zeros(2, dtype=np.int64)
+        for c in range(b, n_cand, n_blocks):
+            if not todo[c]:
+                continue
+            _asso_candidate(c, cand_cols, cand_ptr[c], cand_ptr[c + 1], n_light[c], kmask[c], cls[c],
+                            colptr, colrows, coldeg, indptr, indices, uncov, xtop, pat, pat_used,
+                            pat_ctop, all_x, all_count, g_ptr, g_x, g_count, fac_mask, w_pos, w_neg,
+                            acc, touched, mark, meets, stamp, hit, size, thresh, keep, limit, rest,
+                            cache, cached, totals)
+            A[c] = totals[0]
+            B[c] = totals[1]
+
+
+@njit(cache=True, nogil=True)
+def asso_usage(cols, colptr, colrows, indptr, indices, uncov, used, fac_mask, w_pos, w_neg, usage):
+    """``usage[i] = True`` for every row where the basis vector ``cols`` gains, found row by row
+    through all its columns; returns its (A, B) as :func:`asso_scores` counts them."""
+    n = len(indptr) - 1
+    m = len(colptr) - 1
+    words = used.shape[1]
+    s = len(cols)
+    seen = np.zeros(n, dtype=np.bool_)
+    mark = np.zeros(m, dtype=np.bool_)
+    meets = np.zeros(words, dtype=np.uint64)
+    for q in range(s):
+        mark[cols[q]] = True
+        for w in range(words):
+            meets[w] |= fac_mask[cols[q], w]
+    A = 0
+    B = 0
+    for q in range(s):
         for r in range(colptr[cols[q]], colptr[cols[q] + 1]):
             i = colrows[r]
-            if not usage[i] and _asso_gain(indptr, indices, used, fac_mask, i, cols, 0, len(cols), w_pos, w_neg) > 0:
+            if seen[i]:
+                continue
+            seen[i] = True
+            a = 0
+            for p in range(indptr[i], indptr[i + 1]):
+                if mark[indices[p]] and uncov[p]:
+                    a += 1
+            free = s
+            for w in range(words):
+                if used[i, w] & meets[w]:
+                    for q2 in range(s):
+                        for w2 in range(words):
+                            if used[i, w2] & fac_mask[cols[q2], w2]:
+                                free -= 1
+                                break
+                    break
+            if _gains(a, free, w_pos, w_neg):
                 usage[i] = True
+                A += a
+                B += free - a
+    return A, B
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _rows_within(extent, colbits, j):
-    """Does column j have a one in every row of ``extent`` (packed rows)?"""
-    for w in range(colbits.shape[1]):
-        if extent[w] & ~colbits[j, w]:
+def _lowest_bit(x):
+    """Position of the lowest set bit of a nonzero uint64."""
+    return popcount64((x & (~x + _ONE)) - _ONE)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _rows_within(ext, colbits, j, lo, hi):
+    """Does column j (packed rows) have a one in every row of ``ext``, whose nonzero words lie
+    in ``[lo, hi)``?"""
+    for w in range(lo, hi):
+        if ext[w] & ~colbits[j, w]:
             return False
     return True
 
 
-@njit(cache=True, nogil=True)
-def intent_of(extent, colbits, out):
-    """``out[j] = True`` iff every row in ``extent`` (packed rows) has a one in column j."""
-    for j in range(colbits.shape[0]):
-        out[j] = _rows_within(extent, colbits, j)
-
-
 @kernel()
-def grecond_gains(extent, in_intent, colbits, ubits, values):
+def grecond_values(indptr, indices, colptr, colrows, uncov, in_extent, in_intent, extent_bits,
+                   colbits, ubits, n_blocks, values):
     """GreConD's value of adding each column j not in the current intent D.
 
-    The new concept is C = extent ∩ rows(j) and D' = C↑ (columns shared by all of C); its value
-    is the number of still-uncovered ones in C × D'. ``ubits`` (m, words) packs each column's
-    uncovered rows. ``values[j] = -1`` for columns already in D.
+    The new concept is C' = extent ∩ rows(j) and D' = C'↑ (the columns shared by all of C');
+    its value is the number of still-uncovered ones in C' × D'. ``values[j] = -1`` for j in D
+    and 0 when C' is empty.
+
+    X comes as CSR (``indptr``, ``indices``) and CSC (``colptr``, ``colrows``: the rows of each
+    column); ``uncov[p]`` tells whether the p-th one in CSR order is still uncovered. D' lies
+    within any one row of C', say the first, r. Two ways to the value, the cheaper per column:
+
+    - counting: over the rows of C', how many hold each column and how many of those ones are
+      uncovered; D' is the columns of r held by all |C'| rows, the value the sum of their
+      uncovered counts. Cost Σ deg(i) over C' (a call: Σ deg(i)² over the extent).
+    - bitsets (when ``colbits`` is given, shape (m, ceil(n/64)), each column's rows packed, and
+      ``ubits`` its uncovered ones; ``extent_bits`` packs the extent): C' packed, then each
+      column of r tested for containing it and its uncovered rows in C' counted. Cost
+      deg(r) × the words that C' spans: dense data.
+
+    Columns are dealt to ``n_blocks`` blocks in turn (each value is computed alone, so the
+    results do not depend on the blocks).
     """
-    m, words = colbits.shape
-    for j in prange(m):
-        if in_intent[j]:
-            values[j] = -1
-            continue
-        ext = np.empty(words, dtype=np.uint64)
-        empty = True
-        for w in range(words):
-            ext[w] = extent[w] & colbits[j, w]
-            if ext[w]:
-                empty = False
-        if empty:
-            values[j] = 0
-            continue
-        total = 0
-        for j2 in range(m):
-            if _rows_within(ext, colbits, j2):
+    m = len(colptr) - 1
+    words = colbits.shape[1]
+    bits = colbits.shape[0] > 0
+    mean_deg = indptr[-1] / max(1, len(indptr) - 1)
+    for b in prange(n_blocks):
+        stamp = np.full(m, -1, dtype=np.int64)
+        count = np.zeros(m, dtype=np.int64)
+        ucount = np.zeros(m, dtype=np.int64)
+        ext = np.zeros(words, dtype=np.uint64)
+        for j in range(b, m, n_blocks):
+            if in_intent[j]:
+                values[j] = -1
+                continue
+            size = 0
+            first = -1
+            lo = hi = 0
+            work = 0  # the cost of counting: Σ deg(i) over C', or an estimate
+            if bits:  # C' from the bits: one pass over the words
                 for w in range(words):
-                    total += popcount64(ext[w] & ubits[j2, w])
-        values[j] = total
+                    ext[w] = extent_bits[w] & colbits[j, w]
+                    if ext[w]:
+                        if first < 0:
+                            first = (w << 6) + _lowest_bit(ext[w])
+                            lo = w
+                        hi = w + 1
+                        size += popcount64(ext[w])
+                work = size * mean_deg
+            else:
+                for r in range(colptr[j], colptr[j + 1]):
+                    i = colrows[r]
+                    if in_extent[i]:
+                        if first < 0:
+                            first = i
+                        size += 1
+                        work += indptr[i + 1] - indptr[i]
+            if size == 0:
+                values[j] = 0
+                continue
+            total = 0
+            if bits and (hi - lo) * (indptr[first + 1] - indptr[first] + 1) < work:
+                for p in range(indptr[first], indptr[first + 1]):
+                    c = indices[p]
+                    if _rows_within(ext, colbits, c, lo, hi):
+                        for w in range(lo, hi):
+                            total += popcount64(ext[w] & ubits[c, w])
+            else:
+                for r in range(colptr[j], colptr[j + 1]):
+                    i = colrows[r]
+                    if not in_extent[i]:
+                        continue
+                    for p in range(indptr[i], indptr[i + 1]):
+                        c = indices[p]
+                        if stamp[c] != j:
+                            stamp[c] = j
+                            count[c] = 0
+                            ucount[c] = 0
+                        count[c] += 1
+                        if uncov[p]:
+                            ucount[c] += 1
+                for p in range(indptr[first], indptr[first + 1]):
+                    c = indices[p]
+                    if count[c] == size:
+                        total += ucount[c]
+            values[j] = total
+
+
+@njit(cache=True, nogil=True)
+def intent_of(indptr, indices, rows, extent_bits, colbits, out):
+    """``out[j] = True`` iff every row in ``rows`` (row numbers, ascending) has a one in column
+    j; all columns for no rows. The intent lies within the first row: its columns are checked
+    against the packed extent (``extent_bits``) when ``colbits`` (m, ceil(n/64)) is given and
+    that is cheaper than counting the columns over the rows."""
+    if len(rows) == 0:
+        out[:] = True
+        return
+    out[:] = False
+    first = rows[0]
+    lo, hi = rows[0] >> 6, (rows[-1] >> 6) + 1
+    deg = indptr[first + 1] - indptr[first]
+    if colbits.shape[0] > 0 and (hi - lo) * deg < len(rows) * indptr[-1] / (len(indptr) - 1):
+        for p in range(indptr[first], indptr[first + 1]):
+            out[indices[p]] = _rows_within(extent_bits, colbits, indices[p], lo, hi)
+        return
+    count = np.zeros(len(out), dtype=np.int64)
+    for r in range(len(rows)):
+        i = rows[r]
+        for p in range(indptr[i], indptr[i + 1]):
+            count[indices[p]] += 1
+    for p in range(indptr[first], indptr[first + 1]):
+        out[indices[p]] = count[indices[p]] == len(rows)
+
+
+@njit(cache=True, nogil=True)
+def cover_concept(indptr, indices, rows, in_intent, uncov, ubits):
+    """Mark the ones of X in ``rows`` × ``in_intent`` covered: ``uncov[p] = False`` (p in CSR
+    order) and, if ``ubits`` (m, ceil(n/64)) is given, row i's bit of column j cleared.
+    Returns how many were uncovered."""
+    newly = 0
+    bits = ubits.shape[0] > 0
+    for r in range(len(rows)):
+        i = rows[r]
+        for p in range(indptr[i], indptr[i + 1]):
+            if uncov[p] and in_intent[indices[p]]:
+                uncov[p] = False
+                newly += 1
+                if bits:
+                    ubits[indices[p], i >> 6] &= ~(_ONE << np.uint64(i & 63))
+    return newly
