@@ -4,6 +4,7 @@ definitions in ALGORITHMS.md §4.1 and §5.1), the fits against the dense refere
 work budget."""
 
 import logging
+import threading
 
 import numpy as np
 import pytest
@@ -22,6 +23,7 @@ from banmf._kernels.cover import (
     grecond_values,
     intent_of,
 )
+from banmf._threads import cancel_with
 from banmf._validation import check_binary_matrix, transpose_mask
 from banmf.models import asso as asso_module
 from banmf.models import grecond as grecond_module
@@ -381,6 +383,17 @@ def test_ctrl_c_skips_the_polish(planted, monkeypatch):
         model.fit(planted)
     assert_usable(model, planted, 4, 2)
     assert model.polish_rounds_ == 0 and model.unpolished_err_ == model.reconstruction_err_
+
+
+@pytest.mark.parametrize("make", [lambda: ASSO(4, tau=0.5), lambda: ASSO(4), lambda: GreConD(4)])
+def test_a_cancelled_fit_stops_at_once_without_an_exception(make, planted):
+    """What :func:`banmf.fit_many` does to the fits under way on Ctrl-C."""
+    stop = threading.Event()
+    stop.set()
+    with cancel_with(stop):
+        model = make().fit(planted)
+    assert_usable(model, planted, 4, 0)
+    assert model.reconstruction_err_ == planted.nnz
 
 
 # -------------------------------------------------------------------------- work budget

@@ -160,13 +160,12 @@ class ASSO(BaseFactorization):
         tau = taus[0]
         try:
             for t, tau in enumerate(taus):
-                if cancelled():
-                    cancel = True
-                    break
-                greedy.run(tau, plan.pop(tau), progress, t * k)
-                self.tau_errors_[tau] = greedy.error
+                cancel = greedy.run(tau, plan.pop(tau), progress, t * k)
+                self.tau_errors_[tau] = greedy.error  # cancelled: the factors so far count too
                 if best is None or greedy.error < best[0]:
                     best = (greedy.error, tau, greedy.W, greedy.H, greedy.n_used)
+                if cancel:
+                    break
                 progress.iteration((t + 1) * k, greedy.error)
         except KeyboardInterrupt:
             # The first Ctrl-C: the factors of the τ under way so far are a result too.
@@ -179,8 +178,6 @@ class ASSO(BaseFactorization):
                 self.tau_errors_[greedy.tau] = err
             if best is None or err < best[0]:
                 best = (err, tau if greedy.tau is None else greedy.tau, W, H, used)
-        if best is None:  # cancelled before the first τ
-            best = (X.nnz, tau, greedy.W, greedy.H, 0)
         err, self.tau_, W, H, used = best
         if interrupted or cancel:
             progress.done(err)
@@ -313,16 +310,17 @@ class _Greedy:
         self.H = np.zeros((self.k, m), dtype=bool)
         self.tau, self.n_used, self.error = tau, 0, self.X.nnz
 
-    def run(self, tau: float, cands, progress: StartProgress, done_before: int) -> None:
+    def run(self, tau: float, cands, progress: StartProgress, done_before: int) -> bool:
         """Fit k factors from the candidates of ``tau``; the result goes to ``W``, ``H``,
-        ``n_used`` and ``error`` (the Boolean error), updated factor by factor."""
+        ``n_used`` and ``error`` (the Boolean error), updated factor by factor. Returns True if
+        :func:`banmf.fit_many` cancelled the fit (the factors so far stand)."""
         self._reset(tau)
         X, k = self.X, self.k
         n, m = X.shape
         cand_ptr, cand_cols, n_light, kmask, cls = cands
         n_cand = len(cand_ptr) - 1
         if n_cand == 0:
-            return
+            return False
         sizes = np.diff(cand_ptr)
         words = max(1, -(-k // 64))
         used = np.zeros((n, words), dtype=np.uint64)  # bit l: row uses factor l
@@ -341,6 +339,8 @@ class _Greedy:
         n_blocks = blocks_for(threads, n_cand)
         scores_kernel = variant(asso_scores, threads)
         for l in range(k):
+            if cancelled():
+                return True
             if shared and l < len(last_steps) and len(last_steps[l][0]) == n_cand:
                 # Candidates of the same size are the same (the sets shrink as τ grows).
                 same = last_steps[l][0] == sizes
@@ -356,7 +356,7 @@ class _Greedy:
             scores = self.w_pos * A - self.w_neg * B
             c = int(np.argmax(scores))
             if scores[c] <= 0:
-                return
+                return False
             cols = cand_cols[cand_ptr[c]:cand_ptr[c + 1]]
             self.chosen.append(cols)
             shared = shared and l < len(last_chosen) and np.array_equal(last_chosen[l], cols)
@@ -380,6 +380,7 @@ class _Greedy:
             progress.iteration(done_before + l + 1, self.error)
             # Only the candidates that share a column with the new factor change score.
             todo = np.logical_or.reduceat(in_factor[cand_cols], cand_ptr[:-1])
+        return False
 
 
 class _Patterns:
