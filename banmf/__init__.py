@@ -16,7 +16,13 @@ from .booleanize import (
     error_counts,
 )
 from .datasets import make_boolean, make_sparse_degrees, make_sparse_uniform
-from .exceptions import ConvergenceWarning, DataWarning, Interrupted, InvalidParameterError, NotFittedError
+from .exceptions import (
+    ConvergenceWarning,
+    DataWarning,
+    Interrupted,
+    InvalidParameterError,
+    NotFittedError,
+)
 from .models import (
     ASSO,
     BANMF,

@@ -13,6 +13,8 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
+from ._boolean import csr_from_parts, support_mask
+
 __all__ = [
     "check_binary_matrix",
     "check_boolean_factors",
@@ -96,7 +98,7 @@ def check_binary_matrix(X, name: str = "X") -> sp.csr_array:
             raise ValueError(f"{name} must be 2-D, got {X.ndim} dimensions")
         _check_numeric(X.dtype, name)
         if _is_support_mask(X):
-            return X if isinstance(X, sp.csr_array) else _csr_from_parts(X.indptr, X.indices, X.shape)
+            return X if isinstance(X, sp.csr_array) else csr_from_parts(X.indptr, X.indices, X.shape)
         coo = sp.coo_array(X)
         coo.sum_duplicates()
         values, rows, cols = coo.data, coo.row, coo.col
@@ -144,42 +146,6 @@ def _is_support_mask(X) -> bool:
         and X.has_canonical_format
         and bool(X.data.all())
     )
-
-
-def support_mask(rows: np.ndarray, cols: np.ndarray, shape: tuple[int, int]) -> sp.csr_array:
-    """Canonical CSR support mask from (distinct) row/column coordinates. Trusts its input."""
-    n, m = int(shape[0]), int(shape[1])
-    nnz = len(rows)
-    idx_dtype = np.int32 if max(n, m, nnz) < np.iinfo(np.int32).max else np.int64
-    order = np.lexsort((cols, rows))
-    indices = np.asarray(cols, dtype=idx_dtype)[order]
-    counts = np.bincount(np.asarray(rows)[order], minlength=n)
-    indptr = np.zeros(n + 1, dtype=idx_dtype)
-    np.cumsum(counts, out=indptr[1:])
-    return _csr_from_parts(indptr, indices, (n, m))
-
-
-def support_mask_from_keys(keys: np.ndarray, shape: tuple[int, int]) -> sp.csr_array:
-    """Support mask from sorted, distinct row-major keys ``i * m + j`` (no sort needed)."""
-    n, m = int(shape[0]), int(shape[1])
-    idx_dtype = np.int32 if max(n, m, len(keys)) < np.iinfo(np.int32).max else np.int64
-    indptr = np.zeros(n + 1, dtype=idx_dtype)
-    np.cumsum(np.bincount(keys // m, minlength=n), out=indptr[1:])
-    return _csr_from_parts(indptr, (keys % m).astype(idx_dtype), (n, m))
-
-
-def _csr_from_parts(indptr: np.ndarray, indices: np.ndarray, shape: tuple[int, int]) -> sp.csr_array:
-    X = sp.csr_array((np.ones(len(indices), dtype=bool), indices, indptr), shape=shape, copy=False)
-    X.has_sorted_indices = True
-    X.has_canonical_format = True
-    return X
-
-
-def transpose_mask(X: sp.csr_array) -> sp.csr_array:
-    """Canonical support mask of Xᵀ from a canonical one: a linear-time counting sort (the CSC
-    form of X, whose row indices come out sorted), not a general re-canonicalisation."""
-    C = X.tocsc()
-    return _csr_from_parts(C.indptr, C.indices, (X.shape[1], X.shape[0]))
 
 
 def check_n_components(n_components, shape: tuple[int, int]) -> int:

@@ -1,4 +1,4 @@
-"""_Booleanization (paper Algorithm 2) and the Boolean error/product without densifying X.
+"""Booleanization (paper Algorithm 2) and the Boolean error/product without densifying X.
 
 The Hamming error of Boolean factors is ``E = nnz(X) + cover - 2 * hits`` where ``hits`` counts
 the ones of X that W⊗H covers (one AND of packed codes per nonzero) and ``cover`` counts all ones
@@ -13,20 +13,13 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from ._kernels.boolean import (
-    pack_cols_above,
-    pack_rows_above,
-    pruned_grid_search,
-    staircase_hits,
-    support_hits,
-    union_popcounts,
-)
-from ._threads import blocks_for, pick, threads_for, variant
-from ._validation import _csr_from_parts, check_binary_matrix, check_boolean_factors
+from ._boolean import Packed, cover_count, csr_from_parts, hits_and_cover, mismatches, words
+from ._kernels.boolean import pruned_grid_search, staircase_hits
+from ._threads import blocks_for, threads_for, variant
+from ._validation import check_binary_matrix, check_boolean_factors
 from .result import Factorization
 
 __all__ = [
-    "_Booleanization",
     "balance",
     "boolean_error",
     "boolean_product",
@@ -41,81 +34,6 @@ __all__ = [
 SMALL_COVER = 100_000
 
 
-def _words(bits: int) -> int:
-    return max(1, -(-bits // 64))
-
-
-def _unique_rows(A: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Distinct rows of the 2-D integer array A, with the index of each row's distinct row and
-    the counts: ``np.unique(A, axis=0, return_inverse=True, return_counts=True)`` up to the
-    order of the distinct rows. numpy's ``axis=0`` sorts a structured view of the rows, 25-30×
-    slower than this sort on the words themselves (it was 80 % of a per-factor threshold sweep
-    at 10⁵ rows)."""
-    r = A.shape[0]
-    order = np.lexsort(A.T) if A.shape[1] > 1 else np.argsort(A[:, 0], kind="stable")
-    S = A[order]
-    first = np.ones(r, dtype=bool)
-    if r > 1:
-        np.any(S[1:] != S[:-1], axis=1, out=first[1:])
-    group = np.cumsum(first) - 1
-    inverse = np.empty(r, dtype=np.intp)
-    inverse[order] = group
-    starts = np.flatnonzero(first)
-    return S[starts], inverse, np.diff(np.append(starts, r))
-
-
-@dataclass(frozen=True)
-class _Packed:
-    """A Boolean factor of shape (r, k), given as ``R > s``, in the forms the counts need."""
-
-    codes: np.ndarray  # (r, ceil(k/64)): each row's factors as bits
-    distinct: np.ndarray  # distinct nonzero rows of `codes`
-    counts: np.ndarray  # their multiplicities
-    bits: np.ndarray  # (k, ceil(r/64)): each factor's rows as bits
-
-    @classmethod
-    def of(cls, R: np.ndarray, s=0) -> _Packed:
-        r, k = R.shape
-        # Packed from a bool array whatever R is: the pack kernels then compile for one input
-        # type (they were compiled for int32 ranks and for bool factors, 0.7 s of a first run).
-        B = R if R.dtype == np.bool_ and s == 0 else R > s
-        codes = np.empty((r, _words(k)), dtype=np.uint64)
-        pick(pack_rows_above, r * k)(B, 0, codes)
-        bits = np.empty((k, _words(r)), dtype=np.uint64)
-        pick(pack_cols_above, r * k)(B, 0, bits)
-        uniq, _, counts = _unique_rows(codes)
-        nonzero = uniq.any(axis=1)
-        return cls(codes, np.ascontiguousarray(uniq[nonzero]), counts[nonzero], bits)
-
-    @property
-    def nbytes(self) -> int:
-        return self.codes.nbytes + self.distinct.nbytes + self.counts.nbytes + self.bits.nbytes
-
-
-def _cover(pw: _Packed, ph: _Packed) -> int:
-    """Number of ones of W⊗H: per distinct row code of one side, the union of the other side's
-    factor bitsets; the side with fewer distinct codes per word of the other is cheaper."""
-    n, m = pw.codes.shape[0], ph.codes.shape[0]
-    rows, other = (pw, ph) if len(pw.distinct) * m <= len(ph.distinct) * n else (ph, pw)
-    sizes = np.empty(len(rows.distinct), dtype=np.int64)
-    pick(union_popcounts, sizes.size * other.bits.size)(rows.distinct, other.bits, sizes)
-    return int(np.dot(sizes, rows.counts))
-
-
-def _hits_and_cover(X: sp.csr_array, Wb: np.ndarray, Hb: np.ndarray) -> tuple[int, int]:
-    """Ones of X that W⊗H covers, and all ones of W⊗H, for trusted Boolean factors."""
-    pw, ph = _Packed.of(Wb), _Packed.of(np.ascontiguousarray(Hb.T))
-    hits = np.empty(X.shape[0], dtype=np.int64)
-    pick(support_hits, X.nnz * pw.codes.shape[1])(X.indptr, X.indices, pw.codes, ph.codes, hits)
-    return int(hits.sum()), _cover(pw, ph)
-
-
-def _error(X: sp.csr_array, Wb: np.ndarray, Hb: np.ndarray) -> int:
-    """Hamming error of trusted Boolean factors against a canonical support mask."""
-    hits, cover = _hits_and_cover(X, Wb, Hb)
-    return X.nnz + cover - 2 * hits
-
-
 def error_counts(X, W, H) -> tuple[int, int]:
     """``(false negatives, false positives)`` of W⊗H against X: ones missed, zeros covered.
 
@@ -126,7 +44,7 @@ def error_counts(X, W, H) -> tuple[int, int]:
     """
     X = check_binary_matrix(X)
     Wb, Hb = check_boolean_factors(W, H, X.shape)
-    hits, cover = _hits_and_cover(X, Wb, Hb)
+    hits, cover = hits_and_cover(X, Wb, Hb)
     return X.nnz - hits, cover - hits
 
 
@@ -156,7 +74,7 @@ def boolean_error(X, W, H) -> int:
     """
     X = check_binary_matrix(X)
     Wb, Hb = check_boolean_factors(W, H, X.shape)
-    return _error(X, Wb, Hb)
+    return mismatches(X, Wb, Hb)
 
 
 def boolean_product(W, H) -> sp.csr_array:
@@ -183,7 +101,7 @@ def boolean_product(W, H) -> sp.csr_array:
     prod = (sp.csr_array(Wb.astype(np.int32)) @ sp.csr_array(Hb.astype(np.int32))).tocsr()
     prod.sort_indices()
     prod.eliminate_zeros()
-    return _csr_from_parts(prod.indptr, prod.indices, (Wb.shape[0], Hb.shape[1]))
+    return csr_from_parts(prod.indptr, prod.indices, (Wb.shape[0], Hb.shape[1]))
 
 
 def balance(W: np.ndarray, H: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -338,7 +256,7 @@ def booleanize(
         raise ValueError(f"normalize must be 'balance' or None, got {normalize!r}")
     if search not in ("pruned", "exhaustive", "coordinate"):
         raise ValueError(f"search must be 'pruned', 'exhaustive' or 'coordinate', got {search!r}")
-    res = _booleanize(X, Wf, Hf, int(n_thresholds), normalize, search)
+    res = threshold_factors(X, Wf, Hf, int(n_thresholds), normalize, search)
     return Factorization.from_factors(
         X, res.W, res.H, error=res.error, method="booleanize",
         params={"n_thresholds": int(n_thresholds), "normalize": normalize, "search": search},
@@ -374,7 +292,7 @@ def _coordinate_search(nnz, hits, bound, cover, w_points, h_points, normalize) -
     return best, s * P + t
 
 
-def _booleanize(X, W, H, P, normalize, search) -> _Booleanization:
+def threshold_factors(X, W, H, P, normalize, search) -> _Booleanization:
     if normalize == "balance":
         W, H = balance(W, H)
     w_points, u = _grid_ranks(W, P)
@@ -396,15 +314,15 @@ def _booleanize(X, W, H, P, normalize, search) -> _Booleanization:
     key_w = np.searchsorted(np.unique(u), np.arange(P), side="right")
     key_h = np.searchsorted(np.unique(vt), np.arange(P), side="right")
     # Keep up to ~256 MB of packed factors per side (all of them for moderate n and m).
-    entry_w, entry_h = _Packed.of(u, P).nbytes + 8 * X.shape[0], _Packed.of(vt, P).nbytes + 8 * X.shape[1]
-    packed_w = functools.lru_cache(maxsize=max(8, min(P, 2**28 // entry_w)))(lambda s: _Packed.of(u, s))
-    packed_h = functools.lru_cache(maxsize=max(8, min(P, 2**28 // entry_h)))(lambda t: _Packed.of(vt, t))
+    entry_w, entry_h = Packed.of(u, P).nbytes + 8 * X.shape[0], Packed.of(vt, P).nbytes + 8 * X.shape[1]
+    packed_w = functools.lru_cache(maxsize=max(8, min(P, 2**28 // entry_w)))(lambda s: Packed.of(u, s))
+    packed_h = functools.lru_cache(maxsize=max(8, min(P, 2**28 // entry_h)))(lambda t: Packed.of(vt, t))
     covers: dict[tuple[int, int], int] = {}
 
     def cover(s: int, t: int) -> int:
         key = (int(key_w[s]), int(key_h[t]))
         if key not in covers:
-            covers[key] = _cover(packed_w(s), packed_h(t))
+            covers[key] = cover_count(packed_w(s), packed_h(t))
         return covers[key]
 
     grid = None
@@ -423,7 +341,7 @@ def _booleanize(X, W, H, P, normalize, search) -> _Booleanization:
         flat = bound.ravel()
         order = np.lexsort((np.arange(flat.size), flat))
         n, k = u.shape
-        if n * k * _words(vt.shape[0]) + k * vt.shape[0] <= SMALL_COVER:
+        if n * k * words(vt.shape[0]) + k * vt.shape[0] <= SMALL_COVER:
             # Small factors: the same search in one kernel call, each coverage computed
             # directly (the loop below spends its time in Python on such sizes).
             best_err, best_idx, n_small = pruned_grid_search(

@@ -182,7 +182,7 @@ def _plural(count: int, word: str, plural: str | None = None) -> str:
 
 
 def _read_input(path: str, fmt: str | None = None):
-    from .io import FORMATS, _format_of, read_dataset
+    from .io import FORMATS, format_of, read_dataset
 
     if Path(path).is_dir():
         raise UsageError(f"{path} is a directory, not a matrix file")
@@ -190,7 +190,7 @@ def _read_input(path: str, fmt: str | None = None):
         raise FileNotFoundError(f"{path}: no such file")
     if fmt is None:
         try:
-            _format_of(Path(path), None)
+            format_of(Path(path), None)
         except ValueError:
             raise UsageError(f"{path}: cannot tell the format from the extension; name it with "
                              f"--format ({', '.join(FORMATS)})") from None

@@ -11,13 +11,9 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from ._boolean import support_mask_from_keys
 from ._memory import check_matrix_size
-from ._validation import (
-    check_binary_matrix,
-    check_n_components,
-    check_random_state,
-    support_mask_from_keys,
-)
+from ._validation import check_binary_matrix, check_n_components, check_random_state
 from .booleanize import boolean_product
 from .io import Dataset, read_dataset
 

@@ -43,15 +43,9 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from ._boolean import csr_from_parts, support_mask_from_keys
 from ._memory import ENV_VAR, check_matrix_size, check_memory
-from ._validation import (
-    _csr_from_parts,
-    check_binary_matrix,
-    check_boolean_factors,
-    entries,
-    format_value,
-    support_mask_from_keys,
-)
+from ._validation import check_binary_matrix, check_boolean_factors, entries, format_value
 from .exceptions import DataWarning
 
 __all__ = [
@@ -140,7 +134,7 @@ def _warn_duplicates(path, count: int) -> None:
 # --- reading --------------------------------------------------------------------------------
 
 
-def _format_of(path: Path, fmt: str | None) -> str:
+def format_of(path: Path, fmt: str | None) -> str:
     if fmt is not None:
         if fmt not in FORMATS:
             raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
@@ -254,7 +248,7 @@ _OPTIONS = {"csv": ("header", "index_col"), "tsv": ("header", "index_col"), "dat
 def read_dataset(path, *, format: str | None = None, **options) -> Dataset:
     """Like :func:`read_matrix`, with the labels the file (or its ``.json`` sidecar) carries."""
     path = Path(path)
-    fmt = _format_of(path, format)
+    fmt = format_of(path, format)
     extra = set(options) - set(_OPTIONS.get(fmt, ()))
     if extra:
         raise TypeError(f"options {sorted(extra)} do not apply to {fmt} files")
@@ -572,7 +566,7 @@ def _read_dat(path: Path, one_based: bool = False, n_cols: int | None = None) ->
     check_matrix_size(n, m, len(cols), str(path))
     indptr.extend(itertools.repeat(len(cols), n - lines))
     idx = np.int32 if max(n, m, len(cols)) < 2**31 - 1 else np.int64
-    X = _csr_from_parts(np.frombuffer(indptr, np.int64).astype(idx), np.frombuffer(cols, np.int64).astype(idx),
+    X = csr_from_parts(np.frombuffer(indptr, np.int64).astype(idx), np.frombuffer(cols, np.int64).astype(idx),
                         (n, m))
     return _with_sidecar(path, X, meta)
 
@@ -718,7 +712,7 @@ def _read_delimited(path: Path, delimiter: str, header: bool | None = None, inde
     n = len(indptr) - 1
     check_matrix_size(n, width, len(indices), str(path))
     idx = np.int32 if max(n, width, len(indices)) < 2**31 - 1 else np.int64
-    X = _csr_from_parts(np.frombuffer(indptr, np.int64).astype(idx), np.frombuffer(indices, np.int64).astype(idx),
+    X = csr_from_parts(np.frombuffer(indptr, np.int64).astype(idx), np.frombuffer(indices, np.int64).astype(idx),
                         (n, width))
     if col_labels is not None and len(col_labels) != width:
         col_labels = None
@@ -876,7 +870,7 @@ def _read_npz(path: Path) -> sp.csr_array:
             raise ValueError(f"{path}: not a valid CSR matrix ({problem})")
         if (data == 1).all() and _sorted_rows(indptr, indices):  # canonical already (our own files)
             idx = np.int32 if max(n, m, len(indices)) < 2**31 - 1 else np.int64
-            return _csr_from_parts(indptr.astype(idx), indices.astype(idx), (n, m))
+            return csr_from_parts(indptr.astype(idx), indices.astype(idx), (n, m))
     try:
         if fmt == "coo":
             coords = arrays["coords"] if "coords" in arrays else np.stack([arrays["row"], arrays["col"]])
@@ -1041,7 +1035,7 @@ def write_matrix(X, path, *, format: str | None = None) -> None:
         Overrides the extension.
     """
     path = Path(path)
-    fmt = _format_of(path, format)
+    fmt = format_of(path, format)
     X = check_binary_matrix(X)
     n, m = X.shape
     if fmt == "npz" and path.suffix.lower() == ".gz":
@@ -1261,7 +1255,7 @@ def load_result(path):
                 or not _sorted_rows(indptr, indices):
             raise not_result("damaged embedded matrix")
         idx = np.int32 if max(n, m, len(indices)) < 2**31 - 1 else np.int64
-        supports[name] = _csr_from_parts(indptr.astype(idx), indices.astype(idx), (n, m))
+        supports[name] = csr_from_parts(indptr.astype(idx), indices.astype(idx), (n, m))
     return _factorization_of(meta, W, H, data.get("loss_curve"), supports, not_result)
 
 

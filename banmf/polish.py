@@ -20,7 +20,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._kernels.boolean import pack_cols_above, pack_rows_above
+from ._boolean import (
+    decode_codes,
+    mismatches,
+    pack_rows,
+    row_codes,
+    transpose_mask,
+    unique_rows,
+    words,
+)
+from ._kernels.boolean import pack_cols_above
 from ._kernels.polish import (
     best_row_codes,
     subset_sums,
@@ -28,11 +37,10 @@ from ._kernels.polish import (
     uncovered_counts,
 )
 from ._threads import blocks_for, pick, threads_for, variant
-from ._validation import check_binary_matrix, check_boolean_factors, transpose_mask
-from .booleanize import _error, _unique_rows, _words
+from ._validation import check_binary_matrix, check_boolean_factors
 from .result import Factorization
 
-__all__ = ["_Polished", "_Thresholds", "polish", "refine_thresholds"]
+__all__ = ["polish", "refine_thresholds"]
 
 #: Largest k for the exact polish (it enumerates 2^k patterns per row).
 EXACT_MAX_K = 16
@@ -90,22 +98,6 @@ class _Thresholds:
     history: list
 
 
-def _pack(B: np.ndarray) -> np.ndarray:
-    """Rows of a bool matrix (r, c) as uint64 words, shape (r, ceil(c / 64))."""
-    out = np.empty((B.shape[0], _words(B.shape[1])), dtype=np.uint64)
-    pick(pack_rows_above, B.size)(B, 0, out)
-    return out
-
-
-def _codes(B: np.ndarray) -> np.ndarray:
-    """Rows of a bool matrix (r, k ≤ 63) as k-bit integers."""
-    return (B.astype(np.int64) << np.arange(B.shape[1], dtype=np.int64)).sum(axis=1)
-
-
-def _decode(codes: np.ndarray, k: int) -> np.ndarray:
-    return ((codes[:, None] >> np.arange(k, dtype=np.int64)) & 1).astype(bool)
-
-
 def _bit_tables(codes: np.ndarray, k: int) -> np.ndarray:
     """``T[l, s] = #{j : bit l of codes[j], codes[j] ⊆ s}`` for every k-bit s (k small).
 
@@ -129,11 +121,11 @@ class _Fixed:
 
     def __init__(self, B: np.ndarray):
         self.k = B.shape[1]
-        self.codes = _pack(B)
+        self.codes = pack_rows(B)
         if self.k <= TABLE_MAX_K:
-            self.tables = _bit_tables(_codes(B), self.k)
+            self.tables = _bit_tables(row_codes(B), self.k)
         else:
-            self.bits = np.empty((self.k, _words(B.shape[0])), dtype=np.uint64)
+            self.bits = np.empty((self.k, words(B.shape[0])), dtype=np.uint64)
             pick(pack_cols_above, B.size)(B, 0, self.bits)
 
     def uncovered(self, A: np.ndarray, only: int) -> np.ndarray:
@@ -145,7 +137,7 @@ class _Fixed:
             a = A[:, 0].astype(np.int64)
             bits = np.arange(k, dtype=np.int64) if only < 0 else np.array([only], dtype=np.int64)
             return self.tables[bits, full & ~(a[:, None] & ~(1 << bits))]
-        uniq, inverse, _ = _unique_rows(A)
+        uniq, inverse, _ = unique_rows(A)
         out = np.empty((len(uniq), k if only < 0 else 1), dtype=np.int64)
         pick(uncovered_counts, len(uniq) * self.bits.size)(np.ascontiguousarray(uniq), self.bits, only, out)
         return out[inverse]
@@ -161,7 +153,7 @@ def _bit_changes(X, A: np.ndarray, fixed: _Fixed, rows: np.ndarray, only: int = 
 
 def _flip_rows(X, free: np.ndarray, fixed: _Fixed) -> int:
     """Apply each row's best single-bit flip until no flip lowers its error; returns flips."""
-    A = _pack(free)
+    A = pack_rows(free)
     rows = np.arange(free.shape[0])
     flips = 0
     while len(rows):
@@ -171,7 +163,7 @@ def _flip_rows(X, free: np.ndarray, fixed: _Fixed) -> int:
         move = change[np.arange(len(rows)), best] < 0
         rows, best = rows[move], best[move]
         free[rows, best] ^= True
-        A[rows] = _pack(free[rows])
+        A[rows] = pack_rows(free[rows])
         flips += len(rows)
     return flips
 
@@ -179,18 +171,18 @@ def _flip_rows(X, free: np.ndarray, fixed: _Fixed) -> int:
 def _exact_rows(X, free: np.ndarray, fixed_bool: np.ndarray) -> int:
     """Give every row its best pattern among all 2^k (strict gains only); returns rows changed."""
     k = free.shape[1]
-    a, b = _codes(free), _codes(fixed_bool)
+    a, b = row_codes(free), row_codes(fixed_bool)
     F = np.bincount(b, minlength=1 << k).astype(np.int64)
     subset_sums(F, k)
     # Every row scans all 2^k patterns. Integer counts: the blocks may follow the threads.
     threads = threads_for(X.shape[0] * (1 << k) + X.nnz)
     n_blocks = blocks_for(threads, X.shape[0])
     changed = variant(best_row_codes, threads)(X.indptr, X.indices, b, F, k, X.shape[1], a, n_blocks)
-    free[:] = _decode(a, k)
+    free[:] = decode_codes(a, k)
     return int(changed)
 
 
-def _polish_rows(X, free: np.ndarray, fixed_bool: np.ndarray, method: str) -> int:
+def polish_rows(X, free: np.ndarray, fixed_bool: np.ndarray, method: str) -> int:
     """One half-step of the polish: every row of ``free`` (in place) against ``fixed_bool``
     (one row per column of X), by the resolved ``method``; returns how many moves were made."""
     if method == "exact":
@@ -198,7 +190,7 @@ def _polish_rows(X, free: np.ndarray, fixed_bool: np.ndarray, method: str) -> in
     return _flip_rows(X, free, _Fixed(fixed_bool))
 
 
-def _resolve_method(method: str, X, k: int) -> str:
+def resolve_polish(method: str, X, k: int) -> str:
     """"auto": the exact update while its n·k·2^k table work stays near the flips' O(nnz·k)."""
     if method != "auto":
         return method
@@ -257,24 +249,24 @@ def polish(X, W, H, *, method: str = "auto", max_rounds: int = 100) -> _Polished
             f"the exact polish enumerates 2^k patterns per row: k={k} exceeds {EXACT_MAX_K}; "
             "use method='flip'"
         )
-    res = _polish(X, Wb, Hb, method, _check_rounds(max_rounds, "max_rounds"))
+    res = polish_factors(X, Wb, Hb, method, _check_rounds(max_rounds, "max_rounds"))
     return Factorization.from_factors(
         X, res.W, res.H, error=res.error, method="polish", n_iter=res.rounds,
         params={"method": method, "max_rounds": max_rounds}, info={"history": res.history, "method": res.method})
 
 
-def _polish(X, Wb: np.ndarray, Hb: np.ndarray, method: str = "auto", max_rounds: int = 100,
+def polish_factors(X, Wb: np.ndarray, Hb: np.ndarray, method: str = "auto", max_rounds: int = 100,
             Xt=None) -> _Polished:
     """:func:`polish` on a canonical support mask and Boolean factors (trusted); ``Xt``: the
     mask of Xᵀ if the caller has it."""
-    method = _resolve_method(method, X, Wb.shape[1])
+    method = resolve_polish(method, X, Wb.shape[1])
     Xt = transpose_mask(X) if Xt is None else Xt
     W, Ht = Wb.copy(), np.array(Hb.T, order="C")  # copies: the caller's factors stay as they are
-    history = [_error(X, W, Ht.T)]
+    history = [mismatches(X, W, Ht.T)]
     rounds = 0
     for rounds in range(1, max_rounds + 1):
-        changed = _polish_rows(X, W, Ht, method) + _polish_rows(Xt, Ht, W, method)
-        history.append(_error(X, W, Ht.T))
+        changed = polish_rows(X, W, Ht, method) + polish_rows(Xt, Ht, W, method)
+        history.append(mismatches(X, W, Ht.T))
         if changed == 0:
             break
     return _Polished(W, np.ascontiguousarray(Ht.T), history[-1], history, rounds, method)
@@ -327,19 +319,19 @@ def refine_thresholds(X, W, H, threshold_w, threshold_h, *, max_sweeps: int = 10
     k = Wf.shape[1]
     tw = np.broadcast_to(np.asarray(threshold_w, dtype=np.float64), (k,)).copy()
     th = np.broadcast_to(np.asarray(threshold_h, dtype=np.float64), (k,)).copy()
-    res = _refine_thresholds(X, Wf, Hf, tw, th, _check_rounds(max_sweeps, "max_sweeps"))
+    res = refine_factor_thresholds(X, Wf, Hf, tw, th, _check_rounds(max_sweeps, "max_sweeps"))
     return Factorization.from_factors(
         X, res.W, res.H, error=res.error, method="refine_thresholds", n_iter=len(res.history) - 1,
         params={"max_sweeps": max_sweeps},
         info={"threshold_w": res.threshold_w, "threshold_h": res.threshold_h, "history": res.history})
 
 
-def _refine_thresholds(X, W, H, tw, th, max_sweeps: int = 100, Xt=None) -> _Thresholds:
+def refine_factor_thresholds(X, W, H, tw, th, max_sweeps: int = 100, Xt=None) -> _Thresholds:
     """:func:`refine_thresholds` on trusted inputs; ``tw``, ``th`` (k,) are updated in place."""
     Xt = transpose_mask(X) if Xt is None else Xt
     Ht = np.ascontiguousarray(H.T)
     Wb, Htb = W > tw, Ht > th
-    history = [_error(X, Wb, Htb.T)]
+    history = [mismatches(X, Wb, Htb.T)]
     # Each factor's rows in decreasing order of value, sorted once for all sweeps (the order
     # within ties is irrelevant: cuts fall only where the value drops).
     w_order = [np.argsort(-W[:, l]).astype(np.int32) for l in range(W.shape[1])]
@@ -347,7 +339,7 @@ def _refine_thresholds(X, W, H, tw, th, max_sweeps: int = 100, Xt=None) -> _Thre
     for _ in range(max_sweeps):
         changed = (_threshold_side(X, W, Wb, Htb, tw, w_order)
                    + _threshold_side(Xt, Ht, Htb, Wb, th, h_order))
-        history.append(_error(X, Wb, Htb.T))
+        history.append(mismatches(X, Wb, Htb.T))
         if changed == 0:
             break
     return _Thresholds(Wb, np.ascontiguousarray(Htb.T), tw, th, history[-1], history)
@@ -359,7 +351,7 @@ def _threshold_side(X, C: np.ndarray, free: np.ndarray, fixed_bool: np.ndarray, 
     how many thresholds moved. Error as a function of the cut is a prefix sum of the rows'
     bit-l changes taken in decreasing order of ``C[:, l]`` (``orders[l]``)."""
     fixed = _Fixed(fixed_bool)
-    A = _pack(free)
+    A = pack_rows(free)
     rows = np.arange(C.shape[0])
     moved = 0
     for l in range(C.shape[1]):

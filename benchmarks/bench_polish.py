@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 import banmf
-from banmf.polish import _polish, _refine_thresholds, _resolve_method
+from banmf.polish import polish_factors, refine_factor_thresholds, resolve_polish
 
 
 def main(argv=None) -> int:
@@ -41,17 +41,17 @@ def main(argv=None) -> int:
         it = float(np.median(np.diff(stamps)))
         k_ = model.W_.shape[1]
         t0 = time.perf_counter()
-        ref = _refine_thresholds(X, model.W_continuous_, model.H_continuous_,
+        ref = refine_factor_thresholds(X, model.W_continuous_, model.H_continuous_,
                                  np.full(k_, model.grid_thresholds_[0]), np.full(k_, model.grid_thresholds_[1]),
                                  max_sweeps=1)
         sweep = time.perf_counter() - t0
         t0 = time.perf_counter()
-        one = _polish(X, model.W_, model.components_, "auto", max_rounds=1)
+        one = polish_factors(X, model.W_, model.components_, "auto", max_rounds=1)
         round_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        full = _polish(X, model.W_, model.components_, "auto")
+        full = polish_factors(X, model.W_, model.components_, "auto")
         full_s = time.perf_counter() - t0
-        print(f"| {k} | {it:.4f} | {_resolve_method('auto', X, k)} | {sweep:.3f} ({sweep / it:.1f}) "
+        print(f"| {k} | {it:.4f} | {resolve_polish('auto', X, k)} | {sweep:.3f} ({sweep / it:.1f}) "
               f"| {round_s:.3f} ({round_s / it:.1f}) | {full_s:.3f}, {full.rounds} "
               f"| {model.reconstruction_err_} → {ref.error} → {full.error} (one round: {one.error}) |", flush=True)
     return 0

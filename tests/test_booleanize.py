@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from banmf import balance, boolean_error, boolean_product, booleanize
-from banmf.booleanize import _unique_rows
+from banmf._boolean import unique_rows
 
 bz = sys.modules["banmf.booleanize"]
 
@@ -27,7 +27,7 @@ def test_boolean_error_matches_dense(Xd, k, p, seed):
 def test_unique_rows_matches_numpy(r, words, values, seed):
     A = np.random.default_rng(seed).integers(0, values, size=(r, words)).astype(np.uint64)
     A[:, -1] <<= np.uint64(63)  # high bits too
-    uniq, inverse, counts = _unique_rows(A)
+    uniq, inverse, counts = unique_rows(A)
     np.testing.assert_array_equal(uniq[inverse], A)
     assert counts.sum() == r and np.array_equal(np.bincount(inverse, minlength=len(uniq)), counts)
     if r:

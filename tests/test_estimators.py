@@ -10,6 +10,7 @@ import pytest
 from banmf import METHODS, InvalidParameterError, NotFittedError, boolean_error, make_boolean
 from banmf.models._base import COMMON_CONSTRAINTS
 
+
 # GreConD chooses its rank by default; the others get a small one.
 def make(cls, **params):
     return cls(**{"n_components": 3, "random_state": 0, **params})

@@ -24,7 +24,8 @@ from banmf._kernels.cover import (
     intent_of,
 )
 from banmf._threads import cancel_with
-from banmf._validation import check_binary_matrix, transpose_mask
+from banmf._boolean import transpose_mask
+from banmf._validation import check_binary_matrix
 from banmf.models import asso as asso_module
 from banmf.models import grecond as grecond_module
 from banmf.models.asso import TAU_GRID, _Association, _Greedy, _Patterns
@@ -369,7 +370,7 @@ def test_ctrl_c_in_grecond_keeps_the_factors_so_far(k, planted, monkeypatch):
 @pytest.mark.parametrize("make, module", [(lambda: ASSO(4, tau=0.5), asso_module), (lambda: GreConD(4), grecond_module)])
 def test_a_second_ctrl_c_while_finishing_aborts(make, module, planted, monkeypatch):
     interrupt_call(monkeypatch, module, "cover_concept", 2)
-    interrupt_call(monkeypatch, module, "_error", 1)
+    interrupt_call(monkeypatch, module, "mismatches", 1)
     model = make()
     with pytest.raises(KeyboardInterrupt):
         model.fit(planted)

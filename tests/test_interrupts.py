@@ -46,7 +46,7 @@ def fit_interrupted(model, X):
 
 
 def test_ctrl_c_in_the_threshold_search_of_the_first_start_booleanizes_it_anyway(X, monkeypatch):
-    calls = interrupt_call(monkeypatch, "_booleanize", 1)
+    calls = interrupt_call(monkeypatch, "threshold_factors", 1)
     model = fit_interrupted(BANMF(3, n_init=3, max_iter=50, random_state=0, n_jobs=1), X)
     assert_usable(model, X)
     assert len(calls) == 2 and len(model.init_errors_) == 1  # the search ran again; no more starts
@@ -54,15 +54,15 @@ def test_ctrl_c_in_the_threshold_search_of_the_first_start_booleanizes_it_anyway
 
 def test_ctrl_c_in_a_later_threshold_search_keeps_the_earlier_starts(X, monkeypatch):
     reference = BANMF(3, n_init=1, max_iter=50, random_state=0, n_jobs=1).fit(X)
-    interrupt_call(monkeypatch, "_booleanize", 2)
+    interrupt_call(monkeypatch, "threshold_factors", 2)
     model = fit_interrupted(BANMF(3, n_init=3, max_iter=50, random_state=0, n_jobs=1), X)
     assert_usable(model, X)
     assert model.init_errors_ == reference.init_errors_  # start 2 was dropped, start 1 stands
     np.testing.assert_array_equal(model.W_, reference.W_)
 
 
-@pytest.mark.parametrize("step, kept", [("_refine_thresholds", ["grid"]),
-                                        ("_polish", ["grid", "per-factor thresholds"])])
+@pytest.mark.parametrize("step, kept", [("refine_factor_thresholds", ["grid"]),
+                                        ("polish_factors", ["grid", "per-factor thresholds"])])
 def test_ctrl_c_in_a_refinement_keeps_the_steps_done(X, monkeypatch, step, kept):
     interrupt_call(monkeypatch, step, 1)
     model = fit_interrupted(BANMF(3, n_init=3, max_iter=50, random_state=0, n_jobs=1), X)
@@ -89,7 +89,7 @@ def test_ctrl_c_between_starts_keeps_the_finished_ones(X, monkeypatch):
 
 def test_a_second_ctrl_c_aborts_and_leaves_the_model_unfitted(X, monkeypatch):
     # The first ends the iterations (the callback raises it), the second lands in the search.
-    interrupt_call(monkeypatch, "_booleanize", 1)
+    interrupt_call(monkeypatch, "threshold_factors", 1)
 
     def ctrl_c(t, f):
         if t == 3:
@@ -148,7 +148,7 @@ def test_ctrl_c_in_a_baselines_polish_keeps_the_unpolished_factors(X, monkeypatc
     def ctrl_c(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(base, "_polish", ctrl_c)
+    monkeypatch.setattr(base, "polish_factors", ctrl_c)
     model = fit_interrupted(ZhangThreshold(3, max_iter=50, random_state=0, polish=True), X)
     assert_usable(model, X)
     assert model.reconstruction_err_ == model.unpolished_err_

@@ -20,6 +20,7 @@ from banmf import (
 )
 from banmf.models.asso import TAU_GRID
 
+
 def fast(method: str) -> dict:
     """Settings that keep a test fit short: iteration counts capped at 100."""
     params = METHODS[method]._param_names()

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from banmf import ASSO, BANMF, NMF, GreConD, boolean_error, make_boolean, refine_thresholds
 from banmf._kernels.polish import best_row_codes, subset_sums
 from banmf._validation import check_binary_matrix
-from banmf.polish import _bit_changes, _codes, _Fixed, _pack, polish
+from banmf._boolean import pack_rows, row_codes
+from banmf.polish import _bit_changes, _Fixed, polish
 
 # The module, not the function of the same name that the package exports.
 bp = sys.modules["banmf.polish"]
@@ -33,7 +34,7 @@ def test_best_row_codes_is_the_brute_force_row_optimum(Xd, k, n_blocks, seed):
     n, m = Xd.shape
     W, H = rng.random((n, k)) < 0.4, rng.random((k, m)) < 0.4
     X = check_binary_matrix(Xd)
-    b, a = _codes(H.T), _codes(W)
+    b, a = row_codes(H.T), row_codes(W)
     F = np.bincount(b, minlength=1 << k).astype(np.int64)
     subset_sums(F, k)
     before = a.copy()
@@ -59,9 +60,9 @@ def test_polish_never_increases_the_error_and_ends_at_a_fixed_point(Xd, k, seed)
     assert res.error == boolean_error(Xd, res.W, res.H) == ref.boolean_error(Xd, res.W, res.H)
     # converged: no single row of W nor column of H can do better (brute force)
     row_best = ref.row_errors(Xd, res.H).min(axis=1)
-    np.testing.assert_array_equal(ref.row_errors(Xd, res.H)[np.arange(n), _codes(res.W)], row_best)
+    np.testing.assert_array_equal(ref.row_errors(Xd, res.H)[np.arange(n), row_codes(res.W)], row_best)
     col_errs = ref.row_errors(Xd.T, res.W.T)
-    np.testing.assert_array_equal(col_errs[np.arange(m), _codes(res.H.T)], col_errs.min(axis=1))
+    np.testing.assert_array_equal(col_errs[np.arange(m), row_codes(res.H.T)], col_errs.min(axis=1))
 
 
 def test_polish_repairs_a_damaged_planted_factorization():
@@ -109,7 +110,7 @@ def test_bit_changes_equal_the_dense_oracle(tables, Xd, k, seed):
     rows = np.arange(n)
     with _table_limit(bp.TABLE_MAX_K if tables else 0):
         fixed = _Fixed(np.ascontiguousarray(H.T))
-        A = _pack(W)
+        A = pack_rows(W)
         np.testing.assert_array_equal(_bit_changes(X, A, fixed, rows), expected)
         for l in range(k):
             np.testing.assert_array_equal(_bit_changes(X, A, fixed, rows, l)[:, 0], expected[:, l])

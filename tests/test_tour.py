@@ -212,13 +212,13 @@ def test_ctrl_c_in_the_refinements_keeps_a_result(tmp_path, monkeypatch, phase):
 
 def test_a_second_signal_aborts_without_a_partial_file(tmp_path, monkeypatch):
     send_at(monkeypatch, signal.SIGTERM, start=1)
-    real = banmf_module._booleanize
+    real = banmf_module.threshold_factors
 
     def second(*args, **kwargs):
         os.kill(os.getpid(), signal.SIGTERM)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(banmf_module, "_booleanize", second)
+    monkeypatch.setattr(banmf_module, "threshold_factors", second)
     res = tmp_path / "r.npz"
     code, out, err = run("factorize", ZOO, "-k", "3", "--jobs", "1", "--json", "--out", res)
     assert code == 143 and not res.exists() and not list(tmp_path.iterdir())

@@ -19,7 +19,7 @@ from .._threads import thread_budget
 from .._validation import check_binary_matrix, check_n_components
 from ..booleanize import boolean_error
 from ..exceptions import NotFittedError
-from ..polish import EXACT_MAX_K, _polish, _polish_rows, _resolve_method
+from ..polish import EXACT_MAX_K, polish_factors, polish_rows, resolve_polish
 from ..result import relative_error
 
 #: Constraints of the parameters every method has (:mod:`banmf._params`).
@@ -172,7 +172,7 @@ class BaseFactorization:
         self.polish_rounds_ = 0
         if method is not None and W.shape[1] > 0 and not interrupted:
             try:
-                res = _polish(X, W, H, method)
+                res = polish_factors(X, W, H, method)
                 W, H, error, self.polish_rounds_ = res.W, res.H, res.error, res.rounds
             except KeyboardInterrupt:
                 interrupted = True  # the first Ctrl-C: the unpolished factors stand
@@ -194,7 +194,7 @@ class BaseFactorization:
         k = self.components_.shape[0]
         W = np.zeros((X.shape[0], k), dtype=bool)
         if k:
-            _polish_rows(X, W, np.ascontiguousarray(self.components_.T), _resolve_method("auto", X, k))
+            polish_rows(X, W, np.ascontiguousarray(self.components_.T), resolve_polish("auto", X, k))
         return W
 
     def score(self, X, y=None) -> float:

@@ -8,12 +8,11 @@ from typing import ClassVar
 import numpy as np
 import scipy.sparse as sp
 
+from .._boolean import mismatches, transpose_mask
 from .._kernels.cover import asso_scores, asso_threshold, asso_usage, cover_concept
 from .._params import NONE, Interval
 from .._progress import StartProgress
 from .._threads import blocks_for, cancelled, threads_for, variant
-from .._validation import transpose_mask
-from ..booleanize import _error
 from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, store_params
 
 __all__ = ["ASSO"]
@@ -173,7 +172,7 @@ class ASSO(BaseFactorization):
             W, H, used = greedy.W, greedy.H, greedy.n_used
             W[:, used:] = False
             H[used:] = False
-            err = _error(X, W, H)
+            err = mismatches(X, W, H)
             if greedy.tau is not None:
                 self.tau_errors_[greedy.tau] = err
             if best is None or err < best[0]:

@@ -11,14 +11,15 @@ from typing import ClassVar
 
 import numpy as np
 
+from .._boolean import transpose_mask
 from .._params import CALLABLE, FLOAT_DTYPE, NONE, Interval, Options
 from .._progress import StartProgress
 from .._signals import Interruptions
 from .._threads import cancelled, current_threads, thread_budget
-from .._validation import check_dtype, check_random_state, transpose_mask
-from ..booleanize import _booleanize, boolean_product
+from .._validation import check_dtype, check_random_state
+from ..booleanize import boolean_product, threshold_factors
 from ..exceptions import ConvergenceWarning
-from ..polish import _polish, _polish_rows, _refine_thresholds, _resolve_method
+from ..polish import polish_factors, polish_rows, refine_factor_thresholds, resolve_polish
 from ..result import relative_error
 from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, store_params
 from ._mu import MUSolver, lambda_schedule
@@ -576,7 +577,7 @@ class BANMF(BaseFactorization):
             return not interrupted and interrupts is not None and interrupts.first()
 
         def search() -> dict:
-            res = _booleanize(X, solver.W.astype(np.float64), solver.Ht.T.astype(np.float64),
+            res = threshold_factors(X, solver.W.astype(np.float64), solver.Ht.T.astype(np.float64),
                               p["n_thresholds"], self.normalize, "pruned")
             k = res.W.shape[1]
             return {"losses": losses, "n_iter": n_iter, "stopped": stopped,
@@ -594,13 +595,13 @@ class BANMF(BaseFactorization):
                 progress.phase("per-factor thresholds")
                 # Refined in place: on copies, so that a Ctrl-C inside leaves the grid's as they were.
                 tw, th = (t.copy() for t in out["thresholds"])
-                ref = _refine_thresholds(X, out["W_continuous"], out["H_continuous"], tw, th, Xt=Xt)
+                ref = refine_factor_thresholds(X, out["W_continuous"], out["H_continuous"], tw, th, Xt=Xt)
                 # One call, so that a Ctrl-C lands before or after the whole step.
                 out.update(W=ref.W, H=ref.H, error=ref.error, unpolished_err=ref.error, thresholds=(tw, th),
                            refinement={**out["refinement"], "per-factor thresholds": ref.error})
             if p["polish"] is not None:
                 progress.phase("polish")
-                pol = _polish(X, out["W"], out["H"], p["polish"], Xt=Xt)
+                pol = polish_factors(X, out["W"], out["H"], p["polish"], Xt=Xt)
                 out.update(W=pol.W, H=pol.H, error=pol.error, polish_rounds=pol.rounds,
                            refinement={**out["refinement"], "polish": pol.error})
         except KeyboardInterrupt:
@@ -644,7 +645,7 @@ class BANMF(BaseFactorization):
         if p["polish"] is not None:
             # Rows are independent given H: polish the new rows against the fitted H.
             Ht = np.ascontiguousarray(self.components_.T)
-            _polish_rows(X, Wb, Ht, _resolve_method(p["polish"], X, k))
+            polish_rows(X, Wb, Ht, resolve_polish(p["polish"], X, k))
         return Wb
 
     def inverse_transform(self, W) -> np.ndarray:

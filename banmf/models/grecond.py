@@ -7,13 +7,12 @@ from typing import ClassVar
 
 import numpy as np
 
+from .._boolean import mismatches, transpose_mask
 from .._kernels.boolean import pack_csr_rows
 from .._kernels.cover import cover_concept, grecond_values, intent_of
 from .._params import NONE, Interval
 from .._progress import StartProgress
 from .._threads import blocks_for, cancelled, pick, threads_for, variant
-from .._validation import transpose_mask
-from ..booleanize import _error
 from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, store_params
 from .asso import WORK_BUDGET, _size, check_work
 
@@ -119,7 +118,7 @@ class GreConD(BaseFactorization):
         for l, (rows, intent) in enumerate(concepts):
             W[rows, l] = True
             H[l] = intent
-        err = _error(X, W, H)
+        err = mismatches(X, W, H)
         if interrupted or cancel:
             progress.done(err)
             self._finish(X, W, H, err, len(concepts), start, None, interrupted)  # raises KeyboardInterrupt

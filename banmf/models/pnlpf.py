@@ -9,7 +9,7 @@ import numpy as np
 
 from .._params import NONE, Interval
 from .._validation import check_dense_budget, check_random_state
-from ..booleanize import _booleanize, balance
+from ..booleanize import balance, threshold_factors
 from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, fit_inner, store_params
 from .nmf import NMF
 
@@ -102,7 +102,7 @@ class PNLPF(BaseFactorization):
             self._iterate(Xd, W, H, losses, 0 if interrupted else self.max_iter)
         except KeyboardInterrupt:
             interrupted = True
-        res = _booleanize(X, W, H, self.n_thresholds, "balance", "pruned")
+        res = threshold_factors(X, W, H, self.n_thresholds, "balance", "pruned")
         self.W_continuous_, self.H_continuous_ = res.W_scaled, res.H_scaled
         self.thresholds_ = (res.threshold_w, res.threshold_h)
         self.loss_curve_ = np.asarray(losses)

@@ -7,9 +7,10 @@ from typing import ClassVar
 
 import numpy as np
 
+from .._boolean import mismatches
 from .._params import Interval
 from .._validation import check_dense_budget
-from ..booleanize import _booleanize, _error
+from ..booleanize import threshold_factors
 from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, fit_inner, store_params
 from .nmf import NMF
 from .pnlpf import DENSE_BUDGET
@@ -80,14 +81,14 @@ class ZhangThreshold(BaseFactorization):
         check_dense_budget(X.shape, self.dense_budget, "Zhang's thresholding (a dense objective)")
         nmf = NMF(k, max_iter=self.max_iter, normalize=None, random_state=self.random_state)
         interrupted = fit_inner(nmf, X)  # the first Ctrl-C: the grid thresholds stand; a second aborts
-        res = _booleanize(X, nmf.W_continuous_, nmf.H_continuous_, self.n_thresholds, "balance", "pruned")
+        res = threshold_factors(X, nmf.W_continuous_, nmf.H_continuous_, self.n_thresholds, "balance", "pruned")
         W, H = res.W_scaled, res.H_scaled
         self.refined_, steps = False, 0
         if not interrupted:
             try:
                 u, v, steps = self._refine(X.toarray().astype(np.float64), W, H, res.threshold_w, res.threshold_h)
                 Wb, Hb = W > u, H > v
-                err = _error(X, Wb, Hb)
+                err = mismatches(X, Wb, Hb)
                 self.refined_ = err <= res.error
             except KeyboardInterrupt:
                 interrupted = True
