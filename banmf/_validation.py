@@ -22,6 +22,7 @@ __all__ = [
     "check_dtype",
     "check_n_components",
     "check_random_state",
+    "check_work",
 ]
 
 
@@ -184,6 +185,34 @@ def check_dense_budget(shape: tuple[int, int], budget, what: str) -> None:
             f"{what} needs dense n×m arrays: {n}×{m} = {n * m:,} entries exceeds "
             f"dense_budget={budget:,}; use BANMF or NMF, or raise dense_budget if the memory is there"
         )
+
+
+#: Default ``work_budget``: estimated operations above which a fit is refused (about five
+#: minutes at :data:`OPS_PER_SECOND`).
+WORK_BUDGET = 6e10
+#: The rate the estimates are turned into time with: operations (a row looked at, a group
+#: counted) per second, measured on the 2-core machine this was developed on (retail,
+#: 88162 × 16470: ASSO's τ sweep and GreConD, k = 5 and 10).
+OPS_PER_SECOND = 2e8
+
+
+def work_duration(work: float) -> str:
+    """An estimate of operations as time on this project's 2-core machine, in words."""
+    seconds = work / OPS_PER_SECOND
+    if seconds < 1:
+        return "under a second"
+    if seconds < 120:
+        return f"about {seconds:.0f} s"
+    return f"about {seconds / 60:.0f} min" if seconds < 7200 else f"about {seconds / 3600:.0f} h"
+
+
+def check_work(work: float, budget, what: str, fix: str) -> None:
+    """Refuse, up front, a fit estimated at more than ``budget`` operations (None: no limit):
+    a one-line ``ValueError`` with the estimate and what to change."""
+    if budget is not None and work > budget:
+        raise ValueError(f"{what} is estimated at {work:.3g} operations ({work_duration(work)} on 2 "
+                         f"cores), over work_budget={budget:.3g}; {fix}, or raise work_budget "
+                         "(None: no limit)")
 
 
 def check_dtype(dtype) -> np.dtype:

@@ -413,10 +413,10 @@ def test_work_over_budget_is_refused_up_front_in_one_line(planted, monkeypatch):
     run, greedy = _Greedy.run, GreConD._greedy
     monkeypatch.setattr(_Greedy, "run", lambda *args: began.append(1) or run(*args))
     monkeypatch.setattr(GreConD, "_greedy", staticmethod(lambda *args: began.append(1) or greedy(*args)))
-    for model, words in [(ASSO(3, work_budget=1e3), ["ASSO", "XᵀX", "kB", "work_budget"]),
+    for model, words in [(ASSO(3, work_budget=1e3), ["ASSO", "XᵀX", "KB", "work_budget"]),
                          (ASSO(3, work_budget=gram * 1.01), ["ASSO", "one tau", "n_components=3", "work_budget"]),
                          (ASSO(3, tau=0.5, work_budget=gram * 1.01), ["ASSO", "higher tau", "work_budget"]),
-                         (GreConD(None, work_budget=1e3), ["GreConD", "set n_components", "kB", "work_budget"]),
+                         (GreConD(None, work_budget=1e3), ["GreConD", "set n_components", "KB", "work_budget"]),
                          (GreConD(3, work_budget=1e3), ["GreConD", "smaller n_components", "work_budget"])]:
         with pytest.raises(ValueError, match="work_budget") as info:
             model.fit(planted)

@@ -10,47 +10,16 @@ import scipy.sparse as sp
 
 from .._boolean import mismatches, transpose_mask
 from .._kernels.cover import asso_scores, asso_threshold, asso_usage, cover_concept
+from .._memory import format_size
 from .._params import NONE, Interval
 from .._progress import StartProgress
 from .._threads import blocks_for, cancelled, threads_for, variant
+from .._validation import WORK_BUDGET, check_work, work_duration
 from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, store_params
 
 __all__ = ["ASSO"]
 
 TAU_GRID = tuple(np.round(np.arange(0.05, 1.0001, 0.05), 2))
-#: Default ``work_budget``: estimated operations above which a fit is refused (about five
-#: minutes at :data:`OPS_PER_SECOND`).
-WORK_BUDGET = 6e10
-#: The rate the estimates are turned into time with: operations (a row looked at, a group
-#: counted) per second, measured on the 2-core machine this was developed on (retail,
-#: 88162 × 16470: ASSO's τ sweep and GreConD, k = 5 and 10).
-OPS_PER_SECOND = 2e8
-
-
-def _duration(work: float) -> str:
-    seconds = work / OPS_PER_SECOND
-    if seconds < 1:
-        return "under a second"
-    if seconds < 120:
-        return f"about {seconds:.0f} s"
-    return f"about {seconds / 60:.0f} min" if seconds < 7200 else f"about {seconds / 3600:.0f} h"
-
-
-def _size(n_bytes: float) -> str:
-    if n_bytes >= 1e9:
-        return f"{n_bytes / 1e9:.1f} GB"
-    return f"{n_bytes / 1e6:.1f} MB" if n_bytes >= 1e5 else f"{n_bytes / 1e3:.0f} kB"
-
-
-def check_work(work: float, budget, what: str, fix: str) -> None:
-    """Refuse, up front, a fit estimated at more than ``budget`` operations (None: no limit):
-    a one-line ``ValueError`` with the estimate and what to change."""
-    if budget is not None and work > budget:
-        raise ValueError(f"{what} is estimated at {work:.3g} operations ({_duration(work)} on 2 "
-                         f"cores), over work_budget={budget:.3g}; {fix}, or raise work_budget "
-                         "(None: no limit)")
-
-
 class ASSO(BaseFactorization):
     """The ASSO algorithm for Boolean matrix factorization.
 
@@ -138,7 +107,7 @@ class ASSO(BaseFactorization):
         gram = 30 * products  # the sparse product, then its entries sorted twice (measured)
         what = f"ASSO on this {n}×{m} X ({X.nnz:,} ones)"
         check_work(gram, self.work_budget, f"{what}: the association matrix XᵀX alone "
-                   f"(up to {_size(min(products, m * m) * 40)})", "sample or split the columns")
+                   f"(up to {format_size(min(products, m * m) * 40)})", "sample or split the columns")
         assoc = _Association(X)
         greedy = _Greedy(X, k, w_pos, w_neg, assoc)
         plan = {tau: assoc.candidates(tau) for tau in taus}
@@ -147,7 +116,7 @@ class ASSO(BaseFactorization):
                  for tau in taus}
         if len(taus) > 1:
             fix = (f"pass one tau (the sweep tries {len(taus)}; tau=0.5 alone: "
-                   f"{_duration(gram + k * steps[0.5])}) or a smaller n_components")
+                   f"{work_duration(gram + k * steps[0.5])}) or a smaller n_components")
         else:
             fix = "pass a higher tau (fewer, smaller candidates) or a smaller n_components"
         check_work(gram + k * sum(steps.values()), self.work_budget,

@@ -10,11 +10,12 @@ import numpy as np
 from .._boolean import mismatches, transpose_mask
 from .._kernels.boolean import pack_csr_rows
 from .._kernels.cover import cover_concept, grecond_values, intent_of
+from .._memory import format_size
 from .._params import NONE, Interval
 from .._progress import StartProgress
 from .._threads import blocks_for, cancelled, pick, threads_for, variant
+from .._validation import WORK_BUDGET, check_work
 from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, store_params
-from .asso import WORK_BUDGET, _size, check_work
 
 #: Calls of the value kernel per factor, at most about: measured 2-3 (retail, random sparse and
 #: dense data); the first, over all rows, costs the most.
@@ -145,7 +146,7 @@ class GreConD(BaseFactorization):
         factors = limit or min(n, m)
         what = f"GreConD on this {n}×{m} X ({X.nnz:,} ones) with n_components={limit}"
         if limit is None:
-            what += f" (up to {factors:,} factors: W alone {_size(n * factors)})"
+            what += f" (up to {factors:,} factors: W alone {format_size(n * factors)})"
             fix = "set n_components (each factor costs about the same)"
         else:
             fix = "pass a smaller n_components"
