@@ -3,6 +3,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from numba import config
 
 settings.register_profile(
     "default", deadline=None, max_examples=40, suppress_health_check=[HealthCheck.too_slow]
@@ -73,3 +74,14 @@ def warm_kernels():
     X, _, _ = banmf.make_boolean(8, 6, 2, density=0.4, random_state=0)
     for dtype in (np.float64, np.float32):
         banmf.BANMF(2, max_iter=2, random_state=0, dtype=dtype).fit(X)
+
+
+@pytest.fixture
+def wrapping_integers():
+    """Compiled integer arithmetic wraps silently (popcount's multiply relies on it); under
+    NUMBA_DISABLE_JIT=1 the kernels run on numpy scalars, which warn on the same wrap."""
+    if config.DISABLE_JIT:
+        with np.errstate(over="ignore"):
+            yield
+    else:
+        yield

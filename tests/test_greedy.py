@@ -12,9 +12,9 @@ import reference as ref
 from conftest import binary_matrices, run_both
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from numba import config
 
 from banmf import ASSO, GreConD, boolean_error, make_boolean
+from banmf._boolean import transpose_mask
 from banmf._kernels.cover import (
     asso_scores,
     asso_threshold,
@@ -24,7 +24,6 @@ from banmf._kernels.cover import (
     intent_of,
 )
 from banmf._threads import cancel_with
-from banmf._boolean import transpose_mask
 from banmf._validation import check_binary_matrix
 from banmf.models import asso as asso_module
 from banmf.models import grecond as grecond_module
@@ -33,15 +32,7 @@ from banmf.models.asso import TAU_GRID, _Association, _Greedy, _Patterns
 NO_BITS = np.zeros((0, 0), dtype=np.uint64)
 
 
-@pytest.fixture(autouse=True)
-def wrapping_integers():
-    """Compiled integer arithmetic wraps silently (popcount's multiply relies on it); under
-    NUMBA_DISABLE_JIT=1 the kernels run on numpy scalars, which warn on the same wrap."""
-    if config.DISABLE_JIT:
-        with np.errstate(over="ignore"):
-            yield
-    else:
-        yield
+pytestmark = pytest.mark.usefixtures("wrapping_integers")
 
 
 def csr_order(X, M):

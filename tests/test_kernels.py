@@ -6,7 +6,7 @@ import reference as ref
 from conftest import binary_matrices, run_both
 from hypothesis import given
 from hypothesis import strategies as st
-from numba import config, njit
+from numba import njit
 
 from banmf._kernels.boolean import (
     pack_cols_above,
@@ -29,17 +29,7 @@ from banmf._kernels.prefetch import (
 from banmf._kernels.simd import Width
 from banmf._validation import check_binary_matrix
 
-
-
-@pytest.fixture(autouse=True)
-def wrapping_integers():
-    """Compiled integer arithmetic wraps silently (popcount's multiply relies on it); under
-    NUMBA_DISABLE_JIT=1 the kernels run on numpy scalars, which warn on the same wrap."""
-    if config.DISABLE_JIT:
-        with np.errstate(over="ignore"):
-            yield
-    else:
-        yield
+pytestmark = pytest.mark.usefixtures("wrapping_integers")
 
 
 # Every path of the row updates' vector tiles: k below one vector, whole vectors (8 float32 or
