@@ -63,7 +63,7 @@ def _describe_bad_values(values: np.ndarray, rows: np.ndarray, cols: np.ndarray,
 
 
 def _check_numeric(dtype: np.dtype, name: str) -> None:
-    if dtype == object or not (np.issubdtype(dtype, np.number) or dtype == np.bool_):
+    if dtype == np.dtype(object) or not (np.issubdtype(dtype, np.number) or dtype == np.bool_):
         raise TypeError(f"{name} must hold numbers or booleans, got dtype {dtype}")
     if np.issubdtype(dtype, np.complexfloating):
         raise TypeError(f"{name} must be real, got complex dtype {dtype}")

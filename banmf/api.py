@@ -119,7 +119,7 @@ def fit_many(estimators, X, *, n_jobs=None) -> list:
                         return
                     try:
                         est.fit(X)
-                    except BaseException as exc:  # noqa: BLE001 (handed to the calling thread)
+                    except BaseException as exc:  # handed to the calling thread
                         failures.append(exc)
                         cancel.set()
 

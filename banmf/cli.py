@@ -131,7 +131,7 @@ class Progress(logging.Handler):
             if self.tty or now - self.start >= self.LOG_EVERY:
                 self._write(self._line(now), newline=False)
 
-    def __enter__(self) -> Progress:  # noqa: PYI034 (no subclasses)
+    def __enter__(self) -> Progress:
         from numba.core import event
 
         owner = self

@@ -172,7 +172,7 @@ def launch(specs: list[dict], env: dict | None = None, timeout: float = 900) -> 
         for spec in specs:
             # Closed in the finally below; stderr goes to a file so a chatty worker cannot
             # fill a pipe nobody reads while this script waits for "ready".
-            err = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115
+            err = tempfile.TemporaryFile(mode="w+")
             t = time.perf_counter()
             p = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker",
                                   json.dumps(spec)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,

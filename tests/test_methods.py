@@ -151,7 +151,8 @@ def test_penalized_methods_end_near_boolean_on_planted_data(method):
     X, _, _ = make_boolean(40, 40, 3, 0.4, random_state=5)
     est = factorize(X, 3, method=method, random_state=0).estimator
     W, H = est.W_continuous_, est.H_continuous_
-    dist = lambda F: np.abs(F - np.round(F)).max()
+    def dist(F):
+        return np.abs(F - np.round(F)).max()
     assert dist(W) < 0.05 and dist(H) < 0.05
     assert est.relative_error_ < 0.05
 

@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from banmf import ASSO, BANMF, NMF, GreConD, boolean_error, make_boolean, refine_thresholds
+from banmf._boolean import pack_rows, row_codes
 from banmf._kernels.polish import best_row_codes, subset_sums
 from banmf._validation import check_binary_matrix
-from banmf._boolean import pack_rows, row_codes
 from banmf.polish import _bit_changes, _Fixed, polish
 
 # The module, not the function of the same name that the package exports.

@@ -148,7 +148,8 @@ def test_transform_runs_within_the_budget():
 
 def test_fit_many_equals_fitting_one_by_one():
     X, _, _ = make_boolean(50, 30, 4, 0.3, noise=0.03, random_state=5)
-    make = lambda: [BANMF(k, max_iter=80, n_init=3, random_state=s) for k in (2, 4) for s in (0, 1)]
+    def make():
+        return [BANMF(k, max_iter=80, n_init=3, random_state=s) for k in (2, 4) for s in (0, 1)]
     alone = [est.fit(X) for est in make()]
     together = banmf.fit_many(make() + [banmf.ASSO(3)], X, n_jobs=2)
     assert together[-1].n_components_ == 3

@@ -229,5 +229,5 @@ class BaseFactorization:
 def _same(a, b) -> bool:
     try:
         return bool(a == b) if type(a) is type(b) else False
-    except Exception:  # noqa: BLE001 (arrays and other values without a truth value)
+    except Exception:  # arrays and other values without a truth value
         return a is b

@@ -490,7 +490,7 @@ class BANMF(BaseFactorization):
                             # come from the callback alone, and stops this start only.
                             done[i] = self._fit_one(X, Xt, W0, Ht0, p, progress, stop=stops[i], lock=lock,
                                                     interrupts=Interruptions())
-                except BaseException as exc:  # noqa: BLE001 (the main thread raises it)
+                except BaseException as exc:  # the main thread raises it
                     failed[i] = exc
                 finally:
                     ended.put(i)

@@ -113,7 +113,7 @@ class PNLPF(BaseFactorization):
         """The penalized updates of W and H in place, appending the objective to ``losses``."""
         tiny = np.finfo(np.float64).eps
         g, eps, lam = float(self.gamma), float(self.eps), float(self.lam0)
-        for t in range(max_iter):
+        for _ in range(max_iter):
             Phi, G = self._link(W @ H)
             H *= (g * (W.T @ (Xd * G)) + 3 * lam * H**2) / (
                 g * (W.T @ (Phi * G)) + 2 * lam * H**3 + lam * H + eps)
