@@ -110,10 +110,13 @@ def asso(X, k, tau, w_pos=1.0, w_neg=1.0):
         best, best_c, best_u = -1.0, None, None
         for c in cands:
             free = c & ~C
-            gain = w_pos * (free & X).sum(axis=1) - w_neg * (free & ~X).sum(axis=1)
-            score = gain[gain > 0].sum()
+            a, b = (free & X).sum(axis=1), (free & ~X).sum(axis=1)
+            gains = w_pos * a - w_neg * b > 0
+            # From the integer sums over the rows that gain, as the kernels do: a sum of the
+            # rows' float gains would depend on their order, and could break ties differently.
+            score = w_pos * a[gains].sum() - w_neg * b[gains].sum()
             if score > best:
-                best, best_c, best_u = score, c, gain > 0
+                best, best_c, best_u = score, c, gains
         if best <= 0:
             break
         W[:, l], H[l] = best_u, best_c
