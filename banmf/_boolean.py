@@ -36,6 +36,7 @@ __all__ = [
 
 # -- packing ---------------------------------------------------------------------------------
 
+
 def words(bits: int) -> int:
     return max(1, -(-bits // 64))
 
@@ -105,6 +106,7 @@ class Packed:
 
 # -- support masks -------------------------------------------------------------------------
 
+
 def csr_from_parts(indptr: np.ndarray, indices: np.ndarray, shape: tuple[int, int]) -> sp.csr_array:
     X = sp.csr_array((np.ones(len(indices), dtype=bool), indices, indptr), shape=shape, copy=False)
     X.has_sorted_indices = True
@@ -142,6 +144,7 @@ def transpose_mask(X: sp.csr_array) -> sp.csr_array:
 
 
 # -- error counts --------------------------------------------------------------------------
+
 
 def cover_count(pw: Packed, ph: Packed) -> int:
     """Number of ones of W⊗H: per distinct row code of one side, the union of the other side's

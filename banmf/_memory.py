@@ -23,7 +23,9 @@ MAX_POSITIONS = 2**63 - 1
 
 def parse_size(text: str, what: str = ENV_VAR) -> int:
     """Bytes in a size such as ``"1073741824"``, ``"512M"``, ``"8G"``, ``"1.5T"`` (or ``8GB``, ``8GiB``)."""
-    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*(?:([KMGTP])(?:i?B)?|B)?\s*", text, re.IGNORECASE)
+    match = re.fullmatch(
+        r"\s*([0-9]+(?:\.[0-9]*)?)\s*(?:([KMGTP])(?:i?B)?|B)?\s*", text, re.IGNORECASE
+    )
     if match is None or float(match.group(1)) <= 0:
         raise ValueError(
             f"{what}={text!r} is not a size: give a positive number of bytes, optionally with "
@@ -74,9 +76,16 @@ def _inactive_file(stat_path: str) -> int:
 def _cgroup_available() -> int | None:
     """What the cgroup's memory limit leaves (v2 ``memory.max``, else v1), or None."""
     for limit_file, usage_file, stat_file in (
-        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current", "/sys/fs/cgroup/memory.stat"),
-        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes",
-         "/sys/fs/cgroup/memory/memory.stat"),
+        (
+            "/sys/fs/cgroup/memory.max",
+            "/sys/fs/cgroup/memory.current",
+            "/sys/fs/cgroup/memory.stat",
+        ),
+        (
+            "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+            "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+            "/sys/fs/cgroup/memory/memory.stat",
+        ),
     ):
         limit = _read_int(limit_file)
         if limit is None or limit >= 2**60:  # v1 writes "no limit" as a huge number
@@ -135,7 +144,11 @@ def available_memory() -> int | None:
     override = os.environ.get(ENV_VAR)
     if override is not None and override.strip():
         return parse_size(override)
-    found = [v for v in (_system_available(), _cgroup_available(), _address_space_left()) if v is not None]
+    found = [
+        v
+        for v in (_system_available(), _cgroup_available(), _address_space_left())
+        if v is not None
+    ]
     return min(found) if found else None
 
 

@@ -57,8 +57,12 @@ class Interval:
             return False
         if isinstance(value, numbers.Real) and np.isnan(value):
             return False
-        left_ok = self.low is None or (value >= self.low if self.closed in ("both", "left") else value > self.low)
-        right_ok = self.high is None or (value <= self.high if self.closed in ("both", "right") else value < self.high)
+        left_ok = self.low is None or (
+            value >= self.low if self.closed in ("both", "left") else value > self.low
+        )
+        right_ok = self.high is None or (
+            value <= self.high if self.closed in ("both", "right") else value < self.high
+        )
         return bool(left_ok and right_ok)
 
     def __str__(self) -> str:
@@ -84,7 +88,11 @@ class Options:
         return any(type(value) is type(v) and value == v for v in self.values)
 
     def __str__(self) -> str:
-        return "one of " + ", ".join(repr(v) for v in self.values) if len(self.values) > 1 else repr(self.values[0])
+        return (
+            "one of " + ", ".join(repr(v) for v in self.values)
+            if len(self.values) > 1
+            else repr(self.values[0])
+        )
 
 
 class _Kind:
@@ -112,12 +120,17 @@ BOOLEAN = _Kind("True or False", _is_bool)
 CALLABLE = _Kind("a callable", callable)
 RANDOM_STATE = _Kind(
     "None, an integer >= 0 or a numpy Generator",
-    lambda v: v is None or isinstance(v, (np.random.Generator, np.random.SeedSequence))
-    or (isinstance(v, numbers.Integral) and not _is_bool(v) and v >= 0),
+    lambda v: (
+        v is None
+        or isinstance(v, (np.random.Generator, np.random.SeedSequence))
+        or (isinstance(v, numbers.Integral) and not _is_bool(v) and v >= 0)
+    ),
 )
 FLOAT_DTYPE = _Kind("float32 or float64", _is_float_dtype)
-N_JOBS = _Kind("None or a nonzero integer",
-               lambda v: v is None or (isinstance(v, numbers.Integral) and not _is_bool(v) and v != 0))
+N_JOBS = _Kind(
+    "None or a nonzero integer",
+    lambda v: v is None or (isinstance(v, numbers.Integral) and not _is_bool(v) and v != 0),
+)
 
 
 def validate_params(constraints: dict, params: dict, owner: str) -> None:

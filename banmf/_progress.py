@@ -34,7 +34,9 @@ class StartProgress:
 
     def _emit(self, level: int, event: str, message: str, **fields) -> None:
         data = {"event": event, "start": self.start, "n_starts": self.n_starts, **fields}
-        logger.log(level, "start %d/%d: %s", self.start, self.n_starts, message, extra={"banmf": data})
+        logger.log(
+            level, "start %d/%d: %s", self.start, self.n_starts, message, extra={"banmf": data}
+        )
 
     def iteration(self, t: int, objective: float) -> None:
         """After iteration ``t`` (from 1)."""
@@ -43,8 +45,14 @@ class StartProgress:
         now = time.monotonic()
         if now - self.last >= EVERY_SECONDS or t == self.max_iter:
             self.last = now
-            self._emit(logging.DEBUG, "iteration", f"iteration {t}/{self.max_iter}",
-                       iteration=t, max_iter=self.max_iter, objective=float(objective))
+            self._emit(
+                logging.DEBUG,
+                "iteration",
+                f"iteration {t}/{self.max_iter}",
+                iteration=t,
+                max_iter=self.max_iter,
+                objective=float(objective),
+            )
 
     def phase(self, name: str) -> None:
         """As a phase after the iterations begins."""

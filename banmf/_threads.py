@@ -40,7 +40,9 @@ PARALLEL_MIN_WORK = 500_000
 _budget: contextvars.ContextVar[int | None] = contextvars.ContextVar("banmf_threads", default=None)
 # Set by whoever runs fits in other threads (banmf.fit_many): fits stop at their next iteration
 # once it is set, as on Ctrl-C, since KeyboardInterrupt reaches only the main thread.
-_cancel: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar("banmf_cancel", default=None)
+_cancel: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
+    "banmf_cancel", default=None
+)
 
 
 @functools.lru_cache(maxsize=1)
@@ -108,10 +110,14 @@ def effective_n_jobs(n_jobs=None) -> int:
     int
         At least 1.
     """
-    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral)):
+    if n_jobs is not None and (
+        isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral)
+    ):
         raise TypeError(f"n_jobs must be None or an int, got {n_jobs!r}")
     if n_jobs is not None and n_jobs == 0:
-        raise ValueError("n_jobs must be None, a positive int or a negative int (-1: all CPUs), got 0")
+        raise ValueError(
+            "n_jobs must be None, a positive int or a negative int (-1: all CPUs), got 0"
+        )
     if n_jobs is not None and n_jobs > 0:
         return int(n_jobs)
     if n_jobs is None and _budget.get() is not None:

@@ -93,13 +93,17 @@ def check_binary_matrix(X, name: str = "X") -> sp.csr_array:
         If X is not 2-D, is empty, contains NaN/inf or values other than 0 and 1.
     """
     if X is None or isinstance(X, (str, bytes)):
-        raise TypeError(f"{name} must be a 2-D 0/1 array or scipy sparse matrix, got {type(X).__name__}")
+        raise TypeError(
+            f"{name} must be a 2-D 0/1 array or scipy sparse matrix, got {type(X).__name__}"
+        )
     if sp.issparse(X):
         if X.ndim != 2:
             raise ValueError(f"{name} must be 2-D, got {X.ndim} dimensions")
         _check_numeric(X.dtype, name)
         if _is_support_mask(X):
-            return X if isinstance(X, sp.csr_array) else csr_from_parts(X.indptr, X.indices, X.shape)
+            return (
+                X if isinstance(X, sp.csr_array) else csr_from_parts(X.indptr, X.indices, X.shape)
+            )
         coo = sp.coo_array(X)
         coo.sum_duplicates()
         values, rows, cols = coo.data, coo.row, coo.col
@@ -117,7 +121,9 @@ def check_binary_matrix(X, name: str = "X") -> sp.csr_array:
         # NaN and inf are nonzero, so every non-finite value is among `values`.
         values = arr[rows, cols]
     if shape[0] == 0 or shape[1] == 0:
-        raise ValueError(f"{name} is empty (shape {shape}); it needs at least one row and one column")
+        raise ValueError(
+            f"{name} is empty (shape {shape}); it needs at least one row and one column"
+        )
     if np.issubdtype(values.dtype, np.floating):
         finite = np.isfinite(values)
         if not finite.all():
@@ -210,9 +216,11 @@ def check_work(work: float, budget, what: str, fix: str) -> None:
     """Refuse, up front, a fit estimated at more than ``budget`` operations (None: no limit):
     a one-line ``ValueError`` with the estimate and what to change."""
     if budget is not None and work > budget:
-        raise ValueError(f"{what} is estimated at {work:.3g} operations ({work_duration(work)} on 2 "
-                         f"cores), over work_budget={budget:.3g}; {fix}, or raise work_budget "
-                         "(None: no limit)")
+        raise ValueError(
+            f"{what} is estimated at {work:.3g} operations ({work_duration(work)} on 2 "
+            f"cores), over work_budget={budget:.3g}; {fix}, or raise work_budget "
+            "(None: no limit)"
+        )
 
 
 def check_dtype(dtype) -> np.dtype:
@@ -223,7 +231,9 @@ def check_dtype(dtype) -> np.dtype:
     return dt
 
 
-def check_boolean_factors(W, H, shape: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+def check_boolean_factors(
+    W, H, shape: tuple[int, int] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Validate Boolean factors W (n, k) and H (k, m); return C-contiguous bool arrays."""
     out = []
     for name, F in (("W", W), ("H", H)):
@@ -248,7 +258,9 @@ def check_boolean_factors(W, H, shape: tuple[int, int] | None = None) -> tuple[n
         out.append(np.ascontiguousarray(arr, dtype=bool))
     Wb, Hb = out
     if Wb.shape[1] != Hb.shape[0]:
-        raise ValueError(f"W has {Wb.shape[1]} columns but H has {Hb.shape[0]} rows; they must match")
+        raise ValueError(
+            f"W has {Wb.shape[1]} columns but H has {Hb.shape[0]} rows; they must match"
+        )
     if shape is not None and (Wb.shape[0], Hb.shape[1]) != tuple(shape):
         raise ValueError(
             f"W⊗H has shape {(Wb.shape[0], Hb.shape[1])} but X has shape {tuple(shape)}"

@@ -16,7 +16,9 @@ from .result import Factorization
 __all__ = ["Factorization", "factorize", "fit_many"]  # Factorization: from banmf.result
 
 
-def factorize(X, n_components, method: str = "banmf", *, random_state=None, **method_params) -> Factorization:
+def factorize(
+    X, n_components, method: str = "banmf", *, random_state=None, **method_params
+) -> Factorization:
     """Factorize the 0/1 matrix X with any registered method.
 
     Parameters
@@ -47,7 +49,9 @@ def factorize(X, n_components, method: str = "banmf", *, random_state=None, **me
     valid = set(cls._param_names())
     unknown = set(method_params) - valid
     if unknown:
-        raise ValueError(f"method {method!r} has no parameter(s) {sorted(unknown)}; valid: {sorted(valid)}")
+        raise ValueError(
+            f"method {method!r} has no parameter(s) {sorted(unknown)}; valid: {sorted(valid)}"
+        )
     X = check_binary_matrix(X)
     est = cls(n_components=n_components, random_state=random_state, **method_params)
     start = time.perf_counter()
@@ -56,9 +60,14 @@ def factorize(X, n_components, method: str = "banmf", *, random_state=None, **me
     except KeyboardInterrupt:
         if not getattr(est, "interrupted_", False):
             raise  # before any result existed, or a second Ctrl-C
-        raise Interrupted(Factorization.from_estimator(est, method=method, X=X,
-                                                       seconds=time.perf_counter() - start)) from None
-    return Factorization.from_estimator(est, method=method, X=X, seconds=time.perf_counter() - start)
+        raise Interrupted(
+            Factorization.from_estimator(
+                est, method=method, X=X, seconds=time.perf_counter() - start
+            )
+        ) from None
+    return Factorization.from_estimator(
+        est, method=method, X=X, seconds=time.perf_counter() - start
+    )
 
 
 def fit_many(estimators, X, *, n_jobs=None) -> list:
@@ -124,8 +133,15 @@ def fit_many(estimators, X, *, n_jobs=None) -> list:
                         cancel.set()
 
         # Each thread runs in a copy of this thread's context (its budget, a caller's cancel).
-        threads = [threading.Thread(target=contextvars.copy_context().run, args=(worker,), daemon=True,
-                                    name=f"banmf-fit-{w}") for w in range(workers)]
+        threads = [
+            threading.Thread(
+                target=contextvars.copy_context().run,
+                args=(worker,),
+                daemon=True,
+                name=f"banmf-fit-{w}",
+            )
+            for w in range(workers)
+        ]
         try:
             for thread in threads:
                 thread.start()

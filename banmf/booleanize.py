@@ -250,7 +250,11 @@ def booleanize(
             raise ValueError(f"{name} contains NaN or infinite values")
         if (F < 0).any():
             raise ValueError(f"{name} has negative entries; booleanize expects nonnegative factors")
-    if isinstance(n_thresholds, bool) or not isinstance(n_thresholds, (int, np.integer)) or n_thresholds < 1:
+    if (
+        isinstance(n_thresholds, bool)
+        or not isinstance(n_thresholds, (int, np.integer))
+        or n_thresholds < 1
+    ):
         raise ValueError(f"n_thresholds must be a positive integer, got {n_thresholds!r}")
     if normalize not in ("balance", None):
         raise ValueError(f"normalize must be 'balance' or None, got {normalize!r}")
@@ -258,10 +262,21 @@ def booleanize(
         raise ValueError(f"search must be 'pruned', 'exhaustive' or 'coordinate', got {search!r}")
     res = threshold_factors(X, Wf, Hf, int(n_thresholds), normalize, search)
     return Factorization.from_factors(
-        X, res.W, res.H, error=res.error, method="booleanize",
+        X,
+        res.W,
+        res.H,
+        error=res.error,
+        method="booleanize",
         params={"n_thresholds": int(n_thresholds), "normalize": normalize, "search": search},
-        info={"threshold_w": res.threshold_w, "threshold_h": res.threshold_h, "W_scaled": res.W_scaled,
-              "H_scaled": res.H_scaled, "n_evaluated": res.n_evaluated, "error_grid": res.error_grid})
+        info={
+            "threshold_w": res.threshold_w,
+            "threshold_h": res.threshold_h,
+            "W_scaled": res.W_scaled,
+            "H_scaled": res.H_scaled,
+            "n_evaluated": res.n_evaluated,
+            "error_grid": res.error_grid,
+        },
+    )
 
 
 def _coordinate_search(nnz, hits, bound, cover, w_points, h_points, normalize) -> tuple[int, int]:
@@ -305,7 +320,9 @@ def threshold_factors(X, W, H, P, normalize, search) -> _Booleanization:
     cw = _active_counts(u, P)
     ch = _active_counts(vt, P)
     # Coverage is at least the hits and at least the largest single rectangle.
-    rect = (cw[:, :, None] * ch[:, None, :]).max(axis=0) if cw.shape[0] else np.zeros((P, P), np.int64)
+    rect = (
+        (cw[:, :, None] * ch[:, None, :]).max(axis=0) if cw.shape[0] else np.zeros((P, P), np.int64)
+    )
     bound = X.nnz - 2 * hits + np.maximum(hits, rect)
 
     # Thresholds with no factor value between them give the same Boolean factors: pack each
@@ -314,9 +331,16 @@ def threshold_factors(X, W, H, P, normalize, search) -> _Booleanization:
     key_w = np.searchsorted(np.unique(u), np.arange(P), side="right")
     key_h = np.searchsorted(np.unique(vt), np.arange(P), side="right")
     # Keep up to ~256 MB of packed factors per side (all of them for moderate n and m).
-    entry_w, entry_h = Packed.of(u, P).nbytes + 8 * X.shape[0], Packed.of(vt, P).nbytes + 8 * X.shape[1]
-    packed_w = functools.lru_cache(maxsize=max(8, min(P, 2**28 // entry_w)))(lambda s: Packed.of(u, s))
-    packed_h = functools.lru_cache(maxsize=max(8, min(P, 2**28 // entry_h)))(lambda t: Packed.of(vt, t))
+    entry_w, entry_h = (
+        Packed.of(u, P).nbytes + 8 * X.shape[0],
+        Packed.of(vt, P).nbytes + 8 * X.shape[1],
+    )
+    packed_w = functools.lru_cache(maxsize=max(8, min(P, 2**28 // entry_w)))(
+        lambda s: Packed.of(u, s)
+    )
+    packed_h = functools.lru_cache(maxsize=max(8, min(P, 2**28 // entry_h)))(
+        lambda t: Packed.of(vt, t)
+    )
     covers: dict[tuple[int, int], int] = {}
 
     def cover(s: int, t: int) -> int:
@@ -331,7 +355,9 @@ def threshold_factors(X, W, H, P, normalize, search) -> _Booleanization:
         best_idx = int(np.argmin(grid))
         best_err = int(grid.flat[best_idx])
     elif search == "coordinate":
-        best_err, best_idx = _coordinate_search(X.nnz, hits, bound, cover, w_points, h_points, normalize)
+        best_err, best_idx = _coordinate_search(
+            X.nnz, hits, bound, cover, w_points, h_points, normalize
+        )
     else:
         # Coverage only shrinks as thresholds rise: an exact coverage C at (s, t) is a floor for
         # every point at or below it in both thresholds. Visit points by (static bound, index);
@@ -345,12 +371,19 @@ def threshold_factors(X, W, H, P, normalize, search) -> _Booleanization:
             # Small factors: the same search in one kernel call, each coverage computed
             # directly (the loop below spends its time in Python on such sizes).
             best_err, best_idx, n_small = pruned_grid_search(
-                u, vt, order, flat, hits, floor, nnz, key_w, key_h)
+                u, vt, order, flat, hits, floor, nnz, key_w, key_h
+            )
             s, t = divmod(int(best_idx), P)
             return _Booleanization(
-                W=u > s, H=np.ascontiguousarray((vt > t).T), threshold_w=float(w_points[s]),
-                threshold_h=float(h_points[t]), error=int(best_err), W_scaled=W, H_scaled=H,
-                n_evaluated=int(n_small))
+                W=u > s,
+                H=np.ascontiguousarray((vt > t).T),
+                threshold_w=float(w_points[s]),
+                threshold_h=float(h_points[t]),
+                error=int(best_err),
+                W_scaled=W,
+                H_scaled=H,
+                n_evaluated=int(n_small),
+            )
         best_err, best_idx = np.iinfo(np.int64).max, -1
         for idx in order:
             lb = flat[idx]

@@ -65,7 +65,12 @@ class Progress(logging.Handler):
         self._state = threading.Lock()
         self.fractions: dict[int, float] = {}  # start -> share of its iterations done
         self.n_starts, self.status = 1, what
-        self.compile_seconds, self._compiling_since, self._depth, self._announced = 0.0, None, 0, False
+        self.compile_seconds, self._compiling_since, self._depth, self._announced = (
+            0.0,
+            None,
+            0,
+            False,
+        )
         self._done = threading.Event()
         self._last_line = self.start
         self._ticker = threading.Thread(target=self._tick, daemon=True, name="banmf-progress")
@@ -80,8 +85,10 @@ class Progress(logging.Handler):
             label = f"start {i}/{self.n_starts}" if self.n_starts > 1 else self.what
             if data["event"] == "iteration":
                 self.fractions[i] = data["iteration"] / data["max_iter"]
-                self.status = (f"{label}, iteration {data['iteration']}/{data['max_iter']}: "
-                               f"objective {data['objective']:.6g}")
+                self.status = (
+                    f"{label}, iteration {data['iteration']}/{data['max_iter']}: "
+                    f"objective {data['objective']:.6g}"
+                )
             elif data["event"] == "phase":
                 self.fractions[i] = max(self.fractions.get(i, 0.0), 1.0)
                 self.status = f"{label}: {data['phase']}"
@@ -108,7 +115,9 @@ class Progress(logging.Handler):
             elapsed = now - self.start
             text = f"{self.status} ({elapsed:.1f} s"
             done = sum(self.fractions.values()) / max(1, self.n_starts)
-            compiling = self.compile_seconds + (now - self._compiling_since if self._compiling_since else 0.0)
+            compiling = self.compile_seconds + (
+                now - self._compiling_since if self._compiling_since else 0.0
+            )
             if self._compiling_since is not None:
                 text = f"compiling kernels (first run only)… ({elapsed:.1f} s"
             elif 0.02 < done < 1.0:
@@ -192,8 +201,10 @@ def _read_input(path: str, fmt: str | None = None):
         try:
             format_of(Path(path), None)
         except ValueError:
-            raise UsageError(f"{path}: cannot tell the format from the extension; name it with "
-                             f"--format ({', '.join(FORMATS)})") from None
+            raise UsageError(
+                f"{path}: cannot tell the format from the extension; name it with "
+                f"--format ({', '.join(FORMATS)})"
+            ) from None
     return read_dataset(path, format=fmt)
 
 
@@ -220,13 +231,18 @@ def _matching_data(X, data_path: str, saved, result_path: str) -> None:
     the factorization was made from (its sha256 is recorded)."""
     n, m = saved.W.shape[0], saved.H.shape[1]
     if X.shape != (n, m):
-        raise UsageError(f"{data_path} is {X.shape[0]}×{X.shape[1]} but {result_path} factorizes a "
-                         f"{n}×{m} matrix")
+        raise UsageError(
+            f"{data_path} is {X.shape[0]}×{X.shape[1]} but {result_path} factorizes a "
+            f"{n}×{m} matrix"
+        )
     recorded = saved.meta.get("input_sha256")
     if recorded and recorded != _sha256(data_path):
-        warnings.warn(f"{data_path} is not the file {result_path} was fitted to (its sha256 differs "
-                      f"from the recorded one, of {saved.meta.get('input', 'the input')})", UserWarning,
-                      stacklevel=2)
+        warnings.warn(
+            f"{data_path} is not the file {result_path} was fitted to (its sha256 differs "
+            f"from the recorded one, of {saved.meta.get('input', 'the input')})",
+            UserWarning,
+            stacklevel=2,
+        )
 
 
 def _emit(args, record: dict, lines: list[str], out) -> None:
@@ -257,8 +273,10 @@ def _estimator_params(args, cls) -> dict:
             raise UsageError(f"--param {key}: {_OWN_OPTIONS[key]}")
         if key not in valid:
             settable = sorted(valid - set(_OWN_OPTIONS))
-            raise UsageError(f"--param {key}: method {args.method} has no such parameter; "
-                             f"it has {', '.join(settable)}")
+            raise UsageError(
+                f"--param {key}: method {args.method} has no such parameter; "
+                f"it has {', '.join(settable)}"
+            )
         if key in params:
             raise UsageError(f"--param {key} is given twice")
         params[key] = value
@@ -286,14 +304,22 @@ def cmd_factorize(args, out, err) -> int:
     from .models import METHODS
 
     if args.method not in METHODS:
-        raise UsageError(f"--method: unknown method {args.method!r}; choose one of {', '.join(METHODS)}")
+        raise UsageError(
+            f"--method: unknown method {args.method!r}; choose one of {', '.join(METHODS)}"
+        )
     params = _estimator_params(args, METHODS[args.method])
     if args.out:
         _check_output(args.out, "--out", inputs=[args.input])
     ds = _read_input(args.input, args.format)
     X = ds.X
-    record = {"input": args.input, "shape": list(X.shape), "nnz": int(X.nnz), "method": args.method,
-              "n_components": args.k, "seed": args.seed}
+    record = {
+        "input": args.input,
+        "shape": list(X.shape),
+        "nnz": int(X.nnz),
+        "method": args.method,
+        "n_components": args.k,
+        "seed": args.seed,
+    }
     progress = Progress(err, f"fitting {args.method}", enabled=not args.quiet)
     signalled = False
     with progress:
@@ -305,17 +331,28 @@ def cmd_factorize(args, out, err) -> int:
             result, signalled = exc.result, True
     # The fit's own time: the first run's compilation is reported apart.
     seconds = time.perf_counter() - start - progress.compile_seconds
-    result = result.replace(seconds=seconds, row_labels=ds.row_labels, col_labels=ds.col_labels,
-                            meta={"input": str(args.input), "input_sha256": _sha256(args.input), "seed": args.seed})
+    result = result.replace(
+        seconds=seconds,
+        row_labels=ds.row_labels,
+        col_labels=ds.col_labels,
+        meta={"input": str(args.input), "input_sha256": _sha256(args.input), "seed": args.seed},
+    )
     n, m = X.shape
     fn, fp = error_counts(X, result.W, result.H)
-    record.update({
-        "error": result.error, "relative_error": result.relative_error,
-        "false_negatives": fn, "false_positives": fp, "n_iter": result.n_iter,
-        "seconds": round(seconds, 4), "compile_seconds": round(progress.compile_seconds, 4),
-        "interrupted": result.interrupted, "signal": args.signals.name if signalled else None,
-        "out": args.out,
-    })
+    record.update(
+        {
+            "error": result.error,
+            "relative_error": result.relative_error,
+            "false_negatives": fn,
+            "false_positives": fp,
+            "n_iter": result.n_iter,
+            "seconds": round(seconds, 4),
+            "compile_seconds": round(progress.compile_seconds, 4),
+            "interrupted": result.interrupted,
+            "signal": args.signals.name if signalled else None,
+            "out": args.out,
+        }
+    )
     if args.out:
         result.save(args.out)
         args.written = args.out
@@ -323,7 +360,9 @@ def cmd_factorize(args, out, err) -> int:
     lines = [
         f"input           {args.input} ({n}×{m}, {X.nnz} nonzeros, density {X.nnz / (n * m):.4g})",
         f"method          {args.method}, k={args.k}, {_plural(result.n_iter, 'iteration')}, {seconds:.2f} s"
-        + (f" (+ {compiling:.1f} s compiling kernels, first run only)" if compiling >= 0.05 else ""),
+        + (
+            f" (+ {compiling:.1f} s compiling kernels, first run only)" if compiling >= 0.05 else ""
+        ),
         f"error           {result.error} ({fn} ones missed, {fp} zeros covered)",
         f"relative error  {result.relative_error:.4f} (error / nnz)",
     ]
@@ -333,7 +372,9 @@ def cmd_factorize(args, out, err) -> int:
         record.update(refinement=dict(info["refinement_"]), n_init=n_init, starts_run=ran)
         of = f" of {n_init}" if ran < n_init else ""
         steps = " → ".join(f"{step} {error}" for step, error in info["refinement_"].items())
-        lines.append(f"refinement      {steps} (best of {ran}{of} {'start' if n_init == 1 else 'starts'})")
+        lines.append(
+            f"refinement      {steps} (best of {ran}{of} {'start' if n_init == 1 else 'starts'})"
+        )
     if record["interrupted"]:
         why = f"by {record['signal']}" if signalled else "by request"
         lines.append(f"interrupted     {why}: the best result so far")
@@ -352,18 +393,28 @@ def cmd_info(args, out, err) -> int:
     # duplicate rows: rows equal to an earlier row (hash the column lists)
     seen, dups = set(), 0
     for i in range(n):
-        key = X.indices[X.indptr[i]:X.indptr[i + 1]].tobytes()
+        key = X.indices[X.indptr[i] : X.indptr[i + 1]].tobytes()
         if key in seen:
             dups += 1
         seen.add(key)
     record = {
-        "input": args.input, "shape": [n, m], "nnz": int(X.nnz), "density": X.nnz / (n * m),
-        "empty_rows": int((row_nnz == 0).sum()), "empty_columns": int((col_nnz == 0).sum()),
-        "duplicate_rows": dups, "max_row_nnz": int(row_nnz.max()), "max_column_nnz": int(col_nnz.max()),
+        "input": args.input,
+        "shape": [n, m],
+        "nnz": int(X.nnz),
+        "density": X.nnz / (n * m),
+        "empty_rows": int((row_nnz == 0).sum()),
+        "empty_columns": int((col_nnz == 0).sum()),
+        "duplicate_rows": dups,
+        "max_row_nnz": int(row_nnz.max()),
+        "max_column_nnz": int(col_nnz.max()),
         "has_labels": ds.row_labels is not None or ds.col_labels is not None,
     }
-    shown = {**record, "shape": f"{n}×{m}", "density": f"{record['density']:.4g}",
-             "has_labels": "yes" if record["has_labels"] else "no"}
+    shown = {
+        **record,
+        "shape": f"{n}×{m}",
+        "density": f"{record['density']:.4g}",
+        "has_labels": "yes" if record["has_labels"] else "no",
+    }
     lines = [f"{k.replace('_', ' '):<15} {v}" for k, v in shown.items()]
     _emit(args, record, lines, out)
     return EXIT_OK
@@ -378,20 +429,43 @@ def cmd_generate(args, out, err) -> int:
     _check_output(args.output, "OUTPUT", suffixes=suffixes)
     if args.factors:
         _check_output(args.factors, "--factors", inputs=[args.output])
-    X, W, H = make_boolean(args.n, args.m, args.k, args.density, noise=args.noise, random_state=args.seed)
+    X, W, H = make_boolean(
+        args.n, args.m, args.k, args.density, noise=args.noise, random_state=args.seed
+    )
     write_matrix(X, args.output)
-    record = {"output": args.output, "shape": [args.n, args.m], "nnz": int(X.nnz), "k": args.k,
-              "density": args.density, "noise": args.noise, "seed": args.seed, "factors": args.factors}
+    record = {
+        "output": args.output,
+        "shape": [args.n, args.m],
+        "nnz": int(X.nnz),
+        "k": args.k,
+        "density": args.density,
+        "noise": args.noise,
+        "seed": args.seed,
+        "factors": args.factors,
+    }
     if args.factors:
         planted = Factorization.from_factors(
-            X, W, H, method="planted", meta={"input": args.output, "input_sha256": _sha256(args.output)},
-            params={"n": args.n, "m": args.m, "k": args.k, "density": args.density, "noise": args.noise,
-                    "seed": args.seed})
+            X,
+            W,
+            H,
+            method="planted",
+            meta={"input": args.output, "input_sha256": _sha256(args.output)},
+            params={
+                "n": args.n,
+                "m": args.m,
+                "k": args.k,
+                "density": args.density,
+                "noise": args.noise,
+                "seed": args.seed,
+            },
+        )
         planted.save(args.factors)
         record["planted_error"] = planted.error
     lines = [f"wrote {args.output}: {args.n}×{args.m}, {X.nnz} nonzeros (planted k={args.k})"]
     if args.factors:
-        lines.append(f"wrote {args.factors}: planted factors (error {record['planted_error']} against X)")
+        lines.append(
+            f"wrote {args.factors}: planted factors (error {record['planted_error']} against X)"
+        )
     _emit(args, record, lines, out)
     return EXIT_OK
 
@@ -405,13 +479,22 @@ def cmd_evaluate(args, out, err) -> int:
     _matching_data(X, args.input, saved, args.result)
     fn, fp = error_counts(X, saved.W, saved.H)
     error = fn + fp
-    record = {"input": args.input, "result": args.result, "method": saved.method,
-              "n_components": saved.n_components, "error": error,
-              "relative_error": relative_error(error, X.nnz),
-              "false_negatives": fn, "false_positives": fp, "recorded_error": saved.error}
-    lines = [f"error           {error} ({fn} ones missed, {fp} zeros covered)",
-             f"relative error  {record['relative_error']:.4f} (error / nnz)",
-             f"factorization   {saved.method}, k={saved.n_components}"]
+    record = {
+        "input": args.input,
+        "result": args.result,
+        "method": saved.method,
+        "n_components": saved.n_components,
+        "error": error,
+        "relative_error": relative_error(error, X.nnz),
+        "false_negatives": fn,
+        "false_positives": fp,
+        "recorded_error": saved.error,
+    }
+    lines = [
+        f"error           {error} ({fn} ones missed, {fp} zeros covered)",
+        f"relative error  {record['relative_error']:.4f} (error / nnz)",
+        f"factorization   {saved.method}, k={saved.n_components}",
+    ]
     _emit(args, record, lines, out)
     return EXIT_OK
 
@@ -421,16 +504,24 @@ def cmd_plot(args, out, err) -> int:
     from .result import Factorization
 
     target = args.out or str(Path(args.result).with_suffix(".png"))
-    _check_output(target, "--out", inputs=[args.result, args.data],
-                  suffixes=tuple(f".{f}" for f in IMAGE_FORMATS))
+    _check_output(
+        target,
+        "--out",
+        inputs=[args.result, args.data],
+        suffixes=tuple(f".{f}" for f in IMAGE_FORMATS),
+    )
     saved = Factorization.load(args.result)
     X = saved.X
     if args.data:
         X = _read_input(args.data, args.format).X
         _matching_data(X, args.data, saved, args.result)
     kind = plot_result(saved, target, X=X)
-    _emit(args, {"result": args.result, "image": target, "kind": kind},
-          [f"wrote {target} ({kind} view)"], out)
+    _emit(
+        args,
+        {"result": args.result, "image": target, "kind": kind},
+        [f"wrote {target} ({kind} view)"],
+        out,
+    )
     return EXIT_OK
 
 
@@ -455,15 +546,18 @@ def _fraction(low_open: bool):
             raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
         ok = (0 < value < 1) if low_open else (0 <= value < 1)
         if not ok:
-            raise argparse.ArgumentTypeError(f"expected a number in {'(0, 1)' if low_open else '[0, 1)'}, "
-                                             f"got {text}")
+            raise argparse.ArgumentTypeError(
+                f"expected a number in {'(0, 1)' if low_open else '[0, 1)'}, got {text}"
+            )
         return value
 
     return parse
 
 
-_SEED_HELP = ("random seed (default 0: a command repeats exactly; the Python API's random_state "
-              "defaults to None, fresh randomness, as in scikit-learn)")
+_SEED_HELP = (
+    "random seed (default 0: a command repeats exactly; the Python API's random_state "
+    "defaults to None, fresh randomness, as in scikit-learn)"
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -478,30 +572,58 @@ def build_parser() -> argparse.ArgumentParser:
     from .io import FORMATS
     from .models import METHODS
 
-    parser = _Parser(prog="banmf", description="Boolean matrix factorization of sparse binary data.")
+    parser = _Parser(
+        prog="banmf", description="Boolean matrix factorization of sparse binary data."
+    )
     parser.add_argument("--version", action="version", version=f"banmf {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     positive = _int_at_least(1, "a positive integer")
     formats = ", ".join(FORMATS)
 
     def add_format(p, what="INPUT"):
-        p.add_argument("--format", choices=FORMATS, metavar="FORMAT",
-                       help=f"format of {what} ({formats}; default: from its extension, .gz looked through)")
+        p.add_argument(
+            "--format",
+            choices=FORMATS,
+            metavar="FORMAT",
+            help=f"format of {what} ({formats}; default: from its extension, .gz looked through)",
+        )
 
     p = sub.add_parser("factorize", help="factorize a 0/1 matrix file")
     p.add_argument("input", help="matrix file: .mtx[.gz], .npz, .csv, .tsv or .dat")
     p.add_argument("-k", type=positive, required=True, help="rank (number of factors)")
-    p.add_argument("--method", default="banmf", metavar="NAME",
-                   help=f"one of {', '.join(METHODS)} (default banmf)")
-    p.add_argument("--max-iter", type=positive, dest="max_iter", metavar="N",
-                   help="iterations at most, per start (default: the method's own, 1000 for banmf)")
-    p.add_argument("--seed", type=_int_at_least(0, "a nonnegative integer"), default=0, help=_SEED_HELP)
-    p.add_argument("--jobs", type=int, metavar="N",
-                   help="thread budget (scikit-learn's n_jobs: -1 all CPUs, 1 one thread; "
-                        "default: what the environment allows)")
-    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
-                   help="any other estimator parameter, e.g. --param regularization=logspace (repeatable)")
-    p.add_argument("--out", metavar="RESULT.npz", help="save the factorization here (checked before the fit)")
+    p.add_argument(
+        "--method",
+        default="banmf",
+        metavar="NAME",
+        help=f"one of {', '.join(METHODS)} (default banmf)",
+    )
+    p.add_argument(
+        "--max-iter",
+        type=positive,
+        dest="max_iter",
+        metavar="N",
+        help="iterations at most, per start (default: the method's own, 1000 for banmf)",
+    )
+    p.add_argument(
+        "--seed", type=_int_at_least(0, "a nonnegative integer"), default=0, help=_SEED_HELP
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        metavar="N",
+        help="thread budget (scikit-learn's n_jobs: -1 all CPUs, 1 one thread; "
+        "default: what the environment allows)",
+    )
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any other estimator parameter, e.g. --param regularization=logspace (repeatable)",
+    )
+    p.add_argument(
+        "--out", metavar="RESULT.npz", help="save the factorization here (checked before the fit)"
+    )
     add_format(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
@@ -518,11 +640,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-n", type=positive, required=True, help="rows")
     p.add_argument("-m", type=positive, required=True, help="columns")
     p.add_argument("-k", type=positive, required=True, help="planted rank")
-    p.add_argument("--density", type=_fraction(True), default=0.5,
-                   help="expected density of the noiseless matrix, in (0, 1) (default 0.5)")
-    p.add_argument("--noise", type=_fraction(False), default=0.0,
-                   help="probability of flipping each entry, in [0, 1) (default 0)")
-    p.add_argument("--seed", type=_int_at_least(0, "a nonnegative integer"), default=0, help=_SEED_HELP)
+    p.add_argument(
+        "--density",
+        type=_fraction(True),
+        default=0.5,
+        help="expected density of the noiseless matrix, in (0, 1) (default 0.5)",
+    )
+    p.add_argument(
+        "--noise",
+        type=_fraction(False),
+        default=0.0,
+        help="probability of flipping each entry, in [0, 1) (default 0)",
+    )
+    p.add_argument(
+        "--seed", type=_int_at_least(0, "a nonnegative integer"), default=0, help=_SEED_HELP
+    )
     p.add_argument("--factors", metavar="PLANTED.npz", help="also save the planted W, H here")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_generate)
@@ -552,8 +684,10 @@ def _warnings_to(err):
         text = str(message)
         if text not in shown:
             shown.add(text)
-            err.write(("\r\033[K" if getattr(err, "isatty", lambda: False)() else "")
-                      + f"banmf: warning: {text}\n")
+            err.write(
+                ("\r\033[K" if getattr(err, "isatty", lambda: False)() else "")
+                + f"banmf: warning: {text}\n"
+            )
 
     return show
 
@@ -563,8 +697,11 @@ def _announce(err):
 
     def announce(log) -> None:
         name = log.name if len(log.received) == 1 else signal.Signals(log.received[-1]).name
-        text = (f"banmf: {name}: finishing the best result so far (again to abort)"
-                if len(log.received) == 1 else f"banmf: {name} again: aborting")
+        text = (
+            f"banmf: {name}: finishing the best result so far (again to abort)"
+            if len(log.received) == 1
+            else f"banmf: {name} again: aborting"
+        )
         try:
             err.write("\n" + text + "\n")
             err.flush()
@@ -592,7 +729,14 @@ def main(argv=None, *, stdout=None, stderr=None) -> int:
         warnings.showwarning = _warnings_to(err)
         try:
             return args.func(args, out, err)
-        except (UsageError, ValueError, TypeError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+        except (
+            UsageError,
+            ValueError,
+            TypeError,
+            FileNotFoundError,
+            IsADirectoryError,
+            PermissionError,
+        ) as exc:
             err.write(f"banmf: error: {exc}\n")
             return EXIT_USAGE
         except KeyboardInterrupt:
@@ -604,11 +748,24 @@ def main(argv=None, *, stdout=None, stderr=None) -> int:
             else:
                 err.write(f"banmf: interrupted by {what}; {done}\n")
             if getattr(args, "json", False):
-                out.write(json.dumps({"command": args.command, "interrupted": True, "signal": what,
-                                      "aborted": True, "written": written}, indent=2) + "\n")
+                out.write(
+                    json.dumps(
+                        {
+                            "command": args.command,
+                            "interrupted": True,
+                            "signal": what,
+                            "aborted": True,
+                            "written": written,
+                        },
+                        indent=2,
+                    )
+                    + "\n"
+                )
             return args.signals.exit_code
         except MemoryError:
-            err.write("banmf: error: out of memory (set BANMF_MEMORY_LIMIT to refuse such work up front)\n")
+            err.write(
+                "banmf: error: out of memory (set BANMF_MEMORY_LIMIT to refuse such work up front)\n"
+            )
             return EXIT_USAGE
         except Exception as exc:  # anything else is our bug: say so, briefly
             err.write(f"banmf: internal error: {type(exc).__name__}: {exc} (please report it)\n")

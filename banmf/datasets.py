@@ -112,7 +112,9 @@ def make_boolean(
     return X, W, H
 
 
-def _check_make_boolean_memory(n: int, m: int, k: int, density: float, noise: float, kind: str) -> None:
+def _check_make_boolean_memory(
+    n: int, m: int, k: int, density: float, noise: float, kind: str
+) -> None:
     """Refuse, before drawing anything, a matrix the memory cannot hold (expected sizes)."""
     nnz = density * n * m
     flips = noise * n * m
@@ -122,9 +124,15 @@ def _check_make_boolean_memory(n: int, m: int, k: int, density: float, noise: fl
     product = nnz * (8 + 4 + 1)
     # Noise: int64 keys of X and of the flips, sorted, merged into a new array.
     noisy = 8 * 4 * (nnz + flips) if noise > 0 else 0
-    check_matrix_size(n, m, int(nnz + flips), f"make_boolean({n}, {m}, {k}, density={density:g}"
-                      + (f", noise={noise:g}" if noise else "") + ")",
-                      extra=int(factors + product + noisy))
+    check_matrix_size(
+        n,
+        m,
+        int(nnz + flips),
+        f"make_boolean({n}, {m}, {k}, density={density:g}"
+        + (f", noise={noise:g}" if noise else "")
+        + ")",
+        extra=int(factors + product + noisy),
+    )
 
 
 def _sorted_xor(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -172,8 +180,13 @@ def make_sparse_uniform(n: int, m: int, nnz: int, *, random_state=None) -> sp.cs
     if nnz > n * m:
         raise ValueError(f"nnz={nnz} exceeds n*m={n * m}")
     # Row counts, then int64 keys drawn, sorted and deduplicated.
-    check_matrix_size(int(n), int(m), int(nnz), f"make_sparse_uniform({n}, {m}, {nnz})",
-                      extra=8 * int(n) + 24 * int(nnz))
+    check_matrix_size(
+        int(n),
+        int(m),
+        int(nnz),
+        f"make_sparse_uniform({n}, {m}, {nnz})",
+        extra=8 * int(n) + 24 * int(nnz),
+    )
     rng = check_random_state(random_state)
     per_row = np.full(n, nnz // n, dtype=np.int64)
     per_row[: nnz % n] += 1
@@ -267,11 +280,17 @@ def make_sparse_degrees(
         raise ValueError(f"nnz={nnz} exceeds n*m={n * m}")
     # Weights and degrees per row and column; int64 keys, their column permutation and the
     # repair rounds' candidates (a handful of nnz-long arrays).
-    check_matrix_size(n, m, nnz, f"make_sparse_degrees({n}, {m}, {nnz})", extra=32 * (n + m) + 64 * nnz)
+    check_matrix_size(
+        n, m, nnz, f"make_sparse_degrees({n}, {m}, {nnz})", extra=32 * (n + m) + 64 * nnz
+    )
     for name, kind in (("rows", rows), ("cols", cols)):
         if kind not in DEGREE_KINDS:
             raise ValueError(f"{name} must be one of {DEGREE_KINDS}, got {kind!r}")
-    if isinstance(exponent, bool) or not isinstance(exponent, (int, float, np.number)) or not exponent > 1:
+    if (
+        isinstance(exponent, bool)
+        or not isinstance(exponent, (int, float, np.number))
+        or not exponent > 1
+    ):
         raise ValueError(f"exponent must be a number > 1, got {exponent!r}")
     rng = check_random_state(random_state)
     row_w = _degree_weights(rng, n, rows, exponent)
@@ -292,7 +311,9 @@ def _degree_weights(rng: np.random.Generator, size: int, kind: str, exponent: fl
     return w / w.sum()
 
 
-def _degree_sequence(rng: np.random.Generator, size: int, weights, total: int, cap: int) -> np.ndarray:
+def _degree_sequence(
+    rng: np.random.Generator, size: int, weights, total: int, cap: int
+) -> np.ndarray:
     """``size`` degrees summing to ``total``, each ≤ ``cap`` (``total ≤ size·cap``): equal
     (``weights`` None) or multinomial over ``weights``."""
     if weights is None:
@@ -310,8 +331,13 @@ def _degree_sequence(rng: np.random.Generator, size: int, weights, total: int, c
     return deg
 
 
-def _match_degrees(rng: np.random.Generator, row_deg: np.ndarray, col_deg: np.ndarray,
-                   col_weights, candidates: int = 8) -> np.ndarray:
+def _match_degrees(
+    rng: np.random.Generator,
+    row_deg: np.ndarray,
+    col_deg: np.ndarray,
+    col_weights,
+    candidates: int = 8,
+) -> np.ndarray:
     """Sorted distinct keys ``i * m + j`` of a random bipartite graph with these degrees.
 
     The row slots (row i owns ``row_deg[i]`` consecutive slots) get a random permutation of
@@ -450,8 +476,16 @@ class RankGapCase:
         return self.real_rank - self.k
 
 
-def rank_gap_case(n: int, m: int, k: int, density: float, repeat: int = 0, *,
-                  max_redraws: int = 1000, random_state=None) -> RankGapCase:
+def rank_gap_case(
+    n: int,
+    m: int,
+    k: int,
+    density: float,
+    repeat: int = 0,
+    *,
+    max_redraws: int = 1000,
+    random_state=None,
+) -> RankGapCase:
     """One planted X of the rank-gap suite, redrawn while its real rank is below k (paper §5)."""
     rng = check_random_state(random_state)
     for _ in range(max_redraws):
@@ -459,7 +493,9 @@ def rank_gap_case(n: int, m: int, k: int, density: float, repeat: int = 0, *,
         rank = int(np.linalg.matrix_rank(X.toarray().astype(np.float64)))
         if rank >= k:
             return RankGapCase(X, n, m, k, density, repeat, rank)
-    raise RuntimeError(f"no {n}×{m} matrix of real rank ≥ {k} at d={density} in {max_redraws} draws")
+    raise RuntimeError(
+        f"no {n}×{m} matrix of real rank ≥ {k} at d={density} in {max_redraws} draws"
+    )
 
 
 def rank_gap_suite(
@@ -563,13 +599,18 @@ def _load(filename: str, data_home=None) -> Dataset:
     if want:
         got = hashlib.sha256(path.read_bytes()).hexdigest()
         if got != want:
-            raise ValueError(f"{path}: checksum {got} does not match its sidecar ({want}); the file is damaged")
+            raise ValueError(
+                f"{path}: checksum {got} does not match its sidecar ({want}); the file is damaged"
+            )
     return ds
 
 
 _ZOO = {"15": "zoo_101x15.mtx", "16_legs": "zoo_101x16_legs.mtx", "14": "zoo_101x14.mtx"}
-_VOTES = {"232": "votes_232x16.mtx", "435_yes": "votes_435x16_yes.mtx",
-          "435_missing_mask": "votes_435x16_missing_mask.mtx"}
+_VOTES = {
+    "232": "votes_232x16.mtx",
+    "435_yes": "votes_435x16_yes.mtx",
+    "435_missing_mask": "votes_435x16_missing_mask.mtx",
+}
 
 
 def load_zoo(variant: str = "15", *, data_home=None) -> Dataset:
@@ -639,4 +680,3 @@ def load_mushroom(*, drop_class: bool = True, data_home=None) -> Dataset:
 def load_retail(*, data_home=None) -> Dataset:
     """FIMI retail: 88162 baskets × 16470 items, 908,576 nonzeros (Brijs et al. 1999)."""
     return _load("retail_88162x16470.mtx.gz", data_home)
-

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-__all__ = ["ConvergenceWarning", "DataWarning", "Interrupted", "InvalidParameterError", "NotFittedError"]
+__all__ = [
+    "ConvergenceWarning",
+    "DataWarning",
+    "Interrupted",
+    "InvalidParameterError",
+    "NotFittedError",
+]
 
 
 class ConvergenceWarning(UserWarning):

@@ -143,7 +143,15 @@ def format_of(path: Path, fmt: str | None) -> str:
     if suffixes and suffixes[-1] == ".gz":
         suffixes = suffixes[:-1]
     ext = suffixes[-1].lstrip(".") if suffixes else ""
-    aliases = {"mtx": "mtx", "mm": "mtx", "npz": "npz", "csv": "csv", "tsv": "tsv", "txt": "dat", "dat": "dat"}
+    aliases = {
+        "mtx": "mtx",
+        "mm": "mtx",
+        "npz": "npz",
+        "csv": "csv",
+        "tsv": "tsv",
+        "txt": "dat",
+        "dat": "dat",
+    }
     if ext not in aliases:
         raise ValueError(
             f"{path}: cannot tell the format from the extension {ext or '(none)'!r}; "
@@ -171,7 +179,9 @@ def _read_text(path: Path) -> str:
             with (gzip.open if gz else open)(path, "rb") as fh:
                 while chunk := fh.read(1 << 24):
                     data += chunk
-                    check_memory(2 * len(data), f"{path}: {'decompressing' if gz else 'reading'} it")
+                    check_memory(
+                        2 * len(data), f"{path}: {'decompressing' if gz else 'reading'} it"
+                    )
         else:
             check_memory(2 * path.stat().st_size, f"{path}: reading it")
             data = path.read_bytes()
@@ -187,7 +197,9 @@ def _read_text(path: Path) -> str:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise ValueError(f"{path}, line {line}: not UTF-8 text (byte 0x{data[exc.start]:02x})") from None
+        raise ValueError(
+            f"{path}, line {line}: not UTF-8 text (byte 0x{data[exc.start]:02x})"
+        ) from None
     del data
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
@@ -242,7 +254,11 @@ def read_matrix(path, *, format: str | None = None, **options) -> sp.csr_array:
     return read_dataset(path, format=format, **options).X
 
 
-_OPTIONS = {"csv": ("header", "index_col"), "tsv": ("header", "index_col"), "dat": ("one_based", "n_cols")}
+_OPTIONS = {
+    "csv": ("header", "index_col"),
+    "tsv": ("header", "index_col"),
+    "dat": ("one_based", "n_cols"),
+}
 
 
 def read_dataset(path, *, format: str | None = None, **options) -> Dataset:
@@ -253,10 +269,16 @@ def read_dataset(path, *, format: str | None = None, **options) -> Dataset:
     if extra:
         raise TypeError(f"options {sorted(extra)} do not apply to {fmt} files")
     for key in ("header", "index_col", "one_based"):
-        if key in options and options[key] is not None and not isinstance(options[key], (bool, np.bool_)):
+        if (
+            key in options
+            and options[key] is not None
+            and not isinstance(options[key], (bool, np.bool_))
+        ):
             raise TypeError(f"{key} must be True, False or None, got {options[key]!r}")
     n_cols = options.get("n_cols")
-    if n_cols is not None and (isinstance(n_cols, (bool, np.bool_)) or not isinstance(n_cols, (int, np.integer))):
+    if n_cols is not None and (
+        isinstance(n_cols, (bool, np.bool_)) or not isinstance(n_cols, (int, np.integer))
+    ):
         raise TypeError(f"n_cols must be a positive integer, got {n_cols!r}")
     if n_cols is not None and n_cols < 1:
         raise ValueError(f"n_cols must be a positive integer, got {n_cols}")
@@ -320,20 +342,30 @@ def _sidecar_shape(path: Path, meta: dict) -> tuple[int, int] | None:
     shape = meta.get("shape")
     if shape is None:
         return None
-    if not (isinstance(shape, list) and len(shape) == 2
-            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in shape)):
-        raise ValueError(f"{_sidecar_path(path)}: 'shape' must be two positive integers, got {_quote(str(shape))}")
+    if not (
+        isinstance(shape, list)
+        and len(shape) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in shape)
+    ):
+        raise ValueError(
+            f"{_sidecar_path(path)}: 'shape' must be two positive integers, got {_quote(str(shape))}"
+        )
     return shape[0], shape[1]
 
 
 def _with_sidecar(path: Path, X: sp.csr_array, meta: dict | None = None) -> Dataset:
     meta = _sidecar(path) if meta is None else meta
     labels = []
-    for key, size, what in (("row_labels", X.shape[0], "rows"), ("col_labels", X.shape[1], "columns")):
+    for key, size, what in (
+        ("row_labels", X.shape[0], "rows"),
+        ("col_labels", X.shape[1], "columns"),
+    ):
         value = meta.get(key)
         if value is not None and (not isinstance(value, list) or len(value) != size):
             count = len(value) if isinstance(value, list) else "no list of"
-            raise ValueError(f"{_sidecar_path(path)}: {count} {key.replace('_', ' ')} for {size} {what}")
+            raise ValueError(
+                f"{_sidecar_path(path)}: {count} {key.replace('_', ' ')} for {size} {what}"
+            )
         labels.append(None if value is None else [str(v) for v in value])
     name = meta.get("name")
     return Dataset(X, labels[0], labels[1], name if isinstance(name, str) else path.name, meta)
@@ -363,7 +395,11 @@ def _read_mtx(path: Path) -> sp.csr_array:
     if layout not in ("coordinate", "array"):
         _fail(path, 1, f"unknown layout {_quote(header[2])} (coordinate or array)")
     if field_ not in ("pattern", "integer", "real"):
-        _fail(path, 1, f"field {_quote(header[3])} is not supported for 0/1 data (pattern, integer or real)")
+        _fail(
+            path,
+            1,
+            f"field {_quote(header[3])} is not supported for 0/1 data (pattern, integer or real)",
+        )
     if symmetry not in ("general", "symmetric"):
         _fail(path, 1, f"symmetry {_quote(header[4])} is not supported (general or symmetric)")
     if layout == "array" and field_ == "pattern":
@@ -376,7 +412,11 @@ def _read_mtx(path: Path) -> sp.csr_array:
     want = 3 if layout == "coordinate" else 2
     size = line.split()
     if len(size) != want or not all(s.isascii() and s.isdigit() for s in size):
-        _fail(path, size_line, f"bad size line {_quote(line.strip())} (expected {want} nonnegative integers)")
+        _fail(
+            path,
+            size_line,
+            f"bad size line {_quote(line.strip())} (expected {want} nonnegative integers)",
+        )
     if any(len(s) > 30 for s in size):
         _fail(path, size_line, f"the size {_quote(max(size, key=len), 24)} is too large")
     dims = [int(s) for s in size]
@@ -391,16 +431,24 @@ def _read_mtx(path: Path) -> sp.csr_array:
     per = (2 if field_ == "pattern" else 3) if layout == "coordinate" else 1
     # A symmetric dense array holds the lower triangle only, column by column.
     count = dims[2] if layout == "coordinate" else n * (n + 1) // 2 if symmetric else n * m
-    body = text[offset + len(line) + 1:]
+    body = text[offset + len(line) + 1 :]
     del text
     # Comment lines between entries are not standard, but some writers leave them.
-    numbers = "\n".join("" if ln.startswith("%") else ln for ln in body.split("\n")) if "%" in body else body
+    numbers = (
+        "\n".join("" if ln.startswith("%") else ln for ln in body.split("\n"))
+        if "%" in body
+        else body
+    )
     check_memory(_PARSE_BYTES_PER_CHAR * len(numbers), f"{path}: parsing it")
     try:
         with warnings.catch_warnings():
             # numpy parses whitespace-separated text in C; before 2.0 it only warned on junk
             warnings.simplefilter("error", DeprecationWarning)
-            values = np.fromstring(numbers, dtype=np.float64, sep=" ") if numbers.strip() else np.empty(0)
+            values = (
+                np.fromstring(numbers, dtype=np.float64, sep=" ")
+                if numbers.strip()
+                else np.empty(0)
+            )
     except (ValueError, DeprecationWarning):  # numpy stopped at something that is not a number
         values = None
     del numbers
@@ -410,21 +458,32 @@ def _read_mtx(path: Path) -> sp.csr_array:
     if layout == "array":
         # Build temporaries: two flags and an index per value (and the triangle's positions),
         # then three index arrays per nonzero.
-        check_matrix_size(n, m, n * m, where, extra=count * (10 + (16 if symmetric else 0)) + 24 * n * m)
+        check_matrix_size(
+            n, m, n * m, where, extra=count * (10 + (16 if symmetric else 0)) + 24 * n * m
+        )
         if symmetric:
             col_of, row_of = np.triu_indices(n)  # (column, row) of the lower triangle, column-major
 
             def position(e):
                 return row_of[e], col_of[e]
         else:
+
             def position(e):
                 return e % n, e // n
+
         bad = ~((values == 0) | (values == 1))
         if bad.any():
             e = int(np.flatnonzero(bad)[0])
             row, col = position(e)
-            raise ValueError(_not_binary(f"{path}, line {_token_line(body, size_line, e)}", values[e],
-                                         int(row) + 1, int(col) + 1, int(bad.sum())))
+            raise ValueError(
+                _not_binary(
+                    f"{path}, line {_token_line(body, size_line, e)}",
+                    values[e],
+                    int(row) + 1,
+                    int(col) + 1,
+                    int(bad.sum()),
+                )
+            )
         rows, cols = position(np.flatnonzero(values))
         if symmetric:
             off = rows != cols
@@ -435,13 +494,19 @@ def _read_mtx(path: Path) -> sp.csr_array:
     bad = (rows != np.floor(rows)) | (cols != np.floor(cols))
     if bad.any():
         e = int(np.flatnonzero(bad)[0])
-        _fail(path, _token_line(body, size_line, e * per),
-              f"index ({format_value(rows[e])}, {format_value(cols[e])}) is not a pair of whole numbers")
+        _fail(
+            path,
+            _token_line(body, size_line, e * per),
+            f"index ({format_value(rows[e])}, {format_value(cols[e])}) is not a pair of whole numbers",
+        )
     bad = (rows < 1) | (rows > n) | (cols < 1) | (cols > m)
     if bad.any():
         e = int(np.flatnonzero(bad)[0])
-        _fail(path, _token_line(body, size_line, e * per),
-              f"index ({format_value(rows[e])}, {format_value(cols[e])}) outside the declared {n}×{m} (1-based)")
+        _fail(
+            path,
+            _token_line(body, size_line, e * per),
+            f"index ({format_value(rows[e])}, {format_value(cols[e])}) outside the declared {n}×{m} (1-based)",
+        )
     total = count * (2 if symmetric else 1)
     # Build temporaries: rows, columns, keys and their sorted copy, int64 each.
     check_matrix_size(n, m, total, where, extra=total * 32)
@@ -450,8 +515,15 @@ def _read_mtx(path: Path) -> sp.csr_array:
         bad = ~((vals == 0) | (vals == 1))
         if bad.any():
             e = int(np.flatnonzero(bad)[0])
-            raise ValueError(_not_binary(f"{path}, line {_token_line(body, size_line, e * per)}", vals[e],
-                                         format_value(rows[e]), format_value(cols[e]), int(bad.sum())))
+            raise ValueError(
+                _not_binary(
+                    f"{path}, line {_token_line(body, size_line, e * per)}",
+                    vals[e],
+                    format_value(rows[e]),
+                    format_value(cols[e]),
+                    int(bad.sum()),
+                )
+            )
         keep = vals != 0
         rows, cols = rows[keep], cols[keep]
     r = rows.astype(np.int64)
@@ -486,7 +558,11 @@ def _locate_mtx_problem(path, body, size_line, per, count, layout):
         if not tokens:
             continue
         if layout == "coordinate" and len(tokens) != per:
-            _fail(path, line_no, f"expected {per} numbers per entry, found {len(tokens)}: {_quote(line.strip())}")
+            _fail(
+                path,
+                line_no,
+                f"expected {per} numbers per entry, found {len(tokens)}: {_quote(line.strip())}",
+            )
         for tok in tokens:
             if not _NUMBER.fullmatch(tok):
                 _fail(path, line_no, f"{_quote(tok)} is not a number")
@@ -495,7 +571,9 @@ def _locate_mtx_problem(path, body, size_line, per, count, layout):
     _fail(path, None, f"declares {count} {what} but has {seen}")
 
 
-def _support_from_coords(path, rows: np.ndarray, cols: np.ndarray, shape: tuple[int, int]) -> sp.csr_array:
+def _support_from_coords(
+    path, rows: np.ndarray, cols: np.ndarray, shape: tuple[int, int]
+) -> sp.csr_array:
     """Support mask of 0-based (row, column) pairs of a file's ones; repeats are counted once
     with a :class:`DataWarning`."""
     keys = rows.astype(np.int64, copy=False) * shape[1] + cols
@@ -566,8 +644,11 @@ def _read_dat(path: Path, one_based: bool = False, n_cols: int | None = None) ->
     check_matrix_size(n, m, len(cols), str(path))
     indptr.extend(itertools.repeat(len(cols), n - lines))
     idx = np.int32 if max(n, m, len(cols)) < 2**31 - 1 else np.int64
-    X = csr_from_parts(np.frombuffer(indptr, np.int64).astype(idx), np.frombuffer(cols, np.int64).astype(idx),
-                        (n, m))
+    X = csr_from_parts(
+        np.frombuffer(indptr, np.int64).astype(idx),
+        np.frombuffer(cols, np.int64).astype(idx),
+        (n, m),
+    )
     return _with_sidecar(path, X, meta)
 
 
@@ -617,7 +698,9 @@ def _looks_like_header(first: list[str], second: list[str] | None) -> bool:
         return True  # words: column names
     # Numbers other than 0/1: column numbers under a corner label ("id,1,2,3" above 0/1 rows),
     # else data with a bad value, reported with its line.
-    return len(first) > 1 and not _is_number(first[0]) and second is not None and _is_data_row(second)
+    return (
+        len(first) > 1 and not _is_number(first[0]) and second is not None and _is_data_row(second)
+    )
 
 
 def _sniff_separator(path: Path, text: str, expected: str) -> str:
@@ -644,7 +727,9 @@ def _sniff_separator(path: Path, text: str, expected: str) -> str:
     return expected
 
 
-def _read_delimited(path: Path, delimiter: str, header: bool | None = None, index_col: bool | None = None) -> Dataset:
+def _read_delimited(
+    path: Path, delimiter: str, header: bool | None = None, index_col: bool | None = None
+) -> Dataset:
     text = _read_text(path)
     delimiter = _sniff_separator(path, text, delimiter)
     check_memory(_PARSE_BYTES_PER_CHAR * len(text), f"{path}: parsing it")
@@ -672,7 +757,11 @@ def _read_delimited(path: Path, delimiter: str, header: bool | None = None, inde
     rows = itertools.chain([first_row], rows)
     if index_col is None:
         index_col = len(first_row[1]) > 1 and (
-            (col_labels is not None and col_labels[0] == "" and len(col_labels) == len(first_row[1]))
+            (
+                col_labels is not None
+                and col_labels[0] == ""
+                and len(col_labels) == len(first_row[1])
+            )
             or _has_label_column(records(), header)
         )
     width = len(first_row[1]) - (1 if index_col else 0)
@@ -688,10 +777,16 @@ def _read_delimited(path: Path, delimiter: str, header: bool | None = None, inde
             row_labels.append(cells[0])
             cells = cells[1:]
         if len(cells) != width:
-            _fail(path, line_no, f"{len(cells)} value{'' if len(cells) == 1 else 's'} where the first row "
-                                 f"has {width}")
+            _fail(
+                path,
+                line_no,
+                f"{len(cells)} value{'' if len(cells) == 1 else 's'} where the first row "
+                f"has {width}",
+            )
         ones = [c for c, cell in enumerate(cells) if cell == "1"]
-        if len(ones) + cells.count("0") != width:  # other spellings, blanks, bad values: cell by cell
+        if (
+            len(ones) + cells.count("0") != width
+        ):  # other spellings, blanks, bad values: cell by cell
             ones = []
             for c, cell in enumerate(cells):
                 v = _binary_cell(cell)
@@ -699,8 +794,12 @@ def _read_delimited(path: Path, delimiter: str, header: bool | None = None, inde
                     ones.append(c)
                 elif v is None:
                     if cell == "":
-                        _fail(path, line_no, f"blank cell at row {r + 1}, column {c + 1}; missing entries "
-                                             "are not supported yet")
+                        _fail(
+                            path,
+                            line_no,
+                            f"blank cell at row {r + 1}, column {c + 1}; missing entries "
+                            "are not supported yet",
+                        )
                     bad_count += 1
                     first_bad = first_bad or (line_no, cell, r + 1, c + 1)
         indices.extend(ones)
@@ -712,8 +811,11 @@ def _read_delimited(path: Path, delimiter: str, header: bool | None = None, inde
     n = len(indptr) - 1
     check_matrix_size(n, width, len(indices), str(path))
     idx = np.int32 if max(n, width, len(indices)) < 2**31 - 1 else np.int64
-    X = csr_from_parts(np.frombuffer(indptr, np.int64).astype(idx), np.frombuffer(indices, np.int64).astype(idx),
-                        (n, width))
+    X = csr_from_parts(
+        np.frombuffer(indptr, np.int64).astype(idx),
+        np.frombuffer(indices, np.int64).astype(idx),
+        (n, width),
+    )
     if col_labels is not None and len(col_labels) != width:
         col_labels = None
     return Dataset(X, row_labels, col_labels, path.name)
@@ -806,8 +908,13 @@ def _sorted_rows(indptr: np.ndarray, indices: np.ndarray) -> bool:
     return bool(rising.all())
 
 
-_NPZ_PARTS = {"csr": ("indices", "indptr"), "csc": ("indices", "indptr"), "bsr": ("indices", "indptr"),
-              "dia": ("offsets",), "coo": ("row", "col")}
+_NPZ_PARTS = {
+    "csr": ("indices", "indptr"),
+    "csc": ("indices", "indptr"),
+    "bsr": ("indices", "indptr"),
+    "dia": ("offsets",),
+    "coo": ("row", "col"),
+}
 
 
 def _read_npz(path: Path) -> sp.csr_array:
@@ -819,7 +926,11 @@ def _read_npz(path: Path) -> sp.csr_array:
         for key in ("format", "shape", "data"):
             if key not in headers:
                 raise not_npz(f"no '{key}' array")
-        if headers["format"][1].kind not in "SU" or headers["format"][0] != () or headers["format"][1].itemsize > 64:
+        if (
+            headers["format"][1].kind not in "SU"
+            or headers["format"][0] != ()
+            or headers["format"][1].itemsize > 64
+        ):
             raise not_npz("the 'format' array is not a format name")
         if headers["shape"][0] != (2,) or headers["shape"][1].kind not in "iu":
             raise not_npz("the 'shape' array is not two integers")
@@ -859,13 +970,16 @@ def _read_npz(path: Path) -> sp.csr_array:
     for key in parts:
         arrays[key] = _signed(arrays[key])
         if arrays[key] is None:
-            raise ValueError(f"{path}: not a valid {fmt.upper()} matrix (the '{key}' array has values "
-                             "beyond 64-bit integers)")
+            raise ValueError(
+                f"{path}: not a valid {fmt.upper()} matrix (the '{key}' array has values "
+                "beyond 64-bit integers)"
+            )
     data = arrays["data"]
     if fmt == "csr" and data.ndim == 1:
         indptr, indices = arrays["indptr"], arrays["indices"]
         problem = _csr_problem(indptr, indices, n, m) or (
-            None if len(data) == len(indices) else "as many values as indices")
+            None if len(data) == len(indices) else "as many values as indices"
+        )
         if problem:
             raise ValueError(f"{path}: not a valid CSR matrix ({problem})")
         if (data == 1).all() and _sorted_rows(indptr, indices):  # canonical already (our own files)
@@ -873,13 +987,19 @@ def _read_npz(path: Path) -> sp.csr_array:
             return csr_from_parts(indptr.astype(idx), indices.astype(idx), (n, m))
     try:
         if fmt == "coo":
-            coords = arrays["coords"] if "coords" in arrays else np.stack([arrays["row"], arrays["col"]])
+            coords = (
+                arrays["coords"] if "coords" in arrays else np.stack([arrays["row"], arrays["col"]])
+            )
             if coords.ndim != 2 or coords.shape[0] != 2 or data.shape != (coords.shape[1],):
                 raise ValueError("coordinates and values do not pair up")
             rows, cols, values = coords[0], coords[1], data
         else:
             cls = getattr(sp, f"{fmt}_array")
-            parts_ = (data, arrays["offsets"]) if fmt == "dia" else (data, arrays["indices"], arrays["indptr"])
+            parts_ = (
+                (data, arrays["offsets"])
+                if fmt == "dia"
+                else (data, arrays["indices"], arrays["indptr"])
+            )
             coo = cls(parts_, shape=(n, m)).tocoo()
             rows, cols, values = coo.row, coo.col, coo.data
     except Exception as exc:  # scipy's checks of the arrays' consistency
@@ -887,13 +1007,19 @@ def _read_npz(path: Path) -> sp.csr_array:
     outside = (rows < 0) | (rows >= n) | (cols < 0) | (cols >= m)
     if outside.any():
         e = int(np.flatnonzero(outside)[0])
-        raise ValueError(f"{path}: entry at row {int(rows[e]) + 1}, column {int(cols[e]) + 1} is outside the "
-                         f"{n}×{m} matrix")
+        raise ValueError(
+            f"{path}: entry at row {int(rows[e]) + 1}, column {int(cols[e]) + 1} is outside the "
+            f"{n}×{m} matrix"
+        )
     if values.dtype != np.bool_:
         bad = ~((values == 0) | (values == 1))
         if bad.any():
             e = int(np.flatnonzero(bad)[0])
-            raise ValueError(_not_binary(str(path), values[e], int(rows[e]) + 1, int(cols[e]) + 1, int(bad.sum())))
+            raise ValueError(
+                _not_binary(
+                    str(path), values[e], int(rows[e]) + 1, int(cols[e]) + 1, int(bad.sum())
+                )
+            )
     keep = values != 0
     return _support_from_coords(path, rows[keep], cols[keep], (n, m))
 
@@ -928,7 +1054,11 @@ def _output_folder(path: Path, inputs=()) -> Path:
 
 def _cannot_write(parent: Path, exc: OSError) -> PermissionError:
     # The folder exists (checked); ENOENT here means it takes no new files (/proc, for one).
-    reason = "it takes no new files" if exc.errno == errno.ENOENT else (exc.strerror or _reason(exc)).lower()
+    reason = (
+        "it takes no new files"
+        if exc.errno == errno.ENOENT
+        else (exc.strerror or _reason(exc)).lower()
+    )
     return PermissionError(f"{parent}: cannot write there ({reason})")
 
 
@@ -1013,8 +1143,10 @@ def _open_text_output(tmp: Path, path: Path):
     ``path``, not the temporary file)."""
     with open(tmp, "wb") as raw:
         if path.suffix.lower() == ".gz":
-            with gzip.GzipFile(filename=path.name, mode="wb", fileobj=raw) as gz, \
-                    _io.TextIOWrapper(gz, encoding="utf-8", newline="\n") as fh:
+            with (
+                gzip.GzipFile(filename=path.name, mode="wb", fileobj=raw) as gz,
+                _io.TextIOWrapper(gz, encoding="utf-8", newline="\n") as fh,
+            ):
                 yield fh
         else:
             with _io.TextIOWrapper(raw, encoding="utf-8", newline="\n") as fh:
@@ -1064,13 +1196,15 @@ def _write_text(fh, X: sp.csr_array, fmt: str) -> None:
         np.savetxt(fh, np.column_stack([rows, X.indices + 1]), fmt="%d")
     elif fmt == "dat":
         for i in range(n):
-            fh.write(" ".join(map(str, X.indices[X.indptr[i]:X.indptr[i + 1]].tolist())) + "\n")
+            fh.write(" ".join(map(str, X.indices[X.indptr[i] : X.indptr[i + 1]].tolist())) + "\n")
     else:
         # One row at a time (the text is n×m, the memory need not be): "0,0,...,0\n" with the
         # ones set in place.
-        line = np.frombuffer((("0" + ("," if fmt == "csv" else "\t")) * m)[:-1].encode() + b"\n", np.uint8).copy()
+        line = np.frombuffer(
+            (("0" + ("," if fmt == "csv" else "\t")) * m)[:-1].encode() + b"\n", np.uint8
+        ).copy()
         for i in range(n):
-            cols = 2 * X.indices[X.indptr[i]:X.indptr[i + 1]].astype(np.intp)
+            cols = 2 * X.indices[X.indptr[i] : X.indptr[i + 1]].astype(np.intp)
             line[cols] = ord("1")
             fh.write(line.tobytes().decode("ascii"))
             line[cols] = ord("0")
@@ -1111,13 +1245,27 @@ def versions() -> dict:
 
     from . import __version__
 
-    return {"banmf": __version__, "numpy": np.__version__, "scipy": scipy.__version__,
-            "numba": numba.__version__, "python": platform.python_version()}
+    return {
+        "banmf": __version__,
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "numba": numba.__version__,
+        "python": platform.python_version(),
+    }
 
 
 #: Keys of a result's metadata that are fields of :class:`banmf.Factorization` (the rest is
 #: its ``meta``), and the keys of the format itself.
-_FIELD_KEYS = ("method", "params", "error", "relative_error", "n_iter", "seconds", "interrupted", "info")
+_FIELD_KEYS = (
+    "method",
+    "params",
+    "error",
+    "relative_error",
+    "n_iter",
+    "seconds",
+    "interrupted",
+    "info",
+)
 _FORMAT_KEYS = ("format", "format_version", "shape", "n_components", "labels")
 
 
@@ -1151,11 +1299,17 @@ def save_result(result, path, *, X=None, extra: dict | None = None) -> None:
         result = result.replace(**changes)
     W, H = check_boolean_factors(result.W, result.H)
     n, m = W.shape[0], H.shape[1]
-    meta = {**result.meta, "format": RESULT_FORMAT, "format_version": RESULT_VERSION,
-            "shape": [int(n), int(m)], "n_components": int(W.shape[1]),
-            **{key: getattr(result, key) for key in _FIELD_KEYS},
-            "info": result.savable_info(),
-            "versions": versions(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    meta = {
+        **result.meta,
+        "format": RESULT_FORMAT,
+        "format_version": RESULT_VERSION,
+        "shape": [int(n), int(m)],
+        "n_components": int(W.shape[1]),
+        **{key: getattr(result, key) for key in _FIELD_KEYS},
+        "info": result.savable_info(),
+        "versions": versions(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
     if result.row_labels is not None or result.col_labels is not None:
         meta["labels"] = {"rows": result.row_labels, "cols": result.col_labels}
     arrays = {"W": np.packbits(W, axis=1), "H": np.packbits(H, axis=1)}
@@ -1222,7 +1376,12 @@ def load_result(path):
         if version > RESULT_VERSION:
             raise ValueError(f"{path}: written by a newer banmf (format version {version})")
         shape, k = meta.get("shape"), meta.get("n_components")
-        if not (isinstance(shape, list) and len(shape) == 2 and all(map(_positive_int, shape)) and _positive_int(k)):
+        if not (
+            isinstance(shape, list)
+            and len(shape) == 2
+            and all(map(_positive_int, shape))
+            and _positive_int(k)
+        ):
             raise not_result("corrupt metadata: shape or n_components")
         n, m = shape
         expected = {"W": (n, -(-k // 8)), "H": (k, -(-m // 8))}
@@ -1231,19 +1390,31 @@ def load_result(path):
                 raise not_result(f"no {key}")
             if headers[key] != (want, np.dtype(np.uint8)):
                 raise not_result(f"{key} does not match the recorded shape")
-        if "loss_curve" in headers and (len(headers["loss_curve"][0]) != 1 or headers["loss_curve"][1].kind != "f"):
+        if "loss_curve" in headers and (
+            len(headers["loss_curve"][0]) != 1 or headers["loss_curve"][1].kind != "f"
+        ):
             raise not_result("the loss curve is not a list of numbers")
-        matrices = [name for name in ("X", "mask") if {f"{name}_indptr", f"{name}_indices"} & set(headers)]
+        matrices = [
+            name for name in ("X", "mask") if {f"{name}_indptr", f"{name}_indices"} & set(headers)
+        ]
         embedded = [f"{name}_{part}" for name in matrices for part in ("indptr", "indices")]
-        if any(key not in headers or len(headers[key][0]) != 1 or headers[key][1].kind not in "iu"
-               for key in embedded):
+        if any(
+            key not in headers or len(headers[key][0]) != 1 or headers[key][1].kind not in "iu"
+            for key in embedded
+        ):
             raise not_result("damaged embedded matrix")
-        stored = sum(_nbytes(headers[key]) for key in ("W", "H", "loss_curve", *embedded) if key in headers)
+        stored = sum(
+            _nbytes(headers[key]) for key in ("W", "H", "loss_curve", *embedded) if key in headers
+        )
         nnz = sum(int(headers[f"{name}_indices"][0][0]) for name in matrices)
         # The packed arrays, the unpacked factors (a byte per entry), the embedded matrices.
         check_memory(stored + (n + m) * k + 8 * (nnz + 2 * (n + 1)), f"{path}: the factorization")
         try:
-            data = {key: _npz_array(zf, key) for key in ("W", "H", "loss_curve", *embedded) if key in headers}
+            data = {
+                key: _npz_array(zf, key)
+                for key in ("W", "H", "loss_curve", *embedded)
+                if key in headers
+            }
         except Exception as exc:
             raise not_result(f"damaged: {_reason(exc)}") from None
     W = np.unpackbits(data["W"], axis=1, count=k).astype(bool)
@@ -1251,8 +1422,12 @@ def load_result(path):
     supports = {}
     for name in matrices:
         indptr, indices = _signed(data[f"{name}_indptr"]), _signed(data[f"{name}_indices"])
-        if indptr is None or indices is None or _csr_problem(indptr, indices, n, m) \
-                or not _sorted_rows(indptr, indices):
+        if (
+            indptr is None
+            or indices is None
+            or _csr_problem(indptr, indices, n, m)
+            or not _sorted_rows(indptr, indices)
+        ):
             raise not_result("damaged embedded matrix")
         idx = np.int32 if max(n, m, len(indices)) < 2**31 - 1 else np.int64
         supports[name] = csr_from_parts(indptr.astype(idx), indices.astype(idx), (n, m))
@@ -1273,18 +1448,32 @@ def _factorization_of(meta: dict, W, H, loss_curve, supports: dict, not_result):
         if key in fields and (not isinstance(fields[key], int) or isinstance(fields[key], bool)):
             raise not_result(f"corrupt metadata: {key}")
     for key in ("relative_error", "seconds"):
-        if key in fields and (fields[key] is None or not isinstance(fields[key], (int, float))
-                              or isinstance(fields[key], bool)):
+        if key in fields and (
+            fields[key] is None
+            or not isinstance(fields[key], (int, float))
+            or isinstance(fields[key], bool)
+        ):
             fields.pop(key)
     rows, cols = (labels.get(key) if isinstance(labels, dict) else None for key in ("rows", "cols"))
     for what, names, size in (("row", rows, W.shape[0]), ("column", cols, H.shape[1])):
         if names is not None and (not isinstance(names, list) or len(names) != size):
             raise not_result(f"corrupt metadata: {what} labels")
-    provenance = {key: value for key, value in meta.items() if key not in _FIELD_KEYS + _FORMAT_KEYS}
+    provenance = {
+        key: value for key, value in meta.items() if key not in _FIELD_KEYS + _FORMAT_KEYS
+    }
     error = fields.pop("error", None)
     if error is None:
         raise not_result("corrupt metadata: error")
     return Factorization(
-        W=W, H=H, error=error, relative_error=fields.pop("relative_error", float("nan")), **fields,
-        loss_curve=loss_curve, meta=provenance, X=supports.get("X"), mask=supports.get("mask"),
-        row_labels=rows, col_labels=cols)
+        W=W,
+        H=H,
+        error=error,
+        relative_error=fields.pop("relative_error", float("nan")),
+        **fields,
+        loss_curve=loss_curve,
+        meta=provenance,
+        X=supports.get("X"),
+        mask=supports.get("mask"),
+        row_labels=rows,
+        col_labels=cols,
+    )

@@ -26,7 +26,9 @@ def _pyplot():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise ImportError("plotting needs matplotlib: pip install matplotlib (or banmf[plot])") from None
+        raise ImportError(
+            "plotting needs matplotlib: pip install matplotlib (or banmf[plot])"
+        ) from None
     return plt
 
 
@@ -47,7 +49,9 @@ def plot_result(saved: Factorization, path, X=None) -> str:
     """
     fmt = Path(path).suffix.lower().lstrip(".")
     if fmt not in IMAGE_FORMATS:
-        raise ValueError(f"{path}: an image must end in {', '.join('.' + f for f in IMAGE_FORMATS)}")
+        raise ValueError(
+            f"{path}: an image must end in {', '.join('.' + f for f in IMAGE_FORMATS)}"
+        )
     plt = _pyplot()
     W, H = saved.W, saved.H
     n, m = W.shape[0], H.shape[1]
@@ -62,8 +66,12 @@ def plot_result(saved: Factorization, path, X=None) -> str:
         E[~D & R] = (0.9, 0.2, 0.15)  # covered zeros
         fig, axes = plt.subplots(1, 3, figsize=(12, 4.5), sharey=True)
         for ax, img, name in zip(axes, (D, R, E), ("data X", "reconstruction W⊗H", "errors")):
-            ax.imshow(img if img.ndim == 3 else ~img, cmap=None if img.ndim == 3 else "gray",
-                      aspect="auto", interpolation="nearest")
+            ax.imshow(
+                img if img.ndim == 3 else ~img,
+                cmap=None if img.ndim == 3 else "gray",
+                aspect="auto",
+                interpolation="nearest",
+            )
             ax.set_title(name)
             ax.set_xlabel("columns (ordered by factor)")
         axes[0].set_ylabel("rows (ordered by factor)")
@@ -78,11 +86,15 @@ def plot_result(saved: Factorization, path, X=None) -> str:
         axes[0].legend()
         axes[0].set_title("factor sizes")
         if saved.loss_curve is not None and len(saved.loss_curve):
-            axes[1].semilogy(np.arange(1, len(saved.loss_curve) + 1), np.maximum(saved.loss_curve, 1e-300))
+            axes[1].semilogy(
+                np.arange(1, len(saved.loss_curve) + 1), np.maximum(saved.loss_curve, 1e-300)
+            )
             axes[1].set_xlabel("iteration")
             axes[1].set_title("relaxed objective")
         else:
-            axes[1].text(0.5, 0.5, "no objective curve\n(not an iterative method)", ha="center", va="center")
+            axes[1].text(
+                0.5, 0.5, "no objective curve\n(not an iterative method)", ha="center", va="center"
+            )
             axes[1].set_axis_off()
         kind = "summary"
     fig.suptitle(title)

@@ -139,7 +139,9 @@ class _Fixed:
             return self.tables[bits, full & ~(a[:, None] & ~(1 << bits))]
         uniq, inverse, _ = unique_rows(A)
         out = np.empty((len(uniq), k if only < 0 else 1), dtype=np.int64)
-        pick(uncovered_counts, len(uniq) * self.bits.size)(np.ascontiguousarray(uniq), self.bits, only, out)
+        pick(uncovered_counts, len(uniq) * self.bits.size)(
+            np.ascontiguousarray(uniq), self.bits, only, out
+        )
         return out[inverse]
 
 
@@ -177,7 +179,9 @@ def _exact_rows(X, free: np.ndarray, fixed_bool: np.ndarray) -> int:
     # Every row scans all 2^k patterns. Integer counts: the blocks may follow the threads.
     threads = threads_for(X.shape[0] * (1 << k) + X.nnz)
     n_blocks = blocks_for(threads, X.shape[0])
-    changed = variant(best_row_codes, threads)(X.indptr, X.indices, b, F, k, X.shape[1], a, n_blocks)
+    changed = variant(best_row_codes, threads)(
+        X.indptr, X.indices, b, F, k, X.shape[1], a, n_blocks
+    )
     free[:] = decode_codes(a, k)
     return int(changed)
 
@@ -191,7 +195,7 @@ def polish_rows(X, free: np.ndarray, fixed_bool: np.ndarray, method: str) -> int
 
 
 def resolve_polish(method: str, X, k: int) -> str:
-    """"auto": the exact update while its n·k·2^k table work stays near the flips' O(nnz·k)."""
+    """ "auto": the exact update while its n·k·2^k table work stays near the flips' O(nnz·k)."""
     if method != "auto":
         return method
     n, m = X.shape
@@ -251,12 +255,20 @@ def polish(X, W, H, *, method: str = "auto", max_rounds: int = 100) -> _Polished
         )
     res = polish_factors(X, Wb, Hb, method, _check_rounds(max_rounds, "max_rounds"))
     return Factorization.from_factors(
-        X, res.W, res.H, error=res.error, method="polish", n_iter=res.rounds,
-        params={"method": method, "max_rounds": max_rounds}, info={"history": res.history, "method": res.method})
+        X,
+        res.W,
+        res.H,
+        error=res.error,
+        method="polish",
+        n_iter=res.rounds,
+        params={"method": method, "max_rounds": max_rounds},
+        info={"history": res.history, "method": res.method},
+    )
 
 
-def polish_factors(X, Wb: np.ndarray, Hb: np.ndarray, method: str = "auto", max_rounds: int = 100,
-            Xt=None) -> _Polished:
+def polish_factors(
+    X, Wb: np.ndarray, Hb: np.ndarray, method: str = "auto", max_rounds: int = 100, Xt=None
+) -> _Polished:
     """:func:`polish` on a canonical support mask and Boolean factors (trusted); ``Xt``: the
     mask of Xᵀ if the caller has it."""
     method = resolve_polish(method, X, Wb.shape[1])
@@ -312,8 +324,15 @@ def refine_thresholds(X, W, H, threshold_w, threshold_h, *, max_sweeps: int = 10
     X = check_binary_matrix(X)
     Wf = np.asarray(W, dtype=np.float64)
     Hf = np.asarray(H, dtype=np.float64)
-    if Wf.ndim != 2 or Hf.ndim != 2 or Wf.shape[1] != Hf.shape[0] or (Wf.shape[0], Hf.shape[1]) != X.shape:
-        raise ValueError(f"shapes do not fit: X {X.shape}, W {Wf.shape}, H {Hf.shape}; need W (n, k), H (k, m)")
+    if (
+        Wf.ndim != 2
+        or Hf.ndim != 2
+        or Wf.shape[1] != Hf.shape[0]
+        or (Wf.shape[0], Hf.shape[1]) != X.shape
+    ):
+        raise ValueError(
+            f"shapes do not fit: X {X.shape}, W {Wf.shape}, H {Hf.shape}; need W (n, k), H (k, m)"
+        )
     if not (np.isfinite(Wf).all() and np.isfinite(Hf).all()):
         raise ValueError("W and H must be finite")
     k = Wf.shape[1]
@@ -321,9 +340,19 @@ def refine_thresholds(X, W, H, threshold_w, threshold_h, *, max_sweeps: int = 10
     th = np.broadcast_to(np.asarray(threshold_h, dtype=np.float64), (k,)).copy()
     res = refine_factor_thresholds(X, Wf, Hf, tw, th, _check_rounds(max_sweeps, "max_sweeps"))
     return Factorization.from_factors(
-        X, res.W, res.H, error=res.error, method="refine_thresholds", n_iter=len(res.history) - 1,
+        X,
+        res.W,
+        res.H,
+        error=res.error,
+        method="refine_thresholds",
+        n_iter=len(res.history) - 1,
         params={"max_sweeps": max_sweeps},
-        info={"threshold_w": res.threshold_w, "threshold_h": res.threshold_h, "history": res.history})
+        info={
+            "threshold_w": res.threshold_w,
+            "threshold_h": res.threshold_h,
+            "history": res.history,
+        },
+    )
 
 
 def refine_factor_thresholds(X, W, H, tw, th, max_sweeps: int = 100, Xt=None) -> _Thresholds:
@@ -337,16 +366,18 @@ def refine_factor_thresholds(X, W, H, tw, th, max_sweeps: int = 100, Xt=None) ->
     w_order = [np.argsort(-W[:, l]).astype(np.int32) for l in range(W.shape[1])]
     h_order = [np.argsort(-Ht[:, l]).astype(np.int32) for l in range(W.shape[1])]
     for _ in range(max_sweeps):
-        changed = (_threshold_side(X, W, Wb, Htb, tw, w_order)
-                   + _threshold_side(Xt, Ht, Htb, Wb, th, h_order))
+        changed = _threshold_side(X, W, Wb, Htb, tw, w_order) + _threshold_side(
+            Xt, Ht, Htb, Wb, th, h_order
+        )
         history.append(mismatches(X, Wb, Htb.T))
         if changed == 0:
             break
     return _Thresholds(Wb, np.ascontiguousarray(Htb.T), tw, th, history[-1], history)
 
 
-def _threshold_side(X, C: np.ndarray, free: np.ndarray, fixed_bool: np.ndarray, t: np.ndarray,
-                    orders: list) -> int:
+def _threshold_side(
+    X, C: np.ndarray, free: np.ndarray, fixed_bool: np.ndarray, t: np.ndarray, orders: list
+) -> int:
     """One sweep over the columns l of ``free = C > t`` (rows against ``fixed_bool``); returns
     how many thresholds moved. Error as a function of the cut is a prefix sum of the rows'
     bit-l changes taken in decreasing order of ``C[:, l]`` (``orders[l]``)."""
@@ -367,6 +398,8 @@ def _threshold_side(X, C: np.ndarray, free: np.ndarray, fixed_bool: np.ndarray, 
             t[l] = vals[best] if best < len(vals) else np.nextafter(vals[-1], -np.inf)
             free[:, l] = C[:, l] > t[l]
             word, bit = l >> 6, np.uint64(l & 63)
-            A[:, word] = (A[:, word] & ~(np.uint64(1) << bit)) | (free[:, l].astype(np.uint64) << bit)
+            A[:, word] = (A[:, word] & ~(np.uint64(1) << bit)) | (
+                free[:, l].astype(np.uint64) << bit
+            )
             moved += 1
     return moved

@@ -13,11 +13,23 @@ __all__ = ["Factorization", "relative_error"]
 
 #: Fitted attributes that a Factorization holds as fields of its own, or that are too large to
 #: keep in ``info`` (the continuous factors stay on the estimator).
-_NOT_INFO = frozenset({
-    "W_", "components_", "reconstruction_err_", "relative_error_", "n_iter_", "fit_seconds_",
-    "interrupted_", "loss_curve_", "W_continuous_", "H_continuous_", "n_features_in_", "nnz_",
-    "n_components_",
-})
+_NOT_INFO = frozenset(
+    {
+        "W_",
+        "components_",
+        "reconstruction_err_",
+        "relative_error_",
+        "n_iter_",
+        "fit_seconds_",
+        "interrupted_",
+        "loss_curve_",
+        "W_continuous_",
+        "H_continuous_",
+        "n_features_in_",
+        "nnz_",
+        "n_components_",
+    }
+)
 #: Larger arrays are left out of ``info`` (it is saved as JSON).
 _INFO_MAX_SIZE = 10_000
 
@@ -101,8 +113,9 @@ class Factorization:
         return self.W.shape[1]
 
     @classmethod
-    def from_estimator(cls, estimator, *, method: str | None = None, X=None, seconds: float | None = None,
-                       **fields) -> Factorization:
+    def from_estimator(
+        cls, estimator, *, method: str | None = None, X=None, seconds: float | None = None, **fields
+    ) -> Factorization:
         """The result of a fitted estimator.
 
         Parameters
@@ -121,19 +134,32 @@ class Factorization:
 
         estimator._check_fitted()
         if method is None:
-            method = next((name for name, cls_ in METHODS.items() if type(estimator) is cls_),
-                          type(estimator).__name__)
-        info = {name: value for name, value in vars(estimator).items()
-                if name.endswith("_") and not name.startswith("_") and name not in _NOT_INFO
-                and _small(value)}
+            method = next(
+                (name for name, cls_ in METHODS.items() if type(estimator) is cls_),
+                type(estimator).__name__,
+            )
+        info = {
+            name: value
+            for name, value in vars(estimator).items()
+            if name.endswith("_")
+            and not name.startswith("_")
+            and name not in _NOT_INFO
+            and _small(value)
+        }
         return cls(
-            W=estimator.W_, H=estimator.components_, error=int(estimator.reconstruction_err_),
-            relative_error=float(estimator.relative_error_), method=method,
+            W=estimator.W_,
+            H=estimator.components_,
+            error=int(estimator.reconstruction_err_),
+            relative_error=float(estimator.relative_error_),
+            method=method,
             params={k: v for k, v in estimator.get_params(deep=False).items() if k != "callback"},
             n_iter=int(estimator.n_iter_),
             seconds=float(estimator.fit_seconds_ if seconds is None else seconds),
             interrupted=bool(getattr(estimator, "interrupted_", False)),
-            loss_curve=getattr(estimator, "loss_curve_", None), info=info, X=X, estimator=estimator,
+            loss_curve=getattr(estimator, "loss_curve_", None),
+            info=info,
+            X=X,
+            estimator=estimator,
             **fields,
         )
 
@@ -147,7 +173,9 @@ class Factorization:
         X = check_binary_matrix(X)
         W, H = check_boolean_factors(W, H, X.shape)
         error = boolean_error(X, W, H) if error is None else int(error)
-        return cls(W=W, H=H, error=error, relative_error=relative_error(error, X.nnz), X=X, **fields)
+        return cls(
+            W=W, H=H, error=error, relative_error=relative_error(error, X.nnz), X=X, **fields
+        )
 
     def replace(self, **changes) -> Factorization:
         """A copy with some fields changed (e.g. ``meta``)."""
@@ -183,8 +211,10 @@ class Factorization:
 
     def __repr__(self) -> str:
         n, m = self.shape
-        return (f"Factorization({self.method or 'unknown'}, {n}×{m}, k={self.n_components}, "
-                f"error={self.error}{', interrupted' if self.interrupted else ''})")
+        return (
+            f"Factorization({self.method or 'unknown'}, {n}×{m}, k={self.n_components}, "
+            f"error={self.error}{', interrupted' if self.interrupted else ''})"
+        )
 
 
 def _small(value) -> bool:

@@ -81,7 +81,9 @@ _DATA = {
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="2 seeds, 50×50 only, Zoo only")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args(argv)
@@ -92,7 +94,9 @@ def main(argv=None) -> int:
     start = time.perf_counter()
     with ProcessPoolExecutor(args.jobs, initializer=_init_worker) as pool:
         print("## 1. Planted recovery: exact recoveries / seeds, mean error, median s per fit\n")
-        print("| configuration | " + " | ".join(f"{n}×{n} k={k} d={d}" for n, k, d, _ in cases) + " |")
+        print(
+            "| configuration | " + " | ".join(f"{n}×{n} k={k} d={d}" for n, k, d, _ in cases) + " |"
+        )
         print("|---" * (len(cases) + 1) + "|")
         for name, params in CONFIGS.items():
             cells = []
@@ -104,33 +108,56 @@ def main(argv=None) -> int:
             print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
 
         print("\n## 2. 1 % noise, 50×50, k=5, d=0.5, seeds 0..9\n")
-        print("| configuration | error ≤ truth's | error = truth's | clean X recovered | mean error − truth's |")
+        print(
+            "| configuration | error ≤ truth's | error = truth's | clean X recovered | mean error − truth's |"
+        )
         print("|---|---|---|---|---|")
         seeds = 2 if args.quick else 10
         for name in ("paper", DEFAULT):
-            res = list(pool.map(_planted, [(50, 5, 0.5, s, 0.01, CONFIGS[name]) for s in range(seeds)]))
+            res = list(
+                pool.map(_planted, [(50, 5, 0.5, s, 0.01, CONFIGS[name]) for s in range(seeds)])
+            )
             err, truth = np.array([r[0] for r in res]), np.array([r[2] for r in res])
             rec = sum(r[3] for r in res)
-            print(f"| {name} | {int((err <= truth).sum())}/{seeds} | {int((err == truth).sum())}/{seeds} "
-                  f"| {rec}/{seeds} | {np.mean(err - truth):+.1f} |", flush=True)
+            print(
+                f"| {name} | {int((err <= truth).sum())}/{seeds} | {int((err == truth).sum())}/{seeds} "
+                f"| {rec}/{seeds} | {np.mean(err - truth):+.1f} |",
+                flush=True,
+            )
 
         print("\n## 3. Real data: relative training error at k = 3 / 5 / 10 (seconds per fit)\n")
         print("| data | paper BANMF | banmf (default) | reg-banmf (default) | best peer (method) |")
         print("|---|---|---|---|---|")
         for dname in data:
             ours = [("banmf", PAPER), ("banmf", {}), ("reg-banmf", {})]
-            tasks = [(dname, k, method, params, seed) for method, params in [*ours, *PEERS.values()]
-                     for k in ks for seed in range(n_seeds)]
+            tasks = [
+                (dname, k, method, params, seed)
+                for method, params in [*ours, *PEERS.values()]
+                for k in ks
+                for seed in range(n_seeds)
+            ]
             res = np.array(list(pool.map(_real, tasks))).reshape(-1, len(ks), n_seeds, 2)
             rows = [[tuple(cell) for cell in np.median(method, axis=1)] for method in res]
             names = list(PEERS)
-            best = [min((rows[3 + j][i][0], names[j]) for j in range(len(names))) for i in range(len(ks))]
+            best = [
+                min((rows[3 + j][i][0], names[j]) for j in range(len(names)))
+                for i in range(len(ks))
+            ]
 
             def fmt(rows):
-                return " / ".join(f"{e:.3f}" for e, _ in rows) + " (" + "/".join(f"{s:.1f}" for _, s in rows) + " s)"
+                return (
+                    " / ".join(f"{e:.3f}" for e, _ in rows)
+                    + " ("
+                    + "/".join(f"{s:.1f}" for _, s in rows)
+                    + " s)"
+                )
 
-            print(f"| {dname} | {fmt(rows[0])} | {fmt(rows[1])} | {fmt(rows[2])} | "
-                  + " / ".join(f"{e:.3f} ({m})" for e, m in best) + " |", flush=True)
+            print(
+                f"| {dname} | {fmt(rows[0])} | {fmt(rows[1])} | {fmt(rows[2])} | "
+                + " / ".join(f"{e:.3f} ({m})" for e, m in best)
+                + " |",
+                flush=True,
+            )
     print(f"\n({time.perf_counter() - start:.0f} s)")
     return 0
 

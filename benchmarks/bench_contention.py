@@ -75,15 +75,27 @@ CASES = {
     "lucap0": {
         "label": "LUCAP0 2000×143, k=10",
         "config": 'BANMF(10, n_init=1, tol=None, thresholds="global", polish=False), 1000 iterations',
-        "params": {"n_components": 10, "n_init": 1, "tol": None, "thresholds": "global",
-                   "polish": False},
+        "params": {
+            "n_components": 10,
+            "n_init": 1,
+            "tol": None,
+            "thresholds": "global",
+            "polish": False,
+        },
     },
     "1e6": {
         "label": "10⁶ nnz, k=32, 20 it",
         "config": 'BANMF(32, max_iter=20, n_init=1, tol=None, thresholds="global", polish=False, '
-                  "dtype=float32) on make_sparse_uniform(100,000, 10,000, 10⁶)",
-        "params": {"n_components": 32, "max_iter": 20, "n_init": 1, "tol": None,
-                   "thresholds": "global", "polish": False, "dtype": "float32"},
+        "dtype=float32) on make_sparse_uniform(100,000, 10,000, 10⁶)",
+        "params": {
+            "n_components": 32,
+            "max_iter": 20,
+            "n_init": 1,
+            "tol": None,
+            "thresholds": "global",
+            "polish": False,
+            "dtype": "float32",
+        },
     },
 }
 PARTS = ("copies", "busy", "restarts", "startup", "sklearn")
@@ -142,19 +154,26 @@ def worker(spec: dict) -> int:
     iters = len(model.loss_curve_)
     import numba
 
-    print(json.dumps({
-        "fit": t1 - t0,
-        "setup": t0 - t_start,
-        # Fit start to the end of the last iteration, and to the end of the first one (which
-        # loads the kernels from the cache: ~0.5 s on a fresh process).
-        "loop": stamps[-1] - t0 if stamps else None,
-        "first_iter": stamps[0] - t0 if stamps else None,
-        "iters": iters,
-        # Per iteration: the loop after the first iteration, as bench_core.py measures it.
-        "per_iter": (stamps[-1] - stamps[0]) / (len(stamps) - 1) if len(stamps) > 1 else None,
-        "error": int(model.reconstruction_err_),
-        "numba_threads": numba.get_num_threads(),
-    }), flush=True)
+    print(
+        json.dumps(
+            {
+                "fit": t1 - t0,
+                "setup": t0 - t_start,
+                # Fit start to the end of the last iteration, and to the end of the first one (which
+                # loads the kernels from the cache: ~0.5 s on a fresh process).
+                "loop": stamps[-1] - t0 if stamps else None,
+                "first_iter": stamps[0] - t0 if stamps else None,
+                "iters": iters,
+                # Per iteration: the loop after the first iteration, as bench_core.py measures it.
+                "per_iter": (stamps[-1] - stamps[0]) / (len(stamps) - 1)
+                if len(stamps) > 1
+                else None,
+                "error": int(model.reconstruction_err_),
+                "numba_threads": numba.get_num_threads(),
+            }
+        ),
+        flush=True,
+    )
     return 0
 
 
@@ -174,9 +193,15 @@ def launch(specs: list[dict], env: dict | None = None, timeout: float = 900) -> 
             # fill a pipe nobody reads while this script waits for "ready".
             err = tempfile.TemporaryFile(mode="w+")
             t = time.perf_counter()
-            p = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker",
-                                  json.dumps(spec)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                 stderr=err, text=True, env=env, cwd=ROOT)
+            p = subprocess.Popen(
+                [sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(spec)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+                env=env,
+                cwd=ROOT,
+            )
             procs.append({"p": p, "err": err, "launched": t, "ended": None})
         for w in procs:
             if w["p"].stdout.readline().strip() != "ready":
@@ -278,16 +303,20 @@ def summarize_copies(raw: dict, copies) -> list[dict]:
                 target = BUSY_TARGET
             else:
                 target = 1.25 * n
-            rows.append({
-                "case": case, "run": name, "copies": n,
-                "fit": [median(f[j] for f in fits) for j in range(n)],
-                "wall": [median(w[j] for w in walls) for j in range(n)],
-                "per_iter": median(w["per_iter"] for rep in reps for w in rep),
-                "worst_ratio": worst,
-                "wall_ratio": median(w[-1] for w in walls) / solo_wall,
-                "target": target,
-                "pass": None if target is None else worst <= target,
-            })
+            rows.append(
+                {
+                    "case": case,
+                    "run": name,
+                    "copies": n,
+                    "fit": [median(f[j] for f in fits) for j in range(n)],
+                    "wall": [median(w[j] for w in walls) for j in range(n)],
+                    "per_iter": median(w["per_iter"] for rep in reps for w in rep),
+                    "worst_ratio": worst,
+                    "wall_ratio": median(w[-1] for w in walls) / solo_wall,
+                    "target": target,
+                    "pass": None if target is None else worst <= target,
+                }
+            )
     return rows
 
 
@@ -318,10 +347,19 @@ def run_startup(cases, repeats, readme_only=False) -> dict:
             env = {**os.environ, "NUMBA_CACHE_DIR": tmp}
             for state in ("cold", "warm"):
                 t0 = time.perf_counter()
-                done = subprocess.run(cmd + README_ARGS, cwd=ROOT, env=env, capture_output=True,
-                                      text=True, timeout=900, check=False)
+                done = subprocess.run(
+                    cmd + README_ARGS,
+                    cwd=ROOT,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=900,
+                    check=False,
+                )
                 if done.returncode != 0:
-                    raise RuntimeError(f"{' '.join(cmd + README_ARGS)} failed:\n{done.stderr[-2000:]}")
+                    raise RuntimeError(
+                        f"{' '.join(cmd + README_ARGS)} failed:\n{done.stderr[-2000:]}"
+                    )
                 out["readme"][state].append({"wall": time.perf_counter() - t0})
         for c in workers:
             with tempfile.TemporaryDirectory(prefix="banmf-cold-") as tmp:
@@ -355,12 +393,20 @@ def run_sklearn(repeats, baseline=None) -> list[dict]:
 
 def _banmf_iter_of(checkout: Path, n, m, nnz, k, iters, dtype: str) -> float:
     """``bench_core.run_banmf`` in a fresh process importing banmf from ``checkout``."""
-    code = (f"import json, sys; sys.path[:0] = [{str(checkout)!r}, {str(BENCH_DIR)!r}]; "
-            f"import numpy as np, bench_core; "
-            f"print(json.dumps(bench_core.run_banmf({n}, {m}, {nnz}, {k}, {iters}, "
-            f"np.dtype({dtype!r}))['iter']))")
-    done = subprocess.run([sys.executable, "-c", code], cwd=checkout, capture_output=True,
-                          text=True, timeout=900, check=False)
+    code = (
+        f"import json, sys; sys.path[:0] = [{str(checkout)!r}, {str(BENCH_DIR)!r}]; "
+        f"import numpy as np, bench_core; "
+        f"print(json.dumps(bench_core.run_banmf({n}, {m}, {nnz}, {k}, {iters}, "
+        f"np.dtype({dtype!r}))['iter']))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=checkout,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"baseline run in {checkout} failed:\n{done.stderr[-2000:]}")
     return float(done.stdout.strip().splitlines()[-1])
@@ -377,9 +423,11 @@ def _s(v, digits=3) -> str:
 def print_tables(res: dict, args) -> None:
     if "copies" in res:
         print("\n### Copies started together, and beside a busy process\n")
-        print("Fit time measured inside each worker (median over repeats; copies sorted fastest "
-              "first), wall time launch to exit; × solo is the slowest copy's fit against the "
-              "median solo fit.\n")
+        print(
+            "Fit time measured inside each worker (median over repeats; copies sorted fastest "
+            "first), wall time launch to exit; × solo is the slowest copy's fit against the "
+            "median solo fit.\n"
+        )
         print("| case | run | fit s (each copy) | wall s (each copy) | s/it | × solo | target | |")
         print("|---|---|---|---|---|---|---|---|")
         for row in res["copies"]:
@@ -387,9 +435,11 @@ def print_tables(res: dict, args) -> None:
             target = "—" if row["target"] is None else f"≤ {row['target']:g}×"
             fits = " / ".join(_s(v) for v in row["fit"])
             walls = " / ".join(_s(v) for v in row["wall"])
-            print(f"| {CASES[row['case']]['label']} | {name} | {fits} | {walls} | "
-                  f"{_s(row['per_iter'])} | {row['worst_ratio']:.2f}× | {target} | "
-                  f"{verdict(row['pass'])} |")
+            print(
+                f"| {CASES[row['case']]['label']} | {name} | {fits} | {walls} | "
+                f"{_s(row['per_iter'])} | {row['worst_ratio']:.2f}× | {target} | "
+                f"{verdict(row['pass'])} |"
+            )
     if "restarts" in res:
         print("\n### Restarts on threads: n_init=10, n_jobs=1 against n_jobs=2\n")
         r = res["restarts"]
@@ -399,8 +449,10 @@ def print_tables(res: dict, args) -> None:
             print("| case | n_jobs=1 fit s | n_jobs=2 fit s | speed-up | target | |")
             print("|---|---|---|---|---|---|")
             for row in r["rows"]:
-                print(f"| {CASES[row['case']]['label']} | {_s(row['jobs1'])} | {_s(row['jobs2'])} | "
-                      f"{row['speedup']:.2f}× | ≥ {RESTART_TARGET}× | {verdict(row['pass'])} |")
+                print(
+                    f"| {CASES[row['case']]['label']} | {_s(row['jobs1'])} | {_s(row['jobs2'])} | "
+                    f"{row['speedup']:.2f}× | ≥ {RESTART_TARGET}× | {verdict(row['pass'])} |"
+                )
     if "startup" in res:
         st = res["startup"]
         print("\n### Cold and warm start (empty / warm NUMBA_CACHE_DIR)\n")
@@ -408,16 +460,20 @@ def print_tables(res: dict, args) -> None:
         print("|---|---|---|---|---|---|---|")
         rd = st["readme"]
         cold = median(v["wall"] for v in rd["cold"])
-        print(f"| `{rd['command']}` (end to end) | {_s(cold)} | — | "
-              f"{_s(median(v['wall'] for v in rd['warm']))} | — | cold ≤ {COLD_TARGET_S:g} s | "
-              f"{verdict(cold <= COLD_TARGET_S)} |")
+        print(
+            f"| `{rd['command']}` (end to end) | {_s(cold)} | — | "
+            f"{_s(median(v['wall'] for v in rd['warm']))} | — | cold ≤ {COLD_TARGET_S:g} s | "
+            f"{verdict(cold <= COLD_TARGET_S)} |"
+        )
         for c, runs in st.items():
             if c == "readme":
                 continue
-            print(f"| {CASES[c]['label']} (worker) | {_s(median(v['wall'] for v in runs['cold']))} | "
-                  f"{_s(median(v['fit'] for v in runs['cold']))} | "
-                  f"{_s(median(v['wall'] for v in runs['warm']))} | "
-                  f"{_s(median(v['fit'] for v in runs['warm']))} | — | — |")
+            print(
+                f"| {CASES[c]['label']} (worker) | {_s(median(v['wall'] for v in runs['cold']))} | "
+                f"{_s(median(v['fit'] for v in runs['cold']))} | "
+                f"{_s(median(v['wall'] for v in runs['warm']))} | "
+                f"{_s(median(v['fit'] for v in runs['warm']))} | — | — |"
+            )
     if "sklearn" in res:
         runs = res["sklearn"]
         ratio = median(r["ratio"] for r in runs)
@@ -426,24 +482,32 @@ def print_tables(res: dict, args) -> None:
         if "baseline" in runs[0]:
             base = median(r["baseline_ratio"] for r in runs)
             floor = base * (1 - args.ratio_slack)
-            print(f"Baseline: {args.baseline}, measured in the same run against the same "
-                  "scikit-learn fits.\n")
-            print("| BANMF s/it | baseline s/it | sklearn MU s/it | ratio (each run) | median | "
-                  "baseline ratio (each run) | median | |")
+            print(
+                f"Baseline: {args.baseline}, measured in the same run against the same "
+                "scikit-learn fits.\n"
+            )
+            print(
+                "| BANMF s/it | baseline s/it | sklearn MU s/it | ratio (each run) | median | "
+                "baseline ratio (each run) | median | |"
+            )
             print("|---|---|---|---|---|---|---|---|")
             each_base = ", ".join(f"{r['baseline_ratio']:.1f}×" for r in runs)
-            print(f"| {_s(median(r['banmf'] for r in runs))} | "
-                  f"{_s(median(r['baseline'] for r in runs))} | "
-                  f"{_s(median(r['sklearn'] for r in runs))} | {each} | {ratio:.1f}× | "
-                  f"{each_base} | {base:.1f}× (PASS from {floor:.2f}×) | "
-                  f"{verdict(ratio >= floor)} |")
+            print(
+                f"| {_s(median(r['banmf'] for r in runs))} | "
+                f"{_s(median(r['baseline'] for r in runs))} | "
+                f"{_s(median(r['sklearn'] for r in runs))} | {each} | {ratio:.1f}× | "
+                f"{each_base} | {base:.1f}× (PASS from {floor:.2f}×) | "
+                f"{verdict(ratio >= floor)} |"
+            )
         else:
             floor = TODAY_SKLEARN_RATIO * (1 - args.ratio_slack)
             print("| BANMF s/it | sklearn MU s/it | ratio (each run) | median | today | |")
             print("|---|---|---|---|---|---|")
-            print(f"| {_s(median(r['banmf'] for r in runs))} | "
-                  f"{_s(median(r['sklearn'] for r in runs))} | {each} | {ratio:.1f}× | "
-                  f"{TODAY_SKLEARN_RATIO}× (PASS from {floor:.2f}×) | {verdict(ratio >= floor)} |")
+            print(
+                f"| {_s(median(r['banmf'] for r in runs))} | "
+                f"{_s(median(r['sklearn'] for r in runs))} | {each} | {ratio:.1f}× | "
+                f"{TODAY_SKLEARN_RATIO}× (PASS from {floor:.2f}×) | {verdict(ratio >= floor)} |"
+            )
 
 
 def environment() -> dict:
@@ -452,38 +516,66 @@ def environment() -> dict:
     import banmf
 
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
-                                capture_output=True, check=True).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                                    cwd=ROOT, text=True, capture_output=True,
-                                    check=False).stdout.strip())
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=ROOT,
+            text=True,
+            capture_output=True,
+            check=True,
+        ).stdout.strip()
+        dirty = bool(
+            subprocess.run(
+                ["git", "status", "--porcelain", "--untracked-files=no"],
+                cwd=ROOT,
+                text=True,
+                capture_output=True,
+                check=False,
+            ).stdout.strip()
+        )
     except (OSError, subprocess.CalledProcessError):
         commit, dirty = "unknown", False
     return {
-        "banmf": banmf.__version__, "banmf_path": str(Path(banmf.__file__).parent),
-        "commit": commit + (" (modified)" if dirty else ""), "cpus": os.cpu_count(),
-        "numba_threads": numba.get_num_threads(), "python": sys.version.split()[0],
+        "banmf": banmf.__version__,
+        "banmf_path": str(Path(banmf.__file__).parent),
+        "commit": commit + (" (modified)" if dirty else ""),
+        "cpus": os.cpu_count(),
+        "numba_threads": numba.get_num_threads(),
+        "python": sys.version.split()[0],
         "n_jobs": "n_jobs" in banmf.BANMF().get_params(),
-        "date": time.strftime("%Y-%m-%d %H:%M"), "loadavg_start": os.getloadavg(),
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "loadavg_start": os.getloadavg(),
     }
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
-    parser.add_argument("--quick", action="store_true",
-                        help="1 repeat (unless --repeats), no 10⁶ case, no sklearn part, cold "
-                             "start of the README command only: about 3 minutes")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="1 repeat (unless --repeats), no 10⁶ case, no sklearn part, cold "
+        "start of the README command only: about 3 minutes",
+    )
     parser.add_argument("--cases", nargs="+", choices=list(CASES), default=None)
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
     parser.add_argument("--repeats", type=int, default=None, help="default 3 (--quick: 1)")
     parser.add_argument("--copies", nargs="+", type=int, default=[2, 4])
-    parser.add_argument("--ratio-slack", type=float, default=0.15,
-                        help="the sklearn ratio passes from (1 - slack) × today's median")
-    parser.add_argument("--baseline", metavar="CHECKOUT", type=Path,
-                        help="a checkout of the code to compare with (e.g. `git worktree add "
-                             "/tmp/base <commit>`): the sklearn part measures its iteration in "
-                             "the same run and the verdict compares the two ratios")
+    parser.add_argument(
+        "--ratio-slack",
+        type=float,
+        default=0.15,
+        help="the sklearn ratio passes from (1 - slack) × today's median",
+    )
+    parser.add_argument(
+        "--baseline",
+        metavar="CHECKOUT",
+        type=Path,
+        help="a checkout of the code to compare with (e.g. `git worktree add "
+        "/tmp/base <commit>`): the sklearn part measures its iteration in "
+        "the same run and the verdict compares the two ratios",
+    )
     parser.add_argument("--json", metavar="OUT", help="write every measurement to this file")
     args = parser.parse_args(argv)
     if args.worker:
@@ -495,11 +587,14 @@ def main(argv=None) -> int:
         parts = [p for p in parts if p != "sklearn"]  # it is the 10⁶ case
 
     env = environment()
-    print(f"banmf {env['banmf']} ({env['banmf_path']}, commit {env['commit']}), python "
-          f"{env['python']}, {env['cpus']} CPUs, numba threads {env['numba_threads']}, "
-          f"n_jobs {'supported' if env['n_jobs'] else 'not supported yet'}; {env['date']}, load "
-          f"average at start {', '.join(f'{v:.2f}' for v in env['loadavg_start'])}; medians of "
-          f"{repeats} repeat(s)", flush=True)
+    print(
+        f"banmf {env['banmf']} ({env['banmf_path']}, commit {env['commit']}), python "
+        f"{env['python']}, {env['cpus']} CPUs, numba threads {env['numba_threads']}, "
+        f"n_jobs {'supported' if env['n_jobs'] else 'not supported yet'}; {env['date']}, load "
+        f"average at start {', '.join(f'{v:.2f}' for v in env['loadavg_start'])}; medians of "
+        f"{repeats} repeat(s)",
+        flush=True,
+    )
     t_all = time.perf_counter()
     res: dict = {"environment": env, "repeats": repeats, "cases": cases}
     if "copies" in parts or "busy" in parts:
@@ -510,15 +605,24 @@ def main(argv=None) -> int:
     if "restarts" in parts:
         rcases = [c for c in cases if c in RESTART_CASES]
         if not env["n_jobs"]:
-            res["restarts"] = {"skipped": "this banmf's BANMF has no n_jobs parameter yet "
-                                          "('n_jobs' not in BANMF().get_params()); rerun once it has."}
+            res["restarts"] = {
+                "skipped": "this banmf's BANMF has no n_jobs parameter yet "
+                "('n_jobs' not in BANMF().get_params()); rerun once it has."
+            }
         else:
             raw = run_restarts(rcases, repeats)
             rows = []
             for c, t in raw.items():
                 j1, j2 = median(v["fit"] for v in t[1]), median(v["fit"] for v in t[2])
-                rows.append({"case": c, "jobs1": j1, "jobs2": j2, "speedup": j1 / j2,
-                             "pass": j1 / j2 >= RESTART_TARGET})
+                rows.append(
+                    {
+                        "case": c,
+                        "jobs1": j1,
+                        "jobs2": j2,
+                        "speedup": j1 / j2,
+                        "pass": j1 / j2 >= RESTART_TARGET,
+                    }
+                )
             res["restarts"] = {"raw": raw, "rows": rows}
     if "startup" in parts:
         res["startup"] = run_startup(cases, repeats, readme_only=args.quick)
@@ -527,8 +631,10 @@ def main(argv=None) -> int:
     env["loadavg_end"] = os.getloadavg()
     env["seconds"] = time.perf_counter() - t_all
     print_tables(res, args)
-    print(f"\n({env['seconds']:.0f} s; load average at the end "
-          f"{', '.join(f'{v:.2f}' for v in env['loadavg_end'])})")
+    print(
+        f"\n({env['seconds']:.0f} s; load average at the end "
+        f"{', '.join(f'{v:.2f}' for v in env['loadavg_end'])})"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=1, default=str))
     return 0

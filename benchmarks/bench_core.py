@@ -105,7 +105,11 @@ def run_banmf(n, m, nnz, k, iters, dtype, degrees=None):
     stamps = []
     start = time.perf_counter()
     model = banmf.BANMF(
-        k, max_iter=iters, random_state=0, dtype=dtype, **PAPER,
+        k,
+        max_iter=iters,
+        random_state=0,
+        dtype=dtype,
+        **PAPER,
         callback=lambda t, f: stamps.append(time.perf_counter()),
     ).fit(X)
     end = time.perf_counter()
@@ -195,8 +199,9 @@ def startup() -> dict:
     import tempfile
 
     def run(script, cwd, env):
-        done = subprocess.run([sys.executable, script], cwd=cwd, env=env, check=True,
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            [sys.executable, script], cwd=cwd, env=env, check=True, capture_output=True, text=True
+        )
         return [float(v) for v in done.stdout.split()]
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -236,8 +241,12 @@ def run_targets(dtype):
         banmf.PNLPF(5, max_iter=it, tol=None, random_state=0).fit(X5)
         pn.append(time.perf_counter() - t0)
     pnlpf_1000 = (pn[1] - pn[0]) / 30 * 1000
-    return {"lucap_paper": lucap_paper, "lucap_default": lucap_default,
-            "banmf_500": ours, "pnlpf_500": pnlpf_1000}
+    return {
+        "lucap_paper": lucap_paper,
+        "lucap_default": lucap_default,
+        "banmf_500": ours,
+        "pnlpf_500": pnlpf_1000,
+    }
 
 
 def run_scipy(n, m, nnz, k, iters, dtype):
@@ -289,25 +298,43 @@ def _in_child(fn, *args):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", nargs="*", choices=list(SIZES), default=list(SIZES),
-                        help="sizes of the first table; give none to skip it")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--sizes",
+        nargs="*",
+        choices=list(SIZES),
+        default=list(SIZES),
+        help="sizes of the first table; give none to skip it",
+    )
     parser.add_argument("--ks", nargs="+", type=int, default=[10, 32, 64])
     parser.add_argument("--dtype", choices=["float64", "float32"], default="float64")
-    parser.add_argument("--quick", action="store_true", help="sizes i, i5 and ii only, fewer iterations")
-    parser.add_argument("--degrees", nargs="*", choices=list(DEGREES), default=list(DEGREES),
-                        help="data shapes of the degree table (10⁶ nonzeros and retail); "
-                             "give none to skip it")
+    parser.add_argument(
+        "--quick", action="store_true", help="sizes i, i5 and ii only, fewer iterations"
+    )
+    parser.add_argument(
+        "--degrees",
+        nargs="*",
+        choices=list(DEGREES),
+        default=list(DEGREES),
+        help="data shapes of the degree table (10⁶ nonzeros and retail); give none to skip it",
+    )
     parser.add_argument("--no-extras", action="store_true", help="skip start-up and target rows")
     args = parser.parse_args(argv)
     sizes = [s for s in args.sizes if not (args.quick and s == "iii")]
     dtype = np.dtype(args.dtype)
     peak = _in_child(machine_peak, dtype)
-    print(f"dtype {dtype.name}, banmf {banmf.__version__}, numba threads {_threads()}, "
-          f"measured matmul peak {peak:.1f} GFLOP/s\n", flush=True)
+    print(
+        f"dtype {dtype.name}, banmf {banmf.__version__}, numba threads {_threads()}, "
+        f"measured matmul peak {peak:.1f} GFLOP/s\n",
+        flush=True,
+    )
     if sizes:
-        print("| size | k | BANMF s/it | GFLOP/s | % peak | sklearn MU s/it | ratio | scipy s/it "
-              "| ratio | dense s/it | ratio | booleanize s | peak MB |")
+        print(
+            "| size | k | BANMF s/it | GFLOP/s | % peak | sklearn MU s/it | ratio | scipy s/it "
+            "| ratio | dense s/it | ratio | booleanize s | peak MB |"
+        )
         print("|---|---|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
     for key in sizes:
         label, n, m, nnz, iters = SIZES[key]
@@ -319,33 +346,56 @@ def main(argv=None) -> int:
             sk_iters = iters if nnz <= 10**6 else max(2, iters // 4)
             sk = _in_child(run_sklearn, n, m, nnz, k, sk_iters, dtype)
             # The scipy iteration takes minutes at 10⁸ nonzeros; scikit-learn covers that size.
-            ref = _in_child(run_scipy, n, m, nnz, k, max(2, iters // 4), dtype) if nnz <= 10**7 else None
+            ref = (
+                _in_child(run_scipy, n, m, nnz, k, max(2, iters // 4), dtype)
+                if nnz <= 10**7
+                else None
+            )
             dense_fits = 4 * n * m * dtype.itemsize <= DENSE_BUDGET_BYTES
-            dense = _in_child(run_dense, n, m, nnz, k, max(2, iters // 4), dtype) if dense_fits else None
+            dense = (
+                _in_child(run_dense, n, m, nnz, k, max(2, iters // 4), dtype)
+                if dense_fits
+                else None
+            )
             gf = flops(n, m, ours["nnz"], k) / ours["iter"] / 1e9
-            cells = [label, k, f"{ours['iter']:.4g}", f"{gf:.1f}", f"{100 * gf / peak:.0f} %",
-                     f"{sk['iter']:.4g}", f"{sk['iter'] / ours['iter']:.1f}×",
-                     f"{ref['iter']:.4g}" if ref else "—",
-                     f"{ref['iter'] / ours['iter']:.1f}×" if ref else "—",
-                     f"{dense['iter']:.4g}" if dense else "—",
-                     f"{dense['iter'] / ours['iter']:.1f}×" if dense else "—",
-                     f"{ours['boolean']:.3g}", f"{ours['peak']:.0f}"]
+            cells = [
+                label,
+                k,
+                f"{ours['iter']:.4g}",
+                f"{gf:.1f}",
+                f"{100 * gf / peak:.0f} %",
+                f"{sk['iter']:.4g}",
+                f"{sk['iter'] / ours['iter']:.1f}×",
+                f"{ref['iter']:.4g}" if ref else "—",
+                f"{ref['iter'] / ours['iter']:.1f}×" if ref else "—",
+                f"{dense['iter']:.4g}" if dense else "—",
+                f"{dense['iter'] / ours['iter']:.1f}×" if dense else "—",
+                f"{ours['boolean']:.3g}",
+                f"{ours['peak']:.0f}",
+            ]
             print("| " + " | ".join(str(c) for c in cells) + " |", flush=True)
     if args.degrees:
         degree_table(args.degrees, args.ks, dtype, quick=args.quick)
     if not args.no_extras:
         st = startup()
-        print(f"\nstart-up, fresh process to first iteration: {st['cold'][0]:.2f} s with an empty "
-              f"kernel cache, {st['warm_first']:.2f} s cached (median of 5; whole default fit: "
-              f"{st['cold'][1]:.2f} s / {st['warm'][1]:.2f} s); the platform alone (numpy, "
-              f"scipy.sparse, numba and a one-line cached parallel kernel): {st['floor']:.2f} s")
+        print(
+            f"\nstart-up, fresh process to first iteration: {st['cold'][0]:.2f} s with an empty "
+            f"kernel cache, {st['warm_first']:.2f} s cached (median of 5; whole default fit: "
+            f"{st['cold'][1]:.2f} s / {st['warm'][1]:.2f} s); the platform alone (numpy, "
+            f"scipy.sparse, numba and a one-line cached parallel kernel): {st['floor']:.2f} s"
+        )
         t = _in_child(run_targets, dtype)
-        print(f"LUCAP0 k=10, 1000 iterations + booleanization (paper configuration): "
-              f"{t['lucap_paper']:.2f} s; default fit (restarts, thresholds, polish): "
-              f"{t['lucap_default']:.2f} s")
-        print(f"500×500 d=0.5 k=5, 1000 iterations: BANMF {t['banmf_500']:.2f} s, PNL-PF "
-              f"{t['pnlpf_500']:.2f} s (from its per-iteration time): "
-              f"{t['pnlpf_500'] / t['banmf_500']:.1f}× faster", flush=True)
+        print(
+            f"LUCAP0 k=10, 1000 iterations + booleanization (paper configuration): "
+            f"{t['lucap_paper']:.2f} s; default fit (restarts, thresholds, polish): "
+            f"{t['lucap_default']:.2f} s"
+        )
+        print(
+            f"500×500 d=0.5 k=5, 1000 iterations: BANMF {t['banmf_500']:.2f} s, PNL-PF "
+            f"{t['pnlpf_500']:.2f} s (from its per-iteration time): "
+            f"{t['pnlpf_500'] / t['banmf_500']:.1f}× faster",
+            flush=True,
+        )
     return 0
 
 
@@ -358,10 +408,15 @@ def degree_table(kinds, ks, dtype, quick=False) -> list[dict]:
     kinds = list(kinds)
     if "equal" not in kinds:  # the reference of the "× equal" column
         kinds.insert(0, "equal")
-    print(f"\nDegree skew: {n:,}×{m:,} with {nnz:,} nonzeros (make_sparse_degrees, exponent "
-          f"2.5) and the retail data; {iters} timed iterations, same run", flush=True)
-    print("| data | rows max/mean | cols max/mean | k | BANMF s/it | × equal rows | sklearn MU s/it "
-          "| ratio |")
+    print(
+        f"\nDegree skew: {n:,}×{m:,} with {nnz:,} nonzeros (make_sparse_degrees, exponent "
+        f"2.5) and the retail data; {iters} timed iterations, same run",
+        flush=True,
+    )
+    print(
+        "| data | rows max/mean | cols max/mean | k | BANMF s/it | × equal rows | sklearn MU s/it "
+        "| ratio |"
+    )
     print("|---|---|---|---|---|---|---|---|", flush=True)
     equal, results = {}, []
     for kind in kinds:
@@ -372,11 +427,27 @@ def degree_table(kinds, ks, dtype, quick=False) -> list[dict]:
             sk = _in_child(run_sklearn, n, m, nnz, k, iters, dtype, kind)
             if kind == "equal":
                 equal[k] = ours["iter"]
-            results.append({"data": kind, "k": k, "banmf": ours["iter"], "sklearn": sk["iter"],
-                            "rows_skew": skew[0], "cols_skew": skew[1], "nnz": ours["nnz"]})
-            cells = [label, f"{skew[0]:.1f}", f"{skew[1]:.1f}", k, f"{ours['iter']:.4g}",
-                     f"{ours['iter'] / equal[k]:.2f}×", f"{sk['iter']:.4g}",
-                     f"{sk['iter'] / ours['iter']:.1f}×"]
+            results.append(
+                {
+                    "data": kind,
+                    "k": k,
+                    "banmf": ours["iter"],
+                    "sklearn": sk["iter"],
+                    "rows_skew": skew[0],
+                    "cols_skew": skew[1],
+                    "nnz": ours["nnz"],
+                }
+            )
+            cells = [
+                label,
+                f"{skew[0]:.1f}",
+                f"{skew[1]:.1f}",
+                k,
+                f"{ours['iter']:.4g}",
+                f"{ours['iter'] / equal[k]:.2f}×",
+                f"{sk['iter']:.4g}",
+                f"{sk['iter'] / ours['iter']:.1f}×",
+            ]
             print("| " + " | ".join(str(c) for c in cells) + " |", flush=True)
     return results
 

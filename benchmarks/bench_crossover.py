@@ -52,8 +52,13 @@ def main(argv=None) -> int:
     kp = padded_width(k, dtype)
     width = row_width(kp, dtype)
     rng = np.random.default_rng(0)
-    print(f"threads {numba.get_num_threads()}, k={k}, float64" + (", beside a busy process" if burner else ""))
-    print(f"{'nnz':>9} {'kernel':>8} {'work':>10} {'serial µs':>10} {'parallel µs':>12} {'ser/par':>8}")
+    print(
+        f"threads {numba.get_num_threads()}, k={k}, float64"
+        + (", beside a busy process" if burner else "")
+    )
+    print(
+        f"{'nnz':>9} {'kernel':>8} {'work':>10} {'serial µs':>10} {'parallel µs':>12} {'ser/par':>8}"
+    )
     try:
         for nnz in (2_000, 10_000, 30_000, 100_000, 300_000, 1_000_000):
             n, m = max(1, nnz // 40), 2000
@@ -62,17 +67,31 @@ def main(argv=None) -> int:
             W[:, :k], Ht[:, :k] = rng.random((n, k)), rng.random((m, k))
             y, YHt, sq = np.ones(X.nnz), zeros_line_aligned((n, kp), dtype), np.empty((n, 2))
             G = Ht[:, :k].T @ Ht[:, :k]
-            gram, blocks, out = np.empty((4, k, k)), zeros_line_aligned((4, m, kp), dtype), zeros_line_aligned((m, kp), dtype)
+            gram, blocks, out = (
+                np.empty((4, k, k)),
+                zeros_line_aligned((4, m, kp), dtype),
+                zeros_line_aligned((m, kp), dtype),
+            )
             Y = project_spmm(width)
             cases = {
                 "update": (update_rows, (W, YHt, G, 0.0, 1e-12, gram), n * k * k),
-                "scatter": (scatter_rows(width), (X.indptr, X.indices, y, W, blocks, out, width), X.nnz * k),
-                "y pass": (Y, (X.indptr, X.indices, W, Ht, 1.0, float(k), True, y, YHt, sq, width), 2 * X.nnz * k),
+                "scatter": (
+                    scatter_rows(width),
+                    (X.indptr, X.indices, y, W, blocks, out, width),
+                    X.nnz * k,
+                ),
+                "y pass": (
+                    Y,
+                    (X.indptr, X.indices, W, Ht, 1.0, float(k), True, y, YHt, sq, width),
+                    2 * X.nnz * k,
+                ),
             }
             for name, (kern, kargs, work) in cases.items():
                 s = _median_call(kern.serial, kargs, args.repeats)
                 q = _median_call(kern.parallel, kargs, args.repeats)
-                print(f"{X.nnz:>9} {name:>8} {work:>10.2e} {1e6 * s:>10.1f} {1e6 * q:>12.1f} {s / q:>8.2f}")
+                print(
+                    f"{X.nnz:>9} {name:>8} {work:>10.2e} {1e6 * s:>10.1f} {1e6 * q:>12.1f} {s / q:>8.2f}"
+                )
     finally:
         stop.set()
         if burner:

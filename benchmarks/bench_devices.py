@@ -79,18 +79,27 @@ def item(typingctx, arr, p):
         return None
 
     def codegen(context, builder, sig, args):
-        return builder.load(_item_pointer(context, builder, sig.args[0], args[0], args[1:], sig.args[1:]))
+        return builder.load(
+            _item_pointer(context, builder, sig.args[0], args[0], args[1:], sig.args[1:])
+        )
 
     return arr.dtype(arr, p), codegen
 
 
 @intrinsic
 def set_item(typingctx, arr, p, v):
-    if not isinstance(arr, types.Array) or arr.ndim != 1 or not isinstance(p, types.Integer) or v != arr.dtype:
+    if (
+        not isinstance(arr, types.Array)
+        or arr.ndim != 1
+        or not isinstance(p, types.Integer)
+        or v != arr.dtype
+    ):
         return None
 
     def codegen(context, builder, sig, args):
-        builder.store(args[2], _item_pointer(context, builder, sig.args[0], args[0], args[1:2], sig.args[1:2]))
+        builder.store(
+            args[2], _item_pointer(context, builder, sig.args[0], args[0], args[1:2], sig.args[1:2])
+        )
         return context.get_dummy_value()
 
     return types.void(arr, p, v), codegen
@@ -143,7 +152,12 @@ def make_ypass(fixed: bool, prefetch: bool):
                 if pf and p + AHEAD + 4 <= nnz:
                     for r in range(4):
                         prefetch_row(Ht, GET(indices, p + AHEAD + r), k)
-                j0, j1, j2, j3 = GET(indices, p), GET(indices, p + 1), GET(indices, p + 2), GET(indices, p + 3)
+                j0, j1, j2, j3 = (
+                    GET(indices, p),
+                    GET(indices, p + 1),
+                    GET(indices, p + 2),
+                    GET(indices, p + 3),
+                )
                 a0 = a1 = a2 = a3 = zero
                 for l in range(k):
                     wl = W[i, l]
@@ -209,7 +223,10 @@ def make_yreg(prefetch: bool):
                 if pf and p + AHEAD + 2 <= nnz:
                     prefetch_row(Ht, GET(indices, p + AHEAD), width.lanes)
                     prefetch_row(Ht, GET(indices, p + AHEAD + 1), width.lanes)
-                h0, h1 = vloadw(Ht, GET(indices, p), 0, width), vloadw(Ht, GET(indices, p + 1), 0, width)
+                h0, h1 = (
+                    vloadw(Ht, GET(indices, p), 0, width),
+                    vloadw(Ht, GET(indices, p + 1), 0, width),
+                )
                 d0, d1 = vdot_partial(w, h0), vdot_partial(w, h1)
                 a0, a1, _, _ = hsum4(d0, d1, d0, d1)
                 if project:
@@ -324,7 +341,12 @@ def update_rows_plain(F, numer, G, lam, eps, gram_blocks):
                     chunk[cnt + t, l] = F[i0 + t, l] if t < c else 0.0
             lin[:, :] = 0.0
             for q in range(k):
-                x0, x1, x2, x3 = chunk[cnt, q], chunk[cnt + 1, q], chunk[cnt + 2, q], chunk[cnt + 3, q]
+                x0, x1, x2, x3 = (
+                    chunk[cnt, q],
+                    chunk[cnt + 1, q],
+                    chunk[cnt + 2, q],
+                    chunk[cnt + 3, q],
+                )
                 for l in range(kp):
                     g = Gp[q, l]
                     lin[0, l] += x0 * g
@@ -338,7 +360,11 @@ def update_rows_plain(F, numer, G, lam, eps, gram_blocks):
                     if lam == 0.0:
                         f = f * numer[i, l] / (lin[t, l] + e)
                     else:
-                        f = f * (numer[i, l] + 3.0 * lam * f * f) / (lin[t, l] + 2.0 * lam * f * f * f + lam * f + eps)
+                        f = (
+                            f
+                            * (numer[i, l] + 3.0 * lam * f * f)
+                            / (lin[t, l] + 2.0 * lam * f * f * f + lam * f + eps)
+                        )
                     chunk[cnt + t, l] = f
                     F[i, l] = f
             cnt += 4
@@ -374,10 +400,18 @@ def _state(X, k, dtype):
     W[:, :k], Ht[:, :k] = rng.random((n, k)), rng.random((m, k))
     G = (Ht[:, :k].T.astype(np.float64) @ Ht[:, :k]).astype(dtype)
     return {
-        "k": k, "kp": kp, "width": row_width(kp, dtype), "W": W, "Ht": Ht, "G": G,
-        "y": np.ones(X.nnz, dtype), "YHt": zeros_line_aligned((n, kp), dtype),
-        "sq": np.empty((n, 2)), "blocks": zeros_line_aligned((1, m, kp), dtype),
-        "out": zeros_line_aligned((m, kp), dtype), "gram": np.empty((4, k, k)),
+        "k": k,
+        "kp": kp,
+        "width": row_width(kp, dtype),
+        "W": W,
+        "Ht": Ht,
+        "G": G,
+        "y": np.ones(X.nnz, dtype),
+        "YHt": zeros_line_aligned((n, kp), dtype),
+        "sq": np.empty((n, 2)),
+        "blocks": zeros_line_aligned((1, m, kp), dtype),
+        "out": zeros_line_aligned((m, kp), dtype),
+        "gram": np.empty((4, k, k)),
         "numer": rng.random((n, kp)).astype(dtype) * (np.arange(kp) < k),
     }
 
@@ -385,8 +419,19 @@ def _state(X, k, dtype):
 def _variants(s):
     """name -> (device removed, kernel, function of the state giving its arguments)."""
     w, w0 = s["width"], Width(0)
-    ya = lambda X, s, width: (X.indptr, X.indices, s["W"], s["Ht"], 1.0, float(s["k"]), True,  # noqa: E731
-                              s["y"], s["YHt"], s["sq"], width)
+    ya = lambda X, s, width: (  # noqa: E731
+        X.indptr,
+        X.indices,
+        s["W"],
+        s["Ht"],
+        1.0,
+        float(s["k"]),
+        True,
+        s["y"],
+        s["YHt"],
+        s["sq"],
+        width,
+    )
     sa = lambda X, s, width: (X.indptr, X.indices, s["y"], s["W"], s["blocks"], s["out"], width)  # noqa: E731
     ref_y = _project_spmm_registers.serial if w.lanes else _project_spmm_loops.serial
     ypass, yreg = _accessors(make_ypass), _accessors(make_yreg)
@@ -410,7 +455,11 @@ def _variants(s):
         ("scatter", "plain"): (scat(False, False, use_item=False), sa, w0),
     }
     if w.lanes == 0:  # rows too wide for registers: the library's kernels loop over k already
-        v = {key: val for key, val in v.items() if key[1] not in ("copy", "-Vec", "-item", "-prefetch")}
+        v = {
+            key: val
+            for key, val in v.items()
+            if key[1] not in ("copy", "-Vec", "-item", "-prefetch")
+        }
     return v
 
 
@@ -472,13 +521,19 @@ def run(data, k, dtype, reps):
         ratio = float(np.median(t / np.array(times[kern, "library"])))
         # item and prefetch are removed from the copy: compared with it too.
         copy = times.get((kern, "copy"))
-        vs_copy = float(np.median(t / np.array(copy))) if copy and name in ("-item", "-prefetch") else None
+        vs_copy = (
+            float(np.median(t / np.array(copy)))
+            if copy and name in ("-item", "-prefetch")
+            else None
+        )
         rows.append((kern, name, float(np.median(t)) * 1e3, ratio, vs_copy))
     return rows
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--quick", action="store_true", help="5 reps, float32 k=10 at 10⁶ and LUCAP0")
     p.add_argument("--reps", type=int, default=15)
     p.add_argument("--dtypes", nargs="+", default=["float32", "float64"])
@@ -487,8 +542,10 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.quick:
         args.reps, args.dtypes, args.ks = 5, ["float32"], [10]
-    print(f"numba {numba.__version__}, serial kernels, {args.reps} interleaved reps; ratio = "
-          "median of time(variant) / time(library) per rep (> 1: the device wins)\n")
+    print(
+        f"numba {numba.__version__}, serial kernels, {args.reps} interleaved reps; ratio = "
+        "median of time(variant) / time(library) per rep (> 1: the device wins)\n"
+    )
     print("| data | dtype | k | kernel | variant | median ms | ratio | vs copy |")
     print("|---|---|---|---|---|---|---|---|", flush=True)
     for data in args.data:
@@ -496,8 +553,11 @@ def main(argv=None) -> int:
             for k in args.ks if data == "1e6" else [10]:
                 for kern, name, ms, ratio, vs_copy in run(data, k, np.dtype(dtype), args.reps):
                     cell = "" if vs_copy is None else f"{vs_copy:.2f}"
-                    print(f"| {data} | {dtype} | {k} | {kern} | {name} | {ms:.3f} | {ratio:.2f} "
-                          f"| {cell} |", flush=True)
+                    print(
+                        f"| {data} | {dtype} | {k} | {kern} | {name} | {ms:.3f} | {ratio:.2f} "
+                        f"| {cell} |",
+                        flush=True,
+                    )
     return 0
 
 

@@ -19,7 +19,9 @@ import banmf
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--n", type=int, default=50)
     parser.add_argument("--k", type=int, default=5)
@@ -31,7 +33,9 @@ def main(argv=None) -> int:
     for method in args.methods:
         banmf.factorize(X, 2, method=method, random_state=0)
     cols = " ".join(f"{f'd={d}':>22}" for d in args.densities)
-    print(f"{args.n}×{args.n}, k={args.k}, {args.seeds} seeds; cells: mean rel. error (exact/seeds) median s")
+    print(
+        f"{args.n}×{args.n}, k={args.k}, {args.seeds} seeds; cells: mean rel. error (exact/seeds) median s"
+    )
     print(f"{'method':<16} {cols}", flush=True)
     for method in args.methods:
         cells = []

@@ -22,7 +22,9 @@ from banmf.polish import polish_factors, refine_factor_thresholds, resolve_polis
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--ks", nargs="+", type=int, default=[8, 16, 32])
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--m", type=int, default=10_000)
@@ -30,20 +32,32 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     X = banmf.make_sparse_uniform(args.n, args.m, args.nnz, random_state=0)
     print(f"{args.n}×{args.m}, {X.nnz} nonzeros\n")
-    print("| k | BANMF s/it | method | threshold sweep s (its) | polish round s (its) | full polish s, rounds | error grid → sweep → polish |")
+    print(
+        "| k | BANMF s/it | method | threshold sweep s (its) | polish round s (its) | full polish s, rounds | error grid → sweep → polish |"
+    )
     print("|---|---|---|---|---|---|---|", flush=True)
     paper = {"n_init": 1, "thresholds": "global", "polish": False}
     for k in args.ks:
         banmf.BANMF(k, max_iter=2, **paper).fit(X)  # compile outside the timings
         stamps: list[float] = []
-        model = banmf.BANMF(k, max_iter=30, random_state=0, **paper,
-                            callback=lambda t, f, out=stamps: out.append(time.perf_counter())).fit(X)
+        model = banmf.BANMF(
+            k,
+            max_iter=30,
+            random_state=0,
+            **paper,
+            callback=lambda t, f, out=stamps: out.append(time.perf_counter()),
+        ).fit(X)
         it = float(np.median(np.diff(stamps)))
         k_ = model.W_.shape[1]
         t0 = time.perf_counter()
-        ref = refine_factor_thresholds(X, model.W_continuous_, model.H_continuous_,
-                                 np.full(k_, model.grid_thresholds_[0]), np.full(k_, model.grid_thresholds_[1]),
-                                 max_sweeps=1)
+        ref = refine_factor_thresholds(
+            X,
+            model.W_continuous_,
+            model.H_continuous_,
+            np.full(k_, model.grid_thresholds_[0]),
+            np.full(k_, model.grid_thresholds_[1]),
+            max_sweeps=1,
+        )
         sweep = time.perf_counter() - t0
         t0 = time.perf_counter()
         one = polish_factors(X, model.W_, model.components_, "auto", max_rounds=1)
@@ -51,9 +65,12 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         full = polish_factors(X, model.W_, model.components_, "auto")
         full_s = time.perf_counter() - t0
-        print(f"| {k} | {it:.4f} | {resolve_polish('auto', X, k)} | {sweep:.3f} ({sweep / it:.1f}) "
-              f"| {round_s:.3f} ({round_s / it:.1f}) | {full_s:.3f}, {full.rounds} "
-              f"| {model.reconstruction_err_} → {ref.error} → {full.error} (one round: {one.error}) |", flush=True)
+        print(
+            f"| {k} | {it:.4f} | {resolve_polish('auto', X, k)} | {sweep:.3f} ({sweep / it:.1f}) "
+            f"| {round_s:.3f} ({round_s / it:.1f}) | {full_s:.3f}, {full.rounds} "
+            f"| {model.reconstruction_err_} → {ref.error} → {full.error} (one round: {one.error}) |",
+            flush=True,
+        )
     return 0
 
 

@@ -61,26 +61,42 @@ html_static_path: list[str] = []
 
 API_GROUPS = {
     "Estimators": [
-        "BANMF", "RegularizedBANMF", "NMF", "RegularizedNMF", "ASSO", "PNLPF", "ZhangThreshold",
+        "BANMF",
+        "RegularizedBANMF",
+        "NMF",
+        "RegularizedNMF",
+        "ASSO",
+        "PNLPF",
+        "ZhangThreshold",
         "GreConD",
     ],
     "One call for every method": ["factorize", "fit_many", "Factorization"],
     "Booleanization and refinement": [
-        "booleanize", "Booleanization", "balance", "refine_thresholds", "Thresholds", "polish",
+        "booleanize",
+        "Booleanization",
+        "balance",
+        "refine_thresholds",
+        "Thresholds",
+        "polish",
         "Polished",
     ],
     "Boolean errors and products": ["boolean_error", "error_counts", "boolean_product"],
     "Synthetic data": ["make_boolean", "make_sparse_uniform", "make_sparse_degrees"],
     "Threads": ["effective_n_jobs"],
     "Exceptions and warnings": [
-        "ConvergenceWarning", "DataWarning", "Interrupted", "InvalidParameterError",
+        "ConvergenceWarning",
+        "DataWarning",
+        "Interrupted",
+        "InvalidParameterError",
         "NotFittedError",
     ],
 }
 # Names documented by hand on the page (no docstring of their own).
 API_BY_HAND = {"METHODS", "__version__"}
 # Estimators get their methods; the first also the ones every estimator shares.
-_ESTIMATOR_MEMBERS = "fit, fit_transform, transform, inverse_transform, score, get_params, set_params"
+_ESTIMATOR_MEMBERS = (
+    "fit, fit_transform, transform, inverse_transform, score, get_params, set_params"
+)
 
 
 def _entry(name: str, first_estimator: bool) -> str:
@@ -108,7 +124,9 @@ def _banmf_api() -> str:
             continue
         out += [title, "-" * len(title), ""]
         for name in group:
-            is_estimator = isinstance(getattr(banmf, name), type) and hasattr(getattr(banmf, name), "fit")
+            is_estimator = isinstance(getattr(banmf, name), type) and hasattr(
+                getattr(banmf, name), "fit"
+            )
             out += [_entry(name, first_estimator and is_estimator)]
             first_estimator = first_estimator and not is_estimator
     return "\n".join(out)
@@ -117,7 +135,9 @@ def _banmf_api() -> str:
 def _shared_names(module_name: str) -> str:
     module = importlib.import_module(module_name)
     top = {id(getattr(banmf, name)) for name in banmf.__all__ if name not in API_BY_HAND}
-    shared = [name for name in getattr(module, "__all__", []) if id(getattr(module, name, None)) in top]
+    shared = [
+        name for name in getattr(module, "__all__", []) if id(getattr(module, name, None)) in top
+    ]
     return ", ".join(shared) or "__no_such_member__"
 
 
@@ -135,7 +155,9 @@ def _check_methods_page(app):
     text = (Path(__file__).resolve().parent / "methods.md").read_text(encoding="utf-8")
     missing = [name for name in banmf.METHODS if f"`{name}`" not in text]
     if missing:
-        logging.getLogger(__name__).warning("docs/methods.md does not describe: %s", ", ".join(missing))
+        logging.getLogger(__name__).warning(
+            "docs/methods.md does not describe: %s", ", ".join(missing)
+        )
 
 
 def setup(app):

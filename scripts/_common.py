@@ -27,9 +27,18 @@ ALL_METHODS = ["banmf", "banmf (polished)", *(name for name in banmf.METHODS if 
 
 def parser(description: str, default_out: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("--quick", action="store_true", help="few seeds, small sizes: a smoke run under a minute")
-    p.add_argument("--out", default=f"results/{default_out}", help="output folder (default: %(default)s)")
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores)")
+    p.add_argument(
+        "--quick", action="store_true", help="few seeds, small sizes: a smoke run under a minute"
+    )
+    p.add_argument(
+        "--out", default=f"results/{default_out}", help="output folder (default: %(default)s)"
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="worker processes (default: all cores)",
+    )
     return p
 
 
@@ -88,8 +97,13 @@ def write_params(path: Path, params: dict, seconds: float) -> None:
     record = {
         **params,
         "seconds": round(seconds, 1),
-        "versions": {"banmf": banmf.__version__, "numpy": np.__version__, "scipy": scipy.__version__,
-                     "numba": numba.__version__, "python": platform.python_version()},
+        "versions": {
+            "banmf": banmf.__version__,
+            "numpy": np.__version__,
+            "scipy": scipy.__version__,
+            "numba": numba.__version__,
+            "python": platform.python_version(),
+        },
         "command": " ".join(sys.argv),
         "metric": "Boolean relative error = |X - W⊗H| / nnz(X)",
     }
@@ -121,8 +135,15 @@ def summarize(rows: list[dict], keys: list[str], value: str) -> list[dict]:
     out = []
     for key, vals in groups.items():
         v = np.asarray(vals)
-        out.append({**dict(zip(keys, key)), "mean": v.mean(), "std": v.std(ddof=1) if len(v) > 1 else 0.0,
-                    "n": len(v), "exact": int((v == 0).sum())})
+        out.append(
+            {
+                **dict(zip(keys, key)),
+                "mean": v.mean(),
+                "std": v.std(ddof=1) if len(v) > 1 else 0.0,
+                "n": len(v),
+                "exact": int((v == 0).sum()),
+            }
+        )
     return out
 
 

@@ -28,18 +28,43 @@ def main(argv=None) -> int:
     start = time.time()
     X, W0, H0 = banmf.make_boolean(n, n, k, d, noise=noise, random_state=0)
     planted = banmf.boolean_error(X, W0, H0) / X.nnz
-    curves = {m: factorize(X, k, m, 0, max_iter=lengths[-1]).estimator.loss_curve_
-              for m in ("reg-banmf", "banmf")}
+    curves = {
+        m: factorize(X, k, m, 0, max_iter=lengths[-1]).estimator.loss_curve_
+        for m in ("reg-banmf", "banmf")
+    }
     rows = []
     for m in ("reg-banmf", "banmf"):
         for length in lengths:
             r = factorize(X, k, m, 0, max_iter=length)
-            rows.append({"method": m, "iters": length, "relative_error": r.relative_error, "seconds": r.seconds})
+            rows.append(
+                {
+                    "method": m,
+                    "iters": length,
+                    "relative_error": r.relative_error,
+                    "seconds": r.seconds,
+                }
+            )
     write_csv(out / "boolean_error.csv", rows)
-    write_csv(out / "objective.csv", [{"iteration": t + 1, **{m: float(c[t]) for m, c in curves.items()}}
-                                       for t in range(lengths[-1])])
-    write_params(out / "params.json", {"experiment": "convergence", "n": n, "k": k, "density": d, "noise": noise,
-                                       "planted_relative_error": planted, "lengths": lengths}, time.time() - start)
+    write_csv(
+        out / "objective.csv",
+        [
+            {"iteration": t + 1, **{m: float(c[t]) for m, c in curves.items()}}
+            for t in range(lengths[-1])
+        ],
+    )
+    write_params(
+        out / "params.json",
+        {
+            "experiment": "convergence",
+            "n": n,
+            "k": k,
+            "density": d,
+            "noise": noise,
+            "planted_relative_error": planted,
+            "lengths": lengths,
+        },
+        time.time() - start,
+    )
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     for m, c in curves.items():

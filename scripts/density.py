@@ -1,6 +1,6 @@
 """Experiment 1 (paper §5): error vs density on 50×50, k=5 planted matrices, every method.
 
-    python scripts/density.py [--quick] [--seeds 100] [--out results/density] [--jobs 2]
+python scripts/density.py [--quick] [--seeds 100] [--out results/density] [--jobs 2]
 """
 
 from __future__ import annotations
@@ -31,8 +31,16 @@ def one(task):
     rows = []
     for method in methods:
         r = factorize(X, k, method, seed)
-        rows.append({"density": d, "seed": seed, "method": method, "error": r.error,
-                     "relative_error": r.relative_error, "seconds": r.seconds})
+        rows.append(
+            {
+                "density": d,
+                "seed": seed,
+                "method": method,
+                "error": r.error,
+                "relative_error": r.relative_error,
+                "seconds": r.seconds,
+            }
+        )
     return rows
 
 
@@ -50,16 +58,36 @@ def main(argv=None) -> int:
     write_csv(out / "runs.csv", rows)
     summary = summarize(rows, ["method", "density"], "relative_error")
     write_csv(out / "summary.csv", summary)
-    write_params(out / "params.json", {"experiment": "density", "n": n, "m": n, "k": k, "densities": densities,
-                                       "seeds": seeds, "methods": args.methods,
-                                       "method_params": "library defaults"}, time.time() - start)
+    write_params(
+        out / "params.json",
+        {
+            "experiment": "density",
+            "n": n,
+            "m": n,
+            "k": k,
+            "densities": densities,
+            "seeds": seeds,
+            "methods": args.methods,
+            "method_params": "library defaults",
+        },
+        time.time() - start,
+    )
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.5))
     width = 0.8 / len(args.methods)
     for i, method in enumerate(args.methods):
-        cells = [next(s for s in summary if s["method"] == method and s["density"] == d) for d in densities]
-        ax.bar(np.arange(len(densities)) + i * width, [c["mean"] for c in cells], width,
-               yerr=[c["std"] for c in cells], label=method, capsize=2)
+        cells = [
+            next(s for s in summary if s["method"] == method and s["density"] == d)
+            for d in densities
+        ]
+        ax.bar(
+            np.arange(len(densities)) + i * width,
+            [c["mean"] for c in cells],
+            width,
+            yerr=[c["std"] for c in cells],
+            label=method,
+            capsize=2,
+        )
     ax.set_xticks(np.arange(len(densities)) + 0.4 - width / 2, [f"d = {d}" for d in densities])
     ax.set_ylabel("Boolean relative error |X − W⊗H| / nnz")
     ax.set_title(f"{n}×{n}, k={k}, {seeds} matrices per density (mean ± std)")

@@ -38,10 +38,19 @@ def one(task):
     for method in methods:
         r = factorize(X, k, method, seed)
         err_clean = banmf.boolean_error(clean, r.W, r.H)
-        rows.append({"noise": noise, "seed": seed, "method": method, "error_noisy": r.error,
-                     "relative_error_noisy": r.relative_error, "error_clean": err_clean,
-                     "relative_error_clean": err_clean / max(clean.nnz, 1),
-                     "planted_error_noisy": truth, "seconds": r.seconds})
+        rows.append(
+            {
+                "noise": noise,
+                "seed": seed,
+                "method": method,
+                "error_noisy": r.error,
+                "relative_error_noisy": r.relative_error,
+                "error_clean": err_clean,
+                "relative_error_clean": err_clean / max(clean.nnz, 1),
+                "planted_error_noisy": truth,
+                "seconds": r.seconds,
+            }
+        )
     return rows
 
 
@@ -59,16 +68,40 @@ def main(argv=None) -> int:
     write_csv(out / "runs.csv", rows)
     noisy = summarize(rows, ["method", "noise"], "relative_error_noisy")
     clean = summarize(rows, ["method", "noise"], "relative_error_clean")
-    write_csv(out / "summary.csv", [{**a, "against": "noisy"} for a in noisy] + [{**c, "against": "clean"} for c in clean])
-    write_params(out / "params.json", {"experiment": "noise", "n": n, "k": k, "density": d, "noise": LEVELS,
-                                       "noise_kind": "iid", "seeds": seeds, "methods": args.methods}, time.time() - start)
+    write_csv(
+        out / "summary.csv",
+        [{**a, "against": "noisy"} for a in noisy] + [{**c, "against": "clean"} for c in clean],
+    )
+    write_params(
+        out / "params.json",
+        {
+            "experiment": "noise",
+            "n": n,
+            "k": k,
+            "density": d,
+            "noise": LEVELS,
+            "noise_kind": "iid",
+            "seeds": seeds,
+            "methods": args.methods,
+        },
+        time.time() - start,
+    )
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     for ax, summary, what in zip(axes, (noisy, clean), ("noisy X (observed)", "clean X (planted)")):
         for method in args.methods:
-            cells = [next(s for s in summary if s["method"] == method and s["noise"] == e) for e in LEVELS]
-            ax.errorbar([100 * e for e in LEVELS], [c["mean"] for c in cells], yerr=[c["std"] for c in cells],
-                        marker="o", capsize=3, label=method)
+            cells = [
+                next(s for s in summary if s["method"] == method and s["noise"] == e)
+                for e in LEVELS
+            ]
+            ax.errorbar(
+                [100 * e for e in LEVELS],
+                [c["mean"] for c in cells],
+                yerr=[c["std"] for c in cells],
+                marker="o",
+                capsize=3,
+                label=method,
+            )
         ax.set_xlabel("noise (% of entries flipped)")
         ax.set_title(f"error against the {what}")
     axes[0].set_ylabel("Boolean relative error |X − W⊗H| / nnz")
@@ -76,7 +109,10 @@ def main(argv=None) -> int:
     fig.suptitle(f"{n}×{n}, d={d}, k={k}, {seeds} matrices per level (mean ± std)")
     savefig(fig, out / "noise.png")
     for e in LEVELS:
-        print(f"noise={e}: " + ", ".join(f"{s['method']} {s['mean']:.4f}" for s in noisy if s["noise"] == e))
+        print(
+            f"noise={e}: "
+            + ", ".join(f"{s['method']} {s['mean']:.4f}" for s in noisy if s["noise"] == e)
+        )
     return 0
 
 

@@ -36,8 +36,20 @@ def one(task):
     rows = []
     for method in methods:
         r = factorize(case.X, k, method, seed)
-        rows.append({"n": n, "m": m, "k": k, "density": d, "repeat": rep, "real_rank": case.real_rank,
-                     "gap": case.gap, "method": method, "error": r.error, "relative_error": r.relative_error})
+        rows.append(
+            {
+                "n": n,
+                "m": m,
+                "k": k,
+                "density": d,
+                "repeat": rep,
+                "real_rank": case.real_rank,
+                "gap": case.gap,
+                "method": method,
+                "error": r.error,
+                "relative_error": r.relative_error,
+            }
+        )
     return rows
 
 
@@ -49,8 +61,17 @@ def main(argv=None) -> int:
     if args.quick:
         sizes, ranks, densities, repeats = [10, 20], [2, 4], [0.5], 1
     else:
-        sizes, ranks, densities, repeats = list(range(10, 51)), list(range(2, 7)), [0.25, 0.5, 0.75], 5
-    pairs = [(s, s) for s in sizes] if (args.square_only or args.quick) else [(a, b) for a in sizes for b in sizes]
+        sizes, ranks, densities, repeats = (
+            list(range(10, 51)),
+            list(range(2, 7)),
+            [0.25, 0.5, 0.75],
+            5,
+        )
+    pairs = (
+        [(s, s) for s in sizes]
+        if (args.square_only or args.quick)
+        else [(a, b) for a in sizes for b in sizes]
+    )
     tasks = []
     for n, m in pairs:
         for k in ranks:
@@ -65,26 +86,53 @@ def main(argv=None) -> int:
         r["gap_bin"] = min(r["gap"], 10) if r["gap"] < 10 else "10+"
     summary = summarize(rows, ["method", "gap_bin"], "relative_error")
     write_csv(out / "summary.csv", summary)
-    write_params(out / "params.json", {"experiment": "rank_gap", "sizes": [sizes[0], sizes[-1]], "pairs": len(pairs),
-                                       "ranks": ranks, "densities": densities, "repeats": repeats,
-                                       "matrices": len(tasks), "methods": args.methods,
-                                       "square_only": bool(args.square_only or args.quick)}, time.time() - start)
+    write_params(
+        out / "params.json",
+        {
+            "experiment": "rank_gap",
+            "sizes": [sizes[0], sizes[-1]],
+            "pairs": len(pairs),
+            "ranks": ranks,
+            "densities": densities,
+            "repeats": repeats,
+            "matrices": len(tasks),
+            "methods": args.methods,
+            "square_only": bool(args.square_only or args.quick),
+        },
+        time.time() - start,
+    )
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.5))
     bins = sorted({s["gap_bin"] for s in summary}, key=lambda b: 99 if b == "10+" else b)
     for method in args.methods:
-        cells = [next((s for s in summary if s["method"] == method and s["gap_bin"] == b), None) for b in bins]
+        cells = [
+            next((s for s in summary if s["method"] == method and s["gap_bin"] == b), None)
+            for b in bins
+        ]
         xs = [i for i, c in enumerate(cells) if c]
-        ax.errorbar(xs, [cells[i]["mean"] for i in xs], yerr=[cells[i]["std"] / np.sqrt(cells[i]["n"]) for i in xs],
-                    marker="o", capsize=3, label=method)
+        ax.errorbar(
+            xs,
+            [cells[i]["mean"] for i in xs],
+            yerr=[cells[i]["std"] / np.sqrt(cells[i]["n"]) for i in xs],
+            marker="o",
+            capsize=3,
+            label=method,
+        )
     ax.set_xticks(range(len(bins)), [str(b) for b in bins])
     ax.set_xlabel("lower bound of the rank gap, rank_R(X) − k")
     ax.set_ylabel("Boolean relative error (mean ± s.e.)")
-    ax.set_title(f"{len(tasks)} matrices ({'N = M' if args.square_only or args.quick else 'all N, M'})")
+    ax.set_title(
+        f"{len(tasks)} matrices ({'N = M' if args.square_only or args.quick else 'all N, M'})"
+    )
     ax.legend(fontsize=8)
     savefig(fig, out / "rank_gap.png")
     for b in bins:
-        print(f"gap {b}: " + ", ".join(f"{s['method']} {s['mean']:.4f} (n={s['n']})" for s in summary if s["gap_bin"] == b))
+        print(
+            f"gap {b}: "
+            + ", ".join(
+                f"{s['method']} {s['mean']:.4f} (n={s['n']})" for s in summary if s["gap_bin"] == b
+            )
+        )
     return 0
 
 

@@ -1,6 +1,6 @@
 """Experiment 5 (paper §5): error vs k on Zoo, votes and LUCAP0, and rank-3 Zoo reconstructions.
 
-    python scripts/real.py [--quick] [--out results/real] [--jobs 2]
+python scripts/real.py [--quick] [--out results/real] [--jobs 2]
 """
 
 from __future__ import annotations
@@ -24,7 +24,11 @@ from _common import (
 import banmf
 from banmf.datasets import load_lucap0, load_votes, load_zoo
 
-DATASETS = {"zoo": lambda: load_zoo("15"), "votes": lambda: load_votes("232"), "lucap0": load_lucap0}
+DATASETS = {
+    "zoo": lambda: load_zoo("15"),
+    "votes": lambda: load_votes("232"),
+    "lucap0": load_lucap0,
+}
 
 
 def sweep(name: str, ks: list[int], methods: list[str], jobs: int) -> list[dict]:
@@ -35,9 +39,18 @@ def sweep(name: str, ks: list[int], methods: list[str], jobs: int) -> list[dict]
     start = time.monotonic()
     banmf.fit_many([est for _, _, est in fits], X, n_jobs=jobs)
     sys.stderr.write(f"real: {name}, {len(fits)} fits ({time.monotonic() - start:.0f} s)\n")
-    return [{"dataset": name, "k": k, "method": method, "seed": 0, "error": est.reconstruction_err_,
-             "relative_error": est.relative_error_, "seconds": est.fit_seconds_}
-            for k, method, est in fits]
+    return [
+        {
+            "dataset": name,
+            "k": k,
+            "method": method,
+            "seed": 0,
+            "error": est.reconstruction_err_,
+            "relative_error": est.relative_error_,
+            "seconds": est.fit_seconds_,
+        }
+        for k, method, est in fits
+    ]
 
 
 def order(F):
@@ -60,7 +73,11 @@ def main(argv=None) -> int:
     fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 4.2))
     for ax, name in zip(np.atleast_1d(axes), names):
         for method in methods:
-            pts = sorted((r["k"], r["relative_error"]) for r in rows if r["dataset"] == name and r["method"] == method)
+            pts = sorted(
+                (r["k"], r["relative_error"])
+                for r in rows
+                if r["dataset"] == name and r["method"] == method
+            )
             ax.plot(*zip(*pts), marker="o", ms=3, label=method)
         ax.set_title(name)
         ax.set_xlabel("k")
@@ -72,20 +89,38 @@ def main(argv=None) -> int:
     fits = {m: factorize(zoo, 3, m, 0) for m in methods}
     ref = fits[methods[0]]
     rows_o, cols_o = order(ref.W), order(ref.H.T)
-    fig, axes = plt.subplots(1, len(methods) + 1, figsize=(2.2 * (len(methods) + 1), 5), sharey=True)
-    axes[0].imshow(~zoo.toarray()[np.ix_(rows_o, cols_o)], cmap="gray", aspect="auto", interpolation="nearest")
+    fig, axes = plt.subplots(
+        1, len(methods) + 1, figsize=(2.2 * (len(methods) + 1), 5), sharey=True
+    )
+    axes[0].imshow(
+        ~zoo.toarray()[np.ix_(rows_o, cols_o)], cmap="gray", aspect="auto", interpolation="nearest"
+    )
     axes[0].set_title("Zoo data")
     for ax, m in zip(axes[1:], methods):
         R = banmf.boolean_product(fits[m].W, fits[m].H).toarray()[np.ix_(rows_o, cols_o)]
         ax.imshow(~R, cmap="gray", aspect="auto", interpolation="nearest")
         ax.set_title(f"{m}\nerr {fits[m].relative_error:.3f}", fontsize=9)
     savefig(fig, out / "zoo_rank3.png")
-    write_params(out / "params.json", {"experiment": "real", "datasets": names, "ks": ks, "methods": methods,
-                                       "zoo_variant": "15 Boolean attributes", "votes_variant": "232 complete rows",
-                                       "seed": 0}, time.time() - start)
+    write_params(
+        out / "params.json",
+        {
+            "experiment": "real",
+            "datasets": names,
+            "ks": ks,
+            "methods": methods,
+            "zoo_variant": "15 Boolean attributes",
+            "votes_variant": "232 complete rows",
+            "seed": 0,
+        },
+        time.time() - start,
+    )
     for name in names:
         for k in ks:
-            cells = {r["method"]: r["relative_error"] for r in rows if r["dataset"] == name and r["k"] == k}
+            cells = {
+                r["method"]: r["relative_error"]
+                for r in rows
+                if r["dataset"] == name and r["k"] == k
+            }
             print(f"{name} k={k}: " + ", ".join(f"{m} {cells[m]:.3f}" for m in methods))
     return 0
 

@@ -34,7 +34,12 @@ def timed(X, k, method, iters, seed=0):
 def main(argv=None) -> int:
     p = parser(__doc__, "timing")
     p.add_argument("--iters", type=int, default=1000)
-    p.add_argument("--budget", type=float, default=60.0, help="stop growing a method's size past this many seconds")
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=60.0,
+        help="stop growing a method's size past this many seconds",
+    )
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args(argv)
     iters = 50 if args.quick else args.iters
@@ -54,7 +59,9 @@ def main(argv=None) -> int:
             n = sizes.pop(0)
             X, _, _ = banmf.make_boolean(n, n, k, d, random_state=n)
             secs = [timed(X, k, method, iters)[0] for _ in range(repeats)]
-            rows.append({"method": method, "n": n, "iters": iters, "seconds": float(np.median(secs))})
+            rows.append(
+                {"method": method, "n": n, "iters": iters, "seconds": float(np.median(secs))}
+            )
             sys.stderr.write(f"{method} {n}×{n}: {np.median(secs):.3f} s\n")
             # doubling n quadruples the work: grow only while the next run should fit the budget
             if not sizes and not args.quick and 4 * np.median(secs) < args.budget:
@@ -70,18 +77,35 @@ def main(argv=None) -> int:
             params = {**METHODS[method], **CONVERGENCE_PARAMS.get(method, {}), "max_iter": c}
             start_fit = time.perf_counter()
             r = banmf.factorize(X, k, method=method, random_state=0, **params)
-            conv.append({"method": method, "iters": c, "seconds": time.perf_counter() - start_fit,
-                         "relative_error": r.relative_error})
+            conv.append(
+                {
+                    "method": method,
+                    "iters": c,
+                    "seconds": time.perf_counter() - start_fit,
+                    "relative_error": r.relative_error,
+                }
+            )
     write_csv(out / "convergence.csv", conv)
     # PNL-PF's NMF start is part of its cost in practice: measure it on its own too
     init_secs = {}
     for n in base:
         X, _, _ = banmf.make_boolean(n, n, k, d, random_state=n)
         init_secs[n] = timed(X, k, "nmf", 1000)[0]
-    write_params(out / "params.json", {"experiment": "timing", "k": k, "density": d, "iters": iters,
-                                       "repeats": repeats, "budget_s": args.budget, "pnlpf_params": METHODS["pnlpf"],
-                                       "pnlpf_convergence_params": CONVERGENCE_PARAMS["pnlpf"],
-                                       "pnlpf_nmf_start_seconds_1000_iters": init_secs}, time.time() - start)
+    write_params(
+        out / "params.json",
+        {
+            "experiment": "timing",
+            "k": k,
+            "density": d,
+            "iters": iters,
+            "repeats": repeats,
+            "budget_s": args.budget,
+            "pnlpf_params": METHODS["pnlpf"],
+            "pnlpf_convergence_params": CONVERGENCE_PARAMS["pnlpf"],
+            "pnlpf_nmf_start_seconds_1000_iters": init_secs,
+        },
+        time.time() - start,
+    )
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     for method in METHODS:
@@ -100,10 +124,14 @@ def main(argv=None) -> int:
     by = {(r["method"], r["n"]): r["seconds"] for r in rows}
     for n in base:
         if ("pnlpf", n) in by:
-            print(f"{n}×{n}: banmf {by[('banmf', n)]:.3f} s, nmf {by[('nmf', n)]:.3f} s, pnlpf {by[('pnlpf', n)]:.3f} s, "
-                  f"pnlpf/banmf {by[('pnlpf', n)] / by[('banmf', n)]:.1f}x")
+            print(
+                f"{n}×{n}: banmf {by[('banmf', n)]:.3f} s, nmf {by[('nmf', n)]:.3f} s, pnlpf {by[('pnlpf', n)]:.3f} s, "
+                f"pnlpf/banmf {by[('pnlpf', n)] / by[('banmf', n)]:.1f}x"
+            )
     for method in METHODS:
-        print(f"largest {method} under budget: {max(r['n'] for r in rows if r['method'] == method)}")
+        print(
+            f"largest {method} under budget: {max(r['n'] for r in rows if r['method'] == method)}"
+        )
     return 0
 
 

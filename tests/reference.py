@@ -44,7 +44,10 @@ def hits_grid(X, u, vt, P):
     """hits[s, t] = #ones of X covered when W = u > s and H = (vt > t).T."""
     mask = X.astype(bool)
     return np.array(
-        [[int(np.sum(mask & boolean_product(u > s, (vt > t).T))) for t in range(P)] for s in range(P)]
+        [
+            [int(np.sum(mask & boolean_product(u > s, (vt > t).T))) for t in range(P)]
+            for s in range(P)
+        ]
     )
 
 

@@ -70,8 +70,16 @@ def test_theorem2_exact_auxiliary_solution_thresholds_to_exact_bmf(supports, see
     # Y = WH is feasible with upper=None and a projection leaves it in place
     X = check_binary_matrix(Xd)
     y0 = (W @ H)[Xd]
-    solver = MUSolver(X, W.copy(), np.ascontiguousarray(H.T), project=True, lower=1.0,
-                      upper=np.inf, eps=1e-12, y=y0.copy())
+    solver = MUSolver(
+        X,
+        W.copy(),
+        np.ascontiguousarray(H.T),
+        project=True,
+        lower=1.0,
+        upper=np.inf,
+        eps=1e-12,
+        y=y0.copy(),
+    )
     solver.step_y()
     np.testing.assert_allclose(solver.y, y0, rtol=1e-12)
 
@@ -123,7 +131,9 @@ def test_loss_curve_is_the_objective_and_non_increasing():
 
 
 @pytest.mark.parametrize("small", [True, False])  # the plain-loop kernels, or the vector ones
-@pytest.mark.parametrize("regularization, upper", [(None, "k"), (None, None), (0.3, "k"), ("logspace", None)])
+@pytest.mark.parametrize(
+    "regularization, upper", [(None, "k"), (None, None), (0.3, "k"), ("logspace", None)]
+)
 def test_matches_dense_reference_implementation(regularization, upper, small, monkeypatch):
     from banmf.models import _mu
 
@@ -135,9 +145,20 @@ def test_matches_dense_reference_implementation(regularization, upper, small, mo
     Xd[:, 5] = False  # an empty column
     k, n_iter = 3, 40
     W0, H0 = rng.random((15, k)) + 0.05, rng.random((k, 12)) + 0.05
-    model = BANMF(k, regularization=regularization, upper=upper, max_iter=n_iter, tol=None,
-                  init="custom", normalize=None).fit(Xd, W=W0, H=H0)
-    lams = {None: np.zeros(n_iter), 0.3: np.full(n_iter, 0.3), "logspace": np.logspace(-4, 10, n_iter)}[regularization]
+    model = BANMF(
+        k,
+        regularization=regularization,
+        upper=upper,
+        max_iter=n_iter,
+        tol=None,
+        init="custom",
+        normalize=None,
+    ).fit(Xd, W=W0, H=H0)
+    lams = {
+        None: np.zeros(n_iter),
+        0.3: np.full(n_iter, 0.3),
+        "logspace": np.logspace(-4, 10, n_iter),
+    }[regularization]
     W, H, _, f = ref.banmf(Xd, W0, H0, n_iter, lams, 1.0, k if upper == "k" else np.inf, 1e-12)
     np.testing.assert_allclose(model.W_continuous_, W, rtol=1e-8, atol=1e-12)
     np.testing.assert_allclose(model.H_continuous_, H, rtol=1e-8, atol=1e-12)
@@ -147,7 +168,10 @@ def test_matches_dense_reference_implementation(regularization, upper, small, mo
 
 def test_sparse_and_dense_inputs_give_identical_factors():
     X, _, _ = make_boolean(40, 30, 4, 0.3, random_state=3)
-    fits = [BANMF(4, max_iter=100, random_state=7).fit(Xi) for Xi in (X, X.toarray(), sp.coo_matrix(X), X.toarray().astype(float).tolist())]
+    fits = [
+        BANMF(4, max_iter=100, random_state=7).fit(Xi)
+        for Xi in (X, X.toarray(), sp.coo_matrix(X), X.toarray().astype(float).tolist())
+    ]
     for other in fits[1:]:
         np.testing.assert_array_equal(other.W_continuous_, fits[0].W_continuous_)
         np.testing.assert_array_equal(other.components_, fits[0].components_)
@@ -170,13 +194,17 @@ def test_fitted_attributes_and_reported_error():
     W = model.fit_transform(X)
     H = model.components_
     assert W.shape == (30, 3) and W.dtype == bool and H.shape == (3, 20) and H.dtype == bool
-    assert model.reconstruction_err_ == boolean_error(X, W, H) == ref.boolean_error(X.toarray(), W, H)
+    assert (
+        model.reconstruction_err_ == boolean_error(X, W, H) == ref.boolean_error(X.toarray(), W, H)
+    )
     assert isinstance(model.reconstruction_err_, int)
     assert model.relative_error_ == model.reconstruction_err_ / X.nnz
     np.testing.assert_array_equal(W, model.W_continuous_ > model.thresholds_[0])
     np.testing.assert_array_equal(H, model.H_continuous_ > model.thresholds_[1][:, None])
     assert model.n_iter_ == 300 and not model.interrupted_
-    np.testing.assert_array_equal(model.inverse_transform(W).toarray(), boolean_product(W, H).toarray())
+    np.testing.assert_array_equal(
+        model.inverse_transform(W).toarray(), boolean_product(W, H).toarray()
+    )
     assert "regularization='logspace'" in repr(model)
 
 
@@ -236,8 +264,14 @@ def test_tol_stops_early_and_max_iter_warns():
 def test_callback_can_stop_and_ctrl_c_is_clean(n_jobs):
     X, _, _ = make_boolean(30, 20, 3, 0.4, random_state=1)
     seen = []
-    model = BANMF(3, max_iter=100, random_state=0, n_init=5, n_jobs=n_jobs,
-                  callback=lambda t, f: seen.append(f) or t >= 7).fit(X)
+    model = BANMF(
+        3,
+        max_iter=100,
+        random_state=0,
+        n_init=5,
+        n_jobs=n_jobs,
+        callback=lambda t, f: seen.append(f) or t >= 7,
+    ).fit(X)
     # One after the other, the first start stops and no other begins; side by side, the other
     # running start stops too, at its 7th iteration or when told (if it is behind).
     assert 1 <= model.n_iter_ <= 7 and 7 <= len(seen) <= 7 * n_jobs
@@ -248,7 +282,10 @@ def test_callback_can_stop_and_ctrl_c_is_clean(n_jobs):
             raise KeyboardInterrupt
 
     model = BANMF(3, max_iter=100, random_state=0, n_init=5, n_jobs=n_jobs, callback=interrupt)
-    with pytest.warns(UserWarning, match="interrupted after 5 iterations"), pytest.raises(KeyboardInterrupt):
+    with (
+        pytest.warns(UserWarning, match="interrupted after 5 iterations"),
+        pytest.raises(KeyboardInterrupt),
+    ):
         model.fit(X)
     assert model.interrupted_ and 1 <= model.n_iter_ <= 5 and 1 <= len(model.init_errors_) <= n_jobs
     assert model.reconstruction_err_ == boolean_error(X, model.W_, model.components_)

@@ -11,14 +11,17 @@ SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 
 
 def _run(path, *args):
-    done = subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True,
-                          timeout=600, check=False)
+    done = subprocess.run(
+        [sys.executable, str(path), *args], capture_output=True, text=True, timeout=600, check=False
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
 
 
 def test_bench_polish_small():
-    out = _run(BENCH / "bench_polish.py", "--n", "3000", "--m", "400", "--nnz", "30000", "--ks", "4", "20")
+    out = _run(
+        BENCH / "bench_polish.py", "--n", "3000", "--m", "400", "--nnz", "30000", "--ks", "4", "20"
+    )
     rows = [line for line in out.splitlines() if line.startswith(("| 4 ", "| 20 "))]
     assert len(rows) == 2 and "flip" in rows[1]
 

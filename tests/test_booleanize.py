@@ -15,7 +15,12 @@ from banmf._boolean import unique_rows
 bz = sys.modules["banmf.booleanize"]
 
 
-@given(binary_matrices(max_n=20, max_m=20), st.sampled_from([1, 2, 5, 63, 64, 65, 130]), st.floats(0.0, 1.0), st.integers(0, 2**31))
+@given(
+    binary_matrices(max_n=20, max_m=20),
+    st.sampled_from([1, 2, 5, 63, 64, 65, 130]),
+    st.floats(0.0, 1.0),
+    st.integers(0, 2**31),
+)
 def test_boolean_error_matches_dense(Xd, k, p, seed):
     rng = np.random.default_rng(seed)
     W = rng.random((Xd.shape[0], k)) < p / 2
@@ -36,7 +41,9 @@ def test_unique_rows_matches_numpy(r, words, values, seed):
         np.testing.assert_array_equal(np.unique(uniq, axis=0), expected)
 
 
-@given(st.integers(1, 10), st.integers(1, 10), st.sampled_from([1, 3, 64, 70]), st.integers(0, 2**31))
+@given(
+    st.integers(1, 10), st.integers(1, 10), st.sampled_from([1, 3, 64, 70]), st.integers(0, 2**31)
+)
 def test_boolean_product_matches_dense(n, m, k, seed):
     rng = np.random.default_rng(seed)
     W, H = rng.random((n, k)) < 0.2, rng.random((k, m)) < 0.2
@@ -45,7 +52,13 @@ def test_boolean_product_matches_dense(n, m, k, seed):
     np.testing.assert_array_equal(P.toarray(), ref.boolean_product(W, H))
 
 
-@given(binary_matrices(max_n=10, max_m=10), st.sampled_from([1, 2, 3]), st.sampled_from([1, 2, 7, 12]), st.booleans(), st.integers(0, 2**31))
+@given(
+    binary_matrices(max_n=10, max_m=10),
+    st.sampled_from([1, 2, 3]),
+    st.sampled_from([1, 2, 7, 12]),
+    st.booleans(),
+    st.integers(0, 2**31),
+)
 def test_booleanize_equals_dense_full_grid(Xd, k, P, normalize, seed):
     rng = np.random.default_rng(seed)
     W = rng.random((Xd.shape[0], k)) * (rng.random((Xd.shape[0], k)) < 0.7)
@@ -70,7 +83,13 @@ def test_booleanize_equals_dense_full_grid(Xd, k, P, normalize, seed):
     assert err == grid.min()
 
 
-@given(binary_matrices(max_n=10, max_m=10), st.sampled_from([1, 2, 3]), st.sampled_from([1, 2, 7, 12]), st.booleans(), st.integers(0, 2**31))
+@given(
+    binary_matrices(max_n=10, max_m=10),
+    st.sampled_from([1, 2, 3]),
+    st.sampled_from([1, 2, 7, 12]),
+    st.booleans(),
+    st.integers(0, 2**31),
+)
 def test_coordinate_search_is_a_coordinatewise_optimum_of_the_grid(Xd, k, P, normalize, seed):
     rng = np.random.default_rng(seed)
     W = rng.random((Xd.shape[0], k)) * (rng.random((Xd.shape[0], k)) < 0.7)
@@ -85,7 +104,7 @@ def test_coordinate_search_is_a_coordinatewise_optimum_of_the_grid(Xd, k, P, nor
 
 
 def _grid_index(res, W, H, P, norm):
-    Ws, Hs = (balance(W, H) if norm else (W, H))
+    Ws, Hs = balance(W, H) if norm else (W, H)
     s = int(np.argmin(np.abs(np.linspace(0, Ws.max(), P) - res.info["threshold_w"])))
     t = int(np.argmin(np.abs(np.linspace(0, Hs.max(), P) - res.info["threshold_h"])))
     return s, t

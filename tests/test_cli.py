@@ -27,18 +27,45 @@ def test_factorize_summary_json_and_saved_result(tmp_path):
     code, out, err = run("factorize", ZOO, "-k", "3", "--max-iter", "200")
     assert code == 0 and "relative error" in out and "101×15" in out
     assert "refinement      grid" in out and "best of 10 starts" in out
-    code, out, _ = run("factorize", ZOO, "-k", "3", "--max-iter", "200", "--json",
-                       "--param", "n_init=1", "--param", "polish=false")
+    code, out, _ = run(
+        "factorize",
+        ZOO,
+        "-k",
+        "3",
+        "--max-iter",
+        "200",
+        "--json",
+        "--param",
+        "n_init=1",
+        "--param",
+        "polish=false",
+    )
     rec = json.loads(out)
     assert rec["n_init"] == 1 and rec["refinement"]["per-factor thresholds"] == rec["error"]
     assert "polish" not in rec["refinement"]
     res = tmp_path / "zoo.npz"
-    code, out, _ = run("factorize", ZOO, "-k", "3", "--method", "asso", "--param", "tau=0.6", "--json", "--out", str(res))
+    code, out, _ = run(
+        "factorize",
+        ZOO,
+        "-k",
+        "3",
+        "--method",
+        "asso",
+        "--param",
+        "tau=0.6",
+        "--json",
+        "--out",
+        str(res),
+    )
     rec = json.loads(out)
     assert code == 0 and rec["method"] == "asso" and rec["shape"] == [101, 15]
     saved = load_result(res)
     X = read_matrix(ZOO)
-    assert rec["error"] == boolean_error(X, saved.W, saved.H) == rec["false_negatives"] + rec["false_positives"]
+    assert (
+        rec["error"]
+        == boolean_error(X, saved.W, saved.H)
+        == rec["false_negatives"] + rec["false_positives"]
+    )
     assert saved.params["tau"] == 0.6 and len(saved.meta["input_sha256"]) == 64
 
 
@@ -58,7 +85,9 @@ def test_progress_says_which_start_where_and_how_long(monkeypatch):
         reporters[0].phase("polish")
         time.sleep(0.15)
     lines = stream.getvalue().splitlines()
-    assert any(line.startswith("start ") and "iteration" in line and "objective" in line for line in lines)
+    assert any(
+        line.startswith("start ") and "iteration" in line and "objective" in line for line in lines
+    )
     assert any("to go" in line for line in lines)  # an estimate of the time left
     assert lines[-1].startswith("start 1/2: polish")
 
@@ -73,8 +102,19 @@ def test_a_quick_run_is_quiet_and_compilation_is_reported_apart():
 def test_jobs_option(tmp_path):
     results = []
     for jobs in ("1", "2", "-1"):
-        code, out, err = run("factorize", ZOO, "-k", "3", "--max-iter", "100", "--jobs", jobs, "--json",
-                             "--param", "n_init=4")
+        code, out, err = run(
+            "factorize",
+            ZOO,
+            "-k",
+            "3",
+            "--max-iter",
+            "100",
+            "--jobs",
+            jobs,
+            "--json",
+            "--param",
+            "n_init=4",
+        )
         assert code == 0, err
         results.append(json.loads(out)["error"])
     assert len(set(results)) == 1  # the thread count never changes the result
@@ -122,7 +162,23 @@ def test_info_generate_evaluate_plot(tmp_path):
     rec = json.loads(out)
     assert code == 0 and rec["nnz"] == 660 and rec["empty_rows"] == 0 and rec["duplicate_rows"] > 0
     gen, fac = tmp_path / "g.mtx.gz", tmp_path / "planted.npz"
-    code, out, _ = run("generate", str(gen), "-n", "60", "-m", "40", "-k", "3", "--density", "0.3", "--noise", "0.01", "--factors", str(fac), "--json")
+    code, out, _ = run(
+        "generate",
+        str(gen),
+        "-n",
+        "60",
+        "-m",
+        "40",
+        "-k",
+        "3",
+        "--density",
+        "0.3",
+        "--noise",
+        "0.01",
+        "--factors",
+        str(fac),
+        "--json",
+    )
     assert code == 0 and read_matrix(gen).shape == (60, 40)
     planted_error = json.loads(out)["planted_error"]
     code, out, _ = run("evaluate", str(gen), str(fac), "--json")
@@ -188,7 +244,14 @@ def test_internal_error_exits_1(monkeypatch):
 def test_installed_entry_point_and_module():
     exe = shutil.which("banmf")
     cmd = [exe] if exe else [sys.executable, "-m", "banmf"]
-    done = subprocess.run([*cmd, "info", ZOO, "--json"], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [*cmd, "info", ZOO, "--json"], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0 and json.loads(done.stdout)["nnz"] == 660
-    done = subprocess.run([sys.executable, "-m", "banmf", "factorize", "nothere.mtx", "-k", "2"], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "banmf", "factorize", "nothere.mtx", "-k", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2 and "no such file" in done.stderr

@@ -26,7 +26,9 @@ from banmf.datasets import (
 
 def test_generator_density_is_d_in_expectation():
     for d, k in ((0.2, 5), (0.5, 3), (0.8, 5)):
-        dens = np.array([make_boolean(50, 50, k, d, random_state=s)[0].nnz / 2500 for s in range(2000)])
+        dens = np.array(
+            [make_boolean(50, 50, k, d, random_state=s)[0].nnz / 2500 for s in range(2000)]
+        )
         assert abs(dens.mean() - d) < 3 * dens.std(ddof=1) / np.sqrt(len(dens))
 
 
@@ -96,8 +98,12 @@ def test_sparse_degrees_skew():
     assert c.max() > 10 * c.mean() and r.max() < 3 * r.mean()
     assert r.var() == pytest.approx(r.mean(), rel=0.1)  # Poisson: variance ≈ mean
     # A larger exponent is a lighter tail.
-    heavy = _degrees(make_sparse_degrees(n, m, nnz, rows="powerlaw", exponent=1.8, random_state=2))[0]
-    light = _degrees(make_sparse_degrees(n, m, nnz, rows="powerlaw", exponent=4.0, random_state=2))[0]
+    heavy = _degrees(make_sparse_degrees(n, m, nnz, rows="powerlaw", exponent=1.8, random_state=2))[
+        0
+    ]
+    light = _degrees(make_sparse_degrees(n, m, nnz, rows="powerlaw", exponent=4.0, random_state=2))[
+        0
+    ]
     assert heavy.max() > 3 * light.max()
 
 
@@ -116,8 +122,9 @@ def test_sparse_degrees_extremes(rows, cols):
     for n, m in ((1, 1), (1, 9), (9, 1), (6, 5), (40, 30)):
         for nnz in sorted({0, 1, n * m // 2, n * m - 1, n * m}):
             for seed in range(2):
-                X = make_sparse_degrees(n, m, nnz, rows=rows, cols=cols, exponent=1.5,
-                                        random_state=seed)
+                X = make_sparse_degrees(
+                    n, m, nnz, rows=rows, cols=cols, exponent=1.5, random_state=seed
+                )
                 D = X.toarray()
                 assert X.nnz == nnz == D.sum() and X.has_canonical_format
                 if rows == "uniform":
@@ -138,11 +145,20 @@ def test_sparse_degrees_bad_arguments():
 
 
 def test_rank_gap_suite_redraws_below_k():
-    cases = list(itertools.islice(rank_gap_suite(sizes=[10, 12], ranks=[3], densities=[0.5], repeats=2, random_state=0), 10))
+    cases = list(
+        itertools.islice(
+            rank_gap_suite(sizes=[10, 12], ranks=[3], densities=[0.5], repeats=2, random_state=0),
+            10,
+        )
+    )
     assert len(cases) == 8  # 4 (n, m) pairs × 2 repeats
     for c in cases:
         assert c.X.shape == (c.n, c.m) and c.real_rank >= c.k and c.gap == c.real_rank - 3
-    square = list(rank_gap_suite(sizes=[10, 12], ranks=[3], densities=[0.5], repeats=1, square_only=True, random_state=0))
+    square = list(
+        rank_gap_suite(
+            sizes=[10, 12], ranks=[3], densities=[0.5], repeats=1, square_only=True, random_state=0
+        )
+    )
     assert [(c.n, c.m) for c in square] == [(10, 10), (12, 12)]
 
 
@@ -166,7 +182,9 @@ def test_damaged_data_is_detected(tmp_path):
 
     for name in ("zoo_101x15.mtx", "zoo_101x15.json"):
         shutil.copy(data_dir() / name, tmp_path / name)
-    (tmp_path / "zoo_101x15.mtx").write_text((tmp_path / "zoo_101x15.mtx").read_text().replace("\n1 1\n", "\n1 2\n", 1))
+    (tmp_path / "zoo_101x15.mtx").write_text(
+        (tmp_path / "zoo_101x15.mtx").read_text().replace("\n1 1\n", "\n1 2\n", 1)
+    )
     with pytest.raises(ValueError, match="checksum"):
         load_zoo(data_home=tmp_path)
     with pytest.raises(FileNotFoundError):
@@ -185,17 +203,28 @@ def test_installed_copy_finds_its_data_through_package_resources(tmp_path):
     import banmf
 
     site = tmp_path / "site"
-    shutil.copytree(Path(banmf.__file__).parent, site / "banmf",
-                    ignore=shutil.ignore_patterns("__pycache__", "data"))
+    shutil.copytree(
+        Path(banmf.__file__).parent,
+        site / "banmf",
+        ignore=shutil.ignore_patterns("__pycache__", "data"),
+    )
     (site / "banmf" / "data").mkdir()
     for name in ("zoo_101x15.mtx", "zoo_101x15.json"):
         shutil.copy(REPO / "data" / name, site / "banmf" / "data" / name)
     env = {k: v for k, v in os.environ.items() if k != "BANMF_DATA"}
     env["PYTHONPATH"] = str(site)
-    code = ("import banmf.datasets as d; "
-            "print(d.__file__, d._REPO_DATA.exists(), d.data_dir(), d.load_zoo().X.nnz, sep='\\n')")
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, text=True,
-                         capture_output=True, check=True).stdout.split("\n")
+    code = (
+        "import banmf.datasets as d; "
+        "print(d.__file__, d._REPO_DATA.exists(), d.data_dir(), d.load_zoo().X.nnz, sep='\\n')"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=env,
+        text=True,
+        capture_output=True,
+        check=True,
+    ).stdout.split("\n")
     assert out[0] == str(site / "banmf" / "datasets.py")  # the copy, not the checkout
     assert out[1] == "False"  # no repository data/ beside the copy
     assert out[2] == str(site / "banmf" / "data")
@@ -237,7 +266,9 @@ def test_packaging_lists_every_subpackage_and_ships_the_data():
     import tomllib
 
     setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
-    on_disk = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "banmf").rglob("__init__.py")}
+    on_disk = {
+        ".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "banmf").rglob("__init__.py")
+    }
     assert set(setuptools["packages"]) == on_disk | {"banmf.data"}
     assert setuptools["package-dir"] == {"banmf.data": "data"}
     patterns = setuptools["package-data"]["banmf.data"]

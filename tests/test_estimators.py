@@ -43,7 +43,11 @@ def test_a_bad_value_of_any_parameter_is_refused_by_name(name, X):
 
 @pytest.mark.parametrize("name", list(METHODS))
 def test_transform_is_the_best_rows_for_the_fitted_h_and_score_is_minus_the_error(name, X):
-    model = make(METHODS[name], max_iter=50) if "max_iter" in METHODS[name]._param_names() else make(METHODS[name])
+    model = (
+        make(METHODS[name], max_iter=50)
+        if "max_iter" in METHODS[name]._param_names()
+        else make(METHODS[name])
+    )
     with pytest.raises(NotFittedError):
         model.score(X)
     model.fit(X)

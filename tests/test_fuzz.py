@@ -32,30 +32,105 @@ TARGETS = ["x.mtx", "x.mtx.gz", "x.npz", "x.csv", "x.tsv", "x.dat", "result.npz"
 # Pieces that broke or could break parsers: signs, sizes at the int32/int64/float64 limits,
 # non-numbers, separators, NUL, bad UTF-8, Unicode digits.
 NASTY_TOKENS = [
-    b"-1", b"0", b"1", b"2", b"0.5", b"nan", b"inf", b"-inf", b"1e400", b"1.5", b"3000000000",
-    b"1000000000000", b"100000000000000000000000", b"99999999999", b"2147483647", b"2147483648",
-    b"4294967296", b"9223372036854775807", b"9223372036854775808", b"18446744073709551616",
-    b"9" * 400, b"9" * 5000, b"\x00", b"\xff\xfe", b"\xc3\x28", b"%", b",", b";", b"\t", b"\n", b"\r", b" ", b'"',
-    b"True", b"false", b"abc", b"1_0", "\u0661".encode(), "\u2028".encode(), b"\x1c", b"0x10",
-    b"%%MatrixMarket matrix array real symmetric", b"coordinate", b"skew-symmetric",
+    b"-1",
+    b"0",
+    b"1",
+    b"2",
+    b"0.5",
+    b"nan",
+    b"inf",
+    b"-inf",
+    b"1e400",
+    b"1.5",
+    b"3000000000",
+    b"1000000000000",
+    b"100000000000000000000000",
+    b"99999999999",
+    b"2147483647",
+    b"2147483648",
+    b"4294967296",
+    b"9223372036854775807",
+    b"9223372036854775808",
+    b"18446744073709551616",
+    b"9" * 400,
+    b"9" * 5000,
+    b"\x00",
+    b"\xff\xfe",
+    b"\xc3\x28",
+    b"%",
+    b",",
+    b";",
+    b"\t",
+    b"\n",
+    b"\r",
+    b" ",
+    b'"',
+    b"True",
+    b"false",
+    b"abc",
+    b"1_0",
+    "\u0661".encode(),
+    "\u2028".encode(),
+    b"\x1c",
+    b"0x10",
+    b"%%MatrixMarket matrix array real symmetric",
+    b"coordinate",
+    b"skew-symmetric",
 ]
 
 NASTY_ARRAYS = [
-    np.array([]), np.array([-1]), np.array([10**12, 3]), np.array([2**62, 2**62]), np.array([3]),
-    np.array([[1, 2], [3, 4]]), np.array([0.5, 2.0]), np.array([np.nan, 1.0]), np.array(b"csr"),
-    np.array(b"csc"), np.array(b"coo"), np.array(b"dia"), np.array(b"bsr"), np.array(b"xyz"), np.array("csr"),
-    np.array([3, 3]), np.array([3, 3], dtype=np.uint64), np.array([0, 1, 2, 3]), np.array([3, 2, 1, 0]),
-    np.zeros(5, np.uint8), np.array([True, False]), np.array([1 + 2j]), np.array([None], dtype=object),
-    np.array([2**63 - 1, 1], dtype=np.int64), np.array([1.0, 2.0]), np.arange(7) % 3,
-    np.array([0, 2, 1, 2, 5, 5, 5], np.uint64), np.array([2**64 - 1, 0], np.uint64),
+    np.array([]),
+    np.array([-1]),
+    np.array([10**12, 3]),
+    np.array([2**62, 2**62]),
+    np.array([3]),
+    np.array([[1, 2], [3, 4]]),
+    np.array([0.5, 2.0]),
+    np.array([np.nan, 1.0]),
+    np.array(b"csr"),
+    np.array(b"csc"),
+    np.array(b"coo"),
+    np.array(b"dia"),
+    np.array(b"bsr"),
+    np.array(b"xyz"),
+    np.array("csr"),
+    np.array([3, 3]),
+    np.array([3, 3], dtype=np.uint64),
+    np.array([0, 1, 2, 3]),
+    np.array([3, 2, 1, 0]),
+    np.zeros(5, np.uint8),
+    np.array([True, False]),
+    np.array([1 + 2j]),
+    np.array([None], dtype=object),
+    np.array([2**63 - 1, 1], dtype=np.int64),
+    np.array([1.0, 2.0]),
+    np.arange(7) % 3,
+    np.array([0, 2, 1, 2, 5, 5, 5], np.uint64),
+    np.array([2**64 - 1, 0], np.uint64),
 ]
 
 
 NASTY_SIDECARS = [
-    b"", b"\xff\xfe", b"[]", b"null", b"{", b"[" * 50_000, b'{"shape": [1e300, 2]}', b'{"shape": [4e18, 4e18]}',
-    b'{"shape": [9223372036854775808, 1]}', b'{"shape": [true, 2]}', b'{"shape": [2, 3]}', b'{"shape": [99, 99]}',
-    b'{"shape": [3000000000, 5]}', b'{"shape": "6x5"}', b'{"row_labels": "[\'a\'"}', b'{"row_labels": [1, 2]}',
-    b'{"row_labels": "' + b"[" * 5000 + b'"}', b'{"col_labels": {"a": 1}}', b'{"name": 5}', b'{"name": "x\\ny"}',
+    b"",
+    b"\xff\xfe",
+    b"[]",
+    b"null",
+    b"{",
+    b"[" * 50_000,
+    b'{"shape": [1e300, 2]}',
+    b'{"shape": [4e18, 4e18]}',
+    b'{"shape": [9223372036854775808, 1]}',
+    b'{"shape": [true, 2]}',
+    b'{"shape": [2, 3]}',
+    b'{"shape": [99, 99]}',
+    b'{"shape": [3000000000, 5]}',
+    b'{"shape": "6x5"}',
+    b'{"row_labels": "[\'a\'"}',
+    b'{"row_labels": [1, 2]}',
+    b'{"row_labels": "' + b"[" * 5000 + b'"}',
+    b'{"col_labels": {"a": 1}}',
+    b'{"name": 5}',
+    b'{"name": "x\\ny"}',
 ]
 
 
@@ -84,11 +159,23 @@ def _write_seeds(folder):
         b"%%MatrixMarket matrix coordinate real symmetric\n% c\n3 3 3\n1 1 1\n2 1 1.0\n3 2 0\n",
         b"%%MatrixMarket matrix array real symmetric\n2 2\n1\n0\n1\n",
     ]
-    out["x.csv"] += [b"name,a,b\nant,1,0\nbee,true,FALSE\n", b",0,1\n0,1,0\n1,0,1\n", b"ant;1;0\nbee;0;1\n"]
+    out["x.csv"] += [
+        b"name,a,b\nant,1,0\nbee,true,FALSE\n",
+        b",0,1\n0,1,0\n1,0,1\n",
+        b"ant;1;0\nbee;0;1\n",
+    ]
     out["x.tsv"] += [b"a\tb\n1\t0\n0\t1\n"]
     out["x.dat"] += [b"1 3 3\n\n0\n", b"0 1\n2 2 7\n"]
-    factorization = Factorization(W=np.eye(6, 2, dtype=bool), H=np.eye(2, 5, dtype=bool), error=3,
-                                  relative_error=0.6, seconds=0.0, n_iter=0, method="planted", params={})
+    factorization = Factorization(
+        W=np.eye(6, 2, dtype=bool),
+        H=np.eye(2, 5, dtype=bool),
+        error=3,
+        relative_error=0.6,
+        seconds=0.0,
+        n_iter=0,
+        method="planted",
+        params={},
+    )
     save_result(factorization, folder / "r.npz", X=X)
     out["result.npz"] = [(folder / "r.npz").read_bytes()]
     return out
@@ -100,7 +187,9 @@ def mutated_bytes(draw, seed: bytes) -> bytes:
     of a number, a line repeated or deleted, a giant line."""
     data = bytearray(seed)
     for _ in range(draw(st.integers(1, 4))):
-        op = draw(st.sampled_from(["truncate", "flip", "insert", "number", "repeat", "delete", "giant"]))
+        op = draw(
+            st.sampled_from(["truncate", "flip", "insert", "number", "repeat", "delete", "giant"])
+        )
         at = draw(st.integers(0, len(data)))
         if op == "truncate":
             del data[at:]
@@ -113,11 +202,11 @@ def mutated_bytes(draw, seed: bytes) -> bytes:
             numbers = list(re.finditer(rb"[0-9]+", bytes(data)))
             if numbers:
                 match = draw(st.sampled_from(numbers))
-                data[match.start():match.end()] = draw(st.sampled_from(NASTY_TOKENS))
+                data[match.start() : match.end()] = draw(st.sampled_from(NASTY_TOKENS))
         elif op in ("repeat", "delete"):
             lines = bytes(data).split(b"\n")
             i = draw(st.integers(0, len(lines) - 1))
-            lines[i:i + 1] = [lines[i]] * (draw(st.integers(2, 50)) if op == "repeat" else 0)
+            lines[i : i + 1] = [lines[i]] * (draw(st.integers(2, 50)) if op == "repeat" else 0)
             data = bytearray(b"\n".join(lines))
         elif op == "giant":
             chunk = draw(st.sampled_from([b"1 ", b"0,", b"1\t", b"9", b"a", b"\x00", b"1 1\n"]))
@@ -139,11 +228,20 @@ def mutated_archive(draw, seed: bytes) -> bytes:
             except (KeyError, ValueError, TypeError):  # already replaced or removed
                 continue
             json_values = st.recursive(
-                st.none() | st.booleans() | st.integers(-(2**64), 2**64) | st.floats() | st.text(max_size=5),
-                lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
-                max_leaves=6)
-            meta[draw(st.sampled_from(["shape", "n_components", "format", "format_version", "nnz"]))] = \
-                draw(json_values)
+                st.none()
+                | st.booleans()
+                | st.integers(-(2**64), 2**64)
+                | st.floats()
+                | st.text(max_size=5),
+                lambda inner: (
+                    st.lists(inner, max_size=3)
+                    | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+                ),
+                max_leaves=6,
+            )
+            meta[
+                draw(st.sampled_from(["shape", "n_components", "format", "format_version", "nnz"]))
+            ] = draw(json_values)
             arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
         elif draw(st.booleans()):
             arrays.pop(key, None)
@@ -187,7 +285,7 @@ def _check_support_mask(X, path):
     assert X.indices.dtype == X.indptr.dtype and len(X.indptr) == X.shape[0] + 1
     assert X.indptr[0] == 0 and X.indptr[-1] == X.nnz and (np.diff(X.indptr) >= 0).all()
     for i in range(X.shape[0]):
-        row = X.indices[X.indptr[i]:X.indptr[i + 1]]
+        row = X.indices[X.indptr[i] : X.indptr[i + 1]]
         assert (np.diff(row) > 0).all() and (row >= 0).all() and (row < X.shape[1]).all()
     assert X.data.all()
 
@@ -232,7 +330,10 @@ def _fuzz_one(folder, name, data, valid_matrix):
         saved = _call(load_result, path)
         if saved is not None:
             n, m = saved.shape
-            assert saved.W.shape == (n, saved.n_components) and saved.H.shape == (saved.n_components, m)
+            assert saved.W.shape == (n, saved.n_components) and saved.H.shape == (
+                saved.n_components,
+                m,
+            )
             assert saved.W.dtype == bool and saved.H.dtype == bool
             if saved.X is not None:
                 _check_support_mask(saved.X, path)
@@ -256,7 +357,11 @@ def valid_matrix(tmp_path_factory):
     return path
 
 
-FIXTURES_OK = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large]
+FIXTURES_OK = [
+    HealthCheck.function_scoped_fixture,
+    HealthCheck.too_slow,
+    HealthCheck.data_too_large,
+]
 
 
 @pytest.mark.parametrize("name", TARGETS)

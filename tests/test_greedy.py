@@ -83,13 +83,31 @@ def _grecond_inputs(Xd, seed, bits):
     return X, Xt, U, extent, packed
 
 
-@given(binary_matrices(max_n=150, max_m=10), st.integers(0, 2**32 - 1), st.booleans(), st.integers(1, 5))
+@given(
+    binary_matrices(max_n=150, max_m=10),
+    st.integers(0, 2**32 - 1),
+    st.booleans(),
+    st.integers(1, 5),
+)
 def test_grecond_values(Xd, seed, bits, n_blocks):
     X, Xt, U, extent, (colbits, ubits, extent_bits) = _grecond_inputs(Xd, seed, bits)
     intent = np.random.default_rng(seed + 1).random(X.shape[1]) < 0.3
     values = np.empty(X.shape[1], dtype=np.int64)
-    run_both(grecond_values, X.indptr, X.indices, Xt.indptr, Xt.indices, csr_order(X, U), extent, intent,
-             extent_bits, colbits, ubits, n_blocks, values)
+    run_both(
+        grecond_values,
+        X.indptr,
+        X.indices,
+        Xt.indptr,
+        Xt.indices,
+        csr_order(X, U),
+        extent,
+        intent,
+        extent_bits,
+        colbits,
+        ubits,
+        n_blocks,
+        values,
+    )
     np.testing.assert_array_equal(values, grecond_values_ref(Xd.astype(bool), extent, intent, U))
 
 
@@ -149,8 +167,14 @@ def _asso_state(Xd, k, seed, heavy, tau):
         used[rows, l // 64] |= bit
         fac_mask[Hf[l], l // 64] |= bit
         hb = assoc.heavy_bit[np.flatnonzero(Hf[l])]
-        patterns.add(rows, l // 64, bit, np.bitwise_or.reduce(np.uint64(1) << hb[hb >= 0].astype(np.uint64),
-                                                            initial=np.uint64(0)))
+        patterns.add(
+            rows,
+            l // 64,
+            bit,
+            np.bitwise_or.reduce(
+                np.uint64(1) << hb[hb >= 0].astype(np.uint64), initial=np.uint64(0)
+            ),
+        )
         fac_rows.append(rows)
     cands = assoc.candidates(tau)
     uncov = csr_order(X, Xd & ~C)
@@ -161,15 +185,22 @@ def _candidate_masks(cands, m):
     ptr, cols = cands[0], cands[1]
     masks = np.zeros((len(ptr) - 1, m), dtype=bool)
     for c in range(len(ptr) - 1):
-        masks[c, cols[ptr[c]:ptr[c + 1]]] = True
+        masks[c, cols[ptr[c] : ptr[c + 1]]] = True
     return masks
 
 
 weights = st.sampled_from([(1.0, 1.0), (1.0, 0.5), (1.0, 3.0), (0.7, 1.3)])
 
 
-@given(binary_matrices(max_n=40, max_m=14), st.integers(0, 3), st.integers(0, 2**32 - 1),
-       st.sampled_from([0, 1, 3, 32]), st.sampled_from([0.1, 0.4, 0.8, 1.0]), weights, st.integers(1, 4))
+@given(
+    binary_matrices(max_n=40, max_m=14),
+    st.integers(0, 3),
+    st.integers(0, 2**32 - 1),
+    st.sampled_from([0, 1, 3, 32]),
+    st.sampled_from([0.1, 0.4, 0.8, 1.0]),
+    weights,
+    st.integers(1, 4),
+)
 def test_asso_scores(Xd, k, seed, heavy, tau, w, n_blocks):
     X, C, assoc, greedy, cands, _, fac_mask, patterns, uncov = _asso_state(Xd, k, seed, heavy, tau)
     ptr, cols, n_light, kmask, cls = cands
@@ -177,10 +208,37 @@ def test_asso_scores(Xd, k, seed, heavy, tau, w, n_blocks):
     todo = np.random.default_rng(seed).random(n_cand) < 0.8
     A = np.full(n_cand, -7, dtype=np.int64)
     B = np.full(n_cand, -7, dtype=np.int64)
-    run_both(asso_scores, ptr, cols, n_light, kmask, cls, int(cls.max(initial=0)) + 1, todo, assoc.colptr,
-             assoc.colrows, assoc.coldeg, X.indptr, X.indices, uncov, greedy.xtop, patterns.pat, patterns.used,
-             patterns.ctop, greedy.all_x, greedy.all_count, patterns.g_ptr, patterns.g_x, patterns.g_count,
-             fac_mask, w[0], w[1], min(n_blocks, max(1, n_cand)), A, B)
+    run_both(
+        asso_scores,
+        ptr,
+        cols,
+        n_light,
+        kmask,
+        cls,
+        int(cls.max(initial=0)) + 1,
+        todo,
+        assoc.colptr,
+        assoc.colrows,
+        assoc.coldeg,
+        X.indptr,
+        X.indices,
+        uncov,
+        greedy.xtop,
+        patterns.pat,
+        patterns.used,
+        patterns.ctop,
+        greedy.all_x,
+        greedy.all_count,
+        patterns.g_ptr,
+        patterns.g_x,
+        patterns.g_count,
+        fac_mask,
+        w[0],
+        w[1],
+        min(n_blocks, max(1, n_cand)),
+        A,
+        B,
+    )
     Xb = Xd.astype(bool)
     for c, cand in enumerate(_candidate_masks(cands, X.shape[1])):
         if not todo[c]:
@@ -195,8 +253,19 @@ def test_asso_usage(Xd, k, seed, w):
     X, C, assoc, _, cands, used, fac_mask, _, uncov = _asso_state(Xd, k, seed, 0, 0.3)
     for c, cand in enumerate(_candidate_masks(cands, X.shape[1])):
         usage = np.zeros(X.shape[0], dtype=bool)
-        got = asso_usage(cands[1][cands[0][c]:cands[0][c + 1]], assoc.colptr, assoc.colrows, X.indptr, X.indices,
-                         uncov, used, fac_mask, w[0], w[1], usage)
+        got = asso_usage(
+            cands[1][cands[0][c] : cands[0][c + 1]],
+            assoc.colptr,
+            assoc.colrows,
+            X.indptr,
+            X.indices,
+            uncov,
+            used,
+            fac_mask,
+            w[0],
+            w[1],
+            usage,
+        )
         a, b, gains = asso_gains_ref(Xd.astype(bool), C, cand, *w)
         np.testing.assert_array_equal(usage, gains)
         assert got == (a[gains].sum(), b[gains].sum())
@@ -207,8 +276,13 @@ def test_asso_usage(Xd, k, seed, w):
 
 @pytest.mark.filterwarnings("ignore:n_components=.*exceeds")
 @settings(max_examples=60)
-@given(binary_matrices(max_n=30, max_m=14), st.integers(1, 4), st.sampled_from([0.2, 0.5, 0.8, 1.0]),
-       st.sampled_from([0, 1, 3, 32]), weights)
+@given(
+    binary_matrices(max_n=30, max_m=14),
+    st.integers(1, 4),
+    st.sampled_from([0.2, 0.5, 0.8, 1.0]),
+    st.sampled_from([0, 1, 3, 32]),
+    weights,
+)
 def test_asso_matches_the_dense_reference_with_any_number_of_heavy_columns(Xd, k, tau, heavy, w):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(asso_module, "HEAVY", heavy)
@@ -240,8 +314,13 @@ def test_asso_sweep_equals_one_fit_per_tau(heavy, seed, monkeypatch):
 
 @pytest.mark.filterwarnings("ignore:n_components=.*exceeds")
 @settings(max_examples=60)
-@given(st.integers(1, 200), st.integers(1, 12), st.floats(0.02, 0.9), st.sampled_from([None, 1, 2, 5]),
-       st.integers(0, 2**31))
+@given(
+    st.integers(1, 200),
+    st.integers(1, 12),
+    st.floats(0.02, 0.9),
+    st.sampled_from([None, 1, 2, 5]),
+    st.integers(0, 2**31),
+)
 def test_grecond_matches_the_dense_reference_on_sparse_and_dense_data(n, m, density, k, seed):
     """Sparse data takes the counting path, dense data (m·⌈n/64⌉ ≤ nnz) the packed columns."""
     Xd = np.random.default_rng(seed).random((n, m)) < density
@@ -273,8 +352,10 @@ def progress_records():
     logger.setLevel(saved)
 
 
-@pytest.mark.parametrize("make, max_iter", [(lambda: ASSO(3, tau=0.5), 3), (lambda: ASSO(3), 3 * len(TAU_GRID)),
-                                            (lambda: GreConD(3), 3)])
+@pytest.mark.parametrize(
+    "make, max_iter",
+    [(lambda: ASSO(3, tau=0.5), 3), (lambda: ASSO(3), 3 * len(TAU_GRID)), (lambda: GreConD(3), 3)],
+)
 def test_progress_per_factor(make, max_iter, progress_records):
     X, _, _ = make_boolean(60, 30, 3, 0.3, random_state=0)
     est = make().fit(X)
@@ -283,13 +364,20 @@ def test_progress_per_factor(make, max_iter, progress_records):
     assert [r["iteration"] for r in steps] == sorted(r["iteration"] for r in steps)
     assert steps[-1]["iteration"] == max_iter  # the last is always reported
     assert all(r["objective"] >= est.reconstruction_err_ for r in steps)
-    assert progress_records[-1] == {"event": "done", "start": 1, "n_starts": 1, "error": est.reconstruction_err_}
+    assert progress_records[-1] == {
+        "event": "done",
+        "start": 1,
+        "n_starts": 1,
+        "error": est.reconstruction_err_,
+    }
 
 
 def test_grecond_reports_the_uncovered_ones(progress_records):
     X, _, _ = make_boolean(60, 30, 3, 0.3, random_state=0)
     est = GreConD(3).fit(X)
-    assert [r for r in progress_records if r["event"] == "iteration"][-1]["objective"] == est.reconstruction_err_
+    assert [r for r in progress_records if r["event"] == "iteration"][-1][
+        "objective"
+    ] == est.reconstruction_err_
 
 
 # ------------------------------------------------------------------------------- Ctrl-C
@@ -331,7 +419,9 @@ def test_ctrl_c_in_asso_keeps_the_factors_so_far(tau, planted, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         model.fit(planted)
     assert_usable(model, planted, 4, 1)
-    np.testing.assert_array_equal(model.components_[0], whole.components_[0] if tau else model.components_[0])
+    np.testing.assert_array_equal(
+        model.components_[0], whole.components_[0] if tau else model.components_[0]
+    )
     assert model.reconstruction_err_ == model.tau_errors_[model.tau_]
 
 
@@ -358,7 +448,9 @@ def test_ctrl_c_in_grecond_keeps_the_factors_so_far(k, planted, monkeypatch):
     np.testing.assert_array_equal(model.components_[0], whole.components_[0])
 
 
-@pytest.mark.parametrize("make, module", [(lambda: ASSO(4, tau=0.5), asso_module), (lambda: GreConD(4), grecond_module)])
+@pytest.mark.parametrize(
+    "make, module", [(lambda: ASSO(4, tau=0.5), asso_module), (lambda: GreConD(4), grecond_module)]
+)
 def test_a_second_ctrl_c_while_finishing_aborts(make, module, planted, monkeypatch):
     interrupt_call(monkeypatch, module, "cover_concept", 2)
     interrupt_call(monkeypatch, module, "mismatches", 1)
@@ -403,12 +495,16 @@ def test_work_over_budget_is_refused_up_front_in_one_line(planted, monkeypatch):
     began = []  # the greedy loops that began
     run, greedy = _Greedy.run, GreConD._greedy
     monkeypatch.setattr(_Greedy, "run", lambda *args: began.append(1) or run(*args))
-    monkeypatch.setattr(GreConD, "_greedy", staticmethod(lambda *args: began.append(1) or greedy(*args)))
-    for model, words in [(ASSO(3, work_budget=1e3), ["ASSO", "XᵀX", "KB", "work_budget"]),
-                         (ASSO(3, work_budget=gram * 1.01), ["ASSO", "one tau", "n_components=3", "work_budget"]),
-                         (ASSO(3, tau=0.5, work_budget=gram * 1.01), ["ASSO", "higher tau", "work_budget"]),
-                         (GreConD(None, work_budget=1e3), ["GreConD", "set n_components", "KB", "work_budget"]),
-                         (GreConD(3, work_budget=1e3), ["GreConD", "smaller n_components", "work_budget"])]:
+    monkeypatch.setattr(
+        GreConD, "_greedy", staticmethod(lambda *args: began.append(1) or greedy(*args))
+    )
+    for model, words in [
+        (ASSO(3, work_budget=1e3), ["ASSO", "XᵀX", "KB", "work_budget"]),
+        (ASSO(3, work_budget=gram * 1.01), ["ASSO", "one tau", "n_components=3", "work_budget"]),
+        (ASSO(3, tau=0.5, work_budget=gram * 1.01), ["ASSO", "higher tau", "work_budget"]),
+        (GreConD(None, work_budget=1e3), ["GreConD", "set n_components", "KB", "work_budget"]),
+        (GreConD(3, work_budget=1e3), ["GreConD", "smaller n_components", "work_budget"]),
+    ]:
         with pytest.raises(ValueError, match="work_budget") as info:
             model.fit(planted)
         message = str(info.value)
@@ -422,8 +518,11 @@ def test_work_over_budget_is_refused_up_front_in_one_line(planted, monkeypatch):
 
 def test_the_estimates_grow_with_the_work():
     X = make_boolean(200, 60, 4, 0.3, random_state=0)[0]
-    assert (estimate(GreConD(2, work_budget=1.0), X) < estimate(GreConD(4, work_budget=1.0), X)
-            < estimate(GreConD(None, work_budget=1.0), X))
+    assert (
+        estimate(GreConD(2, work_budget=1.0), X)
+        < estimate(GreConD(4, work_budget=1.0), X)
+        < estimate(GreConD(None, work_budget=1.0), X)
+    )
     gram = estimate(ASSO(4, work_budget=1.0), X)  # the association matrix alone
     sweep = estimate(ASSO(4, work_budget=gram * 1.01), X)
     assert gram < estimate(ASSO(2, work_budget=gram * 1.01), X) < sweep

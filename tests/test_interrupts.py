@@ -61,8 +61,10 @@ def test_ctrl_c_in_a_later_threshold_search_keeps_the_earlier_starts(X, monkeypa
     np.testing.assert_array_equal(model.W_, reference.W_)
 
 
-@pytest.mark.parametrize("step, kept", [("refine_factor_thresholds", ["grid"]),
-                                        ("polish_factors", ["grid", "per-factor thresholds"])])
+@pytest.mark.parametrize(
+    "step, kept",
+    [("refine_factor_thresholds", ["grid"]), ("polish_factors", ["grid", "per-factor thresholds"])],
+)
 def test_ctrl_c_in_a_refinement_keeps_the_steps_done(X, monkeypatch, step, kept):
     interrupt_call(monkeypatch, step, 1)
     model = fit_interrupted(BANMF(3, n_init=3, max_iter=50, random_state=0, n_jobs=1), X)
@@ -102,7 +104,9 @@ def test_a_second_ctrl_c_aborts_and_leaves_the_model_unfitted(X, monkeypatch):
 
 
 def test_an_uninterrupted_fit_says_so_and_refinement_lists_the_steps_that_ran(X):
-    model = BANMF(3, n_init=1, max_iter=30, random_state=0, thresholds="global", polish=False).fit(X)
+    model = BANMF(3, n_init=1, max_iter=30, random_state=0, thresholds="global", polish=False).fit(
+        X
+    )
     assert not model.interrupted_ and list(model.refinement_) == ["grid"]
     model = BANMF(3, n_init=1, max_iter=30, random_state=0, n_jobs=1).fit(X)
     assert list(model.refinement_) == ["grid", "per-factor thresholds", "polish"]

@@ -77,7 +77,9 @@ def test_dat_sidecar_records_the_shape_and_keeps_other_keys(tmp_path):
 
 def test_matrix_market_variants(tmp_path):
     p = tmp_path / "a.mtx"
-    p.write_text("%%MatrixMarket matrix coordinate integer symmetric\n% comment\n3 3 2\n2 1 1\n3 3 0\n")
+    p.write_text(
+        "%%MatrixMarket matrix coordinate integer symmetric\n% comment\n3 3 2\n2 1 1\n3 3 0\n"
+    )
     np.testing.assert_array_equal(read_matrix(p).toarray(), [[0, 1, 0], [1, 0, 0], [0, 0, 0]])
     p.write_text("%%MatrixMarket matrix array real general\n2 2\n1\n0\n1\n1\n")
     np.testing.assert_array_equal(read_matrix(p).toarray(), [[1, 1], [0, 1]])
@@ -87,14 +89,35 @@ def test_matrix_market_variants(tmp_path):
     "text, match",
     [
         ("hello\n", r"line 1: not a Matrix Market file"),
-        ("%%MatrixMarket matrix coordinate complex general\n1 1 1\n1 1 1\n", "line 1: field 'complex'"),
+        (
+            "%%MatrixMarket matrix coordinate complex general\n1 1 1\n1 1 1\n",
+            "line 1: field 'complex'",
+        ),
         ("%%MatrixMarket matrix coordinate pattern general\n3 x 1\n", "line 2: bad size line"),
-        ("%%MatrixMarket matrix coordinate pattern general\n3 3 2\n1 1\n4 1\n", r"line 4: index \(4, 1\) outside"),
-        ("%%MatrixMarket matrix coordinate pattern general\n3 3 2\n1 1\n2 a\n", "line 4: 'a' is not a number"),
-        ("%%MatrixMarket matrix coordinate pattern general\n3 3 2\n1 1\n2 2 2\n", "line 4: expected 2 numbers"),
-        ("%%MatrixMarket matrix coordinate pattern general\n3 3 3\n1 1\n2 2\n", "declares 3 entries but has 2"),
-        ("%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 1\n2 2 0.5\n", r"line 4: value 0.5 at row 2, column 2 is not 0 or 1 \(1 entry that is not 0 or 1 in the file\)"),
-        ("%%MatrixMarket matrix coordinate pattern general\n0 3 0\n", "line 2: the matrix is empty"),
+        (
+            "%%MatrixMarket matrix coordinate pattern general\n3 3 2\n1 1\n4 1\n",
+            r"line 4: index \(4, 1\) outside",
+        ),
+        (
+            "%%MatrixMarket matrix coordinate pattern general\n3 3 2\n1 1\n2 a\n",
+            "line 4: 'a' is not a number",
+        ),
+        (
+            "%%MatrixMarket matrix coordinate pattern general\n3 3 2\n1 1\n2 2 2\n",
+            "line 4: expected 2 numbers",
+        ),
+        (
+            "%%MatrixMarket matrix coordinate pattern general\n3 3 3\n1 1\n2 2\n",
+            "declares 3 entries but has 2",
+        ),
+        (
+            "%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 1\n2 2 0.5\n",
+            r"line 4: value 0.5 at row 2, column 2 is not 0 or 1 \(1 entry that is not 0 or 1 in the file\)",
+        ),
+        (
+            "%%MatrixMarket matrix coordinate pattern general\n0 3 0\n",
+            "line 2: the matrix is empty",
+        ),
     ],
 )
 def test_malformed_matrix_market_names_file_and_line(tmp_path, text, match):
@@ -115,7 +138,9 @@ def test_csv_header_and_index_detection(tmp_path):
     ds = read_dataset(p)
     assert ds.row_labels is None and ds.col_labels is None and ds.X.nnz == 2
     p.write_text("1,0\n0,2\n")
-    with pytest.raises(ValueError, match=r"a.csv, line 2: value 2 at row 2, column 2 is not 0 or 1"):
+    with pytest.raises(
+        ValueError, match=r"a.csv, line 2: value 2 at row 2, column 2 is not 0 or 1"
+    ):
         read_matrix(p)
     p.write_text("1,0\n0\n")
     with pytest.raises(ValueError, match="line 2: 1 value where the first row has 2"):
@@ -131,7 +156,9 @@ def test_fimi_dat(tmp_path):
     with pytest.raises(ValueError, match="line 3: item id 0 is below the first id"):
         read_matrix(p, one_based=True)
     p.write_text("1 3\n2\n")
-    np.testing.assert_array_equal(read_matrix(p, one_based=True, n_cols=4).toarray(), [[1, 0, 1, 0], [0, 1, 0, 0]])
+    np.testing.assert_array_equal(
+        read_matrix(p, one_based=True, n_cols=4).toarray(), [[1, 0, 1, 0], [0, 1, 0, 0]]
+    )
     p.write_text("1 2\n3 x\n")
     with pytest.raises(ValueError, match="t.dat, line 2: item id 'x' is not an integer"):
         read_matrix(p)
@@ -209,8 +236,11 @@ def test_gzip_written_is_readable_by_scipy(tmp_path):
 def test_csv_blank_cell_is_refused_with_line_and_column(tmp_path):
     p = tmp_path / "b.csv"
     p.write_text("1,0,1\n0,,1\n")
-    with pytest.raises(ValueError, match=r"b.csv, line 2: blank cell at row 2, column 2; missing entries "
-                                         "are not supported yet"):
+    with pytest.raises(
+        ValueError,
+        match=r"b.csv, line 2: blank cell at row 2, column 2; missing entries "
+        "are not supported yet",
+    ):
         read_matrix(p)
     p.write_text("name,a,b\nant,1,\n")
     with pytest.raises(ValueError, match="line 2: blank cell at row 1, column 2"):
@@ -259,8 +289,12 @@ def test_csv_header_and_index_detection_cases(tmp_path, text, rows, cols, dense)
 
 @pytest.mark.parametrize(
     "name, text",
-    [("semi.csv", "1;0;1\n0;1;1\n"), ("commas.tsv", "1,0,1\n0,1,1\n"), ("tabs.csv", "1\t0\t1\n0\t1\t1\n"),
-     ("semi_labels.csv", "name;a;b;c\nant;1;0;1\nbee;0;1;1\n")],
+    [
+        ("semi.csv", "1;0;1\n0;1;1\n"),
+        ("commas.tsv", "1,0,1\n0,1,1\n"),
+        ("tabs.csv", "1\t0\t1\n0\t1\t1\n"),
+        ("semi_labels.csv", "name;a;b;c\nant;1;0;1\nbee;0;1;1\n"),
+    ],
 )
 def test_csv_separator_is_detected(tmp_path, name, text):
     p = tmp_path / name
@@ -281,11 +315,16 @@ def test_csv_unclear_separator_says_what_was_found(tmp_path):
 def test_csv_bad_values_counted_with_grammar(tmp_path):
     p = tmp_path / "v.csv"
     p.write_text("1,0\n0,2\n")
-    with pytest.raises(ValueError, match=r"v.csv, line 2: value 2 at row 2, column 2 is not 0 or 1 "
-                                         r"\(1 entry that is not 0 or 1 in the file\); binarize the data first"):
+    with pytest.raises(
+        ValueError,
+        match=r"v.csv, line 2: value 2 at row 2, column 2 is not 0 or 1 "
+        r"\(1 entry that is not 0 or 1 in the file\); binarize the data first",
+    ):
         read_matrix(p)
     p.write_text("1,0.5\n0,2\n")
-    with pytest.raises(ValueError, match=r"line 1: value 0.5 at row 1, column 2 .*\(2 entries that are not"):
+    with pytest.raises(
+        ValueError, match=r"line 1: value 0.5 at row 1, column 2 .*\(2 entries that are not"
+    ):
         read_matrix(p)
 
 
@@ -305,12 +344,19 @@ def test_memory_limit_variable(monkeypatch):
     from banmf._memory import available_memory, check_memory, format_size, parse_size
 
     assert parse_size("8G") == 8 * 2**30 and parse_size("512m") == 512 * 2**20
-    assert parse_size("1.5K") == 1536 and parse_size("1000") == 1000 and parse_size("2TiB") == 2 * 2**40
+    assert (
+        parse_size("1.5K") == 1536
+        and parse_size("1000") == 1000
+        and parse_size("2TiB") == 2 * 2**40
+    )
     assert format_size(48 * 2**30) == "48.0 GB" and format_size(512) == "512 bytes"
     monkeypatch.setenv("BANMF_MEMORY_LIMIT", "21.3G")
     assert available_memory() == int(21.3 * 2**30)
-    with pytest.raises(ValueError, match=r"^the planted matrix needs about 48.0 GB, more than the 21.3 GB "
-                                         r"available \(set BANMF_MEMORY_LIMIT to change the budget\)$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^the planted matrix needs about 48.0 GB, more than the 21.3 GB "
+        r"available \(set BANMF_MEMORY_LIMIT to change the budget\)$",
+    ):
         check_memory(48 * 2**30, "the planted matrix")
     for bad in ("lots", "-1", "0", "8X"):
         monkeypatch.setenv("BANMF_MEMORY_LIMIT", bad)
@@ -323,13 +369,27 @@ def test_memory_limit_variable(monkeypatch):
 @pytest.mark.parametrize(
     "size, match",
     [
-        ("3000000000 3 3", (r"line 2: a 3000000000×3 matrix with 3 nonzeros needs about 44.7 GB, more than "
-                            r"the 64.0 MB available")),
-        ("1000000000000 3 3", r"line 2: a 1000000000000×3 matrix with 3 nonzeros needs about 14.6 TB"),
-        ("100000000000000000000000 3 3", r"line 2: a 100000000000000000000000×3 matrix is too large"),
+        (
+            "3000000000 3 3",
+            (
+                r"line 2: a 3000000000×3 matrix with 3 nonzeros needs about 44.7 GB, more than "
+                r"the 64.0 MB available"
+            ),
+        ),
+        (
+            "1000000000000 3 3",
+            r"line 2: a 1000000000000×3 matrix with 3 nonzeros needs about 14.6 TB",
+        ),
+        (
+            "100000000000000000000000 3 3",
+            r"line 2: a 100000000000000000000000×3 matrix is too large",
+        ),
         ("3 3 1000000000000", "declares 1000000000000 entries but has 3"),
         ("4611686018427387904 4 3", r"matrix is too large \(at most 2\^53 rows or columns\)"),
-        ("4294967296 4294967296 3", r"matrix is too large \(1.84e\+19 positions; 64-bit indices address at most"),
+        (
+            "4294967296 4294967296 3",
+            r"matrix is too large \(1.84e\+19 positions; 64-bit indices address at most",
+        ),
         ("3 " + "9" * 5000 + " 3", "line 2: the size '9999.*' is too large"),
     ],
 )
@@ -338,7 +398,9 @@ def test_huge_matrix_market_header_is_refused_in_one_line(tmp_path, budget, size
     p.write_text(MM_PATTERN + size + "\n1 1\n2 2\n3 3\n")
     with pytest.raises(ValueError, match=match) as info:
         read_matrix(p)
-    assert "huge.mtx" in str(info.value) and "\n" not in str(info.value) and len(str(info.value)) < 300
+    assert (
+        "huge.mtx" in str(info.value) and "\n" not in str(info.value) and len(str(info.value)) < 300
+    )
 
 
 def test_huge_dense_array_header_is_refused(tmp_path, budget):
@@ -351,10 +413,14 @@ def test_huge_dense_array_header_is_refused(tmp_path, budget):
 def test_huge_dat_item_id_is_refused(tmp_path, budget):
     p = tmp_path / "big.dat"
     p.write_text("1 99999999999\n2\n")
-    with pytest.raises(ValueError, match=r"big.dat: a 2×100000000000 matrix with 3 nonzeros needs about 745.1 GB"):
+    with pytest.raises(
+        ValueError, match=r"big.dat: a 2×100000000000 matrix with 3 nonzeros needs about 745.1 GB"
+    ):
         read_matrix(p)
     p.write_text("1 99999999999999999999\n")
-    with pytest.raises(ValueError, match=r"big.dat, line 1: item id '99999999999999999999' is too large"):
+    with pytest.raises(
+        ValueError, match=r"big.dat, line 1: item id '99999999999999999999' is too large"
+    ):
         read_matrix(p)
     p.write_text("1 " + "9" * 5000 + "\n")  # beyond Python's 4300-digit int() limit
     with pytest.raises(ValueError, match=r"big.dat, line 1: item id '9{24}…' is too large$"):
@@ -366,12 +432,26 @@ def test_huge_dat_item_id_is_refused(tmp_path, budget):
 
 def test_huge_npz_shape_is_refused_before_loading(tmp_path, budget):
     p = tmp_path / "huge.npz"
-    np.savez(p, format=np.array(b"coo"), shape=np.array([10**12, 3]), row=np.array([0]),
-             col=np.array([0]), data=np.array([1]))
-    with pytest.raises(ValueError, match=r"huge.npz: a 1000000000000×3 matrix with 1 nonzeros needs"):
+    np.savez(
+        p,
+        format=np.array(b"coo"),
+        shape=np.array([10**12, 3]),
+        row=np.array([0]),
+        col=np.array([0]),
+        data=np.array([1]),
+    )
+    with pytest.raises(
+        ValueError, match=r"huge.npz: a 1000000000000×3 matrix with 1 nonzeros needs"
+    ):
         read_matrix(p)
-    np.savez(p, format=np.array(b"csr"), shape=np.array([3, 3]), indptr=np.zeros(4, int),
-             indices=np.zeros(0, int), data=np.zeros(10**8, bool))  # 100 MB of values claimed
+    np.savez(
+        p,
+        format=np.array(b"csr"),
+        shape=np.array([3, 3]),
+        indptr=np.zeros(4, int),
+        indices=np.zeros(0, int),
+        data=np.zeros(10**8, bool),
+    )  # 100 MB of values claimed
     with pytest.raises(ValueError, match=r"huge.npz: a 3×3 matrix with 100000000 nonzeros needs"):
         read_matrix(p)
 
@@ -381,8 +461,11 @@ def test_unbounded_text_is_refused_as_it_grows(tmp_path, monkeypatch):
     bomb = tmp_path / "bomb.mtx.gz"
     bomb.write_bytes(gzip.compress(MM_PATTERN.encode() + b"1 1\n" * 10_000_000, compresslevel=1))
     assert bomb.stat().st_size < 1_000_000
-    with pytest.raises(ValueError, match=r"bomb.mtx.gz: decompressing it needs about 32.0 MB, more than the "
-                                         r"16.0 MB available"):
+    with pytest.raises(
+        ValueError,
+        match=r"bomb.mtx.gz: decompressing it needs about 32.0 MB, more than the "
+        r"16.0 MB available",
+    ):
         read_matrix(bomb)
     if os.path.exists("/dev/zero"):  # a device never ends
         with pytest.raises(ValueError, match=r"^/dev/zero: reading it needs about"):
@@ -393,9 +476,12 @@ def test_make_boolean_refuses_over_budget_at_once(budget):
     import time
 
     start = time.perf_counter()
-    with pytest.raises(ValueError, match=r"make_boolean\(100000000, 100000000, 5, density=0.3\): a "
-                                         r"100000000×100000000 matrix .* needs about .* PB, more than the "
-                                         r"64.0 MB available"):
+    with pytest.raises(
+        ValueError,
+        match=r"make_boolean\(100000000, 100000000, 5, density=0.3\): a "
+        r"100000000×100000000 matrix .* needs about .* PB, more than the "
+        r"64.0 MB available",
+    ):
         make_boolean(10**8, 10**8, 5, density=0.3)
     with pytest.raises(ValueError, match="too large"):
         make_boolean(10**10, 10**10, 5, density=1e-12)
@@ -405,8 +491,11 @@ def test_make_boolean_refuses_over_budget_at_once(budget):
     from banmf import make_sparse_degrees, make_sparse_uniform
 
     for make in (make_sparse_uniform, make_sparse_degrees):
-        with pytest.raises(ValueError, match=rf"{make.__name__}\(1099511627776, 10, 5\): a 1099511627776×10 "
-                                             r"matrix with 5 nonzeros needs about"):
+        with pytest.raises(
+            ValueError,
+            match=rf"{make.__name__}\(1099511627776, 10, 5\): a 1099511627776×10 "
+            r"matrix with 5 nonzeros needs about",
+        ):
             make(2**40, 10, 5)
         with pytest.raises(ValueError, match="too large"):
             make(2**40, 2**40, 5)
@@ -427,7 +516,11 @@ def test_largest_sizes_keep_their_indices(tmp_path, monkeypatch):
     p = tmp_path / "wide.dat"
     p.write_text(f"0 {2**40}\n")
     X = read_matrix(p)
-    assert X.shape == (1, 2**40 + 1) and X.indices.dtype == np.int64 and X.indices.tolist() == [0, 2**40]
+    assert (
+        X.shape == (1, 2**40 + 1)
+        and X.indices.dtype == np.int64
+        and X.indices.tolist() == [0, 2**40]
+    )
 
 
 # --- duplicates and values other than 0/1 ------------------------------------------------------
@@ -436,13 +529,26 @@ def test_largest_sizes_keep_their_indices(tmp_path, monkeypatch):
 def test_duplicate_entries_warn_alike_in_every_reader(tmp_path):
     (tmp_path / "d.dat").write_text("1 1 2\n3 3 3\n")
     (tmp_path / "d.mtx").write_text(MM_PATTERN + "3 4 5\n1 1\n1 1\n2 2\n3 4\n3 4\n")
-    np.savez(tmp_path / "d.npz", format=np.array(b"coo"), shape=np.array([3, 4]), row=np.array([0, 0, 2]),
-             col=np.array([1, 1, 3]), data=np.array([1, 1, 1]))
-    expected = {"d.dat": "3 duplicate entries", "d.mtx": "2 duplicate entries", "d.npz": "1 duplicate entry"}
+    np.savez(
+        tmp_path / "d.npz",
+        format=np.array(b"coo"),
+        shape=np.array([3, 4]),
+        row=np.array([0, 0, 2]),
+        col=np.array([1, 1, 3]),
+        data=np.array([1, 1, 1]),
+    )
+    expected = {
+        "d.dat": "3 duplicate entries",
+        "d.mtx": "2 duplicate entries",
+        "d.npz": "1 duplicate entry",
+    }
     for name, count in expected.items():
         with pytest.warns(DataWarning) as caught:
             read_matrix(tmp_path / name)
-        assert len(caught) == 1 and str(caught[0].message) == f"{tmp_path / name}: {count} counted once"
+        assert (
+            len(caught) == 1
+            and str(caught[0].message) == f"{tmp_path / name}: {count} counted once"
+        )
         assert caught[0].filename == __file__  # points at the caller, not at banmf
     assert issubclass(DataWarning, UserWarning)
 
@@ -452,28 +558,56 @@ def test_dense_array_bad_value_message(tmp_path):
     p.write_text("%%MatrixMarket matrix array real general\n2 2\n1\n0\n2\n1\n")
     with pytest.raises(ValueError) as info:
         read_matrix(p)
-    assert str(info.value) == (f"{p}, line 5: value 2 at row 1, column 2 is not 0 or 1 (1 entry that is not 0 "
-                               f"or 1 in the file); binarize the data first")
+    assert str(info.value) == (
+        f"{p}, line 5: value 2 at row 1, column 2 is not 0 or 1 (1 entry that is not 0 "
+        f"or 1 in the file); binarize the data first"
+    )
     p.write_text("%%MatrixMarket matrix array real general\n2 2\n1\n0.5\n2\n1\n")
-    with pytest.raises(ValueError, match=r"line 4: value 0.5 at row 2, column 1 .*\(2 entries that are not"):
+    with pytest.raises(
+        ValueError, match=r"line 4: value 0.5 at row 2, column 1 .*\(2 entries that are not"
+    ):
         read_matrix(p)
-    p.write_text("%%MatrixMarket matrix array integer symmetric\n2 2\n1\n0\n1\n")  # lower triangle only
+    p.write_text(
+        "%%MatrixMarket matrix array integer symmetric\n2 2\n1\n0\n1\n"
+    )  # lower triangle only
     np.testing.assert_array_equal(read_matrix(p).toarray(), [[1, 0], [0, 1]])
 
 
 def test_unsigned_index_arrays_are_checked_as_numbers(tmp_path):
     # Differences of uint64 pointers wrap around: [0, 2, 1, 2] looked like a running count.
     p = tmp_path / "u.npz"
-    np.savez(p, format=np.array(b"csr"), shape=np.array([3, 3]), indptr=np.array([0, 2, 1, 2], np.uint64),
-             indices=np.array([1, 0], np.uint64), data=np.array([True, True]))
-    with pytest.raises(ValueError, match=r"u.npz: not a valid CSR matrix \(the index pointers are not a running"):
+    np.savez(
+        p,
+        format=np.array(b"csr"),
+        shape=np.array([3, 3]),
+        indptr=np.array([0, 2, 1, 2], np.uint64),
+        indices=np.array([1, 0], np.uint64),
+        data=np.array([True, True]),
+    )
+    with pytest.raises(
+        ValueError, match=r"u.npz: not a valid CSR matrix \(the index pointers are not a running"
+    ):
         read_matrix(p)
-    np.savez(p, format=np.array(b"csr"), shape=np.array([1, 3]), indptr=np.array([0, 2], np.uint64),
-             indices=np.array([2, 0], np.uint64), data=np.array([True, True]))
+    np.savez(
+        p,
+        format=np.array(b"csr"),
+        shape=np.array([1, 3]),
+        indptr=np.array([0, 2], np.uint64),
+        indices=np.array([2, 0], np.uint64),
+        data=np.array([True, True]),
+    )
     np.testing.assert_array_equal(read_matrix(p).toarray(), [[1, 0, 1]])  # unsorted: sorted
-    np.savez(p, format=np.array(b"coo"), shape=np.array([3, 3]), row=np.array([2**64 - 1], np.uint64),
-             col=np.array([0], np.uint64), data=np.array([1]))
-    with pytest.raises(ValueError, match=r"not a valid COO matrix \(the 'row' array has values beyond 64-bit"):
+    np.savez(
+        p,
+        format=np.array(b"coo"),
+        shape=np.array([3, 3]),
+        row=np.array([2**64 - 1], np.uint64),
+        col=np.array([0], np.uint64),
+        data=np.array([1]),
+    )
+    with pytest.raises(
+        ValueError, match=r"not a valid COO matrix \(the 'row' array has values beyond 64-bit"
+    ):
         read_matrix(p)
 
 
@@ -482,14 +616,20 @@ def test_file_value_messages_are_plain(tmp_path):
     sp.save_npz(p, sp.csr_array(np.array([[0.0, 2.0], [1.0, 0.5]])))
     with pytest.raises(ValueError) as info:
         read_matrix(p)
-    assert str(info.value) == (f"{p}: value 2 at row 1, column 2 is not 0 or 1 (2 entries that are not 0 or 1 "
-                               f"in the file); binarize the data first")
+    assert str(info.value) == (
+        f"{p}: value 2 at row 1, column 2 is not 0 or 1 (2 entries that are not 0 or 1 "
+        f"in the file); binarize the data first"
+    )
     p = tmp_path / "v.mtx"
     p.write_text("%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 nan\n2 2 1\n")
-    with pytest.raises(ValueError, match=r"line 3: value nan at row 1, column 1 is not 0 or 1 \(1 entry that is"):
+    with pytest.raises(
+        ValueError, match=r"line 3: value nan at row 1, column 1 is not 0 or 1 \(1 entry that is"
+    ):
         read_matrix(p)
     p.write_text(MM_PATTERN + "3 3 1\n1.5 2\n")
-    with pytest.raises(ValueError, match=r"line 3: index \(1.5, 2\) is not a pair of whole numbers"):
+    with pytest.raises(
+        ValueError, match=r"line 3: index \(1.5, 2\) is not a pair of whole numbers"
+    ):
         read_matrix(p)
     p.write_text(MM_PATTERN + "3 3 1\n1000000 2\n")
     with pytest.raises(ValueError, match=r"line 3: index \(1000000, 2\) outside the declared 3×3"):
@@ -501,11 +641,16 @@ def test_api_value_messages_are_plain_and_zero_based():
 
     with pytest.raises(ValueError) as info:
         check_binary_matrix(np.array([[0.0, 2.0]]))
-    assert str(info.value) == ("X has 1 entry that is not 0 or 1 (2 at row 0, column 1); binarize first, e.g. "
-                               "with X > 0")
-    with pytest.raises(ValueError, match=r"^X has 2 entries that are not 0 or 1 \(e.g. 0.5 at row 0, column 0\)"):
+    assert str(info.value) == (
+        "X has 1 entry that is not 0 or 1 (2 at row 0, column 1); binarize first, e.g. with X > 0"
+    )
+    with pytest.raises(
+        ValueError, match=r"^X has 2 entries that are not 0 or 1 \(e.g. 0.5 at row 0, column 0\)"
+    ):
         check_binary_matrix(sp.csr_array(np.array([[0.5, 3.0]])))
-    with pytest.raises(ValueError, match=r"^X has 1 entry that is NaN or infinite \(nan at row 0, column 1\)$"):
+    with pytest.raises(
+        ValueError, match=r"^X has 1 entry that is NaN or infinite \(nan at row 0, column 1\)$"
+    ):
         check_binary_matrix(np.array([[0.0, np.nan]]))
 
 
@@ -534,6 +679,7 @@ def _set_meta(**fields):
         meta = json.loads(bytes(arrays["meta"]))
         meta.update(fields)
         arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+
     return change
 
 
@@ -546,14 +692,22 @@ NOT_A_RESULT = {
     "a zip of text": lambda src, p: _zip_text(p),
     "an object array": lambda src, p: np.savez(p, meta=np.array([{"format": 1}], dtype=object)),
     "truncated": lambda src, p: p.write_bytes(src.read_bytes()[: len(src.read_bytes()) // 2]),
-    "a flipped byte": lambda src, p: p.write_bytes(_flip(src.read_bytes(), _middle_of(src, "W.npy"))),
+    "a flipped byte": lambda src, p: p.write_bytes(
+        _flip(src.read_bytes(), _middle_of(src, "W.npy"))
+    ),
     # zipfile raised NotImplementedError ("zip file version 21.0") for this one (found by fuzzing)
-    "a future zip version": lambda src, p: p.write_bytes(_flip(src.read_bytes(),
-                                                               src.read_bytes().index(b"PK\x01\x02") + 6)),
-    "meta not JSON": lambda src, p: _rewrite_result(src, p, lambda a: a.update(meta=np.frombuffer(b"{oops", np.uint8))),
-    "meta a list": lambda src, p: _rewrite_result(src, p, lambda a: a.update(meta=np.frombuffer(b"[1]", np.uint8))),
+    "a future zip version": lambda src, p: p.write_bytes(
+        _flip(src.read_bytes(), src.read_bytes().index(b"PK\x01\x02") + 6)
+    ),
+    "meta not JSON": lambda src, p: _rewrite_result(
+        src, p, lambda a: a.update(meta=np.frombuffer(b"{oops", np.uint8))
+    ),
+    "meta a list": lambda src, p: _rewrite_result(
+        src, p, lambda a: a.update(meta=np.frombuffer(b"[1]", np.uint8))
+    ),
     "meta nested deep": lambda src, p: _rewrite_result(
-        src, p, lambda a: a.update(meta=np.frombuffer(b"[" * 100000, np.uint8))),
+        src, p, lambda a: a.update(meta=np.frombuffer(b"[" * 100000, np.uint8))
+    ),
     "meta as text": lambda src, p: _rewrite_result(src, p, lambda a: a.update(meta=np.array("{}"))),
     "bad shape": lambda src, p: _rewrite_result(src, p, _set_meta(shape=[30])),
     "shape of strings": lambda src, p: _rewrite_result(src, p, _set_meta(shape=["30", "20"])),
@@ -561,13 +715,22 @@ NOT_A_RESULT = {
     "bad version": lambda src, p: _rewrite_result(src, p, _set_meta(format_version="one")),
     "W of another shape": lambda src, p: _rewrite_result(src, p, lambda a: a.update(W=a["W"][:5])),
     "H missing": lambda src, p: _rewrite_result(src, p, lambda a: a.pop("H")),
-    "X indices outside": lambda src, p: _rewrite_result(src, p, lambda a: a["X_indices"].__setitem__(0, 999)),
-    "X pointers wrong": lambda src, p: _rewrite_result(src, p, lambda a: a.update(X_indptr=a["X_indptr"][:3])),
+    "X indices outside": lambda src, p: _rewrite_result(
+        src, p, lambda a: a["X_indices"].__setitem__(0, 999)
+    ),
+    "X pointers wrong": lambda src, p: _rewrite_result(
+        src, p, lambda a: a.update(X_indptr=a["X_indptr"][:3])
+    ),
     "X without pointers": lambda src, p: _rewrite_result(src, p, lambda a: a.pop("X_indptr")),
-    "X unsorted": lambda src, p: _rewrite_result(src, p, lambda a: a.update(X_indices=a["X_indices"][::-1].copy())),
+    "X unsorted": lambda src, p: _rewrite_result(
+        src, p, lambda a: a.update(X_indices=a["X_indices"][::-1].copy())
+    ),
     "X unsigned, unsorted": lambda src, p: _rewrite_result(
-        src, p, lambda a: a.update(X_indices=a["X_indices"][::-1].astype(np.uint64))),
-    "loss as text": lambda src, p: _rewrite_result(src, p, lambda a: a.update(loss_curve=np.array(["x"]))),
+        src, p, lambda a: a.update(X_indices=a["X_indices"][::-1].astype(np.uint64))
+    ),
+    "loss as text": lambda src, p: _rewrite_result(
+        src, p, lambda a: a.update(loss_curve=np.array(["x"]))
+    ),
 }
 
 
@@ -589,7 +752,7 @@ def _middle_of(path, member: str) -> int:
 
 
 def _flip(data: bytes, at: int) -> bytes:
-    return data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1:]
+    return data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1 :]
 
 
 @pytest.mark.parametrize("case", sorted(NOT_A_RESULT))
@@ -631,8 +794,12 @@ def test_written_files_get_the_mode_open_would_give(tmp_path, saved_result, name
             saved = load_result(saved_result)
             from banmf import Factorization
 
-            save_result(Factorization(W=saved.W, H=saved.H, error=0, relative_error=0.0,
-                                      method="planted", params={}), path)
+            save_result(
+                Factorization(
+                    W=saved.W, H=saved.H, error=0, relative_error=0.0, method="planted", params={}
+                ),
+                path,
+            )
         else:
             write_matrix(np.eye(3), path)
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o640
@@ -651,9 +818,11 @@ def test_gzip_header_names_the_final_file(tmp_path):
         assert fh.name == str(path)
     header = path.read_bytes()[:64]
     assert header[3] & 0x08  # FNAME flag
-    stored = header[10:header.index(b"\0", 10)]
+    stored = header[10 : header.index(b"\0", 10)]
     assert stored == b"x.mtx"
-    with pytest.raises(ValueError, match=r"x.npz.gz: .npz files are compressed already; drop the .gz"):
+    with pytest.raises(
+        ValueError, match=r"x.npz.gz: .npz files are compressed already; drop the .gz"
+    ):
         write_matrix(np.eye(3), tmp_path / "x.npz.gz")
 
 
@@ -679,7 +848,9 @@ def test_check_output(tmp_path):
         write_matrix(np.eye(2), "/proc/x.mtx")  # atomic_path makes the same check
 
 
-@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root writes to read-only folders")
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root writes to read-only folders"
+)
 def test_check_output_read_only_folder(tmp_path):
     folder = tmp_path / "ro"
     folder.mkdir()

@@ -62,7 +62,11 @@ def test_padded_width(dtype, lanes):
     widths = {k: padded_width(k, dtype) for k in range(1, 100)}
     assert all(k <= kp < k + 2 * lanes and kp % lanes == 0 for k, kp in widths.items())
     assert 3 * lanes not in widths.values()  # 3-register rows are stored as 4
-    assert {kp for kp in widths.values() if row_width(kp, dtype).lanes} == {lanes, 2 * lanes, 4 * lanes}
+    assert {kp for kp in widths.values() if row_width(kp, dtype).lanes} == {
+        lanes,
+        2 * lanes,
+        4 * lanes,
+    }
     assert row_width(5 * lanes, dtype).lanes == 0
 
 
@@ -84,8 +88,24 @@ def test_project_spmm(Xd, k, project, seed, dtype, loops):
     YHt = np.full((n, kp), np.nan, dtype)
     sq = np.full((n, 2), np.nan)
     lower, upper = 1.0, float(k) if seed % 2 else np.inf
-    y_ref, YHt_ref, sq_ref = ref.project_spmm(Xd, W.astype(float), Ht.astype(float), lower, upper, project, y.astype(float))
-    run_both(project_spmm(width), X.indptr, X.indices, _padded(W, kp), _padded(Ht, kp), lower, upper, project, y, YHt, sq, width, rounding=(9,))
+    y_ref, YHt_ref, sq_ref = ref.project_spmm(
+        Xd, W.astype(float), Ht.astype(float), lower, upper, project, y.astype(float)
+    )
+    run_both(
+        project_spmm(width),
+        X.indptr,
+        X.indices,
+        _padded(W, kp),
+        _padded(Ht, kp),
+        lower,
+        upper,
+        project,
+        y,
+        YHt,
+        sq,
+        width,
+        rounding=(9,),
+    )
     tol = 1e-12 if dtype == np.float64 else 1e-4
     np.testing.assert_allclose(y, y_ref, rtol=tol)
     np.testing.assert_allclose(YHt[:, :k], YHt_ref, rtol=tol, atol=tol)
@@ -93,7 +113,15 @@ def test_project_spmm(Xd, k, project, seed, dtype, loops):
     np.testing.assert_allclose(sq, sq_ref, rtol=tol, atol=tol)
 
 
-@given(st.integers(1, 9), ks, st.integers(1, 4), st.sampled_from([0.0, 0.5, 1e4, 1e10]), st.integers(0, 2**31), dtypes, st.integers(0, 9))
+@given(
+    st.integers(1, 9),
+    ks,
+    st.integers(1, 4),
+    st.sampled_from([0.0, 0.5, 1e4, 1e10]),
+    st.integers(0, 2**31),
+    dtypes,
+    st.integers(0, 9),
+)
 def test_update_rows(r, k, nb, lam, seed, dtype, pad):
     rng = np.random.default_rng(seed)
     F = rng.random((r, k)).astype(dtype)
@@ -121,7 +149,9 @@ def test_scatter_rows(Xd, k, nb, dtype, seed, loops):
     scatter, total = np.full((min(nb, n), m, kp), np.nan, dtype), np.full((m, kp), np.nan, dtype)
     run_both(scatter_rows(width), X.indptr, X.indices, y, _padded(W, kp), scatter, total, width)
     tol = 1e-12 if dtype == np.float64 else 1e-4
-    np.testing.assert_allclose(total[:, :k], ref.gather_spmm(Xd, y.astype(float), W.astype(float)), rtol=tol, atol=tol)
+    np.testing.assert_allclose(
+        total[:, :k], ref.gather_spmm(Xd, y.astype(float), W.astype(float)), rtol=tol, atol=tol
+    )
     assert not total[:, k:].any()
     # The blocks are added in block order: numpy's sum over them, to the last bit.
     np.testing.assert_array_equal(total, scatter.sum(axis=0))
@@ -132,7 +162,13 @@ def test_popcount(x):
     assert int(popcount64(np.uint64(x))) == bin(x).count("1")
 
 
-@given(st.integers(1, 70), st.sampled_from([1, 5, 63, 64, 65, 130]), st.integers(-1, 4), st.booleans(), st.integers(0, 2**31))
+@given(
+    st.integers(1, 70),
+    st.sampled_from([1, 5, 63, 64, 65, 130]),
+    st.integers(-1, 4),
+    st.booleans(),
+    st.integers(0, 2**31),
+)
 def test_pack_above(r, c, s, as_bool, seed):
     R = np.random.default_rng(seed).integers(0, 5, size=(r, c)).astype(np.int32)
     if as_bool:
@@ -162,7 +198,13 @@ def test_support_hits_and_union_popcounts(Xd, k, seed):
     np.testing.assert_array_equal(sizes, prod.sum(axis=1))
 
 
-@given(binary_matrices(max_n=8, max_m=8), st.sampled_from([1, 2, 4]), st.integers(1, 7), st.integers(1, 3), st.integers(0, 2**31))
+@given(
+    binary_matrices(max_n=8, max_m=8),
+    st.sampled_from([1, 2, 4]),
+    st.integers(1, 7),
+    st.integers(1, 3),
+    st.integers(0, 2**31),
+)
 def test_staircase_hits(Xd, k, P, n_blocks, seed):
     rng = np.random.default_rng(seed)
     n, m = Xd.shape
@@ -202,10 +244,15 @@ def test_prefetch_is_only_a_hint(r, k, dtype):
     np.testing.assert_array_equal(A, before)
 
 
-@given(st.lists(st.integers(0, 40), min_size=1, max_size=3), st.sampled_from([np.float64, np.float32, np.uint8]))
+@given(
+    st.lists(st.integers(0, 40), min_size=1, max_size=3),
+    st.sampled_from([np.float64, np.float32, np.uint8]),
+)
 def test_zeros_line_aligned(shape, dtype):
     A = zeros_line_aligned(tuple(shape), dtype)
-    assert A.shape == tuple(shape) and A.dtype == dtype and A.flags.c_contiguous and A.flags.writeable
+    assert (
+        A.shape == tuple(shape) and A.dtype == dtype and A.flags.c_contiguous and A.flags.writeable
+    )
     assert A.size == 0 or A.ctypes.data % LINE == 0  # (numpy may move an empty view's pointer)
     assert not A.any()
     A[...] = 1  # the whole view is usable memory
@@ -224,18 +271,41 @@ def test_kernels_with_prefetching_on_a_table_larger_than_l2(loops):
     X = check_binary_matrix(Xd)
     W, Ht = rng.random((n, k)).astype(np.float32), rng.random((m, k)).astype(np.float32)
     y, YHt, sq = np.ones(X.nnz, np.float32), np.empty((n, k), np.float32), np.empty((n, 2))
-    y_ref, YHt_ref, sq_ref = ref.project_spmm(Xd, W.astype(float), Ht.astype(float), 1.0, float(k), True, y.astype(float))
-    run_both(project_spmm(width), X.indptr, X.indices, W, Ht, 1.0, float(k), True, y, YHt, sq, width, rounding=(9,))
+    y_ref, YHt_ref, sq_ref = ref.project_spmm(
+        Xd, W.astype(float), Ht.astype(float), 1.0, float(k), True, y.astype(float)
+    )
+    run_both(
+        project_spmm(width),
+        X.indptr,
+        X.indices,
+        W,
+        Ht,
+        1.0,
+        float(k),
+        True,
+        y,
+        YHt,
+        sq,
+        width,
+        rounding=(9,),
+    )
     np.testing.assert_allclose(y, y_ref, rtol=1e-5)
     np.testing.assert_allclose(YHt, YHt_ref, rtol=1e-4)
     np.testing.assert_allclose(sq, sq_ref, rtol=1e-4)
     G = _gram(rng, k).astype(np.float32)
-    gram, scatter, total = np.empty((2, k, k)), np.empty((2, m, k), np.float32), np.empty((m, k), np.float32)
+    gram, scatter, total = (
+        np.empty((2, k, k)),
+        np.empty((2, m, k), np.float32),
+        np.empty((m, k), np.float32),
+    )
     expected = ref.mu_update(W.astype(float), YHt.astype(float), W.astype(float) @ G, 0.0, 1e-12)
     run_both(update_rows, W, YHt, G, 0.0, 1e-12, gram)
     run_both(scatter_rows(width), X.indptr, X.indices, y, W, scatter, total, width)
     np.testing.assert_allclose(W, expected, rtol=1e-4)
-    np.testing.assert_allclose(total, ref.gather_spmm(Xd, y.astype(float), expected), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+        total, ref.gather_spmm(Xd, y.astype(float), expected), rtol=1e-4, atol=1e-4
+    )
+
 
 @given(binary_matrices(), width_ks, st.booleans(), st.integers(0, 2**31), dtypes, st.integers(0, 9))
 def test_small_kernels(Xd, k, project, seed, dtype, pad):
@@ -249,15 +319,31 @@ def test_small_kernels(Xd, k, project, seed, dtype, pad):
     YHt, sq = np.full((n, k + pad), np.nan, dtype), np.full((n, 2), np.nan)
     YHt[:, k:] = 0
     lower, upper = 1.0, float(k) if seed % 2 else np.inf
-    y_ref, YHt_ref, sq_ref = ref.project_spmm(Xd, W.astype(float), Ht.astype(float), lower, upper, project, y.astype(float))
-    project_spmm_small(X.indptr, X.indices, _padded(W, k + pad), _padded(Ht, k + pad), k, lower, upper, project, y, YHt, sq)
+    y_ref, YHt_ref, sq_ref = ref.project_spmm(
+        Xd, W.astype(float), Ht.astype(float), lower, upper, project, y.astype(float)
+    )
+    project_spmm_small(
+        X.indptr,
+        X.indices,
+        _padded(W, k + pad),
+        _padded(Ht, k + pad),
+        k,
+        lower,
+        upper,
+        project,
+        y,
+        YHt,
+        sq,
+    )
     np.testing.assert_allclose(y, y_ref, rtol=tol)
     np.testing.assert_allclose(YHt[:, :k], YHt_ref, rtol=tol, atol=tol)
     np.testing.assert_allclose(sq, sq_ref, rtol=tol, atol=tol)
     out = np.full((m, k + pad), np.nan, dtype)
     out[:, k:] = 0
     scatter_rows_small(X.indptr, X.indices, y, _padded(W, k + pad), k, out)
-    np.testing.assert_allclose(out[:, :k], ref.gather_spmm(Xd, y.astype(float), W.astype(float)), rtol=tol, atol=tol)
+    np.testing.assert_allclose(
+        out[:, :k], ref.gather_spmm(Xd, y.astype(float), W.astype(float)), rtol=tol, atol=tol
+    )
     assert not out[:, k:].any()
     lam = [0.0, 0.5, 1e4][seed % 3]
     numer, G = rng.random((n, k)).astype(dtype), _gram(rng, k).astype(dtype)

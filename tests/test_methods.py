@@ -151,8 +151,10 @@ def test_penalized_methods_end_near_boolean_on_planted_data(method):
     X, _, _ = make_boolean(40, 40, 3, 0.4, random_state=5)
     est = factorize(X, 3, method=method, random_state=0).estimator
     W, H = est.W_continuous_, est.H_continuous_
+
     def dist(F):
         return np.abs(F - np.round(F)).max()
+
     assert dist(W) < 0.05 and dist(H) < 0.05
     assert est.relative_error_ < 0.05
 
@@ -171,7 +173,14 @@ def test_asso_matches_dense_reference(w_neg):
     from hypothesis import strategies as st
 
     @settings(max_examples=30, deadline=None)
-    @given(st.integers(1, 14), st.integers(1, 12), st.floats(0.1, 0.7), st.integers(1, 4), st.sampled_from([0.3, 0.6, 0.9, 1.0]), st.integers(0, 2**31))
+    @given(
+        st.integers(1, 14),
+        st.integers(1, 12),
+        st.floats(0.1, 0.7),
+        st.integers(1, 4),
+        st.sampled_from([0.3, 0.6, 0.9, 1.0]),
+        st.integers(0, 2**31),
+    )
     def check(n, m, density, k, tau, seed):
         Xd = np.random.default_rng(seed).random((n, m)) < density
         W, H = ref.asso(Xd, k, tau, 1.0, w_neg)
@@ -188,7 +197,13 @@ def test_grecond_matches_dense_reference():
     from hypothesis import strategies as st
 
     @settings(max_examples=40, deadline=None)
-    @given(st.integers(1, 70), st.integers(1, 10), st.floats(0.1, 0.8), st.sampled_from([None, 1, 3]), st.integers(0, 2**31))
+    @given(
+        st.integers(1, 70),
+        st.integers(1, 10),
+        st.floats(0.1, 0.8),
+        st.sampled_from([None, 1, 3]),
+        st.integers(0, 2**31),
+    )
     def check(n, m, density, k, seed):
         Xd = np.random.default_rng(seed).random((n, m)) < density
         W, H = ref.grecond(Xd, k)

@@ -28,7 +28,9 @@ def test_subset_sums(k, seed):
     np.testing.assert_array_equal(counts, expected)
 
 
-@given(binary_matrices(max_n=10, max_m=10), st.integers(1, 3), st.integers(1, 3), st.integers(0, 2**31))
+@given(
+    binary_matrices(max_n=10, max_m=10), st.integers(1, 3), st.integers(1, 3), st.integers(0, 2**31)
+)
 def test_best_row_codes_is_the_brute_force_row_optimum(Xd, k, n_blocks, seed):
     rng = np.random.default_rng(seed)
     n, m = Xd.shape
@@ -60,7 +62,9 @@ def test_polish_never_increases_the_error_and_ends_at_a_fixed_point(Xd, k, seed)
     assert res.error == boolean_error(Xd, res.W, res.H) == ref.boolean_error(Xd, res.W, res.H)
     # converged: no single row of W nor column of H can do better (brute force)
     row_best = ref.row_errors(Xd, res.H).min(axis=1)
-    np.testing.assert_array_equal(ref.row_errors(Xd, res.H)[np.arange(n), row_codes(res.W)], row_best)
+    np.testing.assert_array_equal(
+        ref.row_errors(Xd, res.H)[np.arange(n), row_codes(res.W)], row_best
+    )
     col_errs = ref.row_errors(Xd.T, res.W.T)
     np.testing.assert_array_equal(col_errs[np.arange(m), row_codes(res.H.T)], col_errs.min(axis=1))
 
@@ -137,14 +141,20 @@ def test_flip_polish_ends_where_no_single_flip_helps(tables, Xd, k, seed):
     assert (np.where(res.H.T, -d_h, d_h) >= 0).all()
 
 
-@given(binary_matrices(min_n=1, max_n=4, min_m=1, max_m=4), st.integers(1, 2), st.integers(0, 2**31))
+@given(
+    binary_matrices(min_n=1, max_n=4, min_m=1, max_m=4), st.integers(1, 2), st.integers(0, 2**31)
+)
 def test_polish_on_tiny_cases_against_exhaustive_enumeration(Xd, k, seed):
     """Tiny X, k <= 2: enumerate every factor pair. Exact polish reaches a pair that no change of
     one row of W or one column of H improves; its error is at least the global optimum, and from
     the global optimum itself neither polish moves."""
     n, m = Xd.shape
-    pats_w = ((np.arange(1 << (n * k))[:, None] >> np.arange(n * k)) & 1).astype(bool).reshape(-1, n, k)
-    pats_h = ((np.arange(1 << (k * m))[:, None] >> np.arange(k * m)) & 1).astype(bool).reshape(-1, k, m)
+    pats_w = (
+        ((np.arange(1 << (n * k))[:, None] >> np.arange(n * k)) & 1).astype(bool).reshape(-1, n, k)
+    )
+    pats_h = (
+        ((np.arange(1 << (k * m))[:, None] >> np.arange(k * m)) & 1).astype(bool).reshape(-1, k, m)
+    )
     errs = np.array([[ref.boolean_error(Xd, W, H) for H in pats_h] for W in pats_w])
     best = errs.min()
     iw, ih = np.unravel_index(errs.argmin(), errs.shape)
@@ -228,7 +238,10 @@ def test_estimator_options():
     # NMF is a baseline: the paper's configuration unless asked
     nmf = NMF(5, random_state=1, max_iter=200).fit(X)
     assert nmf.reconstruction_err_ == nmf.booleanized_err_
-    assert NMF(5, random_state=1, max_iter=200, polish=True).fit(X).reconstruction_err_ <= nmf.reconstruction_err_
+    assert (
+        NMF(5, random_state=1, max_iter=200, polish=True).fit(X).reconstruction_err_
+        <= nmf.reconstruction_err_
+    )
     with pytest.raises(ValueError, match="polish='exact' needs"):
         BANMF(17, polish="exact", max_iter=2).fit(np.ones((20, 20)))
     with pytest.raises(ValueError, match="polish must be"):

@@ -16,8 +16,18 @@ EXPERIMENTS = ["density", "noise", "rank_gap", "timing", "real", "convergence"]
 def test_quick_run(name, tmp_path):
     pytest.importorskip("matplotlib")
     done = subprocess.run(
-        [sys.executable, str(SCRIPTS / f"{name}.py"), "--quick", "--jobs", "2", "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            str(SCRIPTS / f"{name}.py"),
+            "--quick",
+            "--jobs",
+            "2",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     files = {p.suffix for p in tmp_path.iterdir()}

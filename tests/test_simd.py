@@ -36,7 +36,12 @@ def _wide(A, B, x, width, out):
         s0, s1, s2, s3 = hsum4(d0, d1, d2, d3)
         sums[r], sums[r + 1], sums[r + 2], sums[r + 3] = s0, s1, s2, s3
         for t in range(4):
-            vstore(out, r + t, 0, vfma(vsplatw(x, width), vloadw(A, r + t, 0, width), vloadw(B, r + t, 0, width)))
+            vstore(
+                out,
+                r + t,
+                0,
+                vfma(vsplatw(x, width), vloadw(A, r + t, 0, width), vloadw(B, r + t, 0, width)),
+            )
     return sums
 
 

@@ -148,8 +148,10 @@ def test_transform_runs_within_the_budget():
 
 def test_fit_many_equals_fitting_one_by_one():
     X, _, _ = make_boolean(50, 30, 4, 0.3, noise=0.03, random_state=5)
+
     def make():
         return [BANMF(k, max_iter=80, n_init=3, random_state=s) for k in (2, 4) for s in (0, 1)]
+
     alone = [est.fit(X) for est in make()]
     together = banmf.fit_many(make() + [banmf.ASSO(3)], X, n_jobs=2)
     assert together[-1].n_components_ == 3
@@ -170,7 +172,9 @@ def test_fits_in_other_threads_stop_when_cancelled():
             event.set()
 
     with _threads.cancel_with(event):
-        model = BANMF(3, max_iter=100, n_init=4, n_jobs=2, random_state=0, callback=cancel_at_3).fit(X)
+        model = BANMF(
+            3, max_iter=100, n_init=4, n_jobs=2, random_state=0, callback=cancel_at_3
+        ).fit(X)
     assert model.interrupted_ and model.n_iter_ <= 4 and max(seen) <= 4
 
 
@@ -199,11 +203,23 @@ def test_cheap_starts_run_in_the_calling_thread(monkeypatch):
     monkeypatch.setattr(module, "PARALLEL_STARTS_MIN_COST", 5e7)
     X, _, _ = make_boolean(40, 30, 3, 0.3, noise=0.05, random_state=0)
     threads = set()
-    BANMF(3, max_iter=20, n_init=4, n_jobs=2, random_state=0,
-          callback=lambda t, f: threads.add(threading.current_thread().name)).fit(X)
+    BANMF(
+        3,
+        max_iter=20,
+        n_init=4,
+        n_jobs=2,
+        random_state=0,
+        callback=lambda t, f: threads.add(threading.current_thread().name),
+    ).fit(X)
     assert threads == {threading.current_thread().name}
     monkeypatch.setattr(module, "PARALLEL_STARTS_MIN_COST", 0)
     threads.clear()
-    BANMF(3, max_iter=20, n_init=4, n_jobs=2, random_state=0,
-          callback=lambda t, f: threads.add(threading.current_thread().name)).fit(X)
+    BANMF(
+        3,
+        max_iter=20,
+        n_init=4,
+        n_jobs=2,
+        random_state=0,
+        callback=lambda t, f: threads.add(threading.current_thread().name),
+    ).fit(X)
     assert len(threads) == 2 and all(name.startswith("banmf-start") for name in threads)

@@ -54,6 +54,7 @@ def no_fit(monkeypatch):
 
 # -- silent wrong results and data loss ------------------------------------------------------
 
+
 def test_out_equal_to_the_input_is_refused(tmp_path, no_fit):
     data = tmp_path / "zoo.npz"
     run("generate", data, "-n", "20", "-m", "10", "-k", "2")
@@ -65,8 +66,11 @@ def test_out_equal_to_the_input_is_refused(tmp_path, no_fit):
 
 @pytest.mark.parametrize("where", ["missing folder", "directory", "proc"])
 def test_out_destinations_are_checked_before_the_fit(tmp_path, no_fit, where):
-    target = {"missing folder": tmp_path / "nope" / "r.npz", "directory": tmp_path,
-              "proc": "/proc/banmf-result.npz"}[where]
+    target = {
+        "missing folder": tmp_path / "nope" / "r.npz",
+        "directory": tmp_path,
+        "proc": "/proc/banmf-result.npz",
+    }[where]
     if where == "directory":
         target = tmp_path / "d.npz"
         target.mkdir()
@@ -92,17 +96,30 @@ def test_generate_and_plot_check_their_destinations_first(tmp_path, no_fit):
     code, _, err = run("generate", tmp_path / "nope" / "x.mtx", "-n", "5", "-m", "5", "-k", "1")
     assert code == 2
     one_line_error(err, "no such folder")
-    code, _, err = run("generate", tmp_path / "x.mtx", "-n", "5", "-m", "5", "-k", "1",
-                       "--factors", tmp_path / "x.mtx")
+    code, _, err = run(
+        "generate",
+        tmp_path / "x.mtx",
+        "-n",
+        "5",
+        "-m",
+        "5",
+        "-k",
+        "1",
+        "--factors",
+        tmp_path / "x.mtx",
+    )
     assert code == 2 and not (tmp_path / "x.mtx").exists()
     one_line_error(err)
 
 
-@pytest.mark.parametrize("text, shape", [
-    ("True,False\nFalse,True\nTRUE,true\n", (3, 2)),
-    ("ant,1,0,1\nbee,0,1,1\n", (2, 3)),
-    (",a,b\nant,1,0\nbee,0,1\n", (2, 2)),
-])
+@pytest.mark.parametrize(
+    "text, shape",
+    [
+        ("True,False\nFalse,True\nTRUE,true\n", (3, 2)),
+        ("ant,1,0,1\nbee,0,1,1\n", (2, 3)),
+        (",a,b\nant,1,0\nbee,0,1\n", (2, 2)),
+    ],
+)
 def test_csv_cells_and_row_names_are_read_right(tmp_path, text, shape):
     path = tmp_path / "x.csv"
     path.write_text(text)
@@ -134,8 +151,22 @@ def test_csv_with_another_separator_is_read_or_named(tmp_path, sep):
 def test_generate_round_trips_shapes_and_evaluates_against_its_factors(tmp_path, ext):
     data, planted = tmp_path / f"x.{ext}", tmp_path / "planted.npz"
     # Density 0.05 over 30 columns at k=2: some trailing columns are empty.
-    code, _, err = run("generate", data, "-n", "20", "-m", "30", "-k", "2", "--density", "0.05",
-                       "--seed", "3", "--factors", planted)
+    code, _, err = run(
+        "generate",
+        data,
+        "-n",
+        "20",
+        "-m",
+        "30",
+        "-k",
+        "2",
+        "--density",
+        "0.05",
+        "--seed",
+        "3",
+        "--factors",
+        planted,
+    )
     assert code == 0, err
     assert read_matrix(data).shape == (20, 30)
     code, out, err = run("evaluate", data, planted, "--json")
@@ -161,6 +192,7 @@ def test_plot_and_evaluate_refuse_other_shapes_and_warn_on_other_files(tmp_path)
 
 # -- signals ---------------------------------------------------------------------------------
 
+
 def send_at(monkeypatch, sig, *, start=1, event="iteration"):
     """Deliver ``sig`` to this process when start ``start`` first reports ``event``."""
     emit, sent = Progress.emit, []
@@ -179,7 +211,9 @@ def send_at(monkeypatch, sig, *, start=1, event="iteration"):
 def test_a_signal_in_a_later_start_keeps_the_best_so_far(tmp_path, monkeypatch, sig, code):
     send_at(monkeypatch, sig, start=3)
     res = tmp_path / "r.npz"
-    got, out, err = run("factorize", ZOO, "-k", "3", "--jobs", "1", "--param", "n_init=10", "--json", "--out", res)
+    got, out, err = run(
+        "factorize", ZOO, "-k", "3", "--jobs", "1", "--param", "n_init=10", "--json", "--out", res
+    )
     rec = json.loads(out)
     assert got == code and rec["interrupted"] and rec["signal"] == signal.Signals(sig).name
     assert rec["starts_run"] == 3 and rec["n_init"] == 10
@@ -238,12 +272,48 @@ SCRIPT = textwrap.dedent("""
 def test_a_real_signal_to_the_command_writes_the_best_result(tmp_path, sig, code):
     """A separate process, starts side by side, the signal from outside (a batch scheduler)."""
     data, res = tmp_path / "x.npz", tmp_path / "r.npz"
-    assert run("generate", data, "-n", "3000", "-m", "400", "-k", "8", "--density", "0.2",
-               "--noise", "0.05")[0] == 0
+    assert (
+        run(
+            "generate",
+            data,
+            "-n",
+            "3000",
+            "-m",
+            "400",
+            "-k",
+            "8",
+            "--density",
+            "0.2",
+            "--noise",
+            "0.05",
+        )[0]
+        == 0
+    )
     proc = subprocess.Popen(
-        [sys.executable, "-c", SCRIPT, "factorize", str(data), "-k", "8", "--jobs", "2",
-         "--param", "n_init=4", "--param", "tol=none", "--max-iter", "100000", "--out", str(res), "--json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            SCRIPT,
+            "factorize",
+            str(data),
+            "-k",
+            "8",
+            "--jobs",
+            "2",
+            "--param",
+            "n_init=4",
+            "--param",
+            "tol=none",
+            "--max-iter",
+            "100000",
+            "--out",
+            str(res),
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     # Wait for the iterations (the progress line appears after 2 s of fitting).
     for line in proc.stderr:
         if "iteration" in line:
@@ -258,6 +328,7 @@ def test_a_real_signal_to_the_command_writes_the_best_result(tmp_path, sig, code
 
 
 # -- hostile headers and unreadable results ---------------------------------------------------
+
 
 @pytest.mark.parametrize("header", ["3000000000 5 3", "1000000000000 5 3", f"{10**23} 5 3"])
 def test_huge_mtx_headers_are_refused_with_the_size(tmp_path, monkeypatch, header):
@@ -276,8 +347,18 @@ def test_a_huge_fimi_item_id_and_a_huge_generate_are_refused(tmp_path, monkeypat
     code, _, err = run("info", path)
     assert code == 2
     one_line_error(err)
-    code, _, err = run("generate", tmp_path / "g.mtx", "-n", "100000000", "-m", "100000000", "-k", "5",
-                       "--density", "0.3")
+    code, _, err = run(
+        "generate",
+        tmp_path / "g.mtx",
+        "-n",
+        "100000000",
+        "-m",
+        "100000000",
+        "-k",
+        "5",
+        "--density",
+        "0.3",
+    )
     assert code == 2 and not (tmp_path / "g.mtx").exists()
     one_line_error(err)
 
@@ -298,6 +379,7 @@ def test_anything_but_a_result_is_not_a_banmf_result(tmp_path, content):
 
 # -- messages and options --------------------------------------------------------------------
 
+
 def test_a_dense_mtx_value_is_named_plainly(tmp_path):
     path = tmp_path / "dense.mtx"
     path.write_text("%%MatrixMarket matrix array integer general\n2 2\n1\n0\n2\n1\n")
@@ -307,21 +389,31 @@ def test_a_dense_mtx_value_is_named_plainly(tmp_path):
     assert "np." not in err and "> 0" not in err and "row 0" not in err
 
 
-@pytest.mark.parametrize("param, hint", [
-    ("n_components=3", "-k"), ("random_state=1", "--seed"), ("callback=print", "callback"),
-    ("verbose=2", "-q"), ("max_iter=5", "--max-iter"), ("n_jobs=2", "--jobs"),
-])
+@pytest.mark.parametrize(
+    "param, hint",
+    [
+        ("n_components=3", "-k"),
+        ("random_state=1", "--seed"),
+        ("callback=print", "callback"),
+        ("verbose=2", "-q"),
+        ("max_iter=5", "--max-iter"),
+        ("n_jobs=2", "--jobs"),
+    ],
+)
 def test_params_with_an_option_of_their_own_are_refused(param, hint, no_fit):
     code, _, err = run("factorize", ZOO, "-k", "2", "--max-iter", "10", "--param", param)
     assert code == 2
     one_line_error(err, f"--param {param.split('=')[0]}", hint)
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["factorize", ZOO, "-k", "2", "--seed", "-1"], "--seed"),
-    (["generate", "x.mtx", "-n", "0", "-m", "3", "-k", "1"], "-n"),
-    (["generate", "x.mtx", "-n", "3", "-m", "3", "-k", "1", "--density", "1.5"], "--density"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["factorize", ZOO, "-k", "2", "--seed", "-1"], "--seed"),
+        (["generate", "x.mtx", "-n", "0", "-m", "3", "-k", "1"], "-n"),
+        (["generate", "x.mtx", "-n", "3", "-m", "3", "-k", "1", "--density", "1.5"], "--density"),
+    ],
+)
 def test_bad_option_values_name_the_option(argv, needle, no_fit):
     code, _, err = run(*argv)
     assert code == 2
@@ -349,7 +441,9 @@ def test_duplicate_entries_give_one_consistent_notice(tmp_path):
         code, _, err = run("info", path)
         assert code == 0
         lines = err.splitlines()
-        assert len(lines) == 1 and lines[0].startswith("banmf: warning: ") and "duplicate" in lines[0], err
+        assert (
+            len(lines) == 1 and lines[0].startswith("banmf: warning: ") and "duplicate" in lines[0]
+        ), err
         assert "UserWarning" not in err and ".py" not in err
 
 
@@ -402,7 +496,19 @@ def test_help_describes_every_option_and_its_default(capsys):
 
 
 def test_the_paper_configuration_lists_only_the_steps_that_ran():
-    code, out, _ = run("factorize", ZOO, "-k", "5", "--param", "n_init=1", "--param", "tol=none",
-                       "--param", "thresholds=global", "--param", "polish=false")
+    code, out, _ = run(
+        "factorize",
+        ZOO,
+        "-k",
+        "5",
+        "--param",
+        "n_init=1",
+        "--param",
+        "tol=none",
+        "--param",
+        "thresholds=global",
+        "--param",
+        "polish=false",
+    )
     line = next(line for line in out.splitlines() if line.startswith("refinement"))
     assert code == 0 and "grid" in line and "polish" not in line and "per-factor" not in line

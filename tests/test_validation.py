@@ -18,7 +18,9 @@ def test_every_sparse_format_gives_the_same_mask(fmt):
 
 
 def test_explicit_zeros_and_bool_input():
-    X = sp.csr_matrix((np.array([1.0, 0.0, 1.0]), np.array([0, 1, 2]), np.array([0, 2, 3])), shape=(2, 3))
+    X = sp.csr_matrix(
+        (np.array([1.0, 0.0, 1.0]), np.array([0, 1, 2]), np.array([0, 2, 3])), shape=(2, 3)
+    )
     assert check_binary_matrix(X).nnz == 2
     assert check_binary_matrix(np.eye(3, dtype=bool)).nnz == 3
 
@@ -61,7 +63,16 @@ def test_empty(shape):
         check_binary_matrix(sp.csr_matrix(shape))
 
 
-@pytest.mark.parametrize("X", [None, "data.mtx", np.array([["a", "b"]]), np.array([[1j, 0]]), np.array([[{}, 1]], dtype=object)])
+@pytest.mark.parametrize(
+    "X",
+    [
+        None,
+        "data.mtx",
+        np.array([["a", "b"]]),
+        np.array([[1j, 0]]),
+        np.array([[{}, 1]], dtype=object),
+    ],
+)
 def test_wrong_types(X):
     with pytest.raises(TypeError):
         check_binary_matrix(X)
@@ -134,7 +145,9 @@ def test_transform_before_fit():
 def test_canonical_mask_passes_through_and_noncanonical_is_fixed():
     X = check_binary_matrix(np.eye(4))
     assert check_binary_matrix(X) is X
-    unsorted = sp.csr_array((np.ones(3, bool), np.array([2, 0, 1]), np.array([0, 2, 3])), shape=(2, 3))
+    unsorted = sp.csr_array(
+        (np.ones(3, bool), np.array([2, 0, 1]), np.array([0, 2, 3])), shape=(2, 3)
+    )
     Y = check_binary_matrix(unsorted)
     assert Y is not unsorted and Y.has_sorted_indices
     np.testing.assert_array_equal(Y.toarray(), unsorted.toarray())

@@ -32,8 +32,28 @@ def _gains(a, s, w_pos, w_neg):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _pattern(P, c, cols, lo, hi, n_light, kmask, pat_used, pat_ctop, fac_mask, meets, w_pos, w_neg,
-             stamp, hit, size, thresh, keep, limit, rest):
+def _pattern(
+    P,
+    c,
+    cols,
+    lo,
+    hi,
+    n_light,
+    kmask,
+    pat_used,
+    pat_ctop,
+    fac_mask,
+    meets,
+    w_pos,
+    w_neg,
+    stamp,
+    hit,
+    size,
+    thresh,
+    keep,
+    limit,
+    rest,
+):
     """Candidate c as the rows of pattern P see it (factor set ``pat_used[P]``; ``hit``: one of
     them holds a column of c): the columns of c those factors do not hold (``size``; ``keep``:
     its heavy ones as bits), the most of them a row can hold without gaining (``thresh``), and
@@ -90,10 +110,47 @@ def _pattern(P, c, cols, lo, hi, n_light, kmask, pat_used, pat_ctop, fac_mask, m
 
 
 @njit(cache=True, nogil=True)
-def _asso_candidate(c, cols, lo, hi, n_light, kmask, cls, colptr, colrows, coldeg, indptr, indices,
-                    uncov, xtop, pat, pat_used, pat_ctop, all_x, all_count, g_ptr, g_x, g_count,
-                    fac_mask, w_pos, w_neg, acc, touched, mark, meets, stamp, hit, size, thresh, keep,
-                    limit, rest, cache, cached, totals):
+def _asso_candidate(
+    c,
+    cols,
+    lo,
+    hi,
+    n_light,
+    kmask,
+    cls,
+    colptr,
+    colrows,
+    coldeg,
+    indptr,
+    indices,
+    uncov,
+    xtop,
+    pat,
+    pat_used,
+    pat_ctop,
+    all_x,
+    all_count,
+    g_ptr,
+    g_x,
+    g_count,
+    fac_mask,
+    w_pos,
+    w_neg,
+    acc,
+    touched,
+    mark,
+    meets,
+    stamp,
+    hit,
+    size,
+    thresh,
+    keep,
+    limit,
+    rest,
+    cache,
+    cached,
+    totals,
+):
     """(A, B) of candidate c into ``totals``; see :func:`asso_scores`. ``acc`` is all zeros on
     entry and on return."""
     words = fac_mask.shape[1]
@@ -114,8 +171,28 @@ def _asso_candidate(c, cols, lo, hi, n_light, kmask, cls, colptr, colrows, colde
     by_pattern = 0  # the groups to go through pattern by pattern
     by_class = 0 if cached[cls] or not heavy_gain else len(all_x)  # ... or all rows at once
     for P in range(len(g_ptr) - 1):
-        _pattern(P, c, cols, lo, hi, n_light, kmask, pat_used, pat_ctop, fac_mask, meets, w_pos, w_neg,
-                 stamp, hit, size, thresh, keep, limit, rest)
+        _pattern(
+            P,
+            c,
+            cols,
+            lo,
+            hi,
+            n_light,
+            kmask,
+            pat_used,
+            pat_ctop,
+            fac_mask,
+            meets,
+            w_pos,
+            w_neg,
+            stamp,
+            hit,
+            size,
+            thresh,
+            keep,
+            limit,
+            rest,
+        )
         reach = max(reach, limit[P])
         least = min(least, thresh[P])
         own_gain = popcount64(keep[P]) > thresh[P]
@@ -219,9 +296,36 @@ def _asso_candidate(c, cols, lo, hi, n_light, kmask, cls, colptr, colrows, colde
 
 
 @kernel()
-def asso_scores(cand_ptr, cand_cols, n_light, kmask, cls, n_cls, todo, colptr, colrows, coldeg,
-                indptr, indices, uncov, xtop, pat, pat_used, pat_ctop, all_x, all_count, g_ptr, g_x,
-                g_count, fac_mask, w_pos, w_neg, n_blocks, A, B):
+def asso_scores(
+    cand_ptr,
+    cand_cols,
+    n_light,
+    kmask,
+    cls,
+    n_cls,
+    todo,
+    colptr,
+    colrows,
+    coldeg,
+    indptr,
+    indices,
+    uncov,
+    xtop,
+    pat,
+    pat_used,
+    pat_ctop,
+    all_x,
+    all_count,
+    g_ptr,
+    g_x,
+    g_count,
+    fac_mask,
+    w_pos,
+    w_neg,
+    n_blocks,
+    A,
+    B,
+):
     """ASSO's score of every candidate basis vector marked in ``todo``, as integer sums.
 
     Candidate c (columns ``cand_cols[cand_ptr[c]:cand_ptr[c+1]]``, rarest first) used in row i
@@ -272,11 +376,47 @@ def asso_scores(cand_ptr, cand_cols, n_light, kmask, cls, n_cls, todo, colptr, c
         for c in range(b, n_cand, n_blocks):
             if not todo[c]:
                 continue
-            _asso_candidate(c, cand_cols, cand_ptr[c], cand_ptr[c + 1], n_light[c], kmask[c], cls[c],
-                            colptr, colrows, coldeg, indptr, indices, uncov, xtop, pat, pat_used,
-                            pat_ctop, all_x, all_count, g_ptr, g_x, g_count, fac_mask, w_pos, w_neg,
-                            acc, touched, mark, meets, stamp, hit, size, thresh, keep, limit, rest,
-                            cache, cached, totals)
+            _asso_candidate(
+                c,
+                cand_cols,
+                cand_ptr[c],
+                cand_ptr[c + 1],
+                n_light[c],
+                kmask[c],
+                cls[c],
+                colptr,
+                colrows,
+                coldeg,
+                indptr,
+                indices,
+                uncov,
+                xtop,
+                pat,
+                pat_used,
+                pat_ctop,
+                all_x,
+                all_count,
+                g_ptr,
+                g_x,
+                g_count,
+                fac_mask,
+                w_pos,
+                w_neg,
+                acc,
+                touched,
+                mark,
+                meets,
+                stamp,
+                hit,
+                size,
+                thresh,
+                keep,
+                limit,
+                rest,
+                cache,
+                cached,
+                totals,
+            )
             A[c] = totals[0]
             B[c] = totals[1]
 
@@ -341,8 +481,20 @@ def _rows_within(ext, colbits, j, lo, hi):
 
 
 @kernel()
-def grecond_values(indptr, indices, colptr, colrows, uncov, in_extent, in_intent, extent_bits,
-                   colbits, ubits, n_blocks, values):
+def grecond_values(
+    indptr,
+    indices,
+    colptr,
+    colrows,
+    uncov,
+    in_extent,
+    in_intent,
+    extent_bits,
+    colbits,
+    ubits,
+    n_blocks,
+    values,
+):
     """GreConD's value of adding each column j not in the current intent D.
 
     The new concept is C' = extent ∩ rows(j) and D' = C'↑ (the columns shared by all of C');

@@ -102,9 +102,19 @@ def _row_tile(A, o, B, l, nq, two, a_transposed):
     for q in range(nq):
         g0 = vload(B, q, l)
         if a_transposed:
-            x0, x1, x2, x3 = vsplat(A[q, o]), vsplat(A[q, o + 1]), vsplat(A[q, o + 2]), vsplat(A[q, o + 3])
+            x0, x1, x2, x3 = (
+                vsplat(A[q, o]),
+                vsplat(A[q, o + 1]),
+                vsplat(A[q, o + 2]),
+                vsplat(A[q, o + 3]),
+            )
         else:
-            x0, x1, x2, x3 = vsplat(A[o, q]), vsplat(A[o + 1, q]), vsplat(A[o + 2, q]), vsplat(A[o + 3, q])
+            x0, x1, x2, x3 = (
+                vsplat(A[o, q]),
+                vsplat(A[o + 1, q]),
+                vsplat(A[o + 2, q]),
+                vsplat(A[o + 3, q]),
+            )
         a0, a1, a2, a3 = vfma(x0, g0, a0), vfma(x1, g0, a1), vfma(x2, g0, a2), vfma(x3, g0, a3)
         if two:
             g1 = vload(B, q, l + L)
@@ -159,8 +169,10 @@ def _mu_rows(F, k, i0, c, numer, G, lam, eps, rows, o, lin):
         else:
             for l in range(k):
                 f = rows[o + t, l]
-                rows[o + t, l] = f * (numer[i, l] + 3.0 * lam * f * f) / (
-                    lin[t, l] + 2.0 * lam * f * f * f + lam * f + eps
+                rows[o + t, l] = (
+                    f
+                    * (numer[i, l] + 3.0 * lam * f * f)
+                    / (lin[t, l] + 2.0 * lam * f * f * f + lam * f + eps)
                 )
         for l in range(k):
             F[i, l] = rows[o + t, l]
@@ -252,8 +264,20 @@ def update_rows(F, numer, G, lam, eps, gram_blocks):
         chunk = np.zeros((chunk_rows, kp), dtype=F.dtype)
         lin = np.empty((_R, kp), dtype=F.dtype)
         acc = np.empty((kp, kp), dtype=np.float64)
-        _update_block(F, k, numer, Gp, lam, eps, gram_blocks[b], b * r // nb, (b + 1) * r // nb,
-                      chunk, lin, acc)
+        _update_block(
+            F,
+            k,
+            numer,
+            Gp,
+            lam,
+            eps,
+            gram_blocks[b],
+            b * r // nb,
+            (b + 1) * r // nb,
+            chunk,
+            lin,
+            acc,
+        )
 
 
 def scatter_rows(width: Width) -> Kernel:
@@ -295,7 +319,9 @@ def _scatter_rows_registers(indptr, indices, y, W, scatter_blocks, out, width):
                 p += 2
             if p < p1:
                 j = indices[np.uintp(p)]
-                vstore(part, j, 0, vfma(vsplatw(y[np.uintp(p)], width), w, vloadw(part, j, 0, width)))
+                vstore(
+                    part, j, 0, vfma(vsplatw(y[np.uintp(p)], width), w, vloadw(part, j, 0, width))
+                )
     # Summed here rather than by numpy: in parallel, and without another pass over ``out``.
     for j in prange(out.shape[0]):
         for l in range(out.shape[1]):
@@ -334,7 +360,12 @@ def _project4(y, p, project, lo, up, s0, s1, s2, s3):
     """Y at nonzeros p..p+3 from their W H values s: projected onto [lo, up] and stored
     (BANMF), or read (Y fixed). Returns the four values and their two objective terms."""
     if project:
-        v0, v1, v2, v3 = min(up, max(lo, s0)), min(up, max(lo, s1)), min(up, max(lo, s2)), min(up, max(lo, s3))
+        v0, v1, v2, v3 = (
+            min(up, max(lo, s0)),
+            min(up, max(lo, s1)),
+            min(up, max(lo, s2)),
+            min(up, max(lo, s3)),
+        )
         y[np.uintp(p)] = v0
         y[np.uintp(p + 1)] = v1
         y[np.uintp(p + 2)] = v2
@@ -401,7 +432,10 @@ def _project_spmm_registers(indptr, indices, W, Ht, lower, upper, project, y, YH
         while p + 1 < hi:
             if pf:
                 prefetch_ahead(Ht, indices, p, 2, False, width.lanes)
-            h0, h1 = vloadw(Ht, indices[np.uintp(p)], 0, width), vloadw(Ht, indices[np.uintp(p + 1)], 0, width)
+            h0, h1 = (
+                vloadw(Ht, indices[np.uintp(p)], 0, width),
+                vloadw(Ht, indices[np.uintp(p + 1)], 0, width),
+            )
             d0, d1 = vdot_partial(w, h0), vdot_partial(w, h1)
             s0, s1, _, _ = hsum4(d0, d1, d0, d1)
             v0, v1, r, q = _project2(y, p, project, lo, up, s0, s1)
@@ -437,7 +471,12 @@ def _project_spmm_loops(indptr, indices, W, Ht, lower, upper, project, y, YHt, s
         # Four nonzeros at a time: four independent dot products hide each one's reduction
         # latency, and Y Hᵀ's row is read and written once per four (1.3-1.7× over one).
         while p + 3 < hi:
-            j0, j1, j2, j3 = indices[np.uintp(p)], indices[np.uintp(p + 1)], indices[np.uintp(p + 2)], indices[np.uintp(p + 3)]
+            j0, j1, j2, j3 = (
+                indices[np.uintp(p)],
+                indices[np.uintp(p + 1)],
+                indices[np.uintp(p + 2)],
+                indices[np.uintp(p + 3)],
+            )
             s0 = s1 = s2_ = s3 = zero
             for l in range(k):
                 wl = W[i, l]

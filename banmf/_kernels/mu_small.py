@@ -36,7 +36,11 @@ def update_rows_small(F, numer, G, lam, eps, gram):
             if lam == 0.0:
                 row[l] = f * numer[i, l] / (s + e)
             else:
-                row[l] = f * (numer[i, l] + 3.0 * lam * f * f) / (s + 2.0 * lam * f * f * f + lam * f + eps)
+                row[l] = (
+                    f
+                    * (numer[i, l] + 3.0 * lam * f * f)
+                    / (s + 2.0 * lam * f * f * f + lam * f + eps)
+                )
         for l in range(k):
             F[i, l] = row[l]
         for q in range(k):
@@ -96,8 +100,28 @@ def _penalty(F, k):
 
 
 @njit(cache=True, nogil=True, fastmath=_FAST)
-def iterate_small(indptr, indices, W, Ht, y, YHt, WtY, WtW, HHt, WtW_t, HHt_t, sq, k, lams, eps,
-                  lower, upper, project, update_h, out):
+def iterate_small(
+    indptr,
+    indices,
+    W,
+    Ht,
+    y,
+    YHt,
+    WtY,
+    WtW,
+    HHt,
+    WtW_t,
+    HHt_t,
+    sq,
+    k,
+    lams,
+    eps,
+    lower,
+    upper,
+    project,
+    update_h,
+    out,
+):
     """One whole iteration per value of ``lams`` (the λ of each), in one call: small problems
     pay more for Python's per-call cost than for the arithmetic, and a start that calls once
     for several iterations keeps the GIL released throughout, so that starts on other threads

@@ -64,6 +64,7 @@ def _py_lanes(arr):
 def _py_width(width):
     return max(1, width.lanes)
 
+
 _FLAGS = ("reassoc", "contract")  # lets LLVM fuse a multiply and an add into one FMA
 
 
@@ -157,9 +158,16 @@ def _item_pointer(context, builder, aryty, ary, index_vals, index_tys):
     ary = context.make_array(aryty)(context, builder, ary)
     index = [context.cast(builder, v, t, types.intp) for v, t in zip(index_vals, index_tys)]
     return cgutils.get_item_pointer2(
-        context, builder, ary.data, cgutils.unpack_tuple(builder, ary.shape),
-        cgutils.unpack_tuple(builder, ary.strides), aryty.layout, index,
-        wraparound=False, boundscheck=False)
+        context,
+        builder,
+        ary.data,
+        cgutils.unpack_tuple(builder, ary.shape),
+        cgutils.unpack_tuple(builder, ary.strides),
+        aryty.layout,
+        index,
+        wraparound=False,
+        boundscheck=False,
+    )
 
 
 @_python_twin(_py_lanes)
@@ -228,8 +236,9 @@ def vstore(typingctx, arr, i, l, v):
 
     def codegen(context, builder, sig, args):
         ptr = _item_pointer(context, builder, sig.args[0], args[0], args[1:3], sig.args[1:3])
-        builder.store(args[3], builder.bitcast(ptr, args[3].type.as_pointer()),
-                      align=arr.dtype.bitwidth // 8)
+        builder.store(
+            args[3], builder.bitcast(ptr, args[3].type.as_pointer()), align=arr.dtype.bitwidth // 8
+        )
         return context.get_dummy_value()
 
     return types.void(arr, i, l, v), codegen
@@ -263,7 +272,9 @@ def _splat(x, width):
 
     def codegen(context, builder, sig, args):
         ty = context.get_value_type(vt)
-        v = builder.insert_element(ir.Constant(ty, ir.Undefined), args[0], ir.Constant(ir.IntType(32), 0))
+        v = builder.insert_element(
+            ir.Constant(ty, ir.Undefined), args[0], ir.Constant(ir.IntType(32), 0)
+        )
         zeros = ir.Constant(ir.VectorType(ir.IntType(32), vt.lanes), [0] * vt.lanes)
         return builder.shuffle_vector(v, ir.Constant(ty, ir.Undefined), zeros)
 
@@ -329,8 +340,9 @@ def _pairwise_fold(builder, a, b, n):
     i32 = ir.IntType(32)
     mask_lo = ir.Constant(ir.VectorType(i32, lanes), lo)
     mask_hi = ir.Constant(ir.VectorType(i32, lanes), hi)
-    return builder.fadd(builder.shuffle_vector(a, b, mask_lo), builder.shuffle_vector(a, b, mask_hi),
-                        flags=_FLAGS)
+    return builder.fadd(
+        builder.shuffle_vector(a, b, mask_lo), builder.shuffle_vector(a, b, mask_hi), flags=_FLAGS
+    )
 
 
 def _to_register(builder, v, lanes):
@@ -343,13 +355,23 @@ def _to_register(builder, v, lanes):
         zero = ir.Constant(v.type, [ir.Constant(v.type.element, 0.0)] * count)
         mask = [min(r, count) for r in range(total)]
         v = builder.shuffle_vector(v, zero, ir.Constant(ir.VectorType(i32, total), mask))
-    pieces = [
-        builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(i32, lanes), list(range(r, r + lanes))))
-        for r in range(0, total, lanes)
-    ] if total > lanes else [v]
+    pieces = (
+        [
+            builder.shuffle_vector(
+                v, v, ir.Constant(ir.VectorType(i32, lanes), list(range(r, r + lanes)))
+            )
+            for r in range(0, total, lanes)
+        ]
+        if total > lanes
+        else [v]
+    )
     while len(pieces) > 1:  # pairwise, so the adds are independent
-        pieces = [builder.fadd(pieces[r], pieces[r + 1], flags=_FLAGS) if r + 1 < len(pieces) else pieces[r]
-                  for r in range(0, len(pieces), 2)]
+        pieces = [
+            builder.fadd(pieces[r], pieces[r + 1], flags=_FLAGS)
+            if r + 1 < len(pieces)
+            else pieces[r]
+            for r in range(0, len(pieces), 2)
+        ]
     return pieces[0]
 
 

@@ -22,8 +22,9 @@ def _renamed(body, suffix: str):
     signature and bytecode only, not by the ``parallel`` flag: without distinct names the two
     variants would read each other's cached machine code.
     """
-    func = types.FunctionType(body.__code__, body.__globals__, body.__name__, body.__defaults__,
-                              body.__closure__)
+    func = types.FunctionType(
+        body.__code__, body.__globals__, body.__name__, body.__defaults__, body.__closure__
+    )
     func.__qualname__ = f"{body.__qualname__}__{suffix}"
     func.__module__, func.__doc__ = body.__module__, body.__doc__
     return func

@@ -59,7 +59,9 @@ def budgeted(method):
 
     @functools.wraps(method)
     def within_budget(self, *args, **kwargs):
-        validate_params(self._parameter_constraints, self.get_params(deep=False), type(self).__name__)
+        validate_params(
+            self._parameter_constraints, self.get_params(deep=False), type(self).__name__
+        )
         with thread_budget(self.n_jobs), _verbosity(self.verbose):
             return method(self, *args, **kwargs)
 
@@ -115,7 +117,9 @@ class BaseFactorization:
         for key, value in params.items():
             name, _, sub = key.partition("__")
             if name not in valid:
-                raise ValueError(f"{type(self).__name__} has no parameter {name!r}; valid: {sorted(valid)}")
+                raise ValueError(
+                    f"{type(self).__name__} has no parameter {name!r}; valid: {sorted(valid)}"
+                )
             if sub:
                 getattr(self, name).set_params(**{sub: value})
             else:
@@ -127,7 +131,9 @@ class BaseFactorization:
             p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values()
         }
         changed = [
-            f"{k}={v!r}" for k, v in self.get_params(deep=False).items() if not _same(v, defaults.get(k))
+            f"{k}={v!r}"
+            for k, v in self.get_params(deep=False).items()
+            if not _same(v, defaults.get(k))
         ]
         return f"{type(self).__name__}({', '.join(changed)})"
 
@@ -140,7 +146,9 @@ class BaseFactorization:
         k = None if self.n_components is None else check_n_components(self.n_components, X.shape)
         return X, k, start
 
-    def _set_result(self, X, W, H, error: int, n_iter: int, start: float, interrupted: bool = False) -> None:
+    def _set_result(
+        self, X, W, H, error: int, n_iter: int, start: float, interrupted: bool = False
+    ) -> None:
         """The fitted attributes every method shares (``start``: ``time.perf_counter()`` at fit;
         ``interrupted``: Ctrl-C cut the fit short and this is the best result so far)."""
         self.interrupted_ = bool(interrupted)
@@ -163,8 +171,17 @@ class BaseFactorization:
             )
         return value
 
-    def _finish(self, X, W, H, error: int, n_iter: int, start: float, method: str | None,
-                interrupted: bool = False) -> None:
+    def _finish(
+        self,
+        X,
+        W,
+        H,
+        error: int,
+        n_iter: int,
+        start: float,
+        method: str | None,
+        interrupted: bool = False,
+    ) -> None:
         """Polish (if ``method``) and set the fitted attributes; ``unpolished_err_`` keeps the
         error before the polish. After Ctrl-C (``interrupted``), the polish is left out and
         ``KeyboardInterrupt`` is raised again once the model is set: a loop of fits stops."""
@@ -194,7 +211,9 @@ class BaseFactorization:
         k = self.components_.shape[0]
         W = np.zeros((X.shape[0], k), dtype=bool)
         if k:
-            polish_rows(X, W, np.ascontiguousarray(self.components_.T), resolve_polish("auto", X, k))
+            polish_rows(
+                X, W, np.ascontiguousarray(self.components_.T), resolve_polish("auto", X, k)
+            )
         return W
 
     def score(self, X, y=None) -> float:
@@ -209,7 +228,9 @@ class BaseFactorization:
     def _check_columns(self, X):
         X = check_binary_matrix(X)
         if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} columns; the model was fitted with {self.n_features_in_}")
+            raise ValueError(
+                f"X has {X.shape[1]} columns; the model was fitted with {self.n_features_in_}"
+            )
         return X
 
     def __sklearn_tags__(self):
@@ -218,8 +239,12 @@ class BaseFactorization:
         scikit-learn calls it; banmf does not depend on scikit-learn."""
         from sklearn.utils import InputTags, Tags, TargetTags, TransformerTags
 
-        return Tags(estimator_type=None, target_tags=TargetTags(required=False),
-                    transformer_tags=TransformerTags(), input_tags=InputTags(sparse=True))
+        return Tags(
+            estimator_type=None,
+            target_tags=TargetTags(required=False),
+            transformer_tags=TransformerTags(),
+            input_tags=InputTags(sparse=True),
+        )
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "components_"):

@@ -95,13 +95,17 @@ class MUSolver:
         self.YHt = zeros_line_aligned((n, kp), dtype)
         self.WtY_blocks = zeros_line_aligned((nb, m, kp), dtype)
         self.WtW_blocks = np.empty((nb, k, k), np.float64)
-        self.HHt_blocks = np.empty((1 if self.small else min(_MAX_BLOCKS, max(1, m)), k, k), np.float64)
+        self.HHt_blocks = np.empty(
+            (1 if self.small else min(_MAX_BLOCKS, max(1, m)), k, k), np.float64
+        )
         self.sq = np.empty((n, 2), np.float64)
         self.HHt = Ht.T.astype(np.float64) @ Ht
         self.WtW = W.T.astype(np.float64) @ W
         # The Gram matrices in the factors' type, as the row updates read them.
         self.HHt_t, self.WtW_t = self.HHt.astype(dtype), self.WtW.astype(dtype)
-        self.WtY = zeros_line_aligned((m, kp), dtype)  # block sums land here: no allocation per iteration
+        self.WtY = zeros_line_aligned(
+            (m, kp), dtype
+        )  # block sums land here: no allocation per iteration
         # Work per call, in multiply-adds: the row updates cost k² per row, the passes k per
         # nonzero.
         self._update_w = variant(update_rows, threads_for(n * k * k))
@@ -130,8 +134,15 @@ class MUSolver:
         else:
             self._update_w(self._W, self.YHt, self.HHt_t, lam, self.eps, self.WtW_blocks)
             if scatter:
-                self._scatter(self.indptr, self.indices, self.y, self._W, self.WtY_blocks, self.WtY,
-                              self.width)
+                self._scatter(
+                    self.indptr,
+                    self.indices,
+                    self.y,
+                    self._W,
+                    self.WtY_blocks,
+                    self.WtY,
+                    self.width,
+                )
         np.sum(self.WtW_blocks, axis=0, out=self.WtW)
         np.copyto(self.WtW_t, self.WtW)
 
@@ -149,11 +160,33 @@ class MUSolver:
 
     def _y_pass(self, project: bool) -> None:
         if self.small:
-            project_spmm_small(self.indptr, self.indices, self._W, self._Ht, self.k, self.lower,
-                               self.upper, project, self.y, self.YHt, self.sq)
+            project_spmm_small(
+                self.indptr,
+                self.indices,
+                self._W,
+                self._Ht,
+                self.k,
+                self.lower,
+                self.upper,
+                project,
+                self.y,
+                self.YHt,
+                self.sq,
+            )
         else:
-            self._project(self.indptr, self.indices, self._W, self._Ht, self.lower, self.upper,
-                          project, self.y, self.YHt, self.sq, self.width)
+            self._project(
+                self.indptr,
+                self.indices,
+                self._W,
+                self._Ht,
+                self.lower,
+                self.upper,
+                project,
+                self.y,
+                self.YHt,
+                self.sq,
+                self.width,
+            )
 
     def iterate(self, lams: np.ndarray, update_h: bool = True) -> np.ndarray:
         """One iteration per value of ``lams`` (the λ of each: W step, H step unless
@@ -162,10 +195,28 @@ class MUSolver:
         the results do not depend on how the iterations are grouped."""
         out = np.empty(len(lams))
         if self.small:
-            iterate_small(self.indptr, self.indices, self._W, self._Ht, self.y, self.YHt,
-                          self.WtY, self.WtW, self.HHt, self.WtW_t, self.HHt_t, self.sq, self.k,
-                          np.ascontiguousarray(lams, dtype=np.float64), self.eps, self.lower,
-                          self.upper, self.project, update_h, out)
+            iterate_small(
+                self.indptr,
+                self.indices,
+                self._W,
+                self._Ht,
+                self.y,
+                self.YHt,
+                self.WtY,
+                self.WtW,
+                self.HHt,
+                self.WtW_t,
+                self.HHt_t,
+                self.sq,
+                self.k,
+                np.ascontiguousarray(lams, dtype=np.float64),
+                self.eps,
+                self.lower,
+                self.upper,
+                self.project,
+                update_h,
+                out,
+            )
             return out
         for q, lam in enumerate(lams):
             self.step_w(float(lam), scatter=update_h)

@@ -20,6 +20,8 @@ from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, store_params
 __all__ = ["ASSO"]
 
 TAU_GRID = tuple(np.round(np.arange(0.05, 1.0001, 0.05), 2))
+
+
 class ASSO(BaseFactorization):
     """The ASSO algorithm for Boolean matrix factorization.
 
@@ -90,8 +92,19 @@ class ASSO(BaseFactorization):
         "work_budget": [NONE, Interval(Real, 0, None, closed="neither")],
     }
 
-    def __init__(self, n_components=10, *, tau=None, w_pos=1.0, w_neg=1.0, work_budget=WORK_BUDGET,
-                 polish=False, n_jobs=None, random_state=None, verbose=0):
+    def __init__(
+        self,
+        n_components=10,
+        *,
+        tau=None,
+        w_pos=1.0,
+        w_neg=1.0,
+        work_budget=WORK_BUDGET,
+        polish=False,
+        n_jobs=None,
+        random_state=None,
+        verbose=0,
+    ):
         store_params(self, locals())
 
     @budgeted
@@ -106,21 +119,34 @@ class ASSO(BaseFactorization):
         products = float(deg @ deg)  # the products that XᵀX sums, and a bound on its entries
         gram = 30 * products  # the sparse product, then its entries sorted twice (measured)
         what = f"ASSO on this {n}×{m} X ({X.nnz:,} ones)"
-        check_work(gram, self.work_budget, f"{what}: the association matrix XᵀX alone "
-                   f"(up to {format_size(min(products, m * m) * 40)})", "sample or split the columns")
+        check_work(
+            gram,
+            self.work_budget,
+            f"{what}: the association matrix XᵀX alone "
+            f"(up to {format_size(min(products, m * m) * 40)})",
+            "sample or split the columns",
+        )
         assoc = _Association(X)
         greedy = _Greedy(X, k, w_pos, w_neg, assoc)
         plan = {tau: assoc.candidates(tau) for tau in taus}
         # each step: the kernel, and a few passes over the rows and candidates (measured)
-        steps = {tau: assoc.step_work(plan[tau], w_pos, w_neg, len(greedy.all_x)) + 30 * (n + m)
-                 for tau in taus}
+        steps = {
+            tau: assoc.step_work(plan[tau], w_pos, w_neg, len(greedy.all_x)) + 30 * (n + m)
+            for tau in taus
+        }
         if len(taus) > 1:
-            fix = (f"pass one tau (the sweep tries {len(taus)}; tau=0.5 alone: "
-                   f"{work_duration(gram + k * steps[0.5])}) or a smaller n_components")
+            fix = (
+                f"pass one tau (the sweep tries {len(taus)}; tau=0.5 alone: "
+                f"{work_duration(gram + k * steps[0.5])}) or a smaller n_components"
+            )
         else:
             fix = "pass a higher tau (fewer, smaller candidates) or a smaller n_components"
-        check_work(gram + k * sum(steps.values()), self.work_budget,
-                   f"{what} with n_components={k} and tau={self.tau}", fix)
+        check_work(
+            gram + k * sum(steps.values()),
+            self.work_budget,
+            f"{what} with n_components={k} and tau={self.tau}",
+            fix,
+        )
         progress = StartProgress(1, 1, len(taus) * k)
         self.tau_errors_ = {}
         best = None
@@ -179,7 +205,9 @@ class _Association:
         self.colsum = colsum = gram.diagonal()
         rows = np.repeat(np.arange(m), np.diff(gram.indptr))
         # by row, then by count; stable, so equal counts by column (one key: faster than lexsort)
-        order = np.argsort(rows * (int(colsum.max(initial=0)) + 1) + colsum[gram.indices], kind="stable")
+        order = np.argsort(
+            rows * (int(colsum.max(initial=0)) + 1) + colsum[gram.indices], kind="stable"
+        )
         self.rows, self.cols = rows[order], gram.indices[order].astype(np.int64)
         self.counts = gram.data[order]
         self.base = colsum[self.rows].astype(np.float64)  # A_ij ≥ τ as count_ij ≥ τ·colsum_i
@@ -187,7 +215,7 @@ class _Association:
         self.index = np.full(m, -1, dtype=np.int64)  # column -> candidate number
         self.index[self.nonempty] = np.arange(len(self.nonempty))
         by_count = np.lexsort((np.arange(m), colsum))  # the candidates' order of columns
-        heavy = by_count[max(0, m - heavy):][colsum[by_count[max(0, m - heavy):]] > 0]
+        heavy = by_count[max(0, m - heavy) :][colsum[by_count[max(0, m - heavy) :]] > 0]
         self.heavy_bit = np.full(m, -1, dtype=np.int64)
         self.heavy_bit[heavy] = np.arange(len(heavy))
         # CSC of X, each column's rows by decreasing number of ones (ties: by row)
@@ -215,7 +243,9 @@ class _Association:
         heavy = bits >= 0
         # (no candidate is empty: reduceat sees no empty segment)
         n_light = np.add.reduceat((~heavy).astype(np.int64), ptr[:-1]) if n_cand else ptr[1:]
-        one_bit = np.where(heavy, np.uint64(1) << np.maximum(bits, 0).astype(np.uint64), np.uint64(0))
+        one_bit = np.where(
+            heavy, np.uint64(1) << np.maximum(bits, 0).astype(np.uint64), np.uint64(0)
+        )
         kmask = np.bitwise_or.reduceat(one_bit, ptr[:-1]) if n_cand else np.zeros(0, np.uint64)
         key = np.stack([kmask.view(np.int64), np.diff(ptr)], axis=1)
         cls = np.unique(key, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
@@ -315,22 +345,58 @@ class _Greedy:
                 A[same], B[same] = last_steps[l][1][same], last_steps[l][2][same]
                 todo = ~same
             if todo.any():
-                scores_kernel(cand_ptr, cand_cols, n_light, kmask, cls, int(cls.max()) + 1, todo,
-                              self.colptr, self.colrows, self.coldeg, X.indptr, X.indices, uncov,
-                              self.xtop, patterns.pat, patterns.used, patterns.ctop, self.all_x,
-                              self.all_count, patterns.g_ptr, patterns.g_x, patterns.g_count, fac_mask,
-                              self.w_pos, self.w_neg, n_blocks, A, B)
+                scores_kernel(
+                    cand_ptr,
+                    cand_cols,
+                    n_light,
+                    kmask,
+                    cls,
+                    int(cls.max()) + 1,
+                    todo,
+                    self.colptr,
+                    self.colrows,
+                    self.coldeg,
+                    X.indptr,
+                    X.indices,
+                    uncov,
+                    self.xtop,
+                    patterns.pat,
+                    patterns.used,
+                    patterns.ctop,
+                    self.all_x,
+                    self.all_count,
+                    patterns.g_ptr,
+                    patterns.g_x,
+                    patterns.g_count,
+                    fac_mask,
+                    self.w_pos,
+                    self.w_neg,
+                    n_blocks,
+                    A,
+                    B,
+                )
             self.steps.append((sizes, A.copy(), B.copy()))
             scores = self.w_pos * A - self.w_neg * B
             c = int(np.argmax(scores))
             if scores[c] <= 0:
                 return False
-            cols = cand_cols[cand_ptr[c]:cand_ptr[c + 1]]
+            cols = cand_cols[cand_ptr[c] : cand_ptr[c + 1]]
             self.chosen.append(cols)
             shared = shared and l < len(last_chosen) and np.array_equal(last_chosen[l], cols)
             usage = np.zeros(n, dtype=bool)
-            a, b = asso_usage(cols, self.colptr, self.colrows, X.indptr, X.indices, uncov, used,
-                              fac_mask, self.w_pos, self.w_neg, usage)
+            a, b = asso_usage(
+                cols,
+                self.colptr,
+                self.colrows,
+                X.indptr,
+                X.indices,
+                uncov,
+                used,
+                fac_mask,
+                self.w_pos,
+                self.w_neg,
+                usage,
+            )
             rows = np.flatnonzero(usage)
             in_factor = np.zeros(m, dtype=bool)
             in_factor[cols] = True
@@ -339,7 +405,9 @@ class _Greedy:
             fac_mask[cols, word] |= bit
             cover_concept(X.indptr, X.indices, rows, in_factor, uncov, _NO_BITS)
             hb = self.heavy_bit[cols]
-            heavy = np.bitwise_or.reduce(np.uint64(1) << hb[hb >= 0].astype(np.uint64), initial=np.uint64(0))
+            heavy = np.bitwise_or.reduce(
+                np.uint64(1) << hb[hb >= 0].astype(np.uint64), initial=np.uint64(0)
+            )
             patterns.add(rows, word, bit, heavy)
             self.W[rows, l] = True
             self.H[l, cols] = True
@@ -386,8 +454,10 @@ class _Patterns:
         self.g_x = key & np.uint64(0xFFFFFFFF)
         self.g_count = count.astype(np.int64)
         self.g_ptr = np.zeros(len(self.ctop) + 1, dtype=np.int64)
-        np.cumsum(np.bincount((key >> np.uint64(32)).astype(np.int64), minlength=len(self.ctop)),
-                  out=self.g_ptr[1:])
+        np.cumsum(
+            np.bincount((key >> np.uint64(32)).astype(np.int64), minlength=len(self.ctop)),
+            out=self.g_ptr[1:],
+        )
 
 
 _NO_BITS = np.zeros((0, 0), dtype=np.uint64)

@@ -59,6 +59,7 @@ def start_cost(n: int, m: int, nnz: int, k: int, max_iter: int) -> int:
     per_iteration = 3 * nnz * k + (n + m) * k * k + _ITERATION_OVERHEAD
     return per_iteration * (max_iter + _REFINEMENT_ITERATIONS)
 
+
 __all__ = ["BANMF", "relative_error", "start_cost"]
 
 
@@ -257,14 +258,19 @@ class BANMF(BaseFactorization):
     def _check_params(self, k: int, shape: tuple[int, int] = (0, 0), nnz: int = 0) -> dict:
         """The run's settings derived from the parameters (already checked against their
         constraints): tolerance, cap of Y, polish, starts, λ per iteration."""
-        p = {"max_iter": int(self.max_iter), "check_every": int(self.check_every),
-             "n_thresholds": int(self.n_thresholds)}
+        p = {
+            "max_iter": int(self.max_iter),
+            "check_every": int(self.check_every),
+            "n_thresholds": int(self.n_thresholds),
+        }
         if self.tol == "auto":
             # The log-space λ ramp must run its whole course: no early stop there.
             p["tol"] = None if self.regularization == "logspace" else AUTO_TOL
         else:
             p["tol"] = self.tol
-        upper = float(k) if self.upper == "k" else np.inf if self.upper is None else float(self.upper)
+        upper = (
+            float(k) if self.upper == "k" else np.inf if self.upper is None else float(self.upper)
+        )
         if self._project_y and upper < self.lower:
             raise ValueError(f"upper ({upper}) must be >= lower ({self.lower})")
         p["upper"] = upper
@@ -295,7 +301,11 @@ class BANMF(BaseFactorization):
                     f"custom init: W must have shape {(n, k)} and H {(k, m)}, "
                     f"got {W.shape} and {Ht.shape[::-1]}"
                 )
-            if not (np.isfinite(W).all() and np.isfinite(Ht).all()) or (W < 0).any() or (Ht < 0).any():
+            if (
+                not (np.isfinite(W).all() and np.isfinite(Ht).all())
+                or (W < 0).any()
+                or (Ht < 0).any()
+            ):
                 raise ValueError("custom init: W and H must be finite and nonnegative")
             return W, Ht
         if W is not None or H is not None:
@@ -308,9 +318,18 @@ class BANMF(BaseFactorization):
         Ht = np.ascontiguousarray(np.maximum(H, tiny).T, dtype=dtype)
         return W, Ht
 
-    def _run(self, solver: MUSolver, lams: np.ndarray, p: dict, *, update_h: bool = True,
-             progress: StartProgress | None = None, stop: threading.Event | None = None,
-             lock: threading.Lock | None = None, interrupts: Interruptions | None = None):
+    def _run(
+        self,
+        solver: MUSolver,
+        lams: np.ndarray,
+        p: dict,
+        *,
+        update_h: bool = True,
+        progress: StartProgress | None = None,
+        stop: threading.Event | None = None,
+        lock: threading.Lock | None = None,
+        interrupts: Interruptions | None = None,
+    ):
         """Iterate; returns (loss curve, iterations done, interrupted, stopped by the callback).
 
         ``stop`` set from another thread ends the run as Ctrl-C does; ``lock`` serialises the
@@ -328,7 +347,7 @@ class BANMF(BaseFactorization):
             done = 0
             while done < max_iter:
                 n = min(chunk, max_iter - done, every - done % every)
-                for f in solver.iterate(lams[done:done + n], update_h):
+                for f in solver.iterate(lams[done : done + n], update_h):
                     done += 1
                     f = float(f)
                     losses.append(f)
@@ -363,8 +382,14 @@ class BANMF(BaseFactorization):
                 stacklevel=3,
             )
         # Only a tolerance the user asked for warns: "auto" is a saving, not a promise.
-        if (tol is not None and tol > 0 and self.tol != "auto" and not converged and not interrupted
-                and len(losses) == max_iter):
+        if (
+            tol is not None
+            and tol > 0
+            and self.tol != "auto"
+            and not converged
+            and not interrupted
+            and len(losses) == max_iter
+        ):
             warnings.warn(
                 f"max_iter={max_iter} reached before the objective settled to tol={tol}",
                 ConvergenceWarning,
@@ -391,14 +416,18 @@ class BANMF(BaseFactorization):
         X, k, start = self._begin(X)
         p = self._check_params(k, X.shape, X.nnz)
         if X.nnz == 0:
-            warnings.warn("X has no nonzeros: the factorization is all zeros", UserWarning, stacklevel=2)
+            warnings.warn(
+                "X has no nonzeros: the factorization is all zeros", UserWarning, stacklevel=2
+            )
         rng = check_random_state(self.random_state)
         # Xᵀ's mask serves the threshold descent and the polish of every start.
         refine = self.thresholds == "per-factor" or p["polish"] is not None
         Xt = transpose_mask(X) if refine else None
         # The starting factors are drawn in start order from one generator, whichever thread
         # then runs the start: the same starts as one after the other.
-        starts = (self._initial_factors(X.shape, k, p["dtype"], rng, W, H) for _ in range(p["n_init"]))
+        starts = (
+            self._initial_factors(X.shape, k, p["dtype"], rng, W, H) for _ in range(p["n_init"])
+        )
         interrupts = Interruptions()
         runs, interrupted = self._run_starts(X, Xt, starts, p, interrupts)
         if not runs:  # Ctrl-C before any start had factors: nothing to keep
@@ -409,10 +438,20 @@ class BANMF(BaseFactorization):
         self.loss_curve_ = best["losses"]
         self.W_continuous_, self.H_continuous_ = best["W_continuous"], best["H_continuous"]
         self.grid_thresholds_, self.thresholds_ = best["grid_thresholds"], best["thresholds"]
-        self.booleanized_err_, self.unpolished_err_ = best["booleanized_err"], best["unpolished_err"]
+        self.booleanized_err_, self.unpolished_err_ = (
+            best["booleanized_err"],
+            best["unpolished_err"],
+        )
         self.polish_rounds_, self.refinement_ = best["polish_rounds"], best["refinement"]
-        self._set_result(X, best["W"], best["H"], best["error"], best["n_iter"], start,
-                         interrupted or any(run["interrupted"] for run in runs))
+        self._set_result(
+            X,
+            best["W"],
+            best["H"],
+            best["error"],
+            best["n_iter"],
+            start,
+            interrupted or any(run["interrupted"] for run in runs),
+        )
         if interrupts.count or any(run["signalled"] for run in runs):
             # The model holds the best result so far; a caller's loop of fits must stop too.
             raise KeyboardInterrupt
@@ -452,8 +491,16 @@ class BANMF(BaseFactorization):
             runs: list[dict] = []
             try:
                 for i, (W0, Ht0) in enumerate(starts):
-                    run = self._fit_one(X, Xt, W0, Ht0, p, StartProgress(i + 1, n_starts, p["max_iter"]),
-                                        interrupts=interrupts, needed=not runs)
+                    run = self._fit_one(
+                        X,
+                        Xt,
+                        W0,
+                        Ht0,
+                        p,
+                        StartProgress(i + 1, n_starts, p["max_iter"]),
+                        interrupts=interrupts,
+                        needed=not runs,
+                    )
                     if run is None:  # Ctrl-C in its threshold search: the earlier starts stand
                         return runs, True
                     runs.append(run)
@@ -488,16 +535,32 @@ class BANMF(BaseFactorization):
                             progress = StartProgress(i + 1, min(n_starts, limit), p["max_iter"])
                             # Ctrl-C reaches the main thread only: here KeyboardInterrupt can
                             # come from the callback alone, and stops this start only.
-                            done[i] = self._fit_one(X, Xt, W0, Ht0, p, progress, stop=stops[i], lock=lock,
-                                                    interrupts=Interruptions())
+                            done[i] = self._fit_one(
+                                X,
+                                Xt,
+                                W0,
+                                Ht0,
+                                p,
+                                progress,
+                                stop=stops[i],
+                                lock=lock,
+                                interrupts=Interruptions(),
+                            )
                 except BaseException as exc:  # the main thread raises it
                     failed[i] = exc
                 finally:
                     ended.put(i)
 
         # Each thread runs in a copy of this thread's context: a caller's cancel event holds.
-        threads = [threading.Thread(target=contextvars.copy_context().run, args=(worker,), daemon=True,
-                                    name=f"banmf-start-{w}") for w in range(workers)]
+        threads = [
+            threading.Thread(
+                target=contextvars.copy_context().run,
+                args=(worker,),
+                daemon=True,
+                name=f"banmf-start-{w}",
+            )
+            for w in range(workers)
+        ]
         halted = False  # the callback stopped the whole fit
         interrupted = False  # Ctrl-C did
         try:
@@ -546,8 +609,11 @@ class BANMF(BaseFactorization):
             # while waiting for them below, aborts.
             if not interrupts.first():
                 raise
-            warnings.warn("interrupted: the running starts stop here and booleanize their "
-                          "factors so far", UserWarning, stacklevel=4)
+            warnings.warn(
+                "interrupted: the running starts stop here and booleanize their factors so far",
+                UserWarning,
+                stacklevel=4,
+            )
             interrupted = True
         finally:
             for event in stops.values():
@@ -559,8 +625,20 @@ class BANMF(BaseFactorization):
                     thread.join()
         return [done[i] for i in sorted(done) if i < limit], interrupted
 
-    def _fit_one(self, X, Xt, W0, Ht0, p, progress: StartProgress, *, stop=None, lock=None,
-                 interrupts: Interruptions | None = None, needed: bool = True) -> dict | None:
+    def _fit_one(
+        self,
+        X,
+        Xt,
+        W0,
+        Ht0,
+        p,
+        progress: StartProgress,
+        *,
+        stop=None,
+        lock=None,
+        interrupts: Interruptions | None = None,
+        needed: bool = True,
+    ) -> dict | None:
         """One initialisation: iterate, threshold, refine the thresholds, polish.
 
         The first Ctrl-C of the fit (``interrupts``) ends the iterations, or cuts the
@@ -568,24 +646,42 @@ class BANMF(BaseFactorization):
         start (returns None) unless the start is ``needed`` (no earlier start has a result):
         then the search runs again and only a second Ctrl-C stops it.
         """
-        solver = MUSolver(X, W0, Ht0, project=self._project_y, lower=self.lower,
-                          upper=p["upper"], eps=self.eps)
-        losses, n_iter, interrupted, stopped = self._run(solver, p["lams"], p, progress=progress,
-                                                         stop=stop, lock=lock, interrupts=interrupts)
+        solver = MUSolver(
+            X, W0, Ht0, project=self._project_y, lower=self.lower, upper=p["upper"], eps=self.eps
+        )
+        losses, n_iter, interrupted, stopped = self._run(
+            solver, p["lams"], p, progress=progress, stop=stop, lock=lock, interrupts=interrupts
+        )
 
         def absorbed() -> bool:  # in an except KeyboardInterrupt block: go on (True) or abort
             return not interrupted and interrupts is not None and interrupts.first()
 
         def search() -> dict:
-            res = threshold_factors(X, solver.W.astype(np.float64), solver.Ht.T.astype(np.float64),
-                              p["n_thresholds"], self.normalize, "pruned")
+            res = threshold_factors(
+                X,
+                solver.W.astype(np.float64),
+                solver.Ht.T.astype(np.float64),
+                p["n_thresholds"],
+                self.normalize,
+                "pruned",
+            )
             k = res.W.shape[1]
-            return {"losses": losses, "n_iter": n_iter, "stopped": stopped,
-                    "W_continuous": res.W_scaled, "H_continuous": res.H_scaled,
-                    "grid_thresholds": (res.threshold_w, res.threshold_h),
-                    "thresholds": (np.full(k, res.threshold_w), np.full(k, res.threshold_h)),
-                    "booleanized_err": res.error, "unpolished_err": res.error, "polish_rounds": 0,
-                    "refinement": {"grid": res.error}, "W": res.W, "H": res.H, "error": res.error}
+            return {
+                "losses": losses,
+                "n_iter": n_iter,
+                "stopped": stopped,
+                "W_continuous": res.W_scaled,
+                "H_continuous": res.H_scaled,
+                "grid_thresholds": (res.threshold_w, res.threshold_h),
+                "thresholds": (np.full(k, res.threshold_w), np.full(k, res.threshold_h)),
+                "booleanized_err": res.error,
+                "unpolished_err": res.error,
+                "polish_rounds": 0,
+                "refinement": {"grid": res.error},
+                "W": res.W,
+                "H": res.H,
+                "error": res.error,
+            }
 
         out = None
         try:
@@ -595,15 +691,28 @@ class BANMF(BaseFactorization):
                 progress.phase("per-factor thresholds")
                 # Refined in place: on copies, so that a Ctrl-C inside leaves the grid's as they were.
                 tw, th = (t.copy() for t in out["thresholds"])
-                ref = refine_factor_thresholds(X, out["W_continuous"], out["H_continuous"], tw, th, Xt=Xt)
+                ref = refine_factor_thresholds(
+                    X, out["W_continuous"], out["H_continuous"], tw, th, Xt=Xt
+                )
                 # One call, so that a Ctrl-C lands before or after the whole step.
-                out.update(W=ref.W, H=ref.H, error=ref.error, unpolished_err=ref.error, thresholds=(tw, th),
-                           refinement={**out["refinement"], "per-factor thresholds": ref.error})
+                out.update(
+                    W=ref.W,
+                    H=ref.H,
+                    error=ref.error,
+                    unpolished_err=ref.error,
+                    thresholds=(tw, th),
+                    refinement={**out["refinement"], "per-factor thresholds": ref.error},
+                )
             if p["polish"] is not None:
                 progress.phase("polish")
                 pol = polish_factors(X, out["W"], out["H"], p["polish"], Xt=Xt)
-                out.update(W=pol.W, H=pol.H, error=pol.error, polish_rounds=pol.rounds,
-                           refinement={**out["refinement"], "polish": pol.error})
+                out.update(
+                    W=pol.W,
+                    H=pol.H,
+                    error=pol.error,
+                    polish_rounds=pol.rounds,
+                    refinement={**out["refinement"], "polish": pol.error},
+                )
         except KeyboardInterrupt:
             # The steps done so far stand; without a search done, the start is dropped if an
             # earlier one has a result, else its factors must be booleanized all the same.
@@ -614,7 +723,9 @@ class BANMF(BaseFactorization):
                 if not needed:
                     return None
                 out = search()
-        out.update(interrupted=interrupted, signalled=interrupts is not None and interrupts.count > 0)
+        out.update(
+            interrupted=interrupted, signalled=interrupts is not None and interrupts.count > 0
+        )
         progress.done(out["error"])
         return out
 
@@ -636,10 +747,13 @@ class BANMF(BaseFactorization):
         p = self._check_params(k)
         rng = check_random_state(self.random_state)
         dtype = p["dtype"]
-        W0 = np.maximum(rng.random((X.shape[0], k)) * self.init_scale, np.finfo(dtype).eps).astype(dtype)
+        W0 = np.maximum(rng.random((X.shape[0], k)) * self.init_scale, np.finfo(dtype).eps).astype(
+            dtype
+        )
         Ht = np.ascontiguousarray(self.H_continuous_.T, dtype=dtype)
-        solver = MUSolver(X, W0, Ht, project=self._project_y, lower=self.lower,
-                          upper=p["upper"], eps=self.eps)
+        solver = MUSolver(
+            X, W0, Ht, project=self._project_y, lower=self.lower, upper=p["upper"], eps=self.eps
+        )
         self._run(solver, p["lams"], p, update_h=False)
         Wb = solver.W > self.thresholds_[0]
         if p["polish"] is not None:

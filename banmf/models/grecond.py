@@ -94,8 +94,16 @@ class GreConD(BaseFactorization):
         "work_budget": [NONE, Interval(Real, 0, None, closed="neither")],
     }
 
-    def __init__(self, n_components=None, *, work_budget=WORK_BUDGET, polish=False, n_jobs=None,
-                 random_state=None, verbose=0):
+    def __init__(
+        self,
+        n_components=None,
+        *,
+        work_budget=WORK_BUDGET,
+        polish=False,
+        n_jobs=None,
+        random_state=None,
+        verbose=0,
+    ):
         store_params(self, locals())
 
     @budgeted
@@ -122,7 +130,9 @@ class GreConD(BaseFactorization):
         err = mismatches(X, W, H)
         if interrupted or cancel:
             progress.done(err)
-            self._finish(X, W, H, err, len(concepts), start, None, interrupted)  # raises KeyboardInterrupt
+            self._finish(
+                X, W, H, err, len(concepts), start, None, interrupted
+            )  # raises KeyboardInterrupt
             self.interrupted_ = True  # cancelled by :func:`banmf.fit_many`: no exception
             return self
         method = self._polish_method(W.shape[1])
@@ -142,7 +152,9 @@ class GreConD(BaseFactorization):
         per_factor = float(deg @ deg) + CALLS_PER_FACTOR * (X.nnz + m)
         words = -(-n // 64)
         if m * words <= X.nnz:
-            per_factor = min(per_factor, CALLS_PER_FACTOR * (m * words + 2.0 * X.nnz / max(1, n) * m))
+            per_factor = min(
+                per_factor, CALLS_PER_FACTOR * (m * words + 2.0 * X.nnz / max(1, n) * m)
+            )
         factors = limit or min(n, m)
         what = f"GreConD on this {n}×{m} X ({X.nnz:,} ones) with n_components={limit}"
         if limit is None:
@@ -189,14 +201,25 @@ class GreConD(BaseFactorization):
             while True:
                 # Work: every row of the extent, once per column it holds, against its ones.
                 threads = threads_for(int(deg2[rows].sum()) + X.nnz)
-                variant(grecond_values, threads)(X.indptr, X.indices, Xt.indptr, Xt.indices, uncov,
-                                                 in_extent, intent, extent_bits, colbits, ubits,
-                                                 blocks_for(threads, m), values)
+                variant(grecond_values, threads)(
+                    X.indptr,
+                    X.indices,
+                    Xt.indptr,
+                    Xt.indices,
+                    uncov,
+                    in_extent,
+                    intent,
+                    extent_bits,
+                    colbits,
+                    ubits,
+                    blocks_for(threads, m),
+                    values,
+                )
                 j = int(np.argmax(values))
                 if values[j] <= best:
                     break
                 best = int(values[j])
-                col = Xt.indices[Xt.indptr[j]:Xt.indptr[j + 1]]
+                col = Xt.indices[Xt.indptr[j] : Xt.indptr[j + 1]]
                 rows = col[in_extent[col]]
                 in_extent[:] = False
                 in_extent[rows] = True

@@ -20,11 +20,30 @@ class RegularizedBANMF(BANMF):
     ``regularization`` differs (``"logspace"``).
     """
 
-    def __init__(self, n_components=10, *, regularization="logspace", max_iter=1000, tol="auto",
-                 check_every=10, init="random", init_scale=1.0, lower=1.0, upper="k", eps=1e-12,
-                 n_thresholds=100, normalize="balance", thresholds="per-factor", polish=True,
-                 n_init="auto", dtype=np.float64, n_jobs=None, random_state=None, verbose=0,
-                 callback=None):
+    def __init__(
+        self,
+        n_components=10,
+        *,
+        regularization="logspace",
+        max_iter=1000,
+        tol="auto",
+        check_every=10,
+        init="random",
+        init_scale=1.0,
+        lower=1.0,
+        upper="k",
+        eps=1e-12,
+        n_thresholds=100,
+        normalize="balance",
+        thresholds="per-factor",
+        polish=True,
+        n_init="auto",
+        dtype=np.float64,
+        n_jobs=None,
+        random_state=None,
+        verbose=0,
+        callback=None,
+    ):
         store_params(self, locals())
 
 
@@ -45,20 +64,58 @@ class NMF(BANMF):
 
     _project_y = False
 
-    def __init__(self, n_components=10, *, regularization=None, max_iter=1000, tol=None,
-                 check_every=10, init="random", init_scale=1.0, lower=1.0, upper="k", eps=1e-12,
-                 n_thresholds=100, normalize="balance", thresholds="global", polish=False,
-                 n_init=1, dtype=np.float64, n_jobs=None, random_state=None, verbose=0,
-                 callback=None):
+    def __init__(
+        self,
+        n_components=10,
+        *,
+        regularization=None,
+        max_iter=1000,
+        tol=None,
+        check_every=10,
+        init="random",
+        init_scale=1.0,
+        lower=1.0,
+        upper="k",
+        eps=1e-12,
+        n_thresholds=100,
+        normalize="balance",
+        thresholds="global",
+        polish=False,
+        n_init=1,
+        dtype=np.float64,
+        n_jobs=None,
+        random_state=None,
+        verbose=0,
+        callback=None,
+    ):
         store_params(self, locals())
 
 
 class RegularizedNMF(NMF):
     """:class:`NMF` with the log-space λ ramp by default (Zhang et al.'s penalty method)."""
 
-    def __init__(self, n_components=10, *, regularization="logspace", max_iter=1000, tol=None,
-                 check_every=10, init="random", init_scale=1.0, lower=1.0, upper="k", eps=1e-12,
-                 n_thresholds=100, normalize="balance", thresholds="global", polish=False,
-                 n_init=1, dtype=np.float64, n_jobs=None, random_state=None, verbose=0,
-                 callback=None):
+    def __init__(
+        self,
+        n_components=10,
+        *,
+        regularization="logspace",
+        max_iter=1000,
+        tol=None,
+        check_every=10,
+        init="random",
+        init_scale=1.0,
+        lower=1.0,
+        upper="k",
+        eps=1e-12,
+        n_thresholds=100,
+        normalize="balance",
+        thresholds="global",
+        polish=False,
+        n_init=1,
+        dtype=np.float64,
+        n_jobs=None,
+        random_state=None,
+        verbose=0,
+        callback=None,
+    ):
         store_params(self, locals())

@@ -78,10 +78,25 @@ class PNLPF(BaseFactorization):
         "dense_budget": [Interval(Integral, 1, None)],
     }
 
-    def __init__(self, n_components=10, *, gamma=10.0, lam0=2.0, growth=3.0, lam_max=1e10,
-                 max_iter=100, tol=0.01, init_iter=1000, eps=1e-12, n_thresholds=100,
-                 dense_budget=DENSE_BUDGET, polish=False, n_jobs=None, random_state=None,
-                 verbose=0):
+    def __init__(
+        self,
+        n_components=10,
+        *,
+        gamma=10.0,
+        lam0=2.0,
+        growth=3.0,
+        lam_max=1e10,
+        max_iter=100,
+        tol=0.01,
+        init_iter=1000,
+        eps=1e-12,
+        n_thresholds=100,
+        dense_budget=DENSE_BUDGET,
+        polish=False,
+        n_jobs=None,
+        random_state=None,
+        verbose=0,
+    ):
         store_params(self, locals())
 
     @budgeted
@@ -92,7 +107,9 @@ class PNLPF(BaseFactorization):
         check_dense_budget(X.shape, self.dense_budget, "PNL-PF (about 48 bytes per entry)")
         rng = check_random_state(self.random_state)
         init = NMF(k, max_iter=self.init_iter, normalize=None, random_state=rng.integers(2**32))
-        interrupted = fit_inner(init, X)  # the first Ctrl-C: booleanize the factors so far; a second aborts
+        interrupted = fit_inner(
+            init, X
+        )  # the first Ctrl-C: booleanize the factors so far; a second aborts
         W, H = balance(init.W_continuous_, init.H_continuous_)
         tiny = np.finfo(np.float64).eps
         W, H = np.maximum(W, tiny), np.maximum(H, tiny)
@@ -116,10 +133,12 @@ class PNLPF(BaseFactorization):
         for _ in range(max_iter):
             Phi, G = self._link(W @ H)
             H *= (g * (W.T @ (Xd * G)) + 3 * lam * H**2) / (
-                g * (W.T @ (Phi * G)) + 2 * lam * H**3 + lam * H + eps)
+                g * (W.T @ (Phi * G)) + 2 * lam * H**3 + lam * H + eps
+            )
             Phi, G = self._link(W @ H)
             W *= (g * ((Xd * G) @ H.T) + 3 * lam * W**2) / (
-                g * ((Phi * G) @ H.T) + 2 * lam * W**3 + lam * W + eps)
+                g * ((Phi * G) @ H.T) + 2 * lam * W**3 + lam * W + eps
+            )
             np.maximum(W, tiny, out=W)
             np.maximum(H, tiny, out=H)
             Phi, _ = self._link(W @ H)

@@ -68,9 +68,21 @@ class ZhangThreshold(BaseFactorization):
         "dense_budget": [Interval(Integral, 1, None)],
     }
 
-    def __init__(self, n_components=10, *, slope=100.0, max_iter=1000, refine_iter=100, tol=1e-4,
-                 n_thresholds=100, dense_budget=DENSE_BUDGET, polish=False, n_jobs=None,
-                 random_state=None, verbose=0):
+    def __init__(
+        self,
+        n_components=10,
+        *,
+        slope=100.0,
+        max_iter=1000,
+        refine_iter=100,
+        tol=1e-4,
+        n_thresholds=100,
+        dense_budget=DENSE_BUDGET,
+        polish=False,
+        n_jobs=None,
+        random_state=None,
+        verbose=0,
+    ):
         store_params(self, locals())
 
     @budgeted
@@ -80,13 +92,19 @@ class ZhangThreshold(BaseFactorization):
         polish = self._polish_method(k)
         check_dense_budget(X.shape, self.dense_budget, "Zhang's thresholding (a dense objective)")
         nmf = NMF(k, max_iter=self.max_iter, normalize=None, random_state=self.random_state)
-        interrupted = fit_inner(nmf, X)  # the first Ctrl-C: the grid thresholds stand; a second aborts
-        res = threshold_factors(X, nmf.W_continuous_, nmf.H_continuous_, self.n_thresholds, "balance", "pruned")
+        interrupted = fit_inner(
+            nmf, X
+        )  # the first Ctrl-C: the grid thresholds stand; a second aborts
+        res = threshold_factors(
+            X, nmf.W_continuous_, nmf.H_continuous_, self.n_thresholds, "balance", "pruned"
+        )
         W, H = res.W_scaled, res.H_scaled
         self.refined_, steps = False, 0
         if not interrupted:
             try:
-                u, v, steps = self._refine(X.toarray().astype(np.float64), W, H, res.threshold_w, res.threshold_h)
+                u, v, steps = self._refine(
+                    X.toarray().astype(np.float64), W, H, res.threshold_w, res.threshold_h
+                )
                 Wb, Hb = W > u, H > v
                 err = mismatches(X, Wb, Hb)
                 self.refined_ = err <= res.error
