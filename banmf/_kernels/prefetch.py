@@ -18,7 +18,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .simd import _python_twin
+from .simd import python_twin
 
 #: Bytes per cache line on every x86-64 and most ARM cores.
 LINE = 64
@@ -46,7 +46,7 @@ def _py_prefetch(arr, i, l):
 
 
 def _make_prefetch(rw: int):
-    @_python_twin(_py_prefetch)
+    @python_twin(_py_prefetch)
     @intrinsic
     def _prefetch(typingctx, arr, i, l):
         if not isinstance(arr, types.Array) or arr.ndim != 2:
@@ -91,7 +91,7 @@ def _py_per_line(arr):
     return LINE // arr.itemsize
 
 
-@_python_twin(_py_per_line)
+@python_twin(_py_per_line)
 @intrinsic
 def _per_line(typingctx, arr):
     """Elements of ``arr`` per cache line, as a compile-time constant (``arr.itemsize`` is read

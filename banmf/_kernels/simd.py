@@ -22,7 +22,7 @@ Portability: the vectors are plain LLVM vector types, not AVX2 instructions; on 
 narrower SIMD (``NUMBA_CPU_NAME=generic``: SSE2) LLVM splits a 32-byte vector into halves, with
 the same results (CI runs the kernel tests that way). With ``NUMBA_DISABLE_JIT=1`` Numba cannot
 run an intrinsic, so each one here is then replaced by a plain-Python twin on numpy arrays (a
-Vec is a 1-D array; :func:`_python_twin`), and the kernels run as Python (CI runs the kernel
+Vec is a 1-D array; :func:`python_twin`), and the kernels run as Python (CI runs the kernel
 tests that way too).
 """
 
@@ -47,7 +47,7 @@ from numba.extending import (
 VBYTES = 32
 
 
-def _python_twin(py):
+def python_twin(py):
     """Decorator: the intrinsic below it, or under ``NUMBA_DISABLE_JIT=1`` (where intrinsics
     cannot run) its plain-Python twin ``py``, which computes the same on numpy arrays."""
 
@@ -170,7 +170,7 @@ def _item_pointer(context, builder, aryty, ary, index_vals, index_tys):
     )
 
 
-@_python_twin(_py_lanes)
+@python_twin(_py_lanes)
 @intrinsic
 def lanes(typingctx, arr):
     """Values per vector for the dtype of ``arr`` (a compile-time constant)."""
@@ -201,7 +201,7 @@ def _py_vload(arr, i, l):
     return arr[i, l : l + _py_lanes(arr)].copy()
 
 
-@_python_twin(_py_vload)
+@python_twin(_py_vload)
 @intrinsic
 def vload(typingctx, arr, i, l):
     """``arr[i, l : l + lanes]`` of a C-contiguous 2-D float array, one register."""
@@ -213,7 +213,7 @@ def _py_vloadw(arr, i, l, width):
     return arr[i, l : l + _py_width(width)].copy()
 
 
-@_python_twin(_py_vloadw)
+@python_twin(_py_vloadw)
 @intrinsic
 def vloadw(typingctx, arr, i, l, width):
     """``arr[i, l : l + width.lanes]`` as one vector (``width`` a :class:`Width`)."""
@@ -227,7 +227,7 @@ def _py_vstore(arr, i, l, v):
     arr[i, l : l + v.shape[0]] = v
 
 
-@_python_twin(_py_vstore)
+@python_twin(_py_vstore)
 @intrinsic
 def vstore(typingctx, arr, i, l, v):
     """``arr[i, l : l + lanes] = v``."""
@@ -248,7 +248,7 @@ def _py_vaccumulate(arr, i, l, v):
     arr[i, l : l + v.shape[0]] += v.astype(np.float64)
 
 
-@_python_twin(_py_vaccumulate)
+@python_twin(_py_vaccumulate)
 @intrinsic
 def vaccumulate(typingctx, arr, i, l, v):
     """``arr[i, l : l + lanes] += v`` for a float64 ``arr``: float32 lanes are widened first, so
@@ -286,7 +286,7 @@ def _py_vsplat(x):
     return np.full(VBYTES // x.itemsize, x, x.dtype)
 
 
-@_python_twin(_py_vsplat)
+@python_twin(_py_vsplat)
 @intrinsic
 def vsplat(typingctx, x):
     """A one-register vector with every lane ``x`` (a float32 or float64 scalar)."""
@@ -299,7 +299,7 @@ def _py_vsplatw(x, width):
     return np.full(_py_width(width), x, x.dtype)
 
 
-@_python_twin(_py_vsplatw)
+@python_twin(_py_vsplatw)
 @intrinsic
 def vsplatw(typingctx, x, width):
     """A vector of ``width.lanes`` lanes (``width`` a :class:`Width`), every lane ``x``."""
@@ -313,7 +313,7 @@ def _py_vfma(a, b, c):
     return a * b + c
 
 
-@_python_twin(_py_vfma)
+@python_twin(_py_vfma)
 @intrinsic
 def vfma(typingctx, a, b, c):
     """``a * b + c`` lane by lane (one FMA where the target has it)."""
@@ -379,7 +379,7 @@ def _py_vdot_partial(a, b):
     return a * b  # only its lane sum matters
 
 
-@_python_twin(_py_vdot_partial)
+@python_twin(_py_vdot_partial)
 @intrinsic
 def vdot_partial(typingctx, a, b):
     """``a * b`` folded to one register: a vector whose lane sum is the dot product of a and
@@ -398,7 +398,7 @@ def _py_hsum4(a, b, c, d):
     return a.sum(), b.sum(), c.sum(), d.sum()
 
 
-@_python_twin(_py_hsum4)
+@python_twin(_py_hsum4)
 @intrinsic
 def hsum4(typingctx, a, b, c, d):
     """The sums of the lanes of a, b, c and d, as a 4-tuple: a transposing add tree that
