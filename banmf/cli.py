@@ -579,6 +579,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     positive = _int_at_least(1, "a positive integer")
     formats = ", ".join(FORMATS)
+    extensions = ", ".join(f".{f}" for f in FORMATS)
 
     def add_format(p, what="INPUT"):
         p.add_argument(
@@ -589,7 +590,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
 
     p = sub.add_parser("factorize", help="factorize a 0/1 matrix file")
-    p.add_argument("input", help="matrix file: .mtx[.gz], .npz, .csv, .tsv or .dat")
+    p.add_argument("input", help=f"matrix file: {extensions} (.gz looked through)")
     p.add_argument("-k", type=positive, required=True, help="rank (number of factors)")
     p.add_argument(
         "--method",
@@ -636,7 +637,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_info)
 
     p = sub.add_parser("generate", help="write a planted synthetic matrix (the paper's generator)")
-    p.add_argument("output", help="matrix file to write (.mtx, .mtx.gz, .npz, .csv, .tsv, .dat)")
+    p.add_argument("output", help=f"matrix file to write: {extensions}, or .gz of a text format")
     p.add_argument("-n", type=positive, required=True, help="rows")
     p.add_argument("-m", type=positive, required=True, help="columns")
     p.add_argument("-k", type=positive, required=True, help="planted rank")
