@@ -18,7 +18,6 @@ import time
 import numpy as np
 
 import banmf
-from banmf.polish import polish_factors, refine_factor_thresholds, resolve_polish
 
 
 def main(argv=None) -> int:
@@ -50,7 +49,7 @@ def main(argv=None) -> int:
         it = float(np.median(np.diff(stamps)))
         k_ = model.W_.shape[1]
         t0 = time.perf_counter()
-        ref = refine_factor_thresholds(
+        ref = banmf.refine_thresholds(
             X,
             model.W_continuous_,
             model.H_continuous_,
@@ -60,14 +59,14 @@ def main(argv=None) -> int:
         )
         sweep = time.perf_counter() - t0
         t0 = time.perf_counter()
-        one = polish_factors(X, model.W_, model.components_, "auto", max_rounds=1)
+        one = banmf.polish(X, model.W_, model.components_, max_rounds=1)
         round_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        full = polish_factors(X, model.W_, model.components_, "auto")
+        full = banmf.polish(X, model.W_, model.components_)
         full_s = time.perf_counter() - t0
         print(
-            f"| {k} | {it:.4f} | {resolve_polish('auto', X, k)} | {sweep:.3f} ({sweep / it:.1f}) "
-            f"| {round_s:.3f} ({round_s / it:.1f}) | {full_s:.3f}, {full.rounds} "
+            f"| {k} | {it:.4f} | {full.info['method']} | {sweep:.3f} ({sweep / it:.1f}) "
+            f"| {round_s:.3f} ({round_s / it:.1f}) | {full_s:.3f}, {full.n_iter} "
             f"| {model.reconstruction_err_} → {ref.error} → {full.error} (one round: {one.error}) |",
             flush=True,
         )
