@@ -4,7 +4,10 @@ Models never print: they say what they are doing here and whoever listens render
 command line's status line, a notebook's own handler). Every record carries ``record.banmf``,
 a dict with at least ``"event"``:
 
-- ``"iteration"``: ``start``, ``n_starts``, ``iteration``, ``max_iter``, ``objective``; at most
+- ``"setup"``: ``start``, ``n_starts``, ``setup`` (what is being prepared) before the
+  iterations begin, when that takes a while (level INFO);
+- ``"iteration"``: ``start``, ``n_starts``, ``iteration``, ``max_iter`` (None when the total is
+  not known in advance, e.g. GreConD adding factors until X is covered), ``objective``; at most
   every :data:`EVERY_SECONDS` per start, and at a start's last iteration (level DEBUG);
 - ``"phase"``: ``start``, ``n_starts``, ``phase`` (``"threshold search"``,
   ``"per-factor thresholds"``, ``"polish"``) as each phase of a start begins (level INFO);
@@ -25,9 +28,10 @@ EVERY_SECONDS = 0.2
 
 
 class StartProgress:
-    """The reporter of one start (``start`` of ``n_starts``, up to ``max_iter`` iterations)."""
+    """The reporter of one start (``start`` of ``n_starts``, up to ``max_iter`` iterations, or
+    an unknown number if ``max_iter`` is None)."""
 
-    def __init__(self, start: int, n_starts: int, max_iter: int):
+    def __init__(self, start: int, n_starts: int, max_iter: int | None):
         self.start, self.n_starts, self.max_iter = start, n_starts, max_iter
         self.verbose = logger.isEnabledFor(logging.DEBUG)
         self.last = -EVERY_SECONDS
@@ -48,11 +52,16 @@ class StartProgress:
             self._emit(
                 logging.DEBUG,
                 "iteration",
-                f"iteration {t}/{self.max_iter}",
+                f"iteration {t}/{self.max_iter}" if self.max_iter else f"iteration {t}",
                 iteration=t,
                 max_iter=self.max_iter,
                 objective=float(objective),
             )
+
+    def setup(self, name: str) -> None:
+        """As a preparation before the iterations begins."""
+        if logger.isEnabledFor(logging.INFO):
+            self._emit(logging.INFO, "setup", name, setup=name)
 
     def phase(self, name: str) -> None:
         """As a phase after the iterations begins."""

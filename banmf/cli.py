@@ -84,11 +84,15 @@ class Progress(logging.Handler):
             i, self.n_starts = data["start"], data["n_starts"]
             label = f"start {i}/{self.n_starts}" if self.n_starts > 1 else self.what
             if data["event"] == "iteration":
-                self.fractions[i] = data["iteration"] / data["max_iter"]
+                total = data["max_iter"]
+                if total:  # else no share of the work is known, nor the time to go
+                    self.fractions[i] = data["iteration"] / total
+                of = f"/{total}" if total else ""
                 self.status = (
-                    f"{label}, iteration {data['iteration']}/{data['max_iter']}: "
-                    f"objective {data['objective']:.6g}"
+                    f"{label}, iteration {data['iteration']}{of}: objective {data['objective']:.6g}"
                 )
+            elif data["event"] == "setup":
+                self.status = f"{label}: {data['setup']}"
             elif data["event"] == "phase":
                 self.fractions[i] = max(self.fractions.get(i, 0.0), 1.0)
                 self.status = f"{label}: {data['phase']}"

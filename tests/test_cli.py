@@ -69,6 +69,25 @@ def test_factorize_summary_json_and_saved_result(tmp_path):
     assert saved.params["tau"] == 0.6 and len(saved.meta["input_sha256"]) == 64
 
 
+def test_progress_with_a_setup_and_an_unknown_total(monkeypatch):
+    from banmf._progress import StartProgress
+
+    stream = io.StringIO()
+    monkeypatch.setattr(Progress, "LOG_EVERY", 0.05)
+    with Progress(stream, "fitting grecond") as progress:
+        reporter = StartProgress(1, 1, None)
+        reporter.setup("the candidates")
+        time.sleep(0.08)
+        assert progress.status == "fitting grecond: the candidates" and not progress.fractions
+        reporter.last = -1.0
+        reporter.iteration(7, 123.0)
+        time.sleep(0.08)
+    lines = stream.getvalue().splitlines()
+    assert any("the candidates" in line for line in lines)
+    step = [line for line in lines if "iteration 7:" in line]
+    assert step and all("to go" not in line for line in step)  # no share known: no estimate
+
+
 def test_progress_says_which_start_where_and_how_long(monkeypatch):
     from banmf._progress import StartProgress
 

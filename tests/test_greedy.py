@@ -380,6 +380,17 @@ def test_grecond_reports_the_uncovered_ones(progress_records):
     ] == est.reconstruction_err_
 
 
+def test_an_unknown_total_and_the_setup_are_reported(progress_records):
+    X, _, _ = make_boolean(60, 30, 3, 0.3, random_state=0)
+    GreConD(None).fit(X)  # factors until X is covered: how many is not known in advance
+    steps = [r for r in progress_records if r["event"] == "iteration"]
+    assert steps and all(r["max_iter"] is None for r in steps)
+    progress_records.clear()
+    ASSO(3, tau=0.5).fit(X)
+    assert progress_records[0]["event"] == "setup"
+    assert "association" in progress_records[0]["setup"]
+
+
 # ------------------------------------------------------------------------------- Ctrl-C
 
 

@@ -126,6 +126,8 @@ class ASSO(BaseFactorization):
             f"(up to {format_size(min(products, m * m) * 40)})",
             "sample or split the columns",
         )
+        progress = StartProgress(1, 1, len(taus) * k)
+        progress.setup("the association matrix and its candidates")
         assoc = _Association(X)
         greedy = _Greedy(X, k, w_pos, w_neg, assoc)
         plan = {tau: assoc.candidates(tau) for tau in taus}
@@ -147,7 +149,6 @@ class ASSO(BaseFactorization):
             f"{what} with n_components={k} and tau={self.tau}",
             fix,
         )
-        progress = StartProgress(1, 1, len(taus) * k)
         self.tau_errors_ = {}
         best = None
         interrupted = cancel = False

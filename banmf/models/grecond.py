@@ -114,7 +114,7 @@ class GreConD(BaseFactorization):
         self._polish_method(limit or 1)  # validate before the work
         self._check_work(X, limit)
         # Without a limit, X.nnz bounds the number of factors (each covers a new one).
-        progress = StartProgress(1, 1, limit or max(1, X.nnz))
+        progress = StartProgress(1, 1, limit)  # None: factors until X is covered, how many unknown
         concepts = []
         interrupted = cancel = False
         try:
