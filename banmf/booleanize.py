@@ -178,7 +178,7 @@ def booleanize(
     *,
     normalize: str | None = "balance",
     search: str = "pruned",
-) -> _Booleanization:
+) -> Factorization:
     """Threshold nonnegative factors into Boolean ones by a grid search (paper Algorithm 2).
 
     The thresholds ``(δ_W, δ_H)`` range over ``linspace(0, max, n_thresholds)`` of each

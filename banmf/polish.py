@@ -209,7 +209,7 @@ def _check_rounds(value, name: str) -> int:
     return int(value)
 
 
-def polish(X, W, H, *, method: str = "auto", max_rounds: int = 100) -> _Polished:
+def polish(X, W, H, *, method: str = "auto", max_rounds: int = 100) -> Factorization:
     """Improve Boolean factors by alternating exact Boolean row and column updates.
 
     With H fixed, every row of W is changed to a pattern with a lower row error; then every
@@ -284,7 +284,7 @@ def polish_factors(
     return _Polished(W, np.ascontiguousarray(Ht.T), history[-1], history, rounds, method)
 
 
-def refine_thresholds(X, W, H, threshold_w, threshold_h, *, max_sweeps: int = 100) -> _Thresholds:
+def refine_thresholds(X, W, H, threshold_w, threshold_h, *, max_sweeps: int = 100) -> Factorization:
     """Per-factor thresholds by cyclic coordinate descent, from given (e.g. global) ones.
 
     Starting from ``W > threshold_w`` and ``H > threshold_h``, each column l of W in turn gets the
