@@ -58,8 +58,8 @@ from banmf._kernels.mu import (
 from banmf._kernels.prefetch import AHEAD, prefetch_row, prefetch_row_for_write, zeros_line_aligned
 from banmf._kernels.simd import (
     Width,
-    _item_pointer,
     hsum4,
+    item_pointer,
     vdot_partial,
     vfma,
     vloadw,
@@ -80,7 +80,7 @@ def item(typingctx, arr, p):
 
     def codegen(context, builder, sig, args):
         return builder.load(
-            _item_pointer(context, builder, sig.args[0], args[0], args[1:], sig.args[1:])
+            item_pointer(context, builder, sig.args[0], args[0], args[1:], sig.args[1:])
         )
 
     return arr.dtype(arr, p), codegen
@@ -98,7 +98,7 @@ def set_item(typingctx, arr, p, v):
 
     def codegen(context, builder, sig, args):
         builder.store(
-            args[2], _item_pointer(context, builder, sig.args[0], args[0], args[1:2], sig.args[1:2])
+            args[2], item_pointer(context, builder, sig.args[0], args[0], args[1:2], sig.args[1:2])
         )
         return context.get_dummy_value()
 

@@ -18,7 +18,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .simd import python_twin
+from .simd import item_pointer, python_twin
 
 #: Bytes per cache line on every x86-64 and most ARM cores.
 LINE = 64
@@ -55,22 +55,7 @@ def _make_prefetch(rw: int):
 
         def codegen(context, builder, signature, args):
             aryty, ity, lty = signature.args
-            ary = context.make_array(aryty)(context, builder, args[0])
-            index = [
-                context.cast(builder, args[1], ity, types.intp),
-                context.cast(builder, args[2], lty, types.intp),
-            ]
-            ptr = cgutils.get_item_pointer2(
-                context,
-                builder,
-                ary.data,
-                cgutils.unpack_tuple(builder, ary.shape),
-                cgutils.unpack_tuple(builder, ary.strides),
-                aryty.layout,
-                index,
-                wraparound=False,
-                boundscheck=False,
-            )
+            ptr = item_pointer(context, builder, aryty, args[0], args[1:], (ity, lty))
             i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
             fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
             fn = cgutils.get_or_insert_function(builder.module, fnty, PREFETCH_INTRINSIC)

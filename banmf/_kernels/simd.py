@@ -154,7 +154,8 @@ def _float_array(arr, ndim):
     return isinstance(arr, types.Array) and arr.ndim == ndim and isinstance(arr.dtype, types.Float)
 
 
-def _item_pointer(context, builder, aryty, ary, index_vals, index_tys):
+def item_pointer(context, builder, aryty, ary, index_vals, index_tys):
+    """Address of ``ary[index]`` in generated code (no wraparound, no bounds check)."""
     ary = context.make_array(aryty)(context, builder, ary)
     index = [context.cast(builder, v, t, types.intp) for v, t in zip(index_vals, index_tys)]
     return cgutils.get_item_pointer2(
@@ -190,7 +191,7 @@ def _load(arr, width):
         return None
 
     def codegen(context, builder, sig, args):
-        ptr = _item_pointer(context, builder, sig.args[0], args[0], args[1:3], sig.args[1:3])
+        ptr = item_pointer(context, builder, sig.args[0], args[0], args[1:3], sig.args[1:3])
         ptr = builder.bitcast(ptr, context.get_value_type(vt).as_pointer())
         return builder.load(ptr, align=arr.dtype.bitwidth // 8)
 
@@ -235,7 +236,7 @@ def vstore(typingctx, arr, i, l, v):
         return None
 
     def codegen(context, builder, sig, args):
-        ptr = _item_pointer(context, builder, sig.args[0], args[0], args[1:3], sig.args[1:3])
+        ptr = item_pointer(context, builder, sig.args[0], args[0], args[1:3], sig.args[1:3])
         builder.store(
             args[3], builder.bitcast(ptr, args[3].type.as_pointer()), align=arr.dtype.bitwidth // 8
         )
@@ -257,7 +258,7 @@ def vaccumulate(typingctx, arr, i, l, v):
         return None
 
     def codegen(context, builder, sig, args):
-        ptr = _item_pointer(context, builder, sig.args[0], args[0], args[1:3], sig.args[1:3])
+        ptr = item_pointer(context, builder, sig.args[0], args[0], args[1:3], sig.args[1:3])
         wide = ir.VectorType(ir.DoubleType(), v.lanes)
         ptr = builder.bitcast(ptr, wide.as_pointer())
         x = args[3] if v.dtype == types.float64 else builder.fpext(args[3], wide)
