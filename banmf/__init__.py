@@ -34,7 +34,7 @@ from .models import (
     RegularizedNMF,
     ZhangThreshold,
 )
-from .polish import polish, refine_thresholds
+from .polish import polish, refine_thresholds, swap_factors
 from .result import Factorization
 
 # The version is defined once, in pyproject.toml; a source tree that is not installed has none.
@@ -73,4 +73,5 @@ __all__ = [
     "make_sparse_uniform",
     "polish",
     "refine_thresholds",
+    "swap_factors",
 ]

@@ -177,3 +177,47 @@ def row_errors(X, H):
     pats = ((np.arange(1 << k)[:, None] >> np.arange(k)) & 1).astype(bool)
     covered = boolean_product(pats, H)  # (2^k, m)
     return (X.astype(bool)[:, None, :] ^ covered[None, :, :]).sum(axis=2)
+
+
+def single_cover(X, A, B):
+    """out[r, l]: ones of row r of X covered by bit l alone of A[r] & B[j]; out[r, k]: ones no
+    bit covers (A (r, k), B (c, k) bool; dense)."""
+    k = A.shape[1]
+    out = np.zeros((X.shape[0], k + 1), dtype=np.int64)
+    for r, j in zip(*np.nonzero(X)):
+        shared = np.flatnonzero(A[r] & B[j])
+        if len(shared) == 0:
+            out[r, k] += 1
+        elif len(shared) == 1:
+            out[r, shared[0]] += 1
+    return out
+
+
+def swap_changes(X, W, H):
+    """change[l, j]: error after replacing factor l by column j over the rows where its ones are
+    then uncovered, minus the error now (dense brute force, one trial per pair)."""
+    k, m = H.shape
+    now = boolean_error(X, W, H)
+    change = np.zeros((k, m), dtype=np.int64)
+    for l in range(k):
+        for j in range(m):
+            W2, H2 = W.copy(), H.copy()
+            W2[:, l] = False
+            H2[l] = False
+            rows = X[:, j].astype(bool) & ~boolean_product(W2, H2)[:, j]
+            W2[:, l] = rows
+            H2[l, j] = True
+            change[l, j] = boolean_error(X, W2, H2) - now
+    return change
+
+
+def column_factors(X, k):
+    """The k columns with the most ones (ties: lower index), each with all its rows."""
+    n, m = X.shape
+    top = np.argsort(-X.astype(bool).sum(axis=0), kind="stable")[:k]
+    W = np.zeros((n, k), dtype=bool)
+    H = np.zeros((k, m), dtype=bool)
+    for l, j in enumerate(top):
+        W[:, l] = X[:, j].astype(bool)
+        H[l, j] = True
+    return W, H

@@ -137,3 +137,30 @@ def uncovered_counts(U, R, only, out):
                     # in the pattern, covered at all if not.
                     total += np.int64(popcount64(R[l, q] & ~(twos[q] if in_u else ones[q])))
                 out[u, l - first] = total
+
+
+@kernel()
+def single_cover(indptr, indices, A, B, out):
+    """Ones of X by how they are covered, row by row of the mask: ``out[r, l]`` counts the ones
+    of row r that bit l alone covers, ``out[r, k]`` those that no bit covers.
+
+    Row r has pattern ``A[r]`` and column j the code ``B[j]`` (both k bits in words), as in
+    :func:`support_uncovered`; ``out`` has shape (rows, k + 1). Cost O(nnz · words).
+    """
+    k = out.shape[1] - 1
+    words = A.shape[1]
+    for r in prange(A.shape[0]):
+        for c in range(k + 1):
+            out[r, c] = 0
+        for p in range(indptr[r], indptr[r + 1]):
+            j = indices[p]
+            shared = 0
+            for w in range(words):
+                shared += np.int64(popcount64(A[r, w] & B[j, w]))
+            if shared == 0:
+                out[r, k] += 1
+            elif shared == 1:
+                for w in range(words):
+                    x = A[r, w] & B[j, w]
+                    if x:
+                        out[r, (w << 6) + _low_bit(x)] += 1

@@ -11,15 +11,22 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._boolean import transpose_mask
-from .._params import CALLABLE, FLOAT_DTYPE, NONE, Interval, Options
+from .._boolean import mismatches, transpose_mask
+from .._params import BOOLEAN, CALLABLE, FLOAT_DTYPE, NONE, Interval, Options
 from .._progress import StartProgress
 from .._signals import Interruptions
 from .._threads import cancelled, current_threads, thread_budget
 from .._validation import check_dtype, check_random_state
 from ..booleanize import boolean_product, threshold_factors
 from ..exceptions import ConvergenceWarning
-from ..polish import polish_factors, polish_rows, refine_factor_thresholds, resolve_polish
+from ..polish import (
+    column_factors,
+    polish_factors,
+    polish_rows,
+    refine_factor_thresholds,
+    resolve_polish,
+    swap_steps,
+)
 from ..result import relative_error
 from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, store_params
 from ._mu import MUSolver, lambda_schedule
@@ -113,6 +120,17 @@ class BANMF(BaseFactorization):
         After thresholding, improve the Boolean factors with :func:`banmf.polish` (alternating
         Boolean row/column updates; the error never rises). True means "auto": exact updates
         over all 2^k row patterns on small problems, single-bit flips on large ones or k > 16.
+    swap : bool, default True
+        After the polish, replace weak factors by strong columns while that lowers the error
+        (:func:`banmf.swap_factors`: the factor whose removal costs least against the column
+        with the most uncovered ones, then the polish again). On very sparse data a relaxed fit
+        often spends several factors on the same heavy columns, or leaves one empty, and the
+        polish alone cannot move a whole factor. The error never rises.
+    column_start : bool, default True
+        Besides the ``n_init`` starts, try the Boolean factors made of the k columns with the
+        most ones, each with all its rows (the factors greedy methods such as ASSO find on very
+        sparse data), refined by the polish and the swaps; kept when its error is lowest. It
+        costs a polish, not an iteration run, and is not counted in ``n_init``.
     n_init : int or "auto", default "auto"
         Independent random initialisations; the one with the lowest final Boolean error is
         kept (ties: the earliest; an exact fit stops the restarts). The first uses the same
@@ -224,6 +242,8 @@ class BANMF(BaseFactorization):
         normalize="balance",
         thresholds="per-factor",
         polish=True,
+        swap=True,
+        column_start=True,
         n_init="auto",
         dtype=np.float64,
         n_jobs=None,
@@ -247,6 +267,8 @@ class BANMF(BaseFactorization):
         "n_thresholds": [Interval(Integral, 1, None)],
         "normalize": [Options("balance"), NONE],
         "thresholds": [Options("per-factor", "global")],
+        "swap": [BOOLEAN],
+        "column_start": [BOOLEAN],
         "n_init": [Options("auto"), Interval(Integral, 1, None)],
         "dtype": [FLOAT_DTYPE],
         "callback": [NONE, CALLABLE],
@@ -275,6 +297,7 @@ class BANMF(BaseFactorization):
             raise ValueError(f"upper ({upper}) must be >= lower ({self.lower})")
         p["upper"] = upper
         p["polish"] = self._polish_method(k)
+        p["swap"], p["column_start"] = bool(self.swap), bool(self.column_start)
         # "auto" is decided when the first start has run (:meth:`_auto_n_init`); until then up
         # to the largest tier may start.
         p["auto_n_init"] = self.n_init == "auto" and self.init == "random"
@@ -421,7 +444,12 @@ class BANMF(BaseFactorization):
             )
         rng = check_random_state(self.random_state)
         # Xᵀ's mask serves the threshold descent and the polish of every start.
-        refine = self.thresholds == "per-factor" or p["polish"] is not None
+        refine = (
+            self.thresholds == "per-factor"
+            or p["polish"] is not None
+            or p["swap"]
+            or p["column_start"]
+        )
         Xt = transpose_mask(X) if refine else None
         # The starting factors are drawn in start order from one generator, whichever thread
         # then runs the start: the same starts as one after the other.
@@ -433,6 +461,20 @@ class BANMF(BaseFactorization):
         if not runs:  # Ctrl-C before any start had factors: nothing to keep
             raise KeyboardInterrupt
         best = min(runs, key=lambda run: run["error"])  # ties: the earliest start
+        self.column_start_error_ = None
+        if p["column_start"] and not interrupted and best["error"] > 0 and k > 0:
+            column = self._column_start(X, Xt, p["k"])
+            progress = StartProgress(len(runs), len(runs), None)
+            progress.phase("column start")
+            try:
+                self._boolean_steps(X, Xt, column, p, progress)
+            except KeyboardInterrupt:  # the steps done so far stand
+                if not interrupts.first():
+                    raise
+                interrupted = True
+            self.column_start_error_ = column["error"]
+            if column["error"] < best["error"]:  # ties: the iterated start
+                best = column
         self.init_errors_ = [run["error"] for run in runs]
         self.n_init_ = self._auto_n_init(p, runs[0]) if p["auto_n_init"] else p["n_init"]
         self.loss_curve_ = best["losses"]
@@ -443,6 +485,7 @@ class BANMF(BaseFactorization):
             best["unpolished_err"],
         )
         self.polish_rounds_, self.refinement_ = best["polish_rounds"], best["refinement"]
+        self.swaps_ = best["swaps"]
         self._set_result(
             X,
             best["W"],
@@ -677,6 +720,7 @@ class BANMF(BaseFactorization):
                 "booleanized_err": res.error,
                 "unpolished_err": res.error,
                 "polish_rounds": 0,
+                "swaps": [],
                 "refinement": {"grid": res.error},
                 "W": res.W,
                 "H": res.H,
@@ -703,16 +747,7 @@ class BANMF(BaseFactorization):
                     thresholds=(tw, th),
                     refinement={**out["refinement"], "per-factor thresholds": ref.error},
                 )
-            if p["polish"] is not None:
-                progress.phase("polish")
-                pol = polish_factors(X, out["W"], out["H"], p["polish"], Xt=Xt)
-                out.update(
-                    W=pol.W,
-                    H=pol.H,
-                    error=pol.error,
-                    polish_rounds=pol.rounds,
-                    refinement={**out["refinement"], "polish": pol.error},
-                )
+            self._boolean_steps(X, Xt, out, p, progress)
         except KeyboardInterrupt:
             # The steps done so far stand; without a search done, the start is dropped if an
             # earlier one has a result, else its factors must be booleanized all the same.
@@ -728,6 +763,60 @@ class BANMF(BaseFactorization):
         )
         progress.done(out["error"])
         return out
+
+    @staticmethod
+    def _boolean_steps(X, Xt, out: dict, p: dict, progress: StartProgress) -> None:
+        """The polish and the swaps on a start's Boolean factors, updating ``out`` after each
+        step, so that Ctrl-C keeps the steps done so far."""
+        if p["polish"] is not None:
+            progress.phase("polish")
+            pol = polish_factors(X, out["W"], out["H"], p["polish"], Xt=Xt)
+            out.update(
+                W=pol.W,
+                H=pol.H,
+                error=pol.error,
+                polish_rounds=pol.rounds,
+                refinement={**out["refinement"], "polish": pol.error},
+            )
+        if p["swap"] and out["error"] > 0 and out["W"].shape[1] > 0:
+            progress.phase("swaps")
+            # At most one swap per factor on average: each is a polish, and on sparse data
+            # the first few swaps bring nearly all of the gain.
+            steps = swap_steps(X, out["W"], out["H"], p["polish"] or "auto", out["W"].shape[1], Xt)
+            for step in steps:
+                out.update(
+                    W=step.W,
+                    H=step.H,
+                    error=step.error,
+                    swaps=[*out["swaps"], (step.factor, step.column)],
+                    refinement={**out["refinement"], "swaps": step.error},
+                )
+
+    @staticmethod
+    def _column_start(X, Xt, k: int) -> dict:
+        """The column start (``column_start``) as a start's record: the k columns with the
+        most ones as factors, before the polish and the swaps."""
+        W, H = column_factors(Xt, k)
+        error = mismatches(X, W, H)
+        return {
+            "losses": np.zeros(0),
+            "n_iter": 0,
+            "stopped": False,
+            "W_continuous": W.astype(np.float64),
+            "H_continuous": H.astype(np.float64),
+            "grid_thresholds": (0.5, 0.5),
+            "thresholds": (np.full(k, 0.5), np.full(k, 0.5)),
+            "booleanized_err": error,
+            "unpolished_err": error,
+            "polish_rounds": 0,
+            "swaps": [],
+            "refinement": {"columns": error},
+            "W": W,
+            "H": H,
+            "error": error,
+            "interrupted": False,
+            "signalled": False,
+        }
 
     def fit_transform(self, X, y=None, W=None, H=None) -> np.ndarray:
         """Fit to X and return the Boolean W of shape (n, k)."""

@@ -37,6 +37,8 @@ class RegularizedBANMF(BANMF):
         normalize="balance",
         thresholds="per-factor",
         polish=True,
+        swap=True,
+        column_start=True,
         n_init="auto",
         dtype=np.float64,
         n_jobs=None,
@@ -53,7 +55,8 @@ class NMF(BANMF):
     This is BANMF with Y frozen at X (no projection), sharing its sparse kernels: O(nnz·k)
     per iteration. Parameters and attributes are those of :class:`BANMF` (``lower`` and
     ``upper`` are unused), but as a baseline it defaults to the paper's configuration:
-    ``thresholds="global"``, ``polish=False``, ``n_init=1``, ``tol=None``. ``regularization``
+    ``thresholds="global"``, ``polish=False``, ``swap=False``, ``column_start=False``,
+    ``n_init=1``, ``tol=None``. ``regularization``
     adds Zhang et al.'s penalty ``(λ/2)(‖W²−W‖² + ‖H²−H‖²)``.
 
     References
@@ -81,6 +84,8 @@ class NMF(BANMF):
         normalize="balance",
         thresholds="global",
         polish=False,
+        swap=False,
+        column_start=False,
         n_init=1,
         dtype=np.float64,
         n_jobs=None,
@@ -111,6 +116,8 @@ class RegularizedNMF(NMF):
         normalize="balance",
         thresholds="global",
         polish=False,
+        swap=False,
+        column_start=False,
         n_init=1,
         dtype=np.float64,
         n_jobs=None,
