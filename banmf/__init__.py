@@ -15,7 +15,7 @@ from .booleanize import (
     booleanize,
     error_counts,
 )
-from .datasets import make_boolean, make_sparse_degrees, make_sparse_uniform
+from .datasets import make_boolean, make_sparse_degrees, make_sparse_tiles, make_sparse_uniform
 from .exceptions import (
     ConvergenceWarning,
     DataWarning,
@@ -70,6 +70,7 @@ __all__ = [
     "fit_many",
     "make_boolean",
     "make_sparse_degrees",
+    "make_sparse_tiles",
     "make_sparse_uniform",
     "polish",
     "refine_thresholds",

@@ -28,6 +28,7 @@ __all__ = [
     "load_zoo",
     "make_boolean",
     "make_sparse_degrees",
+    "make_sparse_tiles",
     "make_sparse_uniform",
     "planted_probability",
     "rank_gap_case",
@@ -298,6 +299,147 @@ def make_sparse_degrees(
     row_deg = _degree_sequence(rng, n, row_w, nnz, m)
     col_deg = _degree_sequence(rng, m, col_w, nnz, n)
     return support_mask_from_keys(_match_degrees(rng, row_deg, col_deg, col_w), (n, m))
+
+
+def make_sparse_tiles(
+    n: int,
+    m: int,
+    nnz: int,
+    k: int,
+    *,
+    tile_share: float = 0.5,
+    tile_cols: tuple[int, int] = (2, 20),
+    dropout: float = 0.0,
+    rows: str = "powerlaw",
+    cols: str = "powerlaw",
+    exponent: float = 2.5,
+    random_state=None,
+):
+    """Sparse data that looks like real data, with known Boolean factors: overlapping planted
+    tiles over a skewed background.
+
+    Baskets, logs and annotations are very sparse and skewed, and their patterns (items bought
+    together, tags used together) are small sets of columns shared by many rows, the popular
+    columns in many patterns at once. This generator plants ``k`` tiles (row set × column set)
+    and adds background ones:
+
+    - rows and columns get weights of the kinds ``rows`` and ``cols`` (as
+      :func:`make_sparse_degrees`: power-law weights make a few rows and columns heavy);
+    - tile l has between ``tile_cols[0]`` and ``tile_cols[1]`` columns (log-uniform) and an area
+      in proportion to a Pareto weight (a few large tiles, many small ones), the areas summing
+      to about ``tile_share * nnz``; its rows and columns are drawn without replacement in
+      proportion to the weights, so heavy columns sit in several tiles and tiles overlap;
+    - a fraction ``dropout`` of the tiles' cells is cleared (false negatives);
+    - the rest of the ``nnz`` ones are background (false positives for the tiles): a random
+      bipartite graph with degrees drawn from the same weights.
+
+    Time and memory are O(nnz + (n + m)·k): nothing of size n·m is formed.
+
+    Parameters
+    ----------
+    n, m : int
+        Shape of X.
+    nnz : int
+        Target number of nonzeros: X has about this many (background ones that fall inside a
+        tile count once).
+    k : int
+        Number of planted tiles.
+    tile_share : float in [0, 1], default 0.5
+        Share of ``nnz`` planted in tiles (before the dropout).
+    tile_cols : (int, int), default (2, 20)
+        Least and most columns of a tile (capped at m).
+    dropout : float in [0, 1), default 0.0
+        Fraction of the tiles' cells cleared.
+    rows, cols : {"uniform", "poisson", "powerlaw"}, default "powerlaw"
+    exponent : float > 1, default 2.5
+        Exponent of the power laws (weights of rows, columns and tile areas).
+    random_state : None, int or Generator
+
+    Returns
+    -------
+    X : csr_array of shape (n, m), bool
+    W : ndarray of shape (n, k), bool
+        ``W[:, l]``: the rows of tile l.
+    H : ndarray of shape (k, m), bool
+        ``H[l]``: the columns of tile l. ``W⊗H`` is the planted truth; its error against X is
+        the background outside the tiles plus the dropped cells.
+
+    Examples
+    --------
+    >>> X, W, H = make_sparse_tiles(2000, 300, 10_000, 5, random_state=0)
+    >>> X.shape, W.shape, H.shape
+    ((2000, 300), (2000, 5), (5, 300))
+    >>> bool(abs(X.nnz - 10_000) < 1_000)
+    True
+    """
+    for name, v in (("n", n), ("m", m), ("nnz", nnz), ("k", k)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+            raise ValueError(f"{name} must be a nonnegative integer, got {v!r}")
+    if n < 1 or m < 1:
+        raise ValueError(f"n and m must be positive, got {n} and {m}")
+    n, m, nnz, k = int(n), int(m), int(nnz), int(k)
+    if nnz > n * m:
+        raise ValueError(f"nnz={nnz} exceeds n*m={n * m}")
+    for name, v, closed in (("tile_share", tile_share, True), ("dropout", dropout, False)):
+        ok = isinstance(v, (int, float, np.number)) and not isinstance(v, bool)
+        if not ok or not (0 <= v <= 1 if closed else 0 <= v < 1):
+            bound = "[0, 1]" if closed else "[0, 1)"
+            raise ValueError(f"{name} must be a number in {bound}, got {v!r}")
+    lo, hi = _check_tile_cols(tile_cols)
+    for name, kind in (("rows", rows), ("cols", cols)):
+        if kind not in DEGREE_KINDS:
+            raise ValueError(f"{name} must be one of {DEGREE_KINDS}, got {kind!r}")
+    if (
+        isinstance(exponent, bool)
+        or not isinstance(exponent, (int, float, np.number))
+        or not exponent > 1
+    ):
+        raise ValueError(f"exponent must be a number > 1, got {exponent!r}")
+    check_matrix_size(
+        n,
+        m,
+        nnz,
+        f"make_sparse_tiles({n}, {m}, {nnz}, {k})",
+        extra=32 * (n + m) + 96 * nnz + (n + m) * k,
+    )
+    rng = check_random_state(random_state)
+    row_w = _degree_weights(rng, n, rows, exponent)
+    col_w = _degree_weights(rng, m, cols, exponent)
+    W = np.zeros((n, k), dtype=bool)
+    H = np.zeros((k, m), dtype=bool)
+    planted = []
+    if k:
+        lo, hi = min(lo, m), min(hi, m)
+        widths = np.exp(rng.uniform(np.log(lo), np.log(hi + 1), size=k)).astype(np.int64)
+        widths = np.clip(widths, lo, hi)
+        areas = _degree_weights(rng, k, "powerlaw", exponent) * tile_share * nnz
+        heights = np.clip(np.rint(areas / widths), 1, n).astype(np.int64)
+        for l in range(k):
+            r = rng.choice(n, size=heights[l], replace=False, p=row_w)
+            c = rng.choice(m, size=widths[l], replace=False, p=col_w)
+            W[r, l] = True
+            H[l, c] = True
+            planted.append((r[:, None].astype(np.int64) * m + c[None, :]).ravel())
+    keys = np.unique(np.concatenate(planted)) if planted else np.zeros(0, dtype=np.int64)
+    if dropout and len(keys):
+        keys = keys[rng.random(len(keys)) >= dropout]
+    background = max(0, nnz - len(keys))
+    if background:
+        row_deg = _degree_sequence(rng, n, row_w, background, m)
+        col_deg = _degree_sequence(rng, m, col_w, background, n)
+        keys = np.union1d(keys, _match_degrees(rng, row_deg, col_deg, col_w))
+    return support_mask_from_keys(keys, (n, m)), W, H
+
+
+def _check_tile_cols(tile_cols) -> tuple[int, int]:
+    try:
+        lo, hi = (int(v) for v in tile_cols)
+        ok = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in tile_cols)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok or not 1 <= lo <= hi:
+        raise ValueError(f"tile_cols must be two integers 1 <= low <= high, got {tile_cols!r}")
+    return lo, hi
 
 
 def _degree_weights(rng: np.random.Generator, size: int, kind: str, exponent: float):

@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import reference as ref
+import scipy.sparse as sp
 
-from banmf import make_boolean, make_sparse_uniform
+from banmf import make_boolean, make_sparse_tiles, make_sparse_uniform
 from banmf.datasets import (
     load_lucap0,
     load_mushroom,
@@ -142,6 +143,69 @@ def test_sparse_degrees_bad_arguments():
         make_sparse_degrees(2, 2, 5)
     with pytest.raises(ValueError, match="nnz must be"):
         make_sparse_degrees(2, 2, -1)
+
+
+def test_sparse_tiles_plant_the_tiles_in_x():
+    X, W, H = make_sparse_tiles(5000, 400, 40000, 8, random_state=0)
+    assert X.shape == (5000, 400) and W.shape == (5000, 8) and H.shape == (8, 400)
+    assert X.has_canonical_format and abs(X.nnz - 40000) < 0.1 * 40000
+    D = X.toarray()
+    P = ref.boolean_product(W, H)
+    assert not (P & ~D).any()  # without dropout every tile cell is a one of X
+    # about half of the ones are planted, half background
+    assert 0.3 < P.sum() / X.nnz < 0.6
+    widths, heights = H.sum(axis=1), W.sum(axis=0)
+    assert widths.min() >= 2 and widths.max() <= 20 and heights.min() >= 1
+    # tiles overlap: power-law columns are drawn into several tiles
+    assert (H.astype(int).sum(axis=0) >= 2).any()
+
+
+def test_sparse_tiles_dropout_clears_that_share_of_the_tiles():
+    X, W, H = make_sparse_tiles(4000, 300, 30000, 6, tile_share=0.8, dropout=0.2, random_state=1)
+    P = ref.boolean_product(W, H)
+    kept = (X.toarray() & P).sum() / P.sum()
+    # dropped cells come back only where the background lands on them (a few %)
+    assert 0.76 < kept < 0.86
+
+
+def test_sparse_tiles_degrees_follow_the_kinds():
+    """The background (the ones outside the tiles) has degrees of the kinds asked for."""
+    n, m, nnz = 20000, 2000, 200000
+
+    def background(cols):
+        X, W, H = make_sparse_tiles(n, m, nnz, 10, rows="poisson", cols=cols, random_state=2)
+        return _degrees(sp.csr_array(X.toarray() & ~ref.boolean_product(W, H)))
+
+    r, c = background("powerlaw")
+    assert c.max() > 10 * c.mean()
+    assert r.var() == pytest.approx(r.mean(), rel=0.2)  # Poisson rows: variance ≈ mean
+    r, c = background("poisson")
+    assert c.var() == pytest.approx(c.mean(), rel=0.2) and c.max() < 2 * c.mean()
+
+
+def test_sparse_tiles_reproducible_and_checked():
+    a = make_sparse_tiles(500, 100, 3000, 4, random_state=3)
+    b = make_sparse_tiles(500, 100, 3000, 4, random_state=3)
+    assert (a[0] != b[0]).nnz == 0 and (a[1] == b[1]).all() and (a[2] == b[2]).all()
+    X, W, H = make_sparse_tiles(50, 10, 0, 0, random_state=0)
+    assert X.nnz == 0 and W.shape == (50, 0) and H.shape == (0, 10)
+    X, W, H = make_sparse_tiles(30, 3, 20, 2, tile_cols=(2, 50), random_state=0)
+    assert H.sum(axis=1).max() <= 3
+    for kwargs, match in (
+        ({"tile_share": 1.5}, "tile_share"),
+        ({"dropout": 1.0}, "dropout"),
+        ({"tile_cols": (0, 3)}, "tile_cols"),
+        ({"tile_cols": (5, 3)}, "tile_cols"),
+        ({"tile_cols": 4}, "tile_cols"),
+        ({"rows": "zipf"}, "rows must be one of"),
+        ({"exponent": 1}, "exponent"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            make_sparse_tiles(20, 20, 50, 2, **kwargs)
+    with pytest.raises(ValueError, match="k must be"):
+        make_sparse_tiles(20, 20, 50, -1)
+    with pytest.raises(ValueError, match="exceeds"):
+        make_sparse_tiles(2, 2, 5, 1)
 
 
 def test_rank_gap_suite_redraws_below_k():
