@@ -7,6 +7,7 @@ one of
 - :class:`Interval` (numbers of a kind between two bounds),
 - :class:`Options` (a few literal values, compared by type and value so that ``True`` is not
   ``1``),
+- :func:`subset_of` (a tuple of distinct values among a few),
 - :data:`NONE`, :data:`BOOLEAN`, :data:`CALLABLE`, :data:`RANDOM_STATE`, :data:`FLOAT_DTYPE`,
   :data:`N_JOBS`.
 
@@ -33,6 +34,7 @@ __all__ = [
     "RANDOM_STATE",
     "Interval",
     "Options",
+    "subset_of",
     "validate_params",
 ]
 
@@ -131,6 +133,18 @@ N_JOBS = _Kind(
     "None or a nonzero integer",
     lambda v: v is None or (isinstance(v, numbers.Integral) and not _is_bool(v) and v != 0),
 )
+
+
+def subset_of(*values) -> _Kind:
+    """A tuple (or list) of distinct values among ``values``, in any order; empty allowed."""
+
+    def test(v) -> bool:
+        if not isinstance(v, (tuple, list)):
+            return False
+        chosen = [x for x in v if any(type(x) is type(o) and x == o for o in values)]
+        return len(chosen) == len(v) and len(set(chosen)) == len(chosen)
+
+    return _Kind(f"a tuple of distinct values among {', '.join(map(repr, values))}", test)
 
 
 def validate_params(constraints: dict, params: dict, owner: str) -> None:

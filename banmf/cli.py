@@ -41,7 +41,8 @@ def _parse_param(text: str) -> tuple[str, object]:
     try:
         value = ast.literal_eval(raw)
     except (ValueError, SyntaxError):
-        value = raw  # a bare word such as logspace or float32
+        # Bare words such as logspace or float32; a comma list of them (nmf,columns) is a tuple.
+        value = tuple(w.strip() for w in raw.split(",") if w.strip()) if "," in raw else raw
     return key.strip(), value
 
 
@@ -376,9 +377,13 @@ def cmd_factorize(args, out, err) -> int:
         record.update(refinement=dict(info["refinement_"]), n_init=n_init, starts_run=ran)
         of = f" of {n_init}" if ran < n_init else ""
         steps = " → ".join(f"{step} {error}" for step, error in info["refinement_"].items())
-        lines.append(
-            f"refinement      {steps} (best of {ran}{of} {'start' if n_init == 1 else 'starts'})"
-        )
+        starts = f"{ran}{of} {'start' if n_init == 1 else 'starts'}"
+        extra = list(info.get("extra_start_errors_") or {})
+        if extra:
+            starts += " + " + ", ".join(extra)
+        kept = info.get("best_start_")
+        kept = f"{kept} start: " if isinstance(kept, str) else ""
+        lines.append(f"refinement      {steps} ({kept}best of {starts})")
     if record["interrupted"]:
         why = f"by {record['signal']}" if signalled else "by request"
         lines.append(f"interrupted     {why}: the best result so far")

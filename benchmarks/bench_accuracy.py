@@ -27,16 +27,21 @@ import numpy as np
 
 import banmf
 
-PAPER = {"n_init": 1, "tol": None, "thresholds": "global", "polish": False}
+PAPER = dict(banmf.PAPER_CONFIG)
 DEFAULT = "default (tol='auto', n_init='auto': 10 starts here)"
-CONFIGS = {
-    "paper": PAPER,
-    "+ per-factor thresholds": {"n_init": 1, "tol": None, "polish": False},
-    "+ polish": {"n_init": 1, "tol": None},
-    "+ 3 starts": {"n_init": 3, "tol": None},
-    "+ 5 starts": {"n_init": 5, "tol": None},
-    DEFAULT: {},
-}
+# Each row adds one step of the default pipeline to the one above.
+_STEPS = [
+    ("+ per-factor thresholds", {"thresholds": "per-factor"}),
+    ("+ polish", {"polish": True}),
+    ("+ swaps", {"swap": True}),
+    ("+ extra starts", {"extra_starts": ("nmf", "columns")}),
+    ("+ 3 starts", {"n_init": 3}),
+    ("+ 5 starts", {"n_init": 5}),
+]
+CONFIGS = {"paper": PAPER}
+for _name, _step in _STEPS:
+    CONFIGS[_name] = {**list(CONFIGS.values())[-1], **_step}
+CONFIGS[DEFAULT] = {}
 CASES = [(50, 5, 0.2, 10), (50, 5, 0.5, 10), (50, 5, 0.8, 10), (100, 10, 0.5, 5), (100, 10, 0.8, 5)]
 #: The baselines in their published configuration, plus PNL-PF with PyBMF's example settings.
 PEERS = {

@@ -9,13 +9,13 @@ PASS/FAIL against the targets below, and with ``--json`` writes every measuremen
 
 Cases (each fit in its own fresh process, a worker mode of this script):
 
-- ``zoo``: UCI Zoo 101×15, ``BANMF(5, random_state=0)`` with the defaults (10 starts,
-  per-factor thresholds, polish): what the README's ``banmf factorize data/zoo_101x15.mtx -k 5``
-  fits.
-- ``lucap0``: LUCAP0 2000×143, k=10, the paper's configuration ``BANMF(10, n_init=1,
-  thresholds="global", polish=False)``: 1000 iterations and the grid booleanization.
-- ``1e6``: ``make_sparse_uniform(100_000, 10_000, 10**6)``, ``BANMF(32, max_iter=20, n_init=1,
-  thresholds="global", polish=False, dtype=float32)``. Its per-iteration time (the "s/it"
+- ``zoo``: UCI Zoo 101×15, ``BANMF(5, random_state=0)`` with the defaults (10 starts and two
+  extra ones, per-factor thresholds, polish, swaps): what the README's ``banmf factorize
+  data/zoo_101x15.mtx -k 5`` fits.
+- ``lucap0``: LUCAP0 2000×143, k=10, the paper's configuration ``BANMF(10,
+  **banmf.PAPER_CONFIG)``: 1000 iterations and the grid booleanization.
+- ``1e6``: ``make_sparse_uniform(100_000, 10_000, 10**6)``, ``BANMF(32, max_iter=20,
+  **banmf.PAPER_CONFIG, dtype=float32)``. Its per-iteration time (the "s/it"
   column, also shown for LUCAP0) is the loop's time after the first iteration over the 19
   iterations that follow (callback stamps): the first one loads the kernels from the cache
   (about 0.5 s in a fresh process, which would add ~25 ms to a 20-iteration average). The JSON
@@ -69,24 +69,27 @@ BENCH_DIR = Path(__file__).resolve().parent
 CASES = {
     "zoo": {
         "label": "zoo 101×15, k=5",
-        "config": "BANMF(5) defaults (10 starts, per-factor thresholds, polish)",
+        "config": "BANMF(5) defaults (10 starts + 2 extra, per-factor thresholds, polish, swaps)",
         "params": {"n_components": 5},
     },
     "lucap0": {
         "label": "LUCAP0 2000×143, k=10",
-        "config": 'BANMF(10, n_init=1, tol=None, thresholds="global", polish=False), 1000 iterations',
+        "config": "BANMF(10, **PAPER_CONFIG), 1000 iterations",
+        # banmf.PAPER_CONFIG, spelled out: this process imports banmf only in its workers.
         "params": {
             "n_components": 10,
             "n_init": 1,
             "tol": None,
             "thresholds": "global",
             "polish": False,
+            "swap": False,
+            "extra_starts": (),
         },
     },
     "1e6": {
         "label": "10⁶ nnz, k=32, 20 it",
-        "config": 'BANMF(32, max_iter=20, n_init=1, tol=None, thresholds="global", polish=False, '
-        "dtype=float32) on make_sparse_uniform(100,000, 10,000, 10⁶)",
+        "config": "BANMF(32, max_iter=20, **PAPER_CONFIG, dtype=float32) on "
+        "make_sparse_uniform(100,000, 10,000, 10⁶)",
         "params": {
             "n_components": 32,
             "max_iter": 20,
@@ -94,6 +97,8 @@ CASES = {
             "tol": None,
             "thresholds": "global",
             "polish": False,
+            "swap": False,
+            "extra_starts": (),
             "dtype": "float32",
         },
     },

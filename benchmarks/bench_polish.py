@@ -35,7 +35,7 @@ def main(argv=None) -> int:
         "| k | BANMF s/it | method | threshold sweep s (its) | polish round s (its) | full polish s, rounds | error grid → sweep → polish |"
     )
     print("|---|---|---|---|---|---|---|", flush=True)
-    paper = {"n_init": 1, "thresholds": "global", "polish": False}
+    paper = {**banmf.PAPER_CONFIG, "tol": "auto"}
     for k in args.ks:
         banmf.BANMF(k, max_iter=2, **paper).fit(X)  # compile outside the timings
         stamps: list[float] = []

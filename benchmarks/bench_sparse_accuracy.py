@@ -5,7 +5,7 @@
 
 For every dataset and rank k: the relative training error |X − W⊗H| / nnz(X) and the fit time
 of the library default (``banmf``), the paper's configuration of BANMF (one start, 1000
-iterations, global grid thresholds, no polish, no swaps, no column start), banmf's other methods
+iterations, global grid thresholds, no polish, no swaps, no extra starts), banmf's other methods
 in their defaults (``nmf``, ``reg-nmf``, ``asso``, ``grecond``) and scikit-learn's NMF (its
 defaults) booleanized by the paper's grid (``banmf.booleanize``). Seed 0 throughout. A method
 that refuses the problem (a work or memory budget) shows its reason instead of a number.
@@ -40,14 +40,7 @@ import scipy.sparse as sp
 
 import banmf
 
-PAPER = {
-    "n_init": 1,
-    "tol": None,
-    "thresholds": "global",
-    "polish": False,
-    "swap": False,
-    "column_start": False,
-}
+PAPER = dict(banmf.PAPER_CONFIG)
 METHODS = {
     "banmf": ("banmf", {}),
     "banmf (paper)": ("banmf", PAPER),
@@ -179,7 +172,17 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--quick", action="store_true", help="small slices of the data (a smoke run)"
     )
+    parser.add_argument(
+        "--tables",
+        metavar="JSONL",
+        help="print the tables of earlier runs' records (the last of each cell) and exit",
+    )
     args = parser.parse_args(argv)
+    if args.tables:
+        with open(args.tables) as f:
+            records = [json.loads(line) for line in f if line.strip()]
+        print_tables(records, args.data, args.ks, args.methods, "earlier runs")
+        return 0
     tasks = [
         (data, k, label, args.quick, 1 if args.jobs > 1 else 0)
         for data in args.data
@@ -209,12 +212,17 @@ def main(argv=None) -> int:
     finally:
         if out:
             out.close()
-    print(f"relative error (fit seconds); seed 0; {os.cpu_count()} CPUs, --jobs {args.jobs}")
-    for data in args.data:
-        nnz = next((r["nnz"] for r in records if r["data"] == data), 0)
-        print(f"\n## {data} ({nnz:,} ones)\n")
-        print(table(records, data, args.ks, args.methods))
+    print_tables(records, args.data, args.ks, args.methods, f"--jobs {args.jobs}")
     return 0
+
+
+def print_tables(records: list[dict], datasets, ks, labels, how: str) -> None:
+    print(f"relative error (fit seconds); seed 0; {os.cpu_count()} CPUs, {how}")
+    for data in datasets:
+        nnz = next((r["nnz"] for r in records if r["data"] == data), None)
+        if nnz is not None:
+            print(f"\n## {data} ({nnz:,} ones)\n")
+            print(table(records, data, ks, labels))
 
 
 if __name__ == "__main__":

@@ -149,7 +149,7 @@ def summarize(rows: list[dict], keys: list[str], value: str) -> list[dict]:
 
 #: The paper's BANMF: one start, all max_iter iterations, one global pair of grid thresholds,
 #: no polish.
-PAPER_BANMF = {"n_init": 1, "tol": None, "thresholds": "global", "polish": False}
+PAPER_BANMF = dict(banmf.PAPER_CONFIG)
 
 #: Named parameter variants usable wherever a method name is. "banmf" and "reg-banmf" are pinned
 #: to the paper's configuration (the library defaults add restarts, per-factor thresholds and

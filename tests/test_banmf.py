@@ -153,6 +153,7 @@ def test_matches_dense_reference_implementation(regularization, upper, small, mo
         tol=None,
         init="custom",
         normalize=None,
+        extra_starts=(),  # the iterations' own factors, not an extra start's
     ).fit(Xd, W=W0, H=H0)
     lams = {
         None: np.zeros(n_iter),

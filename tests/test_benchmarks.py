@@ -35,3 +35,33 @@ def test_bench_accuracy_quick():
 def test_quickstart(name):
     out = _run(SCRIPTS / name)
     assert "Reg-BANMF" in out and "best of" in out
+
+
+def test_bench_contention_spells_out_the_paper_config():
+    """Its cases hold banmf.PAPER_CONFIG literally (it imports banmf only in its workers)."""
+    import importlib.util
+
+    import banmf
+
+    spec = importlib.util.spec_from_file_location("bench_contention", BENCH / "bench_contention.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for case in ("lucap0", "1e6"):
+        params = module.CASES[case]["params"]
+        assert {key: params[key] for key in banmf.PAPER_CONFIG} == dict(banmf.PAPER_CONFIG)
+
+
+def test_bench_sparse_accuracy_quick():
+    out = _run(
+        BENCH / "bench_sparse_accuracy.py",
+        "--quick",
+        "--data",
+        "tiles-small",
+        "--ks",
+        "5",
+        "--methods",
+        "banmf",
+        "banmf (paper)",
+        "grecond",
+    )
+    assert "## tiles-small" in out and "truth" in out and "rec." in out

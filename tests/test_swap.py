@@ -104,21 +104,35 @@ def test_column_factors_are_the_most_frequent_columns(Xd, k):
     assert not W[:, eW.shape[1] :].any() and not H[eH.shape[0] :].any()
 
 
-def test_the_column_start_competes_with_the_iterated_starts():
-    """On power-law sparse data the most frequent columns are the best factors: the default
-    reaches at least their error; without the column start and the swaps it need not."""
+def test_the_extra_starts_compete_with_the_random_starts():
+    """On power-law sparse data the most frequent columns are strong factors: the default
+    reaches at least their error; each extra start's error is reported, the best is kept."""
     X = sp.csr_array(
         make_sparse_degrees(2000, 300, 6000, rows="poisson", cols="powerlaw", random_state=0)
     )
     Wc, Hc = ref.column_factors(X.toarray(), 5)
     columns = boolean_error(X, Wc, Hc)
     model = BANMF(5, random_state=0, n_init=1).fit(X)
-    assert model.column_start_error_ is not None
-    assert model.column_start_error_ <= columns
-    assert model.reconstruction_err_ <= min(model.column_start_error_, *model.init_errors_)
-    if model.reconstruction_err_ < min(model.init_errors_):
-        assert model.n_iter_ == 0 and "columns" in model.refinement_
-    plain = BANMF(5, random_state=0, n_init=1, swap=False, column_start=False).fit(X)
-    assert plain.column_start_error_ is None and plain.swaps_ == []
+    assert set(model.extra_start_errors_) == {"nmf", "columns"}
+    assert model.extra_start_errors_["columns"] <= columns
+    errors = [*model.init_errors_, *model.extra_start_errors_.values()]
+    assert model.reconstruction_err_ == min(errors)
+    assert model.reconstruction_err_ == boolean_error(X, model.W_, model.components_)
+    if model.reconstruction_err_ < min(model.init_errors_, default=np.inf) and "columns" in (
+        model.refinement_
+    ):
+        assert model.n_iter_ == 0 and len(model.loss_curve_) == 0
+    plain = BANMF(5, random_state=0, n_init=1, swap=False, extra_starts=()).fit(X)
+    assert plain.extra_start_errors_ == {} and plain.swaps_ == []
     assert model.reconstruction_err_ <= plain.reconstruction_err_
-    assert NMF(5).column_start is False and NMF(5).swap is False
+    # the random starts are the same with or without the extra ones
+    assert plain.init_errors_[0] >= model.init_errors_[0]
+    greedy = BANMF(5, random_state=0, n_init=1, extra_starts=("grecond",)).fit(X)
+    assert set(greedy.extra_start_errors_) == {"grecond"}
+    assert NMF(5).extra_starts == () and NMF(5).swap is False
+
+
+@pytest.mark.parametrize("bad", [("random",), ("nmf", "nmf"), "nmf", None])
+def test_extra_starts_are_checked(bad):
+    with pytest.raises(ValueError, match="extra_starts"):
+        BANMF(2, extra_starts=bad).fit(np.eye(3))

@@ -220,6 +220,7 @@ def test_cheap_starts_run_in_the_calling_thread(monkeypatch):
         n_init=4,
         n_jobs=2,
         random_state=0,
+        extra_starts=(),  # the NMF start runs in the calling thread, after the others
         callback=lambda t, f: threads.add(threading.current_thread().name),
     ).fit(X)
     assert len(threads) == 2 and all(name.startswith("banmf-start") for name in threads)

@@ -1,7 +1,7 @@
 """Factorization methods, one module each, behind one name → class registry."""
 
 from .asso import ASSO
-from .banmf import BANMF
+from .banmf import BANMF, PAPER_CONFIG
 from .grecond import GreConD
 from .nmf import NMF, RegularizedBANMF, RegularizedNMF
 from .pnlpf import PNLPF
@@ -24,6 +24,7 @@ __all__ = [
     "BANMF",
     "METHODS",
     "NMF",
+    "PAPER_CONFIG",
     "PNLPF",
     "GreConD",
     "RegularizedBANMF",

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import contextvars
+import itertools
 import queue
 import threading
 import warnings
 from numbers import Integral, Real
+from types import MappingProxyType
 from typing import ClassVar
 
 import numpy as np
 
 from .._boolean import mismatches, transpose_mask
-from .._params import BOOLEAN, CALLABLE, FLOAT_DTYPE, NONE, Interval, Options
+from .._params import BOOLEAN, CALLABLE, FLOAT_DTYPE, NONE, Interval, Options, subset_of
 from .._progress import StartProgress
 from .._signals import Interruptions
 from .._threads import cancelled, current_threads, thread_budget
@@ -67,7 +69,51 @@ def start_cost(n: int, m: int, nnz: int, k: int, max_iter: int) -> int:
     return per_iteration * (max_iter + _REFINEMENT_ITERATIONS)
 
 
-__all__ = ["BANMF", "relative_error", "start_cost"]
+#: The paper's configuration of :class:`BANMF` (Algorithms 1-3 as published): one random start
+#: run for all ``max_iter`` iterations, the global grid thresholds, no Boolean refinements.
+#: ``BANMF(k, **PAPER_CONFIG)``; the experiment scripts' "banmf" columns use it.
+PAPER_CONFIG = MappingProxyType(
+    {
+        "n_init": 1,
+        "tol": None,
+        "thresholds": "global",
+        "polish": False,
+        "swap": False,
+        "extra_starts": (),
+    }
+)
+
+#: The starts ``extra_starts`` may name.
+EXTRA_STARTS = ("nmf", "grecond", "columns")
+
+
+def _boolean_record(X, W: np.ndarray, H: np.ndarray, name: str) -> dict:
+    """A start's record for Boolean factors found without iterations (a greedy start), before
+    its polish and swaps; its "continuous" factors are the Boolean ones, thresholded at 0.5."""
+    k = W.shape[1]
+    error = mismatches(X, W, H)
+    return {
+        "losses": np.zeros(0),
+        "n_iter": 0,
+        "stopped": False,
+        "W_continuous": W.astype(np.float64),
+        "H_continuous": H.astype(np.float64),
+        "grid_thresholds": (0.5, 0.5),
+        "thresholds": (np.full(k, 0.5), np.full(k, 0.5)),
+        "booleanized_err": error,
+        "unpolished_err": error,
+        "polish_rounds": 0,
+        "swaps": [],
+        "refinement": {name: error},
+        "W": W,
+        "H": H,
+        "error": error,
+        "interrupted": False,
+        "signalled": False,
+    }
+
+
+__all__ = ["BANMF", "PAPER_CONFIG", "relative_error", "start_cost"]
 
 
 class BANMF(BaseFactorization):
@@ -126,11 +172,20 @@ class BANMF(BaseFactorization):
         with the most uncovered ones, then the polish again). On very sparse data a relaxed fit
         often spends several factors on the same heavy columns, or leaves one empty, and the
         polish alone cannot move a whole factor. The error never rises.
-    column_start : bool, default True
-        Besides the ``n_init`` starts, try the Boolean factors made of the k columns with the
-        most ones, each with all its rows (the factors greedy methods such as ASSO find on very
-        sparse data), refined by the polish and the swaps; kept when its error is lowest. It
-        costs a polish, not an iteration run, and is not counted in ``n_init``.
+    extra_starts : tuple of {"nmf", "grecond", "columns"}, default ("nmf", "columns")
+        Starts besides the ``n_init`` random ones, each refined as they are (thresholds,
+        polish, swaps) and kept when its error is lowest (ties: the earlier start):
+
+        - "nmf": the iterations of Lee-Seung NMF (Y held at X instead of projected) from the
+          first start's factors. On very sparse data the projection lets several factors pile
+          onto the same heavy columns, and this start often ends lower; on dense data BANMF's
+          own starts do.
+        - "grecond": GreConD's first k factors (cheap on narrow data, slower than an
+          iteration run on wide data).
+        - "columns": the k columns with the most ones, each with all its rows: what greedy
+          methods such as ASSO find on very sparse data. Costs a polish.
+
+        Not counted in ``n_init``; they run after the random starts, one after the other.
     n_init : int or "auto", default "auto"
         Independent random initialisations; the one with the lowest final Boolean error is
         kept (ties: the earliest; an exact fit stops the restarts). The first uses the same
@@ -189,10 +244,19 @@ class BANMF(BaseFactorization):
     unpolished_err_ : int
         Error after the thresholds, before the polish.
     refinement_ : dict
-        The error after each step that ran, in order: ``"grid"``, then ``"per-factor
-        thresholds"`` and ``"polish"`` when they are on (and not cut short by Ctrl-C).
+        The error after each step that ran in the kept start, in order: ``"grid"``, then
+        ``"per-factor thresholds"``, ``"polish"`` and ``"swaps"`` when they are on (and not cut
+        short by Ctrl-C). A greedy extra start begins with its name (``"columns"``,
+        ``"grecond"``) in place of the grid; its ``n_iter_`` is 0 and ``loss_curve_`` empty,
+        and ``W_continuous_``, ``H_continuous_`` are its Boolean factors (thresholds 0.5).
     init_errors_ : list of int
-        Final error of every initialisation run.
+        Final error of every random initialisation run.
+    extra_start_errors_ : dict
+        Final error of every extra start run (``extra_starts``), by name.
+    best_start_ : int or str
+        The start kept: an index into ``init_errors_``, or the name of an extra start.
+    swaps_ : list of (int, int)
+        The ``(factor, column)`` swaps made in the kept start (:func:`banmf.swap_factors`).
     n_init_ : int
         The number of initialisations asked for (``n_init`` resolved; "auto" as decided).
     reconstruction_err_ : int
@@ -243,7 +307,7 @@ class BANMF(BaseFactorization):
         thresholds="per-factor",
         polish=True,
         swap=True,
-        column_start=True,
+        extra_starts=("nmf", "columns"),
         n_init="auto",
         dtype=np.float64,
         n_jobs=None,
@@ -268,7 +332,7 @@ class BANMF(BaseFactorization):
         "normalize": [Options("balance"), NONE],
         "thresholds": [Options("per-factor", "global")],
         "swap": [BOOLEAN],
-        "column_start": [BOOLEAN],
+        "extra_starts": [subset_of(*EXTRA_STARTS)],
         "n_init": [Options("auto"), Interval(Integral, 1, None)],
         "dtype": [FLOAT_DTYPE],
         "callback": [NONE, CALLABLE],
@@ -297,7 +361,8 @@ class BANMF(BaseFactorization):
             raise ValueError(f"upper ({upper}) must be >= lower ({self.lower})")
         p["upper"] = upper
         p["polish"] = self._polish_method(k)
-        p["swap"], p["column_start"] = bool(self.swap), bool(self.column_start)
+        p["swap"] = bool(self.swap)
+        p["extra_starts"] = tuple(self.extra_starts)
         # "auto" is decided when the first start has run (:meth:`_auto_n_init`); until then up
         # to the largest tier may start.
         p["auto_n_init"] = self.n_init == "auto" and self.init == "random"
@@ -448,33 +513,44 @@ class BANMF(BaseFactorization):
             self.thresholds == "per-factor"
             or p["polish"] is not None
             or p["swap"]
-            or p["column_start"]
+            or bool(p["extra_starts"])
         )
         Xt = transpose_mask(X) if refine else None
         # The starting factors are drawn in start order from one generator, whichever thread
-        # then runs the start: the same starts as one after the other.
-        starts = (
-            self._initial_factors(X.shape, k, p["dtype"], rng, W, H) for _ in range(p["n_init"])
+        # then runs the start: the same starts as one after the other. The NMF start begins
+        # where the first start does (a copy: the solver updates its factors in place).
+        first = self._initial_factors(X.shape, k, p["dtype"], rng, W, H)
+        nmf_init = (first[0].copy(), first[1].copy()) if "nmf" in p["extra_starts"] else None
+        starts = itertools.chain(
+            [first],
+            (
+                self._initial_factors(X.shape, k, p["dtype"], rng, W, H)
+                for _ in range(p["n_init"] - 1)
+            ),
         )
         interrupts = Interruptions()
         runs, interrupted = self._run_starts(X, Xt, starts, p, interrupts)
         if not runs:  # Ctrl-C before any start had factors: nothing to keep
             raise KeyboardInterrupt
-        best = min(runs, key=lambda run: run["error"])  # ties: the earliest start
-        self.column_start_error_ = None
-        if p["column_start"] and not interrupted and best["error"] > 0 and k > 0:
-            column = self._column_start(X, Xt, p["k"])
-            progress = StartProgress(len(runs), len(runs), None)
-            progress.phase("column start")
-            try:
-                self._boolean_steps(X, Xt, column, p, progress)
-            except KeyboardInterrupt:  # the steps done so far stand
-                if not interrupts.first():
-                    raise
-                interrupted = True
-            self.column_start_error_ = column["error"]
-            if column["error"] < best["error"]:  # ties: the iterated start
-                best = column
+        # ties: the earliest start
+        self.best_start_ = min(range(len(runs)), key=lambda i: runs[i]["error"])
+        best = runs[self.best_start_]
+        self.extra_start_errors_ = {}
+        extras = [name for name in p["extra_starts"] if k > 0]
+        # Ctrl-C and the callback end the fit; nothing beats an exact fit.
+        ended = interrupted or any(self._last_start(run) for run in runs)
+        for j, name in enumerate(extras):
+            if ended or best["error"] == 0:
+                break
+            progress = StartProgress(len(runs) + j + 1, len(runs) + len(extras), p["max_iter"])
+            run, interrupted = self._extra_start(name, X, Xt, nmf_init, p, progress, interrupts)
+            ended = interrupted
+            if run is None:
+                continue
+            ended = ended or run["stopped"]
+            self.extra_start_errors_[name] = run["error"]
+            if run["error"] < best["error"]:  # ties: the earlier start
+                best, self.best_start_ = run, name
         self.init_errors_ = [run["error"] for run in runs]
         self.n_init_ = self._auto_n_init(p, runs[0]) if p["auto_n_init"] else p["n_init"]
         self.loss_curve_ = best["losses"]
@@ -493,9 +569,9 @@ class BANMF(BaseFactorization):
             best["error"],
             best["n_iter"],
             start,
-            interrupted or any(run["interrupted"] for run in runs),
+            interrupted or any(run["interrupted"] for run in runs) or best["interrupted"],
         )
-        if interrupts.count or any(run["signalled"] for run in runs):
+        if interrupts.count or any(run["signalled"] for run in (*runs, best)):
             # The model holds the best result so far; a caller's loop of fits must stop too.
             raise KeyboardInterrupt
         return self
@@ -681,6 +757,7 @@ class BANMF(BaseFactorization):
         lock=None,
         interrupts: Interruptions | None = None,
         needed: bool = True,
+        project: bool | None = None,
     ) -> dict | None:
         """One initialisation: iterate, threshold, refine the thresholds, polish.
 
@@ -689,8 +766,9 @@ class BANMF(BaseFactorization):
         start (returns None) unless the start is ``needed`` (no earlier start has a result):
         then the search runs again and only a second Ctrl-C stops it.
         """
+        project = self._project_y if project is None else project
         solver = MUSolver(
-            X, W0, Ht0, project=self._project_y, lower=self.lower, upper=p["upper"], eps=self.eps
+            X, W0, Ht0, project=project, lower=self.lower, upper=p["upper"], eps=self.eps
         )
         losses, n_iter, interrupted, stopped = self._run(
             solver, p["lams"], p, progress=progress, stop=stop, lock=lock, interrupts=interrupts
@@ -792,31 +870,48 @@ class BANMF(BaseFactorization):
                     refinement={**out["refinement"], "swaps": step.error},
                 )
 
-    @staticmethod
-    def _column_start(X, Xt, k: int) -> dict:
-        """The column start (``column_start``) as a start's record: the k columns with the
-        most ones as factors, before the polish and the swaps."""
-        W, H = column_factors(Xt, k)
-        error = mismatches(X, W, H)
-        return {
-            "losses": np.zeros(0),
-            "n_iter": 0,
-            "stopped": False,
-            "W_continuous": W.astype(np.float64),
-            "H_continuous": H.astype(np.float64),
-            "grid_thresholds": (0.5, 0.5),
-            "thresholds": (np.full(k, 0.5), np.full(k, 0.5)),
-            "booleanized_err": error,
-            "unpolished_err": error,
-            "polish_rounds": 0,
-            "swaps": [],
-            "refinement": {"columns": error},
-            "W": W,
-            "H": H,
-            "error": error,
-            "interrupted": False,
-            "signalled": False,
-        }
+    def _extra_start(
+        self, name: str, X, Xt, nmf_init, p: dict, progress: StartProgress, interrupts
+    ) -> tuple[dict | None, bool]:
+        """One of ``extra_starts``, refined as every start is: its record (None if it did not
+        run: NMF's own start in :class:`NMF`, or Ctrl-C before it had factors) and whether
+        Ctrl-C cut it short."""
+        if name == "nmf":
+            if not self._project_y:  # NMF itself: the first start was this start
+                return None, False
+            run = self._fit_one(
+                X,
+                Xt,
+                *nmf_init,
+                p,
+                progress,
+                interrupts=interrupts,
+                needed=False,
+                project=False,
+            )
+            return run, run is None or run["interrupted"]
+        try:
+            progress.phase(f"{name} start")
+            if name == "grecond":
+                from .grecond import GreConD
+
+                model = GreConD(p["k"], polish=False, n_jobs=1).fit(X)
+                W, H = model.W_, model.components_
+            else:
+                W, H = column_factors(Xt, p["k"])
+        except KeyboardInterrupt:
+            if not interrupts.first():
+                raise
+            return None, True
+        run = _boolean_record(X, W, H, name)
+        try:
+            self._boolean_steps(X, Xt, run, p, progress)
+        except KeyboardInterrupt:  # the steps done so far stand
+            if not interrupts.first():
+                raise
+            run["interrupted"] = True
+        progress.done(run["error"])
+        return run, run["interrupted"]
 
     def fit_transform(self, X, y=None, W=None, H=None) -> np.ndarray:
         """Fit to X and return the Boolean W of shape (n, k)."""

@@ -38,7 +38,7 @@ class RegularizedBANMF(BANMF):
         thresholds="per-factor",
         polish=True,
         swap=True,
-        column_start=True,
+        extra_starts=("nmf", "columns"),
         n_init="auto",
         dtype=np.float64,
         n_jobs=None,
@@ -55,7 +55,7 @@ class NMF(BANMF):
     This is BANMF with Y frozen at X (no projection), sharing its sparse kernels: O(nnz·k)
     per iteration. Parameters and attributes are those of :class:`BANMF` (``lower`` and
     ``upper`` are unused), but as a baseline it defaults to the paper's configuration:
-    ``thresholds="global"``, ``polish=False``, ``swap=False``, ``column_start=False``,
+    ``thresholds="global"``, ``polish=False``, ``swap=False``, ``extra_starts=()``,
     ``n_init=1``, ``tol=None``. ``regularization``
     adds Zhang et al.'s penalty ``(λ/2)(‖W²−W‖² + ‖H²−H‖²)``.
 
@@ -85,7 +85,7 @@ class NMF(BANMF):
         thresholds="global",
         polish=False,
         swap=False,
-        column_start=False,
+        extra_starts=(),
         n_init=1,
         dtype=np.float64,
         n_jobs=None,
@@ -117,7 +117,7 @@ class RegularizedNMF(NMF):
         thresholds="global",
         polish=False,
         swap=False,
-        column_start=False,
+        extra_starts=(),
         n_init=1,
         dtype=np.float64,
         n_jobs=None,
