@@ -274,3 +274,25 @@ def test_installed_entry_point_and_module():
         timeout=300,
     )
     assert done.returncode == 2 and "no such file" in done.stderr
+
+
+def test_extra_starts_on_the_command_line():
+    """A comma list of bare words is a tuple; the refinement line names the extra starts and,
+    when one of them is kept, which."""
+    code, out, err = run(
+        "factorize", ZOO, "-k", "3", "--param", "n_init=1", "--param", "extra_starts=nmf,columns"
+    )
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if x.startswith("refinement"))
+    assert line.endswith("best of 1 start + nmf, columns)")
+    code, out, err = run(
+        "factorize", ZOO, "-k", "3", "--param", "n_init=1", "--param", "extra_starts=grecond,"
+    )
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if x.startswith("refinement"))
+    assert "+ grecond)" in line
+    code, out, err = run("factorize", ZOO, "-k", "3", "--json", "--param", "extra_starts=()")
+    rec = json.loads(out)
+    assert code == 0 and "extra" not in str(rec["refinement"])
+    code, out, err = run("factorize", ZOO, "-k", "3", "--param", "extra_starts=nmf,random")
+    assert code == 2 and "extra_starts" in err
