@@ -284,15 +284,7 @@ def make_sparse_degrees(
     check_matrix_size(
         n, m, nnz, f"make_sparse_degrees({n}, {m}, {nnz})", extra=32 * (n + m) + 64 * nnz
     )
-    for name, kind in (("rows", rows), ("cols", cols)):
-        if kind not in DEGREE_KINDS:
-            raise ValueError(f"{name} must be one of {DEGREE_KINDS}, got {kind!r}")
-    if (
-        isinstance(exponent, bool)
-        or not isinstance(exponent, (int, float, np.number))
-        or not exponent > 1
-    ):
-        raise ValueError(f"exponent must be a number > 1, got {exponent!r}")
+    _check_degree_kinds(rows, cols, exponent)
     rng = check_random_state(random_state)
     row_w = _degree_weights(rng, n, rows, exponent)
     col_w = _degree_weights(rng, m, cols, exponent)
@@ -386,15 +378,7 @@ def make_sparse_tiles(
             bound = "[0, 1]" if closed else "[0, 1)"
             raise ValueError(f"{name} must be a number in {bound}, got {v!r}")
     lo, hi = _check_tile_cols(tile_cols)
-    for name, kind in (("rows", rows), ("cols", cols)):
-        if kind not in DEGREE_KINDS:
-            raise ValueError(f"{name} must be one of {DEGREE_KINDS}, got {kind!r}")
-    if (
-        isinstance(exponent, bool)
-        or not isinstance(exponent, (int, float, np.number))
-        or not exponent > 1
-    ):
-        raise ValueError(f"exponent must be a number > 1, got {exponent!r}")
+    _check_degree_kinds(rows, cols, exponent)
     check_matrix_size(
         n,
         m,
@@ -429,6 +413,18 @@ def make_sparse_tiles(
         col_deg = _degree_sequence(rng, m, col_w, background, n)
         keys = np.union1d(keys, _match_degrees(rng, row_deg, col_deg, col_w))
     return support_mask_from_keys(keys, (n, m)), W, H
+
+
+def _check_degree_kinds(rows, cols, exponent) -> None:
+    for name, kind in (("rows", rows), ("cols", cols)):
+        if kind not in DEGREE_KINDS:
+            raise ValueError(f"{name} must be one of {DEGREE_KINDS}, got {kind!r}")
+    if (
+        isinstance(exponent, bool)
+        or not isinstance(exponent, (int, float, np.number))
+        or not exponent > 1
+    ):
+        raise ValueError(f"exponent must be a number > 1, got {exponent!r}")
 
 
 def _check_tile_cols(tile_cols) -> tuple[int, int]:

@@ -193,23 +193,21 @@ def main(argv=None) -> int:
     out = open(args.out, "a") if args.out else None
     try:
         if args.jobs > 1:
-            with ProcessPoolExecutor(args.jobs) as pool:
-                for rec in pool.map(run, tasks):
-                    records.append(rec)
-                    print(json.dumps(rec), file=sys.stderr, flush=True)
-                    if out:
-                        out.write(json.dumps(rec) + "\n")
-                        out.flush()
+            pool = ProcessPoolExecutor(args.jobs)
+            results = pool.map(run, tasks)
         else:
+            pool = None
             _warm_up()
-            for task in tasks:
-                rec = run(task)
-                records.append(rec)
-                print(json.dumps(rec), file=sys.stderr, flush=True)
-                if out:
-                    out.write(json.dumps(rec) + "\n")
-                    out.flush()
+            results = map(run, tasks)
+        for rec in results:
+            records.append(rec)
+            print(json.dumps(rec), file=sys.stderr, flush=True)
+            if out:
+                out.write(json.dumps(rec) + "\n")
+                out.flush()
     finally:
+        if pool is not None:
+            pool.shutdown()
         if out:
             out.close()
     print_tables(records, args.data, args.ks, args.methods, f"--jobs {args.jobs}")

@@ -65,6 +65,15 @@ def _low_bit(x):
     return np.int64(popcount64((x & (~x + _ONE)) - _ONE))
 
 
+@njit(cache=True, nogil=True)
+def _shared_bits(a, b):
+    """Number of bits set in both packed rows."""
+    shared = 0
+    for w in range(len(a)):
+        shared += np.int64(popcount64(a[w] & b[w]))
+    return shared
+
+
 @kernel()
 def support_uncovered(indptr, indices, A, B, rows, only, out):
     """Ones of X that factor l alone would have to cover, row by row, on the support.
@@ -81,9 +90,7 @@ def support_uncovered(indptr, indices, A, B, rows, only, out):
             out[r, c] = 0
         for p in range(indptr[i], indptr[i + 1]):
             j = indices[p]
-            shared = 0
-            for w in range(words):
-                shared += np.int64(popcount64(A[i, w] & B[j, w]))
+            shared = _shared_bits(A[i], B[j])
             if only >= 0:
                 wl, bit = only >> 6, _ONE << np.uint64(only & 63)
                 if B[j, wl] & bit and shared - (1 if A[i, wl] & bit else 0) == 0:
@@ -154,9 +161,7 @@ def single_cover(indptr, indices, A, B, out):
             out[r, c] = 0
         for p in range(indptr[r], indptr[r + 1]):
             j = indices[p]
-            shared = 0
-            for w in range(words):
-                shared += np.int64(popcount64(A[r, w] & B[j, w]))
+            shared = _shared_bits(A[r], B[j])
             if shared == 0:
                 out[r, k] += 1
             elif shared == 1:
