@@ -327,6 +327,21 @@ def test_auto_n_init_counts_the_whole_cost_of_a_start():
     assert BANMF(5, init="custom")._check_params(5, (101, 15), 660)["n_init"] == 1
 
 
+def test_auto_n_init_starts_no_more_than_the_least_cost_of_a_start_allows():
+    """Before the first start ends, starts run side by side only up to the tier of the cheapest
+    start possible (stopped at the first tolerance check): a start that must be the only one
+    never shares its threads with one that would be dropped."""
+
+    def most(shape, nnz, k, **params):
+        return BANMF(k, **params)._check_params(k, shape, nnz)["n_init"]
+
+    assert most((101, 15), 660, 5) == 10  # Zoo
+    assert most((88_162, 16_470), 908_576, 5) == 5  # retail at k = 5: tol may stop it early
+    assert most((88_162, 16_470), 908_576, 50) == 1  # at k = 50 even 20 iterations cost too much
+    assert most((88_162, 16_470), 908_576, 5, tol=None) == 1  # all 1000 iterations run
+    assert most((2000, 143), 147_632, 10, tol=None) == 5  # LUCAP0
+
+
 @pytest.mark.parametrize("n_jobs", [1, 2])
 def test_auto_n_init_is_decided_by_the_first_start_whatever_the_threads(n_jobs, monkeypatch):
     from banmf.models import banmf as module

@@ -113,6 +113,12 @@ def _boolean_record(X, W: np.ndarray, H: np.ndarray, name: str) -> dict:
     }
 
 
+def _tier(cost: float) -> int:
+    """The number of starts of ``n_init="auto"`` for a start of this cost (:data:`AUTO_N_INIT`)."""
+    tiers = [starts for limit, starts in AUTO_N_INIT if cost <= limit]
+    return tiers[0] if tiers else 1
+
+
 __all__ = ["BANMF", "PAPER_CONFIG", "relative_error", "start_cost"]
 
 
@@ -364,11 +370,15 @@ class BANMF(BaseFactorization):
         p["swap"] = bool(self.swap)
         p["extra_starts"] = tuple(self.extra_starts)
         # "auto" is decided when the first start has run (:meth:`_auto_n_init`); until then up
-        # to the largest tier may start.
+        # to the tier of its least possible cost may start (side by side, speculatively), so
+        # that a start that must be the only one never shares the threads with one that will
+        # be dropped.
         p["auto_n_init"] = self.n_init == "auto" and self.init == "random"
         p["shape"], p["nnz"], p["k"] = shape, nnz, k
         if self.n_init == "auto":
-            p["n_init"] = AUTO_N_INIT[0][1] if p["auto_n_init"] else 1
+            # The tolerance is first checked after 2·check_every iterations.
+            least = p["max_iter"] if p["tol"] is None else min(p["max_iter"], 2 * p["check_every"])
+            p["n_init"] = _tier(start_cost(*shape, nnz, k, least)) if p["auto_n_init"] else 1
         else:
             p["n_init"] = int(self.n_init)
         if self.init == "custom" and p["n_init"] > 1:
@@ -588,9 +598,7 @@ class BANMF(BaseFactorization):
         (:func:`start_cost` at the iterations it took: ``tol="auto"`` often stops a start long
         before ``max_iter``). Depends on the data and the seed only, never on the threads."""
         n, m = p["shape"]
-        cost = start_cost(n, m, p["nnz"], p["k"], first["n_iter"])
-        tiers = [starts for limit, starts in AUTO_N_INIT if cost <= limit]
-        return tiers[0] if tiers else 1
+        return _tier(start_cost(n, m, p["nnz"], p["k"], first["n_iter"]))
 
     def _run_starts(self, X, Xt, starts, p, interrupts: Interruptions) -> tuple[list[dict], bool]:
         """Every start's run, in start order, up to and including the first that ends the
