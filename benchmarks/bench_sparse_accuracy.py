@@ -111,6 +111,12 @@ def run(task) -> dict:
                 warnings.simplefilter("ignore")
                 res = banmf.factorize(X, k, method=method, random_state=0, **params)
             W, H, error, seconds = res.W, res.H, res.error, time.perf_counter() - start
+            if "best_start_" in res.info:  # which start BANMF kept, and every start's error
+                rec.update(
+                    kept=res.info["best_start_"],
+                    starts=res.info["init_errors_"],
+                    extra=res.info["extra_start_errors_"],
+                )
     except (ValueError, MemoryError) as exc:
         return {**rec, "refused": str(exc).split(";")[0][:80]}
     rec.update(error=int(error), relative_error=error / X.nnz, seconds=round(seconds, 2))
