@@ -221,3 +221,25 @@ def column_factors(X, k):
         W[:, l] = X[:, j].astype(bool)
         H[l, j] = True
     return W, H
+
+
+def nndsvda(X, k):
+    """NNDSVDa from the dense SVD: each singular pair's positive or negative parts (the larger
+    product of norms), scaled by sqrt(σ · that product); zeros filled with the mean of X."""
+    Xf = X.astype(float)
+    n, m = Xf.shape
+    U, S, Vt = np.linalg.svd(Xf, full_matrices=False)
+    r = min(k, min(n, m) - 1)
+    W, Ht = np.zeros((n, k)), np.zeros((m, k))
+    for j in range(r):
+        x, y = U[:, j], Vt[j]
+        parts = [(np.maximum(s * x, 0), np.maximum(s * y, 0)) for s in (1, -1)]
+        a, b = max(parts, key=lambda ab: np.linalg.norm(ab[0]) * np.linalg.norm(ab[1]))
+        sigma = np.linalg.norm(a) * np.linalg.norm(b)
+        if sigma > 0:
+            W[:, j] = np.sqrt(S[j] * sigma) * a / np.linalg.norm(a)
+            Ht[:, j] = np.sqrt(S[j] * sigma) * b / np.linalg.norm(b)
+    fill = Xf.mean()
+    W[W <= 1e-12 * max(W.max(), 1.0)] = fill
+    Ht[Ht <= 1e-12 * max(Ht.max(), 1.0)] = fill
+    return W, Ht

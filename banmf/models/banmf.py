@@ -32,6 +32,7 @@ from ..polish import (
 from ..result import relative_error
 from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, store_params
 from ._mu import MUSolver, lambda_schedule
+from ._nndsvd import nndsvda
 
 #: ``n_init="auto"``: (largest whole cost of a start, starts) tiers: 10 starts while a start
 #: costs well under a second, 5 up to a few seconds, else 1. See :func:`start_cost`.
@@ -182,10 +183,10 @@ class BANMF(BaseFactorization):
         Starts besides the ``n_init`` random ones, each refined as they are (thresholds,
         polish, swaps) and kept when its error is lowest (ties: the earlier start):
 
-        - "nmf": the iterations of Lee-Seung NMF (Y held at X instead of projected) from the
-          first start's factors. On very sparse data the projection lets several factors pile
-          onto the same heavy columns, and this start often ends lower; on dense data BANMF's
-          own starts do.
+        - "nmf": the iterations of Lee-Seung NMF (Y held at X instead of projected) from
+          NNDSVDa factors (a sparse truncated SVD of X made nonnegative; the first random
+          start's factors if it cannot be computed). On sparse data the projection lets several
+          factors pile onto the same heavy columns, and this start often ends lower.
         - "grecond": GreConD's first k factors (cheap on narrow data, slower than an
           iteration run on wide data).
         - "columns": the k columns with the most ones, each with all its rows: what greedy
@@ -528,7 +529,8 @@ class BANMF(BaseFactorization):
         Xt = transpose_mask(X) if refine else None
         # The starting factors are drawn in start order from one generator, whichever thread
         # then runs the start: the same starts as one after the other. The NMF start begins
-        # where the first start does (a copy: the solver updates its factors in place).
+        # where the first start does if NNDSVD cannot run (a copy: the solver updates its
+        # factors in place).
         first = self._initial_factors(X.shape, k, p["dtype"], rng, W, H)
         nmf_init = (first[0].copy(), first[1].copy()) if "nmf" in p["extra_starts"] else None
         starts = itertools.chain(
@@ -887,6 +889,19 @@ class BANMF(BaseFactorization):
         if name == "nmf":
             if not self._project_y:  # NMF itself: the first start was this start
                 return None, False
+            progress.setup("NNDSVD")
+            try:
+                svd = nndsvda(X, p["k"])
+            except KeyboardInterrupt:
+                if not interrupts.first():
+                    raise
+                return None, True
+            if svd is not None:
+                dtype = p["dtype"]
+                nmf_init = (
+                    np.maximum(svd[0], np.finfo(dtype).eps).astype(dtype, order="C"),
+                    np.maximum(svd[1], np.finfo(dtype).eps).astype(dtype, order="C"),
+                )
             run = self._fit_one(
                 X,
                 Xt,
