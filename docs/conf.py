@@ -79,9 +79,15 @@ API_GROUPS = {
         "Thresholds",
         "polish",
         "Polished",
+        "swap_factors",
     ],
     "Boolean errors and products": ["boolean_error", "error_counts", "boolean_product"],
-    "Synthetic data": ["make_boolean", "make_sparse_uniform", "make_sparse_degrees"],
+    "Synthetic data": [
+        "make_boolean",
+        "make_sparse_uniform",
+        "make_sparse_degrees",
+        "make_sparse_tiles",
+    ],
     "Threads": ["effective_n_jobs"],
     "Exceptions and warnings": [
         "ConvergenceWarning",
@@ -92,7 +98,7 @@ API_GROUPS = {
     ],
 }
 # Names documented by hand on the page (no docstring of their own).
-API_BY_HAND = {"METHODS", "__version__"}
+API_BY_HAND = {"METHODS", "PAPER_CONFIG", "__version__"}
 # Estimators get their methods; the first also the ones every estimator shares.
 _ESTIMATOR_MEMBERS = (
     "fit, fit_transform, transform, inverse_transform, score, get_params, set_params"
