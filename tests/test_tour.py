@@ -474,7 +474,16 @@ def test_outputs_follow_the_umask_and_gzip_names_the_file(tmp_path):
 
 def test_grammar_and_info_formatting():
     code, out, _ = run(
-        "factorize", ZOO, "-k", "2", "--max-iter", "1", "--param", "n_init=1", "--param", "extra_starts=()"
+        "factorize",
+        ZOO,
+        "-k",
+        "2",
+        "--max-iter",
+        "1",
+        "--param",
+        "n_init=1",
+        "--param",
+        "extra_starts=()",
     )
     assert code == 0 and "1 iteration," in out and "1 iterations" not in out and "start)" in out
     code, out, _ = run("info", VOTES)
