@@ -223,4 +223,6 @@ def test_cheap_starts_run_in_the_calling_thread(monkeypatch):
         extra_starts=(),  # the NMF start runs in the calling thread, after the others
         callback=lambda t, f: threads.add(threading.current_thread().name),
     ).fit(X)
-    assert len(threads) == 2 and all(name.startswith("banmf-start") for name in threads)
+    # Worker threads only (how many of the two get a start depends on the scheduler: on a
+    # busy machine one may take every start before the other wakes).
+    assert threads and all(name.startswith("banmf-start") for name in threads)
