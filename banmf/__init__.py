@@ -35,6 +35,7 @@ from .models import (
     RegularizedNMF,
     ZhangThreshold,
 )
+from .patterns import Pattern, patterns
 from .polish import polish, refine_thresholds, swap_factors
 from .result import Factorization
 
@@ -74,6 +75,8 @@ __all__ = [
     "make_sparse_degrees",
     "make_sparse_tiles",
     "make_sparse_uniform",
+    "Pattern",
+    "patterns",
     "polish",
     "refine_thresholds",
     "swap_factors",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import csv
 import hashlib
 import json
 import logging
@@ -389,8 +390,92 @@ def cmd_factorize(args, out, err) -> int:
         lines.append(f"interrupted     {why}: the best result so far")
     if args.out:
         lines.append(f"saved           {args.out}")
+    if args.show:
+        found = result.patterns(X, top=args.top)
+        record["patterns"] = [pattern.to_dict() for pattern in found]
+        lines += ["", *_pattern_lines(found)]
     _emit(args, record, lines, out)
     return args.signals.exit_code if signalled else EXIT_OK
+
+
+def _pattern_lines(found: list) -> list[str]:
+    """The text of ``banmf show``: a head line per pattern, its columns, its rows."""
+    lines = []
+    for rank, p in enumerate(found, 1):
+        lines.append(
+            f"pattern {rank} (factor {p.factor}): {_plural(p.n_rows, 'row')} × "
+            f"{_plural(p.n_cols, 'column')}, "
+            f"{p.ones} of {p.cells} cells are ones (precision {p.precision:.2f}); "
+            f"{p.ones_alone} ones covered by it alone; without it the error rises by "
+            f"{p.contribution}"
+        )
+        for what, names, total in (
+            ("columns", p.col_names, p.n_cols),
+            ("rows", p.row_names, p.n_rows),
+        ):
+            more = f" (+{total - len(names)} more)" if total > len(names) else ""
+            lines.append(f"  {what:<8}{', '.join(names)}{more}")
+    return lines
+
+
+def cmd_show(args, out, err) -> int:
+    from .result import Factorization
+
+    saved = Factorization.load(args.result)
+    X = saved.X
+    if args.data:
+        ds = _read_input(args.data, args.format)
+        X = ds.X
+        _matching_data(X, args.data, saved, args.result)
+        if saved.row_labels is None and saved.col_labels is None:
+            saved = saved.replace(row_labels=ds.row_labels, col_labels=ds.col_labels)
+    if X is None:
+        raise UsageError(
+            f"{args.result} holds no copy of its data (it is too large to keep): give --data"
+        )
+    found = saved.patterns(X, top=args.top)
+    if args.csv:
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(
+            [
+                "pattern",
+                "factor",
+                "rows",
+                "columns",
+                "cells",
+                "ones",
+                "precision",
+                "ones_alone",
+                "contribution",
+                "column_names",
+                "row_names",
+            ]
+        )
+        for rank, p in enumerate(found, 1):
+            writer.writerow(
+                [
+                    rank,
+                    p.factor,
+                    p.n_rows,
+                    p.n_cols,
+                    p.cells,
+                    p.ones,
+                    f"{p.precision:.4f}",
+                    p.ones_alone,
+                    p.contribution,
+                    "; ".join(p.col_names),
+                    "; ".join(p.row_names),
+                ]
+            )
+        return EXIT_OK
+    record = {
+        "result": args.result,
+        "method": saved.method,
+        "n_components": saved.n_components,
+        "patterns": [p.to_dict() for p in found],
+    }
+    _emit(args, record, _pattern_lines(found), out)
+    return EXIT_OK
 
 
 def cmd_info(args, out, err) -> int:
@@ -590,6 +675,12 @@ def build_parser() -> argparse.ArgumentParser:
     formats = ", ".join(FORMATS)
     extensions = ", ".join(f".{f}" for f in FORMATS)
 
+    def add_show(p, text):
+        p.add_argument("--show", action="store_true", help=text)
+        p.add_argument(
+            "--top", type=positive, default=10, metavar="N", help="with --show: names per pattern"
+        )
+
     def add_format(p, what="INPUT"):
         p.add_argument(
             "--format",
@@ -637,6 +728,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_format(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    add_show(p, "after the summary, list every factor as a pattern (as banmf show)")
     p.set_defaults(func=cmd_factorize)
 
     p = sub.add_parser("info", help="shape, nnz, density, empty rows/columns, duplicate rows")
@@ -675,6 +767,22 @@ def build_parser() -> argparse.ArgumentParser:
     add_format(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("show", help="every factor of a saved factorization as a pattern")
+    p.add_argument("result", help="a result saved by factorize --out")
+    p.add_argument("--data", help="the matrix, if not kept in the result (and its labels)")
+    add_format(p, "--data")
+    p.add_argument(
+        "--top",
+        type=positive,
+        default=10,
+        metavar="N",
+        help="names listed per pattern (default 10)",
+    )
+    output = p.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print JSON")
+    output.add_argument("--csv", action="store_true", help="print CSV, a row per pattern")
+    p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("plot", help="picture of a saved factorization (needs matplotlib)")
     p.add_argument("result", help="a result saved by factorize --out")

@@ -449,16 +449,12 @@ class _Swap:
     swapped_error: int
 
 
-def best_swap(X, Xt, W: np.ndarray, Ht: np.ndarray) -> tuple[int, int, int, np.ndarray]:
-    """The swap that lowers the error most: ``(change, factor, column, rows)``.
-
-    Removing factor l changes the error by the sum over its rows of the error with bit l off
-    minus with it on (rows are independent given H); column j then gains, as a factor of its
-    own over the ``rows`` where its ones are left uncovered, exactly those ones. So the best
-    swap over every (l, j) costs one pass over the rows (:func:`_bit_changes`) and one over the
-    columns (:func:`single_cover`): O(nnz·k) with k ≤ 16 tables, not a trial fit per pair.
-    ``change >= 0`` means no swap helps. Trusted inputs: W (n, k) and Ht (m, k) bool.
-    """
+def factor_costs(X, Xt, W: np.ndarray, Ht: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """What each factor is worth: ``removal[l]``, the rise in Hamming error if factor l were
+    dropped (the sum over its rows of the error with bit l off minus with it on: rows are
+    independent given H), and ``cover`` (m, k + 1): per column of X, the ones covered by
+    factor l alone (``cover[j, l]``) and by none (``cover[j, k]``). O(nnz·k); trusted inputs,
+    W (n, k) and Ht (m, k) bool, Xt the mask of Xᵀ."""
     n, k = W.shape
     A = pack_rows(W)
     d = _bit_changes(X, A, _Fixed(Ht), np.arange(n))
@@ -466,6 +462,21 @@ def best_swap(X, Xt, W: np.ndarray, Ht: np.ndarray) -> tuple[int, int, int, np.n
     B = pack_rows(Ht)
     cover = np.empty((Xt.shape[0], k + 1), dtype=np.int64)
     pick(single_cover, Xt.nnz * B.shape[1])(Xt.indptr, Xt.indices, B, A, cover)
+    return removal, cover
+
+
+def best_swap(X, Xt, W: np.ndarray, Ht: np.ndarray) -> tuple[int, int, int, np.ndarray]:
+    """The swap that lowers the error most: ``(change, factor, column, rows)``.
+
+    Removing factor l changes the error by the sum over its rows of the error with bit l off
+    minus with it on (rows are independent given H); column j then gains, as a factor of its
+    own over the ``rows`` where its ones are left uncovered, exactly those ones. So the best
+    swap over every (l, j) costs one pass over the rows and one over the columns
+    (:func:`factor_costs`): O(nnz·k), not a trial fit per pair.
+    ``change >= 0`` means no swap helps. Trusted inputs: W (n, k) and Ht (m, k) bool.
+    """
+    k = W.shape[1]
+    removal, cover = factor_costs(X, Xt, W, Ht)
     # gain[j, l]: the ones of column j that nothing covers once factor l is gone.
     gain = cover[:, :k] + cover[:, k:]
     best_column = gain.argmax(axis=0) if len(gain) else np.zeros(k, dtype=np.intp)

@@ -177,6 +177,12 @@ class Factorization:
             W=W, H=H, error=error, relative_error=relative_error(error, X.nnz), X=X, **fields
         )
 
+    def patterns(self, X=None, *, top: int | None = None) -> list:
+        """Every factor as a pattern, largest contribution first: :func:`banmf.patterns`."""
+        from .patterns import patterns
+
+        return patterns(self, X, top=top)
+
     def replace(self, **changes) -> Factorization:
         """A copy with some fields changed (e.g. ``meta``)."""
         return dataclasses.replace(self, **changes)

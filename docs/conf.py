@@ -81,6 +81,7 @@ API_GROUPS = {
         "Polished",
         "swap_factors",
     ],
+    "Reading the factors": ["patterns", "Pattern"],
     "Boolean errors and products": ["boolean_error", "error_counts", "boolean_product"],
     "Synthetic data": [
         "make_boolean",

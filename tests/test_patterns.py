@@ -1,0 +1,109 @@
+"""Factors read as patterns: planted tiles come back, counts against brute force, the CLI."""
+
+import csv
+import io
+import json
+
+import numpy as np
+import pytest
+import reference as ref
+from conftest import binary_matrices
+from hypothesis import given
+from hypothesis import strategies as st
+
+from banmf import Factorization, make_boolean, patterns
+from banmf.cli import main
+from banmf.datasets import data_dir
+
+ZOO = str(data_dir() / "zoo_101x15.mtx")
+
+
+def run(*argv):
+    out, err = io.StringIO(), io.StringIO()
+    code = main([str(a) for a in argv], stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_patterns_of_a_planted_matrix_are_the_planted_tiles():
+    X, W, H = make_boolean(60, 40, 4, 0.3, random_state=3)
+    found = patterns(Factorization.from_factors(X, W, H))
+    assert sorted(p.factor for p in found) == list(range(4))
+    for p in found:
+        assert sorted(p.rows) == np.flatnonzero(W[:, p.factor]).tolist()
+        assert sorted(p.cols) == np.flatnonzero(H[p.factor]).tolist()
+        assert p.precision == 1.0 and p.ones == p.cells
+    contributions = [p.contribution for p in found]
+    assert contributions == sorted(contributions, reverse=True)
+
+
+@given(binary_matrices(max_n=9, max_m=9), st.integers(1, 3), st.integers(0, 2**31))
+def test_counts_equal_brute_force(Xd, k, seed):
+    rng = np.random.default_rng(seed)
+    n, m = Xd.shape
+    W, H = rng.random((n, k)) < 0.4, rng.random((k, m)) < 0.4
+    found = {p.factor: p for p in patterns(Factorization.from_factors(Xd, W, H))}
+    now = ref.boolean_error(Xd, W, H)
+    X = Xd.astype(bool)
+    for l in range(k):
+        p = found[l]
+        W2, H2 = W.copy(), H.copy()
+        W2[:, l], H2[l] = False, False
+        tile = np.outer(W[:, l], H[l])
+        others = ref.boolean_product(W2, H2)
+        assert p.contribution == ref.boolean_error(Xd, W2, H2) - now
+        assert p.ones == int((X & tile).sum())
+        assert p.ones_alone == int((X & tile & ~others).sum())
+        assert (p.n_rows, p.n_cols) == (int(W[:, l].sum()), int(H[l].sum()))
+        # rows first that have more of the pattern's columns
+        hits = X[np.ix_(p.rows, np.flatnonzero(H[l]))].sum(axis=1)
+        assert (np.diff(hits) <= 0).all()
+
+
+def test_labels_top_and_checks():
+    X = np.array([[1, 1, 0], [1, 1, 0], [0, 0, 1]])
+    res = Factorization.from_factors(
+        X, [[1, 0], [1, 0], [0, 1]], [[1, 1, 0], [0, 0, 1]], row_labels=["a", "b", "c"]
+    )
+    first = res.patterns(top=1)[0]
+    assert first.row_names == ["a"] and first.col_names == ["0"] and first.n_rows == 2
+    assert first.to_dict()["rows"] == [0] and json.dumps(first.to_dict())
+    with pytest.raises(ValueError, match="pass X"):
+        patterns(res.replace(X=None))
+    with pytest.raises(ValueError, match="matrix"):
+        patterns(res, np.ones((3, 4), dtype=int))
+    with pytest.raises(ValueError, match="top"):
+        patterns(res, top=0)
+    assert patterns(Factorization.from_factors(X, np.zeros((3, 0)), np.zeros((0, 3)))) == []
+
+
+def test_show_and_factorize_show(tmp_path):
+    """On Zoo at k = 5 the patterns read as animal classes; text, JSON and CSV agree."""
+    res = tmp_path / "zoo.npz"
+    code, out, err = run("factorize", ZOO, "-k", 5, "--out", res, "--show", "--top", 4, "-q")
+    assert code == 0, err
+    assert "pattern 1 (factor" in out and "milk" in out
+    assert "antelope" in out and "chicken" in out and "bass" in out  # mammals, birds, fish
+    code, text, err = run("show", res, "--top", 4)
+    assert code == 0 and text.strip() == out.split("\n\n", 1)[1].strip()
+    code, out, _ = run("show", res, "--json")
+    rec = json.loads(out)
+    assert code == 0 and len(rec["patterns"]) == 5
+    saved = Factorization.load(res)
+    for p in rec["patterns"]:
+        assert sorted(p["cols"]) == np.flatnonzero(saved.H[p["factor"]]).tolist()
+    code, out, _ = run("show", res, "--csv")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert code == 0 and [int(r["factor"]) for r in rows] == [p["factor"] for p in rec["patterns"]]
+    assert all(0 <= float(r["precision"]) <= 1 for r in rows)
+    code, out, _ = run("factorize", ZOO, "-k", 3, "--show", "--json", "-q")
+    assert code == 0 and len(json.loads(out)["patterns"]) == 3
+
+
+def test_show_needs_data_it_can_match(tmp_path):
+    res = tmp_path / "r.npz"
+    X = np.array([[1, 1, 0], [1, 1, 0], [0, 0, 1]])
+    Factorization.from_factors(X, [[1], [1], [0]], [[1, 1, 0]]).replace(X=None).save(res)
+    code, _, err = run("show", res)
+    assert code == 2 and "--data" in err
+    code, _, err = run("show", res, "--data", ZOO)
+    assert code == 2 and "101×15" in err
