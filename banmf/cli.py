@@ -593,6 +593,27 @@ def cmd_evaluate(args, out, err) -> int:
     return EXIT_OK
 
 
+def cmd_export(args, out, err) -> int:
+    from .io import EXPORT_FORMATS, export_factors, export_paths
+    from .result import Factorization
+
+    if args.to not in EXPORT_FORMATS:
+        raise UsageError(f"--to: choose one of {', '.join(EXPORT_FORMATS)}, got {args.to!r}")
+    prefix = args.out or str(Path(args.result).with_suffix(""))
+    targets = export_paths(prefix, args.to)
+    for target in targets:
+        _check_output(str(target), "--out", inputs=[args.result], suffixes=())
+    saved = Factorization.load(args.result)
+    written = [str(p) for p in export_factors(saved, prefix, args.to)]
+    _emit(
+        args,
+        {"result": args.result, "format": args.to, "written": written},
+        [f"wrote {p}" for p in written],
+        out,
+    )
+    return EXIT_OK
+
+
 def cmd_plot(args, out, err) -> int:
     from .plotting import IMAGE_FORMATS, plot_result
     from .result import Factorization
@@ -783,6 +804,21 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_argument("--json", action="store_true", help="print JSON")
     output.add_argument("--csv", action="store_true", help="print CSV, a row per pattern")
     p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("export", help="write a saved factorization's W and H, with names")
+    p.add_argument("result", help="a result saved by factorize --out")
+    p.add_argument(
+        "--to",
+        default="csv",
+        metavar="FORMAT",
+        help="csv (PREFIX_W.csv, PREFIX_H.csv), mtx (with .json names) or npz "
+        "(PREFIX_factors.npz); default csv",
+    )
+    p.add_argument(
+        "--out", metavar="PREFIX", help="path and stem of the files (default: RESULT without .npz)"
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("plot", help="picture of a saved factorization (needs matplotlib)")
     p.add_argument("result", help="a result saved by factorize --out")

@@ -1212,6 +1212,88 @@ def _write_text(fh, X: sp.csr_array, fmt: str) -> None:
 
 # --- factorizations -------------------------------------------------------------------------
 
+#: Formats of :func:`export_factors`.
+EXPORT_FORMATS = ("csv", "mtx", "npz")
+
+
+def export_paths(prefix, format: str) -> list[Path]:
+    """The files :func:`export_factors` writes for ``prefix`` in ``format``."""
+    prefix = Path(prefix)
+    if format == "npz":
+        return [prefix.with_name(prefix.name + "_factors.npz")]
+    paths = []
+    for side in ("W", "H"):
+        paths.append(prefix.with_name(f"{prefix.name}_{side}.{format}"))
+        if format == "mtx":
+            paths.append(prefix.with_name(f"{prefix.name}_{side}.json"))
+    return paths
+
+
+def export_factors(result, prefix, format: str = "csv") -> list[Path]:
+    """Write a factorization's W and H, with names, for other tools (R, spreadsheets, numpy).
+
+    Rows of W are named by the data's row labels and its columns ``factor_0`` ...; rows of H
+    are the factors and its columns the data's column labels (``row_i`` / ``col_j`` when the
+    data had none). Every file is written atomically.
+
+    Parameters
+    ----------
+    result : Factorization
+    prefix : str or Path
+        Path and stem of the files.
+    format : {"csv", "mtx", "npz"}, default "csv"
+        "csv": ``PREFIX_W.csv`` and ``PREFIX_H.csv`` (0/1 cells, a header row and a name
+        column). "mtx": ``PREFIX_W.mtx``, ``PREFIX_H.mtx`` (pattern coordinates) and the names
+        in ``PREFIX_W.json``, ``PREFIX_H.json`` beside them (``row_labels``, ``col_labels``),
+        as :func:`read_dataset` reads them. "npz": ``PREFIX_factors.npz``, a numpy archive of
+        bool ``W``, ``H`` and str ``row_labels``, ``col_labels`` (``numpy.load``).
+
+    Returns
+    -------
+    list of Path
+        The files written.
+    """
+    if format not in EXPORT_FORMATS:
+        raise ValueError(f"format must be one of {EXPORT_FORMATS}, got {format!r}")
+    W, H = np.asarray(result.W, dtype=bool), np.asarray(result.H, dtype=bool)
+    n, k = W.shape
+    m = H.shape[1]
+    rows = (
+        [str(v) for v in result.row_labels] if result.row_labels else [f"row_{i}" for i in range(n)]
+    )
+    cols = (
+        [str(v) for v in result.col_labels] if result.col_labels else [f"col_{j}" for j in range(m)]
+    )
+    factors = [f"factor_{l}" for l in range(k)]
+    paths = export_paths(prefix, format)
+    if format == "npz":
+        with atomic_path(paths[0]) as tmp:
+            with open(tmp, "wb") as fh:
+                np.savez_compressed(
+                    fh,
+                    W=W,
+                    H=H,
+                    row_labels=np.array(rows, dtype=str),
+                    col_labels=np.array(cols, dtype=str),
+                )
+        return paths
+    for side, M, names in (("W", W, (rows, factors)), ("H", H, (factors, cols))):
+        path = next(p for p in paths if p.name.endswith(f"_{side}.{format}"))
+        if format == "csv":
+            with atomic_path(path) as tmp:
+                with open(tmp, "w", encoding="utf-8", newline="") as fh:
+                    writer = csv.writer(fh, lineterminator="\n")
+                    writer.writerow(["", *names[1]])
+                    for name, row in zip(names[0], M.astype(np.uint8)):
+                        writer.writerow([name, *row.tolist()])
+        else:
+            write_matrix(M, path, format="mtx")
+            side_path = _sidecar_path(path)
+            labels = {"row_labels": names[0], "col_labels": names[1]}
+            with atomic_path(side_path) as tmp:
+                tmp.write_text(json.dumps(labels, ensure_ascii=False) + "\n", encoding="utf-8")
+    return paths
+
 
 def _jsonable(value):
     if isinstance(value, dict):

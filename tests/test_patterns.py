@@ -107,3 +107,51 @@ def test_show_needs_data_it_can_match(tmp_path):
     assert code == 2 and "--data" in err
     code, _, err = run("show", res, "--data", ZOO)
     assert code == 2 and "101×15" in err
+
+
+@pytest.mark.parametrize("labelled", [True, False])
+def test_export_reads_back_equal_with_names(tmp_path, labelled):
+    from banmf.io import export_factors, read_dataset
+
+    X, W, H = make_boolean(30, 12, 3, 0.3, random_state=0)
+    names = {
+        "row_labels": [f"r{i}" for i in range(30)],
+        "col_labels": [f"c,{j}" for j in range(12)],
+    }
+    res = Factorization.from_factors(X, W, H, **(names if labelled else {}))
+    rows = names["row_labels"] if labelled else [f"row_{i}" for i in range(30)]
+    cols = names["col_labels"] if labelled else [f"col_{j}" for j in range(12)]
+    factors = ["factor_0", "factor_1", "factor_2"]
+    for fmt in ("csv", "mtx"):
+        written = export_factors(res, tmp_path / fmt, fmt)
+        assert all(p.exists() for p in written)
+        w = read_dataset(tmp_path / f"{fmt}_W.{fmt}")
+        h = read_dataset(tmp_path / f"{fmt}_H.{fmt}")
+        np.testing.assert_array_equal(w.X.toarray(), W)
+        np.testing.assert_array_equal(h.X.toarray(), H)
+        assert (w.row_labels, w.col_labels) == (rows, factors)
+        assert (h.row_labels, h.col_labels) == (factors, cols)
+    (path,) = export_factors(res, tmp_path / "f", "npz")
+    with np.load(path) as z:
+        np.testing.assert_array_equal(z["W"], W)
+        np.testing.assert_array_equal(z["H"], H)
+        assert z["row_labels"].tolist() == rows and z["col_labels"].tolist() == cols
+    with pytest.raises(ValueError, match="format"):
+        export_factors(res, tmp_path / "x", "xls")
+
+
+def test_export_command(tmp_path):
+    res = tmp_path / "zoo.npz"
+    assert run("factorize", ZOO, "-k", 3, "--out", res, "-q")[0] == 0
+    code, out, err = run("export", res, "--json")
+    assert code == 0, err
+    written = json.loads(out)["written"]
+    assert written == [str(tmp_path / "zoo_W.csv"), str(tmp_path / "zoo_H.csv")]
+    with open(written[1]) as fh:
+        assert next(csv.reader(fh))[1:4] == ["hair", "feathers", "eggs"]
+    code, out, err = run("export", res, "--to", "npz", "--out", tmp_path / "z")
+    assert code == 0 and (tmp_path / "z_factors.npz").exists()
+    code, _, err = run("export", res, "--to", "xls")
+    assert code == 2 and "csv, mtx, npz" in err
+    code, _, err = run("export", res, "--out", tmp_path / "missing" / "x")
+    assert code == 2 and "no such folder" in err
