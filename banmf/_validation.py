@@ -69,13 +69,26 @@ def _check_numeric(dtype: np.dtype, name: str) -> None:
         raise TypeError(f"{name} must be real, got complex dtype {dtype}")
 
 
+def _is_dataframe(X) -> bool:
+    """A pandas DataFrame, recognised without importing pandas (an optional dependency)."""
+    return type(X).__module__.split(".")[0] == "pandas" and hasattr(X, "columns")
+
+
+def frame_labels(X) -> tuple[list | None, list | None]:
+    """The row and column names of a pandas DataFrame (as str), else ``(None, None)``."""
+    if not _is_dataframe(X):
+        return None, None
+    return [str(v) for v in X.index], [str(v) for v in X.columns]
+
+
 def check_binary_matrix(X, name: str = "X") -> sp.csr_array:
     """Validate a 0/1 matrix and return it as a canonical CSR support mask.
 
     Parameters
     ----------
-    X : array-like or scipy sparse matrix/array of shape (n, m)
-        Values must be 0 or 1 (booleans accepted). Explicit zeros are dropped.
+    X : array-like, scipy sparse matrix/array or pandas DataFrame of shape (n, m)
+        Values must be 0 or 1 (booleans accepted). Explicit zeros are dropped. A DataFrame of
+        sparse columns is read without densifying it.
     name : str
         Name used in error messages.
 
@@ -96,6 +109,10 @@ def check_binary_matrix(X, name: str = "X") -> sp.csr_array:
         raise TypeError(
             f"{name} must be a 2-D 0/1 array or scipy sparse matrix, got {type(X).__name__}"
         )
+    if _is_dataframe(X):
+        # A frame of sparse columns stays sparse; any other is read as its values.
+        sparse = len(X.columns) > 0 and all(type(d).__name__ == "SparseDtype" for d in X.dtypes)
+        X = sp.coo_array(X.sparse.to_coo()) if sparse else X.to_numpy()
     if sp.issparse(X):
         if X.ndim != 2:
             raise ValueError(f"{name} must be 2-D, got {X.ndim} dimensions")

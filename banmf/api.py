@@ -8,7 +8,7 @@ import threading
 import time
 
 from ._threads import cancel_with, thread_budget
-from ._validation import check_binary_matrix
+from ._validation import check_binary_matrix, frame_labels
 from .exceptions import Interrupted
 from .models import METHODS
 from .result import Factorization
@@ -23,7 +23,9 @@ def factorize(
 
     Parameters
     ----------
-    X : array-like or sparse of shape (n, m)
+    X : array-like, sparse or pandas DataFrame of shape (n, m)
+        A DataFrame's index and columns become the result's row and column labels (and so
+        the names in :func:`banmf.patterns`); one of sparse columns is not densified.
     n_components : int or None
         Rank k (None only for methods that choose it, e.g. ``"grecond"``).
     method : str, default "banmf"
@@ -52,7 +54,9 @@ def factorize(
         raise ValueError(
             f"method {method!r} has no parameter(s) {sorted(unknown)}; valid: {sorted(valid)}"
         )
+    row_labels, col_labels = frame_labels(X)
     X = check_binary_matrix(X)
+    labels = {"row_labels": row_labels, "col_labels": col_labels}
     est = cls(n_components=n_components, random_state=random_state, **method_params)
     start = time.perf_counter()
     try:
@@ -62,11 +66,11 @@ def factorize(
             raise  # before any result existed, or a second Ctrl-C
         raise Interrupted(
             Factorization.from_estimator(
-                est, method=method, X=X, seconds=time.perf_counter() - start
+                est, method=method, X=X, seconds=time.perf_counter() - start, **labels
             )
         ) from None
     return Factorization.from_estimator(
-        est, method=method, X=X, seconds=time.perf_counter() - start
+        est, method=method, X=X, seconds=time.perf_counter() - start, **labels
     )
 
 

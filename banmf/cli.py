@@ -699,7 +699,11 @@ def build_parser() -> argparse.ArgumentParser:
     def add_show(p, text):
         p.add_argument("--show", action="store_true", help=text)
         p.add_argument(
-            "--top", type=positive, default=10, metavar="N", help="with --show: names per pattern"
+            "--top",
+            type=positive,
+            default=10,
+            metavar="N",
+            help="with --show: names per pattern (default 10)",
         )
 
     def add_format(p, what="INPUT"):

@@ -155,3 +155,29 @@ def test_export_command(tmp_path):
     assert code == 2 and "csv, mtx, npz" in err
     code, _, err = run("export", res, "--out", tmp_path / "missing" / "x")
     assert code == 2 and "no such folder" in err
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_a_dataframe_in_gives_labelled_patterns_out(sparse):
+    pd = pytest.importorskip("pandas")
+    X, W, H = make_boolean(40, 12, 2, 0.4, random_state=1)
+    frame = pd.DataFrame(
+        X.toarray().astype(int),
+        index=[f"user{i}" for i in range(40)],
+        columns=[f"item{j}" for j in range(12)],
+    )
+    if sparse:
+        frame = frame.astype(pd.SparseDtype(int, 0))
+    from banmf import factorize
+
+    res = factorize(frame, 2, random_state=0)
+    assert res.row_labels == list(frame.index) and res.col_labels == list(frame.columns)
+    assert res.X.nnz == X.nnz
+    for p in res.patterns():
+        assert all(name.startswith("item") for name in p.col_names)
+        assert all(name.startswith("user") for name in p.row_names)
+    # the estimators take frames too (as values)
+    from banmf import BANMF
+
+    model = BANMF(2, random_state=0, n_init=1).fit(frame)
+    assert model.W_.shape == (40, 2)
