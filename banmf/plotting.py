@@ -38,14 +38,26 @@ def factor_order(F: np.ndarray) -> np.ndarray:
     return np.lexsort(keys) if keys else np.arange(F.shape[0])
 
 
-def plot_result(saved: Factorization, path, X=None) -> str:
-    """Write a picture of a saved factorization; returns the kind of view ("matrices" or
-    "summary"). The format follows the extension of ``path``: .png, .pdf or .svg.
+#: Rows or columns up to this many get their names on the axes.
+MAX_NAMED = 60
+#: Columns shown in the patterns view (each pattern's best fitting first).
+PATTERN_COLUMNS = 40
 
-    With X at hand and at most 250,000 entries: X, the reconstruction W⊗H and the errors side
-    by side (missed ones in blue, covered zeros in red), rows and columns ordered by factor;
-    this view densifies X, which is small by then. Otherwise: factor sizes and the objective
-    curve.
+
+def plot_result(saved: Factorization, path, X=None) -> str:
+    """Write a picture of a saved factorization; returns the kind of view: "matrices",
+    "patterns" or "summary". The format follows the extension of ``path``: .png, .pdf or .svg
+    (in an SVG the names stay text, so they can be searched and selected).
+
+    - "matrices", with X at hand and at most 250,000 entries: X, the reconstruction W⊗H and the
+      errors side by side (a legend tells missed ones from covered zeros), rows and columns
+      ordered by factor, each factor's tile outlined, and rows and columns named (by the
+      data's labels, else their indices) when there are at most 60 of them. This view
+      densifies X, which is small by then.
+    - "patterns", with X at hand but larger: a factor × column heat map, the share of each
+      factor's rows that have each column in X, over the columns of the patterns (up to 40,
+      by name), factors named with their size (:func:`banmf.patterns`).
+    - "summary", without X: factor sizes and the objective curve.
     """
     fmt = Path(path).suffix.lower().lstrip(".")
     if fmt not in IMAGE_FORMATS:
@@ -56,50 +68,123 @@ def plot_result(saved: Factorization, path, X=None) -> str:
     W, H = saved.W, saved.H
     n, m = W.shape[0], H.shape[1]
     title = f"{saved.method}, k={W.shape[1]}, error {saved.error}"
-    if X is not None and n * m <= SMALL_ENTRIES:
-        rows, cols = factor_order(W), factor_order(H.T)
-        D = X.toarray()[np.ix_(rows, cols)]
-        R = boolean_product(W, H).toarray()[np.ix_(rows, cols)]
-        E = np.zeros((n, m, 3))
-        E[...] = 1.0
-        E[D & ~R] = (0.15, 0.35, 0.9)  # missed ones
-        E[~D & R] = (0.9, 0.2, 0.15)  # covered zeros
-        fig, axes = plt.subplots(1, 3, figsize=(12, 4.5), sharey=True)
-        for ax, img, name in zip(axes, (D, R, E), ("data X", "reconstruction W⊗H", "errors")):
-            ax.imshow(
-                img if img.ndim == 3 else ~img,
-                cmap=None if img.ndim == 3 else "gray",
-                aspect="auto",
-                interpolation="nearest",
-            )
-            ax.set_title(name)
-            ax.set_xlabel("columns (ordered by factor)")
-        axes[0].set_ylabel("rows (ordered by factor)")
-        kind = "matrices"
-    else:
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-        idx = np.arange(W.shape[1])
-        axes[0].bar(idx - 0.2, W.sum(axis=0), width=0.4, label="rows in factor (W)")
-        axes[0].bar(idx + 0.2, H.sum(axis=1), width=0.4, label="columns in factor (H)")
-        axes[0].set_yscale("symlog")
-        axes[0].set_xlabel("factor")
-        axes[0].legend()
-        axes[0].set_title("factor sizes")
-        if saved.loss_curve is not None and len(saved.loss_curve):
-            axes[1].semilogy(
-                np.arange(1, len(saved.loss_curve) + 1), np.maximum(saved.loss_curve, 1e-300)
-            )
-            axes[1].set_xlabel("iteration")
-            axes[1].set_title("relaxed objective")
+    with plt.rc_context({"svg.fonttype": "none"}):
+        if X is not None and n * m <= SMALL_ENTRIES:
+            fig = _matrices(plt, saved, X)
+            kind = "matrices"
+        elif X is not None and W.shape[1] > 0:
+            fig = _patterns_view(plt, saved, X)
+            kind = "patterns"
         else:
-            axes[1].text(
-                0.5, 0.5, "no objective curve\n(not an iterative method)", ha="center", va="center"
-            )
-            axes[1].set_axis_off()
-        kind = "summary"
-    fig.suptitle(title)
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format=fmt, dpi=100)
+            fig = _summary(plt, saved)
+            kind = "summary"
+        fig.suptitle(title)
+        fig.tight_layout()
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format=fmt, dpi=100)
     plt.close(fig)
     return kind
+
+
+def _labels(labels, idx) -> list:
+    return [str(labels[i]) for i in idx] if labels is not None else [str(i) for i in idx]
+
+
+def _matrices(plt, saved: Factorization, X):
+    from matplotlib.patches import Patch
+
+    W, H = saved.W, saved.H
+    n, m = W.shape[0], H.shape[1]
+    rows, cols = factor_order(W), factor_order(H.T)
+    D = X.toarray()[np.ix_(rows, cols)]
+    R = boolean_product(W, H).toarray()[np.ix_(rows, cols)]
+    E = np.ones((n, m, 3))
+    missed, covered = (0.15, 0.35, 0.9), (0.9, 0.2, 0.15)
+    E[D & ~R] = missed
+    E[~D & R] = covered
+    fig, axes = plt.subplots(1, 3, figsize=(13, max(4.5, min(12.0, 0.16 * n + 2))), sharey=True)
+    colours = plt.get_cmap("tab10")
+    for ax, img, name in zip(axes, (D, R, E), ("data X", "reconstruction W⊗H", "errors")):
+        ax.imshow(
+            img if img.ndim == 3 else ~img,
+            cmap=None if img.ndim == 3 else "gray",
+            aspect="auto",
+            interpolation="nearest",
+        )
+        # Each factor's tile (its rows × its columns, in the display order), outlined.
+        for l in range(W.shape[1]):
+            tile = np.outer(W[rows, l], H[l, cols])
+            if tile.any():
+                ax.contour(tile, levels=[0.5], colors=[colours(l % 10)], linewidths=1.2)
+        ax.set_title(name)
+        if m <= MAX_NAMED:
+            ax.set_xticks(range(m), _labels(saved.col_labels, cols), rotation=90, fontsize=7)
+        else:
+            ax.set_xlabel("columns (ordered by factor)")
+    if n <= MAX_NAMED:
+        axes[0].set_yticks(range(n), _labels(saved.row_labels, rows), fontsize=7)
+    else:
+        axes[0].set_ylabel("rows (ordered by factor)")
+    axes[2].legend(
+        handles=[
+            Patch(color=missed, label="missed one (X = 1, W⊗H = 0)"),
+            Patch(color=covered, label="covered zero (X = 0, W⊗H = 1)"),
+        ],
+        loc="upper right",
+        fontsize=7,
+        framealpha=0.9,
+    )
+    return fig
+
+
+def _patterns_view(plt, saved: Factorization, X):
+    from .patterns import patterns
+
+    found = [p for p in patterns(saved, X) if p.cells]
+    if not found:
+        return _summary(plt, saved)
+    # The columns of the patterns, the most important patterns' first, each once.
+    cols = list(dict.fromkeys(int(j) for p in found for j in p.cols))[:PATTERN_COLUMNS]
+    X = X.tocsr() if hasattr(X, "tocsr") else X
+    share = np.zeros((len(found), len(cols)))
+    for r, p in enumerate(found):
+        rows = np.flatnonzero(saved.W[:, p.factor])
+        share[r] = np.asarray(X[rows][:, cols].sum(axis=0)).ravel() / len(rows)
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.22 * len(cols) + 3), max(3.0, 0.3 * len(found) + 2)))
+    image = ax.imshow(share, cmap="viridis", vmin=0, vmax=1, aspect="auto", interpolation="nearest")
+    for r, p in enumerate(found):  # the pattern's own columns, marked
+        own = [c for c, j in enumerate(cols) if saved.H[p.factor, j]]
+        ax.scatter(own, [r] * len(own), marker="s", s=12, facecolors="none", edgecolors="white")
+    ax.set_xticks(range(len(cols)), _labels(saved.col_labels, cols), rotation=90, fontsize=7)
+    ax.set_yticks(
+        range(len(found)),
+        [f"factor {p.factor} ({p.n_rows} rows)" for p in found],
+        fontsize=7,
+    )
+    ax.set_title("share of each factor's rows with the column (□: the factor's columns)")
+    fig.colorbar(image, ax=ax, fraction=0.03)
+    return fig
+
+
+def _summary(plt, saved: Factorization):
+    W, H = saved.W, saved.H
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    idx = np.arange(W.shape[1])
+    axes[0].bar(idx - 0.2, W.sum(axis=0), width=0.4, label="rows in factor (W)")
+    axes[0].bar(idx + 0.2, H.sum(axis=1), width=0.4, label="columns in factor (H)")
+    axes[0].set_yscale("symlog")
+    axes[0].set_xlabel("factor")
+    axes[0].legend()
+    axes[0].set_title("factor sizes")
+    if saved.loss_curve is not None and len(saved.loss_curve):
+        axes[1].semilogy(
+            np.arange(1, len(saved.loss_curve) + 1), np.maximum(saved.loss_curve, 1e-300)
+        )
+        axes[1].set_xlabel("iteration")
+        axes[1].set_title("relaxed objective")
+    else:
+        axes[1].text(
+            0.5, 0.5, "no objective curve\n(not an iterative method)", ha="center", va="center"
+        )
+        axes[1].set_axis_off()
+    return fig

@@ -181,3 +181,36 @@ def test_a_dataframe_in_gives_labelled_patterns_out(sparse):
 
     model = BANMF(2, random_state=0, n_init=1).fit(frame)
     assert model.W_.shape == (40, 2)
+
+
+@pytest.mark.parametrize("labelled", [True, False])
+def test_pictures_name_rows_and_columns_and_explain_their_colours(tmp_path, labelled, monkeypatch):
+    pytest.importorskip("matplotlib")
+    from banmf import plotting
+
+    X, W, H = make_boolean(30, 12, 3, 0.3, noise=0.05, random_state=2)
+    names = {
+        "row_labels": [f"row-{i}" for i in range(30)],
+        "col_labels": [f"col-{j}" for j in range(12)],
+    }
+    res = Factorization.from_factors(X, W, H, **(names if labelled else {}))
+    svg = tmp_path / "m.svg"
+    assert plotting.plot_result(res, svg, X=res.X) == "matrices"
+    text = svg.read_text()
+    assert "missed one" in text and "covered zero" in text
+    assert ("col-3" in text and "row-7" in text) == labelled
+    png = tmp_path / "m.png"
+    plotting.plot_result(res, png, X=res.X)
+    width, height = (
+        int.from_bytes(png.read_bytes()[16:20], "big"),
+        int.from_bytes(png.read_bytes()[20:24], "big"),
+    )
+    assert width == 1300 and height >= 450
+    # Larger data: the patterns view, factors and columns by name.
+    monkeypatch.setattr(plotting, "SMALL_ENTRIES", 100)
+    assert plotting.plot_result(res, svg, X=res.X) == "patterns"
+    text = svg.read_text()
+    assert "factor 0" in text and ("col-" in text) == labelled
+    assert plotting.plot_result(res, tmp_path / "s.pdf") == "summary"
+    with pytest.raises(ValueError, match="must end in"):
+        plotting.plot_result(res, tmp_path / "x.jpg", X=res.X)
