@@ -284,7 +284,7 @@ def read_dataset(path, *, format: str | None = None, **options) -> Dataset:
         raise ValueError(f"n_cols must be a positive integer, got {n_cols}")
     try:
         if fmt == "npz":
-            return Dataset(_read_npz(path), name=path.name)
+            return _with_sidecar(path, _read_npz(path))
         if fmt == "mtx":
             return _with_sidecar(path, _read_mtx(path))
         if fmt == "dat":
@@ -301,7 +301,7 @@ def read_dataset(path, *, format: str | None = None, **options) -> Dataset:
 
 def _sidecar_path(path: Path) -> Path:
     name = path.name
-    for ext in (".gz", ".mtx", ".mm", ".dat", ".txt"):
+    for ext in (".gz", ".mtx", ".mm", ".dat", ".txt", ".npz"):
         if name.lower().endswith(ext):
             name = name[: -len(ext)]
     return path.with_name(name + ".json")
@@ -1153,8 +1153,9 @@ def _open_text_output(tmp: Path, path: Path):
                 yield fh
 
 
-def write_matrix(X, path, *, format: str | None = None) -> None:
-    """Write a 0/1 matrix atomically; reading it back gives the same shape and entries.
+def write_matrix(X, path, *, format: str | None = None, row_labels=None, col_labels=None) -> None:
+    """Write a 0/1 matrix atomically; reading it back (:func:`read_dataset`) gives the same
+    shape, entries and labels.
 
     Parameters
     ----------
@@ -1165,26 +1166,60 @@ def write_matrix(X, path, *, format: str | None = None) -> None:
         to ``NAME.json`` beside it (key ``shape``, other keys of an existing sidecar are kept).
     format : {"mtx", "npz", "csv", "tsv", "dat"} or None
         Overrides the extension.
+    row_labels, col_labels : sequence of str, optional
+        Names of the rows and columns: a name column and a header row in .csv and .tsv files,
+        else the keys ``row_labels`` and ``col_labels`` of ``NAME.json`` beside the file.
     """
     path = Path(path)
     fmt = format_of(path, format)
     X = check_binary_matrix(X)
     n, m = X.shape
+    labels = {}
+    for key, value, size, what in (
+        ("row_labels", row_labels, n, "rows"),
+        ("col_labels", col_labels, m, "columns"),
+    ):
+        if value is not None:
+            value = [str(v) for v in value]
+            if len(value) != size:
+                raise ValueError(f"{len(value)} {key.replace('_', ' ')} for {size} {what}")
+            labels[key] = value
     if fmt == "npz" and path.suffix.lower() == ".gz":
         raise ValueError(f"{path}: .npz files are compressed already; drop the .gz")
-    if fmt == "dat":  # read (and check) the sidecar before anything is written
+    delimited = fmt in ("csv", "tsv")
+    side, meta = None, None
+    if fmt == "dat" or (labels and not delimited):  # read (and check) the sidecar first
         side = _sidecar_path(path)
-        meta = {**_raw_sidecar(side), "shape": [n, m]}
+        meta = {**_raw_sidecar(side), **labels}
+        if fmt == "dat":
+            meta["shape"] = [n, m]
     with atomic_path(path) as tmp:
         if fmt == "npz":
             with open(tmp, "wb") as fh:
                 sp.save_npz(fh, sp.csr_matrix(X), compressed=True)
         else:
             with _open_text_output(tmp, path) as fh:
-                _write_text(fh, X, fmt)
-    if fmt == "dat":
+                if delimited and labels:
+                    _write_labelled(fh, X, "," if fmt == "csv" else "\t", labels)
+                else:
+                    _write_text(fh, X, fmt)
+    if side is not None:
         with atomic_path(side) as tmp:
             tmp.write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _write_labelled(fh, X: sp.csr_array, sep: str, labels: dict) -> None:
+    """A delimited 0/1 table with a header row (column names) and/or a name column."""
+    writer = csv.writer(fh, delimiter=sep, lineterminator="\n")
+    rows, cols = labels.get("row_labels"), labels.get("col_labels")
+    if cols is not None:
+        writer.writerow(([""] if rows is not None else []) + cols)
+    line = np.zeros(X.shape[1], dtype=np.uint8)
+    for i in range(X.shape[0]):
+        idx = X.indices[X.indptr[i] : X.indptr[i + 1]]
+        line[idx] = 1
+        writer.writerow(([rows[i]] if rows is not None else []) + line.tolist())
+        line[idx] = 0
 
 
 def _write_text(fh, X: sp.csr_array, fmt: str) -> None:
@@ -1216,17 +1251,19 @@ def _write_text(fh, X: sp.csr_array, fmt: str) -> None:
 EXPORT_FORMATS = ("csv", "mtx", "npz")
 
 
+def prefix_path(prefix, tail: str) -> Path:
+    """``PREFIX`` + ``tail`` as a path (the prefix's folder, its name extended)."""
+    prefix = Path(prefix)
+    return prefix.with_name(prefix.name + tail)
+
+
 def export_paths(prefix, format: str) -> list[Path]:
     """The files :func:`export_factors` writes for ``prefix`` in ``format``."""
-    prefix = Path(prefix)
     if format == "npz":
-        return [prefix.with_name(prefix.name + "_factors.npz")]
-    paths = []
-    for side in ("W", "H"):
-        paths.append(prefix.with_name(f"{prefix.name}_{side}.{format}"))
-        if format == "mtx":
-            paths.append(prefix.with_name(f"{prefix.name}_{side}.json"))
-    return paths
+        return [prefix_path(prefix, "_factors.npz")]
+    tails = ("_W", "_H")
+    paths = [prefix_path(prefix, f"{t}.{format}") for t in tails]
+    return paths + ([prefix_path(prefix, f"{t}.json") for t in tails] if format == "mtx" else [])
 
 
 def export_factors(result, prefix, format: str = "csv") -> list[Path]:
@@ -1277,21 +1314,9 @@ def export_factors(result, prefix, format: str = "csv") -> list[Path]:
                     col_labels=np.array(cols, dtype=str),
                 )
         return paths
-    for side, M, names in (("W", W, (rows, factors)), ("H", H, (factors, cols))):
-        path = next(p for p in paths if p.name.endswith(f"_{side}.{format}"))
-        if format == "csv":
-            with atomic_path(path) as tmp:
-                with open(tmp, "w", encoding="utf-8", newline="") as fh:
-                    writer = csv.writer(fh, lineterminator="\n")
-                    writer.writerow(["", *names[1]])
-                    for name, row in zip(names[0], M.astype(np.uint8)):
-                        writer.writerow([name, *row.tolist()])
-        else:
-            write_matrix(M, path, format="mtx")
-            side_path = _sidecar_path(path)
-            labels = {"row_labels": names[0], "col_labels": names[1]}
-            with atomic_path(side_path) as tmp:
-                tmp.write_text(json.dumps(labels, ensure_ascii=False) + "\n", encoding="utf-8")
+    for side, M, (names_r, names_c) in (("W", W, (rows, factors)), ("H", H, (factors, cols))):
+        path = prefix_path(prefix, f"_{side}.{format}")
+        write_matrix(M, path, format=format, row_labels=names_r, col_labels=names_c)
     return paths
 
 

@@ -862,3 +862,26 @@ def test_check_output_read_only_folder(tmp_path):
             write_matrix(np.eye(2), folder / "x.mtx")
     finally:
         folder.chmod(0o755)
+
+
+@pytest.mark.parametrize("name", ["x.csv", "x.tsv", "x.mtx", "x.mtx.gz", "x.npz", "x.dat"])
+@pytest.mark.parametrize("which", ["both", "rows", "cols"])
+def test_labels_round_trip_through_every_writer_and_reader(tmp_path, name, which):
+    from banmf.io import read_dataset, write_matrix
+
+    X = (np.random.default_rng(1).random((7, 5)) < 0.4).astype(int)
+    X[0, :] = 1  # a nonempty row and column for every format
+    rows = [f"r {i}" for i in range(7)] if which != "cols" else None
+    cols = [f"c,{j}" for j in range(5)] if which != "rows" else None
+    write_matrix(X, tmp_path / name, row_labels=rows, col_labels=cols)
+    ds = read_dataset(tmp_path / name)
+    np.testing.assert_array_equal(ds.X.toarray(), X)
+    assert (ds.row_labels, ds.col_labels) == (rows, cols)
+
+
+def test_labels_must_fit_the_matrix(tmp_path):
+    from banmf.io import write_matrix
+
+    with pytest.raises(ValueError, match="3 row labels for 2 rows"):
+        write_matrix(np.eye(2, dtype=int), tmp_path / "x.csv", row_labels=["a", "b", "c"])
+    assert not list(tmp_path.iterdir())
