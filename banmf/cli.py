@@ -304,9 +304,11 @@ def _estimator_params(args, cls) -> dict:
 
 
 def cmd_factorize(args, out, err) -> int:
+    from . import __version__
     from .api import factorize
     from .booleanize import error_counts
     from .exceptions import Interrupted
+    from .io import jsonable
     from .models import METHODS
 
     if args.method not in METHODS:
@@ -357,6 +359,8 @@ def cmd_factorize(args, out, err) -> int:
             "interrupted": result.interrupted,
             "signal": args.signals.name if signalled else None,
             "out": args.out,
+            "params": jsonable(result.params),
+            "version": __version__,
         }
     )
     if args.out:

@@ -1320,13 +1320,14 @@ def export_factors(result, prefix, format: str = "csv") -> list[Path]:
     return paths
 
 
-def _jsonable(value):
+def jsonable(value):
+    """``value`` as plain JSON values (numpy scalars and arrays, tuples, dtypes converted)."""
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, np.ndarray):
-        return _jsonable(value.tolist())
+        return jsonable(value.tolist())
     if isinstance(value, (np.integer,)):
         return int(value)
     if isinstance(value, (np.floating,)):
@@ -1432,7 +1433,7 @@ def save_result(result, path, *, X=None, extra: dict | None = None) -> None:
             meta["nnz"] = int(M.nnz)
         if name == "mask" or M.nnz <= EMBED_MAX_NNZ:
             arrays[f"{name}_indptr"], arrays[f"{name}_indices"] = M.indptr, M.indices
-    arrays["meta"] = np.frombuffer(json.dumps(_jsonable(meta)).encode("utf-8"), dtype=np.uint8)
+    arrays["meta"] = np.frombuffer(json.dumps(jsonable(meta)).encode("utf-8"), dtype=np.uint8)
     with atomic_path(path) as tmp, open(tmp, "wb") as fh:
         np.savez_compressed(fh, **arrays)
 

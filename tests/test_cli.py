@@ -296,3 +296,14 @@ def test_extra_starts_on_the_command_line():
     assert code == 0 and "extra" not in str(rec["refinement"])
     code, out, err = run("factorize", ZOO, "-k", "3", "--param", "extra_starts=nmf,random")
     assert code == 2 and "extra_starts" in err
+
+
+def test_factorize_json_holds_the_parameters_and_the_version():
+    from banmf import __version__
+
+    code, out, err = run("factorize", ZOO, "-k", "3", "--json", "-q", "--param", "swap=false")
+    rec = json.loads(out)
+    assert code == 0, err
+    assert rec["version"] == __version__
+    assert rec["params"]["n_components"] == 3 and rec["params"]["swap"] is False
+    assert rec["params"]["random_state"] == 0
