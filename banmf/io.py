@@ -60,7 +60,7 @@ __all__ = [
     "write_matrix",
 ]
 
-FORMATS = ("mtx", "npz", "csv", "tsv", "dat")
+FORMATS = ("mtx", "npz", "csv", "tsv", "dat", "h5ad")
 RESULT_FORMAT = "banmf-factorization"
 RESULT_VERSION = 1
 # Store X's support inside a result (for `banmf plot` and `banmf evaluate`) up to this size.
@@ -151,11 +151,12 @@ def format_of(path: Path, fmt: str | None) -> str:
         "tsv": "tsv",
         "txt": "dat",
         "dat": "dat",
+        "h5ad": "h5ad",
     }
     if ext not in aliases:
         raise ValueError(
             f"{path}: cannot tell the format from the extension {ext or '(none)'!r}; "
-            f"use one of .mtx, .mtx.gz, .npz, .csv, .tsv, .dat or pass format="
+            f"use one of .mtx, .mtx.gz, .npz, .csv, .tsv, .dat, .h5ad or pass format="
         )
     return aliases[ext]
 
@@ -289,6 +290,8 @@ def read_dataset(path, *, format: str | None = None, **options) -> Dataset:
             return _with_sidecar(path, _read_mtx(path))
         if fmt == "dat":
             return _read_dat(path, **options)
+        if fmt == "h5ad":
+            return _read_h5ad(path)
         return _read_delimited(path, "," if fmt == "csv" else "\t", **options)
     except MemoryError:  # an estimate fell short: still one line, not a traceback
         raise ValueError(
@@ -650,6 +653,48 @@ def _read_dat(path: Path, one_based: bool = False, n_cols: int | None = None) ->
         (n, m),
     )
     return _with_sidecar(path, X, meta)
+
+
+# --- AnnData ------------------------------------------------------------------------------
+
+
+def _anndata():
+    try:
+        import anndata
+    except ImportError:
+        raise ImportError(
+            ".h5ad files need anndata: pip install anndata (or banmf[anndata])"
+        ) from None
+    return anndata
+
+
+def _read_h5ad(path: Path) -> Dataset:
+    """An AnnData file's X (sparse or dense, 0/1), with obs names as row labels and var names
+    as column labels."""
+    anndata = _anndata()
+    _check_readable(path)
+    try:
+        adata = anndata.read_h5ad(path)
+    except (OSError, KeyError, ValueError) as exc:
+        raise ValueError(f"{path}: not a readable .h5ad file ({_reason(exc)})") from None
+    if adata.X is None:
+        raise ValueError(f"{path}: the AnnData file has no X matrix")
+    X = check_binary_matrix(adata.X, name=f"{path}: X")
+    return Dataset(
+        X, [str(v) for v in adata.obs_names], [str(v) for v in adata.var_names], path.name
+    )
+
+
+def _write_h5ad(X: sp.csr_array, tmp: Path, labels: dict) -> None:
+    """X as uint8 CSR (what single-cell tools expect of counts), labels as obs and var names."""
+    anndata = _anndata()
+    import pandas as pd
+
+    n, m = X.shape
+    obs = pd.DataFrame(index=labels.get("row_labels", [str(i) for i in range(n)]))
+    var = pd.DataFrame(index=labels.get("col_labels", [str(j) for j in range(m)]))
+    data = sp.csr_matrix((np.ones(X.nnz, np.uint8), X.indices, X.indptr), shape=(n, m))
+    anndata.AnnData(X=data, obs=obs, var=var).write_h5ad(tmp)
 
 
 # --- CSV / TSV ------------------------------------------------------------------------------
@@ -1161,14 +1206,15 @@ def write_matrix(X, path, *, format: str | None = None, row_labels=None, col_lab
     ----------
     X : array-like or sparse of shape (n, m), 0/1
     path : str or Path
-        Format from the extension: .mtx (``.gz`` compresses), .npz, .csv, .tsv, .dat. A ``.dat``
+        Format from the extension: .mtx (``.gz`` compresses), .npz, .csv, .tsv, .dat, .h5ad. A ``.dat``
         file cannot tell empty trailing columns (or an all-zero matrix's width): its shape goes
         to ``NAME.json`` beside it (key ``shape``, other keys of an existing sidecar are kept).
-    format : {"mtx", "npz", "csv", "tsv", "dat"} or None
+    format : {"mtx", "npz", "csv", "tsv", "dat", "h5ad"} or None
         Overrides the extension.
     row_labels, col_labels : sequence of str, optional
         Names of the rows and columns: a name column and a header row in .csv and .tsv files,
-        else the keys ``row_labels`` and ``col_labels`` of ``NAME.json`` beside the file.
+        obs and var names in .h5ad files (AnnData; needs ``anndata``), else the keys
+        ``row_labels`` and ``col_labels`` of ``NAME.json`` beside the file.
     """
     path = Path(path)
     fmt = format_of(path, format)
@@ -1188,15 +1234,19 @@ def write_matrix(X, path, *, format: str | None = None, row_labels=None, col_lab
         raise ValueError(f"{path}: .npz files are compressed already; drop the .gz")
     delimited = fmt in ("csv", "tsv")
     side, meta = None, None
-    if fmt == "dat" or (labels and not delimited):  # read (and check) the sidecar first
+    if fmt == "dat" or (labels and fmt in ("mtx", "npz")):  # read (and check) the sidecar first
         side = _sidecar_path(path)
         meta = {**_raw_sidecar(side), **labels}
         if fmt == "dat":
             meta["shape"] = [n, m]
+    if fmt == "h5ad":
+        _anndata()  # before anything is written
     with atomic_path(path) as tmp:
         if fmt == "npz":
             with open(tmp, "wb") as fh:
                 sp.save_npz(fh, sp.csr_matrix(X), compressed=True)
+        elif fmt == "h5ad":
+            _write_h5ad(X, tmp, labels)
         else:
             with _open_text_output(tmp, path) as fh:
                 if delimited and labels:

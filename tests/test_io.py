@@ -885,3 +885,34 @@ def test_labels_must_fit_the_matrix(tmp_path):
     with pytest.raises(ValueError, match="3 row labels for 2 rows"):
         write_matrix(np.eye(2, dtype=int), tmp_path / "x.csv", row_labels=["a", "b", "c"])
     assert not list(tmp_path.iterdir())
+
+
+def test_anndata_files_carry_obs_and_var_names(tmp_path, monkeypatch):
+    pytest.importorskip("anndata")
+    from banmf.io import read_dataset, write_matrix
+
+    X = (np.random.default_rng(2).random((6, 4)) < 0.5).astype(int)
+    write_matrix(
+        X, tmp_path / "x.h5ad", row_labels=[f"cell{i}" for i in range(6)], col_labels=list("ABCD")
+    )
+    ds = read_dataset(tmp_path / "x.h5ad")
+    np.testing.assert_array_equal(ds.X.toarray(), X)
+    assert ds.row_labels == [f"cell{i}" for i in range(6)] and ds.col_labels == list("ABCD")
+    write_matrix(X, tmp_path / "y.h5ad")  # AnnData always names: the indices
+    assert read_dataset(tmp_path / "y.h5ad").col_labels == ["0", "1", "2", "3"]
+    import anndata
+
+    anndata.AnnData(X=np.array([[0.0, 2.0], [1.0, 0.0]])).write_h5ad(tmp_path / "counts.h5ad")
+    with pytest.raises(ValueError, match="counts.h5ad"):
+        read_dataset(tmp_path / "counts.h5ad")
+    (tmp_path / "bad.h5ad").write_text("not hdf5")
+    with pytest.raises(ValueError, match="not a readable .h5ad"):
+        read_dataset(tmp_path / "bad.h5ad")
+    import sys
+
+    monkeypatch.setitem(sys.modules, "anndata", None)  # as if it were not installed
+    with pytest.raises(ImportError, match="banmf\\[anndata\\]"):
+        read_dataset(tmp_path / "x.h5ad")
+    with pytest.raises(ImportError, match="banmf\\[anndata\\]"):
+        write_matrix(X, tmp_path / "z.h5ad")
+    assert not (tmp_path / "z.h5ad").exists()
