@@ -612,7 +612,14 @@ def _read_dat(path: Path, one_based: bool = False, n_cols: int | None = None) ->
     first = 1 if one_based else 0
     indptr, cols = array("q", [0]), array("q")
     duplicates, top = 0, 0
+    spmf_names: dict[int, str] = {}
     for line_no, _, line in _lines(text):
+        if line.startswith("@"):
+            # SPMF's header lines: "@ITEM=<id>=<name>" names an item; others are notes.
+            if line.startswith("@ITEM="):
+                tok, _, name = line[6:].partition("=")
+                spmf_names[_item_id(path, line_no, tok.strip(), first)] = name.strip()
+            continue
         tokens = line.split()
         if _PLAIN_IDS.fullmatch(line) and max(map(len, tokens), default=0) <= 19:  # the usual line
             row = {int(tok) - first for tok in tokens}
@@ -631,6 +638,14 @@ def _read_dat(path: Path, one_based: bool = False, n_cols: int | None = None) ->
         _warn_duplicates(path, duplicates)
     lines = len(indptr) - 1
     side = _sidecar_path(path)
+    names_file = side.with_suffix(".names")
+    file_names = None
+    if meta.get("col_labels") is None and names_file.exists():
+        file_names = [v.strip() for v in _read_text(names_file).split("\n")]
+        while file_names and not file_names[-1]:
+            file_names.pop()
+        if shape is None and n_cols is None:  # items that never occur still have names
+            top = max(top, len(file_names))
     if shape is not None and lines > shape[0]:
         raise ValueError(f"{side} says {shape[0]} rows, but {path} has {lines} lines")
     n = shape[0] if shape is not None else lines  # editors may drop trailing empty lines
@@ -645,6 +660,15 @@ def _read_dat(path: Path, one_based: bool = False, n_cols: int | None = None) ->
     if m == 0:
         raise ValueError(f"{path}: no items on any line; pass n_cols to read an all-zero matrix")
     check_matrix_size(n, m, len(cols), str(path))
+    if file_names is not None:
+        if len(file_names) != m:
+            raise ValueError(f"{names_file}: {len(file_names)} item names for {m} columns")
+        meta = {**meta, "col_labels": file_names}
+    elif spmf_names and meta.get("col_labels") is None:
+        meta = {
+            **meta,
+            "col_labels": [spmf_names.get(j, str(j + first)) for j in range(m)],
+        }
     indptr.extend(itertools.repeat(len(cols), n - lines))
     idx = np.int32 if max(n, m, len(cols)) < 2**31 - 1 else np.int64
     X = csr_from_parts(

@@ -916,3 +916,27 @@ def test_anndata_files_carry_obs_and_var_names(tmp_path, monkeypatch):
     with pytest.raises(ImportError, match="banmf\\[anndata\\]"):
         write_matrix(X, tmp_path / "z.h5ad")
     assert not (tmp_path / "z.h5ad").exists()
+
+
+def test_fimi_item_names_from_spmf_headers_or_a_names_file(tmp_path):
+    from banmf.io import read_dataset
+
+    spmf = tmp_path / "shop.dat"
+    spmf.write_text(
+        "@CONVERTED_FROM_TEXT\n@ITEM=1=milk\n@ITEM=2=bread\n@ITEM=3=eggs\n1 2\n2 3\n1 3\n"
+    )
+    ds = read_dataset(spmf, one_based=True)
+    assert ds.col_labels == ["milk", "bread", "eggs"] and ds.X.shape == (3, 3)
+    assert ds.X.toarray().astype(int).tolist() == [[1, 1, 0], [0, 1, 1], [1, 0, 1]]
+    plain = tmp_path / "b.dat"
+    plain.write_text("0 1\n1 2\n")
+    (tmp_path / "b.names").write_text("a\nb\nc\nd\n")  # item 3 never occurs: still a column
+    ds = read_dataset(plain)
+    assert ds.X.shape == (2, 4) and ds.col_labels == ["a", "b", "c", "d"]
+    (tmp_path / "b.names").write_text("a\nb\n")
+    with pytest.raises(ValueError, match="2 item names for 3 columns"):
+        read_dataset(plain)
+    bad = tmp_path / "c.dat"
+    bad.write_text("@ITEM=x=milk\n0\n")
+    with pytest.raises(ValueError, match="line 1: item id 'x' is not an integer"):
+        read_dataset(bad)
