@@ -437,8 +437,6 @@ class _Swap:
         Hamming error after the swap and the polish.
     factor, column : int
         Factor ``factor`` was replaced by column ``column`` of X (with its uncovered ones).
-    swapped_error : int
-        Error right after the swap, before the polish.
     """
 
     W: np.ndarray
@@ -446,7 +444,6 @@ class _Swap:
     error: int
     factor: int
     column: int
-    swapped_error: int
 
 
 def factor_costs(X, Xt, W: np.ndarray, Ht: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -499,7 +496,6 @@ def swap_steps(X, Wb: np.ndarray, Hb: np.ndarray, method: str, max_swaps: int, X
     Xt = transpose_mask(X) if Xt is None else Xt
     method = resolve_polish(method, X, Wb.shape[1])
     W, Ht = Wb.copy(), np.array(Hb.T, order="C")
-    error = mismatches(X, W, Ht.T)
     for _ in range(max_swaps):
         change, l, j, rows = best_swap(X, Xt, W, Ht)
         if change >= 0:
@@ -511,8 +507,7 @@ def swap_steps(X, Wb: np.ndarray, Hb: np.ndarray, method: str, max_swaps: int, X
         pol = polish_factors(X, W, Ht.T, method, Xt=Xt)
         W, Ht = pol.W, np.array(pol.H.T, order="C")
         # The polish never raises the error, so each swap lowers it strictly: this ends.
-        yield _Swap(W, pol.H, pol.error, l, j, error + change)
-        error = pol.error
+        yield _Swap(W, pol.H, pol.error, l, j)
 
 
 def swap_factors(X, W, H, *, max_swaps: int | None = None, method: str = "auto") -> Factorization:

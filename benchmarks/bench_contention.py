@@ -66,6 +66,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_DIR = Path(__file__).resolve().parent
 
+# banmf.PAPER_CONFIG, spelled out: this process imports banmf only in its workers.
+_PAPER_CONFIG = {
+    "n_init": 1,
+    "tol": None,
+    "thresholds": "global",
+    "polish": False,
+    "swap": False,
+    "extra_starts": (),
+}
 CASES = {
     "zoo": {
         "label": "zoo 101×15, k=5",
@@ -75,16 +84,7 @@ CASES = {
     "lucap0": {
         "label": "LUCAP0 2000×143, k=10",
         "config": "BANMF(10, **PAPER_CONFIG), 1000 iterations",
-        # banmf.PAPER_CONFIG, spelled out: this process imports banmf only in its workers.
-        "params": {
-            "n_components": 10,
-            "n_init": 1,
-            "tol": None,
-            "thresholds": "global",
-            "polish": False,
-            "swap": False,
-            "extra_starts": (),
-        },
+        "params": {"n_components": 10, **_PAPER_CONFIG},
     },
     "1e6": {
         "label": "10⁶ nnz, k=32, 20 it",
@@ -93,12 +93,7 @@ CASES = {
         "params": {
             "n_components": 32,
             "max_iter": 20,
-            "n_init": 1,
-            "tol": None,
-            "thresholds": "global",
-            "polish": False,
-            "swap": False,
-            "extra_starts": (),
+            **_PAPER_CONFIG,
             "dtype": "float32",
         },
     },
