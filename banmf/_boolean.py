@@ -3,12 +3,15 @@ packed rows and codes, canonical support masks and their transposes, and the err
 trusted Boolean factors against a support mask without an n×m array.
 
 The Hamming error of Boolean factors is ``E = nnz(X) + cover - 2 * hits`` where ``hits`` counts
-the ones of X that W⊗H covers (one AND of packed codes per nonzero) and ``cover`` counts all ones
-of W⊗H (a union of packed rows per *distinct* row code).
+the ones of X that W⊗H covers (one AND of packed codes per nonzero) and ``cover`` counts the
+ones of W⊗H on observed cells: all of them (a union of packed rows per *distinct* row code) less
+those on unknown cells, or, when few cells are observed, the hits plus the covered observed
+zeros (:class:`Unknown`).
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,10 +22,13 @@ from ._threads import pick
 
 __all__ = [
     "Packed",
+    "Unknown",
+    "cell_keys",
     "cover_count",
     "csr_from_parts",
     "decode_codes",
     "hits_and_cover",
+    "in_sorted",
     "mismatches",
     "pack_rows",
     "row_codes",
@@ -143,6 +149,54 @@ def transpose_mask(X: sp.csr_array) -> sp.csr_array:
     return csr_from_parts(C.indptr, C.indices, (X.shape[1], X.shape[0]))
 
 
+def cell_keys(X: sp.csr_array) -> np.ndarray:
+    """Row-major keys ``i * m + j`` of a canonical mask's cells, sorted (its CSR order)."""
+    rows = np.repeat(np.arange(X.shape[0], dtype=np.int64), np.diff(X.indptr))
+    return rows * X.shape[1] + X.indices
+
+
+def in_sorted(keys: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
+    """Which of ``keys`` are among ``sorted_keys`` (sorted, distinct): one binary search each."""
+    if len(sorted_keys) == 0:
+        return np.zeros(len(keys), dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
+    return sorted_keys[at] == keys
+
+
+# -- unknown cells -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Unknown:
+    """The cells of X whose value is not known, in whichever sparse form is small.
+
+    ``observed=False``: ``cells`` are the unknown cells (few of them: unrecorded votes).
+    ``observed=True``: ``cells`` are the observed zeros, and every cell that is neither one of
+    them nor a one of X is unknown (few observed cells: user-item logs). Either way ``cells``
+    is a canonical support mask of X's shape that never meets X's support, so every count over
+    observed cells is a count over X's support and over ``cells``.
+    """
+
+    cells: sp.csr_array
+    observed: bool
+
+    @functools.cached_property
+    def T(self) -> Unknown:
+        """The same cells of Xᵀ."""
+        return Unknown(transpose_mask(self.cells), self.observed)
+
+    def observed_count(self, nnz: int) -> int:
+        """Observed cells of a matrix with ``nnz`` observed ones."""
+        n, m = self.cells.shape
+        return nnz + self.cells.nnz if self.observed else n * m - self.cells.nnz
+
+    def covered(self, cover, hits, cell_hits):
+        """Observed cells that W⊗H covers, from all the cells it covers (``cover``; unused
+        with ``observed``), the ones it covers (``hits``) and the ``cells`` it covers
+        (``cell_hits``). Works elementwise on arrays of counts."""
+        return hits + cell_hits if self.observed else cover - cell_hits
+
+
 # -- error counts --------------------------------------------------------------------------
 
 
@@ -156,15 +210,29 @@ def cover_count(pw: Packed, ph: Packed) -> int:
     return int(np.dot(sizes, rows.counts))
 
 
-def hits_and_cover(X: sp.csr_array, Wb: np.ndarray, Hb: np.ndarray) -> tuple[int, int]:
-    """Ones of X that W⊗H covers, and all ones of W⊗H, for trusted Boolean factors."""
-    pw, ph = Packed.of(Wb), Packed.of(np.ascontiguousarray(Hb.T))
+def _hits(X: sp.csr_array, pw: Packed, ph: Packed) -> int:
     hits = np.empty(X.shape[0], dtype=np.int64)
     pick(support_hits, X.nnz * pw.codes.shape[1])(X.indptr, X.indices, pw.codes, ph.codes, hits)
-    return int(hits.sum()), cover_count(pw, ph)
+    return int(hits.sum())
 
 
-def mismatches(X: sp.csr_array, Wb: np.ndarray, Hb: np.ndarray) -> int:
-    """Hamming error of trusted Boolean factors against a canonical support mask."""
-    hits, cover = hits_and_cover(X, Wb, Hb)
+def hits_and_cover(
+    X: sp.csr_array, Wb: np.ndarray, Hb: np.ndarray, unknown: Unknown | None = None
+) -> tuple[int, int]:
+    """Ones of X that W⊗H covers, and the observed cells it covers (all its ones when every
+    cell is observed), for trusted Boolean factors."""
+    pw, ph = Packed.of(Wb), Packed.of(np.ascontiguousarray(Hb.T))
+    hits = _hits(X, pw, ph)
+    if unknown is None:
+        return hits, cover_count(pw, ph)
+    cover = None if unknown.observed else cover_count(pw, ph)
+    return hits, unknown.covered(cover, hits, _hits(unknown.cells, pw, ph))
+
+
+def mismatches(
+    X: sp.csr_array, Wb: np.ndarray, Hb: np.ndarray, unknown: Unknown | None = None
+) -> int:
+    """Hamming error, on the observed cells, of trusted Boolean factors against a canonical
+    support mask."""
+    hits, cover = hits_and_cover(X, Wb, Hb, unknown)
     return X.nnz + cover - 2 * hits

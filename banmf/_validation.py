@@ -13,7 +13,14 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
-from ._boolean import csr_from_parts, support_mask
+from ._boolean import (
+    Unknown,
+    cell_keys,
+    csr_from_parts,
+    in_sorted,
+    support_mask,
+    support_mask_from_keys,
+)
 
 __all__ = [
     "check_binary_matrix",
@@ -22,6 +29,7 @@ __all__ = [
     "check_dtype",
     "check_n_components",
     "check_random_state",
+    "check_unknown",
     "check_work",
 ]
 
@@ -157,6 +165,55 @@ def check_binary_matrix(X, name: str = "X") -> sp.csr_array:
         keep = values != 0
         rows, cols = rows[keep], cols[keep]
     return support_mask(rows, cols, shape)
+
+
+def check_unknown(
+    X: sp.csr_array, missing=None, observed=None
+) -> tuple[sp.csr_array, Unknown | None]:
+    """Validate a mask of unknown cells and apply it to the canonical support mask X.
+
+    Parameters
+    ----------
+    X : canonical CSR support mask (n, m)
+    missing : array-like or sparse of shape (n, m), optional
+        0/1 (or bool): 1 marks a cell whose value is unknown.
+    observed : array-like or sparse of shape (n, m), optional
+        Its complement, for data where most cells are unknown: 1 marks an observed cell.
+
+    Returns
+    -------
+    X : canonical CSR support mask
+        The observed ones of X (its ones on unknown cells dropped: their value is not used).
+    unknown : Unknown or None
+        None when every cell is observed (an all-observed mask is no mask).
+
+    Raises
+    ------
+    ValueError
+        Both masks given, a shape other than X's, values other than 0 and 1.
+    """
+    if missing is not None and observed is not None:
+        raise ValueError("give missing or observed, not both (one is the other's complement)")
+    if missing is None and observed is None:
+        return X, None
+    name = "missing" if missing is not None else "observed"
+    M = check_binary_matrix(missing if missing is not None else observed, name)
+    if M.shape != X.shape:
+        raise ValueError(f"{name} has shape {M.shape} but X has shape {X.shape}; they must match")
+    n, m = X.shape
+    keys, mask_keys = cell_keys(X), cell_keys(M)
+    if missing is not None:
+        if M.nnz == 0:
+            return X, None
+        kept = keys[~in_sorted(keys, mask_keys)]
+        return support_mask_from_keys(kept, X.shape), Unknown(M, observed=False)
+    if M.nnz == n * m:
+        return X, None
+    kept = keys[in_sorted(keys, mask_keys)]
+    zeros = mask_keys[~in_sorted(mask_keys, keys)]
+    return support_mask_from_keys(kept, X.shape), Unknown(
+        support_mask_from_keys(zeros, X.shape), observed=True
+    )
 
 
 def _is_support_mask(X) -> bool:

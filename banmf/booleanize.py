@@ -307,23 +307,50 @@ def _coordinate_search(nnz, hits, bound, cover, w_points, h_points, normalize) -
     return best, s * P + t
 
 
-def threshold_factors(X, W, H, P, normalize, search) -> _Booleanization:
+def _grid_hits(M, u: np.ndarray, vt: np.ndarray, P: int) -> np.ndarray:
+    """``out[s, t]``: the cells of the mask M that ``(u > s) ⊗ (vt > t)ᵀ`` covers, for the
+    whole grid at once (each cell covers a staircase of grid points)."""
+    # One difference array per block; integer sums, so the blocks may follow the threads.
+    threads = threads_for(M.nnz * u.shape[1])
+    n_blocks = blocks_for(threads, M.shape[0])
+    diff = variant(staircase_hits, threads)(M.indptr, M.indices, u, vt, P, n_blocks).sum(axis=0)
+    return diff.cumsum(axis=0).cumsum(axis=1)[:P, :P]
+
+
+def threshold_factors(X, W, H, P, normalize, search, unknown=None) -> _Booleanization:
+    """The grid search of :func:`booleanize` on trusted inputs; errors count observed cells
+    only (``unknown``: :class:`banmf._boolean.Unknown`)."""
     if normalize == "balance":
         W, H = balance(W, H)
     w_points, u = _grid_ranks(W, P)
     h_points, vt = _grid_ranks(np.ascontiguousarray(H.T), P)
-    # One difference array per block; integer sums, so the blocks may follow the threads.
-    threads = threads_for(X.nnz * u.shape[1])
-    n_blocks = blocks_for(threads, X.shape[0])
-    diff = variant(staircase_hits, threads)(X.indptr, X.indices, u, vt, P, n_blocks).sum(axis=0)
-    hits = diff.cumsum(axis=0).cumsum(axis=1)[:P, :P]
+    hits = _grid_hits(X, u, vt, P)
+    cell_hits = np.zeros_like(hits) if unknown is None else _grid_hits(unknown.cells, u, vt, P)
+    if unknown is not None and unknown.observed:
+        # Few observed cells: the covered observed zeros are counted exactly at every point, so
+        # the whole error grid is known without a coverage.
+        grid = X.nnz - 2 * hits + unknown.covered(None, hits, cell_hits)
+        best_idx = int(np.argmin(grid))
+        s, t = divmod(best_idx, P)
+        return _Booleanization(
+            W=u > s,
+            H=np.ascontiguousarray((vt > t).T),
+            threshold_w=float(w_points[s]),
+            threshold_h=float(h_points[t]),
+            error=int(grid.flat[best_idx]),
+            W_scaled=W,
+            H_scaled=H,
+            n_evaluated=0,
+            error_grid=grid if search == "exhaustive" else None,
+        )
     cw = _active_counts(u, P)
     ch = _active_counts(vt, P)
-    # Coverage is at least the hits and at least the largest single rectangle.
+    # Observed coverage is at least the hits, and at least the largest single rectangle less
+    # the unknown cells covered.
     rect = (
         (cw[:, :, None] * ch[:, None, :]).max(axis=0) if cw.shape[0] else np.zeros((P, P), np.int64)
     )
-    bound = X.nnz - 2 * hits + np.maximum(hits, rect)
+    bound = X.nnz - 2 * hits + np.maximum(hits, rect - cell_hits)
 
     # Thresholds with no factor value between them give the same Boolean factors: pack each
     # distinct factor once (near-binary factors make most of the grid tie). Hits are known for
@@ -344,10 +371,12 @@ def threshold_factors(X, W, H, P, normalize, search) -> _Booleanization:
     covers: dict[tuple[int, int], int] = {}
 
     def cover(s: int, t: int) -> int:
+        """Observed cells covered at (s, t); never below the same at a higher point (a cell
+        newly covered lower down is either observed or one of the unknown ones counted)."""
         key = (int(key_w[s]), int(key_h[t]))
         if key not in covers:
             covers[key] = cover_count(packed_w(s), packed_h(t))
-        return covers[key]
+        return covers[key] - int(cell_hits[s, t])
 
     grid = None
     if search == "exhaustive":
@@ -362,7 +391,7 @@ def threshold_factors(X, W, H, P, normalize, search) -> _Booleanization:
         # Coverage only shrinks as thresholds rise: an exact coverage C at (s, t) is a floor for
         # every point at or below it in both thresholds. Visit points by (static bound, index);
         # once one cannot beat or tie-win the best so far, none after it can.
-        floor = np.maximum(hits, rect)
+        floor = np.maximum(hits, rect - cell_hits)
         nnz = X.nnz  # (a scipy property that counts each time)
         flat = bound.ravel()
         order = np.lexsort((np.arange(flat.size), flat))
@@ -371,7 +400,7 @@ def threshold_factors(X, W, H, P, normalize, search) -> _Booleanization:
             # Small factors: the same search in one kernel call, each coverage computed
             # directly (the loop below spends its time in Python on such sizes).
             best_err, best_idx, n_small = pruned_grid_search(
-                u, vt, order, flat, hits, floor, nnz, key_w, key_h
+                u, vt, order, flat, hits, cell_hits, floor, nnz, key_w, key_h
             )
             s, t = divmod(int(best_idx), P)
             return _Booleanization(

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._boolean import (
+    csr_from_parts,
     decode_codes,
     mismatches,
     pack_rows,
@@ -151,21 +152,35 @@ class _Fixed:
         return out[inverse]
 
 
-def _bit_changes(X, A: np.ndarray, fixed: _Fixed, rows: np.ndarray, only: int = -1) -> np.ndarray:
-    """``d[r, l]`` = error of row ``rows[r]`` with bit l on minus with it off, other bits as in A."""
-    sup = np.empty((len(rows), fixed.k if only < 0 else 1), dtype=np.int64)
+def _alone(X, A: np.ndarray, fixed: _Fixed, rows: np.ndarray, only: int) -> np.ndarray:
+    """Per row ``rows[r]`` and bit l: the cells of the mask X that bit l alone covers (or
+    would cover), other bits as in A."""
+    out = np.empty((len(rows), fixed.k if only < 0 else 1), dtype=np.int64)
     work = len(rows) * (X.nnz // max(1, X.shape[0]) + 1) * fixed.codes.shape[1] * 4
-    pick(support_uncovered, work)(X.indptr, X.indices, A, fixed.codes, rows, only, sup)
-    return fixed.uncovered(A[rows], only) - 2 * sup
+    pick(support_uncovered, work)(X.indptr, X.indices, A, fixed.codes, rows, only, out)
+    return out
 
 
-def _flip_rows(X, free: np.ndarray, fixed: _Fixed) -> int:
+def _bit_changes(
+    X, A: np.ndarray, fixed: _Fixed, rows: np.ndarray, only: int = -1, unknown=None
+) -> np.ndarray:
+    """``d[r, l]`` = error of row ``rows[r]`` with bit l on minus with it off, other bits as in
+    A, over the observed cells (``unknown`` in X's orientation)."""
+    sup = _alone(X, A, fixed, rows, only)
+    if unknown is None:
+        return fixed.uncovered(A[rows], only) - 2 * sup
+    cells = _alone(unknown.cells, A, fixed, rows, only)
+    every = None if unknown.observed else fixed.uncovered(A[rows], only)
+    return unknown.covered(every, sup, cells) - 2 * sup
+
+
+def _flip_rows(X, free: np.ndarray, fixed: _Fixed, unknown=None) -> int:
     """Apply each row's best single-bit flip until no flip lowers its error; returns flips."""
     A = pack_rows(free)
     rows = np.arange(free.shape[0])
     flips = 0
     while len(rows):
-        d = _bit_changes(X, A, fixed, rows)
+        d = _bit_changes(X, A, fixed, rows, unknown=unknown)
         change = np.where(free[rows], -d, d)
         best = change.argmin(axis=1)
         move = change[np.arange(len(rows)), best] < 0
@@ -176,28 +191,37 @@ def _flip_rows(X, free: np.ndarray, fixed: _Fixed) -> int:
     return flips
 
 
-def _exact_rows(X, free: np.ndarray, fixed_bool: np.ndarray) -> int:
+def _exact_rows(X, free: np.ndarray, fixed_bool: np.ndarray, unknown=None) -> int:
     """Give every row its best pattern among all 2^k (strict gains only); returns rows changed."""
     k = free.shape[1]
     a, b = row_codes(free), row_codes(fixed_bool)
     F = np.bincount(b, minlength=1 << k).astype(np.int64)
     subset_sums(F, k)
     # Every row scans all 2^k patterns. Integer counts: the blocks may follow the threads.
-    threads = threads_for(X.shape[0] * (1 << k) + X.nnz)
+    C = _no_cells(X) if unknown is None else unknown.cells
+    threads = threads_for(X.shape[0] * (1 << k) + X.nnz + C.nnz)
     n_blocks = blocks_for(threads, X.shape[0])
+    observed = unknown is not None and unknown.observed
     changed = variant(best_row_codes, threads)(
-        X.indptr, X.indices, b, F, k, X.shape[1], a, n_blocks
+        X.indptr, X.indices, C.indptr, C.indices, observed, b, F, k, X.shape[1], a, n_blocks
     )
     free[:] = decode_codes(a, k)
     return int(changed)
 
 
-def polish_rows(X, free: np.ndarray, fixed_bool: np.ndarray, method: str) -> int:
+def _no_cells(X):
+    """An empty mask of X's shape and index type: no unknown cells."""
+    n, m = X.shape
+    return csr_from_parts(np.zeros(n + 1, X.indptr.dtype), np.zeros(0, X.indices.dtype), (n, m))
+
+
+def polish_rows(X, free: np.ndarray, fixed_bool: np.ndarray, method: str, unknown=None) -> int:
     """One half-step of the polish: every row of ``free`` (in place) against ``fixed_bool``
-    (one row per column of X), by the resolved ``method``; returns how many moves were made."""
+    (one row per column of X), by the resolved ``method``, counting observed cells only
+    (``unknown`` in X's orientation); returns how many moves were made."""
     if method == "exact":
-        return _exact_rows(X, free, fixed_bool)
-    return _flip_rows(X, free, _Fixed(fixed_bool))
+        return _exact_rows(X, free, fixed_bool, unknown)
+    return _flip_rows(X, free, _Fixed(fixed_bool), unknown)
 
 
 def resolve_polish(method: str, X, k: int) -> str:
@@ -273,18 +297,25 @@ def polish(X, W, H, *, method: str = "auto", max_rounds: int = 100) -> Factoriza
 
 
 def polish_factors(
-    X, Wb: np.ndarray, Hb: np.ndarray, method: str = "auto", max_rounds: int = 100, Xt=None
+    X,
+    Wb: np.ndarray,
+    Hb: np.ndarray,
+    method: str = "auto",
+    max_rounds: int = 100,
+    Xt=None,
+    unknown=None,
 ) -> _Polished:
     """:func:`polish` on a canonical support mask and Boolean factors (trusted); ``Xt``: the
-    mask of Xᵀ if the caller has it."""
+    mask of Xᵀ if the caller has it; ``unknown``: X's unknown cells."""
     method = resolve_polish(method, X, Wb.shape[1])
     Xt = transpose_mask(X) if Xt is None else Xt
+    unknown_t = None if unknown is None else unknown.T
     W, Ht = Wb.copy(), np.array(Hb.T, order="C")  # copies: the caller's factors stay as they are
-    history = [mismatches(X, W, Ht.T)]
+    history = [mismatches(X, W, Ht.T, unknown)]
     rounds = 0
     for rounds in range(1, max_rounds + 1):
-        changed = polish_rows(X, W, Ht, method) + polish_rows(Xt, Ht, W, method)
-        history.append(mismatches(X, W, Ht.T))
+        changed = polish_rows(X, W, Ht, method, unknown) + polish_rows(Xt, Ht, W, method, unknown_t)
+        history.append(mismatches(X, W, Ht.T, unknown))
         if changed == 0:
             break
     return _Polished(W, np.ascontiguousarray(Ht.T), history[-1], history, rounds, method)
@@ -361,28 +392,37 @@ def refine_thresholds(X, W, H, threshold_w, threshold_h, *, max_sweeps: int = 10
     )
 
 
-def refine_factor_thresholds(X, W, H, tw, th, max_sweeps: int = 100, Xt=None) -> _Thresholds:
+def refine_factor_thresholds(
+    X, W, H, tw, th, max_sweeps: int = 100, Xt=None, unknown=None
+) -> _Thresholds:
     """:func:`refine_thresholds` on trusted inputs; ``tw``, ``th`` (k,) are updated in place."""
     Xt = transpose_mask(X) if Xt is None else Xt
+    unknown_t = None if unknown is None else unknown.T
     Ht = np.ascontiguousarray(H.T)
     Wb, Htb = W > tw, Ht > th
-    history = [mismatches(X, Wb, Htb.T)]
+    history = [mismatches(X, Wb, Htb.T, unknown)]
     # Each factor's rows in decreasing order of value, sorted once for all sweeps (the order
     # within ties is irrelevant: cuts fall only where the value drops).
     w_order = [np.argsort(-W[:, l]).astype(np.int32) for l in range(W.shape[1])]
     h_order = [np.argsort(-Ht[:, l]).astype(np.int32) for l in range(W.shape[1])]
     for _ in range(max_sweeps):
-        changed = _threshold_side(X, W, Wb, Htb, tw, w_order) + _threshold_side(
-            Xt, Ht, Htb, Wb, th, h_order
+        changed = _threshold_side(X, W, Wb, Htb, tw, w_order, unknown) + _threshold_side(
+            Xt, Ht, Htb, Wb, th, h_order, unknown_t
         )
-        history.append(mismatches(X, Wb, Htb.T))
+        history.append(mismatches(X, Wb, Htb.T, unknown))
         if changed == 0:
             break
     return _Thresholds(Wb, np.ascontiguousarray(Htb.T), tw, th, history[-1], history)
 
 
 def _threshold_side(
-    X, C: np.ndarray, free: np.ndarray, fixed_bool: np.ndarray, t: np.ndarray, orders: list
+    X,
+    C: np.ndarray,
+    free: np.ndarray,
+    fixed_bool: np.ndarray,
+    t: np.ndarray,
+    orders: list,
+    unknown=None,
 ) -> int:
     """One sweep over the columns l of ``free = C > t`` (rows against ``fixed_bool``); returns
     how many thresholds moved. Error as a function of the cut is a prefix sum of the rows'
@@ -394,7 +434,7 @@ def _threshold_side(
     for l in range(C.shape[1]):
         order = orders[l]
         vals = C[order, l]
-        d = _bit_changes(X, A, fixed, rows, l)[order, 0]
+        d = _bit_changes(X, A, fixed, rows, l, unknown)[order, 0]
         cum = np.concatenate(([0], np.cumsum(d)))
         # A cut after r rows is a threshold only where the value drops (ties move together).
         cuts = np.flatnonzero(np.concatenate(([True], vals[1:] < vals[:-1], [True])))
@@ -446,15 +486,17 @@ class _Swap:
     column: int
 
 
-def factor_costs(X, Xt, W: np.ndarray, Ht: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def factor_costs(
+    X, Xt, W: np.ndarray, Ht: np.ndarray, unknown=None
+) -> tuple[np.ndarray, np.ndarray]:
     """What each factor is worth: ``removal[l]``, the rise in Hamming error if factor l were
     dropped (the sum over its rows of the error with bit l off minus with it on: rows are
     independent given H), and ``cover`` (m, k + 1): per column of X, the ones covered by
     factor l alone (``cover[j, l]``) and by none (``cover[j, k]``). O(nnz·k); trusted inputs,
-    W (n, k) and Ht (m, k) bool, Xt the mask of Xᵀ."""
+    W (n, k) and Ht (m, k) bool, Xt the mask of Xᵀ; errors over the observed cells."""
     n, k = W.shape
     A = pack_rows(W)
-    d = _bit_changes(X, A, _Fixed(Ht), np.arange(n))
+    d = _bit_changes(X, A, _Fixed(Ht), np.arange(n), unknown=unknown)
     removal = -np.einsum("il,il->l", d, W, dtype=np.int64)
     B = pack_rows(Ht)
     cover = np.empty((Xt.shape[0], k + 1), dtype=np.int64)
@@ -462,7 +504,9 @@ def factor_costs(X, Xt, W: np.ndarray, Ht: np.ndarray) -> tuple[np.ndarray, np.n
     return removal, cover
 
 
-def best_swap(X, Xt, W: np.ndarray, Ht: np.ndarray) -> tuple[int, int, int, np.ndarray]:
+def best_swap(
+    X, Xt, W: np.ndarray, Ht: np.ndarray, unknown=None
+) -> tuple[int, int, int, np.ndarray]:
     """The swap that lowers the error most: ``(change, factor, column, rows)``.
 
     Removing factor l changes the error by the sum over its rows of the error with bit l off
@@ -470,10 +514,11 @@ def best_swap(X, Xt, W: np.ndarray, Ht: np.ndarray) -> tuple[int, int, int, np.n
     own over the ``rows`` where its ones are left uncovered, exactly those ones. So the best
     swap over every (l, j) costs one pass over the rows and one over the columns
     (:func:`factor_costs`): O(nnz·k), not a trial fit per pair.
-    ``change >= 0`` means no swap helps. Trusted inputs: W (n, k) and Ht (m, k) bool.
+    ``change >= 0`` means no swap helps. Trusted inputs: W (n, k) and Ht (m, k) bool. The new
+    factor covers ones only, so unknown cells (``unknown``) change the removal costs alone.
     """
     k = W.shape[1]
-    removal, cover = factor_costs(X, Xt, W, Ht)
+    removal, cover = factor_costs(X, Xt, W, Ht, unknown)
     # gain[j, l]: the ones of column j that nothing covers once factor l is gone.
     gain = cover[:, :k] + cover[:, k:]
     best_column = gain.argmax(axis=0) if len(gain) else np.zeros(k, dtype=np.intp)
@@ -489,7 +534,9 @@ def best_swap(X, Xt, W: np.ndarray, Ht: np.ndarray) -> tuple[int, int, int, np.n
     return int(change[l]), l, j, rows
 
 
-def swap_steps(X, Wb: np.ndarray, Hb: np.ndarray, method: str, max_swaps: int, Xt=None):
+def swap_steps(
+    X, Wb: np.ndarray, Hb: np.ndarray, method: str, max_swaps: int, Xt=None, unknown=None
+):
     """Apply the best swap (:func:`best_swap`) and polish, while that lowers the error, at
     most ``max_swaps`` times; yields a :class:`_Swap` after each (a caller that stops early
     keeps the last). Trusted inputs; the caller's factors are not changed."""
@@ -497,14 +544,14 @@ def swap_steps(X, Wb: np.ndarray, Hb: np.ndarray, method: str, max_swaps: int, X
     method = resolve_polish(method, X, Wb.shape[1])
     W, Ht = Wb.copy(), np.array(Hb.T, order="C")
     for _ in range(max_swaps):
-        change, l, j, rows = best_swap(X, Xt, W, Ht)
+        change, l, j, rows = best_swap(X, Xt, W, Ht, unknown)
         if change >= 0:
             return
         W[:, l] = False
         W[rows, l] = True
         Ht[:, l] = False
         Ht[j, l] = True
-        pol = polish_factors(X, W, Ht.T, method, Xt=Xt)
+        pol = polish_factors(X, W, Ht.T, method, Xt=Xt, unknown=unknown)
         W, Ht = pol.W, np.array(pol.H.T, order="C")
         # The polish never raises the error, so each swap lowers it strictly: this ends.
         yield _Swap(W, pol.H, pol.error, l, j)

@@ -7,8 +7,18 @@ def boolean_product(W, H):
     return (W.astype(np.int64) @ H.astype(np.int64)) > 0
 
 
-def boolean_error(X, W, H):
-    return int(np.sum(X.astype(bool) ^ boolean_product(W, H)))
+def boolean_error(X, W, H, observed=None):
+    """Hamming error, over the cells where ``observed`` (dense bool; None: all) is True."""
+    wrong = X.astype(bool) ^ boolean_product(W, H)
+    return int(np.sum(wrong if observed is None else wrong & observed))
+
+
+def masked_objective(X, W, H, lower, upper, observed):
+    """½‖Y − WH‖² over the observed cells, Y the projection of WH (onto [lower, upper] on the
+    ones, 0 on the zeros): the objective BANMF descends with unknown cells."""
+    WH = W @ H
+    Y = np.where(X.astype(bool), np.clip(WH, lower, upper), 0.0)
+    return 0.5 * float((((Y - WH) ** 2) * observed).sum())
 
 
 def project_spmm(X, W, Ht, lower, upper, project, y):
@@ -171,12 +181,16 @@ def subset_sums(counts, k):
     return np.array([sum(counts[t] for t in range(1 << k) if t & s == t) for s in range(1 << k)])
 
 
-def row_errors(X, H):
-    """errors[i, a] = Hamming error of row i of X when W's row i is the k-bit pattern a."""
+def row_errors(X, H, observed=None):
+    """errors[i, a] = Hamming error of row i of X when W's row i is the k-bit pattern a (over
+    the ``observed`` cells only, if given)."""
     k = H.shape[0]
     pats = ((np.arange(1 << k)[:, None] >> np.arange(k)) & 1).astype(bool)
     covered = boolean_product(pats, H)  # (2^k, m)
-    return (X.astype(bool)[:, None, :] ^ covered[None, :, :]).sum(axis=2)
+    wrong = X.astype(bool)[:, None, :] ^ covered[None, :, :]
+    if observed is not None:
+        wrong &= observed[:, None, :]
+    return wrong.sum(axis=2)
 
 
 def single_cover(X, A, B):

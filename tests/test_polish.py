@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from banmf import ASSO, BANMF, NMF, GreConD, boolean_error, make_boolean, refine_thresholds
 from banmf._boolean import pack_rows, row_codes
 from banmf._kernels.polish import best_row_codes, subset_sums
-from banmf._validation import check_binary_matrix
+from banmf._validation import check_binary_matrix, check_unknown
 from banmf.polish import _bit_changes, _Fixed, polish
 
 # The module, not the function of the same name that the package exports.
@@ -29,19 +29,41 @@ def test_subset_sums(k, seed):
 
 
 @given(
-    binary_matrices(max_n=10, max_m=10), st.integers(1, 3), st.integers(1, 3), st.integers(0, 2**31)
+    binary_matrices(max_n=10, max_m=10),
+    st.integers(1, 3),
+    st.integers(1, 3),
+    st.integers(0, 2**31),
+    st.sampled_from([None, "missing", "observed"]),
 )
-def test_best_row_codes_is_the_brute_force_row_optimum(Xd, k, n_blocks, seed):
+def test_best_row_codes_is_the_brute_force_row_optimum(Xd, k, n_blocks, seed, form):
     rng = np.random.default_rng(seed)
     n, m = Xd.shape
     W, H = rng.random((n, k)) < 0.4, rng.random((k, m)) < 0.4
-    X = check_binary_matrix(Xd)
+    unknown = rng.random((n, m)) < (0.0 if form is None else 0.3)
+    mask = {} if form is None else {form: unknown if form == "missing" else ~unknown}
+    X, unk = check_unknown(check_binary_matrix(Xd), **mask)
+    C = X[:0] if unk is None else unk.cells  # (an empty mask when every cell is observed)
+    cindptr = np.zeros(n + 1, X.indptr.dtype) if unk is None else C.indptr
+    observed = unk is not None and unk.observed
     b, a = row_codes(H.T), row_codes(W)
     F = np.bincount(b, minlength=1 << k).astype(np.int64)
     subset_sums(F, k)
     before = a.copy()
-    changed = run_both(best_row_codes, X.indptr, X.indices, b, F, k, m, a, min(n_blocks, n))
-    errs = ref.row_errors(Xd, H)
+    changed = run_both(
+        best_row_codes,
+        X.indptr,
+        X.indices,
+        cindptr,
+        C.indices,
+        observed,
+        b,
+        F,
+        k,
+        m,
+        a,
+        min(n_blocks, n),
+    )
+    errs = ref.row_errors(Xd, H, None if unk is None else ~unknown)
     rows = np.arange(n)
     np.testing.assert_array_equal(errs[rows, a], errs.min(axis=1))
     # a row moves only on a strict improvement

@@ -169,7 +169,7 @@ def _grid_cover(u, vt, s, t, colbits, acc):
 
 
 @njit(cache=True, nogil=True)
-def pruned_grid_search(u, vt, order, bound, hits, floor, nnz, key_w, key_h):
+def pruned_grid_search(u, vt, order, bound, hits, cell_hits, floor, nnz, key_w, key_h):
     """The pruned grid search of :func:`banmf.booleanize` in one call, for small factors.
 
     Visits grid points by (static lower bound ``bound``, flat index) as given in ``order``;
@@ -177,7 +177,9 @@ def pruned_grid_search(u, vt, order, bound, hits, floor, nnz, key_w, key_h):
     bound ``nnz − 2·hits + floor`` cannot, and otherwise computes the exact coverage, which
     is then a floor for every point at or below it in both thresholds. Ties go to the lowest
     flat index. Points with the same (``key_w[s]``, ``key_h[t]``) have the same coverage and
-    are counted once in ``n_evaluated``. ``floor`` is updated in place.
+    are counted once in ``n_evaluated``. ``floor`` is updated in place. The coverage counts
+    observed cells only: the grid ``cell_hits`` (the unknown cells covered at each point; zeros
+    when every cell is observed) is taken off.
 
     Returns ``(best error, best flat index, n_evaluated)``. Cost per coverage: O(k·m + n·k·m/64).
     """
@@ -198,7 +200,7 @@ def pruned_grid_search(u, vt, order, bound, hits, floor, nnz, key_w, key_h):
         dyn = nnz - 2 * hits[s, t] + floor[s, t]
         if dyn > best_err or (dyn == best_err and idx > best_idx):
             continue
-        c = _grid_cover(u, vt, s, t, colbits, acc)
+        c = _grid_cover(u, vt, s, t, colbits, acc) - cell_hits[s, t]
         if not seen[key_w[s], key_h[t]]:
             seen[key_w[s], key_h[t]] = True
             evaluated += 1

@@ -20,14 +20,19 @@ def subset_sums(counts, k):
 
 
 @kernel()
-def best_row_codes(indptr, indices, col_codes, F, k, m, codes, n_blocks):
+def best_row_codes(
+    indptr, indices, cindptr, cindices, observed, col_codes, F, k, m, codes, n_blocks
+):
     """Give every row the k-bit pattern with the lowest Hamming error; change only on strict gain.
 
     ``col_codes[j]`` is column j of the other factor as k bits and ``F[s]`` the number of columns
     whose code is a subset of s (all m columns). A row with pattern a leaves uncovered exactly
     the columns with code ⊆ ~a, so with S_i its support and F_i the same count over S_i only,
-    its error is ``m − |S_i| − F(~a) + 2·F_i(~a)``. ``codes`` (n,) is updated in place; returns
-    how many rows changed.
+    its error is ``m − |S_i| − F(~a) + 2·F_i(~a)``. With unknown cells (``cindptr``,
+    ``cindices``: row i's cells C_i, :class:`banmf._boolean.Unknown`, and F_C the count over
+    them) only observed cells count: ``m − |S_i| − |C_i| − F + 2·F_i + F_C`` when C_i are the
+    unknown cells, ``|C_i| + F_i − F_C`` when they are the observed zeros (``observed``).
+    ``codes`` (n,) is updated in place; returns how many rows changed.
     """
     n = len(indptr) - 1
     size = 1 << k
@@ -35,21 +40,37 @@ def best_row_codes(indptr, indices, col_codes, F, k, m, codes, n_blocks):
     changed = np.zeros(n_blocks, dtype=np.int64)
     for b in prange(n_blocks):
         Fi = np.zeros(size, dtype=np.int64)
+        Fc = np.zeros(size, dtype=np.int64)
         for i in range(b * n // n_blocks, (b + 1) * n // n_blocks):
             lo, hi = indptr[i], indptr[i + 1]
+            clo, chi = cindptr[i], cindptr[i + 1]
             Fi[:] = 0
             for p in range(lo, hi):
                 Fi[col_codes[indices[p]]] += 1
             subset_sums(Fi, k)
-            base = m - (hi - lo)
+            Fc[:] = 0
+            if chi > clo:
+                for p in range(clo, chi):
+                    Fc[col_codes[cindices[p]]] += 1
+                subset_sums(Fc, k)
             current = full & ~codes[i]
             best_s = current
-            best = base - F[current] + 2 * Fi[current]
-            for s in range(size):
-                e = base - F[s] + 2 * Fi[s]
-                if e < best:
-                    best = e
-                    best_s = s
+            if observed:
+                base = chi - clo
+                best = base + Fi[current] - Fc[current]
+                for s in range(size):
+                    e = base + Fi[s] - Fc[s]
+                    if e < best:
+                        best = e
+                        best_s = s
+            else:
+                base = m - (hi - lo) - (chi - clo)
+                best = base - F[current] + 2 * Fi[current] + Fc[current]
+                for s in range(size):
+                    e = base - F[s] + 2 * Fi[s] + Fc[s]
+                    if e < best:
+                        best = e
+                        best_s = s
             if best_s != current:
                 codes[i] = full & ~best_s
                 changed[b] += 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._boolean import cell_keys, support_mask_from_keys
 from .._kernels.mu import padded_width, project_spmm, row_width, scatter_rows, update_rows
 from .._kernels.mu_small import (
     iterate_small,
@@ -68,13 +69,21 @@ class MUSolver:
         Added to every denominator.
     y : ndarray (nnz,), optional
         Initial Y values on the support (default: ones, i.e. Y = X).
+    unknown : Unknown, optional
+        Unknown cells of X (:class:`banmf._boolean.Unknown`). Y is free there, so the Y pass
+        sets it to WH: the iteration is then a block descent of ``½‖Y − WH‖²`` over the
+        observed cells alone. With a few unknown cells, Y's values on them are kept (one per
+        cell) and enter Y Hᵀ and Wᵀ Y as the support's do. With a few observed cells, Y on the
+        unobserved ones is WH as of the last Y pass, which never needs them one by one:
+        ``Y Hᵀ`` gains ``W HHᵀ − (O⊙WH) Hᵀ`` and ``Wᵀ Y`` gains ``(WᵀW') H − (O⊙WH)ᵀ W'``
+        (O the observed cells, W' the new W), both passes over O only.
 
     Each kernel runs serially or in parallel by its work per call and the thread budget in
     force when the solver is made (:mod:`banmf._threads`); the results are the same either way.
     Problems under :data:`SMALL_WORK` use the plain-loop kernels instead.
     """
 
-    def __init__(self, X, W, Ht, *, project, lower, upper, eps, y=None):
+    def __init__(self, X, W, Ht, *, project, lower, upper, eps, y=None, unknown=None):
         self.indptr, self.indices = X.indptr, X.indices
         dtype = W.dtype
         n, k = W.shape
@@ -89,6 +98,14 @@ class MUSolver:
         self.project = bool(project)
         self.lower, self.upper, self.eps = float(lower), float(upper), float(eps)
         nnz = len(self.indices)
+        self.unknown = unknown
+        if unknown is not None:
+            # The cells whose Y is WH: the unknown ones, or (few observed) the observed ones.
+            C = unknown.cells
+            if unknown.observed:
+                C = support_mask_from_keys(np.union1d(cell_keys(X), cell_keys(C)), X.shape)
+            self.cindptr, self.cindices = C.indptr, C.indices
+            nnz += C.nnz
         self.small = 3 * nnz * k + (n + m) * k * k < SMALL_WORK
         nb = 1 if self.small else n_row_blocks(n, m, kp, dtype.itemsize)
         self.width = row_width(kp, dtype)
@@ -112,6 +129,16 @@ class MUSolver:
         self._update_h = variant(update_rows, threads_for(m * k * k))
         self._scatter = variant(scatter_rows(self.width), threads_for(nnz * k))
         self._project = variant(project_spmm(self.width), threads_for(2 * nnz * k))
+        if unknown is not None:
+            cnnz = len(self.cindices)
+            self.cy = np.zeros(cnnz, dtype=dtype)
+            self.cYHt = zeros_line_aligned((n, kp), dtype)
+            self.cWtY = zeros_line_aligned((m, kp), dtype)
+            self.csq = np.empty((n, 2), np.float64)
+            self._cscatter = variant(scatter_rows(self.width), threads_for(cnnz * k))
+            self._cproject = variant(project_spmm(self.width), threads_for(2 * cnnz * k))
+            if unknown.observed:
+                self._W_before = zeros_line_aligned((n, kp), dtype)
         # Y Hᵀ and the support terms for the starting Y, without projecting it.
         self._y_pass(False)
 
@@ -127,6 +154,9 @@ class MUSolver:
 
     def step_w(self, lam: float, scatter: bool = True) -> None:
         """W step; also forms WᵀW and (unless ``scatter=False``) Wᵀ Y for the H step."""
+        observed = self.unknown is not None and self.unknown.observed
+        if observed and scatter:
+            np.copyto(self._W_before, self._W)
         if self.small:
             update_rows_small(self._W, self.YHt, self.HHt_t, lam, self.eps, self.WtW_blocks[0])
             if scatter:
@@ -143,8 +173,34 @@ class MUSolver:
                     self.WtY,
                     self.width,
                 )
+        if self.unknown is not None and scatter:
+            self._scatter_cells()
         np.sum(self.WtW_blocks, axis=0, out=self.WtW)
         np.copyto(self.WtW_t, self.WtW)
+
+    def _scatter_cells(self) -> None:
+        """Wᵀ Y's part on the cells where Y is WH (see the class docstring)."""
+        if self.small:
+            scatter_rows_small(self.cindptr, self.cindices, self.cy, self._W, self.k, self.cWtY)
+        else:
+            self._cscatter(
+                self.cindptr,
+                self.cindices,
+                self.cy,
+                self._W,
+                self.WtY_blocks,
+                self.cWtY,
+                self.width,
+            )
+        k = self.k
+        if self.unknown.observed:
+            # Y on the unobserved cells was W_before H: its part is (W_before H)ᵀ W less its
+            # part on the observed cells; the difference is >= 0 but for rounding.
+            cross = self._W_before[:, :k].T @ self._W[:, :k]
+            extra = self._Ht[:, :k] @ cross - self.cWtY[:, :k]
+            self.WtY[:, :k] += np.maximum(extra, 0)
+        else:
+            self.WtY[:, :k] += self.cWtY[:, :k]
 
     def step_h(self, lam: float) -> None:
         if self.small:
@@ -159,33 +215,29 @@ class MUSolver:
         self._y_pass(self.project)
 
     def _y_pass(self, project: bool) -> None:
+        self._support_pass(self.indptr, self.indices, self.y, self.YHt, self.sq, project)
+        if self.unknown is None:
+            return
+        # Y is free on these cells: WH (the box [0, inf) never binds, as WH >= 0).
+        self._support_pass(self.cindptr, self.cindices, self.cy, self.cYHt, self.csq, True, 0.0)
+        k = self.k
+        if self.unknown.observed:
+            extra = self._W[:, :k] @ self.HHt_t - self.cYHt[:, :k]
+            self.YHt[:, :k] += np.maximum(extra, 0)
+        else:
+            self.YHt[:, :k] += self.cYHt[:, :k]
+
+    def _support_pass(self, indptr, indices, y, YHt, sq, project, lower=None) -> None:
+        """The Y pass over one CSR structure; ``lower`` None: the solver's box (the support)."""
+        lo, up = (self.lower, self.upper) if lower is None else (lower, np.inf)
+        cells = lower is not None
         if self.small:
             project_spmm_small(
-                self.indptr,
-                self.indices,
-                self._W,
-                self._Ht,
-                self.k,
-                self.lower,
-                self.upper,
-                project,
-                self.y,
-                self.YHt,
-                self.sq,
+                indptr, indices, self._W, self._Ht, self.k, lo, up, project, y, YHt, sq
             )
         else:
-            self._project(
-                self.indptr,
-                self.indices,
-                self._W,
-                self._Ht,
-                self.lower,
-                self.upper,
-                project,
-                self.y,
-                self.YHt,
-                self.sq,
-                self.width,
+            (self._cproject if cells else self._project)(
+                indptr, indices, self._W, self._Ht, lo, up, project, y, YHt, sq, self.width
             )
 
     def iterate(self, lams: np.ndarray, update_h: bool = True) -> np.ndarray:
@@ -194,7 +246,7 @@ class MUSolver:
         run them all in one kernel call, and the same kernel for one iteration or several, so
         the results do not depend on how the iterations are grouped."""
         out = np.empty(len(lams))
-        if self.small:
+        if self.small and self.unknown is None:
             iterate_small(
                 self.indptr,
                 self.indices,
@@ -227,14 +279,21 @@ class MUSolver:
         return out
 
     def objective(self, lam: float = 0.0) -> float:
-        """``½‖Y − WH‖² + (λ/2)(‖W²−W‖² + ‖H²−H‖²)`` as of the last :meth:`step_y`.
+        """``½‖Y − WH‖² + (λ/2)(‖W²−W‖² + ‖H²−H‖²)`` as of the last :meth:`step_y`, the
+        first term over the observed cells.
 
-        The off-support part ``‖WH‖² − Σ_Ω s²`` is clamped at 0 against cancellation.
+        The off-support part ``‖WH‖² − Σ_Ω s²`` (less the unknown cells' ``Σ s²``; with few
+        observed cells, ``Σ_O s² − Σ_Ω s²``) is clamped at 0 against cancellation.
         """
         # Column by column: numpy's axis-0 sum of an (n, 2) array is ~20× slower.
         res, s2 = self.sq[:, 0].sum(), self.sq[:, 1].sum()
-        whf = float(np.sum(self.WtW * self.HHt))
-        f = 0.5 * (res + max(0.0, whf - s2))
+        if self.unknown is not None and self.unknown.observed:
+            off = self.csq[:, 1].sum() - s2
+        else:
+            off = float(np.sum(self.WtW * self.HHt)) - s2
+            if self.unknown is not None:
+                off -= self.csq[:, 1].sum()
+        f = 0.5 * (res + max(0.0, off))
         if lam:
             W, Ht = self.W, self.Ht
             f += 0.5 * lam * (float(np.sum((W * W - W) ** 2)) + float(np.sum((Ht * Ht - Ht) ** 2)))
