@@ -6,6 +6,7 @@ against an auxiliary matrix Y bounded on the support of X, then a threshold sear
 
 from importlib import metadata as _metadata
 
+from . import model_selection
 from ._threads import effective_n_jobs
 from .api import factorize, fit_many
 from .booleanize import (
@@ -14,6 +15,7 @@ from .booleanize import (
     boolean_product,
     booleanize,
     error_counts,
+    predict_cells,
 )
 from .datasets import make_boolean, make_sparse_degrees, make_sparse_tiles, make_sparse_uniform
 from .exceptions import (
@@ -75,9 +77,11 @@ __all__ = [
     "make_sparse_degrees",
     "make_sparse_tiles",
     "make_sparse_uniform",
+    "model_selection",
     "Pattern",
     "patterns",
     "polish",
+    "predict_cells",
     "refine_thresholds",
     "swap_factors",
 ]

@@ -35,6 +35,7 @@ __all__ = [
     "support_mask",
     "support_mask_from_keys",
     "transpose_mask",
+    "with_cells",
     "unique_rows",
     "words",
 ]
@@ -190,11 +191,35 @@ class Unknown:
         n, m = self.cells.shape
         return nnz + self.cells.nnz if self.observed else n * m - self.cells.nnz
 
+    def pass_cells(self, nnz: int) -> int:
+        """Cells the multiplicative updates visit beside X's ``nnz`` ones: the unknown cells,
+        or every observed cell (see :class:`banmf.models._mu.MUSolver`)."""
+        return nnz + self.cells.nnz if self.observed else self.cells.nnz
+
+    def dense_observed(self, X: sp.csr_array) -> np.ndarray:
+        """The observed cells as a dense float64 array of 1s and 0s, for the dense methods
+        (within their ``dense_budget``)."""
+        cells = self.cells.toarray()
+        return (
+            (cells | X.toarray()).astype(np.float64)
+            if self.observed
+            else (~cells).astype(np.float64)
+        )
+
     def covered(self, cover, hits, cell_hits):
         """Observed cells that W⊗H covers, from all the cells it covers (``cover``; unused
         with ``observed``), the ones it covers (``hits``) and the ``cells`` it covers
         (``cell_hits``). Works elementwise on arrays of counts."""
         return hits + cell_hits if self.observed else cover - cell_hits
+
+
+def with_cells(X: sp.csr_array, cells: sp.csr_array) -> tuple[sp.csr_array, np.ndarray]:
+    """The union of two disjoint masks, and per one of it (CSR order) whether it is one of
+    ``cells``: the relation a greedy method sees when unknown cells are "don't care" (allowed
+    in a factor, counted neither as a one covered nor as a zero covered)."""
+    keys, extra = cell_keys(X), cell_keys(cells)
+    union = np.union1d(keys, extra)
+    return support_mask_from_keys(union, X.shape), in_sorted(union, extra)
 
 
 # -- error counts --------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from ._boolean import (
 
 __all__ = [
     "check_binary_matrix",
+    "check_cells",
     "check_boolean_factors",
     "check_dense_budget",
     "check_dtype",
@@ -165,6 +166,32 @@ def check_binary_matrix(X, name: str = "X") -> sp.csr_array:
         keep = values != 0
         rows, cols = rows[keep], cols[keep]
     return support_mask(rows, cols, shape)
+
+
+def check_cells(rows, cols, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Validate cell coordinates (0-based, one row and one column index per cell) of a matrix
+    of ``shape``; returns them as int64 arrays."""
+    out = []
+    for name, idx, size in (("rows", rows, shape[0]), ("cols", cols, shape[1])):
+        arr = np.asarray(idx)
+        if arr.ndim != 1:
+            raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
+        if arr.size and not np.issubdtype(arr.dtype, np.integer):
+            raise TypeError(f"{name} must hold integers, got dtype {arr.dtype}")
+        arr = arr.astype(np.int64)
+        bad = (arr < 0) | (arr >= size)
+        if bad.any():
+            q = int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"{name}[{q}] = {int(arr[q])} is outside 0..{size - 1} (the matrix is "
+                f"{shape[0]}×{shape[1]})"
+            )
+        out.append(arr)
+    if len(out[0]) != len(out[1]):
+        raise ValueError(
+            f"rows and cols must have one entry per cell, got {len(out[0])} and {len(out[1])}"
+        )
+    return out[0], out[1]
 
 
 def check_unknown(

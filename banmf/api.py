@@ -8,7 +8,7 @@ import threading
 import time
 
 from ._threads import cancel_with, thread_budget
-from ._validation import check_binary_matrix, frame_labels
+from ._validation import check_binary_matrix, check_unknown, frame_labels
 from .exceptions import Interrupted
 from .models import METHODS
 from .result import Factorization
@@ -17,7 +17,14 @@ __all__ = ["Factorization", "factorize", "fit_many"]  # Factorization: from banm
 
 
 def factorize(
-    X, n_components, method: str = "banmf", *, random_state=None, **method_params
+    X,
+    n_components,
+    method: str = "banmf",
+    *,
+    random_state=None,
+    missing=None,
+    observed=None,
+    **method_params,
 ) -> Factorization:
     """Factorize the 0/1 matrix X with any registered method.
 
@@ -31,6 +38,12 @@ def factorize(
     method : str, default "banmf"
         A key of :data:`banmf.METHODS`.
     random_state : None, int or Generator
+    missing : array-like or sparse of shape (n, m), optional
+        1 marks a cell whose value is unknown: the fit uses observed cells only, and
+        :meth:`Factorization.complete` fills the unknown ones in.
+    observed : array-like or sparse of shape (n, m), optional
+        The complement, for data where most cells are unknown: 1 marks an observed cell.
+        ASSO and GreConD take ``missing`` only.
     **method_params
         Passed to the method's estimator (see its class).
 
@@ -56,11 +69,16 @@ def factorize(
         )
     row_labels, col_labels = frame_labels(X)
     X = check_binary_matrix(X)
-    labels = {"row_labels": row_labels, "col_labels": col_labels}
+    masks = {
+        name: None if mask is None else check_binary_matrix(mask, name)
+        for name, mask in (("missing", missing), ("observed", observed))
+    }
+    X, unknown = check_unknown(X, **masks)
+    labels = {"row_labels": row_labels, "col_labels": col_labels, **masks}
     est = cls(n_components=n_components, random_state=random_state, **method_params)
     start = time.perf_counter()
     try:
-        est.fit(X)
+        est.fit(X, missing=unknown)
     except KeyboardInterrupt:
         if not getattr(est, "interrupted_", False):
             raise  # before any result existed, or a second Ctrl-C
@@ -74,7 +92,7 @@ def factorize(
     )
 
 
-def fit_many(estimators, X, *, n_jobs=None) -> list:
+def fit_many(estimators, X, *, n_jobs=None, missing=None, observed=None) -> list:
     """Fit several estimators to the same X side by side, on one thread budget.
 
     A sweep over k, seeds or methods: each estimator is fitted in its own thread (the kernels
@@ -89,6 +107,8 @@ def fit_many(estimators, X, *, n_jobs=None) -> list:
     n_jobs : int or None, default None
         The budget shared by all fits (:func:`banmf.effective_n_jobs`): ``min(n_jobs, number
         of estimators)`` run at a time. An estimator's own ``n_jobs``, if set, is its share.
+    missing, observed : array-like or sparse of shape (n, m), optional
+        Unknown cells, as in :meth:`banmf.BANMF.fit` (validated once for all fits).
 
     Returns
     -------
@@ -109,12 +129,12 @@ def fit_many(estimators, X, *, n_jobs=None) -> list:
     [1, 2, 3]
     """
     estimators = list(estimators)
-    X = check_binary_matrix(X)
+    X, unknown = check_unknown(check_binary_matrix(X), missing, observed)
     with thread_budget(n_jobs) as budget:
         workers = min(budget, len(estimators))
         if workers <= 1:
             for est in estimators:
-                est.fit(X)
+                est.fit(X, missing=unknown)
             return estimators
         share = max(1, budget // workers)
         cancel = threading.Event()
@@ -131,7 +151,7 @@ def fit_many(estimators, X, *, n_jobs=None) -> list:
                     except queue.Empty:
                         return
                     try:
-                        est.fit(X)
+                        est.fit(X, missing=unknown)
                     except BaseException as exc:  # handed to the calling thread
                         failures.append(exc)
                         cancel.set()

@@ -13,10 +13,18 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from ._boolean import Packed, cover_count, csr_from_parts, hits_and_cover, mismatches, words
+from ._boolean import (
+    Packed,
+    cover_count,
+    csr_from_parts,
+    hits_and_cover,
+    mismatches,
+    pack_rows,
+    words,
+)
 from ._kernels.boolean import pruned_grid_search, staircase_hits
 from ._threads import blocks_for, threads_for, variant
-from ._validation import check_binary_matrix, check_boolean_factors
+from ._validation import check_binary_matrix, check_boolean_factors, check_cells, check_unknown
 from .result import Factorization
 
 __all__ = [
@@ -25,6 +33,7 @@ __all__ = [
     "boolean_product",
     "booleanize",
     "error_counts",
+    "predict_cells",
 ]
 
 
@@ -34,21 +43,22 @@ __all__ = [
 SMALL_COVER = 100_000
 
 
-def error_counts(X, W, H) -> tuple[int, int]:
-    """``(false negatives, false positives)`` of W⊗H against X: ones missed, zeros covered.
+def error_counts(X, W, H, *, missing=None, observed=None) -> tuple[int, int]:
+    """``(false negatives, false positives)`` of W⊗H against X: ones missed, zeros covered
+    (observed cells only, with ``missing`` / ``observed`` as in :meth:`banmf.BANMF.fit`).
 
     Examples
     --------
     >>> error_counts([[1, 1, 0], [0, 1, 1]], [[1], [1]], [[0, 1, 1]])
     (1, 1)
     """
-    X = check_binary_matrix(X)
+    X, unknown = check_unknown(check_binary_matrix(X), missing, observed)
     Wb, Hb = check_boolean_factors(W, H, X.shape)
-    hits, cover = hits_and_cover(X, Wb, Hb)
+    hits, cover = hits_and_cover(X, Wb, Hb, unknown)
     return X.nnz - hits, cover - hits
 
 
-def boolean_error(X, W, H) -> int:
+def boolean_error(X, W, H, *, missing=None, observed=None) -> int:
     """Hamming error ``|X - W⊗H|`` computed on the support of X, without densifying.
 
     Parameters
@@ -59,11 +69,13 @@ def boolean_error(X, W, H) -> int:
         Boolean (or 0/1) factor.
     H : array-like of shape (k, m)
         Boolean (or 0/1) factor.
+    missing, observed : array-like or sparse of shape (n, m), optional
+        Unknown cells, as in :meth:`banmf.BANMF.fit`: they are not counted.
 
     Returns
     -------
     int
-        Number of entries where X and the Boolean product W⊗H differ.
+        Number of observed entries where X and the Boolean product W⊗H differ.
 
     Examples
     --------
@@ -72,9 +84,9 @@ def boolean_error(X, W, H) -> int:
     >>> boolean_error(X, [[1], [1]], [[0, 1, 0]])
     2
     """
-    X = check_binary_matrix(X)
+    X, unknown = check_unknown(check_binary_matrix(X), missing, observed)
     Wb, Hb = check_boolean_factors(W, H, X.shape)
-    return mismatches(X, Wb, Hb)
+    return mismatches(X, Wb, Hb, unknown)
 
 
 def boolean_product(W, H) -> sp.csr_array:
@@ -102,6 +114,35 @@ def boolean_product(W, H) -> sp.csr_array:
     prod.sort_indices()
     prod.eliminate_zeros()
     return csr_from_parts(prod.indptr, prod.indices, (Wb.shape[0], Hb.shape[1]))
+
+
+def predict_cells(W, H, rows, cols) -> np.ndarray:
+    """The Boolean product ``W⊗H`` at the cells ``(rows[q], cols[q])`` only.
+
+    What a factorization predicts for cells whose value was unknown; O(cells · k/64), never
+    the whole product.
+
+    Parameters
+    ----------
+    W : array-like of shape (n, k), Boolean
+    H : array-like of shape (k, m), Boolean
+    rows, cols : array-like of int, same length
+        The cells, 0-based.
+
+    Returns
+    -------
+    ndarray of bool, one value per cell
+
+    Examples
+    --------
+    >>> predict_cells([[1, 0], [0, 1]], [[1, 1, 0], [0, 0, 1]], [0, 1, 1], [1, 1, 2]).astype(int)
+    array([1, 0, 1])
+    """
+    Wb, Hb = check_boolean_factors(W, H)
+    (n, _), m = Wb.shape, Hb.shape[1]
+    r, c = check_cells(rows, cols, (n, m))
+    pw, ph = pack_rows(Wb), pack_rows(np.ascontiguousarray(Hb.T))
+    return (pw[r] & ph[c]).any(axis=1)
 
 
 def balance(W: np.ndarray, H: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -178,6 +219,8 @@ def booleanize(
     *,
     normalize: str | None = "balance",
     search: str = "pruned",
+    missing=None,
+    observed=None,
 ) -> Factorization:
     """Threshold nonnegative factors into Boolean ones by a grid search (paper Algorithm 2).
 
@@ -213,6 +256,8 @@ def booleanize(
     normalize : {"balance", None}, default "balance"
         Rescale factor pairs first (see :func:`balance`), so one global threshold suits all.
     search : {"pruned", "exhaustive", "coordinate"}, default "pruned"
+    missing, observed : array-like or sparse of shape (n, m), optional
+        Unknown cells, as in :meth:`banmf.BANMF.fit`: the errors count observed cells only.
 
     Returns
     -------
@@ -236,7 +281,7 @@ def booleanize(
     >>> res.error
     0
     """
-    X = check_binary_matrix(X)
+    X, unknown = check_unknown(check_binary_matrix(X), missing, observed)
     Wf = np.asarray(W, dtype=np.float64)
     Hf = np.asarray(H, dtype=np.float64)
     if Wf.ndim != 2 or Hf.ndim != 2:
@@ -260,12 +305,14 @@ def booleanize(
         raise ValueError(f"normalize must be 'balance' or None, got {normalize!r}")
     if search not in ("pruned", "exhaustive", "coordinate"):
         raise ValueError(f"search must be 'pruned', 'exhaustive' or 'coordinate', got {search!r}")
-    res = threshold_factors(X, Wf, Hf, int(n_thresholds), normalize, search)
+    res = threshold_factors(X, Wf, Hf, int(n_thresholds), normalize, search, unknown)
     return Factorization.from_factors(
         X,
         res.W,
         res.H,
         error=res.error,
+        missing=missing,
+        observed=observed,
         method="booleanize",
         params={"n_thresholds": int(n_thresholds), "normalize": normalize, "search": search},
         info={

@@ -81,6 +81,10 @@ class Dataset:
     name : str
     meta : dict
         Sidecar metadata (source, license, transformation, ...), when there is one.
+    missing : csr_array of shape (n, m), bool, or None
+        The cells whose value the file leaves unknown (``?``, ``NA`` or blank cells of a text
+        table; a mask stored with the matrix or named by its sidecar), to pass as ``missing=``
+        to a fit. ``X`` holds no one there.
     """
 
     X: sp.csr_array
@@ -88,6 +92,7 @@ class Dataset:
     col_labels: list | None = None
     name: str = ""
     meta: dict = field(default_factory=dict)
+    missing: sp.csr_array | None = None
 
 
 # --- messages -------------------------------------------------------------------------------
@@ -250,9 +255,16 @@ def read_matrix(path, *, format: str | None = None, **options) -> sp.csr_array:
     Warns
     -----
     DataWarning
-        Duplicate entries (counted once).
+        Duplicate entries (counted once); cells whose value the file leaves unknown (read as 0
+        here: :func:`read_dataset` returns them as its ``missing``).
     """
-    return read_dataset(path, format=format, **options).X
+    data = read_dataset(path, format=format, **options)
+    if data.missing is not None and data.missing.nnz:
+        _warn_data(
+            f"{path}: {entries(data.missing.nnz)} of unknown value, read as 0; "
+            "read_dataset(path).missing holds them (fit with missing=)"
+        )
+    return data.X
 
 
 _OPTIONS = {
@@ -285,7 +297,8 @@ def read_dataset(path, *, format: str | None = None, **options) -> Dataset:
         raise ValueError(f"n_cols must be a positive integer, got {n_cols}")
     try:
         if fmt == "npz":
-            return _with_sidecar(path, _read_npz(path))
+            X = _read_npz(path)
+            return _with_sidecar(path, X, missing=_npz_missing(path, X.shape))
         if fmt == "mtx":
             return _with_sidecar(path, _read_mtx(path))
         if fmt == "dat":
@@ -356,8 +369,31 @@ def _sidecar_shape(path: Path, meta: dict) -> tuple[int, int] | None:
     return shape[0], shape[1]
 
 
-def _with_sidecar(path: Path, X: sp.csr_array, meta: dict | None = None) -> Dataset:
+def _sidecar_missing(path: Path, meta: dict, shape: tuple[int, int]) -> sp.csr_array | None:
+    """The mask of unknown cells that the sidecar names (key ``missing``: a 0/1 matrix file
+    beside it, any format), or None."""
+    name = meta.get("missing")
+    if name is None:
+        return None
+    side = _sidecar_path(path)
+    if not isinstance(name, str) or not name or Path(name).name != name:
+        raise ValueError(f"{side}: 'missing' must name a file in the same folder, got {name!r}")
+    mask_path = side.with_name(name)
+    if not mask_path.exists():
+        raise ValueError(f"{side}: the missing-cell mask {name} is not there")
+    mask = read_dataset(mask_path).X
+    if mask.shape != shape:
+        raise ValueError(
+            f"{mask_path}: a {mask.shape[0]}×{mask.shape[1]} mask for {path}'s "
+            f"{shape[0]}×{shape[1]} matrix"
+        )
+    return mask
+
+
+def _with_sidecar(path: Path, X: sp.csr_array, meta: dict | None = None, missing=None) -> Dataset:
     meta = _sidecar(path) if meta is None else meta
+    if missing is None:
+        missing = _sidecar_missing(path, meta, X.shape)
     labels = []
     for key, size, what in (
         ("row_labels", X.shape[0], "rows"),
@@ -371,7 +407,23 @@ def _with_sidecar(path: Path, X: sp.csr_array, meta: dict | None = None) -> Data
             )
         labels.append(None if value is None else [str(v) for v in value])
     name = meta.get("name")
-    return Dataset(X, labels[0], labels[1], name if isinstance(name, str) else path.name, meta)
+    return Dataset(
+        _observed_ones(X, missing),
+        labels[0],
+        labels[1],
+        name if isinstance(name, str) else path.name,
+        meta,
+        missing,
+    )
+
+
+def _observed_ones(X: sp.csr_array, missing) -> sp.csr_array:
+    """X without ones on unknown cells (a file's value there means nothing)."""
+    if missing is None or missing.nnz == 0:
+        return X
+    from ._validation import check_unknown
+
+    return check_unknown(X, missing)[0]
 
 
 # --- Matrix Market --------------------------------------------------------------------------
@@ -704,26 +756,43 @@ def _read_h5ad(path: Path) -> Dataset:
     if adata.X is None:
         raise ValueError(f"{path}: the AnnData file has no X matrix")
     X = check_binary_matrix(adata.X, name=f"{path}: X")
+    missing = None
+    if "missing" in adata.layers:
+        missing = check_binary_matrix(adata.layers["missing"], name=f"{path}: layer 'missing'")
     return Dataset(
-        X, [str(v) for v in adata.obs_names], [str(v) for v in adata.var_names], path.name
+        _observed_ones(X, missing),
+        [str(v) for v in adata.obs_names],
+        [str(v) for v in adata.var_names],
+        path.name,
+        missing=missing,
     )
 
 
-def _write_h5ad(X: sp.csr_array, tmp: Path, labels: dict) -> None:
-    """X as uint8 CSR (what single-cell tools expect of counts), labels as obs and var names."""
+def _write_h5ad(X: sp.csr_array, tmp: Path, labels: dict, missing=None) -> None:
+    """X as uint8 CSR (what single-cell tools expect of counts), labels as obs and var names,
+    unknown cells as the layer ``missing``."""
     anndata = _anndata()
     import pandas as pd
 
     n, m = X.shape
     obs = pd.DataFrame(index=labels.get("row_labels", [str(i) for i in range(n)]))
     var = pd.DataFrame(index=labels.get("col_labels", [str(j) for j in range(m)]))
-    data = sp.csr_matrix((np.ones(X.nnz, np.uint8), X.indices, X.indptr), shape=(n, m))
-    anndata.AnnData(X=data, obs=obs, var=var).write_h5ad(tmp)
+
+    def counts(M):
+        return sp.csr_matrix((np.ones(M.nnz, np.uint8), M.indices, M.indptr), shape=(n, m))
+
+    layers = {} if missing is None else {"missing": counts(missing)}
+    anndata.AnnData(X=counts(X), obs=obs, var=var, layers=layers).write_h5ad(tmp)
 
 
 # --- CSV / TSV ------------------------------------------------------------------------------
 
 _SEPARATORS = {",": "commas", "\t": "tabs", ";": "semicolons"}
+
+
+#: Text cells that mean "unknown" (compared in lower case): R's and pandas' NA, the UCI ``?``,
+#: a blank.
+MISSING_CELLS = frozenset({"", "?", "na", "n/a", "nan"})
 
 
 def _binary_cell(cell: str) -> bool | None:
@@ -742,7 +811,8 @@ def _binary_cell(cell: str) -> bool | None:
 
 
 def _is_number(cell: str) -> bool:
-    if _binary_cell(cell) is not None:
+    """A number, or an unknown cell (a place a number would be)."""
+    if _binary_cell(cell) is not None or cell.lower() in MISSING_CELLS:
         return True
     try:
         float(cell)
@@ -752,9 +822,11 @@ def _is_number(cell: str) -> bool:
 
 
 def _is_data_row(cells: list[str]) -> bool:
-    """Every cell after an optional label (the first cell) holds 0/1."""
+    """Every cell after an optional label (the first cell) holds 0/1 or is unknown, and one
+    holds 0/1."""
     body = cells[1:] if len(cells) > 1 else cells
-    return all(_binary_cell(c) is not None for c in body)
+    known = [c for c in body if c.lower() not in MISSING_CELLS]
+    return bool(known) and all(_binary_cell(c) is not None for c in known)
 
 
 def _looks_like_header(first: list[str], second: list[str] | None) -> bool:
@@ -840,6 +912,7 @@ def _read_delimited(
         col_labels = col_labels[1:]
     row_labels = [] if index_col else None
     indptr, indices = array("q", [0]), array("q")
+    unknown = array("q")  # row-major keys of the unknown cells
     bad_count, first_bad = 0, None
     for r, (line_no, cells) in enumerate(rows):
         if index_col:
@@ -862,13 +935,9 @@ def _read_delimited(
                 if v:
                     ones.append(c)
                 elif v is None:
-                    if cell == "":
-                        _fail(
-                            path,
-                            line_no,
-                            f"blank cell at row {r + 1}, column {c + 1}; missing entries "
-                            "are not supported yet",
-                        )
+                    if cell.lower() in MISSING_CELLS:
+                        unknown.append(r * width + c)
+                        continue
                     bad_count += 1
                     first_bad = first_bad or (line_no, cell, r + 1, c + 1)
         indices.extend(ones)
@@ -887,7 +956,10 @@ def _read_delimited(
     )
     if col_labels is not None and len(col_labels) != width:
         col_labels = None
-    return Dataset(X, row_labels, col_labels, path.name)
+    missing = (
+        support_mask_from_keys(np.frombuffer(unknown, np.int64), (n, width)) if unknown else None
+    )
+    return Dataset(X, row_labels, col_labels, path.name, missing=missing)
 
 
 def _has_label_column(records, header: bool) -> bool:
@@ -1093,6 +1165,38 @@ def _read_npz(path: Path) -> sp.csr_array:
     return _support_from_coords(path, rows[keep], cols[keep], (n, m))
 
 
+def _npz_missing(path: Path, shape: tuple[int, int]) -> sp.csr_array | None:
+    """The mask of unknown cells that :func:`write_matrix` stores in an .npz beside the matrix
+    (arrays ``missing_indptr`` and ``missing_indices``, which scipy's reader ignores), or
+    None."""
+
+    def damaged(reason):
+        return ValueError(f"{path}: damaged missing-cell mask ({reason})")
+
+    zf, headers = _open_npz(path, damaged)
+    with zf:
+        keys = {"missing_indptr", "missing_indices"}
+        if not keys & set(headers):
+            return None
+        if not keys <= set(headers) or any(headers[k][1].kind not in "iu" for k in keys):
+            raise damaged("it needs integer missing_indptr and missing_indices arrays")
+        try:
+            indptr = _signed(_npz_array(zf, "missing_indptr"))
+            indices = _signed(_npz_array(zf, "missing_indices"))
+        except Exception as exc:
+            raise damaged(_reason(exc)) from None
+    n, m = shape
+    if (
+        indptr is None
+        or indices is None
+        or _csr_problem(indptr, indices, n, m)
+        or not _sorted_rows(indptr, indices)
+    ):
+        raise damaged("not a sorted CSR pattern of the matrix's shape")
+    idx = np.int32 if max(n, m, len(indices)) < 2**31 - 1 else np.int64
+    return csr_from_parts(indptr.astype(idx), indices.astype(idx), shape)
+
+
 # --- writing --------------------------------------------------------------------------------
 
 
@@ -1222,7 +1326,9 @@ def _open_text_output(tmp: Path, path: Path):
                 yield fh
 
 
-def write_matrix(X, path, *, format: str | None = None, row_labels=None, col_labels=None) -> None:
+def write_matrix(
+    X, path, *, format: str | None = None, row_labels=None, col_labels=None, missing=None
+) -> None:
     """Write a 0/1 matrix atomically; reading it back (:func:`read_dataset`) gives the same
     shape, entries and labels.
 
@@ -1239,11 +1345,23 @@ def write_matrix(X, path, *, format: str | None = None, row_labels=None, col_lab
         Names of the rows and columns: a name column and a header row in .csv and .tsv files,
         obs and var names in .h5ad files (AnnData; needs ``anndata``), else the keys
         ``row_labels`` and ``col_labels`` of ``NAME.json`` beside the file.
+    missing : array-like or sparse of shape (n, m), optional
+        Cells whose value is unknown: ``?`` in .csv and .tsv files, arrays beside the matrix in
+        .npz, the layer ``missing`` in .h5ad, else a mask ``NAME.missing.mtx`` that the key
+        ``missing`` of ``NAME.json`` names (:func:`read_dataset` reads it back as its
+        ``missing``).
     """
     path = Path(path)
     fmt = format_of(path, format)
     X = check_binary_matrix(X)
     n, m = X.shape
+    if missing is not None:
+        missing = check_binary_matrix(missing, "missing")
+        if missing.shape != (n, m):
+            raise ValueError(f"missing has shape {missing.shape} but X has shape {(n, m)}")
+        X = _observed_ones(X, missing)
+        if missing.nnz == 0:
+            missing = None
     labels = {}
     for key, value, size, what in (
         ("row_labels", row_labels, n, "rows"),
@@ -1257,24 +1375,35 @@ def write_matrix(X, path, *, format: str | None = None, row_labels=None, col_lab
     if fmt == "npz" and path.suffix.lower() == ".gz":
         raise ValueError(f"{path}: .npz files are compressed already; drop the .gz")
     delimited = fmt in ("csv", "tsv")
-    side, meta = None, None
-    if fmt == "dat" or (labels and fmt in ("mtx", "npz")):  # read (and check) the sidecar first
-        side = _sidecar_path(path)
+    side, meta, mask_path = None, None, None
+    mask_beside = missing is not None and fmt in ("mtx", "dat")
+    if fmt == "dat" or ((labels or mask_beside) and fmt in ("mtx", "npz")):
+        side = _sidecar_path(path)  # read (and check) the sidecar first
         meta = {**_raw_sidecar(side), **labels}
         if fmt == "dat":
             meta["shape"] = [n, m]
+        if mask_beside:
+            mask_path = side.with_name(side.stem + ".missing.mtx")
+            meta["missing"] = mask_path.name
+        else:
+            meta.pop("missing", None)  # a mask of an earlier file by this name is not ours
     if fmt == "h5ad":
         _anndata()  # before anything is written
+    if mask_path is not None:
+        write_matrix(missing, mask_path)
     with atomic_path(path) as tmp:
         if fmt == "npz":
             with open(tmp, "wb") as fh:
-                sp.save_npz(fh, sp.csr_matrix(X), compressed=True)
+                arrays = {}
+                if missing is not None:
+                    arrays = {"missing_indptr": missing.indptr, "missing_indices": missing.indices}
+                _save_npz(fh, X, arrays)
         elif fmt == "h5ad":
-            _write_h5ad(X, tmp, labels)
+            _write_h5ad(X, tmp, labels, missing)
         else:
             with _open_text_output(tmp, path) as fh:
-                if delimited and labels:
-                    _write_labelled(fh, X, "," if fmt == "csv" else "\t", labels)
+                if delimited and (labels or missing is not None):
+                    _write_labelled(fh, X, "," if fmt == "csv" else "\t", labels, missing)
                 else:
                     _write_text(fh, X, fmt)
     if side is not None:
@@ -1282,18 +1411,38 @@ def write_matrix(X, path, *, format: str | None = None, row_labels=None, col_lab
             tmp.write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def _write_labelled(fh, X: sp.csr_array, sep: str, labels: dict) -> None:
-    """A delimited 0/1 table with a header row (column names) and/or a name column."""
+def _save_npz(fh, X: sp.csr_array, extra: dict) -> None:
+    """X in the layout of ``scipy.sparse.save_npz`` (a CSR matrix, compressed), with the
+    ``extra`` arrays beside it: scipy's reader ignores them."""
+    np.savez_compressed(
+        fh,
+        indices=X.indices,
+        indptr=X.indptr,
+        format=b"csr",
+        shape=X.shape,
+        data=np.ones(X.nnz, dtype=bool),
+        **extra,
+    )
+
+
+def _write_labelled(fh, X: sp.csr_array, sep: str, labels: dict, missing=None) -> None:
+    """A delimited 0/1 table with a header row (column names) and/or a name column, and ``?``
+    at the unknown cells."""
     writer = csv.writer(fh, delimiter=sep, lineterminator="\n")
     rows, cols = labels.get("row_labels"), labels.get("col_labels")
     if cols is not None:
         writer.writerow(([""] if rows is not None else []) + cols)
-    line = np.zeros(X.shape[1], dtype=np.uint8)
+    line = np.zeros(X.shape[1], dtype=object)
     for i in range(X.shape[0]):
         idx = X.indices[X.indptr[i] : X.indptr[i + 1]]
+        unknown = (
+            () if missing is None else missing.indices[missing.indptr[i] : missing.indptr[i + 1]]
+        )
         line[idx] = 1
+        line[unknown] = "?"
         writer.writerow(([rows[i]] if rows is not None else []) + line.tolist())
         line[idx] = 0
+        line[unknown] = 0
 
 
 def _write_text(fh, X: sp.csr_array, fmt: str) -> None:
@@ -1497,7 +1646,7 @@ def save_result(result, path, *, X=None, extra: dict | None = None) -> None:
     arrays = {"W": np.packbits(W, axis=1), "H": np.packbits(H, axis=1)}
     if result.loss_curve is not None:
         arrays["loss_curve"] = np.asarray(result.loss_curve, dtype=np.float64)
-    for name, M in (("X", result.X), ("mask", result.mask)):
+    for name, M in (("X", result.X), ("missing", result.missing), ("observed", result.observed)):
         if M is None:
             continue
         M = check_binary_matrix(M)
@@ -1505,7 +1654,7 @@ def save_result(result, path, *, X=None, extra: dict | None = None) -> None:
             raise ValueError(f"{name} has shape {M.shape}, the factors give {(n, m)}")
         if name == "X":
             meta["nnz"] = int(M.nnz)
-        if name == "mask" or M.nnz <= EMBED_MAX_NNZ:
+        if name != "X" or M.nnz <= EMBED_MAX_NNZ:
             arrays[f"{name}_indptr"], arrays[f"{name}_indices"] = M.indptr, M.indices
     arrays["meta"] = np.frombuffer(json.dumps(jsonable(meta)).encode("utf-8"), dtype=np.uint8)
     with atomic_path(path) as tmp, open(tmp, "wb") as fh:
@@ -1577,7 +1726,9 @@ def load_result(path):
         ):
             raise not_result("the loss curve is not a list of numbers")
         matrices = [
-            name for name in ("X", "mask") if {f"{name}_indptr", f"{name}_indices"} & set(headers)
+            name
+            for name in ("X", "missing", "observed")
+            if {f"{name}_indptr", f"{name}_indices"} & set(headers)
         ]
         embedded = [f"{name}_{part}" for name in matrices for part in ("indptr", "indices")]
         if any(
@@ -1655,7 +1806,8 @@ def _factorization_of(meta: dict, W, H, loss_curve, supports: dict, not_result):
         loss_curve=loss_curve,
         meta=provenance,
         X=supports.get("X"),
-        mask=supports.get("mask"),
+        missing=supports.get("missing"),
+        observed=supports.get("observed"),
         row_labels=rows,
         col_labels=cols,
     )

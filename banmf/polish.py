@@ -44,7 +44,7 @@ from ._kernels.polish import (
     uncovered_counts,
 )
 from ._threads import blocks_for, pick, threads_for, variant
-from ._validation import check_binary_matrix, check_boolean_factors
+from ._validation import check_binary_matrix, check_boolean_factors, check_unknown
 from .result import Factorization
 
 __all__ = ["polish", "refine_thresholds", "swap_factors"]
@@ -239,7 +239,9 @@ def _check_rounds(value, name: str) -> int:
     return int(value)
 
 
-def polish(X, W, H, *, method: str = "auto", max_rounds: int = 100) -> Factorization:
+def polish(
+    X, W, H, *, method: str = "auto", max_rounds: int = 100, missing=None, observed=None
+) -> Factorization:
     """Improve Boolean factors by alternating exact Boolean row and column updates.
 
     With H fixed, every row of W is changed to a pattern with a lower row error; then every
@@ -258,6 +260,8 @@ def polish(X, W, H, *, method: str = "auto", max_rounds: int = 100) -> Factoriza
         rather than the global one. "auto" takes "exact" while its cost stays within ten times
         the flips' (always on small data), else "flip".
     max_rounds : int, default 100
+    missing, observed : array-like or sparse of shape (n, m), optional
+        Unknown cells, as in :meth:`banmf.BANMF.fit`: the errors count observed cells only.
 
     Returns
     -------
@@ -273,7 +277,7 @@ def polish(X, W, H, *, method: str = "auto", max_rounds: int = 100) -> Factoriza
     >>> polish(X, [[1, 0], [0, 0], [0, 1]], [[1, 1, 0], [0, 0, 1]]).error
     0
     """
-    X = check_binary_matrix(X)
+    X, unknown = check_unknown(check_binary_matrix(X), missing, observed)
     Wb, Hb = check_boolean_factors(W, H, X.shape)
     k = Wb.shape[1]
     if method not in POLISH_METHODS:
@@ -283,12 +287,16 @@ def polish(X, W, H, *, method: str = "auto", max_rounds: int = 100) -> Factoriza
             f"the exact polish enumerates 2^k patterns per row: k={k} exceeds {EXACT_MAX_K}; "
             "use method='flip'"
         )
-    res = polish_factors(X, Wb, Hb, method, _check_rounds(max_rounds, "max_rounds"))
+    res = polish_factors(
+        X, Wb, Hb, method, _check_rounds(max_rounds, "max_rounds"), unknown=unknown
+    )
     return Factorization.from_factors(
         X,
         res.W,
         res.H,
         error=res.error,
+        missing=missing,
+        observed=observed,
         method="polish",
         n_iter=res.rounds,
         params={"method": method, "max_rounds": max_rounds},
@@ -321,7 +329,9 @@ def polish_factors(
     return _Polished(W, np.ascontiguousarray(Ht.T), history[-1], history, rounds, method)
 
 
-def refine_thresholds(X, W, H, threshold_w, threshold_h, *, max_sweeps: int = 100) -> Factorization:
+def refine_thresholds(
+    X, W, H, threshold_w, threshold_h, *, max_sweeps: int = 100, missing=None, observed=None
+) -> Factorization:
     """Per-factor thresholds by cyclic coordinate descent, from given (e.g. global) ones.
 
     Starting from ``W > threshold_w`` and ``H > threshold_h``, each column l of W in turn gets the
@@ -339,6 +349,8 @@ def refine_thresholds(X, W, H, threshold_w, threshold_h, *, max_sweeps: int = 10
     threshold_w, threshold_h : float or array-like of shape (k,)
         Starting thresholds (strict ``>``).
     max_sweeps : int, default 100
+    missing, observed : array-like or sparse of shape (n, m), optional
+        Unknown cells, as in :meth:`banmf.BANMF.fit`: the errors count observed cells only.
 
     Returns
     -------
@@ -358,7 +370,7 @@ def refine_thresholds(X, W, H, threshold_w, threshold_h, *, max_sweeps: int = 10
     >>> res.error, res.info["threshold_w"].tolist()
     (0, [0.5, 0.1])
     """
-    X = check_binary_matrix(X)
+    X, unknown = check_unknown(check_binary_matrix(X), missing, observed)
     Wf = np.asarray(W, dtype=np.float64)
     Hf = np.asarray(H, dtype=np.float64)
     if (
@@ -375,12 +387,16 @@ def refine_thresholds(X, W, H, threshold_w, threshold_h, *, max_sweeps: int = 10
     k = Wf.shape[1]
     tw = np.broadcast_to(np.asarray(threshold_w, dtype=np.float64), (k,)).copy()
     th = np.broadcast_to(np.asarray(threshold_h, dtype=np.float64), (k,)).copy()
-    res = refine_factor_thresholds(X, Wf, Hf, tw, th, _check_rounds(max_sweeps, "max_sweeps"))
+    res = refine_factor_thresholds(
+        X, Wf, Hf, tw, th, _check_rounds(max_sweeps, "max_sweeps"), unknown=unknown
+    )
     return Factorization.from_factors(
         X,
         res.W,
         res.H,
         error=res.error,
+        missing=missing,
+        observed=observed,
         method="refine_thresholds",
         n_iter=len(res.history) - 1,
         params={"max_sweeps": max_sweeps},
@@ -557,7 +573,16 @@ def swap_steps(
         yield _Swap(W, pol.H, pol.error, l, j)
 
 
-def swap_factors(X, W, H, *, max_swaps: int | None = None, method: str = "auto") -> Factorization:
+def swap_factors(
+    X,
+    W,
+    H,
+    *,
+    max_swaps: int | None = None,
+    method: str = "auto",
+    missing=None,
+    observed=None,
+) -> Factorization:
     """Replace weak factors by strong columns: a search over whole factors after the polish.
 
     Each step finds, over every factor l and column j, the swap that lowers the Hamming error
@@ -581,6 +606,8 @@ def swap_factors(X, W, H, *, max_swaps: int | None = None, method: str = "auto")
         None: until no swap lowers the error.
     method : {"auto", "exact", "flip"}, default "auto"
         The polish after each swap (see :func:`polish`).
+    missing, observed : array-like or sparse of shape (n, m), optional
+        Unknown cells, as in :meth:`banmf.BANMF.fit`: the errors count observed cells only.
 
     Returns
     -------
@@ -597,7 +624,7 @@ def swap_factors(X, W, H, *, max_swaps: int | None = None, method: str = "auto")
     >>> res.error, res.info["swaps"]
     (0, [(0, 2)])
     """
-    X = check_binary_matrix(X)
+    X, unknown = check_unknown(check_binary_matrix(X), missing, observed)
     Wb, Hb = check_boolean_factors(W, H, X.shape)
     if method not in POLISH_METHODS:
         raise ValueError(f"method must be one of {POLISH_METHODS}, got {method!r}")
@@ -607,10 +634,10 @@ def swap_factors(X, W, H, *, max_swaps: int | None = None, method: str = "auto")
             f"{EXACT_MAX_K}; use method='flip'"
         )
     limit = np.iinfo(np.int64).max if max_swaps is None else _check_rounds(max_swaps, "max_swaps")
-    history, swaps = [mismatches(X, Wb, Hb)], []
+    history, swaps = [mismatches(X, Wb, Hb, unknown)], []
     W, H = Wb, Hb
     if Wb.shape[1]:
-        for step in swap_steps(X, Wb, Hb, method, limit):
+        for step in swap_steps(X, Wb, Hb, method, limit, unknown=unknown):
             W, H = step.W, step.H
             history.append(step.error)
             swaps.append((step.factor, step.column))
@@ -619,6 +646,8 @@ def swap_factors(X, W, H, *, max_swaps: int | None = None, method: str = "auto")
         W,
         H,
         error=history[-1],
+        missing=missing,
+        observed=observed,
         method="swap_factors",
         n_iter=len(swaps),
         params={"max_swaps": max_swaps, "method": method},

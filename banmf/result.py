@@ -51,9 +51,9 @@ class Factorization:
     W : ndarray of shape (n, k), bool
     H : ndarray of shape (k, m), bool
     error : int
-        Hamming error ``|X − W⊗H|``.
+        Hamming error ``|X − W⊗H|`` over the observed cells.
     relative_error : float
-        ``error / nnz(X)``.
+        ``error / nnz(X)`` (the observed ones).
     method : str
         The registry name (:data:`banmf.METHODS`) of the method, or the step that made it
         (``"booleanize"``, ``"refine_thresholds"``, ``"polish"``, ``"planted"``).
@@ -74,12 +74,15 @@ class Factorization:
         Provenance: library versions, creation time, the input file and its sha256, the seed;
         whatever the writer added.
     X : csr_array or None
-        The factorized 0/1 matrix (its support), when known; saved with the result up to
-        2,000,000 nonzeros.
+        The factorized 0/1 matrix (its observed ones), when known; saved with the result up
+        to 2,000,000 nonzeros.
     row_labels, col_labels : list of str or None
         Names of the rows (of W) and columns (of H), when the data had them.
-    mask : csr_array or None
-        The observed entries, for data with unknown ones (None: every entry was observed).
+    missing : csr_array or None
+        The cells whose value was unknown, for data fitted with ``missing=`` (saved).
+    observed : csr_array or None
+        The cells that were observed, for data fitted with ``observed=`` (saved); every other
+        cell was unknown. At most one of the two is set; neither: every cell was observed.
     estimator : object or None
         The fitted estimator (not saved).
     """
@@ -99,7 +102,8 @@ class Factorization:
     X: sp.csr_array | None = None
     row_labels: list | None = None
     col_labels: list | None = None
-    mask: sp.csr_array | None = None
+    missing: sp.csr_array | None = None
+    observed: sp.csr_array | None = None
     estimator: object = None
 
     @property
@@ -165,17 +169,82 @@ class Factorization:
 
     @classmethod
     def from_factors(cls, X, W, H, *, error: int | None = None, **fields) -> Factorization:
-        """The result of Boolean factors W (n, k) and H (k, m) of the 0/1 matrix X (kept in
-        :attr:`X`); ``error`` is computed unless given (by a caller that knows it)."""
-        from ._validation import check_binary_matrix, check_boolean_factors
-        from .booleanize import boolean_error
+        """The result of Boolean factors W (n, k) and H (k, m) of the 0/1 matrix X (its
+        observed ones kept in :attr:`X`; ``missing`` or ``observed`` among ``fields`` mark
+        unknown cells); ``error`` is computed unless given (by a caller that knows it)."""
+        from ._boolean import mismatches
+        from ._validation import check_binary_matrix, check_boolean_factors, check_unknown
 
         X = check_binary_matrix(X)
         W, H = check_boolean_factors(W, H, X.shape)
-        error = boolean_error(X, W, H) if error is None else int(error)
+        for name in ("missing", "observed"):
+            if fields.get(name) is not None:
+                fields[name] = check_binary_matrix(fields[name], name)
+        X, unknown = check_unknown(X, fields.get("missing"), fields.get("observed"))
+        error = mismatches(X, W, H, unknown) if error is None else int(error)
         return cls(
             W=W, H=H, error=error, relative_error=relative_error(error, X.nnz), X=X, **fields
         )
+
+    @property
+    def n_observed(self) -> int:
+        """Observed cells (every cell when nothing was unknown)."""
+        n, m = self.shape
+        if self.missing is not None:
+            return n * m - self.missing.nnz
+        return n * m if self.observed is None else self.observed.nnz
+
+    def unknown(self, X=None):
+        """The data's observed ones and its unknown cells as the fit saw them:
+        ``(X, Unknown or None)`` (X: the data, default :attr:`X`)."""
+        from ._validation import check_binary_matrix, check_unknown
+
+        X = self._data(X)
+        return check_unknown(check_binary_matrix(X), self.missing, self.observed)
+
+    def _data(self, X):
+        if X is None:
+            if self.X is None:
+                raise ValueError("this result holds no data (too large to embed); pass X")
+            return self.X
+        return X
+
+    def predict(self, rows, cols) -> np.ndarray:
+        """The Boolean product ``W⊗H`` at the cells ``(rows[q], cols[q])``: the factorization's
+        guess for cells whose value was unknown (:func:`banmf.predict_cells`)."""
+        from .booleanize import predict_cells
+
+        return predict_cells(self.W, self.H, rows, cols)
+
+    def complete(self, X=None) -> sp.csr_array:
+        """The data with its unknown cells filled in by ``W⊗H``: observed cells keep their
+        values, unknown ones take the prediction.
+
+        Parameters
+        ----------
+        X : array-like or sparse, optional
+            The data (default :attr:`X`, the observed ones the fit saw).
+
+        Returns
+        -------
+        scipy.sparse.csr_array, bool
+            With ``observed=`` data this holds every predicted one off the observed cells: as
+            large as the product's ones there.
+        """
+        from ._boolean import cell_keys, in_sorted, support_mask_from_keys
+        from .booleanize import boolean_product
+
+        X, unknown = self.unknown(X)
+        if unknown is None:
+            return X
+        if unknown.observed:
+            product = cell_keys(boolean_product(self.W, self.H))
+            guessed = product[~in_sorted(product, cell_keys(unknown.cells))]
+        else:
+            keys = cell_keys(unknown.cells)
+            m = X.shape[1]
+            guessed = keys[self.predict(keys // m, keys % m)]
+        return support_mask_from_keys(np.union1d(cell_keys(X), guessed), X.shape)
 
     def patterns(self, X=None, *, top: int | None = None) -> list:
         """Every factor as a pattern, largest contribution first: :func:`banmf.patterns`."""

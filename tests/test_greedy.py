@@ -260,6 +260,7 @@ def test_asso_usage(Xd, k, seed, w):
             X.indptr,
             X.indices,
             uncov,
+            np.zeros(0, dtype=bool),
             used,
             fac_mask,
             w[0],

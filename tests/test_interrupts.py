@@ -123,8 +123,8 @@ def test_pnlpf_keeps_the_factors_of_the_iterations_done(X, monkeypatch):
 
     real = PNLPF._iterate
 
-    def three_then_ctrl_c(self, Xd, W, H, losses, max_iter):
-        real(self, Xd, W, H, losses, min(3, max_iter))
+    def three_then_ctrl_c(self, Xd, weights, W, H, losses, max_iter):
+        real(self, Xd, weights, W, H, losses, min(3, max_iter))
         raise KeyboardInterrupt
 
     monkeypatch.setattr(PNLPF, "_iterate", three_then_ctrl_c)

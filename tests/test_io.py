@@ -198,11 +198,12 @@ def test_result_round_trip(tmp_path):
     assert saved.info["thresholds_"] == [t.tolist() for t in r.estimator.thresholds_]
     assert saved.info["refinement_"] == r.info["refinement_"] and not saved.interrupted
     assert {"banmf", "numpy", "scipy", "numba"} <= set(saved.meta["versions"])
-    labelled = r.replace(row_labels=[f"r{i}" for i in range(30)], col_labels=None, mask=X)
+    labelled = r.replace(row_labels=[f"r{i}" for i in range(30)], col_labels=None, missing=X)
     labelled.save(tmp_path / "l.npz")
     back = type(r).load(tmp_path / "l.npz")
     assert back.row_labels == labelled.row_labels and back.col_labels is None
-    np.testing.assert_array_equal(back.mask.toarray(), X.toarray())
+    np.testing.assert_array_equal(back.missing.toarray(), X.toarray())
+    assert back.observed is None
     asso = factorize(X, 3, method="asso", tau=0.5)
     save_result(asso.estimator, tmp_path / "a.npz")
     assert load_result(tmp_path / "a.npz").loss_curve is None

@@ -421,17 +421,31 @@ def asso_scores(
             B[c] = totals[1]
 
 
-@njit(cache=True, nogil=True)
-def asso_usage(cols, colptr, colrows, indptr, indices, uncov, used, fac_mask, w_pos, w_neg, usage):
-    """``usage[i] = True`` for every row where the basis vector ``cols`` gains, found row by row
-    through all its columns; returns its (A, B) as :func:`asso_scores` counts them."""
-    n = len(indptr) - 1
-    m = len(colptr) - 1
+@njit(cache=True, nogil=True, inline="always")
+def _usage_counts(
+    cols,
+    colptr,
+    colrows,
+    indptr,
+    indices,
+    uncov,
+    dont_care,
+    used,
+    fac_mask,
+    w_pos,
+    w_neg,
+    usage,
+    seen,
+    mark,
+    meets,
+):
+    """The rows where the basis vector ``cols`` gains (``usage[i] = True``) and its (A, B):
+    uncovered ones and zeros it would cover in them. ``dont_care`` (per one, CSR order; empty:
+    none) marks cells that are neither: unknown cells in the relation. ``seen``, ``mark``
+    and ``meets`` are zeroed scratch, left zeroed."""
     words = used.shape[1]
     s = len(cols)
-    seen = np.zeros(n, dtype=np.bool_)
-    mark = np.zeros(m, dtype=np.bool_)
-    meets = np.zeros(words, dtype=np.uint64)
+    careless = len(dont_care) > 0
     for q in range(s):
         mark[cols[q]] = True
         for w in range(words):
@@ -445,9 +459,21 @@ def asso_usage(cols, colptr, colrows, indptr, indices, uncov, used, fac_mask, w_
                 continue
             seen[i] = True
             a = 0
+            dc = 0
             for p in range(indptr[i], indptr[i + 1]):
-                if mark[indices[p]] and uncov[p]:
-                    a += 1
+                if mark[indices[p]]:
+                    if uncov[p]:
+                        a += 1
+                    elif careless and dont_care[p]:
+                        # Counted out of the zeros, unless an earlier factor holds it (then
+                        # its column is not free).
+                        held = False
+                        for w in range(words):
+                            if used[i, w] & fac_mask[indices[p], w]:
+                                held = True
+                                break
+                        if not held:
+                            dc += 1
             free = s
             for w in range(words):
                 if used[i, w] & meets[w]:
@@ -457,11 +483,97 @@ def asso_usage(cols, colptr, colrows, indptr, indices, uncov, used, fac_mask, w_
                                 free -= 1
                                 break
                     break
-            if _gains(a, free, w_pos, w_neg):
+            if _gains(a, free - dc, w_pos, w_neg):
                 usage[i] = True
                 A += a
-                B += free - a
+                B += free - a - dc
+    for q in range(s):
+        mark[cols[q]] = False
+        for r in range(colptr[cols[q]], colptr[cols[q] + 1]):
+            seen[colrows[r]] = False
+    for w in range(words):
+        meets[w] = 0
     return A, B
+
+
+@njit(cache=True, nogil=True)
+def asso_usage(
+    cols, colptr, colrows, indptr, indices, uncov, dont_care, used, fac_mask, w_pos, w_neg, usage
+):
+    """``usage[i] = True`` for every row where the basis vector ``cols`` gains, found row by row
+    through all its columns; returns its (A, B) as :func:`asso_scores` counts them, with the
+    ``dont_care`` cells (per one of X; empty: none) counted as neither ones nor zeros."""
+    seen = np.zeros(len(indptr) - 1, dtype=np.bool_)
+    mark = np.zeros(len(colptr) - 1, dtype=np.bool_)
+    meets = np.zeros(used.shape[1], dtype=np.uint64)
+    return _usage_counts(
+        cols,
+        colptr,
+        colrows,
+        indptr,
+        indices,
+        uncov,
+        dont_care,
+        used,
+        fac_mask,
+        w_pos,
+        w_neg,
+        usage,
+        seen,
+        mark,
+        meets,
+    )
+
+
+@kernel()
+def asso_scores_rowwise(
+    cand_ptr,
+    cand_cols,
+    todo,
+    colptr,
+    colrows,
+    indptr,
+    indices,
+    uncov,
+    dont_care,
+    used,
+    fac_mask,
+    w_pos,
+    w_neg,
+    n_blocks,
+    A,
+    B,
+):
+    """(A, B) of every candidate with ``todo`` by :func:`asso_usage`, row by row: the scores
+    with "don't care" cells, where the counts by groups of :func:`asso_scores` do not hold
+    (a row's zeros are no longer its free columns less its ones). Candidates in ``n_blocks``
+    blocks, each with its own scratch."""
+    n_cand = len(cand_ptr) - 1
+    n = len(indptr) - 1
+    for b in prange(n_blocks):
+        seen = np.zeros(n, dtype=np.bool_)
+        mark = np.zeros(len(colptr) - 1, dtype=np.bool_)
+        meets = np.zeros(used.shape[1], dtype=np.uint64)
+        usage = np.zeros(n, dtype=np.bool_)
+        for c in range(b * n_cand // n_blocks, (b + 1) * n_cand // n_blocks):
+            if todo[c]:
+                A[c], B[c] = _usage_counts(
+                    cand_cols[cand_ptr[c] : cand_ptr[c + 1]],
+                    colptr,
+                    colrows,
+                    indptr,
+                    indices,
+                    uncov,
+                    dont_care,
+                    used,
+                    fac_mask,
+                    w_pos,
+                    w_neg,
+                    usage,
+                    seen,
+                    mark,
+                    meets,
+                )
 
 
 @njit(cache=True, nogil=True, inline="always")

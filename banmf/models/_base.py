@@ -14,10 +14,10 @@ from typing import ClassVar
 
 import numpy as np
 
+from .._boolean import Unknown, mismatches
 from .._params import BOOLEAN, N_JOBS, RANDOM_STATE, Interval, Options, validate_params
 from .._threads import thread_budget
-from .._validation import check_binary_matrix, check_n_components
-from ..booleanize import boolean_error
+from .._validation import check_binary_matrix, check_n_components, check_unknown
 from ..exceptions import NotFittedError
 from ..polish import EXACT_MAX_K, polish_factors, polish_rows, resolve_polish
 from ..result import relative_error
@@ -74,12 +74,23 @@ def store_params(estimator, arguments: dict) -> None:
         setattr(estimator, name, arguments[name])
 
 
-def fit_inner(estimator, X) -> bool:
-    """Fit an estimator that a method runs inside its own fit (an NMF start). Returns whether
-    the first Ctrl-C cut it short, leaving its best result so far; a Ctrl-C that left no
-    result (or a second one) propagates."""
+def refuse_observed(unknown: Unknown | None, method: str) -> None:
+    """Refuse the few-observed-cells form for a greedy method that treats unknown cells as
+    "don't care": nearly every cell would then be allowed in a factor."""
+    if unknown is not None and unknown.observed:
+        raise ValueError(
+            f"{method} treats unknown cells as 'don't care'; with observed= (most cells "
+            "unknown) a factor could take almost any cell. Give missing= (the unknown cells) "
+            "instead, or use banmf or nmf, which fit the observed cells alone"
+        )
+
+
+def fit_inner(estimator, X, unknown=None) -> bool:
+    """Fit an estimator that a method runs inside its own fit (an NMF start), on X with the
+    unknown cells ``unknown``. Returns whether the first Ctrl-C cut it short, leaving its best
+    result so far; a Ctrl-C that left no result (or a second one) propagates."""
     try:
-        estimator.fit(X)
+        estimator.fit(X, missing=unknown)
     except KeyboardInterrupt:
         if not hasattr(estimator, "components_"):
             raise
@@ -137,26 +148,44 @@ class BaseFactorization:
         ]
         return f"{type(self).__name__}({', '.join(changed)})"
 
-    def _begin(self, X):
+    def _begin(self, X, missing=None, observed=None):
         """The preamble of every fit (its parameters are checked by :func:`budgeted`): the
-        clock, X validated once (:func:`check_binary_matrix`) and the rank (None if the method
-        chooses it). Returns ``(X, k, start)``."""
+        clock, X and its unknown cells validated once (:func:`check_binary_matrix`,
+        :func:`check_unknown`) and the rank (None if the method chooses it). Returns
+        ``(X, unknown, k, start)``: X's observed ones and its :class:`Unknown` cells (None:
+        all observed). A method fitting another inside its own fit passes its ``Unknown`` as
+        ``missing`` (:func:`fit_inner`), with X already restricted to the observed ones."""
         start = time.perf_counter()
         X = check_binary_matrix(X)
+        if isinstance(missing, Unknown):
+            unknown = missing
+        else:
+            X, unknown = check_unknown(X, missing, observed)
         k = None if self.n_components is None else check_n_components(self.n_components, X.shape)
-        return X, k, start
+        return X, unknown, k, start
 
     def _set_result(
-        self, X, W, H, error: int, n_iter: int, start: float, interrupted: bool = False
+        self,
+        X,
+        W,
+        H,
+        error: int,
+        n_iter: int,
+        start: float,
+        interrupted: bool = False,
+        unknown: Unknown | None = None,
     ) -> None:
         """The fitted attributes every method shares (``start``: ``time.perf_counter()`` at fit;
-        ``interrupted``: Ctrl-C cut the fit short and this is the best result so far)."""
+        ``interrupted``: Ctrl-C cut the fit short and this is the best result so far;
+        ``unknown``: X's unknown cells)."""
         self.interrupted_ = bool(interrupted)
         self.W_, self.components_ = W, np.ascontiguousarray(H)
         self.reconstruction_err_ = int(error)
         self.relative_error_ = relative_error(int(error), X.nnz)
         self.n_iter_ = int(n_iter)
         self.n_components_, self.n_features_in_, self.nnz_ = W.shape[1], X.shape[1], X.nnz
+        n, m = X.shape
+        self.n_observed_ = n * m if unknown is None else unknown.observed_count(X.nnz)
         self.fit_seconds_ = time.perf_counter() - start
 
     def _polish_method(self, k: int) -> str | None:
@@ -181,6 +210,7 @@ class BaseFactorization:
         start: float,
         method: str | None,
         interrupted: bool = False,
+        unknown: Unknown | None = None,
     ) -> None:
         """Polish (if ``method``) and set the fitted attributes; ``unpolished_err_`` keeps the
         error before the polish. After Ctrl-C (``interrupted``), the polish is left out and
@@ -189,11 +219,11 @@ class BaseFactorization:
         self.polish_rounds_ = 0
         if method is not None and W.shape[1] > 0 and not interrupted:
             try:
-                res = polish_factors(X, W, H, method)
+                res = polish_factors(X, W, H, method, unknown=unknown)
                 W, H, error, self.polish_rounds_ = res.W, res.H, res.error, res.rounds
             except KeyboardInterrupt:
                 interrupted = True  # the first Ctrl-C: the unpolished factors stand
-        self._set_result(X, W, H, error, n_iter, start, interrupted)
+        self._set_result(X, W, H, error, n_iter, start, interrupted, unknown)
         if interrupted:
             raise KeyboardInterrupt
 
@@ -202,36 +232,43 @@ class BaseFactorization:
         return self.fit(X).W_
 
     @budgeted
-    def transform(self, X) -> np.ndarray:
+    def transform(self, X, *, missing=None, observed=None) -> np.ndarray:
         """Boolean W of shape (n', k) for rows X (n', m), with the fitted H held fixed: each
-        row's factors are those that reconstruct it best (exactly, by trying every pattern,
-        for k up to 16; else by single-factor changes from none)."""
+        row's factors are those that reconstruct its observed cells best (exactly, by trying
+        every pattern, for k up to 16; else by single-factor changes from none). ``missing`` /
+        ``observed`` mark unknown cells of X as in :meth:`fit`."""
         self._check_fitted()
-        X = self._check_columns(X)
+        X, unknown = self._check_columns(X, missing, observed)
         k = self.components_.shape[0]
         W = np.zeros((X.shape[0], k), dtype=bool)
         if k:
             polish_rows(
-                X, W, np.ascontiguousarray(self.components_.T), resolve_polish("auto", X, k)
+                X,
+                W,
+                np.ascontiguousarray(self.components_.T),
+                resolve_polish("auto", X, k),
+                unknown,
             )
         return W
 
-    def score(self, X, y=None) -> float:
-        """Minus the relative Boolean error of the rows X reconstructed as
-        ``transform(X) ⊗ components_`` (higher is better, 0 is exact), so that model selection
-        (e.g. scikit-learn's ``GridSearchCV``) needs no scorer."""
+    def score(self, X, y=None, *, missing=None, observed=None) -> float:
+        """Minus the relative Boolean error, over the observed cells, of the rows X
+        reconstructed as ``transform(X) ⊗ components_`` (higher is better, 0 is exact), so
+        that model selection (e.g. scikit-learn's ``GridSearchCV``) needs no scorer."""
         self._check_fitted()
-        X = self._check_columns(X)
-        error = boolean_error(X, self.transform(X), self.components_)
+        W = self.transform(X, missing=missing, observed=observed)
+        X, unknown = self._check_columns(X, missing, observed)
+        error = mismatches(X, W, self.components_, unknown)
         return -relative_error(error, X.nnz)
 
-    def _check_columns(self, X):
+    def _check_columns(self, X, missing=None, observed=None):
+        """X's observed ones and its unknown cells, with as many columns as the fitted model."""
         X = check_binary_matrix(X)
         if X.shape[1] != self.n_features_in_:
             raise ValueError(
                 f"X has {X.shape[1]} columns; the model was fitted with {self.n_features_in_}"
             )
-        return X
+        return check_unknown(X, missing, observed)
 
     def __sklearn_tags__(self):
         """What scikit-learn (1.6 and later) asks of an estimator it handles (``clone``,

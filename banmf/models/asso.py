@@ -8,14 +8,20 @@ from typing import ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from .._boolean import mismatches, transpose_mask
-from .._kernels.cover import asso_scores, asso_threshold, asso_usage, cover_concept
+from .._boolean import mismatches, transpose_mask, with_cells
+from .._kernels.cover import (
+    asso_scores,
+    asso_scores_rowwise,
+    asso_threshold,
+    asso_usage,
+    cover_concept,
+)
 from .._memory import format_size
 from .._params import NONE, Interval
 from .._progress import StartProgress
 from .._threads import blocks_for, cancelled, threads_for, variant
 from .._validation import WORK_BUDGET, check_work, work_duration
-from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, store_params
+from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, refuse_observed, store_params
 
 __all__ = ["ASSO"]
 
@@ -108,9 +114,12 @@ class ASSO(BaseFactorization):
         store_params(self, locals())
 
     @budgeted
-    def fit(self, X, y=None) -> ASSO:
-        """Fit to the 0/1 matrix X (dense or sparse, (n, m))."""
-        X, k, start = self._begin(X)
+    def fit(self, X, y=None, *, missing=None, observed=None) -> ASSO:
+        """Fit to the 0/1 matrix X (dense or sparse, (n, m)); ``missing`` marks unknown cells
+        as in :meth:`BANMF.fit` (``observed`` is refused: with few cells observed, "don't care"
+        leaves nothing to find)."""
+        X, unknown, k, start = self._begin(X, missing, observed)
+        refuse_observed(unknown, "ASSO")
         polish = self._polish_method(k)
         taus = TAU_GRID if self.tau is None else (float(self.tau),)
         w_pos, w_neg = float(self.w_pos), float(self.w_neg)
@@ -128,8 +137,16 @@ class ASSO(BaseFactorization):
         )
         progress = StartProgress(1, 1, len(taus) * k)
         progress.setup("the association matrix and its candidates")
-        assoc = _Association(X)
-        greedy = _Greedy(X, k, w_pos, w_neg, assoc)
+        if unknown is None:
+            assoc = _Association(X)
+            greedy = _Greedy(X, k, w_pos, w_neg, assoc)
+        else:
+            # Unknown cells are "don't care": in the relation the factors are cut from, never
+            # counted as a one covered or a zero covered (as ones covered from the start).
+            # Column counts and rows by heavy columns would count them: no heavy columns.
+            relation, dont_care = with_cells(X, unknown.cells)
+            assoc = _Association(X, 0, relation)
+            greedy = _Greedy(relation, k, w_pos, w_neg, assoc, dont_care)
         plan = {tau: assoc.candidates(tau) for tau in taus}
         # each step: the kernel, and a few passes over the rows and candidates (measured)
         steps = {
@@ -168,7 +185,7 @@ class ASSO(BaseFactorization):
             W, H, used = greedy.W, greedy.H, greedy.n_used
             W[:, used:] = False
             H[used:] = False
-            err = mismatches(X, W, H)
+            err = mismatches(X, W, H, unknown)
             if greedy.tau is not None:
                 self.tau_errors_[greedy.tau] = err
             if best is None or err < best[0]:
@@ -176,12 +193,13 @@ class ASSO(BaseFactorization):
         err, self.tau_, W, H, used = best
         if interrupted or cancel:
             progress.done(err)
-            self._finish(X, W, H, err, used, start, None, interrupted)  # raises KeyboardInterrupt
+            # raises KeyboardInterrupt
+            self._finish(X, W, H, err, used, start, None, interrupted, unknown)
             self.interrupted_ = True  # cancelled by :func:`banmf.fit_many`: no exception
             return self
         if polish is not None:
             progress.phase("polish")
-        self._finish(X, W, H, err, used, start, polish)
+        self._finish(X, W, H, err, used, start, polish, unknown=unknown)
         progress.done(self.reconstruction_err_)
         return self
 
@@ -196,7 +214,9 @@ class _Association:
     last in every candidate.
     """
 
-    def __init__(self, X, heavy: int | None = None):
+    def __init__(self, X, heavy: int | None = None, relation=None):
+        """Associations from the ones of X; the rows of each column from ``relation`` (X
+        with its "don't care" cells; default X)."""
         m = X.shape[1]
         heavy = HEAVY if heavy is None else heavy
         assert 0 <= heavy <= 32, "a group's key holds 32 bits of heavy columns"
@@ -220,6 +240,7 @@ class _Association:
         self.heavy_bit = np.full(m, -1, dtype=np.int64)
         self.heavy_bit[heavy] = np.arange(len(heavy))
         # CSC of X, each column's rows by decreasing number of ones (ties: by row)
+        X = X if relation is None else relation
         Xt = transpose_mask(X)
         deg = np.diff(X.indptr)
         col_of = np.repeat(np.arange(m), np.diff(Xt.indptr))
@@ -287,8 +308,12 @@ class _Greedy:
     kept: while a τ has chosen the same factors as the last one (always at the first step), the
     candidates it leaves unchanged keep their scores."""
 
-    def __init__(self, X, k: int, w_pos: float, w_neg: float, assoc: _Association):
+    def __init__(self, X, k: int, w_pos: float, w_neg: float, assoc: _Association, dont_care=None):
+        """``dont_care``: per one of X (CSR order), whether it is an unknown cell (None:
+        none), which starts covered and is never counted."""
         self.X, self.k, self.w_pos, self.w_neg = X, k, w_pos, w_neg
+        self.dont_care = dont_care
+        self.n_ones = X.nnz if dont_care is None else X.nnz - int(dont_care.sum())
         self.colptr, self.colrows, self.coldeg = assoc.colptr, assoc.colrows, assoc.coldeg
         heavy_bit = assoc.heavy_bit
         self.heavy_bit = heavy_bit
@@ -307,7 +332,7 @@ class _Greedy:
         n, m = self.X.shape
         self.W = np.zeros((n, self.k), dtype=bool)
         self.H = np.zeros((self.k, m), dtype=bool)
-        self.tau, self.n_used, self.error = tau, 0, self.X.nnz
+        self.tau, self.n_used, self.error = tau, 0, self.n_ones
 
     def run(self, tau: float, cands, progress: StartProgress, done_before: int) -> bool:
         """Fit k factors from the candidates of ``tau``; the result goes to ``W``, ``H``,
@@ -324,7 +349,8 @@ class _Greedy:
         words = max(1, -(-k // 64))
         used = np.zeros((n, words), dtype=np.uint64)  # bit l: row uses factor l
         fac_mask = np.zeros((m, words), dtype=np.uint64)  # bit l: factor l holds the column
-        uncov = np.ones(X.nnz, dtype=bool)  # per one of X (CSR order): not yet covered
+        # per one of X (CSR order): not yet covered
+        uncov = np.ones(X.nnz, dtype=bool) if self.dont_care is None else ~self.dont_care
         patterns = _Patterns(n, words, self.xtop)
         A = np.zeros(n_cand, dtype=np.int64)
         B = np.zeros(n_cand, dtype=np.int64)
@@ -337,6 +363,8 @@ class _Greedy:
         threads = threads_for(cand_ptr[-1] * (X.nnz // max(1, m) + 1))
         n_blocks = blocks_for(threads, n_cand)
         scores_kernel = variant(asso_scores, threads)
+        rowwise = variant(asso_scores_rowwise, threads)
+        dont_care = _NO_CELLS if self.dont_care is None else self.dont_care
         for l in range(k):
             if cancelled():
                 return True
@@ -345,7 +373,26 @@ class _Greedy:
                 same = last_steps[l][0] == sizes
                 A[same], B[same] = last_steps[l][1][same], last_steps[l][2][same]
                 todo = ~same
-            if todo.any():
+            if todo.any() and self.dont_care is not None:
+                rowwise(
+                    cand_ptr,
+                    cand_cols,
+                    todo,
+                    self.colptr,
+                    self.colrows,
+                    X.indptr,
+                    X.indices,
+                    uncov,
+                    dont_care,
+                    used,
+                    fac_mask,
+                    self.w_pos,
+                    self.w_neg,
+                    n_blocks,
+                    A,
+                    B,
+                )
+            elif todo.any():
                 scores_kernel(
                     cand_ptr,
                     cand_cols,
@@ -392,6 +439,7 @@ class _Greedy:
                 X.indptr,
                 X.indices,
                 uncov,
+                dont_care,
                 used,
                 fac_mask,
                 self.w_pos,
@@ -462,3 +510,4 @@ class _Patterns:
 
 
 _NO_BITS = np.zeros((0, 0), dtype=np.uint64)
+_NO_CELLS = np.zeros(0, dtype=bool)

@@ -88,11 +88,11 @@ PAPER_CONFIG = MappingProxyType(
 EXTRA_STARTS = ("nmf", "grecond", "columns")
 
 
-def _boolean_record(X, W: np.ndarray, H: np.ndarray, name: str) -> dict:
+def _boolean_record(X, W: np.ndarray, H: np.ndarray, name: str, unknown=None) -> dict:
     """A start's record for Boolean factors found without iterations (a greedy start), before
     its polish and swaps; its "continuous" factors are the Boolean ones, thresholded at 0.5."""
     k = W.shape[1]
-    error = mismatches(X, W, H)
+    error = mismatches(X, W, H, unknown)
     return {
         "losses": np.zeros(0),
         "n_iter": 0,
@@ -497,7 +497,7 @@ class BANMF(BaseFactorization):
         return np.asarray(losses), len(losses), interrupted, stopped
 
     @budgeted
-    def fit(self, X, y=None, W=None, H=None) -> BANMF:
+    def fit(self, X, y=None, W=None, H=None, *, missing=None, observed=None) -> BANMF:
         """Fit the model to X.
 
         Parameters
@@ -507,13 +507,24 @@ class BANMF(BaseFactorization):
         y : ignored
         W, H : array-like, optional
             Starting factors, shapes (n, k) and (k, m), for ``init="custom"``.
+        missing : array-like or sparse of shape (n, m), optional
+            1 (or True) marks a cell whose value is unknown: it counts neither as a one nor as
+            a zero anywhere in the fit (the objective, the thresholds, the polish, the error),
+            and X's value there is never read. :func:`banmf.predict_cells` (or
+            :meth:`Factorization.complete`) fills such cells in.
+        observed : array-like or sparse of shape (n, m), optional
+            The complement, for data where most cells are unknown (user-item logs): 1 marks an
+            observed cell. Give one of the two.
 
         Returns
         -------
         self
         """
-        X, k, start = self._begin(X)
-        p = self._check_params(k, X.shape, X.nnz)
+        X, unknown, k, start = self._begin(X, missing, observed)
+        p = self._check_params(
+            k, X.shape, X.nnz if unknown is None else X.nnz + unknown.pass_cells(X.nnz)
+        )
+        p["unknown"] = unknown
         if X.nnz == 0:
             warnings.warn(
                 "X has no nonzeros: the factorization is all zeros", UserWarning, stacklevel=2
@@ -582,6 +593,7 @@ class BANMF(BaseFactorization):
             best["n_iter"],
             start,
             interrupted or any(run["interrupted"] for run in runs) or best["interrupted"],
+            unknown,
         )
         if interrupts.count or any(run["signalled"] for run in (*runs, best)):
             # The model holds the best result so far; a caller's loop of fits must stop too.
@@ -778,7 +790,14 @@ class BANMF(BaseFactorization):
         """
         project = self._project_y if project is None else project
         solver = MUSolver(
-            X, W0, Ht0, project=project, lower=self.lower, upper=p["upper"], eps=self.eps
+            X,
+            W0,
+            Ht0,
+            project=project,
+            lower=self.lower,
+            upper=p["upper"],
+            eps=self.eps,
+            unknown=p["unknown"],
         )
         losses, n_iter, interrupted, stopped = self._run(
             solver, p["lams"], p, progress=progress, stop=stop, lock=lock, interrupts=interrupts
@@ -795,6 +814,7 @@ class BANMF(BaseFactorization):
                 p["n_thresholds"],
                 self.normalize,
                 "pruned",
+                p["unknown"],
             )
             k = res.W.shape[1]
             return {
@@ -824,7 +844,7 @@ class BANMF(BaseFactorization):
                 # Refined in place: on copies, so that a Ctrl-C inside leaves the grid's as they were.
                 tw, th = (t.copy() for t in out["thresholds"])
                 ref = refine_factor_thresholds(
-                    X, out["W_continuous"], out["H_continuous"], tw, th, Xt=Xt
+                    X, out["W_continuous"], out["H_continuous"], tw, th, Xt=Xt, unknown=p["unknown"]
                 )
                 # One call, so that a Ctrl-C lands before or after the whole step.
                 out.update(
@@ -858,7 +878,7 @@ class BANMF(BaseFactorization):
         step, so that Ctrl-C keeps the steps done so far."""
         if p["polish"] is not None:
             progress.phase("polish")
-            pol = polish_factors(X, out["W"], out["H"], p["polish"], Xt=Xt)
+            pol = polish_factors(X, out["W"], out["H"], p["polish"], Xt=Xt, unknown=p["unknown"])
             out.update(
                 W=pol.W,
                 H=pol.H,
@@ -870,7 +890,9 @@ class BANMF(BaseFactorization):
             progress.phase("swaps")
             # At most one swap per factor on average: each is a polish, and on sparse data
             # the first few swaps bring nearly all of the gain.
-            steps = swap_steps(X, out["W"], out["H"], p["polish"] or "auto", out["W"].shape[1], Xt)
+            steps = swap_steps(
+                X, out["W"], out["H"], p["polish"] or "auto", out["W"].shape[1], Xt, p["unknown"]
+            )
             for step in steps:
                 out.update(
                     W=step.W,
@@ -918,7 +940,7 @@ class BANMF(BaseFactorization):
             if name == "grecond":
                 from .grecond import GreConD
 
-                model = GreConD(p["k"], polish=False, n_jobs=1).fit(X)
+                model = GreConD(p["k"], polish=False, n_jobs=1).fit(X, missing=p["unknown"])
                 W, H = model.W_, model.components_
             else:
                 W, H = column_factors(Xt, p["k"])
@@ -926,7 +948,7 @@ class BANMF(BaseFactorization):
             if not interrupts.first():
                 raise
             return None, True
-        run = _boolean_record(X, W, H, name)
+        run = _boolean_record(X, W, H, name, p["unknown"])
         try:
             self._boolean_steps(X, Xt, run, p, progress)
         except KeyboardInterrupt:  # the steps done so far stand
@@ -936,20 +958,23 @@ class BANMF(BaseFactorization):
         progress.done(run["error"])
         return run, run["interrupted"]
 
-    def fit_transform(self, X, y=None, W=None, H=None) -> np.ndarray:
+    def fit_transform(
+        self, X, y=None, W=None, H=None, *, missing=None, observed=None
+    ) -> np.ndarray:
         """Fit to X and return the Boolean W of shape (n, k)."""
-        return self.fit(X, y, W=W, H=H).W_
+        return self.fit(X, y, W=W, H=H, missing=missing, observed=observed).W_
 
     @budgeted
-    def transform(self, X) -> np.ndarray:
+    def transform(self, X, *, missing=None, observed=None) -> np.ndarray:
         """Boolean W for new rows X (n', m), with the fitted H held fixed.
 
         Runs the W and Y updates against the fitted continuous H for ``max_iter`` iterations,
         thresholds at the fitted ``delta_W`` and, if ``polish`` is on, polishes the rows against
-        the fitted Boolean H (rows are independent given H).
+        the fitted Boolean H (rows are independent given H). ``missing`` / ``observed`` mark
+        unknown cells of X as in :meth:`fit`.
         """
         self._check_fitted()
-        X = self._check_columns(X)
+        X, unknown = self._check_columns(X, missing, observed)
         k = self.n_components_
         p = self._check_params(k)
         rng = check_random_state(self.random_state)
@@ -959,14 +984,21 @@ class BANMF(BaseFactorization):
         )
         Ht = np.ascontiguousarray(self.H_continuous_.T, dtype=dtype)
         solver = MUSolver(
-            X, W0, Ht, project=self._project_y, lower=self.lower, upper=p["upper"], eps=self.eps
+            X,
+            W0,
+            Ht,
+            project=self._project_y,
+            lower=self.lower,
+            upper=p["upper"],
+            eps=self.eps,
+            unknown=unknown,
         )
         self._run(solver, p["lams"], p, update_h=False)
         Wb = solver.W > self.thresholds_[0]
         if p["polish"] is not None:
             # Rows are independent given H: polish the new rows against the fitted H.
             Ht = np.ascontiguousarray(self.components_.T)
-            polish_rows(X, Wb, Ht, resolve_polish(p["polish"], X, k))
+            polish_rows(X, Wb, Ht, resolve_polish(p["polish"], X, k), unknown)
         return Wb
 
     def inverse_transform(self, W) -> np.ndarray:

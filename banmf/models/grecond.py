@@ -7,7 +7,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._boolean import mismatches, transpose_mask
+from .._boolean import mismatches, transpose_mask, with_cells
 from .._kernels.boolean import pack_csr_rows
 from .._kernels.cover import cover_concept, grecond_values, intent_of
 from .._memory import format_size
@@ -15,7 +15,13 @@ from .._params import NONE, Interval
 from .._progress import StartProgress
 from .._threads import blocks_for, cancelled, pick, threads_for, variant
 from .._validation import WORK_BUDGET, check_work
-from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, store_params
+from ._base import (
+    COMMON_CONSTRAINTS,
+    BaseFactorization,
+    budgeted,
+    refuse_observed,
+    store_params,
+)
 
 #: Calls of the value kernel per factor, at most about: measured 2-3 (retail, random sparse and
 #: dense data); the first, over all rows, costs the most.
@@ -40,6 +46,9 @@ class GreConD(BaseFactorization):
     each time) while the number of still-uncovered ones in C × D rises. Since every factor lies
     inside the ones of X, the error is only missed ones; with ``n_components=None`` it stops
     when everything is covered, an exact factorization.
+
+    Unknown cells (``fit(X, missing=M)``) are "don't care": a concept may contain them (they
+    join X's relation), but they count neither as ones to cover nor as errors.
 
     Trying every column as the next one costs Σ deg(i)² over the rows i of the current extent
     (deg(i): the ones of row i), so about ``Σ_i deg(i)²`` for a factor's first column and less
@@ -107,18 +116,23 @@ class GreConD(BaseFactorization):
         store_params(self, locals())
 
     @budgeted
-    def fit(self, X, y=None) -> GreConD:
-        """Fit to the 0/1 matrix X (dense or sparse, (n, m))."""
-        X, limit, start = self._begin(X)
+    def fit(self, X, y=None, *, missing=None, observed=None) -> GreConD:
+        """Fit to the 0/1 matrix X (dense or sparse, (n, m)); ``missing`` marks unknown cells
+        as in :meth:`BANMF.fit` (``observed`` is refused: with few cells observed, "don't care"
+        leaves nothing to find)."""
+        X, unknown, limit, start = self._begin(X, missing, observed)
         n, m = X.shape
+        refuse_observed(unknown, "GreConD")
         self._polish_method(limit or 1)  # validate before the work
-        self._check_work(X, limit)
+        # The relation: X's ones and the unknown cells, which start covered (never counted).
+        R, dont_care = (X, None) if unknown is None else with_cells(X, unknown.cells)
+        self._check_work(R, limit)
         # Without a limit, X.nnz bounds the number of factors (each covers a new one).
         progress = StartProgress(1, 1, limit)  # None: factors until X is covered, how many unknown
         concepts = []
         interrupted = cancel = False
         try:
-            cancel = self._greedy(X, limit, concepts, progress)
+            cancel = self._greedy(R, dont_care, limit, concepts, progress)
         except KeyboardInterrupt:
             interrupted = True  # the first Ctrl-C: the factors found so far are the result
         k = len(concepts) if limit is None else limit
@@ -127,18 +141,18 @@ class GreConD(BaseFactorization):
         for l, (rows, intent) in enumerate(concepts):
             W[rows, l] = True
             H[l] = intent
-        err = mismatches(X, W, H)
+        err = mismatches(X, W, H, unknown)
         if interrupted or cancel:
             progress.done(err)
             self._finish(
-                X, W, H, err, len(concepts), start, None, interrupted
+                X, W, H, err, len(concepts), start, None, interrupted, unknown
             )  # raises KeyboardInterrupt
             self.interrupted_ = True  # cancelled by :func:`banmf.fit_many`: no exception
             return self
         method = self._polish_method(W.shape[1])
         if method is not None:
             progress.phase("polish")
-        self._finish(X, W, H, err, len(concepts), start, method)
+        self._finish(X, W, H, err, len(concepts), start, method, unknown=unknown)
         progress.done(self.reconstruction_err_)
         return self
 
@@ -165,14 +179,16 @@ class GreConD(BaseFactorization):
         check_work(factors * per_factor, self.work_budget, what, fix)
 
     @staticmethod
-    def _greedy(X, limit, concepts: list, progress: StartProgress) -> bool:
-        """Append the concepts (extent rows, intent mask) one by one to ``concepts``, so that
-        whatever was found stays there if Ctrl-C stops the loop. Returns True if
-        :func:`banmf.fit_many` cancelled the fit."""
+    def _greedy(X, dont_care, limit, concepts: list, progress: StartProgress) -> bool:
+        """Append the concepts (extent rows, intent mask) of the relation X one by one to
+        ``concepts``, so that whatever was found stays there if Ctrl-C stops the loop; the
+        cells of X marked ``dont_care`` (None: none) are never counted as covered. Returns
+        True if :func:`banmf.fit_many` cancelled the fit."""
         n, m = X.shape
         Xt = transpose_mask(X)  # CSC of X: the rows of each column
-        uncov = np.ones(X.nnz, dtype=bool)  # per one of X, in CSR order
-        n_uncov = X.nnz
+        # per one of X, in CSR order
+        uncov = np.ones(X.nnz, dtype=bool) if dont_care is None else ~dont_care
+        n_uncov = int(uncov.sum())
         deg2 = np.diff(X.indptr).astype(np.int64) ** 2
         all_rows = np.arange(n, dtype=X.indices.dtype)
         values = np.empty(m, dtype=np.int64)
@@ -185,6 +201,10 @@ class GreConD(BaseFactorization):
             colbits = np.empty((m, words), dtype=np.uint64)
             pick(pack_csr_rows, Xt.nnz + colbits.size)(Xt.indptr, Xt.indices, colbits)
             ubits = colbits.copy()
+            if dont_care is not None:
+                rows = np.repeat(np.arange(n), np.diff(X.indptr))[dont_care]
+                bit = np.uint64(1) << (rows & 63).astype(np.uint64)
+                np.bitwise_and.at(ubits, (X.indices[dont_care], rows >> 6), ~bit)
         else:
             colbits = ubits = np.zeros((0, 0), dtype=np.uint64)
             words = 0

@@ -100,54 +100,58 @@ class PNLPF(BaseFactorization):
         store_params(self, locals())
 
     @budgeted
-    def fit(self, X, y=None) -> PNLPF:
-        """Fit to the 0/1 matrix X (dense or sparse, (n, m))."""
-        X, k, start = self._begin(X)
+    def fit(self, X, y=None, *, missing=None, observed=None) -> PNLPF:
+        """Fit to the 0/1 matrix X (dense or sparse, (n, m)); ``missing`` / ``observed`` mark
+        unknown cells as in :meth:`BANMF.fit`: the objective counts observed cells only."""
+        X, unknown, k, start = self._begin(X, missing, observed)
         polish = self._polish_method(k)
         check_dense_budget(X.shape, self.dense_budget, "PNL-PF (about 48 bytes per entry)")
         rng = check_random_state(self.random_state)
         init = NMF(k, max_iter=self.init_iter, normalize=None, random_state=rng.integers(2**32))
         interrupted = fit_inner(
-            init, X
+            init, X, unknown
         )  # the first Ctrl-C: booleanize the factors so far; a second aborts
         W, H = balance(init.W_continuous_, init.H_continuous_)
         tiny = np.finfo(np.float64).eps
         W, H = np.maximum(W, tiny), np.maximum(H, tiny)
         Xd = X.toarray().astype(np.float64)  # dense by design, within the budget checked above
+        weights = 1.0 if unknown is None else unknown.dense_observed(X)
         losses = []
         try:
-            self._iterate(Xd, W, H, losses, 0 if interrupted else self.max_iter)
+            self._iterate(Xd, weights, W, H, losses, 0 if interrupted else self.max_iter)
         except KeyboardInterrupt:
             interrupted = True
-        res = threshold_factors(X, W, H, self.n_thresholds, "balance", "pruned")
+        res = threshold_factors(X, W, H, self.n_thresholds, "balance", "pruned", unknown)
         self.W_continuous_, self.H_continuous_ = res.W_scaled, res.H_scaled
         self.thresholds_ = (res.threshold_w, res.threshold_h)
         self.loss_curve_ = np.asarray(losses)
-        self._finish(X, res.W, res.H, res.error, len(losses), start, polish, interrupted)
+        self._finish(X, res.W, res.H, res.error, len(losses), start, polish, interrupted, unknown)
         return self
 
-    def _iterate(self, Xd, W, H, losses, max_iter):
-        """The penalized updates of W and H in place, appending the objective to ``losses``."""
+    def _iterate(self, Xd, weights, W, H, losses, max_iter):
+        """The penalized updates of W and H in place, appending the objective to ``losses``;
+        ``weights`` (1 observed, 0 unknown) keeps unknown cells out of the objective."""
         tiny = np.finfo(np.float64).eps
         g, eps, lam = float(self.gamma), float(self.eps), float(self.lam0)
         for _ in range(max_iter):
-            Phi, G = self._link(W @ H)
+            Phi, G = self._link(W @ H, weights)
             H *= (g * (W.T @ (Xd * G)) + 3 * lam * H**2) / (
                 g * (W.T @ (Phi * G)) + 2 * lam * H**3 + lam * H + eps
             )
-            Phi, G = self._link(W @ H)
+            Phi, G = self._link(W @ H, weights)
             W *= (g * ((Xd * G) @ H.T) + 3 * lam * W**2) / (
                 g * ((Phi * G) @ H.T) + 2 * lam * W**3 + lam * W + eps
             )
             np.maximum(W, tiny, out=W)
             np.maximum(H, tiny, out=H)
-            Phi, _ = self._link(W @ H)
+            Phi, _ = self._link(W @ H, weights)
             penalty = np.linalg.norm(W**2 - W) + np.linalg.norm(H**2 - H)
-            losses.append(0.5 * float(np.sum((Xd - Phi) ** 2)) + 0.5 * lam * penalty**2)
+            losses.append(0.5 * float(np.sum(weights * (Xd - Phi) ** 2)) + 0.5 * lam * penalty**2)
             if self.tol is not None and penalty < self.tol:
                 break
             lam = min(lam * self.growth, self.lam_max)
 
-    def _link(self, S):
+    def _link(self, S, weights):
+        """The link Φ(S) and the updates' weights Φ(1 − Φ), zero on unknown cells."""
         Phi = 1.0 / (1.0 + np.exp(-self.gamma * (S - 0.5)))
-        return Phi, Phi * (1.0 - Phi)
+        return Phi, Phi * (1.0 - Phi) * weights

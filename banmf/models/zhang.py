@@ -86,27 +86,41 @@ class ZhangThreshold(BaseFactorization):
         store_params(self, locals())
 
     @budgeted
-    def fit(self, X, y=None) -> ZhangThreshold:
-        """Fit to the 0/1 matrix X (dense or sparse, (n, m))."""
-        X, k, start = self._begin(X)
+    def fit(self, X, y=None, *, missing=None, observed=None) -> ZhangThreshold:
+        """Fit to the 0/1 matrix X (dense or sparse, (n, m)); ``missing`` / ``observed`` mark
+        unknown cells as in :meth:`BANMF.fit`: the NMF, the thresholds and the smooth
+        objective count observed cells only."""
+        X, unknown, k, start = self._begin(X, missing, observed)
         polish = self._polish_method(k)
         check_dense_budget(X.shape, self.dense_budget, "Zhang's thresholding (a dense objective)")
         nmf = NMF(k, max_iter=self.max_iter, normalize=None, random_state=self.random_state)
         interrupted = fit_inner(
-            nmf, X
+            nmf, X, unknown
         )  # the first Ctrl-C: the grid thresholds stand; a second aborts
         res = threshold_factors(
-            X, nmf.W_continuous_, nmf.H_continuous_, self.n_thresholds, "balance", "pruned"
+            X,
+            nmf.W_continuous_,
+            nmf.H_continuous_,
+            self.n_thresholds,
+            "balance",
+            "pruned",
+            unknown,
         )
         W, H = res.W_scaled, res.H_scaled
         self.refined_, steps = False, 0
         if not interrupted:
             try:
+                weights = 1.0 if unknown is None else unknown.dense_observed(X)
                 u, v, steps = self._refine(
-                    X.toarray().astype(np.float64), W, H, res.threshold_w, res.threshold_h
+                    X.toarray().astype(np.float64),
+                    weights,
+                    W,
+                    H,
+                    res.threshold_w,
+                    res.threshold_h,
                 )
                 Wb, Hb = W > u, H > v
-                err = mismatches(X, Wb, Hb)
+                err = mismatches(X, Wb, Hb, unknown)
                 self.refined_ = err <= res.error
             except KeyboardInterrupt:
                 interrupted = True
@@ -114,22 +128,22 @@ class ZhangThreshold(BaseFactorization):
             Wb, Hb, u, v, err = res.W, res.H, res.threshold_w, res.threshold_h, res.error
         self.W_continuous_, self.H_continuous_ = W, H
         self.thresholds_ = (float(u), float(v))
-        self._finish(X, Wb, Hb, err, nmf.n_iter_ + steps, start, polish, interrupted)
+        self._finish(X, Wb, Hb, err, nmf.n_iter_ + steps, start, polish, interrupted, unknown)
         return self
 
-    def _smooth(self, Xd, W, H, u, v):
-        """F(u, v) and its gradient."""
+    def _smooth(self, Xd, weights, W, H, u, v):
+        """F(u, v) and its gradient (``weights``: 1 on observed cells, 0 on unknown ones)."""
         a = self.slope
         A = 0.5 * (1.0 + np.tanh(0.5 * a * (W - u)))  # logistic, without exp overflow
         B = 0.5 * (1.0 + np.tanh(0.5 * a * (H - v)))
-        R = A @ B - Xd
+        R = (A @ B - Xd) * weights
         gu = -a * float(np.sum(R * ((A * (1 - A)) @ B)))
         gv = -a * float(np.sum(R * (A @ (B * (1 - B)))))
         return 0.5 * float(np.sum(R * R)), np.array([gu, gv])
 
-    def _refine(self, Xd, W, H, u, v):
+    def _refine(self, Xd, weights, W, H, u, v):
         x = np.array([u, v], dtype=np.float64)
-        f, g = self._smooth(Xd, W, H, *x)
+        f, g = self._smooth(Xd, weights, W, H, *x)
         steps = 0
         for steps in range(1, self.refine_iter + 1):
             if g @ g < self.tol:
@@ -137,7 +151,7 @@ class ZhangThreshold(BaseFactorization):
             step, d = 1.0, -g
             while True:  # Armijo backtracking, sufficient-decrease constant 0.1
                 cand = x + step * d
-                fc, gc = self._smooth(Xd, W, H, *cand)
+                fc, gc = self._smooth(Xd, weights, W, H, *cand)
                 if fc <= f + 0.1 * step * (g @ d) or step < 1e-12:
                     break
                 step *= 0.5
