@@ -29,6 +29,8 @@ __all__ = [
     "decode_codes",
     "hits_and_cover",
     "in_sorted",
+    "mask_difference",
+    "mask_union",
     "mismatches",
     "pack_rows",
     "row_codes",
@@ -217,9 +219,19 @@ def with_cells(X: sp.csr_array, cells: sp.csr_array) -> tuple[sp.csr_array, np.n
     """The union of two disjoint masks, and per one of it (CSR order) whether it is one of
     ``cells``: the relation a greedy method sees when unknown cells are "don't care" (allowed
     in a factor, counted neither as a one covered nor as a zero covered)."""
-    keys, extra = cell_keys(X), cell_keys(cells)
-    union = np.union1d(keys, extra)
-    return support_mask_from_keys(union, X.shape), in_sorted(union, extra)
+    union = mask_union(X, cells)
+    return union, in_sorted(cell_keys(union), cell_keys(cells))
+
+
+def mask_union(A: sp.csr_array, B: sp.csr_array) -> sp.csr_array:
+    """The cells of either of two canonical masks of one shape."""
+    return support_mask_from_keys(np.union1d(cell_keys(A), cell_keys(B)), A.shape)
+
+
+def mask_difference(A: sp.csr_array, B: sp.csr_array) -> sp.csr_array:
+    """The cells of the canonical mask A that are not in B (of A's shape)."""
+    keys = cell_keys(A)
+    return support_mask_from_keys(keys[~in_sorted(keys, cell_keys(B))], A.shape)
 
 
 # -- error counts --------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from ._boolean import (
     cell_keys,
     csr_from_parts,
     in_sorted,
+    mask_difference,
     support_mask,
     support_mask_from_keys,
 )
@@ -228,19 +229,15 @@ def check_unknown(
     if M.shape != X.shape:
         raise ValueError(f"{name} has shape {M.shape} but X has shape {X.shape}; they must match")
     n, m = X.shape
-    keys, mask_keys = cell_keys(X), cell_keys(M)
     if missing is not None:
         if M.nnz == 0:
             return X, None
-        kept = keys[~in_sorted(keys, mask_keys)]
-        return support_mask_from_keys(kept, X.shape), Unknown(M, observed=False)
+        return mask_difference(X, M), Unknown(M, observed=False)
     if M.nnz == n * m:
         return X, None
-    kept = keys[in_sorted(keys, mask_keys)]
-    zeros = mask_keys[~in_sorted(mask_keys, keys)]
-    return support_mask_from_keys(kept, X.shape), Unknown(
-        support_mask_from_keys(zeros, X.shape), observed=True
-    )
+    keys = cell_keys(X)
+    kept = support_mask_from_keys(keys[in_sorted(keys, cell_keys(M))], X.shape)
+    return kept, Unknown(mask_difference(M, X), observed=True)
 
 
 def _is_support_mask(X) -> bool:

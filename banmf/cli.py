@@ -1,8 +1,8 @@
-"""The ``banmf`` command: factorize, info, generate, evaluate, plot.
+"""The ``banmf`` command: factorize, info, generate, evaluate, complete, show, export, plot.
 
 Results go to stdout (a short table, or JSON with ``--json``); progress and diagnostics go to
 stderr. Exit codes: 0 ok, 2 bad usage or bad input (one line, no traceback), 1 internal error,
-130 / 143 interrupted by SIGINT (Ctrl-C) / SIGTERM. The first signal finishes the best result so
+141 stdout closed early (``| head``), 130 / 143 interrupted by SIGINT (Ctrl-C) / SIGTERM. The first signal finishes the best result so
 far (written, if asked, and reported as interrupted); a second one aborts, writing nothing.
 """
 
@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import csv
 import hashlib
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -26,6 +28,8 @@ import numpy as np
 from ._signals import signals_interrupt
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
+#: What a shell reports for a command whose output pipe was closed (128 + SIGPIPE).
+EXIT_BROKEN_PIPE = 141
 
 
 class UsageError(Exception):
@@ -214,6 +218,38 @@ def _read_input(path: str, fmt: str | None = None):
     return read_dataset(path, format=fmt)
 
 
+def _unknown_cells(args, ds) -> dict:
+    """The data's unknown cells as ``fit`` takes them (``missing=`` / ``observed=``): the
+    cells the file leaves unknown (``?``, ``NA``, blank; a mask it carries) joined with
+    ``--missing FILE``, or the cells of ``--observed FILE`` less those."""
+    from ._boolean import mask_difference, mask_union
+
+    n, m = ds.X.shape
+    masks = {"missing": ds.missing, "observed": None}
+    for option in ("missing", "observed"):
+        path = getattr(args, option, None)
+        if not path:
+            continue
+        mask = _read_input(path).X
+        if mask.shape != (n, m):
+            raise UsageError(
+                f"--{option} {path} is {mask.shape[0]}×{mask.shape[1]} but the data is {n}×{m}"
+            )
+        if option == "missing":
+            masks["missing"] = mask if ds.missing is None else mask_union(ds.missing, mask)
+        else:
+            masks["observed"] = mask if ds.missing is None else mask_difference(mask, ds.missing)
+            masks["missing"] = None
+    return masks
+
+
+def _unknown_count(masks: dict, shape: tuple[int, int]) -> int:
+    n, m = shape
+    if masks["observed"] is not None:
+        return n * m - masks["observed"].nnz
+    return 0 if masks["missing"] is None else masks["missing"].nnz
+
+
 def _sha256(path: str) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -317,9 +353,22 @@ def cmd_factorize(args, out, err) -> int:
         )
     params = _estimator_params(args, METHODS[args.method])
     if args.out:
-        _check_output(args.out, "--out", inputs=[args.input])
+        _check_output(args.out, "--out", inputs=[args.input, args.missing, args.observed])
     ds = _read_input(args.input, args.format)
     X = ds.X
+    masks = _unknown_cells(args, ds)
+    fit_masks, hidden = masks, None
+    if args.hold_out:
+        from ._boolean import mask_difference, mask_union
+        from .model_selection import mask_entries
+
+        hidden = mask_entries(X, args.hold_out, random_state=args.seed, **masks)
+        if masks["observed"] is not None:
+            fit_masks = {"missing": None, "observed": mask_difference(masks["observed"], hidden)}
+        elif masks["missing"] is not None:
+            fit_masks = {"missing": mask_union(masks["missing"], hidden), "observed": None}
+        else:
+            fit_masks = {"missing": hidden, "observed": None}
     record = {
         "input": args.input,
         "shape": list(X.shape),
@@ -334,7 +383,9 @@ def cmd_factorize(args, out, err) -> int:
         _start_numba()
         start = time.perf_counter()
         try:
-            result = factorize(X, args.k, args.method, random_state=args.seed, **params)
+            result = factorize(
+                X, args.k, args.method, random_state=args.seed, **fit_masks, **params
+            )
         except Interrupted as exc:  # the first signal: the best result so far
             result, signalled = exc.result, True
     # The fit's own time: the first run's compilation is reported apart.
@@ -346,9 +397,13 @@ def cmd_factorize(args, out, err) -> int:
         meta={"input": str(args.input), "input_sha256": _sha256(args.input), "seed": args.seed},
     )
     n, m = X.shape
-    fn, fp = error_counts(X, result.W, result.H)
+    fn, fp = error_counts(X, result.W, result.H, **fit_masks)
+    unknown = _unknown_count(masks, X.shape)
+    observed_cells = result.n_observed
     record.update(
         {
+            "unknown_cells": unknown,
+            "observed_cells": observed_cells,
             "error": result.error,
             "relative_error": result.relative_error,
             "false_negatives": fn,
@@ -373,9 +428,26 @@ def cmd_factorize(args, out, err) -> int:
         + (
             f" (+ {compiling:.1f} s compiling kernels, first run only)" if compiling >= 0.05 else ""
         ),
-        f"error           {result.error} ({fn} ones missed, {fp} zeros covered)",
+        f"error           {result.error} ({fn} ones missed, {fp} zeros covered)"
+        + (f" on the {observed_cells} cells fitted" if observed_cells < n * m else ""),
         f"relative error  {result.relative_error:.4f} (error / nnz)",
     ]
+    if unknown:
+        lines.insert(
+            1,
+            f"unknown         {_plural(unknown, 'cell')} ({100 * unknown / (n * m):.3g} %), "
+            "left out of the fit",
+        )
+    if hidden is not None:
+        from .model_selection import held_out_scores
+
+        scores = held_out_scores(X, result.W, result.H, hidden)
+        record["held_out"] = {"fraction": args.hold_out, "seed": args.seed, **scores}
+        lines.append(
+            f"held out        {scores['cells']} observed cells ({100 * args.hold_out:g} %): "
+            f"{scores['errors']} wrong (accuracy {scores['accuracy']:.4f}, "
+            f"F1 on the ones {scores['f1']:.4f})"
+        )
     info = result.info
     if "refinement_" in info:
         ran, n_init = len(info["init_errors_"]), info["n_init_"]
@@ -486,6 +558,7 @@ def cmd_info(args, out, err) -> int:
     ds = _read_input(args.input, args.format)
     X = ds.X
     n, m = X.shape
+    unknown = _unknown_count(_unknown_cells(args, ds), X.shape)
     row_nnz = np.diff(X.indptr)
     col_nnz = np.bincount(X.indices, minlength=m)
     # duplicate rows: rows equal to an earlier row (hash the column lists)
@@ -506,12 +579,14 @@ def cmd_info(args, out, err) -> int:
         "max_row_nnz": int(row_nnz.max()),
         "max_column_nnz": int(col_nnz.max()),
         "has_labels": ds.row_labels is not None or ds.col_labels is not None,
+        "unknown_cells": unknown,
     }
     shown = {
         **record,
         "shape": f"{n}×{m}",
         "density": f"{record['density']:.4g}",
         "has_labels": "yes" if record["has_labels"] else "no",
+        "unknown_cells": f"{unknown} ({100 * unknown / (n * m):.3g} %)" if unknown else "none",
     }
     lines = [f"{k.replace('_', ' '):<15} {v}" for k, v in shown.items()]
     _emit(args, record, lines, out)
@@ -569,13 +644,19 @@ def cmd_generate(args, out, err) -> int:
 
 
 def cmd_evaluate(args, out, err) -> int:
+    from ._validation import check_unknown
     from .booleanize import error_counts
     from .result import Factorization, relative_error
 
     saved = Factorization.load(args.result)
-    X = _read_input(args.input, args.format).X
+    ds = _read_input(args.input, args.format)
+    X = ds.X
     _matching_data(X, args.input, saved, args.result)
-    fn, fp = error_counts(X, saved.W, saved.H)
+    masks = _unknown_cells(args, ds)
+    if not args.missing and not args.observed and ds.missing is None:
+        masks = {"missing": saved.missing, "observed": saved.observed}  # as it was fitted
+    fn, fp = error_counts(X, saved.W, saved.H, **masks)
+    X = check_unknown(X, **masks)[0]
     error = fn + fp
     record = {
         "input": args.input,
@@ -586,6 +667,7 @@ def cmd_evaluate(args, out, err) -> int:
         "relative_error": relative_error(error, X.nnz),
         "false_negatives": fn,
         "false_positives": fp,
+        "unknown_cells": _unknown_count(masks, X.shape),
         "recorded_error": saved.error,
     }
     lines = [
@@ -594,6 +676,83 @@ def cmd_evaluate(args, out, err) -> int:
         f"factorization   {saved.method}, k={saved.n_components}",
     ]
     _emit(args, record, lines, out)
+    return EXIT_OK
+
+
+def cmd_complete(args, out, err) -> int:
+    from ._boolean import cell_keys, mask_difference
+    from .io import FORMATS, write_matrix
+    from .result import Factorization
+
+    if args.out:
+        suffixes = tuple(f".{f}" for f in FORMATS) + (".mtx.gz", ".csv.gz", ".tsv.gz")
+        _check_output(
+            args.out,
+            "--out",
+            inputs=[args.input, args.result, args.missing, args.observed],
+            suffixes=suffixes,
+        )
+    saved = Factorization.load(args.result)
+    ds = _read_input(args.input, args.format)
+    X = ds.X
+    _matching_data(X, args.input, saved, args.result)
+    masks = _unknown_cells(args, ds)
+    if masks["missing"] is None and masks["observed"] is None:
+        masks = {"missing": saved.missing, "observed": saved.observed}  # as it was fitted
+    if masks["missing"] is None and masks["observed"] is None:
+        raise UsageError(
+            f"{args.input} has no unknown cells to fill in: mark them in the file (?, NA or "
+            "blank cells) or give --missing FILE / --observed FILE"
+        )
+    completed = saved.replace(**masks).complete(X)
+    _, unknown = saved.replace(**masks).unknown(X)
+    n, m = X.shape
+    rows_named = ds.row_labels or saved.row_labels
+    cols_named = ds.col_labels or saved.col_labels
+    if unknown.observed:
+        # Every unobserved cell is filled: list the ones (a recommendation list), not n·m.
+        filled = mask_difference(mask_difference(completed, X), unknown.cells)
+        keys, values = cell_keys(filled), None
+    else:
+        keys = cell_keys(unknown.cells)
+        values = saved.predict(keys // m, keys % m)
+    ones = int(len(keys) if values is None else values.sum())
+    record = {
+        "input": args.input,
+        "result": args.result,
+        "unknown_cells": _unknown_count(masks, X.shape),
+        "filled_ones": ones,
+        "out": args.out,
+    }
+    if args.out:
+        write_matrix(completed, args.out, row_labels=rows_named, col_labels=cols_named)
+        args.written = args.out
+    if args.json or not args.out:
+        entries = [
+            {
+                "row": rows_named[i] if rows_named else int(i),
+                "column": cols_named[j] if cols_named else int(j),
+                "value": 1 if values is None else int(values[q]),
+            }
+            for q, (i, j) in enumerate(zip(keys // m, keys % m))
+        ]
+    if args.json:
+        if not args.out:
+            record["filled"] = entries
+        out.write(json.dumps(record, indent=2, default=str) + "\n")
+        return EXIT_OK
+    what = "unobserved cells predicted 1" if values is None else "unknown cells filled in"
+    if args.out:
+        out.write(
+            f"wrote {args.out}: {n}×{m}, {_plural(record['unknown_cells'], 'unknown cell')} "
+            f"filled in by {saved.method} (k={saved.n_components}), {ones} of them as 1\n"
+        )
+        return EXIT_OK
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["row", "column", "value"])
+    for entry in entries:
+        writer.writerow([entry["row"], entry["column"], entry["value"]])
+    err.write(f"banmf: {len(entries)} {what}\n")
     return EXIT_OK
 
 
@@ -710,6 +869,20 @@ def build_parser() -> argparse.ArgumentParser:
             help="with --show: names per pattern (default 10)",
         )
 
+    def add_masks(p):
+        masks = p.add_mutually_exclusive_group()
+        masks.add_argument(
+            "--missing",
+            metavar="FILE",
+            help="a 0/1 matrix file of the data's shape: 1 marks a cell of unknown value "
+            "(besides the ?, NA and blank cells of a text file)",
+        )
+        masks.add_argument(
+            "--observed",
+            metavar="FILE",
+            help="its complement, for data where most cells are unknown: 1 marks an observed cell",
+        )
+
     def add_format(p, what="INPUT"):
         p.add_argument(
             "--format",
@@ -755,14 +928,26 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", metavar="RESULT.npz", help="save the factorization here (checked before the fit)"
     )
     add_format(p)
+    add_masks(p)
+    p.add_argument(
+        "--hold-out",
+        type=_fraction(True),
+        dest="hold_out",
+        metavar="FRACTION",
+        help="hide this share of the observed ones and zeros (drawn with --seed), fit the "
+        "rest and report how well the hidden cells are predicted",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     add_show(p, "after the summary, list every factor as a pattern (as banmf show)")
     p.set_defaults(func=cmd_factorize)
 
-    p = sub.add_parser("info", help="shape, nnz, density, empty rows/columns, duplicate rows")
+    p = sub.add_parser(
+        "info", help="shape, nnz, density, empty rows/columns, duplicate rows, unknown cells"
+    )
     p.add_argument("input", help="matrix file")
     add_format(p)
+    add_masks(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_info)
 
@@ -794,8 +979,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("input", help="matrix file")
     p.add_argument("result", help="a result saved by factorize --out")
     add_format(p)
+    add_masks(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser(
+        "complete", help="fill in a matrix's unknown cells from a saved factorization"
+    )
+    p.add_argument("input", help="matrix file (unknown cells: ?, NA or blank, or --missing)")
+    p.add_argument("result", help="a result saved by factorize --out")
+    add_format(p)
+    add_masks(p)
+    p.add_argument(
+        "--out",
+        metavar="FILE",
+        help="write the completed matrix here (any matrix format; default: print the filled-in "
+        "cells as CSV: row, column, value)",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_complete)
 
     p = sub.add_parser("show", help="every factor of a saved factorization as a pattern")
     p.add_argument("result", help="a result saved by factorize --out")
@@ -924,6 +1126,12 @@ def main(argv=None, *, stdout=None, stderr=None) -> int:
                     + "\n"
                 )
             return args.signals.exit_code
+        except BrokenPipeError:
+            # The reader went away (``banmf complete ... | head``): nothing more to say. Point
+            # stdout at nothing, so that Python's own flush at exit does not fail again.
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+            return EXIT_BROKEN_PIPE
         except MemoryError:
             err.write(
                 "banmf: error: out of memory (set BANMF_MEMORY_LIMIT to refuse such work up front)\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 from dataclasses import dataclass
@@ -782,17 +783,25 @@ def load_votes(variant: str = "232", *, data_home=None) -> Dataset:
 
     Parameters
     ----------
-    variant : {"232", "435_yes", "435_missing_mask"}
-        "232": the members with no missing vote (the paper's matrix, default); "435_yes": all
-        members, missing votes as 0; "435_missing_mask": a 1 at every missing vote.
+    variant : {"232", "435", "435_yes", "435_missing_mask"}
+        "232": the members with no missing vote (the paper's matrix, default); "435": all
+        members, the 392 missing votes as unknown cells (in ``missing``: fit with
+        ``missing=ds.missing``); "435_yes": all members, missing votes as 0;
+        "435_missing_mask": a 1 at every missing vote.
 
     Examples
     --------
     >>> load_votes().X.shape
     (232, 16)
+    >>> load_votes("435").missing.nnz
+    392
     """
+    if variant == "435":
+        ds = _load(_VOTES["435_yes"], data_home)
+        mask = _load(_VOTES["435_missing_mask"], data_home).X
+        return dataclasses.replace(ds, missing=mask)
     if variant not in _VOTES:
-        raise ValueError(f"variant must be one of {sorted(_VOTES)}, got {variant!r}")
+        raise ValueError(f"variant must be one of {sorted([*_VOTES, '435'])}, got {variant!r}")
     return _load(_VOTES[variant], data_home)
 
 

@@ -25,7 +25,13 @@ _OVERDRAW = 2
 
 
 def mask_entries(
-    X, fraction: float, *, random_state=None, missing=None, n_zeros: int | None = None
+    X,
+    fraction: float,
+    *,
+    random_state=None,
+    missing=None,
+    observed=None,
+    n_zeros: int | None = None,
 ) -> sp.csr_array:
     """Choose observed cells of X to hide, as many ones as zeros in proportion.
 
@@ -42,6 +48,8 @@ def mask_entries(
     random_state : None, int or Generator
     missing : array-like or sparse of shape (n, m), optional
         Cells already unknown: never chosen.
+    observed : array-like or sparse of shape (n, m), optional
+        Or the cells observed (all others unknown): only these are chosen.
     n_zeros : int, optional
         Hide this many zeros instead of ``fraction`` of them: on very sparse data a fraction of
         all zeros is n·m cells' worth, far more than the ones.
@@ -50,7 +58,8 @@ def mask_entries(
     -------
     scipy.sparse.csr_array of shape (n, m), bool
         The hidden cells; fit with ``missing=`` set to them (joined with ``missing``, if any:
-        ``hidden + missing``) and score with :func:`held_out_scores`.
+        ``hidden + missing``; or with ``observed=`` less them: ``observed > hidden``) and score
+        with :func:`held_out_scores`.
 
     Examples
     --------
@@ -72,9 +81,18 @@ def mask_entries(
     ):
         raise ValueError(f"n_zeros must be a nonnegative integer or None, got {n_zeros!r}")
     rng = check_random_state(random_state)
-    X, unknown = check_unknown(X, missing)
+    X, unknown = check_unknown(X, missing, observed)
     n, m = X.shape
     ones = cell_keys(X)
+    if unknown is not None and unknown.observed:
+        # The observed zeros are listed: draw from them directly.
+        zeros = cell_keys(unknown.cells)
+        want = round(fraction * len(zeros)) if n_zeros is None else int(n_zeros)
+        if want > len(zeros):
+            raise ValueError(f"n_zeros={want} exceeds the {len(zeros)} observed zeros of X")
+        hide_ones = rng.choice(ones, size=round(fraction * len(ones)), replace=False)
+        hide_zeros = rng.choice(zeros, size=want, replace=False)
+        return support_mask_from_keys(np.union1d(hide_ones, hide_zeros), X.shape)
     unknown_keys = np.zeros(0, np.int64) if unknown is None else cell_keys(unknown.cells)
     available = n * m - len(ones) - len(unknown_keys)
     want = round(fraction * available) if n_zeros is None else int(n_zeros)

@@ -231,7 +231,7 @@ class Factorization:
             With ``observed=`` data this holds every predicted one off the observed cells: as
             large as the product's ones there.
         """
-        from ._boolean import cell_keys, in_sorted, support_mask_from_keys
+        from ._boolean import cell_keys, in_sorted, mask_union, support_mask_from_keys
         from .booleanize import boolean_product
 
         X, unknown = self.unknown(X)
@@ -244,7 +244,7 @@ class Factorization:
             keys = cell_keys(unknown.cells)
             m = X.shape[1]
             guessed = keys[self.predict(keys // m, keys % m)]
-        return support_mask_from_keys(np.union1d(cell_keys(X), guessed), X.shape)
+        return mask_union(X, support_mask_from_keys(guessed, X.shape))
 
     def patterns(self, X=None, *, top: int | None = None) -> list:
         """Every factor as a pattern, largest contribution first: :func:`banmf.patterns`."""

@@ -237,18 +237,21 @@ def test_gzip_written_is_readable_by_scipy(tmp_path):
 # --- CSV / TSV ---------------------------------------------------------------------------------
 
 
-def test_csv_blank_cell_is_refused_with_line_and_column(tmp_path):
+@pytest.mark.parametrize("cell", ["", "?", "NA", "na", "N/A", "NaN"])
+def test_csv_unknown_cells_are_read_as_missing(tmp_path, cell):
     p = tmp_path / "b.csv"
-    p.write_text("1,0,1\n0,,1\n")
-    with pytest.raises(
-        ValueError,
-        match=r"b.csv, line 2: blank cell at row 2, column 2; missing entries "
-        "are not supported yet",
-    ):
+    p.write_text(f"1,0,1\n0,{cell},1\n{cell},1,1\n")
+    ds = read_dataset(p)
+    assert ds.missing.toarray().tolist() == [[0, 0, 0], [0, 1, 0], [1, 0, 0]]
+    assert ds.X.toarray().astype(int).tolist() == [[1, 0, 1], [0, 0, 1], [0, 1, 1]]
+    # read_matrix has nowhere to put them: it says so
+    with pytest.warns(DataWarning, match=r"2 entries of unknown value, read as 0"):
         read_matrix(p)
-    p.write_text("name,a,b\nant,1,\n")
-    with pytest.raises(ValueError, match="line 2: blank cell at row 1, column 2"):
-        read_matrix(p)
+    # with labels, and a row that is all unknown but its name
+    p.write_text(f"name,a,b\nant,1,{cell}\nbee,{cell},{cell}\n")
+    ds = read_dataset(p)
+    assert ds.row_labels == ["ant", "bee"] and ds.col_labels == ["a", "b"]
+    assert ds.missing.toarray().tolist() == [[0, 1], [1, 1]]
 
 
 def test_csv_boolean_words_are_values(tmp_path):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._boolean import cell_keys, support_mask_from_keys
+from .._boolean import mask_union
 from .._kernels.mu import padded_width, project_spmm, row_width, scatter_rows, update_rows
 from .._kernels.mu_small import (
     iterate_small,
@@ -103,7 +103,7 @@ class MUSolver:
             # The cells whose Y is WH: the unknown ones, or (few observed) the observed ones.
             C = unknown.cells
             if unknown.observed:
-                C = support_mask_from_keys(np.union1d(cell_keys(X), cell_keys(C)), X.shape)
+                C = mask_union(X, C)
             self.cindptr, self.cindices = C.indptr, C.indices
             nnz += C.nnz
         self.small = 3 * nnz * k + (n + m) * k * k < SMALL_WORK
