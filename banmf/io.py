@@ -1377,7 +1377,8 @@ def write_matrix(
     delimited = fmt in ("csv", "tsv")
     side, meta, mask_path = None, None, None
     mask_beside = missing is not None and fmt in ("mtx", "dat")
-    if fmt == "dat" or ((labels or mask_beside) and fmt in ("mtx", "npz")):
+    stale = fmt in ("mtx", "npz") and "missing" in _raw_sidecar(_sidecar_path(path))
+    if fmt == "dat" or ((labels or mask_beside or stale) and fmt in ("mtx", "npz")):
         side = _sidecar_path(path)  # read (and check) the sidecar first
         meta = {**_raw_sidecar(side), **labels}
         if fmt == "dat":
@@ -1436,7 +1437,9 @@ def _write_labelled(fh, X: sp.csr_array, sep: str, labels: dict, missing=None) -
     for i in range(X.shape[0]):
         idx = X.indices[X.indptr[i] : X.indptr[i + 1]]
         unknown = (
-            () if missing is None else missing.indices[missing.indptr[i] : missing.indptr[i + 1]]
+            idx[:0]
+            if missing is None
+            else missing.indices[missing.indptr[i] : missing.indptr[i + 1]]
         )
         line[idx] = 1
         line[unknown] = "?"

@@ -13,6 +13,16 @@ def boolean_error(X, W, H, observed=None):
     return int(np.sum(wrong if observed is None else wrong & observed))
 
 
+def grid_errors(X, Wb, Hb, P, observed):
+    """Dense: the Hamming error over the observed cells at every point of the threshold grid
+    (``linspace(0, max, P)`` of each factor, strict ``>``) of the (balanced) factors."""
+    w_points = np.linspace(0.0, Wb.max() if Wb.size else 0.0, P)
+    h_points = np.linspace(0.0, Hb.max() if Hb.size else 0.0, P)
+    return np.array(
+        [[boolean_error(X, Wb > a, Hb > b, observed) for b in h_points] for a in w_points]
+    )
+
+
 def masked_objective(X, W, H, lower, upper, observed):
     """½‖Y − WH‖² over the observed cells, Y the projection of WH (onto [lower, upper] on the
     ones, 0 on the zeros): the objective BANMF descends with unknown cells."""
@@ -104,9 +114,12 @@ def objective(Y, W, H, lam=0.0):
     return f + 0.5 * lam * (np.sum((W**2 - W) ** 2) + np.sum((H**2 - H) ** 2))
 
 
-def asso(X, k, tau, w_pos=1.0, w_neg=1.0):
-    """Dense ASSO: confidence matrix, candidates A >= tau, greedy cover with row-wise usage."""
-    X = X.astype(bool)
+def asso(X, k, tau, w_pos=1.0, w_neg=1.0, unknown=None):
+    """Dense ASSO: confidence matrix, candidates A >= tau, greedy cover with row-wise usage.
+    ``unknown`` (dense bool) cells are "don't care": in no count, allowed in any factor."""
+    unknown = np.zeros(X.shape, dtype=bool) if unknown is None else unknown
+    X = X.astype(bool) & ~unknown
+    zeros = ~X & ~unknown
     n, m = X.shape
     G = X.T.astype(int) @ X.astype(int)
     colsum = np.diag(G).astype(float)
@@ -123,7 +136,7 @@ def asso(X, k, tau, w_pos=1.0, w_neg=1.0):
         best, best_c, best_u = -1.0, None, None
         for c in cands:
             free = c & ~C
-            a, b = (free & X).sum(axis=1), (free & ~X).sum(axis=1)
+            a, b = (free & X).sum(axis=1), (free & zeros).sum(axis=1)
             gains = w_pos * a - w_neg * b > 0
             # From the integer sums over the rows that gain, as the kernels do: a sum of the
             # rows' float gains would depend on their order, and could break ties differently.
@@ -137,11 +150,13 @@ def asso(X, k, tau, w_pos=1.0, w_neg=1.0):
     return W, H
 
 
-def grecond(X, k=None):
-    """Dense GreConD (Belohlavek & Vychodil): grow each concept's intent greedily by coverage."""
-    X = X.astype(bool)
+def grecond(X, k=None, unknown=None):
+    """Dense GreConD (Belohlavek & Vychodil): grow each concept's intent greedily by coverage.
+    ``unknown`` (dense bool) cells join the relation but are never counted as covered."""
+    unknown = np.zeros(X.shape, dtype=bool) if unknown is None else unknown
+    U = X.astype(bool) & ~unknown
+    X = U | unknown
     n, m = X.shape
-    U = X.copy()
     extents, intents = [], []
 
     def up(rows):  # columns shared by every row in `rows`

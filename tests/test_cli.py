@@ -307,3 +307,70 @@ def test_factorize_json_holds_the_parameters_and_the_version():
     assert rec["version"] == __version__
     assert rec["params"]["n_components"] == 3 and rec["params"]["swap"] is False
     assert rec["params"]["random_state"] == 0
+
+
+VOTES = str(data_dir() / "votes_435x16_yes.mtx")
+VOTES_MASK = str(data_dir() / "votes_435x16_missing_mask.mtx")
+
+
+def test_votes_with_their_unknown_cells_fit_complete_and_hold_out(tmp_path):
+    from banmf.datasets import load_votes
+
+    code, out, _ = run("info", VOTES, "--missing", VOTES_MASK)
+    assert code == 0 and "unknown cells   392 (5.63 %)" in out
+    res = tmp_path / "v.npz"
+    code, out, _ = run("factorize", VOTES, "-k", "3", "--missing", VOTES_MASK, "--out", str(res))
+    assert code == 0, out
+    assert "unknown         392 cells (5.63 %), left out of the fit" in out
+    assert "on the 6568 cells fitted" in out
+    saved = load_result(res)
+    votes = load_votes("435")
+    assert saved.missing.nnz == 392
+    assert saved.error == boolean_error(votes.X, saved.W, saved.H, missing=votes.missing)
+    # evaluate counts the cells the fit saw, as recorded in the result
+    code, out, _ = run("evaluate", VOTES, str(res), "--json")
+    assert json.loads(out)["error"] == saved.error and json.loads(out)["unknown_cells"] == 392
+    # complete: the filled-in cells as CSV, or the completed matrix written
+    code, out, err = run("complete", VOTES, str(res))
+    lines = out.splitlines()
+    assert code == 0 and lines[0] == "row,column,value" and len(lines) == 393
+    assert lines[1].startswith("0:republican,") and "392 unknown cells filled in" in err
+    filled = tmp_path / "filled.csv"
+    code, out, _ = run("complete", VOTES, str(res), "--out", str(filled))
+    assert code == 0 and f"wrote {filled}: 435×16, 392 unknown cells filled in" in out
+    completed = read_matrix(filled)
+    assert (completed.toarray() >= votes.X.toarray()).all()
+    assert completed.nnz == votes.X.nnz + sum(int(line.rsplit(",", 1)[1]) for line in lines[1:])
+    # --hold-out: the hidden cells are scored
+    code, out, _ = run(
+        "factorize", VOTES, "-k", "3", "--missing", VOTES_MASK, "--hold-out", "0.1", "--json"
+    )
+    rec = json.loads(out)
+    held = rec["held_out"]
+    assert held["cells"] == round(0.1 * 3421) + round(0.1 * (6960 - 3421 - 392))
+    assert 0 <= held["errors"] <= held["cells"] and rec["unknown_cells"] == 392
+
+
+def test_unknown_cells_in_a_csv_file_and_the_complete_command_refusals(tmp_path):
+    data = tmp_path / "d.csv"
+    data.write_text("1,1,0\n1,?,0\n0,0,1\n1,1,NA\n")
+    code, out, _ = run("info", str(data), "--json")
+    assert json.loads(out)["unknown_cells"] == 2
+    res = tmp_path / "r.npz"
+    code, out, _ = run("factorize", str(data), "-k", "2", "--out", str(res), "--json")
+    assert code == 0 and json.loads(out)["unknown_cells"] == 2
+    code, out, _ = run("complete", str(data), str(res), "--json")
+    filled = json.loads(out)["filled"]
+    assert [(f["row"], f["column"]) for f in filled] == [(1, 1), (3, 2)]
+    assert [f["value"] for f in filled] == [1, 0]  # rows 0 and 1 are alike; row 3 as row 0
+    full = tmp_path / "full.csv"
+    full.write_text("1,1,0\n1,1,0\n0,0,1\n1,1,0\n")
+    code, _, err = run("complete", str(full), str(res), "--missing", str(full))
+    assert code == 0
+    code, _, err = run("factorize", str(full), "-k", "2", "--out", str(tmp_path / "f.npz"))
+    code, _, err = run("complete", str(full), str(tmp_path / "f.npz"))
+    assert code == 2 and "has no unknown cells to fill in" in err
+    code, _, err = run("factorize", str(full), "-k", "2", "--missing", ZOO)
+    assert code == 2 and "--missing" in err and "101×15 but the data is 4×3" in err
+    code, _, err = run("complete", str(full), str(res), "--out", str(tmp_path / "x.txt"))
+    assert code == 2 and "--out" in err

@@ -947,3 +947,49 @@ def test_fimi_item_names_from_spmf_headers_or_a_names_file(tmp_path):
     bad.write_text("@ITEM=x=milk\n0\n")
     with pytest.raises(ValueError, match="line 1: item id 'x' is not an integer"):
         read_dataset(bad)
+
+
+@pytest.mark.parametrize(
+    "name", ["x.csv", "x.tsv", "x.mtx", "x.mtx.gz", "x.npz", "x.dat", "x.h5ad"]
+)
+@pytest.mark.parametrize("labelled", [True, False])
+def test_unknown_cells_round_trip_through_every_writer_and_reader(tmp_path, name, labelled):
+    from banmf.io import read_dataset, write_matrix
+
+    if name.endswith(".h5ad"):
+        pytest.importorskip("anndata")
+    rng = np.random.default_rng(2)
+    X = rng.random((7, 5)) < 0.4
+    X[0, :] = True
+    missing = rng.random((7, 5)) < 0.3
+    missing[0, :] = False
+    rows = [f"r{i}" for i in range(7)] if labelled else None
+    write_matrix(X, tmp_path / name, row_labels=rows, missing=missing)
+    ds = read_dataset(tmp_path / name)
+    np.testing.assert_array_equal(ds.missing.toarray(), missing)
+    np.testing.assert_array_equal(ds.X.toarray(), X & ~missing)  # a value there means nothing
+    if labelled or not name.endswith(".h5ad"):  # (AnnData always has names: 0, 1, ...)
+        assert ds.row_labels == rows
+    # the matrix alone reads, with a word on what was left out
+    with pytest.warns(DataWarning, match="of unknown value, read as 0"):
+        read_matrix(tmp_path / name)
+    # writing the same name without a mask leaves no stale mask behind
+    write_matrix(X, tmp_path / name, row_labels=rows)
+    assert read_dataset(tmp_path / name).missing is None
+
+
+def test_a_sidecar_names_a_mask_that_is_checked(tmp_path):
+    from banmf.io import read_dataset, write_matrix
+
+    write_matrix(np.eye(3), tmp_path / "a.mtx", missing=np.fliplr(np.eye(3)))
+    side = json.loads((tmp_path / "a.json").read_text())
+    assert side["missing"] == "a.missing.mtx"
+    write_matrix(np.ones((2, 2)), tmp_path / "a.missing.mtx")
+    with pytest.raises(ValueError, match=r"a 2×2 mask for .*a.mtx's 3×3 matrix"):
+        read_dataset(tmp_path / "a.mtx")
+    (tmp_path / "a.json").write_text(json.dumps({"missing": "../elsewhere.mtx"}))
+    with pytest.raises(ValueError, match="'missing' must name a file in the same folder"):
+        read_dataset(tmp_path / "a.mtx")
+    (tmp_path / "a.json").write_text(json.dumps({"missing": "gone.mtx"}))
+    with pytest.raises(ValueError, match="the missing-cell mask gone.mtx is not there"):
+        read_dataset(tmp_path / "a.mtx")

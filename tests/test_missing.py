@@ -1,0 +1,420 @@
+"""Unknown cells, end to end: the masked objective and counts against dense oracles, values
+under the mask never read, an all-observed mask is no mask, every method, completion and
+held-out scores."""
+
+import warnings
+
+import numpy as np
+import pytest
+import reference as ref
+import scipy.sparse as sp
+from conftest import binary_matrices
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import banmf
+from banmf import (
+    BANMF,
+    METHODS,
+    NMF,
+    boolean_error,
+    booleanize,
+    error_counts,
+    factorize,
+    polish,
+    predict_cells,
+    refine_thresholds,
+    swap_factors,
+)
+from banmf._boolean import mismatches
+from banmf._validation import check_binary_matrix, check_unknown
+from banmf.model_selection import held_out_scores, mask_entries
+from banmf.models import _mu
+from banmf.models._mu import MUSolver
+
+FORMS = ("missing", "observed")
+
+
+def masks(form, unknown):
+    """The keyword a fit takes for these unknown cells (dense bool)."""
+    return {"missing": unknown} if form == "missing" else {"observed": ~unknown}
+
+
+@st.composite
+def masked(draw, max_n=10, max_m=10):
+    """(X, unknown, form): random 0/1 data, random unknown cells (some ones among them)."""
+    Xd = draw(binary_matrices(max_n=max_n, max_m=max_m)).astype(bool)
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    unknown = rng.random(Xd.shape) < draw(st.sampled_from([0.0, 0.1, 0.4, 0.9]))
+    return Xd, unknown, draw(st.sampled_from(FORMS))
+
+
+def boolean_factors(rng, shape, k, p=0.4):
+    n, m = shape
+    return rng.random((n, k)) < p, rng.random((k, m)) < p
+
+
+# ---------------------------------------------------------------------------- the data type
+
+
+def test_check_unknown_drops_the_ones_under_the_mask_and_agrees_in_both_forms():
+    Xd = np.array([[1, 1, 0], [0, 1, 1]], dtype=bool)
+    M = np.array([[0, 1, 1], [0, 0, 0]], dtype=bool)
+    X = check_binary_matrix(Xd)
+    Xm, um = check_unknown(X, missing=M)
+    Xo, uo = check_unknown(X, observed=~M)
+    for Xk in (Xm, Xo):
+        assert Xk.toarray().tolist() == (Xd & ~M).tolist()
+    assert (um.observed, uo.observed) == (False, True)
+    assert um.cells.toarray().tolist() == M.tolist()
+    assert uo.cells.toarray().tolist() == (~M & ~Xd).tolist()  # the observed zeros
+    assert um.observed_count(Xm.nnz) == uo.observed_count(Xo.nnz) == 4
+    # nothing unknown is no mask
+    assert check_unknown(X, missing=np.zeros((2, 3)))[1] is None
+    assert check_unknown(X, observed=np.ones((2, 3)))[1] is None
+    assert check_unknown(X)[1] is None
+
+
+def test_bad_masks_are_refused_with_their_name():
+    X = check_binary_matrix(np.eye(3))
+    with pytest.raises(ValueError, match="give missing or observed, not both"):
+        check_unknown(X, missing=np.eye(3), observed=np.eye(3))
+    with pytest.raises(ValueError, match=r"missing has shape \(2, 3\) but X has shape \(3, 3\)"):
+        check_unknown(X, missing=np.ones((2, 3)))
+    with pytest.raises(ValueError, match="observed has 1 entry that is not 0 or 1"):
+        check_unknown(X, observed=np.diag([1, 2, 1]))
+    with pytest.raises(TypeError, match="missing must hold numbers"):
+        check_unknown(X, missing=np.array([["a"] * 3] * 3))
+
+
+# ------------------------------------------------------------------------ counts and search
+
+
+@given(masked(), st.integers(1, 3), st.integers(0, 2**32 - 1))
+def test_error_counts_are_over_the_observed_cells(problem, k, seed):
+    Xd, unknown, form = problem
+    W, H = boolean_factors(np.random.default_rng(seed), Xd.shape, k)
+    want = ref.boolean_error(Xd, W, H, ~unknown)
+    assert boolean_error(Xd, W, H, **masks(form, unknown)) == want
+    fn, fp = error_counts(Xd, W, H, **masks(form, unknown))
+    P = ref.boolean_product(W, H)
+    assert (fn, fp) == (int((Xd & ~P & ~unknown).sum()), int((~Xd & P & ~unknown).sum()))
+    X, unk = check_unknown(check_binary_matrix(Xd), **masks(form, unknown))
+    assert mismatches(X, W, H, unk) == want
+
+
+@settings(max_examples=40)
+@given(masked(), st.integers(1, 3), st.integers(0, 2**32 - 1), st.sampled_from([2, 5, 9]))
+def test_threshold_search_finds_the_best_observed_error_on_the_grid(problem, k, seed, P):
+    Xd, unknown, form = problem
+    rng = np.random.default_rng(seed)
+    W, H = rng.random((Xd.shape[0], k)), rng.random((k, Xd.shape[1]))
+    exhaustive = booleanize(Xd, W, H, P, search="exhaustive", **masks(form, unknown))
+    Ws, Hs = exhaustive.info["W_scaled"], exhaustive.info["H_scaled"]
+    grid = ref.grid_errors(Xd, Ws, Hs, P, ~unknown)
+    np.testing.assert_array_equal(exhaustive.info["error_grid"], grid)
+    for search in ("pruned", "coordinate"):
+        res = booleanize(Xd, W, H, P, search=search, **masks(form, unknown))
+        assert res.error == ref.boolean_error(Xd, res.W, res.H, ~unknown)
+        if search == "pruned":  # the first grid point of the lowest error
+            assert res.error == grid.min()
+            s, t = divmod(int(np.argmin(grid)), P)
+            np.testing.assert_array_equal(res.W, Ws > np.linspace(0, Ws.max(), P)[s])
+
+
+@settings(max_examples=40)
+@given(masked(), st.integers(1, 4), st.integers(0, 2**32 - 1))
+def test_refinements_count_the_observed_cells_and_never_raise_the_error(problem, k, seed):
+    Xd, unknown, form = problem
+    rng = np.random.default_rng(seed)
+    W, H = boolean_factors(rng, Xd.shape, k)
+    given_masks = masks(form, unknown)
+    start = ref.boolean_error(Xd, W, H, ~unknown)
+    for method in ("exact", "flip"):
+        res = polish(Xd, W, H, method=method, **given_masks)
+        assert res.error == ref.boolean_error(Xd, res.W, res.H, ~unknown) <= start
+        assert res.info["history"] == sorted(res.info["history"], reverse=True)
+        if method == "exact":  # every row is the best it can be given H, and every column
+            errs = ref.row_errors(Xd, res.H, ~unknown)
+            codes = res.W.astype(int) @ (1 << np.arange(k))
+            np.testing.assert_array_equal(errs[np.arange(len(codes)), codes], errs.min(axis=1))
+    sw = swap_factors(Xd, W, H, **given_masks)
+    assert sw.error == ref.boolean_error(Xd, sw.W, sw.H, ~unknown) <= start
+    Wc, Hc = rng.random(W.shape), rng.random(H.shape)
+    th = refine_thresholds(Xd, Wc, Hc, 0.5, 0.5, **given_masks)
+    assert th.error == ref.boolean_error(Xd, th.W, th.H, ~unknown)
+    assert th.error <= ref.boolean_error(Xd, Wc > 0.5, Hc > 0.5, ~unknown)
+
+
+# ------------------------------------------------------------------- the relaxed objective
+
+
+@pytest.mark.parametrize("small", [True, False])  # the plain-loop kernels, or the vector ones
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("project", [True, False])
+def test_masked_objective_matches_the_oracle_and_never_rises(small, form, project, monkeypatch):
+    if not small:
+        monkeypatch.setattr(_mu, "SMALL_WORK", 0)
+    rng = np.random.default_rng(3)
+    Xd = rng.random((40, 30)) < 0.3
+    unknown = rng.random(Xd.shape) < 0.25
+    k = 4
+    X, unk = check_unknown(check_binary_matrix(Xd), **masks(form, unknown))
+    W, Ht = rng.random((40, k)) + 0.01, rng.random((30, k)) + 0.01
+    lower, upper = (1.0, float(k)) if project else (1.0, 1.0)  # NMF: Y = X on the ones
+    solver = MUSolver(X, W, Ht, project=project, lower=1.0, upper=float(k), eps=1e-12, unknown=unk)
+    values = solver.iterate(np.zeros(60))
+    assert np.all(np.diff(values) <= 1e-9 * values[0])
+    oracle = ref.masked_objective(Xd & ~unknown, solver.W, solver.Ht.T, lower, upper, ~unknown)
+    assert values[-1] == pytest.approx(oracle, rel=1e-9)
+
+
+@given(masked(max_n=9, max_m=9), st.integers(1, 3), st.integers(0, 2**32 - 1))
+def test_the_two_forms_run_the_same_iteration(problem, k, seed):
+    Xd, unknown, _ = problem
+    rng = np.random.default_rng(seed)
+    W, Ht = rng.random((Xd.shape[0], k)) + 0.01, rng.random((Xd.shape[1], k)) + 0.01
+    runs = []
+    for form in FORMS:
+        X, unk = check_unknown(check_binary_matrix(Xd), **masks(form, unknown))
+        solver = MUSolver(X, W, Ht, project=True, lower=1.0, upper=float(k), eps=1e-12, unknown=unk)
+        runs.append((solver.iterate(np.zeros(15)), solver.W.copy()))
+    np.testing.assert_allclose(runs[0][0], runs[1][0], rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(runs[0][1], runs[1][1], rtol=1e-6, atol=1e-9)
+
+
+@st.composite
+def exact_problems(draw, max_n=10, max_m=10, max_k=3):
+    n, m, k = draw(st.integers(1, max_n)), draw(st.integers(1, max_m)), draw(st.integers(1, max_k))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    W0, H0 = rng.random((n, k)) < 0.4, rng.random((k, m)) < 0.4
+    return W0, H0, rng.random((n, m)) < 0.3, rng.random((n, m)) < 0.5
+
+
+@given(exact_problems(), st.sampled_from(FORMS))
+def test_exactness_theorems_hold_on_the_observed_cells(problem, form):
+    W0, H0, unknown, noise = problem
+    k = W0.shape[1]
+    truth = ref.boolean_product(W0, H0)
+    Xd = np.where(unknown, noise, truth)  # anything at all under the mask
+    X, unk = check_unknown(check_binary_matrix(Xd), **masks(form, unknown))
+    # Theorem 1: the exact factors with Y = W0 H0 are a fixed point of zero objective
+    Y = W0.astype(float) @ H0.astype(float)
+    y0 = Y[truth & ~unknown]
+    W, Ht = W0.astype(float), np.ascontiguousarray(H0.T, dtype=float)
+    solver = MUSolver(
+        X, W, Ht, project=True, lower=1.0, upper=float(k), eps=1e-12, y=y0.copy(), unknown=unk
+    )
+    assert solver.objective() == pytest.approx(0.0, abs=1e-9)
+    solver.iterate(np.zeros(1))
+    live_w, live_h = H0.any(axis=1), W0.any(axis=0)
+    np.testing.assert_allclose(solver.W[:, live_w], W0[:, live_w], rtol=1e-9, atol=0)
+    np.testing.assert_allclose(solver.Ht[:, live_h], H0.T[:, live_h], rtol=1e-9, atol=0)
+    assert solver.objective() == pytest.approx(0.0, abs=1e-9)
+    # Theorem 2: thresholding exact factors at 0 fits every observed cell
+    assert booleanize(Xd, W, H0.astype(float), **masks(form, unknown)).error == 0
+    assert boolean_error(Xd, W0, H0, **masks(form, unknown)) == 0
+
+
+# ---------------------------------------------------------------------------- every method
+
+
+def make(name, **extra):
+    """A quick estimator of every method (few iterations, fixed seed)."""
+    cls = METHODS[name]
+    params = {"random_state": 0, **extra}
+    names = set(cls._param_names())
+    if "max_iter" in names:
+        params["max_iter"] = 30
+    if "init_iter" in names:
+        params["init_iter"] = 10
+    if "n_init" in names:
+        params["n_init"] = 2
+    return cls(2, **params)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("name", list(METHODS))
+@settings(max_examples=8, deadline=None)
+@given(masked(max_n=12, max_m=9), st.integers(0, 2**32 - 1))
+def test_values_under_the_mask_are_never_read(name, problem, seed):
+    Xd, unknown, form = problem
+    if form == "observed" and name in ("asso", "grecond"):
+        form = "missing"
+    other = np.where(unknown, np.random.default_rng(seed).random(Xd.shape) < 0.5, Xd)
+    a = make(name).fit(Xd, **masks(form, unknown))
+    b = make(name).fit(other, **masks(form, unknown))
+    np.testing.assert_array_equal(a.W_, b.W_)
+    np.testing.assert_array_equal(a.components_, b.components_)
+    assert a.reconstruction_err_ == b.reconstruction_err_
+    assert a.reconstruction_err_ == ref.boolean_error(Xd, a.W_, a.components_, ~unknown)
+    assert a.n_observed_ == int((~unknown).sum())
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("name", list(METHODS))
+def test_an_all_observed_mask_is_no_mask(name):
+    X, _, _ = banmf.make_boolean(30, 20, 3, 0.3, noise=0.05, random_state=1)
+    plain = make(name).fit(X)
+    for given_mask in ({"missing": sp.csr_array((30, 20))}, {"observed": np.ones((30, 20))}):
+        if name in ("asso", "grecond") and "observed" in given_mask:
+            continue
+        masked_fit = make(name).fit(X, **given_mask)
+        np.testing.assert_array_equal(plain.W_, masked_fit.W_)
+        np.testing.assert_array_equal(plain.components_, masked_fit.components_)
+        assert plain.reconstruction_err_ == masked_fit.reconstruction_err_
+        if hasattr(plain, "loss_curve_"):
+            np.testing.assert_array_equal(plain.loss_curve_, masked_fit.loss_curve_)
+
+
+@pytest.mark.parametrize("name", ["asso", "grecond"])
+def test_greedy_methods_refuse_the_observed_form_and_explain(name):
+    with pytest.raises(ValueError, match="don't care.*Give missing="):
+        make(name).fit(np.eye(4), observed=np.eye(4))
+
+
+@pytest.mark.filterwarnings("ignore:n_components=.*exceeds")
+@settings(max_examples=40, deadline=None)
+@given(masked(max_n=14, max_m=9), st.sampled_from([0.3, 0.6, 1.0]), st.integers(1, 3))
+def test_asso_and_grecond_treat_unknown_cells_as_dont_care(problem, tau, k):
+    Xd, unknown, _ = problem
+    est = banmf.ASSO(k, tau=tau).fit(Xd, missing=unknown)
+    W, H = ref.asso(Xd, k, tau, unknown=unknown)
+    np.testing.assert_array_equal(est.W_, W)
+    np.testing.assert_array_equal(est.components_, H)
+    est = banmf.GreConD(k).fit(Xd, missing=unknown)
+    W, H = ref.grecond(Xd, k, unknown=unknown)
+    np.testing.assert_array_equal(est.W_, W)
+    np.testing.assert_array_equal(est.components_, H)
+    # GreConD never covers an observed zero
+    assert not (ref.boolean_product(W, H) & ~Xd & ~unknown).any()
+
+
+def test_observed_form_never_forms_the_whole_matrix():
+    # 10^5 × 10^5 cells (80 GB as float64): a fit that formed anything n×m could not run.
+    n = m = 100_000
+    rng = np.random.default_rng(0)
+    rows, cols = rng.integers(0, n, 3000), rng.integers(0, m, 3000)
+    observed = sp.csr_array((np.ones(3000, bool), (rows, cols)), shape=(n, m))
+    ones = sp.csr_array((np.ones(1000, bool), (rows[:1000], cols[:1000])), shape=(n, m))
+    model = BANMF(3, max_iter=20, n_init=1, random_state=0).fit(ones, observed=observed)
+    assert model.n_observed_ == observed.nnz
+    assert model.reconstruction_err_ == boolean_error(
+        ones, model.W_, model.components_, observed=observed
+    )
+
+
+def test_transform_and_score_take_unknown_cells():
+    X, _, _ = banmf.make_boolean(40, 20, 3, 0.3, random_state=2)
+    Xd = X.toarray()
+    unknown = np.random.default_rng(0).random(Xd.shape) < 0.2
+    model = BANMF(3, random_state=0).fit(Xd, missing=unknown)
+    other = np.where(unknown, 1 - Xd, Xd)
+    np.testing.assert_array_equal(
+        model.transform(Xd, missing=unknown), model.transform(other, missing=unknown)
+    )
+    W = model.transform(Xd, missing=unknown)
+    error = ref.boolean_error(Xd, W, model.components_, ~unknown)
+    assert model.score(other, missing=unknown) == pytest.approx(-error / (Xd & ~unknown).sum())
+
+
+# ---------------------------------------------------------------- completion and held out
+
+
+def test_planted_matrix_is_recovered_from_a_third_of_its_cells_hidden():
+    # (At 50×50 a third hidden can leave two exact factorizations of what is observed that
+    # differ on the hidden cells; at 200×200 the planted one is the only one.)
+    X, W0, H0 = banmf.make_boolean(200, 200, 5, 0.5, random_state=4)
+    hidden = mask_entries(X, 0.3, random_state=0)
+    res = factorize(X, 5, missing=hidden, random_state=0)
+    scores = held_out_scores(X, res.W, res.H, hidden)
+    assert res.error == 0 and scores["errors"] == 0 and scores["accuracy"] == 1.0
+    completed = res.complete()
+    np.testing.assert_array_equal(completed.toarray(), X.toarray())
+
+
+@given(masked(), st.integers(1, 3), st.integers(0, 2**32 - 1))
+def test_predict_and_complete_against_the_dense_product(problem, k, seed):
+    Xd, unknown, form = problem
+    W, H = boolean_factors(np.random.default_rng(seed), Xd.shape, k)
+    P = ref.boolean_product(W, H)
+    rows, cols = np.nonzero(np.ones(Xd.shape, dtype=bool))
+    np.testing.assert_array_equal(predict_cells(W, H, rows, cols), P[rows, cols])
+    res = banmf.Factorization.from_factors(Xd, W, H, **masks(form, unknown))
+    assert res.error == ref.boolean_error(Xd, W, H, ~unknown)
+    assert res.n_observed == int((~unknown).sum())
+    np.testing.assert_array_equal(res.complete().toarray(), np.where(unknown, P, Xd))
+
+
+def test_predict_cells_refuses_cells_outside_the_matrix():
+    with pytest.raises(ValueError, match=r"cols\[1\] = 3 is outside 0..2"):
+        predict_cells(np.eye(2), np.ones((2, 3)), [0, 1], [0, 3])
+    with pytest.raises(ValueError, match="one entry per cell"):
+        predict_cells(np.eye(2), np.ones((2, 3)), [0, 1], [0])
+    with pytest.raises(TypeError, match="rows must hold integers"):
+        predict_cells(np.eye(2), np.ones((2, 3)), [0.5], [0])
+
+
+@given(binary_matrices(max_n=20, max_m=20), st.sampled_from([0.0, 0.1, 0.5, 0.9]))
+def test_mask_entries_hides_the_same_share_of_ones_and_zeros(Xd, fraction):
+    Xd = Xd.astype(bool)
+    hidden = mask_entries(Xd, fraction, random_state=1).toarray()
+    assert hidden[Xd].sum() == round(fraction * Xd.sum())
+    assert hidden[~Xd].sum() == round(fraction * (~Xd).sum())
+    again = mask_entries(Xd, fraction, random_state=1).toarray()
+    np.testing.assert_array_equal(hidden, again)
+    # already unknown cells are never chosen; the observed form draws from its cells
+    unknown = np.random.default_rng(0).random(Xd.shape) < 0.3
+    for given_mask in ({"missing": unknown}, {"observed": ~unknown}):
+        h = mask_entries(Xd, fraction, random_state=2, **given_mask).toarray()
+        assert not (h & unknown).any()
+        assert h[Xd & ~unknown].sum() == round(fraction * (Xd & ~unknown).sum())
+
+
+def test_mask_entries_on_large_sparse_data_and_its_checks():
+    X = banmf.make_sparse_uniform(20_000, 5_000, 100_000, random_state=0)
+    hidden = mask_entries(X, 0.1, random_state=0, n_zeros=5000)
+    keys = hidden.nonzero()
+    truth = X[keys[0], keys[1]]
+    assert int(np.asarray(truth).sum()) == round(0.1 * X.nnz)
+    assert hidden.nnz == round(0.1 * X.nnz) + 5000
+    with pytest.raises(ValueError, match=r"fraction must be a number in \[0, 1\)"):
+        mask_entries(X, 1.0)
+    with pytest.raises(ValueError, match="n_zeros must be a nonnegative integer"):
+        mask_entries(X, 0.1, n_zeros=-1)
+    with pytest.raises(ValueError, match="exceeds the 2 observed zeros"):
+        mask_entries(np.array([[1, 0, 0]]), 0.5, n_zeros=3)
+
+
+def test_held_out_scores_against_counting_by_hand():
+    Xd = np.array([[1, 1, 0, 0], [0, 1, 1, 0]], dtype=bool)
+    W, H = np.array([[1], [0]], bool), np.array([[1, 0, 1, 0]], bool)  # predicts row 0: 1010
+    hidden = np.array([[1, 1, 1, 1], [0, 0, 1, 1]], bool)
+    s = held_out_scores(Xd, W, H, hidden)
+    # cells (0,0) 1/1 ok, (0,1) 1/0 wrong, (0,2) 0/1 wrong, (0,3) ok, (1,2) 1/0 wrong, (1,3) ok
+    assert (s["cells"], s["errors"], s["ones"], s["predicted_ones"], s["true_positives"]) == (
+        6,
+        3,
+        3,
+        2,
+        1,
+    )
+    assert s["accuracy"] == pytest.approx(0.5)
+    assert s["precision"] == pytest.approx(0.5) and s["recall"] == pytest.approx(1 / 3)
+    assert s["f1"] == pytest.approx(0.4)
+
+
+def test_a_masked_result_saves_and_loads_with_its_cells(tmp_path):
+    from banmf.datasets import load_votes
+
+    votes = load_votes("435")
+    res = factorize(votes.X, 3, missing=votes.missing, random_state=0, n_init=1)
+    assert res.n_observed == 435 * 16 - 392 and res.missing.nnz == 392
+    res.save(tmp_path / "r.npz")
+    back = banmf.Factorization.load(tmp_path / "r.npz")
+    np.testing.assert_array_equal(back.missing.toarray(), votes.missing.toarray())
+    assert back.n_observed == res.n_observed and back.error == res.error
+    np.testing.assert_array_equal(back.complete().toarray(), res.complete().toarray())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        NMF(3, random_state=0).fit(votes.X, missing=votes.missing)
