@@ -65,3 +65,10 @@ def test_bench_sparse_accuracy_quick():
         "grecond",
     )
     assert "## tiles-small" in out and "truth" in out and "rec." in out
+
+
+def test_bench_completion_quick():
+    out = _run(BENCH / "bench_completion.py", "--quick", "--fractions", "0.3", "--jobs", "2")
+    assert "### gen50-d0.5-k5 (k=5, 2 seeds)" in out and "| majority |" in out
+    assert "### votes: the ? cells as unknown, as 0, as 1" in out
+    assert "| missing= (" in out and "| observed= (" in out

@@ -128,9 +128,12 @@ def test_csv_cells_and_row_names_are_read_right(tmp_path, text, shape):
     assert json.loads(out)["shape"] == list(shape)
 
 
-def test_a_blank_csv_cell_is_refused(tmp_path):
+def test_a_blank_csv_cell_is_an_unknown_cell_and_a_bad_one_is_refused(tmp_path):
     path = tmp_path / "x.csv"
     path.write_text("1,0,1\n0,,1\n")
+    code, out, err = run("info", path, "--json")
+    assert code == 0 and json.loads(out)["unknown_cells"] == 1
+    path.write_text("1,0,1\n0,x,1\n")
     code, _, err = run("info", path)
     assert code == 2
     one_line_error(err, "x.csv", "line 2")

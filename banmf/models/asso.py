@@ -150,7 +150,12 @@ class ASSO(BaseFactorization):
         plan = {tau: assoc.candidates(tau) for tau in taus}
         # each step: the kernel, and a few passes over the rows and candidates (measured)
         steps = {
-            tau: assoc.step_work(plan[tau], w_pos, w_neg, len(greedy.all_x)) + 30 * (n + m)
+            tau: (
+                assoc.step_work(plan[tau], w_pos, w_neg, len(greedy.all_x))
+                if unknown is None
+                else assoc.rowwise_work(plan[tau], greedy.X)
+            )
+            + 30 * (n + m)
             for tau in taus
         }
         if len(taus) > 1:
@@ -295,6 +300,17 @@ class _Association:
         bits = np.unpackbits(kmask.view(np.uint8)).reshape(-1, 64).sum(axis=1)
         classes = len(np.unique(cls[bits > t]))
         return 2 * visits + float(classes) * n_groups + len(cols)
+
+    def rowwise_work(self, cands, relation) -> float:
+        """Operations of one step of :func:`asso_scores_rowwise` (unknown cells) over every
+        candidate: the rows its columns list, repeats included, and a pass over each distinct
+        row (at most all n) at the relation's mean row length."""
+        ptr, cols = cands[0], cands[1]
+        if len(cols) == 0:
+            return 0.0
+        visits = np.add.reduceat(np.diff(self.colptr)[cols].astype(np.float64), ptr[:-1])
+        n = relation.shape[0]
+        return float(np.sum(visits + np.minimum(visits, n) * (relation.nnz / max(1, n))))
 
 
 #: Columns counted by groups of rows rather than row by row (at most 32: a group's key is its
