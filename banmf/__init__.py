@@ -6,7 +6,7 @@ against an auxiliary matrix Y bounded on the support of X, then a threshold sear
 
 from importlib import metadata as _metadata
 
-from . import model_selection
+from . import model_selection as model_selection  # the submodule, as banmf.model_selection
 from ._threads import effective_n_jobs
 from .api import factorize, fit_many
 from .booleanize import (
@@ -77,7 +77,6 @@ __all__ = [
     "make_sparse_degrees",
     "make_sparse_tiles",
     "make_sparse_uniform",
-    "model_selection",
     "Pattern",
     "patterns",
     "polish",

@@ -20,7 +20,7 @@ as unknown cells, as 0 and as 1; 10 % of the known votes held out (5 seeds) to s
 
 ``cost``: the time of an iteration with unknown cells against without, in one run: 10⁶ ones
 (``make_sparse_uniform``, 10⁵ × 10⁴), k = 32, float32. With ``missing=``: 10 % of the ones and
-as many zeros unknown (2·10⁵ cells). With ``observed=``: only the ones and those zeros observed,
+as many zeros unknown (2·10⁵ cells), or 10⁵ zeros alone (every one known). With ``observed=``: only the ones and those zeros observed,
 every other cell unknown (user-item data). Medians of alternating repeats.
 """
 
@@ -191,6 +191,7 @@ def cost(repeats: int, quick: bool) -> None:
     n, m, nnz, k = (10_000, 1_000, 100_000, 32) if quick else (100_000, 10_000, 1_000_000, 32)
     X = banmf.make_sparse_uniform(n, m, nnz, random_state=0)
     hidden = mask_entries(X, 0.1, random_state=0, n_zeros=round(0.1 * X.nnz))
+    zeros = mask_entries(X, 0.0, random_state=0, n_zeros=round(0.1 * X.nnz))
     observed = mask_union(X, hidden)  # the ones and the hidden zeros observed, the rest not
     rng = np.random.default_rng(0)
     W0 = (rng.random((n, k)) + 0.01).astype(np.float32)
@@ -198,7 +199,10 @@ def cost(repeats: int, quick: bool) -> None:
     X = check_binary_matrix(X)
     cases = {
         "no unknown cells": check_unknown(X),
-        f"missing= ({hidden.nnz:,} cells)": check_unknown(X, missing=hidden),
+        f"missing= ({hidden.nnz:,} cells: 10 % of the ones, as many zeros)": check_unknown(
+            X, missing=hidden
+        ),
+        f"missing= ({zeros.nnz:,} zeros)": check_unknown(X, missing=zeros),
         f"observed= ({observed.nnz:,} cells)": check_unknown(X, observed=observed),
     }
     solvers = {

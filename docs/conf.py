@@ -82,7 +82,12 @@ API_GROUPS = {
         "swap_factors",
     ],
     "Reading the factors": ["patterns", "Pattern"],
-    "Boolean errors and products": ["boolean_error", "error_counts", "boolean_product"],
+    "Boolean errors, products and predictions": [
+        "boolean_error",
+        "error_counts",
+        "boolean_product",
+        "predict_cells",
+    ],
     "Synthetic data": [
         "make_boolean",
         "make_sparse_uniform",

@@ -503,3 +503,55 @@ def _project_spmm_loops(indptr, indices, W, Ht, lower, upper, project, y, YHt, s
             p += 1
         sq[i, 0] = res
         sq[i, 1] = s2
+
+
+# -- unknown cells --------------------------------------------------------------------------
+
+
+@kernel(fastmath=_FAST)
+def add_cell_terms(out, cells, F, G, k, observed):
+    """The unknown cells' part of a numerator (:class:`banmf.models._mu.MUSolver`), added to
+    ``out`` row by row over its first k columns: ``out[i] += cells[i]`` (the few unknown
+    cells' own sums), or, with ``observed``, ``out[i] += max(F[i] @ G − cells[i], 0)``: the
+    part of ``F G`` off the observed cells, whose sums ``cells`` holds (>= 0 but for
+    rounding). ``G`` is (k, k); rows are independent, so serial and parallel agree."""
+    n = out.shape[0]
+    nb = min(n, 64)
+    zero = F.dtype.type(0)
+    for b in prange(nb):
+        row = np.empty(k, dtype=F.dtype)
+        for i in range(b * n // nb, (b + 1) * n // nb):
+            if observed:
+                # Row times G a row of G at a time: unit-stride inner loops that vectorize.
+                for l in range(k):
+                    row[l] = zero
+                for q in range(k):
+                    f = F[i, q]
+                    for l in range(k):
+                        row[l] += f * G[q, l]
+                for l in range(k):
+                    out[i, l] += max(row[l] - cells[i, l], zero)
+            else:
+                for l in range(k):
+                    out[i, l] += cells[i, l]
+
+
+@kernel(fastmath=_FAST)
+def cross_gram(A, B, k, blocks):
+    """``A[:, :k]ᵀ B[:, :k]`` (k, k) in float64, summed over row blocks: ``blocks`` (b, k, k)
+    receives each block's sum (row i in block ``i * b // n``), added up in block order after, so
+    the result is the same on any number of threads."""
+    n = A.shape[0]
+    nb = blocks.shape[0]
+    for b in prange(nb):
+        part = blocks[b]
+        part[:, :] = 0.0
+        for i in range(b * n // nb, (b + 1) * n // nb):
+            for q in range(k):
+                a = np.float64(A[i, q])
+                for l in range(k):
+                    part[q, l] += a * B[i, l]
+    out = np.zeros((k, k), dtype=np.float64)
+    for b in range(nb):
+        out += blocks[b]
+    return out

@@ -10,7 +10,15 @@ from __future__ import annotations
 import numpy as np
 
 from .._boolean import mask_union
-from .._kernels.mu import padded_width, project_spmm, row_width, scatter_rows, update_rows
+from .._kernels.mu import (
+    add_cell_terms,
+    cross_gram,
+    padded_width,
+    project_spmm,
+    row_width,
+    scatter_rows,
+    update_rows,
+)
 from .._kernels.mu_small import (
     iterate_small,
     project_spmm_small,
@@ -137,8 +145,14 @@ class MUSolver:
             self.csq = np.empty((n, 2), np.float64)
             self._cscatter = variant(scatter_rows(self.width), threads_for(cnnz * k))
             self._cproject = variant(project_spmm(self.width), threads_for(2 * cnnz * k))
+            # The few-observed form multiplies by k×k matrices: k multiply-adds per value.
+            extra = n * k * (k if unknown.observed else 1)
+            self._add_w = variant(add_cell_terms, threads_for(extra))
+            self._add_h = variant(add_cell_terms, threads_for(extra * m // max(1, n)))
             if unknown.observed:
                 self._W_before = zeros_line_aligned((n, kp), dtype)
+                self._cross = variant(cross_gram, threads_for(n * k * k))
+                self._cross_blocks = np.empty((min(_MAX_BLOCKS, max(1, n)), k, k), np.float64)
         # Y Hᵀ and the support terms for the starting Y, without projecting it.
         self._y_pass(False)
 
@@ -192,15 +206,16 @@ class MUSolver:
                 self.cWtY,
                 self.width,
             )
+        # (Numba kernels, not numpy's BLAS: its idle threads spin and slow the next kernels.)
         k = self.k
+        cross = self.HHt_t  # unused without observed
         if self.unknown.observed:
-            # Y on the unobserved cells was W_before H: its part is (W_before H)ᵀ W less its
-            # part on the observed cells; the difference is >= 0 but for rounding.
-            cross = self._W_before[:, :k].T @ self._W[:, :k]
-            extra = self._Ht[:, :k] @ cross - self.cWtY[:, :k]
-            self.WtY[:, :k] += np.maximum(extra, 0)
-        else:
-            self.WtY[:, :k] += self.cWtY[:, :k]
+            # Y on the unobserved cells was W_before H: its part is Hᵀ (W_beforeᵀ W) less its
+            # part on the observed cells.
+            cross = self._cross(self._W_before, self._W, k, self._cross_blocks).astype(
+                self._W.dtype
+            )
+        self._add_h(self.WtY, self.cWtY, self._Ht, cross, k, self.unknown.observed)
 
     def step_h(self, lam: float) -> None:
         if self.small:
@@ -220,12 +235,7 @@ class MUSolver:
             return
         # Y is free on these cells: WH (the box [0, inf) never binds, as WH >= 0).
         self._support_pass(self.cindptr, self.cindices, self.cy, self.cYHt, self.csq, True, 0.0)
-        k = self.k
-        if self.unknown.observed:
-            extra = self._W[:, :k] @ self.HHt_t - self.cYHt[:, :k]
-            self.YHt[:, :k] += np.maximum(extra, 0)
-        else:
-            self.YHt[:, :k] += self.cYHt[:, :k]
+        self._add_w(self.YHt, self.cYHt, self._W, self.HHt_t, self.k, self.unknown.observed)
 
     def _support_pass(self, indptr, indices, y, YHt, sq, project, lower=None) -> None:
         """The Y pass over one CSR structure; ``lower`` None: the solver's box (the support)."""
