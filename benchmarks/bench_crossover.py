@@ -73,16 +73,30 @@ def main(argv=None) -> int:
                 zeros_line_aligned((m, kp), dtype),
             )
             Y = project_spmm(width)
+            no_cells = (np.zeros_like(X.indptr), X.indices[:0], y[:0])  # no unknown cells
             cases = {
                 "update": (update_rows, (W, YHt, G, 0.0, 1e-12, gram), n * k * k),
                 "scatter": (
                     scatter_rows(width),
-                    (X.indptr, X.indices, y, W, blocks, out, width),
+                    (X.indptr, X.indices, y, *no_cells, W, blocks, out, width),
                     X.nnz * k,
                 ),
                 "y pass": (
                     Y,
-                    (X.indptr, X.indices, W, Ht, 1.0, float(k), True, y, YHt, sq, width),
+                    (
+                        X.indptr,
+                        X.indices,
+                        W,
+                        Ht,
+                        1.0,
+                        float(k),
+                        True,
+                        y,
+                        YHt,
+                        sq,
+                        *no_cells,
+                        width,
+                    ),
                     2 * X.nnz * k,
                 ),
             }

@@ -433,18 +433,23 @@ def _variants(s):
         width,
     )
     sa = lambda X, s, width: (X.indptr, X.indices, s["y"], s["W"], s["blocks"], s["out"], width)  # noqa: E731
+    # The library's kernels also take a structure of unknown cells after the nonzeros (None:
+    # none, as the solver passes it); the copies below predate it.
+    cells = lambda X, s: (None, None, None)  # noqa: E731
+    ya_lib = lambda X, s, width: ya(X, s, width)[:-1] + cells(X, s) + (width,)  # noqa: E731
+    sa_lib = lambda X, s, width: sa(X, s, width)[:3] + cells(X, s) + sa(X, s, width)[3:]  # noqa: E731
     ref_y = _project_spmm_registers.serial if w.lanes else _project_spmm_loops.serial
     ypass, yreg = _accessors(make_ypass), _accessors(make_yreg)
     scat, sreg = _accessors(make_scatter), _accessors(make_scatter_reg)
     v = {
-        ("Y pass", "library"): (ref_y, ya, w),
+        ("Y pass", "library"): (ref_y, ya_lib, w),
         ("Y pass", "copy"): (yreg(True), ya, w),
         ("Y pass", "-Vec"): (ypass(True, True), ya, w),
         ("Y pass", "-Width -Vec"): (ypass(False, True), ya, w0),
         ("Y pass", "-item"): (yreg(True, use_item=False), ya, w),
         ("Y pass", "-prefetch"): (yreg(False), ya, w),
         ("Y pass", "plain"): (ypass(False, False, use_item=False), ya, w0),
-        ("scatter", "library"): (scatter_rows(w).serial, sa, w),
+        ("scatter", "library"): (scatter_rows(w).serial, sa_lib, w),
         ("scatter", "copy"): (sreg(True), sa, w),
         ("scatter", "-Vec"): (scat(True, True), sa, w),
         ("scatter", "-Width -Vec"): (scat(False, True), sa, w0),

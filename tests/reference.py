@@ -31,20 +31,27 @@ def masked_objective(X, W, H, lower, upper, observed):
     return 0.5 * float((((Y - WH) ** 2) * observed).sum())
 
 
-def project_spmm(X, W, Ht, lower, upper, project, y):
-    """Dense: Y on the support (projected or given), Y @ Ht, and the two support sums per row."""
+def project_spmm(X, W, Ht, lower, upper, project, y, cells=None):
+    """Dense: Y on the support (projected or given) and on the unknown ``cells`` (dense bool:
+    WH there), Y @ Ht, and the two sums per row (residual on the support, s² on both).
+    Returns Y on the support, Y on the cells (row-major order), Y @ Ht and the sums."""
     mask = X.astype(bool)
+    cells = np.zeros_like(mask) if cells is None else cells
     S = W @ Ht.T
     Y = np.zeros_like(S)
     Y[mask] = np.clip(S[mask], lower, upper) if project else y
+    Y[cells] = S[cells]
     res = np.where(mask, (Y - S) ** 2, 0.0).sum(axis=1)
-    s2 = np.where(mask, S**2, 0.0).sum(axis=1)
-    return Y[mask], Y @ Ht, np.stack([res, s2], axis=1)
+    s2 = np.where(mask | cells, S**2, 0.0).sum(axis=1)
+    return Y[mask], Y[cells], Y @ Ht, np.stack([res, s2], axis=1)
 
 
-def gather_spmm(X, y, W):
+def gather_spmm(X, y, W, cells=None, cy=None):
+    """Dense Yᵀ W, Y holding ``y`` on X's support and ``cy`` on the ``cells``."""
     Y = np.zeros(X.shape)
     Y[X.astype(bool)] = y
+    if cy is not None:
+        Y[cells] = cy
     return Y.T @ W
 
 

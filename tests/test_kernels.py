@@ -17,7 +17,15 @@ from banmf._kernels.boolean import (
     support_hits,
     union_popcounts,
 )
-from banmf._kernels.mu import padded_width, project_spmm, row_width, scatter_rows, update_rows
+from banmf._kernels.mu import (
+    add_unobserved,
+    cross_gram,
+    padded_width,
+    project_spmm,
+    row_width,
+    scatter_rows,
+    update_rows,
+)
 from banmf._kernels.mu_small import project_spmm_small, scatter_rows_small, update_rows_small
 from banmf._kernels.prefetch import (
     LINE,
@@ -70,14 +78,35 @@ def test_padded_width(dtype, lanes):
     assert row_width(5 * lanes, dtype).lanes == 0
 
 
+def _cells(rng, Xd, X, share):
+    """Random unknown cells off X's support (dense bool, and as the kernels take them: row
+    pointers and column indices in X's index type); ``share`` None gives None (no cells, as
+    the solver passes them), 0 an empty structure."""
+    Cd = (rng.random(Xd.shape) < (share or 0.0)) & ~Xd.astype(bool)
+    if share is None:
+        return Cd, None, None
+    C = check_binary_matrix(Cd)
+    return Cd, C.indptr.astype(X.indptr.dtype), C.indices.astype(X.indices.dtype)
+
+
+def _values(cindices, fill, dtype):
+    return None if cindices is None else np.full(len(cindices), fill, dtype)
+
+
 def _gram(rng, k):
     """A random symmetric positive semidefinite (k, k): the Gram matrices the row updates get."""
     A = rng.random((k + 1, k))
     return A.T @ A
 
 
-@given(binary_matrices(), width_ks, st.booleans(), st.integers(0, 2**31), dtypes, st.booleans())
-def test_project_spmm(Xd, k, project, seed, dtype, loops):
+# unknown cells: none (None, the usual case), an empty structure, or some
+shares = st.sampled_from([None, 0.0, 0.3])
+
+
+@given(
+    binary_matrices(), width_ks, st.booleans(), st.integers(0, 2**31), dtypes, st.booleans(), shares
+)
+def test_project_spmm(Xd, k, project, seed, dtype, loops, share):
     rng = np.random.default_rng(seed)
     X = check_binary_matrix(Xd)
     n, m = Xd.shape
@@ -85,11 +114,13 @@ def test_project_spmm(Xd, k, project, seed, dtype, loops):
     W = rng.random((n, k)).astype(dtype)
     Ht = rng.random((m, k)).astype(dtype)
     y = (rng.random(X.nnz) * 3).astype(dtype)
+    Cd, cindptr, cindices = _cells(rng, Xd, X, share)
+    cy = _values(cindices, np.nan, dtype)
     YHt = np.full((n, kp), np.nan, dtype)
     sq = np.full((n, 2), np.nan)
     lower, upper = 1.0, float(k) if seed % 2 else np.inf
-    y_ref, YHt_ref, sq_ref = ref.project_spmm(
-        Xd, W.astype(float), Ht.astype(float), lower, upper, project, y.astype(float)
+    y_ref, cy_ref, YHt_ref, sq_ref = ref.project_spmm(
+        Xd, W.astype(float), Ht.astype(float), lower, upper, project, y.astype(float), Cd
     )
     run_both(
         project_spmm(width),
@@ -103,11 +134,16 @@ def test_project_spmm(Xd, k, project, seed, dtype, loops):
         y,
         YHt,
         sq,
+        cindptr,
+        cindices,
+        cy,
         width,
         rounding=(9,),
     )
     tol = 1e-12 if dtype == np.float64 else 1e-4
     np.testing.assert_allclose(y, y_ref, rtol=tol)
+    if cy is not None:
+        np.testing.assert_allclose(cy, cy_ref, rtol=tol)
     np.testing.assert_allclose(YHt[:, :k], YHt_ref, rtol=tol, atol=tol)
     assert not YHt[:, k:].any()
     np.testing.assert_allclose(sq, sq_ref, rtol=tol, atol=tol)
@@ -138,20 +174,42 @@ def test_update_rows(r, k, nb, lam, seed, dtype, pad):
     assert np.isfinite(Fp).all()
 
 
-@given(binary_matrices(), width_ks, st.integers(1, 5), dtypes, st.integers(0, 2**31), st.booleans())
-def test_scatter_rows(Xd, k, nb, dtype, seed, loops):
+@given(
+    binary_matrices(),
+    width_ks,
+    st.integers(1, 5),
+    dtypes,
+    st.integers(0, 2**31),
+    st.booleans(),
+    shares,
+)
+def test_scatter_rows(Xd, k, nb, dtype, seed, loops, share):
     rng = np.random.default_rng(seed)
     X = check_binary_matrix(Xd)
     n, m = Xd.shape
     kp, width = _layout(k, dtype, loops)
     W = rng.random((n, k)).astype(dtype)
     y = rng.random(X.nnz).astype(dtype)
+    Cd, cindptr, cindices = _cells(rng, Xd, X, share)
+    cy = _values(cindices, 0.5, dtype)
     scatter, total = np.full((min(nb, n), m, kp), np.nan, dtype), np.full((m, kp), np.nan, dtype)
-    run_both(scatter_rows(width), X.indptr, X.indices, y, _padded(W, kp), scatter, total, width)
-    tol = 1e-12 if dtype == np.float64 else 1e-4
-    np.testing.assert_allclose(
-        total[:, :k], ref.gather_spmm(Xd, y.astype(float), W.astype(float)), rtol=tol, atol=tol
+    run_both(
+        scatter_rows(width),
+        X.indptr,
+        X.indices,
+        y,
+        cindptr,
+        cindices,
+        cy,
+        _padded(W, kp),
+        scatter,
+        total,
+        width,
     )
+    tol = 1e-12 if dtype == np.float64 else 1e-4
+    cy_dense = None if cy is None else cy.astype(float)
+    expected = ref.gather_spmm(Xd, y.astype(float), W.astype(float), Cd, cy_dense)
+    np.testing.assert_allclose(total[:, :k], expected, rtol=tol, atol=tol)
     assert not total[:, k:].any()
     # The blocks are added in block order: numpy's sum over them, to the last bit.
     np.testing.assert_array_equal(total, scatter.sum(axis=0))
@@ -271,8 +329,10 @@ def test_kernels_with_prefetching_on_a_table_larger_than_l2(loops):
     X = check_binary_matrix(Xd)
     W, Ht = rng.random((n, k)).astype(np.float32), rng.random((m, k)).astype(np.float32)
     y, YHt, sq = np.ones(X.nnz, np.float32), np.empty((n, k), np.float32), np.empty((n, 2))
-    y_ref, YHt_ref, sq_ref = ref.project_spmm(
-        Xd, W.astype(float), Ht.astype(float), 1.0, float(k), True, y.astype(float)
+    Cd, cindptr, cindices = _cells(rng, Xd, X, 0.001)
+    cy = np.empty(len(cindices), np.float32)
+    y_ref, cy_ref, YHt_ref, sq_ref = ref.project_spmm(
+        Xd, W.astype(float), Ht.astype(float), 1.0, float(k), True, y.astype(float), Cd
     )
     run_both(
         project_spmm(width),
@@ -286,9 +346,13 @@ def test_kernels_with_prefetching_on_a_table_larger_than_l2(loops):
         y,
         YHt,
         sq,
+        cindptr,
+        cindices,
+        cy,
         width,
         rounding=(9,),
     )
+    np.testing.assert_allclose(cy, cy_ref, rtol=1e-5)
     np.testing.assert_allclose(y, y_ref, rtol=1e-5)
     np.testing.assert_allclose(YHt, YHt_ref, rtol=1e-4)
     np.testing.assert_allclose(sq, sq_ref, rtol=1e-4)
@@ -300,27 +364,42 @@ def test_kernels_with_prefetching_on_a_table_larger_than_l2(loops):
     )
     expected = ref.mu_update(W.astype(float), YHt.astype(float), W.astype(float) @ G, 0.0, 1e-12)
     run_both(update_rows, W, YHt, G, 0.0, 1e-12, gram)
-    run_both(scatter_rows(width), X.indptr, X.indices, y, W, scatter, total, width)
+    run_both(
+        scatter_rows(width), X.indptr, X.indices, y, cindptr, cindices, cy, W, scatter, total, width
+    )
     np.testing.assert_allclose(W, expected, rtol=1e-4)
     np.testing.assert_allclose(
-        total, ref.gather_spmm(Xd, y.astype(float), expected), rtol=1e-4, atol=1e-4
+        total,
+        ref.gather_spmm(Xd, y.astype(float), expected, Cd, cy.astype(float)),
+        rtol=1e-4,
+        atol=1e-4,
     )
 
 
-@given(binary_matrices(), width_ks, st.booleans(), st.integers(0, 2**31), dtypes, st.integers(0, 9))
-def test_small_kernels(Xd, k, project, seed, dtype, pad):
+@given(
+    binary_matrices(),
+    width_ks,
+    st.booleans(),
+    st.integers(0, 2**31),
+    dtypes,
+    st.integers(0, 9),
+    shares,
+)
+def test_small_kernels(Xd, k, project, seed, dtype, pad, share):
     """The plain-loop kernels of small problems against the same oracles, on padded rows."""
     rng = np.random.default_rng(seed)
     X = check_binary_matrix(Xd)
     n, m = Xd.shape
     W, Ht = rng.random((n, k)).astype(dtype), rng.random((m, k)).astype(dtype)
     y = (rng.random(X.nnz) * 3).astype(dtype)
+    Cd, cindptr, cindices = _cells(rng, Xd, X, share)
+    cy = _values(cindices, np.nan, dtype)
     tol = 1e-12 if dtype == np.float64 else 1e-4
     YHt, sq = np.full((n, k + pad), np.nan, dtype), np.full((n, 2), np.nan)
     YHt[:, k:] = 0
     lower, upper = 1.0, float(k) if seed % 2 else np.inf
-    y_ref, YHt_ref, sq_ref = ref.project_spmm(
-        Xd, W.astype(float), Ht.astype(float), lower, upper, project, y.astype(float)
+    y_ref, cy_ref, YHt_ref, sq_ref = ref.project_spmm(
+        Xd, W.astype(float), Ht.astype(float), lower, upper, project, y.astype(float), Cd
     )
     project_spmm_small(
         X.indptr,
@@ -334,16 +413,21 @@ def test_small_kernels(Xd, k, project, seed, dtype, pad):
         y,
         YHt,
         sq,
+        cindptr,
+        cindices,
+        cy,
     )
     np.testing.assert_allclose(y, y_ref, rtol=tol)
+    if cy is not None:
+        np.testing.assert_allclose(cy, cy_ref, rtol=tol)
     np.testing.assert_allclose(YHt[:, :k], YHt_ref, rtol=tol, atol=tol)
     np.testing.assert_allclose(sq, sq_ref, rtol=tol, atol=tol)
     out = np.full((m, k + pad), np.nan, dtype)
     out[:, k:] = 0
-    scatter_rows_small(X.indptr, X.indices, y, _padded(W, k + pad), k, out)
-    np.testing.assert_allclose(
-        out[:, :k], ref.gather_spmm(Xd, y.astype(float), W.astype(float)), rtol=tol, atol=tol
-    )
+    scatter_rows_small(X.indptr, X.indices, y, cindptr, cindices, cy, _padded(W, k + pad), k, out)
+    cy_dense = None if cy is None else cy.astype(float)
+    expected = ref.gather_spmm(Xd, y.astype(float), W.astype(float), Cd, cy_dense)
+    np.testing.assert_allclose(out[:, :k], expected, rtol=tol, atol=tol)
     assert not out[:, k:].any()
     lam = [0.0, 0.5, 1e4][seed % 3]
     numer, G = rng.random((n, k)).astype(dtype), _gram(rng, k).astype(dtype)
@@ -354,3 +438,30 @@ def test_small_kernels(Xd, k, project, seed, dtype, pad):
     np.testing.assert_allclose(Wp[:, :k], expected, rtol=tol)
     assert not Wp[:, k:].any()
     np.testing.assert_allclose(gram, expected.T @ expected, rtol=tol, atol=tol)
+
+
+@given(st.integers(1, 9), ks, dtypes, st.integers(0, 2**31), st.integers(0, 9))
+def test_add_unobserved(n, k, dtype, seed, pad):
+    rng = np.random.default_rng(seed)
+    F, G = rng.random((n, k)).astype(dtype), _gram(rng, k).astype(dtype)
+    out = _padded(rng.random((n, k)).astype(dtype), k + pad)
+    # observed parts above and below F G: the difference is clamped at 0 (rounding)
+    part = _padded((rng.random((n, k)) * 2 * (F.astype(float) @ G)).astype(dtype), k + pad)
+    expected = out[:, :k].astype(float) + np.maximum(
+        F.astype(float) @ G.astype(float) - part[:, :k], 0
+    )
+    run_both(add_unobserved, out, part, _padded(F, k + pad), G, k)
+    tol = 1e-12 if dtype == np.float64 else 1e-4
+    np.testing.assert_allclose(out[:, :k], expected, rtol=tol, atol=tol)
+    assert not out[:, k:].any()
+
+
+@given(st.integers(1, 12), ks, st.integers(1, 4), dtypes, st.integers(0, 2**31), st.integers(0, 9))
+def test_cross_gram(n, k, nb, dtype, seed, pad):
+    rng = np.random.default_rng(seed)
+    A, B = rng.random((n, k)).astype(dtype), rng.random((n, k)).astype(dtype)
+    blocks = np.full((min(nb, n), k, k), np.nan)
+    got = run_both(cross_gram, _padded(A, k + pad), _padded(B, k + pad), k, blocks)
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    np.testing.assert_allclose(got, A.astype(float).T @ B.astype(float), rtol=tol, atol=tol)
+    np.testing.assert_allclose(got, blocks.sum(axis=0), rtol=1e-15, atol=0)

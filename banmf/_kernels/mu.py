@@ -284,15 +284,20 @@ def scatter_rows(width: Width) -> Kernel:
     """The scatter ``out = Yᵀ W`` = (Wᵀ Y)ᵀ, (m, k), for rows of ``width`` (:func:`row_width`
     of k), by way of the block sums ``scatter_blocks[b] = (Y_b)ᵀ W_b``.
 
-    Both kernels take ``(indptr, indices, y, W, scatter_blocks, out, width)``. Row i belongs to
-    block ``i * b // n``; the blocks are added in block order, the same on any number of
-    threads.
+    Both kernels take ``(indptr, indices, y, cindptr, cindices, cy, W, scatter_blocks, out,
+    width)``: the nonzeros with their values ``y``, then a second structure (unknown cells, Y
+    free there, values ``cy``; all three None when every cell is observed, which compiles that
+    part out) summed the same way in the
+    same pass. Row i belongs to block ``i * b // n``; the blocks are added in block order, the
+    same on any number of threads.
     """
     return _scatter_rows_registers if width.lanes > 0 else _scatter_rows_loops
 
 
 @kernel(fastmath=_FAST)
-def _scatter_rows_registers(indptr, indices, y, W, scatter_blocks, out, width):
+def _scatter_rows_registers(
+    indptr, indices, y, cindptr, cindices, cy, W, scatter_blocks, out, width
+):
     """The scatter (:func:`scatter_rows`) with the row of W held in registers (``width.lanes``
     values) across the row's nonzeros: each nonzero then costs one load, FMA and store per
     vector of the partial.
@@ -322,6 +327,10 @@ def _scatter_rows_registers(indptr, indices, y, W, scatter_blocks, out, width):
                 vstore(
                     part, j, 0, vfma(vsplatw(y[np.uintp(p)], width), w, vloadw(part, j, 0, width))
                 )
+            if cindptr is not None:  # (None: no unknown cells, compiled out)
+                for c in range(cindptr[i], cindptr[i + 1]):
+                    j = cindices[c]
+                    vstore(part, j, 0, vfma(vsplatw(cy[c], width), w, vloadw(part, j, 0, width)))
     # Summed here rather than by numpy: in parallel, and without another pass over ``out``.
     for j in prange(out.shape[0]):
         for l in range(out.shape[1]):
@@ -332,7 +341,7 @@ def _scatter_rows_registers(indptr, indices, y, W, scatter_blocks, out, width):
 
 
 @kernel(fastmath=_FAST)
-def _scatter_rows_loops(indptr, indices, y, W, scatter_blocks, out, width):
+def _scatter_rows_loops(indptr, indices, y, cindptr, cindices, cy, W, scatter_blocks, out, width):
     """The scatter (:func:`scatter_rows`) with loops over a run-time k (any k; ``width`` is
     unused): for rows too wide for registers, plain loops ran 3× faster than vectors over a
     run-time k, and prefetching cost (bench_devices.py)."""
@@ -347,6 +356,11 @@ def _scatter_rows_loops(indptr, indices, y, W, scatter_blocks, out, width):
                 j, v = indices[np.uintp(p)], y[np.uintp(p)]
                 for l in range(k):
                     part[j, l] += v * W[i, l]
+            if cindptr is not None:  # (None: no unknown cells, compiled out)
+                for c in range(cindptr[i], cindptr[i + 1]):
+                    j, v = cindices[c], cy[c]
+                    for l in range(k):
+                        part[j, l] += v * W[i, l]
     for j in prange(out.shape[0]):
         for l in range(out.shape[1]):
             out[j, l] = scatter_blocks[0, j, l]
@@ -403,17 +417,22 @@ def project_spmm(width: Width) -> Kernel:
     """The Y pass for rows of ``width`` (:func:`row_width` of k): fused Y-projection (SDDMM)
     and ``Y @ Ht`` over the nonzeros, row by row, with rows in registers or loops over k.
 
-    Both kernels take ``(indptr, indices, W, Ht, lower, upper, project, y, YHt, sq, width)``.
-    For every stored nonzero p = (i, j): ``s = W[i] . Ht[j]``; if ``project``, ``y[p]`` becomes
-    ``min(upper, max(lower, s))`` (otherwise ``y`` is only read). Then
-    ``YHt[i] = sum_p y[p] Ht[j]`` and ``sq[i] = (sum_p (y[p] - s)^2, sum_p s^2)``, the two
-    support terms of the objective.
+    Both kernels take ``(indptr, indices, W, Ht, lower, upper, project, y, YHt, sq, cindptr,
+    cindices, cy, width)``. For every stored nonzero p = (i, j): ``s = W[i] . Ht[j]``; if
+    ``project``, ``y[p]`` becomes ``min(upper, max(lower, s))`` (otherwise ``y`` is only read).
+    Then ``YHt[i] = sum_p y[p] Ht[j]`` and ``sq[i] = (sum_p (y[p] - s)^2, sum_p s^2)``, the two
+    support terms of the objective. Every unknown cell c = (i, j) of the second structure
+    (``cindptr``, ``cindices``; None when every cell is observed, which compiles that part
+    out) takes ``cy[c] = s`` (Y is
+    free there) and enters ``YHt[i]`` and ``sq[i, 1]`` as a nonzero does, in the same pass.
     """
     return _project_spmm_registers if width.lanes > 0 else _project_spmm_loops
 
 
 @kernel(fastmath=_FAST)
-def _project_spmm_registers(indptr, indices, W, Ht, lower, upper, project, y, YHt, sq, width):
+def _project_spmm_registers(
+    indptr, indices, W, Ht, lower, upper, project, y, YHt, sq, cindptr, cindices, cy, width
+):
     """The Y pass (:func:`project_spmm`) with rows of ``width.lanes`` values held in registers."""
     pf = worth_prefetching(Ht)
     # Sums run in the factors' own type: float32 inputs get float32 arithmetic (twice the
@@ -450,13 +469,23 @@ def _project_spmm_registers(indptr, indices, W, Ht, lower, upper, project, y, YH
             res += r
             s2 += q
             acc = vfma(vsplatw(v, width), h0, acc)
+        if cindptr is not None:  # (None: no unknown cells, compiled out)
+            for c in range(cindptr[i], cindptr[i + 1]):
+                h0 = vloadw(Ht, cindices[c], 0, width)
+                d0 = vdot_partial(w, h0)
+                s = hsum4(d0, d0, d0, d0)[0]
+                cy[c] = s
+                s2 += s * s
+                acc = vfma(vsplatw(s, width), h0, acc)
         vstore(YHt, i, 0, acc)
         sq[i, 0] = res
         sq[i, 1] = s2
 
 
 @kernel(fastmath=_FAST)
-def _project_spmm_loops(indptr, indices, W, Ht, lower, upper, project, y, YHt, sq, width):
+def _project_spmm_loops(
+    indptr, indices, W, Ht, lower, upper, project, y, YHt, sq, cindptr, cindices, cy, width
+):
     """The Y pass (:func:`project_spmm`) with loops over k (any k; ``width`` is unused). No
     prefetch: at float64 k = 32 it made this pass 1.3× slower (bench_devices.py)."""
     n, k = W.shape
@@ -501,6 +530,16 @@ def _project_spmm_loops(indptr, indices, W, Ht, lower, upper, project, y, YHt, s
             for l in range(k):
                 YHt[i, l] += v * Ht[j, l]
             p += 1
+        if cindptr is not None:  # (None: no unknown cells, compiled out)
+            for c in range(cindptr[i], cindptr[i + 1]):
+                j = cindices[c]
+                s = zero
+                for l in range(k):
+                    s += W[i, l] * Ht[j, l]
+                cy[c] = s
+                s2 += s * s
+                for l in range(k):
+                    YHt[i, l] += s * Ht[j, l]
         sq[i, 0] = res
         sq[i, 1] = s2
 
@@ -509,31 +548,26 @@ def _project_spmm_loops(indptr, indices, W, Ht, lower, upper, project, y, YHt, s
 
 
 @kernel(fastmath=_FAST)
-def add_cell_terms(out, cells, F, G, k, observed):
-    """The unknown cells' part of a numerator (:class:`banmf.models._mu.MUSolver`), added to
-    ``out`` row by row over its first k columns: ``out[i] += cells[i]`` (the few unknown
-    cells' own sums), or, with ``observed``, ``out[i] += max(F[i] @ G − cells[i], 0)``: the
-    part of ``F G`` off the observed cells, whose sums ``cells`` holds (>= 0 but for
-    rounding). ``G`` is (k, k); rows are independent, so serial and parallel agree."""
+def add_unobserved(out, observed_part, F, G, k):
+    """``out[i, :k] += max(F[i] @ G − observed_part[i], 0)`` for every row: with few cells
+    observed, the part of a numerator that Y's unobserved cells (Y = WH there) contribute is
+    ``F G`` less its part on the observed cells (:class:`banmf.models._mu.MUSolver`); >= 0
+    but for rounding. ``G`` is (k, k); rows are independent, so serial and parallel agree."""
     n = out.shape[0]
     nb = min(n, 64)
     zero = F.dtype.type(0)
     for b in prange(nb):
         row = np.empty(k, dtype=F.dtype)
         for i in range(b * n // nb, (b + 1) * n // nb):
-            if observed:
-                # Row times G a row of G at a time: unit-stride inner loops that vectorize.
+            # Row times G a row of G at a time: unit-stride inner loops that vectorize.
+            for l in range(k):
+                row[l] = zero
+            for q in range(k):
+                f = F[i, q]
                 for l in range(k):
-                    row[l] = zero
-                for q in range(k):
-                    f = F[i, q]
-                    for l in range(k):
-                        row[l] += f * G[q, l]
-                for l in range(k):
-                    out[i, l] += max(row[l] - cells[i, l], zero)
-            else:
-                for l in range(k):
-                    out[i, l] += cells[i, l]
+                    row[l] += f * G[q, l]
+            for l in range(k):
+                out[i, l] += max(row[l] - observed_part[i, l], zero)
 
 
 @kernel(fastmath=_FAST)

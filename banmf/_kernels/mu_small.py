@@ -52,21 +52,31 @@ def update_rows_small(F, numer, G, lam, eps, gram):
 
 
 @njit(cache=True, nogil=True, fastmath=_FAST)
-def scatter_rows_small(indptr, indices, y, W, k, out):
-    """``out[:, :k] = Yᵀ W[:, :k]``: every nonzero p = (i, j) adds ``y[p] W[i]`` to row j."""
+def scatter_rows_small(indptr, indices, y, cindptr, cindices, cy, W, k, out):
+    """``out[:, :k] = Yᵀ W[:, :k]``: every nonzero p = (i, j) adds ``y[p] W[i]`` to row j, and
+    every unknown cell c = (i, j) of the second structure ``cy[c] W[i]`` (None: none)."""
     out[:, :k] = 0.0
     for i in range(len(indptr) - 1):
         for p in range(indptr[i], indptr[i + 1]):
             j, v = indices[p], y[p]
             for l in range(k):
                 out[j, l] += v * W[i, l]
+        if cindptr is not None:  # (None: no unknown cells, compiled out)
+            for c in range(cindptr[i], cindptr[i + 1]):
+                j, v = cindices[c], cy[c]
+                for l in range(k):
+                    out[j, l] += v * W[i, l]
 
 
 @njit(cache=True, nogil=True, fastmath=_FAST)
-def project_spmm_small(indptr, indices, W, Ht, k, lower, upper, project, y, YHt, sq):
+def project_spmm_small(
+    indptr, indices, W, Ht, k, lower, upper, project, y, YHt, sq, cindptr, cindices, cy
+):
     """The Y pass over the first k columns: for every nonzero p = (i, j), ``s = W[i] . Ht[j]``;
     if ``project``, ``y[p] = min(upper, max(lower, s))``. ``YHt[i, :k] = sum_p y[p] Ht[j]`` and
-    ``sq[i] = (sum_p (y[p] - s)^2, sum_p s^2)``."""
+    ``sq[i] = (sum_p (y[p] - s)^2, sum_p s^2)``. Every unknown cell c = (i, j) of the second
+    structure (``cindptr``, ``cindices``; None: none, compiled out) takes ``cy[c] = s`` (Y is
+    free there) and adds to ``YHt[i]`` and to ``sq[i, 1]`` as a nonzero does."""
     lo, up = W.dtype.type(lower), W.dtype.type(upper)
     for i in range(len(indptr) - 1):
         res = 0.0
@@ -84,6 +94,16 @@ def project_spmm_small(indptr, indices, W, Ht, k, lower, upper, project, y, YHt,
             s2 += s * s
             for l in range(k):
                 YHt[i, l] += v * Ht[j, l]
+        if cindptr is not None:  # (None: no unknown cells, compiled out)
+            for c in range(cindptr[i], cindptr[i + 1]):
+                j = cindices[c]
+                s = W.dtype.type(0)
+                for l in range(k):
+                    s += W[i, l] * Ht[j, l]
+                cy[c] = s
+                s2 += s * s
+                for l in range(k):
+                    YHt[i, l] += s * Ht[j, l]
         sq[i, 0] = res
         sq[i, 1] = s2
 
@@ -103,6 +123,9 @@ def _penalty(F, k):
 def iterate_small(
     indptr,
     indices,
+    cindptr,
+    cindices,
+    cy,
     W,
     Ht,
     y,
@@ -128,10 +151,12 @@ def iterate_small(
     run meanwhile.
 
     An iteration: the W step (and WᵀW), then unless ``update_h`` is False the scatter and the
-    H step (and HHᵀ), then the Y pass. The Gram matrices are float64 with copies ``*_t`` in the
+    H step (and HHᵀ), then the Y pass; the unknown cells (``cindptr``, ``cindices``; Y free
+    there, ``cy``) enter the scatter and the Y pass. The Gram matrices are float64 with copies ``*_t`` in the
     factors' type, as the row updates read them. ``out[q]`` receives the objective after
     iteration q, ``½‖Y − WH‖² + (λ/2)(‖W²−W‖² + ‖H²−H‖²)``, its off-support part
-    ``‖WH‖² − Σ_Ω s²`` clamped at 0 against cancellation.
+    ``‖WH‖² − Σ s²`` (over the nonzeros and the unknown cells) clamped at 0 against
+    cancellation.
     """
     for q in range(lams.shape[0]):
         lam = lams[q]
@@ -140,12 +165,14 @@ def iterate_small(
             for b in range(k):
                 WtW_t[a, b] = WtW[a, b]
         if update_h:
-            scatter_rows_small(indptr, indices, y, W, k, WtY)
+            scatter_rows_small(indptr, indices, y, cindptr, cindices, cy, W, k, WtY)
             update_rows_small(Ht, WtY, WtW_t, lam, eps, HHt)
             for a in range(k):
                 for b in range(k):
                     HHt_t[a, b] = HHt[a, b]
-        project_spmm_small(indptr, indices, W, Ht, k, lower, upper, project, y, YHt, sq)
+        project_spmm_small(
+            indptr, indices, W, Ht, k, lower, upper, project, y, YHt, sq, cindptr, cindices, cy
+        )
         res = 0.0
         s2 = 0.0
         for i in range(sq.shape[0]):

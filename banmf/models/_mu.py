@@ -11,7 +11,7 @@ import numpy as np
 
 from .._boolean import mask_union
 from .._kernels.mu import (
-    add_cell_terms,
+    add_unobserved,
     cross_gram,
     padded_width,
     project_spmm,
@@ -81,7 +81,8 @@ class MUSolver:
         Unknown cells of X (:class:`banmf._boolean.Unknown`). Y is free there, so the Y pass
         sets it to WH: the iteration is then a block descent of ``½‖Y − WH‖²`` over the
         observed cells alone. With a few unknown cells, Y's values on them are kept (one per
-        cell) and enter Y Hᵀ and Wᵀ Y as the support's do. With a few observed cells, Y on the
+        cell) and enter Y Hᵀ and Wᵀ Y in the same passes as the support's. With a few observed
+        cells, Y on the
         unobserved ones is WH as of the last Y pass, which never needs them one by one:
         ``Y Hᵀ`` gains ``W HHᵀ − (O⊙WH) Hᵀ`` and ``Wᵀ Y`` gains ``(WᵀW') H − (O⊙WH)ᵀ W'``
         (O the observed cells, W' the new W), both passes over O only.
@@ -105,15 +106,22 @@ class MUSolver:
         self.y = np.ones(X.nnz, dtype=dtype) if y is None else np.ascontiguousarray(y, dtype=dtype)
         self.project = bool(project)
         self.lower, self.upper, self.eps = float(lower), float(upper), float(eps)
-        nnz = len(self.indices)
         self.unknown = unknown
-        if unknown is not None:
-            # The cells whose Y is WH: the unknown ones, or (few observed) the observed ones.
-            C = unknown.cells
-            if unknown.observed:
-                C = mask_union(X, C)
-            self.cindptr, self.cindices = C.indptr, C.indices
-            nnz += C.nnz
+        # The unknown cells the passes visit beside the nonzeros (none: an empty structure).
+        few_unknown = unknown is not None and not unknown.observed
+        C = unknown.cells if few_unknown else None
+        # None when there are none: the kernels are then compiled without that part.
+        self.cindptr = C.indptr.astype(X.indptr.dtype) if few_unknown else None
+        self.cindices = C.indices.astype(X.indices.dtype) if few_unknown else None
+        self.cy = np.zeros(C.nnz, dtype=dtype) if few_unknown else None
+        n_cells = C.nnz if few_unknown else 0
+        self.observed = unknown is not None and unknown.observed
+        nnz = len(self.indices) + n_cells
+        if self.observed:
+            # Few observed cells: a second pass over all of them (ones and zeros), Y = WH there.
+            O = mask_union(X, unknown.cells)
+            self.oindptr, self.oindices = O.indptr, O.indices
+            nnz += 2 * O.nnz
         self.small = 3 * nnz * k + (n + m) * k * k < SMALL_WORK
         nb = 1 if self.small else n_row_blocks(n, m, kp, dtype.itemsize)
         self.width = row_width(kp, dtype)
@@ -132,27 +140,25 @@ class MUSolver:
             (m, kp), dtype
         )  # block sums land here: no allocation per iteration
         # Work per call, in multiply-adds: the row updates cost k² per row, the passes k per
-        # nonzero.
+        # nonzero (and per unknown cell).
+        nnz = len(self.indices) + n_cells
         self._update_w = variant(update_rows, threads_for(n * k * k))
         self._update_h = variant(update_rows, threads_for(m * k * k))
         self._scatter = variant(scatter_rows(self.width), threads_for(nnz * k))
         self._project = variant(project_spmm(self.width), threads_for(2 * nnz * k))
-        if unknown is not None:
-            cnnz = len(self.cindices)
-            self.cy = np.zeros(cnnz, dtype=dtype)
-            self.cYHt = zeros_line_aligned((n, kp), dtype)
-            self.cWtY = zeros_line_aligned((m, kp), dtype)
-            self.csq = np.empty((n, 2), np.float64)
-            self._cscatter = variant(scatter_rows(self.width), threads_for(cnnz * k))
-            self._cproject = variant(project_spmm(self.width), threads_for(2 * cnnz * k))
-            # The few-observed form multiplies by k×k matrices: k multiply-adds per value.
-            extra = n * k * (k if unknown.observed else 1)
-            self._add_w = variant(add_cell_terms, threads_for(extra))
-            self._add_h = variant(add_cell_terms, threads_for(extra * m // max(1, n)))
-            if unknown.observed:
-                self._W_before = zeros_line_aligned((n, kp), dtype)
-                self._cross = variant(cross_gram, threads_for(n * k * k))
-                self._cross_blocks = np.empty((min(_MAX_BLOCKS, max(1, n)), k, k), np.float64)
+        if self.observed:
+            onnz = len(self.oindices)
+            self.oy = np.zeros(onnz, dtype=dtype)
+            self.oYHt = zeros_line_aligned((n, kp), dtype)
+            self.oWtY = zeros_line_aligned((m, kp), dtype)
+            self.osq = np.empty((n, 2), np.float64)
+            self._oscatter = variant(scatter_rows(self.width), threads_for(onnz * k))
+            self._oproject = variant(project_spmm(self.width), threads_for(2 * onnz * k))
+            self._add_w = variant(add_unobserved, threads_for(n * k * k))
+            self._add_h = variant(add_unobserved, threads_for(m * k * k))
+            self._W_before = zeros_line_aligned((n, kp), dtype)
+            self._cross = variant(cross_gram, threads_for(n * k * k))
+            self._cross_blocks = np.empty((min(_MAX_BLOCKS, max(1, n)), k, k), np.float64)
         # Y Hᵀ and the support terms for the starting Y, without projecting it.
         self._y_pass(False)
 
@@ -168,54 +174,38 @@ class MUSolver:
 
     def step_w(self, lam: float, scatter: bool = True) -> None:
         """W step; also forms WᵀW and (unless ``scatter=False``) Wᵀ Y for the H step."""
-        observed = self.unknown is not None and self.unknown.observed
-        if observed and scatter:
+        if self.observed and scatter:
             np.copyto(self._W_before, self._W)
         if self.small:
             update_rows_small(self._W, self.YHt, self.HHt_t, lam, self.eps, self.WtW_blocks[0])
             if scatter:
-                scatter_rows_small(self.indptr, self.indices, self.y, self._W, self.k, self.WtY)
+                self._scatter_pass(self.indptr, self.indices, self.y, self.WtY, True)
         else:
             self._update_w(self._W, self.YHt, self.HHt_t, lam, self.eps, self.WtW_blocks)
             if scatter:
-                self._scatter(
-                    self.indptr,
-                    self.indices,
-                    self.y,
-                    self._W,
-                    self.WtY_blocks,
-                    self.WtY,
-                    self.width,
-                )
-        if self.unknown is not None and scatter:
-            self._scatter_cells()
+                self._scatter_pass(self.indptr, self.indices, self.y, self.WtY, True)
+        if self.observed and scatter:
+            # Y on the unobserved cells was W_before H: its part of Wᵀ Y is Hᵀ (W_beforeᵀ W)
+            # less its part on the observed cells. (Numba kernels, not numpy's BLAS: its idle
+            # threads spin and slow the kernels that follow.)
+            self._scatter_pass(self.oindptr, self.oindices, self.oy, self.oWtY)
+            k = self.k
+            cross = self._cross(self._W_before, self._W, k, self._cross_blocks)
+            self._add_h(self.WtY, self.oWtY, self._Ht, cross.astype(self._W.dtype), k)
         np.sum(self.WtW_blocks, axis=0, out=self.WtW)
         np.copyto(self.WtW_t, self.WtW)
 
-    def _scatter_cells(self) -> None:
-        """Wᵀ Y's part on the cells where Y is WH (see the class docstring)."""
+    def _scatter_pass(self, indptr, indices, y, out, cells: bool = False) -> None:
+        """Wᵀ Y over one CSR structure with its values ``y`` (and, with ``cells``, the unknown
+        cells with theirs), into ``out``."""
+        cindptr, cindices, cy = (self.cindptr, self.cindices, self.cy) if cells else (None,) * 3
         if self.small:
-            scatter_rows_small(self.cindptr, self.cindices, self.cy, self._W, self.k, self.cWtY)
+            scatter_rows_small(indptr, indices, y, cindptr, cindices, cy, self._W, self.k, out)
         else:
-            self._cscatter(
-                self.cindptr,
-                self.cindices,
-                self.cy,
-                self._W,
-                self.WtY_blocks,
-                self.cWtY,
-                self.width,
+            kernel = self._scatter if indptr is self.indptr else self._oscatter
+            kernel(
+                indptr, indices, y, cindptr, cindices, cy, self._W, self.WtY_blocks, out, self.width
             )
-        # (Numba kernels, not numpy's BLAS: its idle threads spin and slow the next kernels.)
-        k = self.k
-        cross = self.HHt_t  # unused without observed
-        if self.unknown.observed:
-            # Y on the unobserved cells was W_before H: its part is Hᵀ (W_beforeᵀ W) less its
-            # part on the observed cells.
-            cross = self._cross(self._W_before, self._W, k, self._cross_blocks).astype(
-                self._W.dtype
-            )
-        self._add_h(self.WtY, self.cWtY, self._Ht, cross, k, self.unknown.observed)
 
     def step_h(self, lam: float) -> None:
         if self.small:
@@ -230,24 +220,54 @@ class MUSolver:
         self._y_pass(self.project)
 
     def _y_pass(self, project: bool) -> None:
-        self._support_pass(self.indptr, self.indices, self.y, self.YHt, self.sq, project)
-        if self.unknown is None:
+        self._pass(self.indptr, self.indices, self.y, self.YHt, self.sq, project, True)
+        if not self.observed:
             return
-        # Y is free on these cells: WH (the box [0, inf) never binds, as WH >= 0).
-        self._support_pass(self.cindptr, self.cindices, self.cy, self.cYHt, self.csq, True, 0.0)
-        self._add_w(self.YHt, self.cYHt, self._W, self.HHt_t, self.k, self.unknown.observed)
+        # Few observed cells: Y is WH on all the others, whose part of Y Hᵀ is W HHᵀ less its
+        # part on the observed cells (a pass over them with Y = WH: the box [0, inf) never
+        # binds, as WH >= 0).
+        self._pass(self.oindptr, self.oindices, self.oy, self.oYHt, self.osq, True, False, 0.0)
+        self._add_w(self.YHt, self.oYHt, self._W, self.HHt_t, self.k)
 
-    def _support_pass(self, indptr, indices, y, YHt, sq, project, lower=None) -> None:
-        """The Y pass over one CSR structure; ``lower`` None: the solver's box (the support)."""
+    def _pass(self, indptr, indices, y, YHt, sq, project, cells, lower=None) -> None:
+        """The Y pass over one CSR structure (with ``cells``, the unknown cells too);
+        ``lower`` None: the solver's box (the support), else [lower, inf)."""
         lo, up = (self.lower, self.upper) if lower is None else (lower, np.inf)
-        cells = lower is not None
+        cindptr, cindices, cy = (self.cindptr, self.cindices, self.cy) if cells else (None,) * 3
         if self.small:
             project_spmm_small(
-                indptr, indices, self._W, self._Ht, self.k, lo, up, project, y, YHt, sq
+                indptr,
+                indices,
+                self._W,
+                self._Ht,
+                self.k,
+                lo,
+                up,
+                project,
+                y,
+                YHt,
+                sq,
+                cindptr,
+                cindices,
+                cy,
             )
         else:
-            (self._cproject if cells else self._project)(
-                indptr, indices, self._W, self._Ht, lo, up, project, y, YHt, sq, self.width
+            kernel = self._project if indptr is self.indptr else self._oproject
+            kernel(
+                indptr,
+                indices,
+                self._W,
+                self._Ht,
+                lo,
+                up,
+                project,
+                y,
+                YHt,
+                sq,
+                cindptr,
+                cindices,
+                cy,
+                self.width,
             )
 
     def iterate(self, lams: np.ndarray, update_h: bool = True) -> np.ndarray:
@@ -256,10 +276,13 @@ class MUSolver:
         run them all in one kernel call, and the same kernel for one iteration or several, so
         the results do not depend on how the iterations are grouped."""
         out = np.empty(len(lams))
-        if self.small and self.unknown is None:
+        if self.small and not self.observed:
             iterate_small(
                 self.indptr,
                 self.indices,
+                self.cindptr,
+                self.cindices,
+                self.cy,
                 self._W,
                 self._Ht,
                 self.y,
@@ -297,12 +320,10 @@ class MUSolver:
         """
         # Column by column: numpy's axis-0 sum of an (n, 2) array is ~20× slower.
         res, s2 = self.sq[:, 0].sum(), self.sq[:, 1].sum()
-        if self.unknown is not None and self.unknown.observed:
-            off = self.csq[:, 1].sum() - s2
-        else:
+        if self.observed:
+            off = self.osq[:, 1].sum() - s2
+        else:  # (s2 includes the unknown cells')
             off = float(np.sum(self.WtW * self.HHt)) - s2
-            if self.unknown is not None:
-                off -= self.csq[:, 1].sum()
         f = 0.5 * (res + max(0.0, off))
         if lam:
             W, Ht = self.W, self.Ht
