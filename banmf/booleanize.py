@@ -371,6 +371,22 @@ def threshold_factors(X, W, H, P, normalize, search, unknown=None) -> _Booleaniz
         W, H = balance(W, H)
     w_points, u = _grid_ranks(W, P)
     h_points, vt = _grid_ranks(np.ascontiguousarray(H.T), P)
+
+    def found(best_idx, error, n_evaluated, grid=None) -> _Booleanization:
+        """The result for the grid point ``best_idx`` (row-major)."""
+        s, t = divmod(int(best_idx), P)
+        return _Booleanization(
+            W=u > s,
+            H=np.ascontiguousarray((vt > t).T),
+            threshold_w=float(w_points[s]),
+            threshold_h=float(h_points[t]),
+            error=int(error),
+            W_scaled=W,
+            H_scaled=H,
+            n_evaluated=int(n_evaluated),
+            error_grid=grid,
+        )
+
     hits = _grid_hits(X, u, vt, P)
     cell_hits = np.zeros_like(hits) if unknown is None else _grid_hits(unknown.cells, u, vt, P)
     if unknown is not None and unknown.observed:
@@ -378,18 +394,8 @@ def threshold_factors(X, W, H, P, normalize, search, unknown=None) -> _Booleaniz
         # the whole error grid is known without a coverage.
         grid = X.nnz - 2 * hits + unknown.covered(None, hits, cell_hits)
         best_idx = int(np.argmin(grid))
-        s, t = divmod(best_idx, P)
-        return _Booleanization(
-            W=u > s,
-            H=np.ascontiguousarray((vt > t).T),
-            threshold_w=float(w_points[s]),
-            threshold_h=float(h_points[t]),
-            error=int(grid.flat[best_idx]),
-            W_scaled=W,
-            H_scaled=H,
-            n_evaluated=0,
-            error_grid=grid if search == "exhaustive" else None,
-        )
+        exhaustive = grid if search == "exhaustive" else None
+        return found(best_idx, grid.flat[best_idx], 0, exhaustive)
     cw = _active_counts(u, P)
     ch = _active_counts(vt, P)
     # Observed coverage is at least the hits, and at least the largest single rectangle less
@@ -449,17 +455,7 @@ def threshold_factors(X, W, H, P, normalize, search, unknown=None) -> _Booleaniz
             best_err, best_idx, n_small = pruned_grid_search(
                 u, vt, order, flat, hits, cell_hits, floor, nnz, key_w, key_h
             )
-            s, t = divmod(int(best_idx), P)
-            return _Booleanization(
-                W=u > s,
-                H=np.ascontiguousarray((vt > t).T),
-                threshold_w=float(w_points[s]),
-                threshold_h=float(h_points[t]),
-                error=int(best_err),
-                W_scaled=W,
-                H_scaled=H,
-                n_evaluated=int(n_small),
-            )
+            return found(best_idx, best_err, n_small)
         best_err, best_idx = np.iinfo(np.int64).max, -1
         for idx in order:
             lb = flat[idx]
@@ -474,15 +470,4 @@ def threshold_factors(X, W, H, P, normalize, search, unknown=None) -> _Booleaniz
             err = int(nnz - 2 * hits[s, t] + c)
             if err < best_err or (err == best_err and idx < best_idx):
                 best_err, best_idx = err, int(idx)
-    s, t = divmod(best_idx, P)
-    return _Booleanization(
-        W=u > s,
-        H=np.ascontiguousarray((vt > t).T),
-        threshold_w=float(w_points[s]),
-        threshold_h=float(h_points[t]),
-        error=int(best_err),
-        W_scaled=W,
-        H_scaled=H,
-        n_evaluated=len(covers),
-        error_grid=grid,
-    )
+    return found(best_idx, best_err, len(covers), grid)

@@ -478,10 +478,14 @@ def _pattern_lines(found: list) -> list[str]:
     """The text of ``banmf show``: a head line per pattern, its columns, its rows."""
     lines = []
     for rank, p in enumerate(found, 1):
+        if p.unknown:
+            ones = f"{p.ones} of {p.cells - p.unknown} known cells are ones ({p.unknown} unknown"
+        else:
+            ones = f"{p.ones} of {p.cells} cells are ones ("
         lines.append(
             f"pattern {rank} (factor {p.factor}): {_plural(p.n_rows, 'row')} × "
-            f"{_plural(p.n_cols, 'column')}, "
-            f"{p.ones} of {p.cells} cells are ones (precision {p.precision:.2f}); "
+            f"{_plural(p.n_cols, 'column')}, {ones}{'; ' if p.unknown else ''}"
+            f"precision {p.precision:.2f}); "
             f"{p.ones_alone} ones covered by it alone; without it the error rises by "
             f"{p.contribution}"
         )
@@ -519,6 +523,7 @@ def cmd_show(args, out, err) -> int:
                 "rows",
                 "columns",
                 "cells",
+                "unknown",
                 "ones",
                 "precision",
                 "ones_alone",
@@ -535,6 +540,7 @@ def cmd_show(args, out, err) -> int:
                     p.n_rows,
                     p.n_cols,
                     p.cells,
+                    p.unknown,
                     p.ones,
                     f"{p.precision:.4f}",
                     p.ones_alone,

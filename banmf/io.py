@@ -1185,6 +1185,16 @@ def _npz_missing(path: Path, shape: tuple[int, int]) -> sp.csr_array | None:
             indices = _signed(_npz_array(zf, "missing_indices"))
         except Exception as exc:
             raise damaged(_reason(exc)) from None
+    mask = _stored_pattern(indptr, indices, shape)
+    if mask is None:
+        raise damaged("not a sorted CSR pattern of the matrix's shape")
+    return mask
+
+
+def _stored_pattern(indptr, indices, shape: tuple[int, int]) -> sp.csr_array | None:
+    """A canonical support mask from the row pointers and column indices an archive stored
+    (``_signed`` already: None for values beyond int64), or None if they are not a sorted CSR
+    pattern of ``shape``."""
     n, m = shape
     if (
         indptr is None
@@ -1192,9 +1202,9 @@ def _npz_missing(path: Path, shape: tuple[int, int]) -> sp.csr_array | None:
         or _csr_problem(indptr, indices, n, m)
         or not _sorted_rows(indptr, indices)
     ):
-        raise damaged("not a sorted CSR pattern of the matrix's shape")
+        return None
     idx = np.int32 if max(n, m, len(indices)) < 2**31 - 1 else np.int64
-    return csr_from_parts(indptr.astype(idx), indices.astype(idx), shape)
+    return csr_from_parts(indptr.astype(idx), indices.astype(idx), (n, m))
 
 
 # --- writing --------------------------------------------------------------------------------
@@ -1758,15 +1768,9 @@ def load_result(path):
     supports = {}
     for name in matrices:
         indptr, indices = _signed(data[f"{name}_indptr"]), _signed(data[f"{name}_indices"])
-        if (
-            indptr is None
-            or indices is None
-            or _csr_problem(indptr, indices, n, m)
-            or not _sorted_rows(indptr, indices)
-        ):
+        supports[name] = _stored_pattern(indptr, indices, (n, m))
+        if supports[name] is None:
             raise not_result("damaged embedded matrix")
-        idx = np.int32 if max(n, m, len(indices)) < 2**31 - 1 else np.int64
-        supports[name] = csr_from_parts(indptr.astype(idx), indices.astype(idx), (n, m))
     return _factorization_of(meta, W, H, data.get("loss_curve"), supports, not_result)
 
 

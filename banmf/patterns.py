@@ -41,7 +41,11 @@ class Pattern:
         Ones of X that this factor covers and no other does.
     contribution : int
         How much the Hamming error would rise without this factor (ones covered by it alone,
-        minus zeros covered by it alone); patterns are listed by it, largest first.
+        minus zeros covered by it alone; observed cells only); patterns are listed by it,
+        largest first.
+    unknown : int
+        Cells of the tile whose value is unknown (data fitted with ``missing=`` or
+        ``observed=``).
     """
 
     factor: int
@@ -54,6 +58,7 @@ class Pattern:
     ones: int
     ones_alone: int
     contribution: int
+    unknown: int = 0
 
     @property
     def cells(self) -> int:
@@ -62,8 +67,9 @@ class Pattern:
 
     @property
     def precision(self) -> float:
-        """Share of the tile's cells that are ones of X (1.0 for an empty tile)."""
-        return self.ones / self.cells if self.cells else 1.0
+        """Share of the tile's observed cells that are ones of X (1.0 for a tile with none)."""
+        observed = self.cells - self.unknown
+        return self.ones / observed if observed else 1.0
 
     def to_dict(self) -> dict:
         """Plain values (for JSON): sizes, counts, precision and the listed rows and columns
@@ -73,6 +79,7 @@ class Pattern:
             "n_rows": self.n_rows,
             "n_cols": self.n_cols,
             "cells": self.cells,
+            "unknown": self.unknown,
             "ones": self.ones,
             "ones_alone": self.ones_alone,
             "precision": self.precision,
@@ -136,18 +143,26 @@ def patterns(result, X=None, *, top: int | None = None) -> list[Pattern]:
             f"X is {X.shape[0]}×{X.shape[1]} but the factorization is of a "
             f"{result.shape[0]}×{result.shape[1]} matrix"
         )
+    X, unknown = result.unknown(X)
     W, H = check_boolean_factors(result.W, result.H, X.shape)
     k = W.shape[1]
     if k == 0:
         return []
     Xt = transpose_mask(X)
-    removal, cover = factor_costs(X, Xt, W, np.ascontiguousarray(H.T))
+    removal, cover = factor_costs(X, Xt, W, np.ascontiguousarray(H.T), unknown)
     alone = cover[:, :k].sum(axis=0)
     row_labels, col_labels = result.row_labels, result.col_labels
     out = []
     for l in range(k):
         rows, cols = np.flatnonzero(W[:, l]), np.flatnonzero(H[l])
         tile = X[rows][:, cols]
+        cells_tile = 0 if unknown is None else unknown.cells[rows][:, cols].nnz
+        # Unknown cells of the tile: those listed, or (few observed) all but the observed ones.
+        n_unknown = (
+            len(rows) * len(cols) - tile.nnz - cells_tile
+            if unknown is not None and unknown.observed
+            else cells_tile
+        )
         row_hits = np.asarray(tile.sum(axis=1)).ravel()
         col_hits = np.asarray(tile.sum(axis=0)).ravel()
         rows = rows[np.argsort(-row_hits, kind="stable")][:top]
@@ -164,6 +179,7 @@ def patterns(result, X=None, *, top: int | None = None) -> list[Pattern]:
                 ones=int(tile.nnz),
                 ones_alone=int(alone[l]),
                 contribution=int(removal[l]),
+                unknown=int(n_unknown),
             )
         )
     # Empty factors last; otherwise by what the error would lose without them.

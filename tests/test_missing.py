@@ -418,3 +418,19 @@ def test_a_masked_result_saves_and_loads_with_its_cells(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         NMF(3, random_state=0).fit(votes.X, missing=votes.missing)
+
+
+@given(masked(), st.integers(1, 3), st.integers(0, 2**32 - 1))
+def test_patterns_count_the_known_cells(problem, k, seed):
+    Xd, unknown, form = problem
+    W, H = boolean_factors(np.random.default_rng(seed), Xd.shape, k)
+    res = banmf.Factorization.from_factors(Xd, W, H, **masks(form, unknown))
+    observed = ~unknown
+    for p in res.patterns():
+        tile = W[:, p.factor][:, None] & H[p.factor][None, :]
+        assert p.unknown == int((tile & unknown).sum())
+        assert p.ones == int((tile & Xd & observed).sum())
+        without = W.copy()
+        without[:, p.factor] = False
+        rise = ref.boolean_error(Xd, without, H, observed) - ref.boolean_error(Xd, W, H, observed)
+        assert p.contribution == rise
