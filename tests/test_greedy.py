@@ -17,6 +17,7 @@ from banmf import ASSO, GreConD, boolean_error, make_boolean
 from banmf._boolean import transpose_mask
 from banmf._kernels.cover import (
     asso_scores,
+    asso_scores_rowwise,
     asso_threshold,
     asso_usage,
     cover_concept,
@@ -270,6 +271,42 @@ def test_asso_usage(Xd, k, seed, w):
         a, b, gains = asso_gains_ref(Xd.astype(bool), C, cand, *w)
         np.testing.assert_array_equal(usage, gains)
         assert got == (a[gains].sum(), b[gains].sum())
+
+
+@given(
+    binary_matrices(max_n=30, max_m=12),
+    st.integers(0, 3),
+    st.integers(0, 2**32 - 1),
+    st.sampled_from([0.1, 0.5, 1.0]),
+    weights,
+    st.integers(1, 4),
+)
+def test_asso_scores_rowwise_with_dont_care_cells(Xd, k, seed, tau, w, n_blocks):
+    """The scores with unknown cells in the relation: neither ones to gain nor zeros to pay."""
+    X, C, assoc, _, cands, used, fac_mask, _, _ = _asso_state(Xd, k, seed, 0, tau)
+    Xb = Xd.astype(bool)
+    D = Xb & (np.random.default_rng(seed).random(Xb.shape) < 0.3)  # the "don't care" ones
+    uncov = csr_order(X, Xb & ~C & ~D)
+    dont_care = csr_order(X, D)
+    ptr, cols = cands[0], cands[1]
+    n_cand = len(ptr) - 1
+    todo = np.random.default_rng(seed).random(n_cand) < 0.8
+    A = np.full(n_cand, -7, dtype=np.int64)
+    B = np.full(n_cand, -7, dtype=np.int64)
+    args = (assoc.colptr, assoc.colrows, X.indptr, X.indices, uncov, dont_care, used, fac_mask)
+    run_both(asso_scores_rowwise, ptr, cols, todo, *args, *w, min(n_blocks, max(1, n_cand)), A, B)
+    for c, cand in enumerate(_candidate_masks(cands, X.shape[1])):
+        if not todo[c]:
+            assert A[c] == B[c] == -7
+            continue
+        free = cand[None, :] & ~C
+        a, b = (free & Xb & ~D).sum(axis=1), (free & ~Xb).sum(axis=1)
+        gains = w[0] * a - w[1] * b > 0
+        assert (A[c], B[c]) == (a[gains].sum(), b[gains].sum())
+        usage = np.zeros(X.shape[0], dtype=bool)
+        got = asso_usage(cols[ptr[c] : ptr[c + 1]], *args, *w, usage)
+        np.testing.assert_array_equal(usage, gains)
+        assert got == (A[c], B[c])
 
 
 # --------------------------------------------------------------------------------- the fits
