@@ -238,8 +238,13 @@ def main(argv=None) -> int:
     parser.add_argument("--data", nargs="+", default=list(DATA), choices=DATA)
     parser.add_argument("--fractions", type=float, nargs="+", default=[0.1, 0.3, 0.5])
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    parser.add_argument("--seeds", type=int, default=10, help="seeds of gen50 (default 10)")
     parser.add_argument(
-        "--seeds", type=int, default=10, help="seeds of gen50 (gen1000 and real data: 3)"
+        "--large-seeds",
+        type=int,
+        default=3,
+        dest="large_seeds",
+        help="seeds of gen1000 and the real data (default 3)",
     )
     parser.add_argument("--asso-budget", type=float, default=1e10, dest="asso_budget")
     parser.add_argument("--jobs", type=int, default=1)
@@ -252,7 +257,9 @@ def main(argv=None) -> int:
     if "accuracy" in args.part:
         tasks = []
         for data in datasets:
-            seeds = 2 if args.quick else args.seeds if data.startswith("gen50") else 3
+            seeds = (
+                2 if args.quick else args.seeds if data.startswith("gen50") else args.large_seeds
+            )
             for fraction in args.fractions:
                 for seed in range(seeds):
                     for method in args.methods:
