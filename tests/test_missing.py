@@ -434,3 +434,15 @@ def test_patterns_count_the_known_cells(problem, k, seed):
         without[:, p.factor] = False
         rise = ref.boolean_error(Xd, without, H, observed) - ref.boolean_error(Xd, W, H, observed)
         assert p.contribution == rise
+
+
+def test_fit_many_takes_the_mask_once_for_all_fits():
+    X, _, _ = banmf.make_boolean(40, 30, 3, 0.3, random_state=5)
+    unknown = np.random.default_rng(1).random((40, 30)) < 0.2
+    fits = banmf.fit_many(
+        [BANMF(k, random_state=0, n_init=1) for k in (2, 3)], X, n_jobs=2, missing=unknown
+    )
+    for est in fits:
+        alone = BANMF(est.n_components, random_state=0, n_init=1).fit(X, missing=unknown)
+        np.testing.assert_array_equal(est.W_, alone.W_)
+        assert est.reconstruction_err_ == alone.reconstruction_err_

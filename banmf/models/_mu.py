@@ -107,10 +107,10 @@ class MUSolver:
         self.project = bool(project)
         self.lower, self.upper, self.eps = float(lower), float(upper), float(eps)
         self.unknown = unknown
-        # The unknown cells the passes visit beside the nonzeros (none: an empty structure).
+        # The few unknown cells that the nonzeros' passes also visit, and Y's values there;
+        # None when there are none, which compiles that part of the kernels out.
         few_unknown = unknown is not None and not unknown.observed
         C = unknown.cells if few_unknown else None
-        # None when there are none: the kernels are then compiled without that part.
         self.cindptr = C.indptr.astype(X.indptr.dtype) if few_unknown else None
         self.cindices = C.indices.astype(X.indices.dtype) if few_unknown else None
         self.cy = np.zeros(C.nnz, dtype=dtype) if few_unknown else None
