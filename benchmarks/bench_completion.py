@@ -27,14 +27,13 @@ every other cell unknown (user-item data). Medians of alternating repeats.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 import warnings
-from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
+from _records import run_tasks
 
 import banmf
 from banmf._boolean import mask_difference, mask_union
@@ -265,21 +264,7 @@ def main(argv=None) -> int:
                     for method in args.methods:
                         threads = 1 if args.jobs > 1 else 0
                         tasks.append((data, fraction, seed, method, args.asso_budget, threads))
-        records = []
-        out = open(args.out, "a") if args.out else None
-        pool = ProcessPoolExecutor(args.jobs) if args.jobs > 1 else None
-        try:
-            for rec in pool.map(run, tasks) if pool else map(run, tasks):
-                records.append(rec)
-                print(json.dumps(rec), file=sys.stderr, flush=True)
-                if out:
-                    out.write(json.dumps(rec) + "\n")
-                    out.flush()
-        finally:
-            if pool is not None:
-                pool.shutdown()
-            if out:
-                out.close()
+        records = run_tasks(run, tasks, args.jobs, args.out)
         print("\nheld-out error rate (median over seeds), F1 on the ones, seeds predicted exactly")
         accuracy_tables(records, datasets, args.fractions, args.methods)
     if "votes" in args.part:

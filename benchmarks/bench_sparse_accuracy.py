@@ -34,10 +34,10 @@ import os
 import sys
 import time
 import warnings
-from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import scipy.sparse as sp
+from _records import run_tasks
 
 import banmf
 
@@ -197,27 +197,7 @@ def main(argv=None) -> int:
         for k in args.ks
         for label in args.methods
     ]
-    records = []
-    out = open(args.out, "a") if args.out else None
-    try:
-        if args.jobs > 1:
-            pool = ProcessPoolExecutor(args.jobs)
-            results = pool.map(run, tasks)
-        else:
-            pool = None
-            _warm_up()
-            results = map(run, tasks)
-        for rec in results:
-            records.append(rec)
-            print(json.dumps(rec), file=sys.stderr, flush=True)
-            if out:
-                out.write(json.dumps(rec) + "\n")
-                out.flush()
-    finally:
-        if pool is not None:
-            pool.shutdown()
-        if out:
-            out.close()
+    records = run_tasks(run, tasks, args.jobs, args.out, _warm_up)
     print_tables(records, args.data, args.ks, args.methods, f"--jobs {args.jobs}")
     return 0
 
