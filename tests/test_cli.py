@@ -374,3 +374,13 @@ def test_unknown_cells_in_a_csv_file_and_the_complete_command_refusals(tmp_path)
     assert code == 2 and "--missing" in err and "101×15 but the data is 4×3" in err
     code, _, err = run("complete", str(full), str(res), "--out", str(tmp_path / "x.txt"))
     assert code == 2 and "--out" in err
+
+
+def test_a_closed_output_pipe_ends_quietly_with_141():
+    class Closed(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    err = io.StringIO()
+    code = main(["info", ZOO], stdout=Closed(), stderr=err)
+    assert code == 141 and err.getvalue() == ""
