@@ -67,7 +67,7 @@ def mask_entries(
     >>> from banmf import factorize, make_boolean
     >>> X, _, _ = make_boolean(60, 40, 3, density=0.3, random_state=0)
     >>> hidden = mask_entries(X, 0.2, random_state=0)
-    >>> hidden.nnz == round(0.2 * X.sum()) + round(0.2 * (X.size - X.sum()))
+    >>> hidden.nnz == round(0.2 * X.nnz) + round(0.2 * (60 * 40 - X.nnz))
     True
     >>> res = factorize(X, 3, missing=hidden, random_state=0)
     >>> held_out_scores(X, res.W, res.H, hidden)["cells"] == hidden.nnz
