@@ -25,6 +25,7 @@ from .exceptions import (
     InvalidParameterError,
     NotFittedError,
 )
+from .model_selection import RankSelection, select_rank
 from .models import (
     ASSO,
     BANMF,
@@ -78,9 +79,11 @@ __all__ = [
     "make_sparse_tiles",
     "make_sparse_uniform",
     "Pattern",
+    "RankSelection",
     "patterns",
     "polish",
     "predict_cells",
     "refine_thresholds",
+    "select_rank",
     "swap_factors",
 ]

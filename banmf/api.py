@@ -130,24 +130,33 @@ def fit_many(estimators, X, *, n_jobs=None, missing=None, observed=None) -> list
     """
     estimators = list(estimators)
     X, unknown = check_unknown(check_binary_matrix(X), missing, observed)
+    return fit_tasks([(est, X, unknown) for est in estimators], n_jobs)
+
+
+def fit_tasks(tasks, n_jobs=None) -> list:
+    """:func:`fit_many` for fits that each have their own data: ``tasks`` are
+    ``(estimator, X, unknown)`` with X a canonical support mask and ``unknown`` its
+    :class:`banmf._boolean.Unknown` cells or None (trusted, as validated by the caller).
+    Returns the estimators, fitted, in order."""
+    tasks = list(tasks)
     with thread_budget(n_jobs) as budget:
-        workers = min(budget, len(estimators))
+        workers = min(budget, len(tasks))
         if workers <= 1:
-            for est in estimators:
+            for est, X, unknown in tasks:
                 est.fit(X, missing=unknown)
-            return estimators
+            return [est for est, _, _ in tasks]
         share = max(1, budget // workers)
         cancel = threading.Event()
-        tasks: queue.SimpleQueue = queue.SimpleQueue()
-        for est in estimators:
-            tasks.put(est)
+        waiting: queue.SimpleQueue = queue.SimpleQueue()
+        for task in tasks:
+            waiting.put(task)
         failures: list[BaseException] = []
 
         def worker():
             with cancel_with(cancel), thread_budget(share):
                 while not cancel.is_set():
                     try:
-                        est = tasks.get_nowait()
+                        est, X, unknown = waiting.get_nowait()
                     except queue.Empty:
                         return
                     try:
@@ -184,4 +193,4 @@ def fit_many(estimators, X, *, n_jobs=None, missing=None, observed=None) -> list
                     thread.join()
         if failures:
             raise failures[0]
-    return estimators
+    return [est for est, _, _ in tasks]

@@ -7,17 +7,31 @@ cells it did not see: :func:`mask_entries` draws the cells to hide, a fit takes 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
 
-from ._boolean import cell_keys, in_sorted, support_mask_from_keys
+from ._boolean import cell_keys, hits_and_cover, in_sorted, support_mask_from_keys
 from ._memory import check_memory
-from ._validation import check_binary_matrix, check_random_state, check_unknown
+from ._validation import (
+    check_binary_matrix,
+    check_boolean_factors,
+    check_random_state,
+    check_unknown,
+)
 from .booleanize import predict_cells
 
-__all__ = ["held_out_scores", "mask_entries"]
+__all__ = [
+    "RankSelection",
+    "cv_folds",
+    "description_length",
+    "factor_agreement",
+    "held_out_scores",
+    "mask_entries",
+    "select_rank",
+]
 
 # Random cells are drawn in batches of this many times the number still needed (zeros are
 # drawn by rejection: a cell drawn at random is a zero with the zeros' share of the cells).
@@ -175,3 +189,437 @@ def held_out_scores(X, W, H, hidden) -> dict:
         "recall": recall,
         "f1": f1,
     }
+
+
+# -- choosing k ----------------------------------------------------------------------------
+
+#: ``criteria`` of :func:`select_rank`.
+CRITERIA = ("mdl", "cv", "stability")
+#: A rank is stable when the factors of its restarts match at least this well (mean best
+#: Jaccard similarity of their tiles).
+STABLE = 0.9
+#: Observed zeros the cross-validation folds take at most, beside every one: on large sparse
+#: data all zeros would be n·m cells.
+FOLD_ZEROS = 5_000_000
+
+
+def _log2_binomial(a, b) -> float:
+    """log₂ of the binomial coefficient C(a, b) (0 <= b <= a; arrays elementwise)."""
+    from scipy.special import gammaln
+
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return (gammaln(a + 1) - gammaln(b + 1) - gammaln(a - b + 1)) / np.log(2)
+
+
+def _universal_bits(z: int) -> float:
+    """Rissanen's universal code length for an integer z >= 1, in bits: log₂ c₀ plus the sum
+    of the positive terms of log₂ z, log₂ log₂ z, ... (c₀ ≈ 2.865064)."""
+    bits = np.log2(2.865064)
+    x = float(z)
+    while x > 1:
+        x = np.log2(x)
+        if x > 0:
+            bits += x
+    return float(bits)
+
+
+def _description_bits(X, Wb, Hb, unknown) -> tuple[float, float]:
+    """(model bits, data bits) of Boolean factors of X (trusted inputs): see
+    :func:`description_length`."""
+    n, m = X.shape
+    k = Wb.shape[1]
+    hits, covered = hits_and_cover(X, Wb, Hb, unknown)
+    cells = n * m if unknown is None else unknown.observed_count(X.nnz)
+    missed, extra = X.nnz - hits, covered - hits
+    w_ones, h_ones = Wb.sum(axis=0), Hb.sum(axis=1)
+    model = _universal_bits(k + 1) + float(
+        np.sum(np.log2(n + 1) + _log2_binomial(n, w_ones))
+        + np.sum(np.log2(m + 1) + _log2_binomial(m, h_ones))
+    )
+    uncovered = cells - covered
+    data = float(
+        np.log2(uncovered + 1)
+        + _log2_binomial(uncovered, missed)
+        + np.log2(covered + 1)
+        + _log2_binomial(covered, extra)
+    )
+    return model, data
+
+
+def description_length(X, W, H, *, missing=None, observed=None) -> float:
+    """Bits to send X as Boolean factors and their errors: the minimum description length of a
+    Boolean factorization (after Miettinen & Vreeken's MDL4BMF, typed XOR, data to model).
+
+    ``L = L(k) + Σ_l [L(|W_l|) + log₂ C(n, |W_l|)] + Σ_l [L(|H_l|) + log₂ C(m, |H_l|)]
+    + L(|E⁻|) + log₂ C(c₀, |E⁻|) + L(|E⁺|) + log₂ C(c₁, |E⁺|)``:
+    k by Rissanen's universal code; each factor's column of W (row of H) as its number of
+    ones (log₂(n + 1) bits) and which they are; then the errors typed: the ones missed E⁻,
+    among the c₀ observed cells W⊗H leaves 0, and the zeros covered E⁺, among the c₁ observed
+    cells it covers, each as a count (log₂(c + 1) bits) and which. Unknown cells are neither
+    sent nor counted. Lower is better: a factor pays for itself when the errors it removes
+    cost more bits than it does.
+
+    Parameters
+    ----------
+    X : array-like or sparse of shape (n, m)
+    W : array-like of shape (n, k), Boolean
+    H : array-like of shape (k, m), Boolean
+    missing, observed : array-like or sparse of shape (n, m), optional
+        Unknown cells, as in :meth:`banmf.BANMF.fit`.
+
+    Returns
+    -------
+    float
+        Bits.
+
+    References
+    ----------
+    Miettinen & Vreeken, "MDL4BMF: Minimum Description Length for Boolean Matrix
+    Factorization", ACM TKDD 8(4), 2014 (KDD 2011).
+    """
+    X, unknown = check_unknown(check_binary_matrix(X), missing, observed)
+    Wb, Hb = check_boolean_factors(W, H, X.shape)
+    return sum(_description_bits(X, Wb, Hb, unknown))
+
+
+def cv_folds(X, folds: int = 5, *, random_state=None, missing=None, observed=None) -> list:
+    """Split the observed cells of X into ``folds`` parts of as equal size as can be, ones and
+    zeros each spread evenly (the held-out sets of a cross-validation).
+
+    Every observed cell is in exactly one part, unless X has more than
+    :data:`FOLD_ZEROS` observed zeros: then every one is, and that many zeros drawn at random
+    (on large sparse data all zeros would be n·m cells; documented in the result).
+
+    Returns
+    -------
+    list of scipy.sparse.csr_array, bool
+    """
+    X, unknown = check_unknown(check_binary_matrix(X), missing, observed)
+    if isinstance(folds, bool) or not isinstance(folds, Integral) or folds < 2:
+        raise ValueError(f"folds must be an integer >= 2, got {folds!r}")
+    return [
+        support_mask_from_keys(keys, X.shape)
+        for keys in _fold_keys(X, unknown, int(folds), check_random_state(random_state))
+    ]
+
+
+def _fold_keys(X, unknown, folds: int, rng) -> list:
+    """The row-major keys of each fold's cells (sorted), for :func:`cv_folds`."""
+    n, m = X.shape
+    ones = cell_keys(X)
+    if unknown is not None and unknown.observed:
+        zeros = cell_keys(unknown.cells)
+        if len(zeros) > FOLD_ZEROS:
+            zeros = rng.choice(zeros, size=FOLD_ZEROS, replace=False)
+    else:
+        taken = ones if unknown is None else np.union1d(ones, cell_keys(unknown.cells))
+        available = n * m - len(taken)
+        zeros = _draw_zeros(rng, n * m, taken, min(available, FOLD_ZEROS))
+    parts = []
+    for keys in (ones, zeros):
+        keys = rng.permutation(keys)
+        parts.append([keys[f::folds] for f in range(folds)])
+    # Ones and zeros dealt in turn, zeros from the last fold back: fold sizes differ by one.
+    return [np.sort(np.concatenate([parts[0][f], parts[1][folds - 1 - f]])) for f in range(folds)]
+
+
+def factor_agreement(W1, H1, W2, H2) -> float:
+    """How well two Boolean factorizations of one matrix agree, factor for factor: the mean,
+    over the best one-to-one matching of their factors, of the Jaccard similarity of the
+    matched tiles (as sets of cells; two empty tiles agree fully). 1 means the same factors.
+    """
+    W1, W2 = (np.asarray(W, dtype=np.int64) for W in (W1, W2))
+    H1, H2 = (np.asarray(H, dtype=np.int64) for H in (H1, H2))
+    from scipy.optimize import linear_sum_assignment
+
+    inter = (W1.T @ W2) * (H1 @ H2.T)
+    size1 = W1.sum(axis=0) * H1.sum(axis=1)
+    size2 = W2.sum(axis=0) * H2.sum(axis=1)
+    union = size1[:, None] + size2[None, :] - inter
+    sim = np.where(union > 0, inter / np.maximum(union, 1), 1.0)
+    rows, cols = linear_sum_assignment(sim, maximize=True)
+    return float(sim[rows, cols].mean()) if len(rows) else 1.0
+
+
+@dataclass(frozen=True)
+class RankSelection:
+    """The evidence for each rank tried, and the rank chosen (:func:`select_rank`).
+
+    Attributes
+    ----------
+    ks : list of int
+        The ranks fitted, in order (a search that stopped early leaves the rest out).
+    training_error : dict
+        k → Hamming error of the fit on all observed cells.
+    description_length : dict or None
+        k → bits of that fit (:func:`description_length`); None without "mdl".
+    held_out_error, held_out_se : dict or None
+        k → mean held-out error rate over the folds, and its standard error; None without
+        "cv".
+    stability : dict or None
+        k → mean :func:`factor_agreement` over the pairs of restarts; None without
+        "stability".
+    choices : dict
+        criterion → the k it points to: the shortest description; the smallest k whose
+        held-out error is within one standard error of the lowest (the one-standard-error
+        rule); the largest k whose restarts agree at least :data:`STABLE`.
+    best_k : int
+        The choice: the k most criteria point to (ties, and no two agreeing: the median of
+        their choices).
+    reason : str
+        Why, in words.
+    fits : dict
+        k → the :class:`banmf.Factorization` on all observed cells.
+    folds : int
+        Cross-validation folds (0 without "cv"); ``fold_zeros`` the observed zeros they hold
+        (all, or a sample on large data: see :func:`cv_folds`).
+    seconds : float
+    """
+
+    ks: list
+    training_error: dict
+    description_length: dict | None
+    held_out_error: dict | None
+    held_out_se: dict | None
+    stability: dict | None
+    choices: dict
+    best_k: int
+    reason: str
+    fits: dict = field(repr=False)
+    folds: int = 0
+    fold_zeros: int = 0
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        """Plain values (for JSON): the per-k evidence as rows, the choices and the reason."""
+        rows = []
+        for k in self.ks:
+            row = {"k": k, "training_error": self.training_error[k]}
+            if self.description_length is not None:
+                row["description_length"] = self.description_length[k]
+            if self.held_out_error is not None:
+                row["held_out_error"] = self.held_out_error[k]
+                row["held_out_se"] = self.held_out_se[k]
+            if self.stability is not None:
+                row["stability"] = self.stability[k]
+            rows.append(row)
+        return {
+            "ks": list(self.ks),
+            "per_k": rows,
+            "choices": dict(self.choices),
+            "best_k": self.best_k,
+            "reason": self.reason,
+            "folds": self.folds,
+            "fold_zeros": self.fold_zeros,
+            "seconds": self.seconds,
+        }
+
+
+def _one_se_choice(means: dict, ses: dict) -> int:
+    """The smallest k whose mean is within one standard error of the lowest mean."""
+    best = min(means, key=lambda k: (means[k], k))
+    return min(k for k in means if means[k] <= means[best] + ses[best])
+
+
+def _combined_choice(choices: dict) -> tuple[int, str]:
+    """The k most criteria point to; ties and no agreement: the median of the choices."""
+    values = sorted(choices.values())
+    counts = {k: values.count(k) for k in values}
+    top = max(counts.values())
+    agreeing = sorted(k for k, c in counts.items() if c == top)
+    named = ", ".join(f"{name}: {k}" for name, k in choices.items())
+    if len(agreeing) == 1 and (top > 1 or len(values) == 1):
+        k = agreeing[0]
+        who = [name for name, v in choices.items() if v == k]
+        if len(who) == len(choices):
+            return k, f"every criterion points to k={k} ({named})"
+        return k, f"{' and '.join(who)} point to k={k} ({named})"
+    k = values[(len(values) - 1) // 2]
+    return k, f"the criteria disagree; k={k} is the median of their choices ({named})"
+
+
+def select_rank(
+    X,
+    ks=range(1, 21),
+    *,
+    criteria=CRITERIA,
+    method: str = "banmf",
+    folds: int = 5,
+    restarts: int = 4,
+    patience: int | None = 3,
+    missing=None,
+    observed=None,
+    n_jobs=None,
+    random_state=None,
+    **method_params,
+) -> RankSelection:
+    """Choose the rank k of a Boolean factorization of X, by up to three criteria.
+
+    For every k (in increasing order) it fits ``method`` to all observed cells, and then, as
+    the criteria need:
+
+    - ``"mdl"``: the description length of that fit (:func:`description_length`): the bits
+      to send the factors and their errors; the rank with the fewest bits wins.
+    - ``"cv"``: ``folds``-fold cross-validation over the observed cells
+      (:func:`cv_folds`): each fold hidden in turn, the rest fitted, the hidden cells scored
+      (:func:`held_out_scores`); the smallest k within one standard error of the lowest mean
+      held-out error rate wins.
+    - ``"stability"``: ``restarts`` more fits with other seeds; their agreement with each
+      other (:func:`factor_agreement`, over every pair); the largest k at which they agree at
+      least :data:`STABLE` (0.9) wins, as NMFk takes the largest k whose clusters of factors
+      stay tight.
+
+    The chosen k (``best_k``) is the one most criteria point to (see :class:`RankSelection`).
+    The fits of one k run side by side on the thread budget, as :func:`banmf.fit_many` runs
+    fits.
+
+    Parameters
+    ----------
+    X : array-like or sparse of shape (n, m)
+    ks : iterable of int, default range(1, 21)
+        The ranks to try.
+    criteria : sequence of {"mdl", "cv", "stability"}
+    method : str, default "banmf"
+        A key of :data:`banmf.METHODS` (with ``n_components``).
+    folds : int, default 5
+    restarts : int, default 4
+        Fits per k besides the first, for "stability".
+    patience : int or None, default 3
+        Stop once "mdl" and "cv" (those asked for) have both had their best k this many ranks
+        back: past that they only rise on planted data. None: try every k.
+    missing, observed : array-like or sparse of shape (n, m), optional
+        Unknown cells, as in :meth:`banmf.BANMF.fit`: never fitted, never held out.
+    n_jobs : int or None
+        The thread budget shared by the fits.
+    random_state : None, int or Generator
+        Seeds every fit and the folds: the same value gives the same selection.
+    **method_params
+        Passed to the method's estimator.
+
+    Returns
+    -------
+    RankSelection
+
+    Examples
+    --------
+    >>> from banmf import make_boolean, select_rank
+    >>> X, _, _ = make_boolean(60, 50, 4, density=0.4, random_state=1)
+    >>> sel = select_rank(X, range(1, 8), random_state=0, restarts=2, folds=3)
+    >>> sel.best_k
+    4
+    """
+    import time
+
+    from .api import fit_tasks
+    from .models import METHODS
+    from .result import Factorization
+
+    start = time.perf_counter()
+    criteria = tuple(criteria)
+    bad = [c for c in criteria if c not in CRITERIA]
+    if bad or not criteria:
+        raise ValueError(f"criteria must be some of {CRITERIA}, got {criteria!r}")
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+    ks = sorted({int(k) for k in ks})
+    if not ks or ks[0] < 1:
+        raise ValueError(f"ks must be positive ranks, got {ks!r}")
+    for name, value, low in (("folds", folds, 2), ("restarts", restarts, 1)):
+        if isinstance(value, bool) or not isinstance(value, Integral) or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    if patience is not None and (
+        isinstance(patience, bool) or not isinstance(patience, Integral) or patience < 1
+    ):
+        raise ValueError(f"patience must be a positive integer or None, got {patience!r}")
+    cls = METHODS[method]
+    X, unknown = check_unknown(check_binary_matrix(X), missing, observed)
+    rng = check_random_state(random_state)
+    seeds = rng.integers(0, 2**31, size=1 + restarts)
+    held = []  # per fold: (the fold's cells, the data and unknown cells it is fitted with)
+    if "cv" in criteria:
+        for keys in _fold_keys(X, unknown, int(folds), rng):
+            cells = support_mask_from_keys(keys, X.shape)
+            held.append((cells, *_hide(X, unknown, cells)))
+    fold_zeros = sum(h[0].nnz for h in held) - (X.nnz if held else 0)
+
+    def estimator(k, seed):
+        return cls(n_components=k, random_state=int(seed), **method_params)
+
+    errors, bits, held_err, held_se, stable, fits = {}, {}, {}, {}, {}, {}
+    for k in ks:
+        tasks = [(estimator(k, seeds[0]), X, unknown)]
+        if "stability" in criteria:
+            tasks += [(estimator(k, s), X, unknown) for s in seeds[1:]]
+        tasks += [(estimator(k, seeds[0]), Xf, uf) for _, Xf, uf in held]
+        done = fit_tasks(tasks, n_jobs)
+        full = done[0]
+        fits[k] = Factorization.from_estimator(full, method=method, X=X)
+        errors[k] = int(full.reconstruction_err_)
+        if "mdl" in criteria:
+            bits[k] = sum(_description_bits(X, full.W_, full.components_, unknown))
+        if "stability" in criteria:
+            runs = done[: 1 + restarts]
+            pairs = [
+                factor_agreement(a.W_, a.components_, b.W_, b.components_)
+                for i, a in enumerate(runs)
+                for b in runs[i + 1 :]
+            ]
+            stable[k] = float(np.mean(pairs))
+        if held:
+            rates = [
+                held_out_scores(X, est.W_, est.components_, cells)["error_rate"]
+                for est, (cells, _, _) in zip(done[len(done) - len(held) :], held)
+            ]
+            held_err[k] = float(np.mean(rates))
+            held_se[k] = float(np.std(rates, ddof=1) / np.sqrt(len(rates)))
+        if patience is not None and _turned([bits, held_err], k, patience):
+            break
+    choices = {}
+    if "mdl" in criteria:
+        choices["mdl"] = min(bits, key=lambda k: (bits[k], k))
+    if "cv" in criteria:
+        choices["cv"] = _one_se_choice(held_err, held_se)
+    if "stability" in criteria:
+        steady = [k for k in stable if stable[k] >= STABLE]
+        choices["stability"] = max(steady) if steady else max(stable, key=lambda k: (stable[k], -k))
+    best, reason = _combined_choice(choices)
+    return RankSelection(
+        ks=list(errors),
+        training_error=errors,
+        description_length=bits if "mdl" in criteria else None,
+        held_out_error=held_err if "cv" in criteria else None,
+        held_out_se=held_se if "cv" in criteria else None,
+        stability=stable if "stability" in criteria else None,
+        choices=choices,
+        best_k=best,
+        reason=reason,
+        fits=fits,
+        folds=len(held),
+        fold_zeros=fold_zeros,
+        seconds=time.perf_counter() - start,
+    )
+
+
+def _turned(curves: list, k: int, patience: int) -> bool:
+    """Has every curve given (non-empty) had its minimum at least ``patience`` ranks back?"""
+    used = [c for c in curves if c]
+    if not used:
+        return False
+    for curve in used:
+        ranks = list(curve)
+        best = min(ranks, key=lambda r: (curve[r], r))
+        if ranks.index(k) - ranks.index(best) < patience:
+            return False
+    return True
+
+
+def _hide(X, unknown, cells):
+    """X and its unknown cells with ``cells`` (observed ones) hidden as well: trusted."""
+    from ._boolean import Unknown, mask_difference, mask_union
+
+    visible = mask_difference(X, cells)
+    if unknown is None:
+        return visible, Unknown(cells, observed=False)
+    if unknown.observed:
+        return visible, Unknown(mask_difference(unknown.cells, cells), observed=True)
+    return visible, Unknown(mask_union(unknown.cells, cells), observed=False)

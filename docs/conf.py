@@ -82,6 +82,7 @@ API_GROUPS = {
         "swap_factors",
     ],
     "Reading the factors": ["patterns", "Pattern"],
+    "Choosing k": ["select_rank", "RankSelection"],
     "Boolean errors, products and predictions": [
         "boolean_error",
         "error_counts",
