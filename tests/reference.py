@@ -279,3 +279,29 @@ def nndsvda(X, k):
     W[W <= 1e-12 * max(W.max(), 1.0)] = fill
     Ht[Ht <= 1e-12 * max(Ht.max(), 1.0)] = fill
     return W, Ht
+
+
+def description_length(X, W, H, observed=None):
+    """Dense, from the definition (banmf.model_selection.description_length): k by Rissanen's
+    universal code, each factor's ones as a count and a choice, the errors typed by whether
+    W⊗H covers the cell; only the ``observed`` cells (dense bool; None: all) are sent."""
+    from math import comb, log2
+
+    X = X.astype(bool)
+    observed = np.ones(X.shape, dtype=bool) if observed is None else observed
+    n, m = X.shape
+    k = W.shape[1]
+    z, bits = float(k + 1), log2(2.865064)
+    while z > 1:
+        z = log2(z)
+        if z > 0:
+            bits += z
+    for l in range(k):
+        bits += log2(n + 1) + log2(comb(n, int(W[:, l].sum())))
+        bits += log2(m + 1) + log2(comb(m, int(H[l].sum())))
+    P = boolean_product(W, H)
+    for covered in (False, True):
+        cells = observed & (P == covered)
+        wrong = cells & (X != P)
+        bits += log2(int(cells.sum()) + 1) + log2(comb(int(cells.sum()), int(wrong.sum())))
+    return bits

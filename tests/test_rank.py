@@ -1,0 +1,129 @@
+"""Choosing k: the description length against a dense oracle, folds that partition the
+observed cells, factor agreement against brute force, planted ranks found, reproducible."""
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+import reference as ref
+from conftest import binary_matrices
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import banmf
+from banmf import select_rank
+from banmf.model_selection import cv_folds, description_length, factor_agreement
+
+
+@given(binary_matrices(max_n=12, max_m=10), st.integers(1, 4), st.integers(0, 2**32 - 1))
+def test_description_length_matches_the_dense_definition(Xd, k, seed):
+    rng = np.random.default_rng(seed)
+    W, H = rng.random((Xd.shape[0], k)) < 0.4, rng.random((k, Xd.shape[1])) < 0.4
+    assert description_length(Xd, W, H) == pytest.approx(ref.description_length(Xd, W, H))
+    unknown = rng.random(Xd.shape) < 0.3
+    want = ref.description_length(Xd, W, H, ~unknown)
+    assert description_length(Xd, W, H, missing=unknown) == pytest.approx(want)
+    assert description_length(Xd, W, H, observed=~unknown) == pytest.approx(want)
+
+
+def test_a_factor_that_explains_its_cells_shortens_the_description():
+    X, W, H = banmf.make_boolean(80, 60, 3, 0.3, random_state=0)
+    exact = description_length(X, W, H)
+    assert exact < description_length(X, W[:, :2], H[:2])  # a factor missing
+    assert exact < description_length(X, np.zeros((80, 0)), np.zeros((0, 60)))  # none
+
+
+@given(
+    binary_matrices(max_n=15, max_m=12),
+    st.integers(2, 5),
+    st.integers(0, 2**32 - 1),
+    st.sampled_from([None, "missing", "observed"]),
+)
+def test_folds_partition_the_observed_cells_ones_and_zeros_evenly(Xd, folds, seed, form):
+    Xd = Xd.astype(bool)
+    unknown = np.random.default_rng(seed).random(Xd.shape) < (0.0 if form is None else 0.3)
+    masks = {} if form is None else {form: unknown if form == "missing" else ~unknown}
+    parts = [f.toarray() for f in cv_folds(Xd, folds, random_state=seed, **masks)]
+    assert len(parts) == folds
+    total = np.sum(parts, axis=0)
+    np.testing.assert_array_equal(total, (~unknown).astype(int))  # each observed cell once
+    for cells in (Xd & ~unknown, ~Xd & ~unknown):
+        counts = [int((p & cells).sum()) for p in parts]
+        assert max(counts) - min(counts) <= 1
+    sizes = [int(p.sum()) for p in parts]
+    assert max(sizes) - min(sizes) <= 1
+
+
+@given(st.integers(1, 5), st.integers(2, 9), st.integers(2, 9), st.integers(0, 2**32 - 1))
+def test_factor_agreement_is_the_best_matching_of_tiles(k, n, m, seed):
+    rng = np.random.default_rng(seed)
+    W1, H1 = rng.random((n, k)) < 0.5, rng.random((k, m)) < 0.5
+    W2, H2 = rng.random((n, k)) < 0.5, rng.random((k, m)) < 0.5
+
+    def jaccard(a, b):
+        A = np.outer(W1[:, a], H1[a])
+        B = np.outer(W2[:, b], H2[b])
+        union = (A | B).sum()
+        return (A & B).sum() / union if union else 1.0
+
+    best = max(
+        np.mean([jaccard(a, b) for a, b in enumerate(perm)])
+        for perm in itertools.permutations(range(k))
+    )
+    assert factor_agreement(W1, H1, W2, H2) == pytest.approx(best)
+    order = rng.permutation(k)
+    assert factor_agreement(W1, H1, W1[:, order], H1[order]) == 1.0
+
+
+@pytest.mark.parametrize(
+    "n, m, k, density, noise, seed",
+    [(60, 50, 4, 0.4, 0.0, 1), (100, 100, 5, 0.2, 0.0, 0), (80, 60, 3, 0.3, 0.01, 2)],
+)
+def test_a_planted_rank_with_a_clear_gap_is_found(n, m, k, density, noise, seed):
+    X, _, _ = banmf.make_boolean(n, m, k, density, noise=noise, random_state=seed)
+    sel = select_rank(X, range(1, 10), random_state=0, restarts=2, folds=3)
+    assert sel.best_k == k, sel.reason
+    assert sel.ks[0] == 1 and sel.ks[-1] < 9  # the search stopped once the criteria turned
+    assert sel.fits[k].error == sel.training_error[k]
+
+
+def test_the_selection_is_reproducible_and_takes_unknown_cells():
+    X, _, _ = banmf.make_boolean(60, 40, 3, 0.3, random_state=3)
+    unknown = np.random.default_rng(0).random((60, 40)) < 0.1
+    a = select_rank(X, range(1, 7), random_state=5, restarts=2, folds=3, missing=unknown)
+    b = select_rank(X, range(1, 7), random_state=5, restarts=2, folds=3, missing=unknown)
+    assert a.to_dict() | {"seconds": 0} == b.to_dict() | {"seconds": 0}
+    assert a.best_k == 3
+    json.dumps(a.to_dict())  # plain values
+    only = select_rank(X, range(1, 5), criteria=["mdl"], random_state=0, patience=None)
+    assert only.held_out_error is None and only.stability is None and only.ks == [1, 2, 3, 4]
+    assert only.choices == {"mdl": only.best_k}
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.lists(st.integers(1, 9), min_size=1, max_size=3))
+def test_the_combined_choice_is_a_majority_or_the_median(values):
+    from banmf.model_selection import _combined_choice
+
+    choices = dict(zip(["mdl", "cv", "stability"], values))
+    k, reason = _combined_choice(choices)
+    top = max(values.count(v) for v in values)
+    if top > 1 or len(values) == 1:
+        assert values.count(k) == top
+    else:
+        assert k == sorted(values)[(len(values) - 1) // 2] and "median" in reason
+
+
+def test_bad_arguments_are_refused():
+    X = np.eye(5)
+    with pytest.raises(ValueError, match="criteria must be some of"):
+        select_rank(X, criteria=["aic"])
+    with pytest.raises(ValueError, match="unknown method 'x'"):
+        select_rank(X, method="x")
+    with pytest.raises(ValueError, match="ks must be positive ranks"):
+        select_rank(X, ks=[0, 1])
+    with pytest.raises(ValueError, match="folds must be an integer >= 2"):
+        select_rank(X, folds=1)
+    with pytest.raises(ValueError, match="patience must be a positive integer or None"):
+        select_rank(X, patience=0)
