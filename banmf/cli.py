@@ -1,4 +1,5 @@
-"""The ``banmf`` command: factorize, info, generate, evaluate, complete, show, export, plot.
+"""The ``banmf`` command: factorize, info, generate, evaluate, complete, select-k, show, export,
+plot.
 
 Results go to stdout (a short table, or JSON with ``--json``); progress and diagnostics go to
 stderr. Exit codes: 0 ok, 2 bad usage or bad input (one line, no traceback), 1 internal error,
@@ -762,6 +763,126 @@ def cmd_complete(args, out, err) -> int:
     return EXIT_OK
 
 
+def _ks(text: str) -> list:
+    """``--ks``: ``1:20`` (both ends in), ``1:20:2`` (a step) or ``3,5,8``."""
+    try:
+        if ":" in text:
+            parts = [int(p) for p in text.split(":")]
+            if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] < 1):
+                raise ValueError
+            ks = list(range(parts[0], parts[1] + 1, parts[2] if len(parts) == 3 else 1))
+        else:
+            ks = [int(p) for p in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected ranks as FIRST:LAST[:STEP] or K,K,..., got {text!r}"
+        ) from None
+    if not ks or min(ks) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive ranks, got {text!r}")
+    return ks
+
+
+def cmd_select_k(args, out, err) -> int:
+    from .io import jsonable
+    from .model_selection import CRITERIA, select_rank
+    from .models import METHODS
+
+    if args.method not in METHODS:
+        raise UsageError(
+            f"--method: unknown method {args.method!r}; choose one of {', '.join(METHODS)}"
+        )
+    criteria = [c.strip() for c in args.criteria.split(",") if c.strip()]
+    bad = [c for c in criteria if c not in CRITERIA]
+    if bad or not criteria:
+        raise UsageError(f"--criteria: choose among {', '.join(CRITERIA)}, got {args.criteria!r}")
+    params = _estimator_params(args, METHODS[args.method])
+    jobs = params.pop("n_jobs", None)
+    if args.plot:
+        from .plotting import IMAGE_FORMATS
+
+        _check_output(
+            args.plot, "--plot", inputs=[args.input], suffixes=tuple(f".{f}" for f in IMAGE_FORMATS)
+        )
+    ds = _read_input(args.input, args.format)
+    masks = _unknown_cells(args, ds)
+
+    def report(row: dict) -> None:
+        if not args.quiet:
+            err.write("banmf: " + _rank_line(row) + "\n")
+            err.flush()
+
+    _start_numba()
+    sel = select_rank(
+        ds.X,
+        args.ks,
+        criteria=criteria,
+        method=args.method,
+        folds=args.folds,
+        restarts=args.restarts,
+        patience=None if args.all else args.patience,
+        n_jobs=jobs,
+        random_state=args.seed,
+        callback=report,
+        **masks,
+        **params,
+    )
+    record = {"input": args.input, "method": args.method, **jsonable(sel.to_dict())}
+    lines = [
+        f"input           {args.input} ({ds.X.shape[0]}×{ds.X.shape[1]}, {ds.X.nnz} nonzeros)",
+        f"method          {args.method}; criteria {', '.join(criteria)}; "
+        f"ks {sel.ks[0]}..{sel.ks[-1]} ({len(sel.ks)} tried, {sel.seconds:.1f} s)",
+        "",
+        *_rank_table(sel),
+        "",
+        f"chosen k        {sel.best_k}: {sel.reason}",
+    ]
+    if sel.interrupted:
+        lines.append("interrupted     the ranks done so far decided")
+    if args.plot:
+        from .plotting import plot_rank_selection
+
+        plot_rank_selection(sel, args.plot)
+        args.written = args.plot
+        record["plot"] = args.plot
+        lines.append(f"plot            {args.plot}")
+    _emit(args, record, lines, out)
+    return args.signals.exit_code if sel.interrupted else EXIT_OK
+
+
+def _rank_line(row: dict) -> str:
+    """One k's evidence in words, for the progress on stderr."""
+    parts = [f"k={row['k']}: error {row['training_error']}"]
+    if "description_length" in row:
+        parts.append(f"{row['description_length']:.0f} bits")
+    if "held_out_error" in row:
+        parts.append(f"held-out {row['held_out_error']:.4f} ± {row['held_out_se']:.4f}")
+    if "stability" in row:
+        parts.append(f"agreement {row['stability']:.3f}")
+    return ", ".join(parts)
+
+
+def _rank_table(sel) -> list:
+    """The per-k table of ``banmf select-k``, the choices marked with *."""
+    head = ["k", "error"]
+    columns = [("description_length", "bits", "mdl", "{:.0f}")]
+    columns += [
+        ("held_out_error", "held-out", "cv", "{:.4f}"),
+        ("stability", "agreement", "stability", "{:.3f}"),
+    ]
+    rows = sel.to_dict()["per_k"]
+    shown = [c for c in columns if c[0] in rows[0]]
+    head += [c[1] for c in shown]
+    table = [head]
+    for row in rows:
+        cells = [str(row["k"]), str(row["training_error"])]
+        for key, _, criterion, fmt in shown:
+            mark = "*" if sel.choices.get(criterion) == row["k"] else " "
+            cells.append(fmt.format(row[key]) + mark)
+        table.append(cells)
+    widths = [max(len(r[i]) for r in table) for i in range(len(head))]
+    return ["  ".join(c.rjust(w) for c, w in zip(r, widths)).rstrip() for r in table]
+
+
 def cmd_export(args, out, err) -> int:
     from .io import EXPORT_FORMATS, export_factors, export_paths
     from .result import Factorization
@@ -1020,6 +1141,72 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_argument("--json", action="store_true", help="print JSON")
     output.add_argument("--csv", action="store_true", help="print CSV, a row per pattern")
     p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser(
+        "select-k", help="choose the rank: description length, held-out error, stability"
+    )
+    p.add_argument("input", help="matrix file")
+    p.add_argument(
+        "--ks",
+        type=_ks,
+        default=list(range(1, 21)),
+        metavar="RANKS",
+        help="ranks to try: FIRST:LAST[:STEP] or K,K,... (default 1:20)",
+    )
+    p.add_argument(
+        "--criteria",
+        default="mdl,cv,stability",
+        metavar="LIST",
+        help="some of mdl, cv, stability, comma-separated (default all three)",
+    )
+    p.add_argument(
+        "--method", default="banmf", metavar="NAME", help="the method fitted (default banmf)"
+    )
+    p.add_argument(
+        "--folds",
+        type=_int_at_least(2, "an integer >= 2"),
+        default=5,
+        help="cross-validation folds (default 5)",
+    )
+    p.add_argument(
+        "--restarts",
+        type=positive,
+        default=4,
+        help="fits per k besides the first, for stability (default 4)",
+    )
+    p.add_argument(
+        "--patience",
+        type=positive,
+        default=3,
+        help="stop once mdl and cv have had their best k this many ranks back (default 3)",
+    )
+    p.add_argument("--all", action="store_true", help="try every rank of --ks (no early stop)")
+    p.add_argument(
+        "--seed", type=_int_at_least(0, "a nonnegative integer"), default=0, help=_SEED_HELP
+    )
+    p.add_argument("--jobs", type=int, metavar="N", help="thread budget shared by the fits")
+    p.add_argument(
+        "--max-iter",
+        type=positive,
+        dest="max_iter",
+        metavar="N",
+        help="iterations at most, per fit",
+    )
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any other parameter of the method (repeatable)",
+    )
+    add_format(p)
+    add_masks(p)
+    p.add_argument(
+        "--plot", metavar="IMAGE", help="also draw every criterion against k: .png, .pdf or .svg"
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=cmd_select_k)
 
     p = sub.add_parser("export", help="write a saved factorization's W and H, with names")
     p.add_argument("result", help="a result saved by factorize --out")

@@ -374,6 +374,8 @@ class RankSelection:
         Cross-validation folds (0 without "cv"); ``fold_zeros`` the observed zeros they hold
         (all, or a sample on large data: see :func:`cv_folds`).
     seconds : float
+    interrupted : bool
+        Ctrl-C ended the search early: the ranks in ``ks`` are those done.
     """
 
     ks: list
@@ -389,20 +391,20 @@ class RankSelection:
     folds: int = 0
     fold_zeros: int = 0
     seconds: float = 0.0
+    interrupted: bool = False
 
     def to_dict(self) -> dict:
         """Plain values (for JSON): the per-k evidence as rows, the choices and the reason."""
-        rows = []
-        for k in self.ks:
-            row = {"k": k, "training_error": self.training_error[k]}
-            if self.description_length is not None:
-                row["description_length"] = self.description_length[k]
-            if self.held_out_error is not None:
-                row["held_out_error"] = self.held_out_error[k]
-                row["held_out_se"] = self.held_out_se[k]
-            if self.stability is not None:
-                row["stability"] = self.stability[k]
-            rows.append(row)
+        curves = [
+            c or {}
+            for c in (
+                self.description_length,
+                self.held_out_error,
+                self.held_out_se,
+                self.stability,
+            )
+        ]
+        rows = [_evidence(k, self.training_error, *curves) for k in self.ks]
         return {
             "ks": list(self.ks),
             "per_k": rows,
@@ -412,6 +414,7 @@ class RankSelection:
             "folds": self.folds,
             "fold_zeros": self.fold_zeros,
             "seconds": self.seconds,
+            "interrupted": self.interrupted,
         }
 
 
@@ -451,6 +454,7 @@ def select_rank(
     observed=None,
     n_jobs=None,
     random_state=None,
+    callback=None,
     **method_params,
 ) -> RankSelection:
     """Choose the rank k of a Boolean factorization of X, by up to three criteria.
@@ -493,12 +497,21 @@ def select_rank(
         The thread budget shared by the fits.
     random_state : None, int or Generator
         Seeds every fit and the folds: the same value gives the same selection.
+    callback : callable, optional
+        ``callback(row)`` after each k, with that k's evidence (a row of
+        :meth:`RankSelection.to_dict`); a truthy return stops the search there.
     **method_params
         Passed to the method's estimator.
 
     Returns
     -------
     RankSelection
+
+    Notes
+    -----
+    Ctrl-C (or :func:`banmf.fit_many`'s cancel) during the search ends it: the ranks done so
+    far make the selection (``interrupted`` is then True); before the first rank is done,
+    KeyboardInterrupt propagates.
 
     Examples
     --------
@@ -546,12 +559,22 @@ def select_rank(
         return cls(n_components=k, random_state=int(seed), **method_params)
 
     errors, bits, held_err, held_se, stable, fits = {}, {}, {}, {}, {}, {}
+    interrupted = False
     for k in ks:
         tasks = [(estimator(k, seeds[0]), X, unknown)]
         if "stability" in criteria:
             tasks += [(estimator(k, s), X, unknown) for s in seeds[1:]]
         tasks += [(estimator(k, seeds[0]), Xf, uf) for _, Xf, uf in held]
-        done = fit_tasks(tasks, n_jobs)
+        try:
+            done = fit_tasks(tasks, n_jobs)
+        except KeyboardInterrupt:
+            if not errors:
+                raise
+            interrupted = True  # this k's fits are not all there: the ranks before it stand
+            break
+        if any(getattr(est, "interrupted_", False) for est in done):
+            interrupted = True  # cancelled from outside (fit_many): the same
+            break
         full = done[0]
         fits[k] = Factorization.from_estimator(full, method=method, X=X)
         errors[k] = int(full.reconstruction_err_)
@@ -572,6 +595,8 @@ def select_rank(
             ]
             held_err[k] = float(np.mean(rates))
             held_se[k] = float(np.std(rates, ddof=1) / np.sqrt(len(rates)))
+        if callback is not None and callback(_evidence(k, errors, bits, held_err, held_se, stable)):
+            break
         if patience is not None and _turned([bits, held_err], k, patience):
             break
     choices = {}
@@ -597,7 +622,20 @@ def select_rank(
         folds=len(held),
         fold_zeros=fold_zeros,
         seconds=time.perf_counter() - start,
+        interrupted=interrupted,
     )
+
+
+def _evidence(k, errors, bits, held_err, held_se, stable) -> dict:
+    """One k's row of :meth:`RankSelection.to_dict`: the criteria it has."""
+    row = {"k": k, "training_error": errors[k]}
+    if k in bits:
+        row["description_length"] = bits[k]
+    if k in held_err:
+        row["held_out_error"], row["held_out_se"] = held_err[k], held_se[k]
+    if k in stable:
+        row["stability"] = stable[k]
+    return row
 
 
 def _turned(curves: list, k: int, patience: int) -> bool:

@@ -10,7 +10,7 @@ from .booleanize import boolean_product
 from .io import atomic_path
 from .result import Factorization
 
-__all__ = ["plot_result"]
+__all__ = ["plot_rank_selection", "plot_result"]
 
 #: The image formats written, by extension (matplotlib's own writers, no extra package).
 IMAGE_FORMATS = ("png", "pdf", "svg")
@@ -44,6 +44,66 @@ MAX_NAMED = 60
 PATTERN_COLUMNS = 40
 
 
+def _image_format(path) -> str:
+    fmt = Path(path).suffix.lower().lstrip(".")
+    if fmt not in IMAGE_FORMATS:
+        raise ValueError(
+            f"{path}: an image must end in {', '.join('.' + f for f in IMAGE_FORMATS)}"
+        )
+    return fmt
+
+
+def _save(fig, path, fmt: str, plt) -> None:
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format=fmt, dpi=100)
+    plt.close(fig)
+
+
+def plot_rank_selection(selection, path) -> None:
+    """Write a picture of a :class:`banmf.RankSelection`: every criterion it has against k
+    (training error, description length, held-out error with its standard error, the
+    agreement of restarts), each criterion's choice marked, and the chosen k as a line across
+    all. Format by the extension of ``path`` (.png, .pdf, .svg)."""
+    fmt = _image_format(path)
+    plt = _pyplot()
+    panels = [("training error (observed cells)", selection.training_error, None, None)]
+    if selection.description_length is not None:
+        panels.append(("description length (bits)", selection.description_length, None, "mdl"))
+    if selection.held_out_error is not None:
+        panels.append(
+            ("held-out error rate", selection.held_out_error, selection.held_out_se, "cv")
+        )
+    if selection.stability is not None:
+        panels.append(("agreement of restarts", selection.stability, None, "stability"))
+    ks = list(selection.ks)
+    with plt.rc_context({"svg.fonttype": "none"}):
+        fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.6), squeeze=False)
+        for ax, (title, values, errors, criterion) in zip(axes[0], panels):
+            y = [values[k] for k in ks]
+            if errors is not None:
+                ax.errorbar(ks, y, yerr=[errors[k] for k in ks], marker="o", capsize=3)
+            else:
+                ax.plot(ks, y, marker="o")
+            ax.axvline(selection.best_k, color="tab:red", linestyle="--", label="chosen k")
+            if criterion in selection.choices:
+                choice = selection.choices[criterion]
+                ax.plot(
+                    [choice],
+                    [values[choice]],
+                    "s",
+                    color="tab:orange",
+                    ms=10,
+                    mfc="none",
+                    label=f"{criterion}: k={choice}",
+                )
+            ax.set_xlabel("k")
+            ax.set_title(title)
+            ax.legend(fontsize="small")
+        fig.suptitle(f"k = {selection.best_k}: {selection.reason}", fontsize="small")
+        _save(fig, path, fmt, plt)
+
+
 def plot_result(saved: Factorization, path, X=None) -> str:
     """Write a picture of a saved factorization; returns the kind of view: "matrices",
     "patterns" or "summary". The format follows the extension of ``path``: .png, .pdf or .svg
@@ -59,11 +119,7 @@ def plot_result(saved: Factorization, path, X=None) -> str:
       by name), factors named with their size (:func:`banmf.patterns`).
     - "summary", without X: factor sizes and the objective curve.
     """
-    fmt = Path(path).suffix.lower().lstrip(".")
-    if fmt not in IMAGE_FORMATS:
-        raise ValueError(
-            f"{path}: an image must end in {', '.join('.' + f for f in IMAGE_FORMATS)}"
-        )
+    fmt = _image_format(path)
     plt = _pyplot()
     W, H = saved.W, saved.H
     n, m = W.shape[0], H.shape[1]
@@ -79,10 +135,7 @@ def plot_result(saved: Factorization, path, X=None) -> str:
             fig = _summary(plt, saved)
             kind = "summary"
         fig.suptitle(title)
-        fig.tight_layout()
-        with atomic_path(path) as tmp:
-            fig.savefig(tmp, format=fmt, dpi=100)
-    plt.close(fig)
+        _save(fig, path, fmt, plt)
     return kind
 
 

@@ -384,3 +384,27 @@ def test_a_closed_output_pipe_ends_quietly_with_141():
     err = io.StringIO()
     code = main(["info", ZOO], stdout=Closed(), stderr=err)
     assert code == 141 and err.getvalue() == ""
+
+
+def test_select_k_table_json_and_plot(tmp_path):
+    data = tmp_path / "p.mtx"
+    code, _, _ = run("generate", str(data), "-n", "60", "-m", "50", "-k", "3", "--density", "0.3")
+    assert code == 0
+    code, out, err = run("select-k", str(data), "--ks", "1:8", "--restarts", "2", "--folds", "3")
+    assert code == 0, err
+    assert "chosen k        3:" in out and "k  error" in out
+    assert "banmf: k=1: error" in err and "held-out" in err
+    code, out, err = run(
+        "select-k", str(data), "--ks", "2,3,4", "--criteria", "mdl", "--all", "--json", "-q"
+    )
+    rec = json.loads(out)
+    assert code == 0 and err == "" and rec["ks"] == [2, 3, 4] and rec["best_k"] == 3
+    assert set(rec["per_k"][0]) == {"k", "training_error", "description_length"}
+    pytest.importorskip("matplotlib")
+    image = tmp_path / "k.svg"
+    code, out, _ = run("select-k", str(data), "--ks", "1:5", "-q", "--plot", str(image))
+    assert code == 0 and image.exists() and "held-out error rate" in image.read_text()
+    code, _, err = run("select-k", str(data), "--ks", "0:3")
+    assert code == 2 and "expected positive ranks" in err
+    code, _, err = run("select-k", str(data), "--criteria", "aic")
+    assert code == 2 and "--criteria: choose among mdl, cv, stability" in err
