@@ -72,3 +72,8 @@ def test_bench_completion_quick():
     assert "### gen50-d0.5-k5 (k=5, 2 seeds)" in out and "| majority |" in out
     assert "### votes: the ? cells as unknown, as 0, as 1" in out
     assert "| missing= (" in out and "| observed= (" in out
+
+
+def test_bench_rank_quick():
+    out = _run(BENCH / "bench_rank.py", "--quick")
+    assert "| 40x30 | 0 % | 1 |" in out and "### zoo (101×15)" in out and "chosen k =" in out
