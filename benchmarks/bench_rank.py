@@ -16,6 +16,7 @@ and the combined choice return the true k, and within ±1.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -61,26 +62,27 @@ def run(task) -> dict:
 
 
 def planted_table(records: list) -> None:
-    """Shares of exact (and ±1) choices per noise level and size."""
-    print("\nshare of problems where the choice is the planted k (within ±1)\n")
-    print("| size | noise | problems | " + " | ".join(CHOICES) + " | median seconds |")
-    print("|---|---|---|" + "---|" * len(CHOICES) + "---|")
-    for size in sorted({r["size"] for r in records}):
-        for noise in sorted({r["noise"] for r in records}):
-            rows = [r for r in records if r["size"] == size and r["noise"] == noise]
-            if not rows:
-                continue
-            cells = []
-            for name in CHOICES:
-                exact = np.mean([r[name] == r["k"] for r in rows])
-                near = np.mean([abs(r[name] - r["k"]) <= 1 for r in rows])
-                cells.append(f"{100 * exact:.0f} % ({100 * near:.0f} %)")
-            seconds = np.median([r["seconds"] for r in rows])
-            print(
-                f"| {size} | {100 * noise:g} % | {len(rows)} | "
-                + " | ".join(cells)
-                + f" | {seconds:.1f} |"
-            )
+    """Shares of exact (and ±1) choices per size and noise level, then per size and true k."""
+    print("\nshare of problems where the choice is the planted k (within ±1)")
+    for by, label, show in (("noise", "noise", lambda v: f"{100 * v:g} %"), ("k", "true k", str)):
+        print(f"\n| size | {label} | problems | " + " | ".join(CHOICES) + " | median seconds |")
+        print("|---|---|---|" + "---|" * len(CHOICES) + "---|")
+        for size in sorted({r["size"] for r in records}):
+            for value in sorted({r[by] for r in records}):
+                rows = [r for r in records if r["size"] == size and r[by] == value]
+                if not rows:
+                    continue
+                cells = []
+                for name in CHOICES:
+                    exact = np.mean([r[name] == r["k"] for r in rows])
+                    near = np.mean([abs(r[name] - r["k"]) <= 1 for r in rows])
+                    cells.append(f"{100 * exact:.0f} % ({100 * near:.0f} %)")
+                seconds = np.median([r["seconds"] for r in rows])
+                print(
+                    f"| {size} | {show(value)} | {len(rows)} | "
+                    + " | ".join(cells)
+                    + f" | {seconds:.1f} |"
+                )
 
 
 def real_curves(max_k: int, names) -> None:
@@ -116,7 +118,14 @@ def main(argv=None) -> int:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--out", help="also write every record to this JSON-lines file")
     parser.add_argument("--quick", action="store_true", help="one small problem per noise level")
+    parser.add_argument(
+        "--tables", metavar="JSONL", help="print the table of earlier runs' records and exit"
+    )
     args = parser.parse_args(argv)
+    if args.tables:
+        with open(args.tables) as f:
+            planted_table([json.loads(line) for line in f if line.strip()])
+        return 0
     print(f"{os.cpu_count()} CPUs, --jobs {args.jobs}")
     if "planted" in args.part:
         if args.quick:
