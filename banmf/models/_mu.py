@@ -106,7 +106,6 @@ class MUSolver:
         self.y = np.ones(X.nnz, dtype=dtype) if y is None else np.ascontiguousarray(y, dtype=dtype)
         self.project = bool(project)
         self.lower, self.upper, self.eps = float(lower), float(upper), float(eps)
-        self.unknown = unknown
         # The few unknown cells that the nonzeros' passes also visit, and Y's values there;
         # None when there are none, which compiles that part of the kernels out.
         few_unknown = unknown is not None and not unknown.observed
