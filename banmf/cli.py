@@ -818,7 +818,6 @@ def cmd_select_k(args, out, err) -> int:
         criteria=criteria,
         method=args.method,
         folds=args.folds,
-        restarts=args.restarts,
         patience=None if args.all else args.patience,
         n_jobs=jobs,
         random_state=args.seed,
@@ -1166,13 +1165,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--folds",
         type=_int_at_least(2, "an integer >= 2"),
         default=5,
-        help="cross-validation folds (default 5)",
-    )
-    p.add_argument(
-        "--restarts",
-        type=positive,
-        default=4,
-        help="fits per k besides the first, for stability (default 4)",
+        help="parts of the observed cells, for cv and stability (default 5)",
     )
     p.add_argument(
         "--patience",

@@ -195,9 +195,9 @@ def held_out_scores(X, W, H, hidden) -> dict:
 
 #: ``criteria`` of :func:`select_rank`.
 CRITERIA = ("mdl", "cv", "stability")
-#: A rank is stable when the factors of its restarts match at least this well (mean best
-#: Jaccard similarity of their tiles).
-STABLE = 0.9
+#: A rank is stable when its fits to the folds' training cells agree at least this well: the
+#: mean, over pairs of those fits, of :func:`factor_agreement` (their worst-matched factor).
+STABLE = 0.8
 #: Observed zeros the cross-validation folds take at most, beside every one: on large sparse
 #: data all zeros would be n·m cells.
 FOLD_ZEROS = 5_000_000
@@ -324,21 +324,41 @@ def _fold_keys(X, unknown, folds: int, rng) -> list:
 
 
 def factor_agreement(W1, H1, W2, H2) -> float:
-    """How well two Boolean factorizations of one matrix agree, factor for factor: the mean,
-    over the best one-to-one matching of their factors, of the Jaccard similarity of the
-    matched tiles (as sets of cells; two empty tiles agree fully). 1 means the same factors.
+    """How well two Boolean factorizations of one matrix agree, factor for factor: the largest
+    t such that their factors pair off one to one with every pair's tiles (as sets of cells)
+    at Jaccard similarity t or more.
+
+    1 means the same factors; a factor that one has and the other lacks brings it near 0,
+    however well the others match (an empty tile is no pattern: it matches nothing).
     """
+    from scipy.sparse import csr_array
+    from scipy.sparse.csgraph import maximum_bipartite_matching
+
     W1, W2 = (np.asarray(W, dtype=np.int64) for W in (W1, W2))
     H1, H2 = (np.asarray(H, dtype=np.int64) for H in (H1, H2))
-    from scipy.optimize import linear_sum_assignment
-
+    k = W1.shape[1]
+    if k == 0:
+        return 1.0
     inter = (W1.T @ W2) * (H1 @ H2.T)
     size1 = W1.sum(axis=0) * H1.sum(axis=1)
     size2 = W2.sum(axis=0) * H2.sum(axis=1)
     union = size1[:, None] + size2[None, :] - inter
-    sim = np.where(union > 0, inter / np.maximum(union, 1), 1.0)
-    rows, cols = linear_sum_assignment(sim, maximize=True)
-    return float(sim[rows, cols].mean()) if len(rows) else 1.0
+    sim = np.where(union > 0, inter / np.maximum(union, 1), 0.0)
+
+    def pairs_off(t) -> bool:
+        match = maximum_bipartite_matching(csr_array(sim >= t), perm_type="column")
+        return bool(np.all(match >= 0))
+
+    # The bottleneck matching: binary search over the similarities that occur.
+    levels = np.unique(sim)
+    low, high = 0, len(levels) - 1  # levels[0] always pairs off (every pair qualifies)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if pairs_off(levels[mid]):
+            low = mid
+        else:
+            high = mid - 1
+    return float(levels[low])
 
 
 @dataclass(frozen=True)
@@ -357,12 +377,13 @@ class RankSelection:
         k → mean held-out error rate over the folds, and its standard error; None without
         "cv".
     stability : dict or None
-        k → mean :func:`factor_agreement` over the pairs of restarts; None without
-        "stability".
+        k → mean :func:`factor_agreement` over the pairs of fits to the folds' training
+        cells; None without "stability".
     choices : dict
         criterion → the k it points to: the shortest description; the smallest k whose
         held-out error is within one standard error of the lowest (the one-standard-error
-        rule); the largest k whose restarts agree at least :data:`STABLE`.
+        rule); the largest k whose fits to the folds' training cells agree at least
+        :data:`STABLE`.
     best_k : int
         The choice: the k most criteria point to (ties, and no two agreeing: the median of
         their choices).
@@ -371,8 +392,8 @@ class RankSelection:
     fits : dict
         k → the :class:`banmf.Factorization` on all observed cells.
     folds : int
-        Cross-validation folds (0 without "cv"); ``fold_zeros`` the observed zeros they hold
-        (all, or a sample on large data: see :func:`cv_folds`).
+        Folds the observed cells were split into (0 with "mdl" alone); ``fold_zeros`` the
+        observed zeros they hold (all, or a sample on large data: see :func:`cv_folds`).
     seconds : float
     interrupted : bool
         Ctrl-C ended the search early: the ranks in ``ks`` are those done.
@@ -448,7 +469,6 @@ def select_rank(
     criteria=CRITERIA,
     method: str = "banmf",
     folds: int = 5,
-    restarts: int = 4,
     patience: int | None = 3,
     missing=None,
     observed=None,
@@ -459,19 +479,21 @@ def select_rank(
 ) -> RankSelection:
     """Choose the rank k of a Boolean factorization of X, by up to three criteria.
 
-    For every k (in increasing order) it fits ``method`` to all observed cells, and then, as
-    the criteria need:
+    For every k (in increasing order) it fits ``method`` to all observed cells and, for "cv"
+    and "stability", to each fold's training cells: the observed cells split into ``folds``
+    parts (:func:`cv_folds`), one part hidden in turn, each fit with its own seed. Then:
 
     - ``"mdl"``: the description length of that fit (:func:`description_length`): the bits
       to send the factors and their errors; the rank with the fewest bits wins.
-    - ``"cv"``: ``folds``-fold cross-validation over the observed cells
-      (:func:`cv_folds`): each fold hidden in turn, the rest fitted, the hidden cells scored
-      (:func:`held_out_scores`); the smallest k within one standard error of the lowest mean
-      held-out error rate wins.
-    - ``"stability"``: ``restarts`` more fits with other seeds; their agreement with each
-      other (:func:`factor_agreement`, over every pair); the largest k at which they agree at
-      least :data:`STABLE` (0.9) wins, as NMFk takes the largest k whose clusters of factors
-      stay tight.
+    - ``"cv"``: cross-validation: each fold's hidden cells scored by the fit that did not
+      see them (:func:`held_out_scores`); the smallest k within one standard error of the
+      lowest mean held-out error rate wins.
+    - ``"stability"``: the agreement of the fold fits with each other, pair by pair
+      (:func:`factor_agreement`: the worst-matched factor); the largest k at which they agree
+      at least :data:`STABLE` (0.8) on average wins, as NMFk takes the largest k whose
+      clusters of factors stay tight under perturbed data. Up to the true rank, fits to
+      different parts of the data find the same factors; past it, the extra factor is noise
+      or a split, different in every fit.
 
     The chosen k (``best_k``) is the one most criteria point to (see :class:`RankSelection`).
     The fits of one k run side by side on the thread budget, as :func:`banmf.fit_many` runs
@@ -486,8 +508,8 @@ def select_rank(
     method : str, default "banmf"
         A key of :data:`banmf.METHODS` (with ``n_components``).
     folds : int, default 5
-    restarts : int, default 4
-        Fits per k besides the first, for "stability".
+        Parts of the observed cells, and fits per k besides the one to all of them, for "cv"
+        and "stability".
     patience : int or None, default 3
         Stop once "mdl" and "cv" (those asked for) have both had their best k this many ranks
         back: past that they only rise on planted data. None: try every k.
@@ -517,7 +539,7 @@ def select_rank(
     --------
     >>> from banmf import make_boolean, select_rank
     >>> X, _, _ = make_boolean(60, 50, 4, density=0.4, random_state=1)
-    >>> sel = select_rank(X, range(1, 8), random_state=0, restarts=2, folds=3)
+    >>> sel = select_rank(X, range(1, 8), random_state=0, folds=3)
     >>> sel.best_k
     4
     """
@@ -537,9 +559,8 @@ def select_rank(
     ks = sorted({int(k) for k in ks})
     if not ks or ks[0] < 1:
         raise ValueError(f"ks must be positive ranks, got {ks!r}")
-    for name, value, low in (("folds", folds, 2), ("restarts", restarts, 1)):
-        if isinstance(value, bool) or not isinstance(value, Integral) or value < low:
-            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    if isinstance(folds, bool) or not isinstance(folds, Integral) or folds < 2:
+        raise ValueError(f"folds must be an integer >= 2, got {folds!r}")
     if patience is not None and (
         isinstance(patience, bool) or not isinstance(patience, Integral) or patience < 1
     ):
@@ -547,9 +568,9 @@ def select_rank(
     cls = METHODS[method]
     X, unknown = check_unknown(check_binary_matrix(X), missing, observed)
     rng = check_random_state(random_state)
-    seeds = rng.integers(0, 2**31, size=1 + restarts)
+    seeds = rng.integers(0, 2**31, size=1 + folds)
     held = []  # per fold: (the fold's cells, the data and unknown cells it is fitted with)
-    if "cv" in criteria:
+    if "cv" in criteria or "stability" in criteria:
         for keys in _fold_keys(X, unknown, int(folds), rng):
             cells = support_mask_from_keys(keys, X.shape)
             held.append((cells, *_hide(X, unknown, cells)))
@@ -562,9 +583,7 @@ def select_rank(
     interrupted = False
     for k in ks:
         tasks = [(estimator(k, seeds[0]), X, unknown)]
-        if "stability" in criteria:
-            tasks += [(estimator(k, s), X, unknown) for s in seeds[1:]]
-        tasks += [(estimator(k, seeds[0]), Xf, uf) for _, Xf, uf in held]
+        tasks += [(estimator(k, s), Xf, uf) for s, (_, Xf, uf) in zip(seeds[1:], held)]
         try:
             done = fit_tasks(tasks, n_jobs)
         except KeyboardInterrupt:
@@ -580,18 +599,18 @@ def select_rank(
         errors[k] = int(full.reconstruction_err_)
         if "mdl" in criteria:
             bits[k] = sum(_description_bits(X, full.W_, full.components_, unknown))
+        runs = done[1:]  # the fold fits
         if "stability" in criteria:
-            runs = done[: 1 + restarts]
             pairs = [
                 factor_agreement(a.W_, a.components_, b.W_, b.components_)
                 for i, a in enumerate(runs)
                 for b in runs[i + 1 :]
             ]
             stable[k] = float(np.mean(pairs))
-        if held:
+        if "cv" in criteria:
             rates = [
                 held_out_scores(X, est.W_, est.components_, cells)["error_rate"]
-                for est, (cells, _, _) in zip(done[len(done) - len(held) :], held)
+                for est, (cells, _, _) in zip(runs, held)
             ]
             held_err[k] = float(np.mean(rates))
             held_se[k] = float(np.std(rates, ddof=1) / np.sqrt(len(rates)))

@@ -63,7 +63,7 @@ def _save(fig, path, fmt: str, plt) -> None:
 def plot_rank_selection(selection, path) -> None:
     """Write a picture of a :class:`banmf.RankSelection`: every criterion it has against k
     (training error, description length, held-out error with its standard error, the
-    agreement of restarts), each criterion's choice marked, and the chosen k as a line across
+    agreement of the fold fits), each criterion's choice marked, and the chosen k as a line across
     all. Format by the extension of ``path`` (.png, .pdf, .svg)."""
     fmt = _image_format(path)
     plt = _pyplot()
@@ -75,7 +75,7 @@ def plot_rank_selection(selection, path) -> None:
             ("held-out error rate", selection.held_out_error, selection.held_out_se, "cv")
         )
     if selection.stability is not None:
-        panels.append(("agreement of restarts", selection.stability, None, "stability"))
+        panels.append(("agreement of fold fits", selection.stability, None, "stability"))
     ks = list(selection.ks)
     with plt.rc_context({"svg.fonttype": "none"}):
         fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.6), squeeze=False)

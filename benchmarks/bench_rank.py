@@ -6,7 +6,7 @@
 
 ``planted``: the paper's generator over the grid (n×m, true k, density d, noise: the share of
 cells flipped; 5 seeds each), :func:`banmf.select_rank` over k = 1..20 with its defaults
-(description length, 5-fold cross-validation, 4 restarts for stability; the search stops 3
+(description length, 5-fold cross-validation and the agreement of the 5 fold fits; the search stops 3
 ranks past the turn). Reports, per noise level, the share of problems where each criterion
 and the combined choice return the true k, and within ±1.
 

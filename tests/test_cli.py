@@ -390,7 +390,7 @@ def test_select_k_table_json_and_plot(tmp_path):
     data = tmp_path / "p.mtx"
     code, _, _ = run("generate", str(data), "-n", "60", "-m", "50", "-k", "3", "--density", "0.3")
     assert code == 0
-    code, out, err = run("select-k", str(data), "--ks", "1:8", "--restarts", "2", "--folds", "3")
+    code, out, err = run("select-k", str(data), "--ks", "1:8", "--folds", "3")
     assert code == 0, err
     assert "chosen k        3:" in out and "k  error" in out
     assert "banmf: k=1: error" in err and "held-out" in err

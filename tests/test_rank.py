@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import banmf
 from banmf import select_rank
-from banmf.model_selection import cv_folds, description_length, factor_agreement
+from banmf.model_selection import STABLE, cv_folds, description_length, factor_agreement
 
 
 @given(binary_matrices(max_n=12, max_m=10), st.integers(1, 4), st.integers(0, 2**32 - 1))
@@ -56,7 +56,7 @@ def test_folds_partition_the_observed_cells_ones_and_zeros_evenly(Xd, folds, see
 
 
 @given(st.integers(1, 5), st.integers(2, 9), st.integers(2, 9), st.integers(0, 2**32 - 1))
-def test_factor_agreement_is_the_best_matching_of_tiles(k, n, m, seed):
+def test_factor_agreement_is_the_bottleneck_matching_of_tiles(k, n, m, seed):
     rng = np.random.default_rng(seed)
     W1, H1 = rng.random((n, k)) < 0.5, rng.random((k, m)) < 0.5
     W2, H2 = rng.random((n, k)) < 0.5, rng.random((k, m)) < 0.5
@@ -65,15 +65,15 @@ def test_factor_agreement_is_the_best_matching_of_tiles(k, n, m, seed):
         A = np.outer(W1[:, a], H1[a])
         B = np.outer(W2[:, b], H2[b])
         union = (A | B).sum()
-        return (A & B).sum() / union if union else 1.0
+        return (A & B).sum() / union if union else 0.0
 
     best = max(
-        np.mean([jaccard(a, b) for a, b in enumerate(perm)])
-        for perm in itertools.permutations(range(k))
+        min(jaccard(a, b) for a, b in enumerate(perm)) for perm in itertools.permutations(range(k))
     )
     assert factor_agreement(W1, H1, W2, H2) == pytest.approx(best)
     order = rng.permutation(k)
-    assert factor_agreement(W1, H1, W1[:, order], H1[order]) == 1.0
+    full = bool(np.all(W1.any(axis=0) & H1.any(axis=1)))
+    assert factor_agreement(W1, H1, W1[:, order], H1[order]) == (1.0 if full else 0.0)
 
 
 @pytest.mark.parametrize(
@@ -82,8 +82,10 @@ def test_factor_agreement_is_the_best_matching_of_tiles(k, n, m, seed):
 )
 def test_a_planted_rank_with_a_clear_gap_is_found(n, m, k, density, noise, seed):
     X, _, _ = banmf.make_boolean(n, m, k, density, noise=noise, random_state=seed)
-    sel = select_rank(X, range(1, 10), random_state=0, restarts=2, folds=3)
+    sel = select_rank(X, range(1, 10), random_state=0, folds=3)
     assert sel.best_k == k, sel.reason
+    assert sel.choices == {"mdl": k, "cv": k, "stability": k}, sel.reason
+    assert all(sel.stability[r] < STABLE for r in sel.ks if r > k)
     assert sel.ks[0] == 1 and sel.ks[-1] < 9  # the search stopped once the criteria turned
     assert sel.fits[k].error == sel.training_error[k]
 
@@ -91,8 +93,8 @@ def test_a_planted_rank_with_a_clear_gap_is_found(n, m, k, density, noise, seed)
 def test_the_selection_is_reproducible_and_takes_unknown_cells():
     X, _, _ = banmf.make_boolean(60, 40, 3, 0.3, random_state=3)
     unknown = np.random.default_rng(0).random((60, 40)) < 0.1
-    a = select_rank(X, range(1, 7), random_state=5, restarts=2, folds=3, missing=unknown)
-    b = select_rank(X, range(1, 7), random_state=5, restarts=2, folds=3, missing=unknown)
+    a = select_rank(X, range(1, 7), random_state=5, folds=3, missing=unknown)
+    b = select_rank(X, range(1, 7), random_state=5, folds=3, missing=unknown)
     assert a.to_dict() | {"seconds": 0} == b.to_dict() | {"seconds": 0}
     assert a.best_k == 3
     json.dumps(a.to_dict())  # plain values
