@@ -1,0 +1,310 @@
+"""OrMachine (Rukat, Holmes, Titsias, Yau, ICML 2017): Bayesian Boolean factorization by Gibbs
+sampling, sparse over CSR with packed factors."""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+from typing import ClassVar
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._boolean import csr_from_parts, mismatches, transpose_mask, unique_rows, words
+from .._kernels.ormachine import accumulate_codes, gibbs_rows
+from .._params import NONE, Interval, Options
+from .._progress import StartProgress
+from .._threads import cancelled, pick
+from .._validation import WORK_BUDGET, check_random_state, check_work
+from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, store_params
+
+__all__ = ["OrMachine"]
+
+#: λ is kept at most logit(1 − 1e-12) ≈ 27.6: an exact fit would otherwise draw P = 1 in
+#: floating point and λ = ∞, and ∞ · 0 (a score of 0) is NaN.
+_P_MAX = 1.0 - 1e-12
+
+
+class OrMachine(BaseFactorization):
+    """Bayesian Boolean matrix factorization (OrMachine): Gibbs sampling of ``X ≈ Z ⊗ Uᵀ``.
+
+    Each observed cell is explained correctly with probability ``σ(λ)``:
+    ``p(x_ij | Z, U, λ) = σ(λ · x̃_ij · (1 − 2∏_l(1 − z_il u_jl)))`` with ``x̃ = 2x − 1``. With
+    uniform priors on the factors, the full conditional of ``z_il`` is
+    ``σ(λ · Σ_j x̃_ij u_jl ∏_{l'≠l}(1 − z_il' u_jl'))``: only the cells that no other active
+    factor of row i explains count. Each sweep samples every entry of Z (row by row, the rows
+    in parallel), then every entry of U the same way, then the noise:
+    ``P = σ(λ) ~ Beta(alpha + #correct, beta + #wrong)`` over the observed cells, restricted
+    to ``P ≥ ½`` (a prediction worse than chance would turn the sampler against the data; the
+    authors' code clamps λ at 0 likewise). After ``burn_in`` sweeps the samples are averaged:
+    ``W_posterior_`` and ``H_posterior_`` are the posterior means, and ``W_`` /
+    ``components_`` those means rounded at ½.
+
+    Sparse throughout: a row's conditionals need the ones it lists and, for the zeros, only how
+    many columns have each *distinct* code of the other factor (at most ``min(m, 2^k)``
+    codes), so a sweep costs about ``(nnz + unknown cells)·(1 + changes per row) + n·D_U +
+    m·D_Z`` word operations (D: distinct nonzero codes of U's columns and of Z's rows), never
+    n·m for small k. Memory is O(nnz + (n + m)·k).
+
+    Unknown cells are native: they drop out of the likelihood (``x̃ = 0``). With ``missing=``
+    the listed cells are taken out of the counted zeros; with ``observed=`` only X's ones and
+    the listed zeros are observed.
+
+    Parameters
+    ----------
+    n_components : int, default 10
+        Number of factors k.
+    max_iter : int, default 200
+        Sweeps in all, burn-in included.
+    burn_in : int, default 100
+        Sweeps discarded before the samples are averaged; less than ``max_iter``.
+    alpha, beta : float, default 1.0
+        The Beta prior on ``P = σ(λ)``, the probability that a cell is explained correctly.
+    init : {"rows", "random"}, default "rows"
+        The starting U: ``"rows"`` takes k distinct rows of X drawn at random (the ones of
+        each, as a factor's columns), ``"random"`` sets each entry with probability ½ (as the
+        authors' code does). Z starts empty and is sampled first.
+    work_budget : float or None, default 6e10
+        Refuse up front (``ValueError`` with the estimate) a fit estimated at more operations
+        than this (about 5 minutes on 2 cores); None: no limit.
+    polish : bool or {"auto", "exact", "flip"}, default False
+        Polish the rounded factors with :func:`banmf.polish` (off by default so that this
+        stays the published method; ``unpolished_err_`` keeps its own error).
+    n_jobs : int or None, default None
+        Thread budget, as for :class:`BANMF`. The uniforms of each half-sweep are drawn in
+        numpy before the kernel runs, so the result does not depend on it.
+    random_state : None, int or numpy Generator, default None
+    verbose : int, default 0
+        1: phases (burn-in, sampling, polish) and the result on stderr; 2: every sweep too.
+
+    Attributes
+    ----------
+    W_ : ndarray of shape (n, k), bool
+        ``W_posterior_ > ½``.
+    components_ : ndarray of shape (k, m), bool
+        ``H_posterior_ > ½``.
+    W_posterior_ : ndarray of shape (n, k), float64
+        Posterior mean of each entry of Z (the fraction of the kept samples in which it is 1).
+    H_posterior_ : ndarray of shape (k, m), float64
+        Posterior mean of each entry of Uᵀ.
+    n_samples_ : int
+        Samples averaged (``max_iter − burn_in``, fewer after Ctrl-C; if Ctrl-C came during
+        the burn-in, the current state is the one sample).
+    lambda_ : float
+        Posterior mean of λ over the kept samples (the last λ drawn if none were kept).
+    lambda_curve_ : ndarray of shape (n_iter_,)
+        λ drawn after each sweep.
+    error_curve_ : ndarray of shape (n_iter_,)
+        The Hamming error, on the observed cells, of each sweep's sample.
+    reconstruction_err_, relative_error_, n_iter_ (sweeps run), interrupted_, fit_seconds_
+        As for every method; the error is that of ``W_ ⊗ components_`` (after the polish).
+
+    References
+    ----------
+    Rukat, Holmes, Titsias, Yau, "Bayesian Boolean Matrix Factorisation", ICML 2017
+    (reference code: github TammoR/LogicalFactorisationMachines).
+
+    Examples
+    --------
+    >>> import banmf
+    >>> X, _, _ = banmf.make_boolean(40, 30, 3, 0.3, random_state=0)
+    >>> est = OrMachine(3, random_state=0).fit(X)
+    >>> est.W_posterior_.shape, est.relative_error_ < 0.1
+    ((40, 3), True)
+    """
+
+    _parameter_constraints: ClassVar[dict] = {
+        **COMMON_CONSTRAINTS,
+        "max_iter": [Interval(Integral, 1, None)],
+        "burn_in": [Interval(Integral, 0, None)],
+        "alpha": [Interval(Real, 0, None, closed="neither")],
+        "beta": [Interval(Real, 0, None, closed="neither")],
+        "init": [Options("rows", "random")],
+        "work_budget": [NONE, Interval(Real, 0, None, closed="neither")],
+    }
+
+    def __init__(
+        self,
+        n_components=10,
+        *,
+        max_iter=200,
+        burn_in=100,
+        alpha=1.0,
+        beta=1.0,
+        init="rows",
+        work_budget=WORK_BUDGET,
+        polish=False,
+        n_jobs=None,
+        random_state=None,
+        verbose=0,
+    ):
+        store_params(self, locals())
+
+    @budgeted
+    def fit(self, X, y=None, *, missing=None, observed=None) -> OrMachine:
+        """Sample the posterior of the factors of the 0/1 matrix X (dense or sparse, (n, m));
+        ``missing`` / ``observed`` mark unknown cells as in :meth:`BANMF.fit`: they are left
+        out of the likelihood."""
+        X, unknown, k, start = self._begin(X, missing, observed)
+        polish = self._polish_method(k)
+        if self.burn_in >= self.max_iter:
+            raise ValueError(
+                f"burn_in={self.burn_in} leaves no samples of max_iter={self.max_iter} sweeps; "
+                "take burn_in < max_iter (e.g. half of it)"
+            )
+        n, m = X.shape
+        kw = words(k)
+        self._check_work(X, unknown, k)
+        rng = check_random_state(self.random_state)
+        rows = _Side(X, None if unknown is None else unknown.cells, unknown)
+        cols = _Side(transpose_mask(X), None if unknown is None else unknown.T.cells, unknown)
+        n_obs = n * m if unknown is None else unknown.observed_count(X.nnz)
+        Z = np.zeros((n, kw), dtype=np.uint64)
+        U = self._start(X, k, kw, rng)
+        lam = self._draw_lambda(rng, n_obs, X.nnz)  # Z = 0 misses every one
+        z_sum = np.zeros((n, k), dtype=np.int64)
+        u_sum = np.zeros((m, k), dtype=np.int64)
+        samples = 0
+        errors_n, errors_m = np.empty(n, dtype=np.int64), np.empty(m, dtype=np.int64)
+        lambdas, errs = [], []
+        progress = StartProgress(1, 1, self.max_iter)
+        progress.phase("burn-in" if self.burn_in else "sampling")
+        interrupted = cancel = False
+        try:
+            for sweep in range(1, self.max_iter + 1):
+                if cancelled():
+                    cancel = True
+                    break
+                rows.sweep(Z, U, lam, rng.random((n, k)), errors_n)
+                cols.sweep(U, Z, lam, rng.random((m, k)), errors_m)
+                err = int(errors_m.sum())
+                lam = self._draw_lambda(rng, n_obs, err)
+                lambdas.append(lam)
+                errs.append(err)
+                if sweep > self.burn_in:
+                    if sweep == self.burn_in + 1 and self.burn_in:
+                        progress.phase("sampling")
+                    pick(accumulate_codes, n * k)(Z, z_sum)
+                    pick(accumulate_codes, m * k)(U, u_sum)
+                    samples += 1
+                progress.iteration(sweep, err)
+        except KeyboardInterrupt:
+            interrupted = True  # the first Ctrl-C: the samples so far are the result
+        if samples == 0:  # stopped in the burn-in: the current state is the one sample
+            accumulate_codes.serial(Z, z_sum)
+            accumulate_codes.serial(U, u_sum)
+            samples = 1
+        self.W_posterior_ = z_sum / samples
+        self.H_posterior_ = np.ascontiguousarray((u_sum / samples).T)
+        self.n_samples_ = samples
+        kept = lambdas[self.burn_in :]
+        self.lambda_ = float(np.mean(kept)) if kept else float(lam)
+        self.lambda_curve_ = np.asarray(lambdas, dtype=np.float64)
+        self.error_curve_ = np.asarray(errs, dtype=np.int64)
+        W = self.W_posterior_ > 0.5
+        H = self.H_posterior_ > 0.5
+        err = mismatches(X, W, H, unknown)
+        if interrupted or cancel:
+            progress.done(err)
+            self._finish(X, W, H, err, len(errs), start, None, interrupted, unknown)
+            self.interrupted_ = True  # cancelled by :func:`banmf.fit_many`: no exception
+            return self
+        if polish is not None:
+            progress.phase("polish")
+        self._finish(X, W, H, err, len(errs), start, polish, unknown=unknown)
+        progress.done(self.reconstruction_err_)
+        return self
+
+    def _start(self, X, k: int, kw: int, rng) -> np.ndarray:
+        """The starting U as packed codes, one per column of X (m, ceil(k / 64))."""
+        n, m = X.shape
+        B = np.zeros((m, k), dtype=bool)
+        if self.init == "random":
+            B[:] = rng.random((m, k)) < 0.5
+        else:
+            nonempty = np.flatnonzero(np.diff(X.indptr))
+            if len(nonempty):
+                seeds = rng.choice(nonempty, size=k, replace=k > len(nonempty))
+                for l, i in enumerate(seeds):
+                    B[X.indices[X.indptr[i] : X.indptr[i + 1]], l] = True
+        codes = np.zeros((m, kw), dtype=np.uint64)
+        for l in range(k):
+            codes[B[:, l], l >> 6] |= np.uint64(1) << np.uint64(l & 63)
+        return codes
+
+    def _draw_lambda(self, rng, n_obs: int, wrong: int) -> float:
+        """λ = logit(P), P ~ Beta(alpha + correct, beta + wrong) restricted to [½, 1)."""
+        a, b = self.alpha + (n_obs - wrong), self.beta + wrong
+        p = rng.beta(a, b)
+        if p < 0.5:
+            # Rare (a state worse than chance, early in a run): draw from the tail above ½ by
+            # inverting the distribution function.
+            from scipy.special import betainc, betaincinv
+
+            lo = float(betainc(a, b, 0.5))
+            p = float(betaincinv(a, b, lo + (1.0 - lo) * rng.random())) if lo < 1.0 else 0.5
+            p = max(p, 0.5)
+        p = min(p, _P_MAX)
+        return math.log(p / (1.0 - p))
+
+    def _check_work(self, X, unknown, k: int) -> None:
+        """Refuse up front a fit estimated over ``work_budget``: per sweep and side, each
+        listed cell and each distinct code of the other factor looked at about twice (once for
+        the scores, again after a change and for the errors), k/64 words each."""
+        n, m = X.shape
+        cells = 0 if unknown is None else unknown.cells.nnz
+        implicit = unknown is None or not unknown.observed
+        codes = min(2.0**k, n) * m + min(2.0**k, m) * n if implicit else 0.0
+        per_sweep = 2.0 * words(k) * (2.0 * (X.nnz + cells) + codes) + 2.0 * (n + m) * k
+        check_work(
+            self.max_iter * per_sweep,
+            self.work_budget,
+            f"OrMachine on this {n}×{m} X ({X.nnz:,} ones) with n_components={k} and "
+            f"max_iter={self.max_iter}",
+            "pass a smaller n_components or max_iter",
+        )
+
+
+class _Side:
+    """One side of the sampler: the rows of X (for Z) or of Xᵀ (for U), with the listed cells
+    of each row and the weights that make the scores ``Σ x̃`` over the counting cells."""
+
+    def __init__(self, X: sp.csr_array, cells: sp.csr_array | None, unknown):
+        self.X = X
+        if cells is None:
+            n = X.shape[0]
+            cells = csr_from_parts(np.zeros(n + 1, dtype=X.indptr.dtype), X.indices[:0], X.shape)
+        self.cells = cells
+        # Zeros are implicit (every cell not listed and not unknown is an observed zero) unless
+        # the listed cells are the observed zeros themselves.
+        self.implicit = unknown is None or not unknown.observed
+        self.w_one, self.w_cell = (2, 1) if self.implicit else (1, -1)
+
+    def sweep(self, codes, other, lam: float, uniforms: np.ndarray, errors: np.ndarray) -> None:
+        """Sample every entry of ``codes`` (this side's factor) given ``other``, in place."""
+        if self.implicit:
+            distinct, _, counts = unique_rows(other)
+            nonzero = distinct.any(axis=1)
+            dcodes = np.ascontiguousarray(distinct[nonzero])
+            dcounts = counts[nonzero].astype(np.int64)
+        else:  # every observed zero is listed: the distinct codes are not needed
+            dcodes = np.zeros((0, other.shape[1]), dtype=np.uint64)
+            dcounts = np.zeros(0, dtype=np.int64)
+        X, C = self.X, self.cells
+        work = (X.nnz + C.nnz + X.shape[0] * len(dcodes)) * other.shape[1] * 2
+        pick(gibbs_rows, work)(
+            X.indptr,
+            X.indices,
+            C.indptr,
+            C.indices,
+            self.w_one,
+            self.w_cell,
+            self.implicit,
+            other,
+            dcodes,
+            dcounts,
+            float(lam),
+            uniforms,
+            codes,
+            errors,
+        )
