@@ -176,7 +176,9 @@ def gibbs_rows(
                 stale = True
         for w in range(kw):
             codes[i, w] = zrow[w]
-        errors[i] = row_errors(i, indptr, indices, cptr, cidx, implicit, other, dcodes, dcounts, zrow)
+        errors[i] = row_errors(
+            i, indptr, indices, cptr, cidx, implicit, other, dcodes, dcounts, zrow
+        )
 
 
 @kernel()

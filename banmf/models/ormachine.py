@@ -56,8 +56,9 @@ class OrMachine(BaseFactorization):
         Number of factors k.
     max_iter : int, default 200
         Sweeps in all, burn-in included.
-    burn_in : int, default 100
-        Sweeps discarded before the samples are averaged; less than ``max_iter``.
+    burn_in : int or None, default None
+        Sweeps discarded before the samples are averaged, less than ``max_iter``; None: half
+        of ``max_iter`` (rounded down).
     alpha, beta : float, default 1.0
         The Beta prior on ``P = σ(λ)``, the probability that a cell is explained correctly.
     init : {"rows", "random"}, default "rows"
@@ -116,7 +117,7 @@ class OrMachine(BaseFactorization):
     _parameter_constraints: ClassVar[dict] = {
         **COMMON_CONSTRAINTS,
         "max_iter": [Interval(Integral, 1, None)],
-        "burn_in": [Interval(Integral, 0, None)],
+        "burn_in": [NONE, Interval(Integral, 0, None)],
         "alpha": [Interval(Real, 0, None, closed="neither")],
         "beta": [Interval(Real, 0, None, closed="neither")],
         "init": [Options("rows", "random")],
@@ -128,7 +129,7 @@ class OrMachine(BaseFactorization):
         n_components=10,
         *,
         max_iter=200,
-        burn_in=100,
+        burn_in=None,
         alpha=1.0,
         beta=1.0,
         init="rows",
@@ -147,9 +148,10 @@ class OrMachine(BaseFactorization):
         out of the likelihood."""
         X, unknown, k, start = self._begin(X, missing, observed)
         polish = self._polish_method(k)
-        if self.burn_in >= self.max_iter:
+        burn_in = self.max_iter // 2 if self.burn_in is None else self.burn_in
+        if burn_in >= self.max_iter:
             raise ValueError(
-                f"burn_in={self.burn_in} leaves no samples of max_iter={self.max_iter} sweeps; "
+                f"burn_in={burn_in} leaves no samples of max_iter={self.max_iter} sweeps; "
                 "take burn_in < max_iter (e.g. half of it)"
             )
         n, m = X.shape
@@ -168,7 +170,7 @@ class OrMachine(BaseFactorization):
         errors_n, errors_m = np.empty(n, dtype=np.int64), np.empty(m, dtype=np.int64)
         lambdas, errs = [], []
         progress = StartProgress(1, 1, self.max_iter)
-        progress.phase("burn-in" if self.burn_in else "sampling")
+        progress.phase("burn-in" if burn_in else "sampling")
         interrupted = cancel = False
         try:
             for sweep in range(1, self.max_iter + 1):
@@ -181,8 +183,8 @@ class OrMachine(BaseFactorization):
                 lam = self._draw_lambda(rng, n_obs, err)
                 lambdas.append(lam)
                 errs.append(err)
-                if sweep > self.burn_in:
-                    if sweep == self.burn_in + 1 and self.burn_in:
+                if sweep > burn_in:
+                    if sweep == burn_in + 1 and burn_in:
                         progress.phase("sampling")
                     pick(accumulate_codes, n * k)(Z, z_sum)
                     pick(accumulate_codes, m * k)(U, u_sum)
@@ -197,7 +199,7 @@ class OrMachine(BaseFactorization):
         self.W_posterior_ = z_sum / samples
         self.H_posterior_ = np.ascontiguousarray((u_sum / samples).T)
         self.n_samples_ = samples
-        kept = lambdas[self.burn_in :]
+        kept = lambdas[burn_in:]
         self.lambda_ = float(np.mean(kept)) if kept else float(lam)
         self.lambda_curve_ = np.asarray(lambdas, dtype=np.float64)
         self.error_curve_ = np.asarray(errs, dtype=np.int64)
