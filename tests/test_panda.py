@@ -181,7 +181,7 @@ def test_fit_matches_the_dense_algorithm_and_reports_its_cost(
     Xd, X, *_, observed = _case(Xd, seed, form)
     mask = observed if form == "observed" else ~observed
     kwargs = {} if form is None else {form: sp.csr_array(mask)}
-    model = PaNDa(k, eps_row=eps_row, eps_col=eps_col, rho=rho).fit(X, **kwargs)
+    model = PaNDa(k, eps_row=eps_row, eps_col=eps_col, rho=rho, n_restarts=1).fit(X, **kwargs)
     W, H = ref.panda(Xd, k, eps_row, eps_col, rho, observed)
     assert model.n_iter_ == W.shape[1]
     np.testing.assert_array_equal(model.W_[:, : W.shape[1]], W)
@@ -206,7 +206,7 @@ def test_cost_is_reported_with_restarts_and_after_the_polish():
 
 def test_restarts_never_do_worse_than_the_frequency_order_on_the_first_pattern():
     X, _, _ = make_boolean(60, 40, 4, 0.3, noise=0.05, random_state=4)
-    one = PaNDa(1).fit(X)
+    one = PaNDa(1, n_restarts=1).fit(X)
     many = PaNDa(1, n_restarts=6, random_state=0).fit(X)
     assert many.cost_ <= one.cost_
 
@@ -272,8 +272,6 @@ def test_reproducible_for_a_seed_and_the_same_whatever_n_jobs(monkeypatch):
         np.testing.assert_array_equal(other.W_, fits[0].W_)
         np.testing.assert_array_equal(other.components_, fits[0].components_)
         assert other.cost_ == fits[0].cost_
-    seeds = {PaNDa(4, n_restarts=5, random_state=s).fit(X).cost_ for s in range(4)}
-    assert len(seeds) >= 1  # seeds may differ; each is a valid fit (checked above for one)
 
 
 def test_values_under_missing_cells_are_never_read():
@@ -284,8 +282,8 @@ def test_values_under_missing_cells_are_never_read():
     a, b = Xd.copy(), Xd.copy()
     a[cells.toarray()] = True
     b[cells.toarray()] = False
-    fa = PaNDa(3, eps_row=0.5).fit(a.astype(np.int8), missing=cells)
-    fb = PaNDa(3, eps_row=0.5).fit(b.astype(np.int8), missing=cells)
+    fa = PaNDa(3, eps_row=0.5, random_state=0).fit(a.astype(np.int8), missing=cells)
+    fb = PaNDa(3, eps_row=0.5, random_state=0).fit(b.astype(np.int8), missing=cells)
     np.testing.assert_array_equal(fa.W_, fb.W_)
     np.testing.assert_array_equal(fa.components_, fb.components_)
     assert fa.cost_ == fb.cost_ and fa.reconstruction_err_ == fb.reconstruction_err_
@@ -294,9 +292,11 @@ def test_values_under_missing_cells_are_never_read():
 def test_every_cell_observed_is_no_unknown_cell():
     X, _, _ = make_boolean(40, 30, 3, 0.35, noise=0.03, random_state=5)
     every = sp.csr_array(np.ones(X.shape, dtype=bool))
-    a = PaNDa(3, eps_row=0.5, eps_col=0.5).fit(X)
-    b = PaNDa(3, eps_row=0.5, eps_col=0.5).fit(X, observed=every)
-    c = PaNDa(3, eps_row=0.5, eps_col=0.5).fit(X, missing=sp.csr_array(X.shape, dtype=bool))
+    a = PaNDa(3, eps_row=0.5, eps_col=0.5, random_state=0).fit(X)
+    b = PaNDa(3, eps_row=0.5, eps_col=0.5, random_state=0).fit(X, observed=every)
+    c = PaNDa(3, eps_row=0.5, eps_col=0.5, random_state=0).fit(
+        X, missing=sp.csr_array(X.shape, dtype=bool)
+    )
     for other in (b, c):
         np.testing.assert_array_equal(other.W_, a.W_)
         np.testing.assert_array_equal(other.components_, a.components_)
@@ -333,7 +333,7 @@ def test_ctrl_c_keeps_the_patterns_found(monkeypatch):
         return original(self, state, order)
 
     monkeypatch.setattr(PaNDa, "_round", interrupting)
-    model = PaNDa(4)
+    model = PaNDa(4, n_restarts=1)
     with pytest.raises(KeyboardInterrupt):
         model.fit(X)
     assert model.interrupted_ and model.n_iter_ == 2 and model.W_.shape == (50, 4)

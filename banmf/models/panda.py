@@ -66,7 +66,7 @@ class PaNDa(BaseFactorization):
 
     Noise tolerances (TKDE 2014 §3.2): every row of a pattern has at most ``eps_row·|I|``
     observed zeros in the pattern's items, and every item at most ``eps_col·|T|`` in the
-    pattern's rows; 1.0 (the default) is no constraint: PaNDa with ρ.
+    pattern's rows; 1.0 is no constraint (the original PaNDa, with ρ).
 
     Unknown cells (``fit(X, missing=M)`` or ``observed=``) are never noise and never count in
     J: a pattern may take them freely; cores are built from observed ones only.
@@ -79,18 +79,20 @@ class PaNDa(BaseFactorization):
     ----------
     n_components : int or None, default None
         Maximum number of patterns; None: until no pattern lowers J.
-    eps_row : float in [0, 1], default 1.0
+    eps_row : float in [0, 1], default 0.2
         Row noise tolerance ε_r: the largest share of observed zeros a row of a pattern may
-        have in the pattern's items.
-    eps_col : float in [0, 1], default 1.0
+        have in the pattern's items. The paper sets no default; 0.2 (with ``eps_col`` 0.2)
+        was the best of {0.2, 0.3, 0.5, 1} on planted 50×50 data (k = 5, density 0.2-0.8,
+        0-10 % noise, seeds 1000-1011).
+    eps_col : float in [0, 1], default 0.2
         Column noise tolerance ε_c: the largest share of observed zeros an item of a pattern
         may have in the pattern's rows.
     rho : float >= 0, default 1.0
         Weight ρ of the patterns' size |T| + |I| against the noise; 0 is PaNDa+'s J_A (the
         Hamming error alone).
-    n_restarts : int >= 1, default 1
-        Randomised rounds R per pattern (the paper uses 20); 1: the frequency order alone,
-        deterministic.
+    n_restarts : int >= 1, default 20
+        Randomised rounds R per pattern (20, as in the paper's experiments); 1: the frequency
+        order alone (no use of ``random_state``).
     work_budget : float or None, default 6e10
         Refuse up front (``ValueError`` with the estimate and what to change) a fit estimated
         at more operations than this (about 5 minutes on 2 cores); None: no limit.
@@ -147,10 +149,10 @@ class PaNDa(BaseFactorization):
         self,
         n_components=None,
         *,
-        eps_row=1.0,
-        eps_col=1.0,
+        eps_row=0.2,
+        eps_col=0.2,
         rho=1.0,
-        n_restarts=1,
+        n_restarts=20,
         work_budget=WORK_BUDGET,
         polish=False,
         n_jobs=None,
