@@ -22,9 +22,9 @@ __all__ = ["MessagePassing"]
 
 #: Operations (in the units of :data:`banmf._validation.OPS_PER_SECOND`) per observed cell,
 #: factor and iteration: the message update, the marginals and the decoded error together.
-#: Measured on this project's 2-core machine, one thread: about 6 ns per cell and factor
-#: (LUCAP0 and mushroom without a mask, k = 10).
-OPS_PER_CELL_FACTOR = 1.2
+#: Measured on this project's 2-core machine (shared with other jobs): about 10 ns per cell and
+#: factor on LUCAP0 without a mask, k = 10, one thread or two.
+OPS_PER_CELL_FACTOR = 2.0
 #: Bytes per observed cell besides its 16·k bytes of messages: its column index, value and CSC
 #: position, and the temporaries of building them.
 BYTES_PER_CELL = 32
@@ -119,7 +119,7 @@ class MessagePassing(BaseFactorization):
     work_budget : float or None, default 6e10
         Refuse up front (``ValueError`` with the estimate) a fit estimated at more operations
         than this (about 5 minutes on 2 cores at 2·10⁸ operations a second; an iteration costs
-        about ``1.2 · k · observed cells``); None: no limit.
+        about ``2 · k · observed cells``); None: no limit.
     polish : bool or {"auto", "exact", "flip"}, default False
         Polish the Boolean factors with :func:`banmf.polish` after the method (off by default
         so that this stays the published method; ``unpolished_err_`` keeps its own error).
