@@ -315,3 +315,36 @@ def test_the_budget_refuses_before_allocating(monkeypatch):
     observed = np.zeros((60, 50), dtype=bool)
     observed[:8] = True
     MessagePassing(3, max_iter=5).fit(X.toarray() & observed, observed=observed)
+
+
+def test_ctrl_c_keeps_the_best_factors_so_far_and_cancel_stops(monkeypatch):
+    import threading
+
+    from banmf._threads import cancel_with
+
+    X, _, _ = make_boolean(40, 30, 3, 0.4, noise=0.05, random_state=9)
+    step, calls = _Run.step, []
+
+    def interrupted_at_the_fourth(self, first):
+        calls.append(first)
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        return step(self, first)
+
+    monkeypatch.setattr(_Run, "step", interrupted_at_the_fourth)
+    est = MessagePassing(3, polish=True, random_state=0)
+    with pytest.raises(KeyboardInterrupt):
+        est.fit(X)
+    assert est.interrupted_ and est.n_iter_ == 3 and est.polish_rounds_ == 0
+    assert est.reconstruction_err_ == boolean_error(X, est.W_, est.components_)
+    calls[:] = [True] * 3  # Ctrl-C in the first iteration: nothing to keep
+    fresh = MessagePassing(3)
+    with pytest.raises(KeyboardInterrupt):
+        fresh.fit(X)
+    assert not hasattr(fresh, "W_")
+    monkeypatch.undo()
+    stop = threading.Event()
+    stop.set()
+    with cancel_with(stop):
+        est = MessagePassing(3, random_state=0).fit(X)
+    assert est.interrupted_ and est.n_iter_ == 1
