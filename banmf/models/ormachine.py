@@ -71,8 +71,8 @@ class OrMachine(BaseFactorization):
         (drawn with probability proportional to them); its Z column is then sampled afresh.
         Without it a factor that dies early stays dead (with no rows its columns carry no
         information, and a row never takes such a factor), and the fit has one factor fewer:
-        on noiseless 50×50, k = 5, d = 0.2 planted data it recovers X exactly 20 times in 30
-        without, 29 with (seeds 0..29). The authors' code resets such factors too; the samples
+        on noiseless 50×50, k = 5, d = 0.2 planted data it recovers X exactly 69 times in 100
+        without, 97 with (``scripts/density.py``, seeds 0..99). The authors' code resets such factors too; the samples
         that are averaged come after every restart. False: the sampler alone.
     work_budget : float or None, default 6e10
         Refuse up front (``ValueError`` with the estimate) a fit estimated at more operations
