@@ -8,17 +8,19 @@ set iff factor l holds row i. The full conditional of ``z_il`` is
 ``u_lj = 1`` and no *other* active factor of row i covers j. Seen from column j, with
 ``a = codes_other[j] & codes[i]`` (the active factors of row i that cover j): if ``a`` is
 empty, j counts for every factor l of ``codes_other[j]``; if ``a`` is the single bit l0, j
-counts for l0 alone; otherwise it counts for none. So the scores of all k factors of a row
-cost one pass over the columns the row lists (its ones and its unknown or observed-zero
-cells) plus, when zeros are implicit, one pass over the *distinct* nonzero codes of the other
-factor with their multiplicities (at most ``min(columns, 2^k)`` of them), never over all m.
+counts for l0 alone; otherwise it counts for none. Columns with the same code count alike, so
+a row's listed cells (its ones and its unknown or observed-zero cells) are first tallied by
+the *distinct* nonzero code of their column, and the scores of all k factors then cost one
+pass over the codes the row touches (with implicit zeros: every distinct code, each
+holding ``count`` columns; at most ``min(m, 2^k)`` of them), never over all m columns. The
+pass is repeated after each change of the row's factors.
 
 Signed weights make one body serve the three forms of the data:
 
 - every cell observed, or few unknown cells (``implicit = True``): the score is
-  ``2·ones − observed`` over the counting columns; the observed ones come from the distinct
-  codes (``−count`` each) and the unknown cells listed in ``cells`` give back their ``+1``;
-  each one of X weighs ``+2``;
+  ``2·ones − observed`` over the counting columns: every column of a code weighs ``−1`` (the
+  code's ``count``), each one of X ``+2`` on top, and each unknown cell listed in ``cells``
+  ``+1`` on top (it was never observed);
 - few observed cells (``implicit = False``): the listed ``cells`` are the observed zeros
   (weight ``−1``), each one weighs ``+1``, and nothing else is observed.
 """
@@ -76,46 +78,71 @@ def _covers(code, zrow):
 
 
 @njit(cache=True, nogil=True)
-def row_scores(
-    i, indptr, indices, cptr, cidx, w_one, w_cell, implicit, other, dcodes, dcounts, zrow, scores
-):
-    """The scores of row i: ``scores[l] = Σ_j x̃_ij`` over the columns j that count for
-    factor l, given the row's factors ``zrow`` (packed) and the other factor's codes ``other``
-    (one per column; ``dcodes``/``dcounts``: its distinct nonzero codes and how many columns
-    have each, read when ``implicit``). The conditional log-odds of ``z_il = 1`` is
-    ``λ·scores[l]``."""
-    scores[:] = 0
-    for p in range(indptr[i], indptr[i + 1]):
-        _credit(other[indices[p]], zrow, w_one, scores)
-    for p in range(cptr[i], cptr[i + 1]):
-        _credit(other[cidx[p]], zrow, w_cell, scores)
+def _tally(i, indptr, indices, cptr, cidx, code_id, implicit, ones, cells, touched):
+    """Row i's listed cells grouped by the distinct code of their column: ``ones[q]`` and
+    ``cells[q]`` count its ones and listed cells of code q (columns of code −1, covered by no
+    factor, count for nothing); ``touched[:t]`` lists the codes to visit (every code when zeros
+    are implicit, since each holds observed zeros). Returns t and the row's ones in columns of
+    no factor (always missed). The scratch arrays must be zero on entry; :func:`_untally` puts
+    them back."""
+    t = 0
+    lost = 0
     if implicit:
-        for q in range(dcodes.shape[0]):
-            _credit(dcodes[q], zrow, -dcounts[q], scores)
+        for q in range(ones.shape[0]):
+            touched[q] = q
+        t = ones.shape[0]
+    for p in range(indptr[i], indptr[i + 1]):
+        q = code_id[indices[p]]
+        if q >= 0:
+            if not implicit and ones[q] == 0 and cells[q] == 0:
+                touched[t] = q
+                t += 1
+            ones[q] += 1
+        else:
+            lost += 1
+    for p in range(cptr[i], cptr[i + 1]):
+        q = code_id[cidx[p]]
+        if q >= 0:
+            if not implicit and ones[q] == 0 and cells[q] == 0:
+                touched[t] = q
+                t += 1
+            cells[q] += 1
+    return t, lost
 
 
 @njit(cache=True, nogil=True)
-def row_errors(i, indptr, indices, cptr, cidx, implicit, other, dcodes, dcounts, zrow):
-    """Observed cells of row i that the product gets wrong: the ones it misses and the
-    observed zeros it covers."""
-    missed = 0
-    for p in range(indptr[i], indptr[i + 1]):
-        if not _covers(other[indices[p]], zrow):
-            missed += 1
-    hit = indptr[i + 1] - indptr[i] - missed
-    if implicit:
-        covered = 0  # observed cells the product covers: all covered, less the unknown ones
-        for q in range(dcodes.shape[0]):
-            if _covers(dcodes[q], zrow):
-                covered += dcounts[q]
-        for p in range(cptr[i], cptr[i + 1]):
-            if _covers(other[cidx[p]], zrow):
-                covered -= 1
-        return missed + covered - hit
-    wrong = missed
-    for p in range(cptr[i], cptr[i + 1]):
-        if _covers(other[cidx[p]], zrow):
-            wrong += 1
+def _untally(t, touched, ones, cells):
+    for s in range(t):
+        ones[touched[s]] = 0
+        cells[touched[s]] = 0
+
+
+@njit(cache=True, nogil=True)
+def _row_scores(t, touched, ones, cells, w_one, w_cell, implicit, dcodes, dcounts, zrow, scores):
+    """``scores[l] = Σ x̃`` over the row's columns that count for factor l, from the tallies."""
+    scores[:] = 0
+    for s in range(t):
+        q = touched[s]
+        weight = w_one * ones[q] + w_cell * cells[q]
+        if implicit:
+            weight -= dcounts[q]
+        if weight != 0:
+            _credit(dcodes[q], zrow, weight, scores)
+
+
+@njit(cache=True, nogil=True)
+def _row_errors(t, touched, ones, cells, implicit, dcodes, dcounts, zrow):
+    """Observed cells of the row that the product gets wrong: the ones it misses and the
+    observed zeros it covers (implicit zeros: every cell of a covered code, less its ones and
+    its unknown cells)."""
+    wrong = 0
+    for s in range(t):
+        q = touched[s]
+        if _covers(dcodes[q], zrow):
+            # covered: the observed zeros are wrong (implicit: all but the ones and unknowns)
+            wrong += dcounts[q] - ones[q] - cells[q] if implicit else cells[q]
+        else:
+            wrong += ones[q]
     return wrong
 
 
@@ -128,81 +155,85 @@ def gibbs_rows(
     w_one,
     w_cell,
     implicit,
-    other,
+    code_id,
     dcodes,
     dcounts,
+    n_blocks,
     lam,
     uniforms,
     codes,
     errors,
 ):
-    """One Gibbs sweep over the rows of a factor: for each row i (in parallel: rows are
-    independent given the other factor) and each factor l in order, set ``z_il = 1`` iff
-    ``uniforms[i, l] < σ(λ·score)``, the score taken with the row's current factors (recounted
-    after each change). ``codes`` (rows, ceil(k/64)) is updated in place; ``errors[i]`` gets row
-    i's errors under the new codes. The uniforms are drawn by the caller, so the result does
-    not depend on the number of threads."""
+    """One Gibbs sweep over the rows of a factor: for each row i and each factor l in order,
+    set ``z_il = 1`` iff ``uniforms[i, l] < σ(λ·score)``, the score taken with the row's
+    current factors (recounted after each change). The other factor enters through its
+    distinct nonzero codes ``dcodes`` (D, ceil(k/64)), how many columns have each
+    (``dcounts``) and each column's code (``code_id``, −1 for none). ``codes`` (rows,
+    ceil(k/64)) is updated in place; ``errors[i]`` gets row i's errors under the new codes.
+    Rows are independent given the other factor: they run in ``n_blocks`` contiguous blocks
+    (in parallel, each with its own scratch), and the uniforms are drawn by the caller, so the
+    result depends on neither the blocks nor the threads."""
     n = indptr.shape[0] - 1
     k = uniforms.shape[1]
     kw = codes.shape[1]
-    for i in prange(n):
-        zrow = codes[i].copy()
+    D = dcodes.shape[0]
+    for b in prange(n_blocks):
+        ones = np.zeros(D, dtype=np.int64)
+        cells = np.zeros(D, dtype=np.int64)
+        touched = np.empty(D, dtype=np.int64)
         scores = np.empty(k, dtype=np.int64)
-        stale = True
-        for l in range(k):
-            if stale:
-                row_scores(
-                    i,
-                    indptr,
-                    indices,
-                    cptr,
-                    cidx,
-                    w_one,
-                    w_cell,
-                    implicit,
-                    other,
-                    dcodes,
-                    dcounts,
-                    zrow,
-                    scores,
-                )
-                stale = False
-            p1 = 1.0 / (1.0 + np.exp(-lam * scores[l]))
-            word = l >> 6
-            bit = _ONE << np.uint64(l & 63)
-            on = uniforms[i, l] < p1
-            if on != ((zrow[word] & bit) != 0):
-                zrow[word] ^= bit
-                stale = True
-        for w in range(kw):
-            codes[i, w] = zrow[w]
-        errors[i] = row_errors(
-            i, indptr, indices, cptr, cidx, implicit, other, dcodes, dcounts, zrow
-        )
+        zrow = np.empty(kw, dtype=np.uint64)
+        for i in range(b * n // n_blocks, (b + 1) * n // n_blocks):
+            t, lost = _tally(
+                i, indptr, indices, cptr, cidx, code_id, implicit, ones, cells, touched
+            )
+            for w in range(kw):
+                zrow[w] = codes[i, w]
+            stale = True
+            for l in range(k):
+                if stale:
+                    _row_scores(
+                        t,
+                        touched,
+                        ones,
+                        cells,
+                        w_one,
+                        w_cell,
+                        implicit,
+                        dcodes,
+                        dcounts,
+                        zrow,
+                        scores,
+                    )
+                    stale = False
+                p1 = 1.0 / (1.0 + np.exp(-lam * scores[l]))
+                word = l >> 6
+                bit = _ONE << np.uint64(l & 63)
+                on = uniforms[i, l] < p1
+                if on != ((zrow[word] & bit) != 0):
+                    zrow[word] ^= bit
+                    stale = True
+            for w in range(kw):
+                codes[i, w] = zrow[w]
+            errors[i] = lost + _row_errors(t, touched, ones, cells, implicit, dcodes, dcounts, zrow)
+            _untally(t, touched, ones, cells)
 
 
 @kernel()
 def all_row_scores(
-    indptr, indices, cptr, cidx, w_one, w_cell, implicit, other, dcodes, dcounts, codes, out
+    indptr, indices, cptr, cidx, w_one, w_cell, implicit, code_id, dcodes, dcounts, codes, out
 ):
-    """``out[i] = row_scores(i, ...)`` for every row, the factors held as they are (for
-    tests and diagnostics: the conditional log-odds of every entry is ``λ·out``)."""
+    """``out[i, l]``: the score of factor l in row i, the factors held as they are (for tests
+    and diagnostics: the conditional log-odds of ``z_il = 1`` is ``λ·out[i, l]``)."""
     n = indptr.shape[0] - 1
+    D = dcodes.shape[0]
     for i in prange(n):
-        row_scores(
-            i,
-            indptr,
-            indices,
-            cptr,
-            cidx,
-            w_one,
-            w_cell,
-            implicit,
-            other,
-            dcodes,
-            dcounts,
-            codes[i],
-            out[i],
+        ones = np.zeros(D, dtype=np.int64)
+        cells = np.zeros(D, dtype=np.int64)
+        touched = np.empty(D, dtype=np.int64)
+        t, _ = _tally(i, indptr, indices, cptr, cidx, code_id, implicit, ones, cells, touched)
+        _row_scores(
+            t, touched, ones, cells, w_one, w_cell, implicit, dcodes, dcounts, codes[i], out[i]
         )
 
 

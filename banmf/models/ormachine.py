@@ -14,7 +14,7 @@ from .._boolean import csr_from_parts, mismatches, transpose_mask, unique_rows, 
 from .._kernels.ormachine import accumulate_codes, gibbs_rows
 from .._params import BOOLEAN, NONE, Interval, Options
 from .._progress import StartProgress
-from .._threads import cancelled, pick
+from .._threads import blocks_for, cancelled, pick, threads_for, variant
 from .._validation import WORK_BUDGET, check_random_state, check_work
 from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, store_params
 
@@ -321,17 +321,18 @@ class _Side:
 
     def sweep(self, codes, other, lam: float, uniforms: np.ndarray, errors: np.ndarray) -> None:
         """Sample every entry of ``codes`` (this side's factor) given ``other``, in place."""
-        if self.implicit:
-            distinct, _, counts = unique_rows(other)
-            nonzero = distinct.any(axis=1)
-            dcodes = np.ascontiguousarray(distinct[nonzero])
-            dcounts = counts[nonzero].astype(np.int64)
-        else:  # every observed zero is listed: the distinct codes are not needed
-            dcodes = np.zeros((0, other.shape[1]), dtype=np.uint64)
-            dcounts = np.zeros(0, dtype=np.int64)
+        distinct, inverse, counts = unique_rows(other)
+        nonzero = distinct.any(axis=1)
+        dcodes = np.ascontiguousarray(distinct[nonzero])
+        dcounts = counts[nonzero].astype(np.int64)
+        # each column's distinct nonzero code, −1 for a column no factor holds
+        ids = np.full(len(distinct), -1, dtype=np.int64)
+        ids[nonzero] = np.arange(len(dcodes))
+        code_id = ids[inverse]
         X, C = self.X, self.cells
-        work = (X.nnz + C.nnz + X.shape[0] * len(dcodes)) * other.shape[1] * 2
-        pick(gibbs_rows, work)(
+        visits = X.shape[0] * len(dcodes) if self.implicit else X.nnz + C.nnz
+        threads = threads_for((X.nnz + C.nnz + 2 * visits) * other.shape[1])
+        variant(gibbs_rows, threads)(
             X.indptr,
             X.indices,
             C.indptr,
@@ -339,9 +340,10 @@ class _Side:
             self.w_one,
             self.w_cell,
             self.implicit,
-            other,
+            code_id,
             dcodes,
             dcounts,
+            blocks_for(threads, X.shape[0]),
             float(lam),
             uniforms,
             codes,
