@@ -239,6 +239,16 @@ def test_ctrl_c_keeps_the_samples_so_far(monkeypatch, planted):
     assert est.n_samples_ == 1 and set(np.unique(est.W_posterior_)) <= {0.0, 1.0}
 
 
+def test_several_chains_keep_the_best_and_one_chain_is_the_first_of_them():
+    X, W, H = make_boolean(300, 300, 5, 0.5, noise=0.01, random_state=0)
+    one = OrMachine(5, max_iter=60, random_state=0).fit(X)  # this chain stays in a local mode
+    three = OrMachine(5, max_iter=60, random_state=0, n_init=3).fit(X)
+    assert len(one.chain_errors_) == 1 and len(three.chain_errors_) == 3
+    assert three.chain_errors_[0] == one.chain_errors_[0] == one.reconstruction_err_
+    assert three.reconstruction_err_ == three.chain_errors_.min() < one.reconstruction_err_
+    assert three.reconstruction_err_ <= banmf.boolean_error(X, W, H)
+
+
 def test_polish_and_parameters_are_checked(planted):
     X = planted[0]
     est = OrMachine(4, max_iter=20, polish=True, random_state=0).fit(X)
