@@ -68,7 +68,9 @@ class OrMachine(BaseFactorization):
         authors' code does). Z starts empty and is sampled first.
     reseed : bool, default True
         During the first half of the burn-in, restart every factor that has no rows or no
-        columns after a sweep from the ones of X that the sample leaves uncovered in one row
+        columns after a sweep, or the same rows or columns as another (a duplicate: two equal
+        factors hold one factor's worth, and each one's conditionals are flat where the other
+        explains the cells), from the ones of X that the sample leaves uncovered in one row
         (drawn with probability proportional to them); its Z column is then sampled afresh.
         Without it a factor that dies early stays dead (with no rows its columns carry no
         information, and a row never takes such a factor), and the fit has one factor fewer:
@@ -261,11 +263,19 @@ class OrMachine(BaseFactorization):
 
     @staticmethod
     def _reseed(X, Z, U, k: int, rng) -> None:
-        """Restart the factors with no rows or no columns (see ``reseed``) in place."""
+        """Restart in place the factors with no rows or no columns, and the copies of another
+        factor (the same rows or the same columns as a factor of lower index; see ``reseed``)."""
         used = np.bitwise_or.reduce(Z, axis=0) & np.bitwise_or.reduce(U, axis=0)
         bits = np.unpackbits(used.view(np.uint8), bitorder="little")[:k]
-        dead = np.flatnonzero(bits == 0)
-        if not len(dead):
+        dead = set(np.flatnonzero(bits == 0).tolist())
+        for codes in (Z, U):
+            # Two equal factors explain the same cells, so neither sees them: each one's
+            # conditionals are flat there, and the pair holds one factor's worth.
+            columns = np.unpackbits(codes.view(np.uint8), axis=1, bitorder="little")[:, :k].T
+            _, first = np.unique(columns, axis=0, return_index=True)
+            dead.update(set(range(k)) - set(first.tolist()))
+        dead = sorted(dead)
+        if not dead:
             return
         rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
         covered = (Z[rows] & U[X.indices]).any(axis=1)
