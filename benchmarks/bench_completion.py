@@ -41,6 +41,8 @@ from banmf.model_selection import held_out_scores, mask_entries
 
 PAPER = dict(banmf.PAPER_CONFIG)
 METHODS = ("banmf", "banmf (paper)", "nmf", "asso", "majority")
+#: ``--methods`` takes these and any other registered method, with its defaults.
+CHOICES = (*METHODS, *(name for name in banmf.METHODS if name not in METHODS))
 GENERATED = {
     f"gen{n}-d{d}-k{k}": (n, d, k) for n in (50, 1000) for d in (0.2, 0.5) for k in (5, 10)
 }
@@ -75,11 +77,9 @@ def fit(method: str, X, unknown, k: int, seed: int, asso_budget: float):
     if method == "majority":
         return majority(X, unknown)
     name, params = {
-        "banmf": ("banmf", {}),
         "banmf (paper)": ("banmf", PAPER),
-        "nmf": ("nmf", {}),
         "asso": ("asso", {"work_budget": asso_budget}),
-    }[method]
+    }.get(method, (method, {}))
     res = banmf.factorize(X, k, name, random_state=seed, missing=unknown, **params)
     return res.W, res.H
 
@@ -236,7 +236,7 @@ def main(argv=None) -> int:
     parser.add_argument("--part", nargs="+", default=["accuracy", "votes", "cost"])
     parser.add_argument("--data", nargs="+", default=list(DATA), choices=DATA)
     parser.add_argument("--fractions", type=float, nargs="+", default=[0.1, 0.3, 0.5])
-    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=CHOICES)
     parser.add_argument("--seeds", type=int, default=10, help="seeds of gen50 (default 10)")
     parser.add_argument(
         "--large-seeds",

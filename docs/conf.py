@@ -69,6 +69,9 @@ API_GROUPS = {
         "PNLPF",
         "ZhangThreshold",
         "GreConD",
+        "PaNDa",
+        "OrMachine",
+        "MessagePassing",
     ],
     "One call for every method": ["factorize", "fit_many", "Factorization"],
     "Booleanization and refinement": [

@@ -305,3 +305,234 @@ def description_length(X, W, H, observed=None):
         wrong = cells & (X != P)
         bits += log2(int(cells.sum()) + 1) + log2(comb(int(cells.sum()), int(wrong.sum())))
     return bits
+
+
+# -- OrMachine (banmf.models.ormachine, banmf._kernels.ormachine) -----------------------------
+
+
+def ormachine_log_likelihood(X, observed, Z, U, lam):
+    """Σ over the observed cells of log σ(λ·x̃·(1 − 2∏_l(1 − z_il u_jl))), x̃ = 2x − 1: the
+    OrMachine's log-likelihood, dense, from the definition (Z (n, k), U (m, k))."""
+    xt = 2.0 * X.astype(np.float64) - 1.0
+    none = np.prod(1 - Z[:, None, :].astype(np.int64) * U[None, :, :].astype(np.int64), axis=2)
+    t = lam * xt * (1.0 - 2.0 * none)
+    return float(np.sum(np.where(observed, -np.logaddexp(0.0, -t), 0.0)))
+
+
+def ormachine_log_odds(X, observed, Z, U, lam):
+    """log p(z_il = 1 | rest) − log p(z_il = 0 | rest) for every entry of Z, by enumerating
+    z_il ∈ {0, 1} in the full likelihood (uniform prior), shape (n, k)."""
+    n, k = Z.shape
+    out = np.zeros((n, k))
+    for i in range(n):
+        for l in range(k):
+            Z1, Z0 = Z.copy(), Z.copy()
+            Z1[i, l], Z0[i, l] = True, False
+            out[i, l] = ormachine_log_likelihood(
+                X, observed, Z1, U, lam
+            ) - ormachine_log_likelihood(X, observed, Z0, U, lam)
+    return out
+
+
+def ormachine_scores(X, observed, Z, U):
+    """``Σ_j x̃_ij u_jl ∏_{l'≠l}(1 − z_il' u_jl')`` over the observed cells, shape (n, k)."""
+    xt = np.where(observed, 2 * X.astype(np.int64) - 1, 0)
+    n, k = Z.shape
+    out = np.zeros((n, k), dtype=np.int64)
+    for i in range(n):
+        for l in range(k):
+            others = Z[i].copy()
+            others[l] = False
+            free = ~boolean_product(others[None, :], U.T)[0]
+            out[i, l] = int(np.sum(xt[i] * U[:, l] * free))
+    return out
+
+
+def ormachine_sweep(X, observed, Z, U, lam, uniforms):
+    """One Gibbs sweep over the rows of Z (each row's factors in order, each from its full
+    conditional given the current others): ``z_il = uniforms[i, l] < σ(λ·score)``. Returns the
+    new Z and each row's errors on the observed cells."""
+    Z = Z.copy()
+    n, k = Z.shape
+    for i in range(n):
+        for l in range(k):
+            score = ormachine_scores(X[i : i + 1], observed[i : i + 1], Z[i : i + 1], U)[0, l]
+            Z[i, l] = uniforms[i, l] < 1.0 / (1.0 + np.exp(-lam * score))
+    wrong = (X.astype(bool) ^ boolean_product(Z, U.T)) & observed
+    return Z, wrong.sum(axis=1)
+
+
+# -- PaNDa+ (tests/test_panda.py) ----------------------------------------------------------
+
+
+def panda_cost(X, W, H, rho, observed=None):
+    """PaNDa+'s J_P^ρ: ρ·Σ_P (|P_T| + |P_I|) plus the errors over the ``observed`` cells."""
+    return rho * (int(W.sum()) + int(H.sum())) + boolean_error(X, W, H, observed)
+
+
+def _panda_with(W, H, rows, items):
+    return np.column_stack([W, rows]), np.vstack([H, items])
+
+
+def panda_noise_ok(X, observed, rows, items, eps_row, eps_col):
+    """PaNDa+'s noise constraints: every row of the pattern has at most ``eps_row·|I|``
+    observed zeros in its items, every item at most ``eps_col·|T|`` in its rows."""
+    noise = (~X.astype(bool) & observed)[np.ix_(rows, items)]
+    return bool(
+        np.all(noise.sum(axis=1) <= eps_row * items.sum())
+        and np.all(noise.sum(axis=0) <= eps_col * rows.sum())
+    )
+
+
+def panda_find_core(X, observed, W, H, order, rho):
+    """FIND-CORE (TKDE 2014 Alg. 2) on the residual data (the ones that W⊗H leaves
+    uncovered), each step judged by the full cost J of Π ∪ C. Returns (rows, items, ext):
+    bool masks and the extension list."""
+    Xb = X.astype(bool)
+    R = Xb & ~boolean_product(W, H)
+    n, m = X.shape
+    rows = R[:, order[0]].copy()
+    items = np.zeros(m, dtype=bool)
+    if not rows.any():
+        return rows, items, []
+    items[order[0]] = True
+    ext = []
+    for s in order[1:]:
+        new_rows = rows & R[:, s]
+        new_items = items.copy()
+        new_items[s] = True
+        if panda_cost(X, *_panda_with(W, H, new_rows, new_items), rho, observed) <= panda_cost(
+            X, *_panda_with(W, H, rows, items), rho, observed
+        ):
+            rows, items = new_rows, new_items
+        else:
+            ext.append(s)
+    return rows, items, ext
+
+
+def panda_extend(X, observed, W, H, rows, items, ext, eps_row, eps_col, rho):
+    """EXTEND-CORE (TKDE 2014 Alg. 3), each step judged by the full cost J of Π ∪ C and the
+    noise constraints checked on the whole candidate pattern. Returns (rows, items)."""
+    rows, items, ext = rows.copy(), items.copy(), list(ext)
+
+    def cost(r, c):
+        return panda_cost(X, *_panda_with(W, H, r, c), rho, observed)
+
+    while True:
+        for i in range(X.shape[0]):
+            if rows[i]:
+                continue
+            new = rows.copy()
+            new[i] = True
+            if panda_noise_ok(X, observed, new, items, eps_row, eps_col) and cost(
+                new, items
+            ) <= cost(rows, items):
+                rows = new
+        added = False
+        while ext:
+            e = ext.pop(0)
+            new = items.copy()
+            new[e] = True
+            if panda_noise_ok(X, observed, rows, new, eps_row, eps_col) and cost(
+                rows, new
+            ) <= cost(rows, items):
+                items, added = new, True
+                break
+        if not added:
+            return rows, items
+
+
+def panda(X, k, eps_row=1.0, eps_col=1.0, rho=1.0, observed=None):
+    """PaNDa+ (TKDE 2014 Alg. 1) with the frequency order (one round): patterns are added
+    while one lowers J strictly, at most k (None: no limit). Returns W, H."""
+    Xb = X.astype(bool)
+    n, m = X.shape
+    observed = np.ones((n, m), dtype=bool) if observed is None else observed
+    W = np.zeros((n, 0), dtype=bool)
+    H = np.zeros((0, m), dtype=bool)
+    while k is None or W.shape[1] < k:
+        R = Xb & ~boolean_product(W, H)
+        if not R.any():
+            break
+        freq = R.sum(axis=0)
+        order = np.lexsort((np.arange(m), -freq))
+        rows, items, ext = panda_find_core(X, observed, W, H, order, rho)
+        rows, items = panda_extend(X, observed, W, H, rows, items, ext, eps_row, eps_col, rho)
+        W2, H2 = _panda_with(W, H, rows, items)
+        if not panda_cost(X, W2, H2, rho, observed) < panda_cost(X, W, H, rho, observed):
+            break
+        W, H = W2, H2
+    return W, H
+
+
+# -- message passing (Ravanbakhsh, Póczos, Greiner, ICML 2016) ---------------------------------
+
+
+def maxsum_message(log_factor, incoming, target):
+    """Max-sum message, as a log-ratio, from a factor over binary variables to variable
+    ``target``, by enumerating every assignment: ``max_{z: z_t=1} − max_{z: z_t=0}`` of
+    ``log_factor(z) + Σ_{v≠t} incoming[v]·z_v`` (``incoming``: the other variables' messages as
+    log-ratios; the target's entry is ignored)."""
+    import itertools
+
+    best = [-np.inf, -np.inf]
+    for z in itertools.product((0, 1), repeat=len(incoming)):
+        value = log_factor(z) + sum(incoming[v] * z[v] for v in range(len(z)) if v != target)
+        best[z[target]] = max(best[z[target]], value)
+    return best[1] - best[0]
+
+
+def mp_channel(gamma, co):
+    """Messages (..., k) to each Z_l from the factor ``p(X | OR_l Z_l)`` given the messages
+    ``gamma`` (..., k) from the Z_l and the channel's log-ratio ``co`` (...): Z_l off costs
+    turning the best other one on if none is positive; Z_l on satisfies the OR. Each l by
+    brute force over the others (no top-two trick)."""
+    k = gamma.shape[-1]
+    pos = np.maximum(gamma, 0.0)
+    out = np.empty_like(gamma)
+    for l in range(k):
+        best_other = (
+            np.delete(gamma, l, axis=-1).max(axis=-1) if k > 1 else np.full(co.shape, -np.inf)
+        )
+        rest = np.delete(pos, l, axis=-1).sum(axis=-1) + co
+        out[..., l] = np.minimum(np.maximum(-best_other, 0.0), rest)
+    return out
+
+
+def mp_step(X, observed, in_x, in_y, out_x, out_y, damping, co1, co0, cx, cy):
+    """One iteration of max-sum BP for X ≈ W ⊗ H on dense (n, m, k) message arrays, from the
+    outgoing messages ``out_x`` (W_il → its AND factor at (i, j)) and ``out_y``; the incoming
+    ``in_x``, ``in_y`` are the previous (damped) ones. Only observed cells have factors.
+    Returns the new (in_x, in_y, marg_x (n, k), marg_y (m, k), largest change before damping).
+    Each factor's message is the brute-force max over the other factors (no top-two trick)."""
+    obs = observed.astype(bool)
+    co = np.where(X.astype(bool), co1, co0)
+    gamma = np.minimum(np.minimum(out_x + out_y, out_x), out_y)  # AND factor → Z
+    gamma_hat = mp_channel(gamma, co)  # channel factor → Z
+    new_x = np.maximum(gamma_hat + out_y, 0.0) - np.maximum(out_y, 0.0)  # AND factor → W
+    new_y = np.maximum(gamma_hat + out_x, 0.0) - np.maximum(out_x, 0.0)  # AND factor → H
+    diff = max(
+        np.abs(new_x - in_x)[obs].max(initial=0.0), np.abs(new_y - in_y)[obs].max(initial=0.0)
+    )
+    in_x = np.where(obs[:, :, None], damping * in_x + (1 - damping) * new_x, 0.0)
+    in_y = np.where(obs[:, :, None], damping * in_y + (1 - damping) * new_y, 0.0)
+    return in_x, in_y, cx + in_x.sum(axis=1), cy + in_y.sum(axis=0), diff
+
+
+def message_passing(X, observed, out_x0, out_y0, n_iter, damping, co1, co0, cx, cy):
+    """``n_iter`` iterations of :func:`mp_step` from the outgoing messages ``out_x0``,
+    ``out_y0`` (n, m, k) and no incoming ones, as the reference code starts. Returns (in_x,
+    in_y, marg_x, marg_y, the largest change of each iteration)."""
+    n, m, k = out_x0.shape
+    in_x = np.zeros((n, m, k))
+    in_y = np.zeros((n, m, k))
+    out_x, out_y = out_x0, out_y0
+    diffs = []
+    for _ in range(n_iter):
+        in_x, in_y, marg_x, marg_y, diff = mp_step(
+            X, observed, in_x, in_y, out_x, out_y, damping, co1, co0, cx, cy
+        )
+        diffs.append(diff)
+        out_x = marg_x[:, None, :] - in_x  # W_il → factor (i, j): all its messages but that one
+        out_y = marg_y[None, :, :] - in_y
+    return in_x, in_y, marg_x, marg_y, diffs

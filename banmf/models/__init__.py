@@ -3,7 +3,10 @@
 from .asso import ASSO
 from .banmf import BANMF, PAPER_CONFIG
 from .grecond import GreConD
+from .message_passing import MessagePassing
 from .nmf import NMF, RegularizedBANMF, RegularizedNMF
+from .ormachine import OrMachine
+from .panda import PaNDa
 from .pnlpf import PNLPF
 from .zhang import ZhangThreshold
 
@@ -17,6 +20,9 @@ METHODS: dict[str, type] = {
     "pnlpf": PNLPF,
     "zhang-threshold": ZhangThreshold,
     "grecond": GreConD,
+    "ormachine": OrMachine,
+    "message-passing": MessagePassing,
+    "panda": PaNDa,
 }
 
 __all__ = [
@@ -26,7 +32,10 @@ __all__ = [
     "NMF",
     "PAPER_CONFIG",
     "PNLPF",
+    "OrMachine",
+    "PaNDa",
     "GreConD",
+    "MessagePassing",
     "RegularizedBANMF",
     "RegularizedNMF",
     "ZhangThreshold",
