@@ -433,9 +433,9 @@ def panda_extend(X, observed, W, H, rows, items, ext, eps_row, eps_col, rho):
             e = ext.pop(0)
             new = items.copy()
             new[e] = True
-            if panda_noise_ok(X, observed, rows, new, eps_row, eps_col) and cost(
-                rows, new
-            ) <= cost(rows, items):
+            if panda_noise_ok(X, observed, rows, new, eps_row, eps_col) and cost(rows, new) <= cost(
+                rows, items
+            ):
                 items, added = new, True
                 break
         if not added:
