@@ -273,3 +273,13 @@ def test_lambda_is_drawn_above_chance_even_for_a_bad_state():
     lams = [est._draw_lambda(rng, 100, wrong) for wrong in (0, 10, 50, 90, 100)]
     assert all(np.isfinite(lams)) and min(lams) >= 0
     assert lams[0] > lams[1] > lams[2]  # fewer errors, larger λ
+
+
+def test_the_work_estimate_counts_every_chain_and_large_k():
+    X, _, _ = make_boolean(30, 25, 3, 0.3, random_state=0)
+    with pytest.raises(ValueError, match="n_init=50"):
+        OrMachine(3, max_iter=10, n_init=50, work_budget=1.2e5).fit(X)
+    OrMachine(3, max_iter=10, n_init=1, work_budget=1.2e5).fit(X)
+    # 2.0**k overflows a float past k = 1023: the estimate counts codes as integers.
+    with pytest.raises(ValueError, match="n_components=1100"), pytest.warns(UserWarning):
+        OrMachine(1100, max_iter=2, work_budget=1e3).fit(np.eye(5, dtype=int))

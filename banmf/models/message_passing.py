@@ -134,7 +134,8 @@ class MessagePassing(BaseFactorization):
     W_ : ndarray (n, k), bool
     components_ : ndarray (k, m), bool
     W_log_odds_ : ndarray (n, k)
-        The decoded iteration's marginal log-odds of W (prior plus incoming messages).
+        The decoded iteration's marginal log-odds of W (prior plus incoming messages);
+        ``W_`` is where they are positive, before any polish (``polish=``).
     H_log_odds_ : ndarray (k, m)
         The same for H.
     reconstruction_err_, relative_error_ : errors on the observed cells

@@ -63,8 +63,8 @@ class OrMachine(BaseFactorization):
     alpha, beta : float, default 1.0
         The Beta prior on ``P = σ(λ)``, the probability that a cell is explained correctly.
     init : {"rows", "random"}, default "rows"
-        The starting U: ``"rows"`` takes k distinct rows of X drawn at random (the ones of
-        each, as a factor's columns), ``"random"`` sets each entry with probability ½ (as the
+        The starting U: ``"rows"`` takes k distinct nonempty rows of X drawn at random (the
+        ones of each, as a factor's columns; with fewer such rows than k, some repeat), ``"random"`` sets each entry with probability ½ (as the
         authors' code does). Z starts empty and is sampled first.
     reseed : bool, default True
         During the first half of the burn-in, restart every factor that has no rows or no
@@ -102,9 +102,9 @@ class OrMachine(BaseFactorization):
     Attributes
     ----------
     W_ : ndarray of shape (n, k), bool
-        ``W_posterior_ > ½``.
+        ``W_posterior_ > ½`` (then polished, with ``polish=``).
     components_ : ndarray of shape (k, m), bool
-        ``H_posterior_ > ½``.
+        ``H_posterior_ > ½`` (then polished, with ``polish=``).
     W_posterior_ : ndarray of shape (n, k), float64
         Posterior mean of each entry of Z (the fraction of the kept samples in which it is 1).
     H_posterior_ : ndarray of shape (k, m), float64
@@ -141,8 +141,8 @@ class OrMachine(BaseFactorization):
         **COMMON_CONSTRAINTS,
         "max_iter": [Interval(Integral, 1, None)],
         "burn_in": [NONE, Interval(Integral, 0, None)],
-        "alpha": [Interval(Real, 0, None, closed="neither")],
-        "beta": [Interval(Real, 0, None, closed="neither")],
+        "alpha": [Interval(Real, 0, np.inf, closed="neither")],
+        "beta": [Interval(Real, 0, np.inf, closed="neither")],
         "init": [Options("rows", "random")],
         "reseed": [BOOLEAN],
         "n_init": [Interval(Integral, 1, None)],
@@ -336,14 +336,17 @@ class OrMachine(BaseFactorization):
         n, m = X.shape
         cells = 0 if unknown is None else unknown.cells.nnz
         implicit = unknown is None or not unknown.observed
-        visits = min(2.0**k, m) * n + min(2.0**k, n) * m if implicit else 2.0 * (X.nnz + cells)
+        # Distinct codes of k bits: at most 2^k (an integer: 2.0**k overflows past k = 1023).
+        visits = (
+            float(min(1 << k, m) * n + min(1 << k, n) * m) if implicit else 2.0 * (X.nnz + cells)
+        )
         per_sweep = 2.0 * (X.nnz + cells) + 2.0 * words(k) * visits + 2.0 * (n + m) * k
         check_work(
-            self.max_iter * per_sweep,
+            self.n_init * self.max_iter * per_sweep,
             self.work_budget,
-            f"OrMachine on this {n}×{m} X ({X.nnz:,} ones) with n_components={k} and "
-            f"max_iter={self.max_iter}",
-            "pass a smaller n_components or max_iter",
+            f"OrMachine on this {n}×{m} X ({X.nnz:,} ones) with n_components={k}, "
+            f"max_iter={self.max_iter} and n_init={self.n_init}",
+            "pass a smaller n_components, max_iter or n_init",
         )
 
 

@@ -145,7 +145,7 @@ class PaNDa(BaseFactorization):
         "n_components": [NONE, Interval(Integral, 1, None)],
         "eps_row": [Interval(Real, 0, 1)],
         "eps_col": [Interval(Real, 0, 1)],
-        "rho": [Interval(Real, 0, None)],
+        "rho": [Interval(Real, 0, np.inf, closed="left")],
         "n_restarts": [Interval(Integral, 1, None)],
         "work_budget": [NONE, Interval(Real, 0, None, closed="neither")],
     }
@@ -287,7 +287,7 @@ class PaNDa(BaseFactorization):
                 progress.iteration(len(patterns), cost)
         finally:
             if pool is not None:
-                pool.shutdown()
+                pool.shutdown(cancel_futures=True)  # Ctrl-C: no queued round runs
         return False
 
     def _round(self, state, order):
