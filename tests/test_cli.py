@@ -147,7 +147,8 @@ def test_every_method_runs_from_the_command_line():
     from banmf import METHODS
 
     for method in METHODS:
-        extra = ["--max-iter", "20"] if method not in ("asso", "grecond") else []
+        iterates = "max_iter" in METHODS[method]._param_names()
+        extra = ["--max-iter", "20"] if iterates else []
         code, out, err = run("factorize", ZOO, "-k", "2", "--method", method, "--json", *extra)
         assert code == 0, err
         assert json.loads(out)["n_components"] == 2
