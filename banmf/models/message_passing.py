@@ -139,7 +139,7 @@ class MessagePassing(BaseFactorization):
     H_log_odds_ : ndarray (k, m)
         The same for H.
     reconstruction_err_, relative_error_ : errors on the observed cells
-    error_curve_ : ndarray (n_iter_,)
+    error_curve_ : ndarray ``(n_iter_,)``
         Observed-cell errors of each iteration's decoded factors.
     n_iter_ : int
         Iterations run.

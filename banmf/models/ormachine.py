@@ -116,9 +116,9 @@ class OrMachine(BaseFactorization):
         the burn-in, the current state is the one sample).
     lambda_ : float
         Posterior mean of λ over the kept samples (the last λ drawn if none were kept).
-    lambda_curve_ : ndarray of shape (n_iter_,)
+    lambda_curve_ : ndarray of shape ``(n_iter_,)``
         λ drawn after each sweep.
-    error_curve_ : ndarray of shape (n_iter_,)
+    error_curve_ : ndarray of shape ``(n_iter_,)``
         The Hamming error, on the observed cells, of each sweep's sample.
     reconstruction_err_, relative_error_, n_iter_ (sweeps run), interrupted_, fit_seconds_
         As for every method; the error is that of ``W_ ⊗ components_`` (after the polish).

@@ -43,9 +43,9 @@ class PaNDa(BaseFactorization):
     Each pattern is a pair (rows T, items I); W's column and H's row are their indicator
     vectors. Patterns are added one at a time while they lower the cost
 
-        J = ρ·Σ_P (|P_T| + |P_I|) + (false negatives + false positives),
+    ``J = ρ·Σ_P (|P_T| + |P_I|) + (false negatives + false positives)``,
 
-    PaNDa+'s J_P^ρ (TKDE 2014, Eq. 7 with γ_P(P) = |P_T| + |P_I| and γ_N(N) = ‖N‖), the
+    PaNDa+'s J_P^ρ (TKDE 2014, Eq. 7 with ``γ_P(P) = |P_T| + |P_I|`` and γ_N(N) = ‖N‖), the
     noise counted over the observed cells. A pattern is found in two steps (TKDE 2014,
     Algorithms 1-3):
 
@@ -93,7 +93,7 @@ class PaNDa(BaseFactorization):
         Column noise tolerance ε_c: the largest share of observed zeros an item of a pattern
         may have in the pattern's rows.
     rho : float >= 0, default 1.0
-        Weight ρ of the patterns' size |T| + |I| against the noise; 0 is PaNDa+'s J_A (the
+        Weight ρ of the patterns' size ``|T| + |I|`` against the noise; 0 is PaNDa+'s J_A (the
         Hamming error alone).
     n_restarts : int >= 1, default 20
         Randomised rounds R per pattern (20, as in the paper's experiments); 1: the frequency
