@@ -341,11 +341,16 @@ class _Run:
             self.errors.append(error)
             if best is None or error < best:
                 best = error
-                self.best_iter = t
-                self.best_marg_x = self.marg_x.copy()
-                self.best_marg_y = self.marg_y.copy()
-                self.best_W = self.best_marg_x > 0
-                self.best_H = self.best_marg_y > 0
+                x, y = self.marg_x.copy(), self.marg_y.copy()
+                # One statement: a Ctrl-C cannot leave the decoded factors and their
+                # log-odds from different iterations.
+                self.best_iter, self.best_marg_x, self.best_marg_y, self.best_W, self.best_H = (
+                    t,
+                    x,
+                    y,
+                    x > 0,
+                    y > 0,
+                )
             progress.iteration(t, error)
             if self.tol is not None and diff <= self.tol:
                 self.converged = True

@@ -228,7 +228,7 @@ class OrMachine(BaseFactorization):
         lam = self._draw_lambda(rng, n_obs, X.nnz)  # Z = 0 misses every one
         z_sum = np.zeros((n, k), dtype=np.int64)
         u_sum = np.zeros((m, k), dtype=np.int64)
-        samples = 0
+        z_samples = u_samples = 0  # one count per side: Ctrl-C may fall between the two sums
         errors_n, errors_m = np.empty(n, dtype=np.int64), np.empty(m, dtype=np.int64)
         out = _Chain()
         progress.phase("burn-in" if burn_in else "sampling")
@@ -247,18 +247,21 @@ class OrMachine(BaseFactorization):
                     if sweep == burn_in + 1 and burn_in:
                         progress.phase("sampling")
                     pick(accumulate_codes, n * k)(Z, z_sum)
+                    z_samples += 1
                     pick(accumulate_codes, m * k)(U, u_sum)
-                    samples += 1
+                    u_samples += 1
                 if self.reseed and sweep <= burn_in // 2:
                     self._reseed(X, Z, U, k, rng)
                 progress.iteration(sweep, err)
         except KeyboardInterrupt:
             out.interrupted = True  # the first Ctrl-C: the samples so far are the result
-        if samples == 0:  # stopped in the burn-in: the current state is the one sample
-            accumulate_codes.serial(Z, z_sum)
+        if u_samples == 0:  # stopped in the burn-in: the current state is the one sample
+            if z_samples == 0:
+                accumulate_codes.serial(Z, z_sum)
+                z_samples = 1
             accumulate_codes.serial(U, u_sum)
-            samples = 1
-        out.W, out.H, out.samples = z_sum / samples, (u_sum / samples).T, samples
+            u_samples = 1
+        out.W, out.H, out.samples = z_sum / z_samples, (u_sum / u_samples).T, u_samples
         kept = out.lambdas[burn_in:]
         out.lam = float(np.mean(kept)) if kept else float(lam)
         return out
