@@ -10,7 +10,7 @@ from conftest import binary_matrices, run_both
 from hypothesis import given
 from hypothesis import strategies as st
 
-from banmf import ASSO, BANMF, NMF, GreConD, boolean_error, make_boolean, refine_thresholds
+from banmf import ASSO, BANMF, NMF, GreConD, PaNDa, boolean_error, make_boolean, refine_thresholds
 from banmf._boolean import pack_rows, row_codes
 from banmf._kernels.polish import best_row_codes, subset_sums
 from banmf._validation import check_binary_matrix, check_unknown
@@ -266,6 +266,9 @@ def test_estimator_options():
     )
     with pytest.raises(ValueError, match="polish='exact' needs"):
         BANMF(17, polish="exact", max_iter=2).fit(np.ones((20, 20)))
+    for cls in (GreConD, PaNDa):  # n_components=None: refused before the work, not after
+        with pytest.raises(ValueError, match="needs a fixed n_components"):
+            cls(None, polish="exact").fit(np.ones((20, 20)))
     with pytest.raises(ValueError, match="polish must be"):
         BANMF(2, polish="yes", max_iter=2).fit(np.eye(3))
     with pytest.raises(ValueError, match="thresholds must be"):

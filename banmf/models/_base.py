@@ -188,12 +188,17 @@ class BaseFactorization:
         self.n_observed_ = n * m if unknown is None else unknown.observed_count(X.nnz)
         self.fit_seconds_ = time.perf_counter() - start
 
-    def _polish_method(self, k: int) -> str | None:
+    def _polish_method(self, k: int | None) -> str | None:
         """The ``polish`` parameter (checked against its constraints) as a :func:`banmf.polish`
-        method, or None (off)."""
+        method, or None (off); ``k`` None: as many factors as the method finds."""
         value = self.polish
         if isinstance(value, (bool, np.bool_)):
             return "auto" if value else None
+        if value == "exact" and k is None:
+            raise ValueError(
+                f"polish='exact' needs a fixed n_components <= {EXACT_MAX_K} (None may find "
+                "more factors); use 'flip' or True"
+            )
         if value == "exact" and k > EXACT_MAX_K:
             raise ValueError(
                 f"polish='exact' needs n_components <= {EXACT_MAX_K}, got {k}; use 'flip' or True"

@@ -123,7 +123,7 @@ class GreConD(BaseFactorization):
         X, unknown, limit, start = self._begin(X, missing, observed)
         n, m = X.shape
         refuse_observed(unknown, "GreConD")
-        self._polish_method(limit or 1)  # validate before the work
+        self._polish_method(limit)  # validate before the work
         # The relation: X's ones and the unknown cells, which start covered (never counted).
         R, dont_care = (X, None) if unknown is None else with_cells(X, unknown.cells)
         self._check_work(R, limit)

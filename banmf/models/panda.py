@@ -173,7 +173,7 @@ class PaNDa(BaseFactorization):
         :meth:`BANMF.fit`."""
         X, unknown, limit, start = self._begin(X, missing, observed)
         n, m = X.shape
-        self._polish_method(limit or 1)  # validate before the work
+        self._polish_method(limit)  # validate before the work
         rng = check_random_state(self.random_state)
         if unknown is None:
             cells = sp.csr_array((n, m), dtype=bool)
