@@ -195,14 +195,23 @@ class _Booleanization:
     error_grid: np.ndarray | None = None
 
 
+def grid_points(top: float, n_thresholds: int) -> np.ndarray:
+    """The grid thresholds over ``[0, top]`` (``top``: the factor's largest entry)."""
+    return np.linspace(0.0, top, n_thresholds)
+
+
+def grid_ranks(F: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """Per entry of F, how many of the grid ``points`` lie strictly below it."""
+    return np.searchsorted(points, F, side="left").astype(np.int32)
+
+
 def _grid_ranks(F: np.ndarray, n_thresholds: int) -> tuple[np.ndarray, np.ndarray]:
     """Grid thresholds over [0, max F] and, per entry, how many of them lie strictly below it."""
-    points = np.linspace(0.0, F.max() if F.size else 0.0, n_thresholds)
-    ranks = np.searchsorted(points, F, side="left").astype(np.int32)
-    return points, ranks
+    points = grid_points(F.max() if F.size else 0.0, n_thresholds)
+    return points, grid_ranks(F, points)
 
 
-def _active_counts(ranks: np.ndarray, n_thresholds: int) -> np.ndarray:
+def active_counts(ranks: np.ndarray, n_thresholds: int) -> np.ndarray:
     """``out[l, s] = #{rows r : ranks[r, l] > s}``: factor sizes at every grid threshold."""
     out = np.empty((ranks.shape[1], n_thresholds), dtype=np.int64)
     for l in range(ranks.shape[1]):
@@ -354,14 +363,61 @@ def _coordinate_search(nnz, hits, bound, cover, w_points, h_points, normalize) -
     return best, s * P + t
 
 
-def _grid_hits(M, u: np.ndarray, vt: np.ndarray, P: int) -> np.ndarray:
-    """``out[s, t]``: the cells of the mask M that ``(u > s) ⊗ (vt > t)ᵀ`` covers, for the
-    whole grid at once (each cell covers a staircase of grid points)."""
+def grid_hits(M, u: np.ndarray, vt: np.ndarray, P: int) -> np.ndarray:
+    """The difference array of the hit counts (:func:`staircase_hits`) of the cells of the mask
+    M over the whole grid: ``cumsum(cumsum(d, 0), 1)[:P, :P]`` counts, at ``(s, t)``, the cells
+    that ``(u > s) ⊗ (vt > t)ᵀ`` covers. Integer sums: row blocks may add theirs in any order."""
     # One difference array per block; integer sums, so the blocks may follow the threads.
     threads = threads_for(M.nnz * u.shape[1])
     n_blocks = blocks_for(threads, M.shape[0])
-    diff = variant(staircase_hits, threads)(M.indptr, M.indices, u, vt, P, n_blocks).sum(axis=0)
+    return variant(staircase_hits, threads)(M.indptr, M.indices, u, vt, P, n_blocks).sum(axis=0)
+
+
+def _grid_counts(diff: np.ndarray, P: int) -> np.ndarray:
+    """Counts at every grid point from a difference array of :func:`grid_hits`."""
     return diff.cumsum(axis=0).cumsum(axis=1)[:P, :P]
+
+
+class GridRows:
+    """The rows' half of the threshold search: everything it needs from X and the ranks of W
+    (``u``, :func:`grid_ranks`), as sums over rows. :func:`search_grid` asks only this, so
+    that the rows may live elsewhere (:mod:`banmf.distributed` sums the same counts over
+    row blocks on workers); here they are all in one place.
+
+    Parameters
+    ----------
+    X : canonical CSR support mask (n, m)
+    u : ndarray (n, k) of int32, W's grid ranks
+    unknown : Unknown, optional
+    """
+
+    def __init__(self, X, u: np.ndarray, unknown=None):
+        self.X, self.u, self.unknown = X, u, unknown
+        self._packed = None
+
+    def hit_diffs(self, vt: np.ndarray, P: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """The difference arrays of the ones' hits and the unknown ``cells``' (None without)."""
+        cells = None if self.unknown is None else grid_hits(self.unknown.cells, self.u, vt, P)
+        return grid_hits(self.X, self.u, vt, P), cells
+
+    def active_counts(self, P: int) -> np.ndarray:
+        """:func:`active_counts` of the ranks."""
+        return active_counts(self.u, P)
+
+    def distinct_ranks(self) -> np.ndarray:
+        """The distinct rank values of W."""
+        return np.unique(self.u)
+
+    def packed_bytes(self, P: int) -> int:
+        """Bytes of one threshold's packed W, for the cache's size."""
+        return Packed.of(self.u, P).nbytes + 8 * self.u.shape[0]
+
+    def covers(self, s: int, packed_h: list, cache: int) -> list[int]:
+        """The ones of ``(u > s) ⊗ H`` for each packed H in ``packed_h``."""
+        if self._packed is None:
+            self._packed = functools.lru_cache(maxsize=cache)(lambda s: Packed.of(self.u, s))
+        pw = self._packed(s)
+        return [cover_count(pw, ph) for ph in packed_h]
 
 
 def threshold_factors(X, W, H, P, normalize, search, unknown=None) -> _Booleanization:
@@ -371,91 +427,124 @@ def threshold_factors(X, W, H, P, normalize, search, unknown=None) -> _Booleaniz
         W, H = balance(W, H)
     w_points, u = _grid_ranks(W, P)
     h_points, vt = _grid_ranks(np.ascontiguousarray(H.T), P)
+    rows = GridRows(X, u, unknown)
+    n, k = u.shape
+    # Small factors: the pruned search in one kernel call, each coverage computed directly
+    # (the search's loop spends its time in Python on such sizes).
+    small = search == "pruned" and n * k * words(vt.shape[0]) + k * vt.shape[0] <= SMALL_COVER
+    s, t, error, n_evaluated, grid = search_grid(
+        rows,
+        vt,
+        P,
+        X.nnz,
+        search,
+        w_points,
+        h_points,
+        normalize,
+        None if unknown is None else unknown.observed,
+        small,
+    )
+    return _Booleanization(
+        W=u > s,
+        H=np.ascontiguousarray((vt > t).T),
+        threshold_w=float(w_points[s]),
+        threshold_h=float(h_points[t]),
+        error=int(error),
+        W_scaled=W,
+        H_scaled=H,
+        n_evaluated=int(n_evaluated),
+        error_grid=grid,
+    )
 
-    def found(best_idx, error, n_evaluated, grid=None) -> _Booleanization:
-        """The result for the grid point ``best_idx`` (row-major)."""
+
+def search_grid(
+    rows, vt, P, nnz, search, w_points, h_points, normalize, observed=None, small=False
+) -> tuple[int, int, int, int, np.ndarray | None]:
+    """The best grid point ``(s, t)`` of the threshold search: ``(s, t, error, n_evaluated,
+    error grid or None)``; ``rows``: the rows' counts (:class:`GridRows` or one that sums them
+    over row blocks); ``vt``: H's ranks (m, k); ``nnz``: X's observed ones; ``observed``: None
+    without unknown cells, else their :attr:`Unknown.observed`; ``small``: run the pruned
+    search as one kernel (``rows`` holds all ranks in ``rows.u``). Ties go to the first point
+    in row-major order, whichever way it is searched."""
+    diff, cell_diff = rows.hit_diffs(vt, P)
+    hits = _grid_counts(diff, P)
+    cell_hits = np.zeros_like(hits) if cell_diff is None else _grid_counts(cell_diff, P)
+
+    def point(best_idx, error, n_evaluated, grid=None):
         s, t = divmod(int(best_idx), P)
-        return _Booleanization(
-            W=u > s,
-            H=np.ascontiguousarray((vt > t).T),
-            threshold_w=float(w_points[s]),
-            threshold_h=float(h_points[t]),
-            error=int(error),
-            W_scaled=W,
-            H_scaled=H,
-            n_evaluated=int(n_evaluated),
-            error_grid=grid,
-        )
+        return s, t, int(error), int(n_evaluated), grid
 
-    hits = _grid_hits(X, u, vt, P)
-    cell_hits = np.zeros_like(hits) if unknown is None else _grid_hits(unknown.cells, u, vt, P)
-    if unknown is not None and unknown.observed:
+    if observed:
         # Few observed cells: the covered observed zeros are counted exactly at every point, so
-        # the whole error grid is known without a coverage.
-        grid = X.nnz - 2 * hits + unknown.covered(None, hits, cell_hits)
+        # the whole error grid is known without a coverage (covered observed cells: the hits
+        # and the observed zeros hit).
+        grid = nnz - hits + cell_hits
         best_idx = int(np.argmin(grid))
-        exhaustive = grid if search == "exhaustive" else None
-        return found(best_idx, grid.flat[best_idx], 0, exhaustive)
-    cw = _active_counts(u, P)
-    ch = _active_counts(vt, P)
+        return point(best_idx, grid.flat[best_idx], 0, grid if search == "exhaustive" else None)
+    cw = rows.active_counts(P)
+    ch = active_counts(vt, P)
     # Observed coverage is at least the hits, and at least the largest single rectangle less
     # the unknown cells covered.
     rect = (
         (cw[:, :, None] * ch[:, None, :]).max(axis=0) if cw.shape[0] else np.zeros((P, P), np.int64)
     )
-    bound = X.nnz - 2 * hits + np.maximum(hits, rect - cell_hits)
+    bound = nnz - 2 * hits + np.maximum(hits, rect - cell_hits)
 
     # Thresholds with no factor value between them give the same Boolean factors: pack each
     # distinct factor once (near-binary factors make most of the grid tie). Hits are known for
     # the whole grid already, so an exact error needs only the coverage.
-    key_w = np.searchsorted(np.unique(u), np.arange(P), side="right")
+    key_w = np.searchsorted(rows.distinct_ranks(), np.arange(P), side="right")
     key_h = np.searchsorted(np.unique(vt), np.arange(P), side="right")
     # Keep up to ~256 MB of packed factors per side (all of them for moderate n and m).
-    entry_w, entry_h = (
-        Packed.of(u, P).nbytes + 8 * X.shape[0],
-        Packed.of(vt, P).nbytes + 8 * X.shape[1],
-    )
-    packed_w = functools.lru_cache(maxsize=max(8, min(P, 2**28 // entry_w)))(
-        lambda s: Packed.of(u, s)
-    )
-    packed_h = functools.lru_cache(maxsize=max(8, min(P, 2**28 // entry_h)))(
-        lambda t: Packed.of(vt, t)
-    )
+    cache_w = max(8, min(P, 2**28 // rows.packed_bytes(P)))
+    packed_h = functools.lru_cache(
+        maxsize=max(8, min(P, 2**28 // (Packed.of(vt, P).nbytes + 8 * vt.shape[0])))
+    )(lambda t: Packed.of(vt, t))
     covers: dict[tuple[int, int], int] = {}
+
+    def fetch(points) -> None:
+        """The coverages of the grid points ``points`` not yet known, one request per
+        threshold of W."""
+        wanted: dict[int, dict[int, int]] = {}
+        for s, t in points:
+            key = (int(key_w[s]), int(key_h[t]))
+            if key not in covers:
+                wanted.setdefault(s, {})[key[1]] = t
+        for s, by_key in wanted.items():
+            ts = list(by_key.values())
+            for t, c in zip(ts, rows.covers(s, [packed_h(t) for t in ts], cache_w), strict=True):
+                covers[(int(key_w[s]), int(key_h[t]))] = c
 
     def cover(s: int, t: int) -> int:
         """Observed cells covered at (s, t); never below the same at a higher point (a cell
         newly covered lower down is either observed or one of the unknown ones counted)."""
         key = (int(key_w[s]), int(key_h[t]))
         if key not in covers:
-            covers[key] = cover_count(packed_w(s), packed_h(t))
+            fetch([(s, t)])
         return covers[key] - int(cell_hits[s, t])
 
     grid = None
     if search == "exhaustive":
-        grid = X.nnz - 2 * hits + np.array([[cover(s, t) for t in range(P)] for s in range(P)])
+        fetch([(s, t) for s in range(P) for t in range(P)])
+        grid = nnz - 2 * hits + np.array([[cover(s, t) for t in range(P)] for s in range(P)])
         best_idx = int(np.argmin(grid))
         best_err = int(grid.flat[best_idx])
     elif search == "coordinate":
         best_err, best_idx = _coordinate_search(
-            X.nnz, hits, bound, cover, w_points, h_points, normalize
+            nnz, hits, bound, cover, w_points, h_points, normalize
         )
     else:
         # Coverage only shrinks as thresholds rise: an exact coverage C at (s, t) is a floor for
         # every point at or below it in both thresholds. Visit points by (static bound, index);
         # once one cannot beat or tie-win the best so far, none after it can.
         floor = np.maximum(hits, rect - cell_hits)
-        nnz = X.nnz  # (a scipy property that counts each time)
         flat = bound.ravel()
         order = np.lexsort((np.arange(flat.size), flat))
-        n, k = u.shape
-        if n * k * words(vt.shape[0]) + k * vt.shape[0] <= SMALL_COVER:
-            # Small factors: the same search in one kernel call, each coverage computed
-            # directly (the loop below spends its time in Python on such sizes).
+        if small:
             best_err, best_idx, n_small = pruned_grid_search(
-                u, vt, order, flat, hits, cell_hits, floor, nnz, key_w, key_h
+                rows.u, vt, order, flat, hits, cell_hits, floor, nnz, key_w, key_h
             )
-            return found(best_idx, best_err, n_small)
+            return point(best_idx, best_err, n_small)
         best_err, best_idx = np.iinfo(np.int64).max, -1
         for idx in order:
             lb = flat[idx]
@@ -470,4 +559,4 @@ def threshold_factors(X, W, H, P, normalize, search, unknown=None) -> _Booleaniz
             err = int(nnz - 2 * hits[s, t] + c)
             if err < best_err or (err == best_err and idx < best_idx):
                 best_err, best_idx = err, int(idx)
-    return found(best_idx, best_err, len(covers), grid)
+    return point(best_idx, best_err, len(covers), grid)
