@@ -33,6 +33,7 @@ __all__ = [
     "N_JOBS",
     "RANDOM_STATE",
     "Interval",
+    "Kind",
     "Options",
     "subset_of",
     "validate_params",
@@ -97,7 +98,7 @@ class Options:
         )
 
 
-class _Kind:
+class Kind:
     """A named test (None, a boolean, a callable, ...)."""
 
     def __init__(self, text: str, test):
@@ -117,10 +118,10 @@ def _is_float_dtype(value) -> bool:
         return False
 
 
-NONE = _Kind("None", lambda v: v is None)
-BOOLEAN = _Kind("True or False", _is_bool)
-CALLABLE = _Kind("a callable", callable)
-RANDOM_STATE = _Kind(
+NONE = Kind("None", lambda v: v is None)
+BOOLEAN = Kind("True or False", _is_bool)
+CALLABLE = Kind("a callable", callable)
+RANDOM_STATE = Kind(
     "None, an integer >= 0 or a numpy Generator",
     lambda v: (
         v is None
@@ -128,14 +129,14 @@ RANDOM_STATE = _Kind(
         or (isinstance(v, numbers.Integral) and not _is_bool(v) and v >= 0)
     ),
 )
-FLOAT_DTYPE = _Kind("float32 or float64", _is_float_dtype)
-N_JOBS = _Kind(
+FLOAT_DTYPE = Kind("float32 or float64", _is_float_dtype)
+N_JOBS = Kind(
     "None or a nonzero integer",
     lambda v: v is None or (isinstance(v, numbers.Integral) and not _is_bool(v) and v != 0),
 )
 
 
-def subset_of(*values) -> _Kind:
+def subset_of(*values) -> Kind:
     """A tuple (or list) of distinct values among ``values``, in any order; empty allowed."""
 
     def test(v) -> bool:
@@ -144,7 +145,7 @@ def subset_of(*values) -> _Kind:
         chosen = [x for x in v if any(type(x) is type(o) and x == o for o in values)]
         return len(chosen) == len(v) and len(set(chosen)) == len(chosen)
 
-    return _Kind(f"a tuple of distinct values among {', '.join(map(repr, values))}", test)
+    return Kind(f"a tuple of distinct values among {', '.join(map(repr, values))}", test)
 
 
 def validate_params(constraints: dict, params: dict, owner: str) -> None:

@@ -154,12 +154,19 @@ def balance(W: np.ndarray, H: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """
     a = W.max(axis=0) if W.shape[0] else np.zeros(W.shape[1], W.dtype)
     b = H.max(axis=1) if H.shape[1] else np.zeros(H.shape[0], H.dtype)
+    scale, inv = balance_scales(a, b)
+    return W * scale[None, :], H * inv[:, None]
+
+
+def balance_scales(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The factors of :func:`balance` for columns of W and rows of H from their maxima ``a``
+    and ``b``: ``(scale, 1 / scale)``."""
     ok = (a * b) > 0
     scale = np.ones_like(a)
     scale[ok] = np.sqrt(b[ok] / a[ok])
     inv = np.ones_like(a)
     inv[ok] = 1.0 / scale[ok]
-    return W * scale[None, :], H * inv[:, None]
+    return scale, inv
 
 
 @dataclass(frozen=True)

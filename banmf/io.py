@@ -54,6 +54,7 @@ __all__ = [
     "atomic_path",
     "check_output",
     "load_result",
+    "npz_shape",
     "read_dataset",
     "read_matrix",
     "save_result",
@@ -1163,6 +1164,35 @@ def _read_npz(path: Path) -> sp.csr_array:
             )
     keep = values != 0
     return _support_from_coords(path, rows[keep], cols[keep], (n, m))
+
+
+def npz_shape(path) -> tuple[int, int]:
+    """The shape of the sparse matrix in an ``.npz`` file, from its small ``shape`` array
+    alone (the rest is not read): what :func:`banmf.distributed.read_blocks` needs to lay out
+    row blocks before any worker reads them.
+
+    Raises
+    ------
+    ValueError
+        The file is not a scipy sparse ``.npz`` archive, or its shape is not two
+        nonnegative integers.
+    """
+    path = Path(path)
+
+    def not_npz(reason):
+        return ValueError(f"{path}: not a scipy sparse .npz file ({reason})")
+
+    zf, headers = _open_npz(path, not_npz)
+    with zf:
+        if "shape" not in headers:
+            raise not_npz("no 'shape' array")
+        try:
+            shape = _npz_array(zf, "shape")
+        except Exception as exc:  # zipfile, zlib and numpy raise many kinds
+            raise not_npz(f"damaged: {_reason(exc)}") from None
+    if shape.shape != (2,) or shape.dtype.kind not in "iu" or (shape < 0).any():
+        raise not_npz("the 'shape' array is not two nonnegative integers")
+    return int(shape[0]), int(shape[1])
 
 
 def _npz_missing(path: Path, shape: tuple[int, int]) -> sp.csr_array | None:

@@ -56,6 +56,24 @@ def lambda_schedule(regularization, max_iter: int) -> np.ndarray:
     return np.full(max_iter, float(regularization))
 
 
+def h_step(
+    Ht: np.ndarray, WtY: np.ndarray, WtW: np.ndarray, lam: float, eps: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The H step of :meth:`MUSolver.step_h` from the sums ``WtY`` = (Wᵀ Y)ᵀ (m, k) and ``WtW``
+    (k, k) of row blocks' W steps: returns the new Hᵀ (m, k) and HHᵀ (k, k). The same kernel on
+    the same padded rows; its Gram partials are summed in a fixed order, so the result depends
+    on the inputs only."""
+    m, k = Ht.shape
+    dtype = Ht.dtype
+    kp = padded_width(k, dtype)
+    H, numer = zeros_line_aligned((m, kp), dtype), zeros_line_aligned((m, kp), dtype)
+    H[:, :k], numer[:, :k] = Ht, WtY
+    blocks = np.empty((min(_MAX_BLOCKS, max(1, m)), k, k), np.float64)
+    update = variant(update_rows, threads_for(m * k * k))
+    update(H, numer, WtW.astype(dtype), lam, eps, blocks)
+    return np.ascontiguousarray(H[:, :k]), blocks.sum(axis=0)
+
+
 class MUSolver:
     """Multiplicative updates of W and H against Y, with Y projected onto [lower, upper] on Ω.
 
@@ -205,6 +223,18 @@ class MUSolver:
             kernel(
                 indptr, indices, y, cindptr, cindices, cy, self._W, self.WtY_blocks, out, self.width
             )
+
+    @property
+    def WtY_partial(self) -> np.ndarray:
+        """Wᵀ Y as (Wᵀ Y)ᵀ (m, k) of the last :meth:`step_w`: a view."""
+        return self.WtY[:, : self.k]
+
+    def set_h(self, Ht: np.ndarray, HHt: np.ndarray) -> None:
+        """Take Hᵀ (m, k) and its Gram HHᵀ from an H step made elsewhere (:func:`h_step`, on
+        the sums of row blocks' :meth:`step_w` partials), in place of :meth:`step_h`."""
+        self._Ht[:, : self.k] = Ht
+        self.HHt[...] = HHt
+        np.copyto(self.HHt_t, HHt)
 
     def step_h(self, lam: float) -> None:
         if self.small:

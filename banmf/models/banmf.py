@@ -114,6 +114,18 @@ def _boolean_record(X, W: np.ndarray, H: np.ndarray, name: str, unknown=None) ->
     }
 
 
+def settled(losses: list, tol: float | None, every: int) -> bool:
+    """Whether a start stops on ``tol`` after the iterations whose objectives are ``losses``:
+    at every ``every``-th iteration past the first ``every``, once the objective moved by at
+    most ``tol`` times the first objective over the last ``every`` iterations."""
+    done = len(losses)
+    if tol is None or done <= every or done % every:
+        return False
+    # Relative to the first objective (as scikit-learn's NMF): an exact fit drives f to 0,
+    # where a change relative to f itself never gets small.
+    return abs(losses[-1 - every] - losses[-1]) <= tol * max(losses[0], np.finfo(float).tiny)
+
+
 def _tier(cost: float) -> int:
     """The number of starts of ``n_init="auto"`` for a start of this cost (:data:`AUTO_N_INIT`)."""
     tiers = [starts for limit, starts in AUTO_N_INIT if cost <= limit]
@@ -441,7 +453,6 @@ class BANMF(BaseFactorization):
         # Without a callback, a small problem runs up to ``every`` iterations a call (never past
         # a tolerance check); the iterations are the same however they are grouped.
         chunk = every if self.callback is None and solver.small else 1
-        tiny = np.finfo(float).tiny
         try:
             done = 0
             while done < max_iter:
@@ -464,13 +475,9 @@ class BANMF(BaseFactorization):
                 if (stop is not None and stop.is_set()) or cancelled():
                     interrupted = True
                     break
-                if tol is not None and done > every and done % every == 0:
-                    prev = losses[-1 - every]
-                    # Relative to the first objective (as scikit-learn's NMF): an exact fit
-                    # drives f to 0, where a change relative to f itself never gets small.
-                    if abs(prev - f) <= tol * max(losses[0], tiny):
-                        converged = True
-                        break
+                if settled(losses, tol, every):
+                    converged = True
+                    break
         except KeyboardInterrupt:
             if interrupts is None or not interrupts.first():
                 raise

@@ -1,0 +1,348 @@
+"""What runs on the workers: each row block's state, kept in the worker process between the
+tasks of a fit, and the tasks that read and update it.
+
+A block is its rows of X, their unknown cells, the current start's multiplicative-update state
+(:class:`banmf.models._mu.MUSolver` over those rows: W's rows, Y, Y Hᵀ) and the Boolean rows
+of the starts kept. Every task names its fit and block; a block that is not here (its worker
+died and the task ran on another, or the fit was cleaned up) raises :class:`LookupError`,
+which the driver takes as a lost block. Tasks return only sums over the block's rows (k×k,
+m×k, grid counts) or, at the end, the block's rows of W.
+
+Out of core: a worker keeps at most ``budget`` bytes of blocks in memory; the least recently
+used ones beyond it wait in the worker's local folder (pickled) until a task needs them.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import tempfile
+import threading
+from collections import Counter, OrderedDict
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from .._boolean import hits_and_cover
+from .._threads import thread_budget
+from .._validation import check_binary_matrix, check_unknown
+from ..booleanize import GridRows, grid_ranks
+from ..io import read_dataset
+from ..models._mu import MUSolver, h_step
+
+_lock = threading.RLock()
+#: (fit, block) → its state, most recently used last.
+_blocks: OrderedDict[tuple[str, int], _Block | Path] = OrderedDict()
+#: Per fit: the bytes of block state a worker keeps in memory (None: no limit), and the most
+#: that was resident at once (the out-of-core test reads it).
+_budgets: dict[str, int | None] = {}
+_peaks: dict[str, int] = {}
+#: Tasks using each block now: a block in use is never spilled.
+_busy: Counter = Counter()
+
+
+class _Block:
+    """One row block's state on its worker."""
+
+    def __init__(self, X, unknown):
+        self.X, self.unknown = X, unknown
+        self.solver: MUSolver | None = None
+        self.scaled: np.ndarray | None = None  # the current start's balanced W rows
+        self.rows: GridRows | None = None  # their grid ranks, for the threshold search
+        self.kept: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # start → (W scaled, W bool)
+
+    @property
+    def nbytes(self) -> int:
+        arrays = [self.X.indptr, self.X.indices, self.scaled]
+        if self.unknown is not None:
+            arrays += [self.unknown.cells.indptr, self.unknown.cells.indices]
+        if self.solver is not None:
+            arrays += [v for v in vars(self.solver).values() if isinstance(v, np.ndarray)]
+        if self.rows is not None:
+            arrays.append(self.rows.u)
+        for pair in self.kept.values():
+            arrays += list(pair)
+        return sum(a.nbytes for a in arrays if a is not None)
+
+
+def _spill_folder() -> Path:
+    """The worker's local folder (Dask's), else the system's temporary one."""
+    try:
+        from distributed import get_worker
+
+        base = get_worker().local_directory
+    except (ImportError, ValueError):
+        base = tempfile.gettempdir()
+    folder = Path(base) / f"banmf-blocks-{os.getpid()}"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@contextmanager
+def _use(fit: str, b: int):
+    """Block ``b`` of ``fit`` for the length of a task, read back from the spill folder if it
+    waits there; other blocks not in use go there while the resident ones exceed the fit's
+    budget."""
+    key = (fit, b)
+    with _lock:
+        try:
+            state = _blocks.pop(key)
+        except KeyError:
+            raise LookupError(f"row block {b} of this fit is not on this worker") from None
+        if isinstance(state, Path):
+            with open(state, "rb") as fh:
+                state = pickle.load(fh)
+            state_path = Path(fh.name)
+            state_path.unlink()
+        _blocks[key] = state
+        _busy[key] += 1
+        _fit_budget(fit)
+    try:
+        yield state
+    finally:
+        with _lock:
+            _busy[key] -= 1
+
+
+def _fit_budget(fit: str) -> None:
+    """Spill the fit's least recently used blocks not in use until those resident fit its
+    budget (call with the lock held)."""
+    budget = _budgets.get(fit)
+    resident = [(key, s) for key, s in _blocks.items() if key[0] == fit and isinstance(s, _Block)]
+    total = sum(s.nbytes for _, s in resident)
+    if budget is not None:
+        for key, state in resident:
+            if total <= budget:
+                break
+            if _busy[key]:
+                continue
+            path = _spill_folder() / f"{fit}-{key[1]}.pickle"
+            with open(path, "wb") as fh:
+                pickle.dump(state, fh, protocol=5)
+            _blocks[key] = path
+            total -= state.nbytes
+    _peaks[fit] = max(_peaks.get(fit, 0), total)
+
+
+def load(fit: str, b: int, source, budget: int | None) -> tuple:
+    """Read block ``b`` (a file, or its rows sent in memory) and keep it here. Returns its
+    ``(rows, columns, observed ones, cells the updates visit besides them, observed cells,
+    unknown-cell form)``; the form is None without unknown cells, else
+    :attr:`banmf._boolean.Unknown.observed`."""
+    if isinstance(source, (str, Path)):
+        data = read_dataset(source)
+        X, unknown = check_unknown(check_binary_matrix(data.X), data.missing)
+    else:
+        X, unknown = source.X, source.unknown
+    with _lock:
+        _budgets[fit] = budget
+        _blocks[(fit, b)] = _Block(X, unknown)
+        _fit_budget(fit)
+    n, m = X.shape
+    if unknown is None:
+        return n, m, X.nnz, 0, n * m, None
+    return n, m, X.nnz, unknown.pass_cells(X.nnz), unknown.observed_count(X.nnz), unknown.observed
+
+
+def forget(fit: str) -> None:
+    """Drop every block of ``fit`` from this worker (and its spill files)."""
+    with _lock:
+        for key in [key for key in _blocks if key[0] == fit]:
+            state = _blocks.pop(key)
+            if isinstance(state, Path):
+                state.unlink(missing_ok=True)
+        _budgets.pop(fit, None)
+
+
+def peak_bytes(fit: str) -> int:
+    """The most bytes of ``fit``'s blocks this worker held in memory at once."""
+    return _peaks.get(fit, 0)
+
+
+def draw(spec: tuple, offset: int, shape: tuple[int, int]) -> np.ndarray:
+    """``shape`` uniforms of the random stream ``spec`` (a bit generator's class name and
+    state) from its ``offset``-th draw on: the values ``Generator.random`` gives there."""
+    name, state = spec
+    bitgen = getattr(np.random, name)()
+    bitgen.state = state
+    bitgen.advance(offset)
+    return np.random.Generator(bitgen).random(shape)
+
+
+def begin(fit: str, b: int, start: dict, Ht0: np.ndarray, threads: int) -> None:
+    """A new start on the block: its rows of the starting W (from the start's random stream
+    or the rows sent) and the solver over its rows, Y = X."""
+    k, dtype = Ht0.shape[1], Ht0.dtype
+    with _use(fit, b) as block, thread_budget(threads):
+        W0 = start.get("W")
+        if W0 is None:
+            n = block.X.shape[0]
+            W0 = draw(start["stream"], start["row0"] * k, (n, k)) * start["init_scale"]
+            W0 = np.maximum(W0, np.finfo(dtype).eps).astype(dtype, order="C")
+        block.solver = MUSolver(
+            block.X,
+            W0,
+            Ht0,
+            project=start["project"],
+            lower=start["lower"],
+            upper=start["upper"],
+            eps=start["eps"],
+            unknown=block.unknown,
+        )
+        block.scaled = block.rows = None
+
+
+def step_w(fit: str, b: int, lam: float, threads: int, after=None) -> tuple:
+    """The W step on the block; returns its partial sums ``((Wᵀ Y)ᵀ, WᵀW, ‖W²−W‖²)``
+    (``after``: the task this one must follow)."""
+    with _use(fit, b) as block, thread_budget(threads):
+        solver = block.solver
+        solver.step_w(lam)
+        W = solver.W
+        penalty = float(np.sum((W * W - W) ** 2)) if lam else 0.0
+        return solver.WtY_partial.copy(), solver.WtW.copy(), penalty
+
+
+def add(a: tuple, b: tuple) -> tuple:
+    """Two blocks' partial sums added (one node of the reduction tree)."""
+    return tuple(x + y for x, y in zip(a, b, strict=True))
+
+
+def update_h(h: tuple, sums: tuple, lam: float, eps: float, threads: int) -> tuple:
+    """The H step from the reduced sums, after the H step ``h`` (whose first item is Hᵀ):
+    ``(Hᵀ, HHᵀ, ‖H²−H‖², WᵀW, ‖W²−W‖²)``, the last two passed on for the objective."""
+    Ht = h[0]
+    WtY, WtW, penalty_w = sums
+    with thread_budget(threads):
+        Ht, HHt = h_step(Ht, WtY.astype(Ht.dtype), WtW, lam, eps)
+    penalty_h = float(np.sum((Ht * Ht - Ht) ** 2)) if lam else 0.0
+    return Ht, HHt, penalty_h, WtW, penalty_w
+
+
+def step_y(fit: str, b: int, h: tuple, threads: int) -> tuple:
+    """Take the new H, project Y on the block; returns its objective sums
+    ``(Σ residual², Σ s², Σ s² over its observed cells)``."""
+    with _use(fit, b) as block, thread_budget(threads):
+        solver = block.solver
+        solver.set_h(h[0], h[1])
+        solver.step_y()
+        sq = solver.sq
+        observed = float(solver.osq[:, 1].sum()) if solver.observed else 0.0
+        return float(sq[:, 0].sum()), float(sq[:, 1].sum()), observed
+
+
+def objective(h: tuple, lam: float, observed: bool, *parts: tuple) -> float:
+    """The relaxed objective of :meth:`banmf.models._mu.MUSolver.objective` from the blocks'
+    sums and the H step's."""
+    res = sum(p[0] for p in parts)
+    s2 = sum(p[1] for p in parts)
+    _, HHt, penalty_h, WtW, penalty_w = h
+    off = sum(p[2] for p in parts) - s2 if observed else float(np.sum(WtW * HHt)) - s2
+    f = 0.5 * (res + max(0.0, off))
+    if lam:
+        f += 0.5 * lam * (penalty_w + penalty_h)
+    return float(f)
+
+
+# -- the threshold search and the Boolean rows ----------------------------------------------
+
+
+def column_max(fit: str, b: int) -> np.ndarray:
+    """The largest entry of each column of the block's W (zeros for an empty block)."""
+    with _use(fit, b) as block:
+        W = block.solver.W
+        return W.max(axis=0).astype(np.float64) if W.shape[0] else np.zeros(W.shape[1])
+
+
+def scale(fit: str, b: int, factors: np.ndarray | None) -> float:
+    """Balance the block's rows of W (:func:`banmf.booleanize.balance`; None: as they are);
+    returns their largest entry."""
+    with _use(fit, b) as block:
+        W = block.solver.W.astype(np.float64)
+        block.scaled = W if factors is None else W * factors[None, :]
+        return float(block.scaled.max()) if block.scaled.size else 0.0
+
+
+def rank(fit: str, b: int, points: np.ndarray) -> np.ndarray:
+    """The block's grid ranks of W (:func:`banmf.booleanize.grid_ranks`); returns the
+    distinct ranks."""
+    with _use(fit, b) as block:
+        block.rows = GridRows(block.X, grid_ranks(block.scaled, points), block.unknown)
+        return np.unique(block.rows.u)
+
+
+def grid_sums(fit: str, b: int, vt: np.ndarray, P: int, threads: int) -> tuple:
+    """The block's hit difference arrays (ones; unknown cells or zeros) and factor sizes."""
+    with _use(fit, b) as block, thread_budget(threads):
+        hits, cells = block.rows.hit_diffs(vt, P)
+        sizes = block.rows.active_counts(P)
+        return hits, np.zeros_like(hits) if cells is None else cells, sizes
+
+
+def packed_bytes(fit: str, b: int, P: int) -> int:
+    """Bytes of the block's packed W at one threshold."""
+    with _use(fit, b) as block:
+        return block.rows.packed_bytes(P)
+
+
+def covers(fit: str, b: int, s: int, packed_h: list, cache: int, threads: int) -> np.ndarray:
+    """The ones of ``(u > s) ⊗ H`` on the block for each packed H."""
+    with _use(fit, b) as block, thread_budget(threads):
+        return np.array(block.rows.covers(s, packed_h, cache), dtype=np.int64)
+
+
+def keep(fit: str, b: int, start: int, s: int) -> None:
+    """Keep the start's Boolean rows (``u > s``) with its balanced ones; the solver and the
+    ranks go (the start is over)."""
+    with _use(fit, b) as block:
+        block.kept[start] = (block.scaled, block.rows.u > s)
+        block.solver = block.rows = block.scaled = None
+
+
+def column_counts(fit: str, b: int) -> np.ndarray:
+    """Ones per column on the block."""
+    with _use(fit, b) as block:
+        X = block.X
+        return np.bincount(X.indices, minlength=X.shape[1]).astype(np.int64)
+
+
+def keep_columns(fit: str, b: int, start: int, top: np.ndarray, k: int) -> None:
+    """Keep the block's rows of the "columns" start: factor l is column ``top[l]`` with all
+    its rows (:func:`banmf.polish.column_factors`)."""
+    with _use(fit, b) as block:
+        X = block.X
+        factor = np.full(X.shape[1], -1, dtype=np.int64)
+        factor[top] = np.arange(len(top))
+        of = factor[X.indices]
+        on = of >= 0
+        rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+        W = np.zeros((X.shape[0], k), dtype=bool)
+        W[rows[on], of[on]] = True
+        block.kept[start] = (W.astype(np.float64), W)
+
+
+def counts(fit: str, b: int, start: int, H: np.ndarray, threads: int) -> tuple[int, int]:
+    """``(hits, observed cells covered)`` of the kept start's rows times H on the block."""
+    with _use(fit, b) as block, thread_budget(threads):
+        return hits_and_cover(block.X, block.kept[start][1], H, block.unknown)
+
+
+def keep_only(fit: str, b: int, starts: list) -> None:
+    """Drop the kept starts other than ``starts``."""
+    with _use(fit, b) as block:
+        block.kept = {i: v for i, v in block.kept.items() if i in starts}
+
+
+def holds(fit: str, b: int, start) -> bool:
+    """Whether the block still holds the start's rows (a block read again holds none)."""
+    with _use(fit, b) as block:
+        return start in block.kept
+
+
+def rows_of(fit: str, b: int, start: int) -> tuple[np.ndarray, np.ndarray]:
+    """The kept start's rows: ``(W balanced, W Boolean)``."""
+    with _use(fit, b) as block:
+        if start not in block.kept:
+            raise LookupError(f"row block {b} no longer holds start {start}")
+        return block.kept[start]
