@@ -1,6 +1,7 @@
 """BANMF on a Dask cluster: row blocks of X stay on the workers; sums over rows are reduced.
 
-``pip install 'banmf[distributed]'`` brings Dask. See ``docs/SCALING.md``.
+``pip install 'banmf[distributed]'`` brings Dask (the row-block files can be written and
+read without it; a fit needs it). See ``docs/SCALING.md``.
 
 Examples
 --------
@@ -10,13 +11,6 @@ Examples
 >>> X = bd.read_blocks("big/part-*.npz")                    # doctest: +SKIP
 >>> model = bd.BANMF(n_components=32, random_state=0).fit(X)  # doctest: +SKIP
 """
-
-try:
-    import distributed as _distributed  # noqa: F401
-except ImportError:  # pragma: no cover - exercised without the extra installed
-    raise ImportError(
-        "banmf.distributed needs Dask's distributed scheduler: pip install 'banmf[distributed]'"
-    ) from None
 
 from .blocks import BlockMatrix, read_blocks, write_blocks
 from .estimator import BANMF, WorkerLost

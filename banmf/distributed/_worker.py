@@ -29,7 +29,7 @@ from .._threads import thread_budget
 from .._validation import check_binary_matrix, check_unknown
 from ..booleanize import GridRows, grid_ranks
 from ..io import read_dataset
-from ..models._mu import MUSolver, h_step
+from ..models._mu import MUSolver
 
 _lock = threading.RLock()
 #: (fit, block) → its state, most recently used last.
@@ -170,11 +170,11 @@ def draw(spec: tuple, offset: int, shape: tuple[int, int]) -> np.ndarray:
     return np.random.Generator(bitgen).random(shape)
 
 
-def begin(fit: str, b: int, start: dict, Ht0: np.ndarray, threads: int) -> None:
+def begin(fit: str, b: int, Ht0: np.ndarray, start: dict) -> None:
     """A new start on the block: its rows of the starting W (from the start's random stream
     or the rows sent) and the solver over its rows, Y = X."""
     k, dtype = Ht0.shape[1], Ht0.dtype
-    with _use(fit, b) as block, thread_budget(threads):
+    with _use(fit, b) as block:
         W0 = start.get("W")
         if W0 is None:
             n = block.X.shape[0]
@@ -193,56 +193,79 @@ def begin(fit: str, b: int, start: dict, Ht0: np.ndarray, threads: int) -> None:
         block.scaled = block.rows = None
 
 
-def step_w(fit: str, b: int, lam: float, threads: int, after=None) -> tuple:
-    """The W step on the block; returns its partial sums ``((Wᵀ Y)ᵀ, WᵀW, ‖W²−W‖²)``
-    (``after``: the task this one must follow)."""
-    with _use(fit, b) as block, thread_budget(threads):
+def step(fit: str, b: int, h: tuple | None, lam: float | None) -> tuple:
+    """One round on the block: with ``h`` (an H step's result), take its H and project Y
+    (the end of an iteration); with ``lam``, then the W step of the next. Returns the block's
+    partial sums ``((Wᵀ Y)ᵀ, WᵀW, ‖W²−W‖², Σ residual², Σ s², Σ s² over its observed cells)``
+    (0 for a half not run)."""
+    with _use(fit, b) as block:
         solver = block.solver
+        res = s2 = observed = 0.0
+        if h is not None:
+            solver.set_h(h[0], h[1])
+            solver.step_y()
+            res, s2 = float(solver.sq[:, 0].sum()), float(solver.sq[:, 1].sum())
+            observed = float(solver.osq[:, 1].sum()) if solver.observed else 0.0
+        if lam is None:
+            return 0.0, 0.0, 0.0, res, s2, observed
         solver.step_w(lam)
         W = solver.W
         penalty = float(np.sum((W * W - W) ** 2)) if lam else 0.0
-        return solver.WtY_partial.copy(), solver.WtW.copy(), penalty
+        return solver.WtY_partial.copy(), solver.WtW.copy(), penalty, res, s2, observed
 
 
-def add(a: tuple, b: tuple) -> tuple:
-    """Two blocks' partial sums added (one node of the reduction tree)."""
-    return tuple(x + y for x, y in zip(a, b, strict=True))
+def add(a, b):
+    """Two partial sums added: arrays, or tuples of them item by item."""
+    if isinstance(a, tuple):
+        return tuple(x + y for x, y in zip(a, b, strict=True))
+    return a + b
 
 
-def update_h(h: tuple, sums: tuple, lam: float, eps: float, threads: int) -> tuple:
-    """The H step from the reduced sums, after the H step ``h`` (whose first item is Hᵀ):
-    ``(Hᵀ, HHᵀ, ‖H²−H‖², WᵀW, ‖W²−W‖²)``, the last two passed on for the objective."""
-    Ht = h[0]
-    WtY, WtW, penalty_w = sums
-    with thread_budget(threads):
-        Ht, HHt = h_step(Ht, WtY.astype(Ht.dtype), WtW, lam, eps)
-    penalty_h = float(np.sum((Ht * Ht - Ht) ** 2)) if lam else 0.0
-    return Ht, HHt, penalty_h, WtW, penalty_w
+def node_sum(lo: int, hi: int, value):
+    """The sum of blocks ``lo:hi`` by the fixed binary tree over block indices (halves split
+    at the middle): ``value(b)`` is block b's partial, or a precomputed node's sum."""
+    if hi - lo == 1:
+        return value(lo)
+    mid = (lo + hi) // 2
+    return add(node_sum(lo, mid, value), node_sum(mid, hi, value))
 
 
-def step_y(fit: str, b: int, h: tuple, threads: int) -> tuple:
-    """Take the new H, project Y on the block; returns its objective sums
-    ``(Σ residual², Σ s², Σ s² over its observed cells)``."""
-    with _use(fit, b) as block, thread_budget(threads):
-        solver = block.solver
-        solver.set_h(h[0], h[1])
-        solver.step_y()
-        sq = solver.sq
-        observed = float(solver.osq[:, 1].sum()) if solver.observed else 0.0
-        return float(sq[:, 0].sum()), float(sq[:, 1].sum()), observed
+def tree_nodes(lo: int, hi: int, owned) -> list[tuple[int, int]]:
+    """The largest nodes of the tree over blocks ``lo:hi`` whose blocks are all in ``owned``."""
+    inside = sum(1 for b in range(lo, hi) if b in owned)
+    if inside == 0:
+        return []
+    if inside == hi - lo:
+        return [(lo, hi)]
+    mid = (lo + hi) // 2
+    return tree_nodes(lo, mid, owned) + tree_nodes(mid, hi, owned)
 
 
-def objective(h: tuple, lam: float, observed: bool, *parts: tuple) -> float:
-    """The relaxed objective of :meth:`banmf.models._mu.MUSolver.objective` from the blocks'
-    sums and the H step's."""
-    res = sum(p[0] for p in parts)
-    s2 = sum(p[1] for p in parts)
-    _, HHt, penalty_h, WtW, penalty_w = h
-    off = sum(p[2] for p in parts) - s2 if observed else float(np.sum(WtW * HHt)) - s2
-    f = 0.5 * (res + max(0.0, off))
-    if lam:
-        f += 0.5 * lam * (penalty_w + penalty_h)
-    return float(f)
+class BlockServer:
+    """A fit's row blocks on one worker, as a Dask actor: the driver calls it directly (no
+    scheduler between), and it runs a task on each of its blocks in turn, on the worker's
+    threads.
+
+    :meth:`sums` returns the blocks' partials already added over every node of the tree over
+    all blocks (:func:`node_sum`) that lies within this worker's blocks: the driver adds the
+    rest of the tree the same way, so the sum is the same however blocks sit on workers.
+    """
+
+    def __init__(self, fit: str, threads: int):
+        self.fit, self.threads = fit, threads
+
+    def each(self, func, blocks: list, args: tuple = (), own: dict | None = None) -> list:
+        """``func(fit, b, *args, *own[b])`` for each block; the results in block order."""
+        with thread_budget(self.threads):
+            return [func(self.fit, b, *args, *(own[b] if own else ())) for b in blocks]
+
+    def sums(self, func, blocks: list, n_blocks: int, args: tuple = ()) -> dict:
+        """The tree nodes within this worker's blocks: ``{(lo, hi): sum}``."""
+        values = dict(zip(blocks, self.each(func, blocks, args), strict=True))
+        return {
+            (lo, hi): node_sum(lo, hi, values.__getitem__)
+            for lo, hi in tree_nodes(0, n_blocks, set(blocks))
+        }
 
 
 # -- the threshold search and the Boolean rows ----------------------------------------------
@@ -272,9 +295,9 @@ def rank(fit: str, b: int, points: np.ndarray) -> np.ndarray:
         return np.unique(block.rows.u)
 
 
-def grid_sums(fit: str, b: int, vt: np.ndarray, P: int, threads: int) -> tuple:
+def grid_sums(fit: str, b: int, vt: np.ndarray, P: int) -> tuple:
     """The block's hit difference arrays (ones; unknown cells or zeros) and factor sizes."""
-    with _use(fit, b) as block, thread_budget(threads):
+    with _use(fit, b) as block:
         hits, cells = block.rows.hit_diffs(vt, P)
         sizes = block.rows.active_counts(P)
         return hits, np.zeros_like(hits) if cells is None else cells, sizes
@@ -286,9 +309,9 @@ def packed_bytes(fit: str, b: int, P: int) -> int:
         return block.rows.packed_bytes(P)
 
 
-def covers(fit: str, b: int, s: int, packed_h: list, cache: int, threads: int) -> np.ndarray:
+def covers(fit: str, b: int, s: int, packed_h: list, cache: int) -> np.ndarray:
     """The ones of ``(u > s) ⊗ H`` on the block for each packed H."""
-    with _use(fit, b) as block, thread_budget(threads):
+    with _use(fit, b) as block:
         return np.array(block.rows.covers(s, packed_h, cache), dtype=np.int64)
 
 
@@ -322,10 +345,12 @@ def keep_columns(fit: str, b: int, start: int, top: np.ndarray, k: int) -> None:
         block.kept[start] = (W.astype(np.float64), W)
 
 
-def counts(fit: str, b: int, start: int, H: np.ndarray, threads: int) -> tuple[int, int]:
+def counts(fit: str, b: int, start, H: np.ndarray) -> tuple:
     """``(hits, observed cells covered)`` of the kept start's rows times H on the block."""
-    with _use(fit, b) as block, thread_budget(threads):
-        return hits_and_cover(block.X, block.kept[start][1], H, block.unknown)
+    with _use(fit, b) as block:
+        return tuple(
+            np.int64(v) for v in hits_and_cover(block.X, block.kept[start][1], H, block.unknown)
+        )
 
 
 def keep_only(fit: str, b: int, starts: list) -> None:

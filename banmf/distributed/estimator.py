@@ -17,6 +17,7 @@ from .._signals import Interruptions
 from .._validation import check_random_state
 from ..booleanize import balance_scales, grid_points, grid_ranks, search_grid
 from ..models._base import budgeted, store_params
+from ..models._mu import h_step
 from ..models.banmf import BANMF as _BANMF
 from ..models.banmf import settled
 from ..result import Factorization
@@ -47,24 +48,29 @@ def _lost_errors() -> tuple:
 
 
 class _Session:
-    """One fit's row blocks on the workers: where each lives, how to run a task on it, how to
-    reduce the blocks' sums, and how to notice and repair a lost worker."""
+    """One fit's row blocks on the workers: one :class:`BlockServer` actor per worker holding
+    blocks, calls on every block, the sums over blocks, and the repair of a lost worker.
+
+    Every call waits for its answers: a worker's death fails its actor's call at once, and
+    :class:`WorkerLost` says so."""
 
     def __init__(self, client, blocks: BlockMatrix, budget, n_jobs):
         self.client, self.blocks = client, blocks
         self.fit = f"banmf-{uuid.uuid4().hex}"
         self.budget_param, self.n_jobs = budget, n_jobs
-        self.where: dict[int, str] = {}
-        self.threads: dict[int, int] = {}
-
-    # -- placement ------------------------------------------------------------------------
+        self.where: dict[int, str] = {}  # block → worker
+        self.servers: dict[str, object] = {}  # worker → its actor
+        self.interrupts: Interruptions | None = None
 
     def _workers(self) -> dict[str, dict]:
-        return self.client.scheduler_info(n_workers=-1)["workers"]
+        try:
+            info = self.client.scheduler_info(n_workers=-1)
+        except TypeError:  # distributed before 2025 lists every worker anyway
+            info = self.client.scheduler_info()
+        return info["workers"]
 
-    def place(self, blocks) -> list:
-        """Read ``blocks`` on the live workers (contiguous runs of blocks per worker, the
-        others' placement unchanged); returns the load futures."""
+    def place(self, blocks) -> None:
+        """Read ``blocks`` on the live workers, in contiguous runs (the other blocks stay)."""
         workers = self._workers()
         if not workers:
             raise RuntimeError("the Dask cluster has no workers")
@@ -72,19 +78,32 @@ class _Session:
         blocks = list(blocks)
         for q, b in enumerate(blocks):
             self.where[b] = names[q * len(names) // len(blocks)]
-        per_worker: dict[str, int] = {}
-        for w in self.where.values():
-            per_worker[w] = per_worker.get(w, 0) + 1
-        for b, w in self.where.items():
-            nthreads = int(workers[w].get("nthreads", 1))
+        for w in sorted(set(self.where.values()) - set(self.servers)):
+            threads = int(workers[w].get("nthreads", 1))
             if self.n_jobs is not None and self.n_jobs > 0:
-                nthreads = min(nthreads, self.n_jobs)
-            # A worker runs up to nthreads tasks at once: its blocks share its threads.
-            self.threads[b] = max(1, nthreads // min(nthreads, per_worker[w]))
-        return [
-            self.on(b, _worker.load, self.blocks.sources[b], self._budget(workers[self.where[b]]))
-            for b in blocks
-        ]
+                threads = min(threads, self.n_jobs)
+            future = self.client.submit(
+                _worker.BlockServer,
+                self.fit,
+                threads,
+                workers=[w],
+                allow_other_workers=False,
+                actor=True,
+                pure=False,
+            )
+            self.servers[w] = self._wait([future])[0]
+        by_worker = self._by_worker(blocks)
+        calls = {
+            w: self.servers[w].each(
+                _worker.load,
+                mine,
+                own={b: (self.blocks.sources[b], self._budget(workers[w])) for b in mine},
+            )
+            for w, mine in by_worker.items()
+        }
+        self.loads = getattr(self, "loads", {})
+        for w, values in self._answers(calls).items():
+            self.loads.update(zip(by_worker[w], values, strict=True))
 
     def _budget(self, worker: dict) -> int | None:
         """Bytes of blocks a worker keeps in memory: ``block_memory`` as given, or for "auto"
@@ -94,85 +113,89 @@ class _Session:
         limit = worker.get("memory_limit") or 0
         return int(limit) // 2 if limit else None
 
-    def on(self, b: int, func, *args):
-        """Run ``func(fit, b, *args)`` on block b's worker."""
-        return self.client.submit(
-            func,
-            self.fit,
-            b,
-            *args,
-            workers=[self.where[b]],
-            allow_other_workers=False,
-            pure=False,
-        )
+    def _by_worker(self, blocks=None) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for b in sorted(self.where if blocks is None else blocks):
+            out.setdefault(self.where[b], []).append(b)
+        return out
 
-    def each(self, func, *args, threads: bool = False) -> list:
-        """``func`` on every block (``threads``: with the block's thread share last)."""
-        return [
-            self.on(b, func, *args, *((self.threads[b],) if threads else ()))
-            for b in range(self.blocks.n_blocks)
-        ]
-
-    def submit(self, func, *args):
-        """A task anywhere (a reduction or the H step)."""
-        return self.client.submit(func, *args, pure=False)
-
-    def tree(self, futures: list):
-        """The sum of the blocks' partials, by a binary tree over the block order: the same
-        additions whichever workers hold the blocks."""
-        level = list(futures)
-        while len(level) > 1:
-            pairs = [
-                self.submit(_worker.add, level[q], level[q + 1])
-                for q in range(0, len(level) - 1, 2)
-            ]
-            level = pairs + ([level[-1]] if len(level) % 2 else [])
-        return level[0]
-
-    # -- results --------------------------------------------------------------------------
-
-    def result(self, futures):
-        """The results of ``futures`` (one or a list); raises :class:`WorkerLost` if a worker
-        holding blocks dies meanwhile (its tasks would never finish) or a block is gone."""
-        from distributed import wait
-
-        single = not isinstance(futures, list)
-        items = [futures] if single else futures
+    def _wait(self, futures: list) -> list:
+        """The futures' results; a first Ctrl-C is noted (the fit then stops at its next
+        step) and the wait goes on, so that no block is left half-way through a step."""
         lost = _lost_errors()
-        while True:
-            try:
-                wait(items, timeout=WATCH_SECONDS)
-                break
-            except TimeoutError:
-                alive = set(self._workers())
-                gone = sorted(set(self.where.values()) - alive)
-                if gone:
-                    raise WorkerLost(f"worker {gone[0]} left the cluster") from None
-        try:
-            values = self.client.gather(items)
-        except lost as exc:
-            raise WorkerLost(f"{type(exc).__name__}: {exc}") from None
-        return values[0] if single else values
+        values = []
+        for future in futures:
+            while True:
+                try:
+                    values.append(future.result())
+                    break
+                except KeyboardInterrupt:
+                    if self.interrupts is None or not self.interrupts.first():
+                        raise
+                except lost as exc:
+                    raise WorkerLost(f"{type(exc).__name__}: {exc}") from None
+        return values
+
+    def _answers(self, calls: dict) -> dict:
+        return dict(zip(calls, self._wait(list(calls.values())), strict=True))
+
+    def each(self, func, *args, own: dict | None = None) -> list:
+        """``func(fit, b, *args)`` on every block, results in block order."""
+        by_worker = self._by_worker()
+        calls = {
+            w: self.servers[w].each(func, mine, args, {b: own[b] for b in mine} if own else None)
+            for w, mine in by_worker.items()
+        }
+        out = {}
+        for w, values in self._answers(calls).items():
+            out.update(zip(by_worker[w], values, strict=True))
+        return [out[b] for b in range(self.blocks.n_blocks)]
+
+    def sum(self, func, *args):
+        """The sum over all blocks of ``func(fit, b, *args)``, by the fixed tree over blocks
+        (:func:`banmf.distributed._worker.node_sum`): each worker adds the nodes within its
+        blocks, the driver the rest."""
+        n_blocks = self.blocks.n_blocks
+        calls = {
+            w: self.servers[w].sums(func, mine, n_blocks, args)
+            for w, mine in self._by_worker().items()
+        }
+        nodes = {}
+        for part in self._answers(calls).values():
+            nodes.update(part)
+        return _node(0, n_blocks, nodes)
 
     def repair(self) -> None:
         """Read the blocks of workers that left again on the live ones."""
         alive = set(self._workers())
+        for w in [w for w in self.servers if w not in alive]:
+            del self.servers[w]
         lost = [b for b, w in self.where.items() if w not in alive]
         if not lost:
-            # The blocks were lost without their worker leaving (it restarted in place): read
-            # every block again.
+            # The blocks were lost without their worker leaving (it restarted in place):
+            # read every block again.
             lost = list(self.where)
+            self.servers.clear()
             self.client.run(_worker.forget, self.fit)
         for b in lost:
             del self.where[b]
-        self.result(self.place(lost))
+        self.place(lost)
 
     def close(self) -> None:
         """Drop the fit's blocks from every worker."""
+        self.servers.clear()
         try:
             self.client.run(_worker.forget, self.fit)
         except Exception:  # the cluster may be gone; there is nothing left to free then
             pass
+
+
+def _node(lo: int, hi: int, nodes: dict):
+    """The tree's sum over blocks ``lo:hi`` from the nodes the workers added."""
+    if (lo, hi) in nodes:
+        return nodes[(lo, hi)]
+    mid = (lo + hi) // 2
+    return _worker.add(_node(lo, mid, nodes), _node(mid, hi, nodes))
 
 
 class _Rows:
@@ -184,11 +207,7 @@ class _Rows:
         self.sizes = None
 
     def hit_diffs(self, vt, P):
-        vt_f = self.s.client.scatter(vt, hash=False)
-        hits, cells, sizes = self.s.result(
-            self.s.tree(self.s.each(_worker.grid_sums, vt_f, P, threads=True))
-        )
-        self.sizes = sizes
+        hits, cells, self.sizes = self.s.sum(_worker.grid_sums, vt, P)
         return hits, cells
 
     def active_counts(self, P):
@@ -198,12 +217,10 @@ class _Rows:
         return self.distinct
 
     def packed_bytes(self, P):
-        return max(self.s.result(self.s.each(_worker.packed_bytes, P)))
+        return max(self.s.each(_worker.packed_bytes, P))
 
     def covers(self, s, packed_h, cache):
-        packed = self.s.client.scatter(packed_h, hash=False)
-        parts = self.s.result(self.s.each(_worker.covers, s, packed, cache, threads=True))
-        return [int(c) for c in np.sum(parts, axis=0)]
+        return [int(c) for c in self.s.sum(_worker.covers, s, packed_h, cache)]
 
 
 class BANMF(_BANMF):
@@ -379,7 +396,9 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
             warnings.warn(
                 f"n_components={k} exceeds min(n, m)={min(n, m)}", UserWarning, stacklevel=3
             )
-        loads = session.result(session.place(range(blocks.n_blocks)))
+        interrupts = session.interrupts = Interruptions()
+        session.place(range(blocks.n_blocks))
+        loads = [session.loads[b] for b in range(blocks.n_blocks)]
         self._check_loaded(blocks, loads)
         nnz = sum(q[2] for q in loads)
         forms = {q[5] for q in loads} - {None}
@@ -387,30 +406,28 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         p = self._check_params(k, (n, m), nnz + sum(q[3] for q in loads))
         p["observed"], p["nnz_ones"] = observed, nnz
         rng = check_random_state(self.random_state)
-        interrupts = Interruptions()
         self.recoveries_ = 0
         runs: list[dict] = []
         best = None
         specs: dict = {}
-        interrupted = False
         n_starts = p["n_init"]
         i = 0
-        while i < n_starts:
+        while i < n_starts and not interrupts.count:
             specs[i] = self._draw_start(rng, blocks, k, p)
             progress = StartProgress(i + 1, n_starts, p["max_iter"])
             run = self._recovering(
                 session,
-                lambda i=i, pr=progress: self._random_start(
-                    session, i, specs[i], p, pr, interrupts
+                lambda i=i, progress=progress: self._random_start(
+                    session, i, specs[i], p, progress
                 ),
             )
             runs.append(run)
-            if best is None or run["error"] < best["error"]:
+            if best is None or run["error"] < best["error"]:  # ties: the earlier start
                 best = run
-            session.result(session.each(_worker.keep_only, [best["start"]]))
+            kept = [best["start"]]
+            self._recovering(session, lambda kept=kept: session.each(_worker.keep_only, kept))
             if i == 0 and p["auto_n_init"]:
                 n_starts = self._auto_n_init(p, run)
-            interrupted = run["interrupted"]
             if self._last_start(run):
                 break
             i += 1
@@ -418,8 +435,8 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         if (
             "columns" in p["extra_starts"]
             and k > 0
-            and not interrupted
-            and not (best["error"] == 0 or best["stopped"])
+            and not interrupts.count
+            and not any(self._last_start(run) for run in runs)
         ):
             progress = StartProgress(len(runs) + 1, len(runs) + 1, p["max_iter"])
             run = self._recovering(session, lambda: self._columns_start(session, k, p, progress))
@@ -429,9 +446,7 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         self.best_start_ = best["start"]
         self.init_errors_ = [run["error"] for run in runs]
         self.n_init_ = self._auto_n_init(p, runs[0]) if p["auto_n_init"] else p["n_init"]
-        W_scaled, W = self._recovering(
-            session, lambda: self._gather(session, best, specs, p, interrupts)
-        )
+        W_scaled, W = self._recovering(session, lambda: self._gather(session, best, specs, p))
         self.loss_curve_ = best["losses"]
         self.W_continuous_, self.H_continuous_ = W_scaled, best["H_continuous"]
         self.grid_thresholds_, self.thresholds_ = best["grid_thresholds"], best["thresholds"]
@@ -446,10 +461,11 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
             best["error"],
             best["n_iter"],
             start,
-            interrupted or any(run["interrupted"] for run in runs),
+            bool(interrupts.count) or any(run["interrupted"] for run in runs),
         )
         self.n_observed_ = sum(q[4] for q in loads)
         if interrupts.count:
+            # The model holds the best result so far; a caller's loop of fits must stop too.
             raise KeyboardInterrupt
 
     @staticmethod
@@ -481,10 +497,10 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
                     ) from None
                 self.recoveries_ += 1
                 warnings.warn(
-                    f"{lost}: its row blocks are read again on the live workers and the "
-                    "current step runs again",
+                    f"a worker was lost ({lost}): its row blocks are read again on the live "
+                    "workers and the step under way runs again",
                     UserWarning,
-                    stacklevel=4,
+                    stacklevel=2,
                 )
                 session.repair()
 
@@ -494,6 +510,7 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         generator that cannot jump, the rows are drawn here), then H."""
         n, m = blocks.shape
         dtype = p["dtype"]
+        tiny = np.finfo(dtype).eps
         bitgen = rng.bit_generator
         spec = {
             "init_scale": float(self.init_scale),
@@ -507,103 +524,98 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
             H = _worker.draw(spec["stream"], n * k, (k, m))
             bitgen.advance(n * k + k * m)
         else:
-            tiny = np.finfo(dtype).eps
             spec["rows"] = [
                 np.maximum(rng.random((int(b1 - b0), k)) * self.init_scale, tiny).astype(dtype)
                 for b0, b1 in zip(blocks.offsets[:-1], blocks.offsets[1:], strict=True)
             ]
             H = rng.random((k, m))
-        H = H * self.init_scale
-        spec["Ht"] = np.ascontiguousarray(np.maximum(H, np.finfo(dtype).eps).T, dtype=dtype)
+        spec["Ht"] = np.ascontiguousarray(np.maximum(H * self.init_scale, tiny).T, dtype=dtype)
         return spec
 
-    def _random_start(self, session, i, spec, p, progress, interrupts) -> dict:
+    def _random_start(self, session: _Session, i: int, spec: dict, p: dict, progress) -> dict:
         """One random start: iterations, then the grid threshold search."""
-        blocks = session.blocks
-        Ht0 = session.client.scatter(spec["Ht"], hash=False)
-        begins = []
-        for b in range(blocks.n_blocks):
-            own = {key: v for key, v in spec.items() if key not in ("rows", "Ht")}
-            own["row0"] = int(blocks.offsets[b])
+        offsets = session.blocks.offsets
+        own = {}
+        for b in range(session.blocks.n_blocks):
+            start = {key: v for key, v in spec.items() if key not in ("rows", "Ht")}
+            start["row0"] = int(offsets[b])
             if "rows" in spec:
-                own["W"] = spec["rows"][b]
-            begins.append(session.on(b, _worker.begin, own, Ht0, session.threads[b]))
-        losses, interrupted, stopped, h = self._iterate(
-            session, begins, Ht0, p, progress, interrupts
-        )
+                start["W"] = spec["rows"][b]
+            own[b] = (start,)
+        session.each(_worker.begin, spec["Ht"], own=own)
+        losses, interrupted, stopped, Ht = self._iterate(session, spec["Ht"], p, progress)
         progress.phase("threshold search")
-        run = self._search(session, i, h, p)
+        run = self._search(session, i, Ht, p)
         run.update(
             losses=np.asarray(losses), n_iter=len(losses), interrupted=interrupted, stopped=stopped
         )
         progress.done(run["error"])
         return run
 
-    def _iterate(self, session, begins, Ht0, p, progress, interrupts):
-        """The iterations; returns (objectives, interrupted, stopped by the callback, the last
-        H step's future)."""
-        ys = begins
-        h = session.submit(_as_h, Ht0)
+    def _iterate(self, session: _Session, Ht: np.ndarray, p: dict, progress):
+        """The iterations; returns (objectives, interrupted, stopped by the callback, Hᵀ).
+
+        Each block runs the Y pass of one iteration and the W step of the next in one call; the
+        Y pass runs alone where the fit may stop after it (every ``check_every`` iterations,
+        every iteration with a callback, the last). The H step runs here, on the summed
+        partials."""
+        every, max_iter, lams = p["check_every"], p["max_iter"], p["lams"]
+        interrupts = session.interrupts
         losses: list[float] = []
-        every, max_iter = p["check_every"], p["max_iter"]
-        # Iterations are sent a check apart (every one with a callback): the workers never
-        # wait for the driver inside a group.
-        chunk = every if self.callback is None else 1
         interrupted = stopped = False
-        lams = p["lams"]
-        threads = max(session.threads.values())
-        while len(losses) < max_iter and not (interrupted or stopped):
-            done = len(losses)
-            count = min(chunk, max_iter - done, every - done % every)
-            objectives = []
-            for lam in lams[done : done + count]:
-                lam = float(lam)
-                ws = [
-                    session.on(b, _worker.step_w, lam, session.threads[b], ys[b])
-                    for b in range(len(ys))
-                ]
-                h = session.submit(_worker.update_h, h, session.tree(ws), lam, self.eps, threads)
-                ys = session.each(_worker.step_y, h, threads=True)
-                objectives.append(session.submit(_worker.objective, h, lam, p["observed"], *ys))
-            try:
-                values = session.result(objectives)
-            except KeyboardInterrupt:
-                if not interrupts.first():
-                    raise
+        sums = session.sum(_worker.step, None, float(lams[0]))
+        while True:
+            t = len(losses)
+            lam = float(lams[t])
+            Ht, HHt = h_step(Ht, sums[0].astype(Ht.dtype), sums[1], lam, self.eps)
+            penalties = (sums[2], float(np.sum((Ht * Ht - Ht) ** 2)) if lam else 0.0)
+            WtW = sums[1]
+            # The fit may stop after this iteration: its Y pass runs alone.
+            may_stop = (
+                self.callback is not None
+                or t + 1 == max_iter
+                or ((t + 1) % every == 0 and p["tol"] is not None)
+                or interrupts.count
+            )
+            after = None if may_stop else float(lams[t + 1])
+            sums = session.sum(_worker.step, (Ht, HHt), after)
+            f = _objective(sums, WtW, HHt, penalties, lam, p["observed"])
+            losses.append(f)
+            if may_stop or (t + 1) % every == 0:
+                progress.iteration(len(losses), f)
+            if interrupts.count:
+                interrupted = True
                 warnings.warn(
-                    f"interrupted after {done} iterations; booleanizing the factors so far",
+                    f"interrupted after {len(losses)} iterations; booleanizing the factors so far",
                     UserWarning,
                     stacklevel=4,
                 )
-                interrupted = True
-                # The group under way finishes, so that W and H agree (a second Ctrl-C aborts).
-                values = session.result(objectives)
-            for f in values:
-                losses.append(f)
-            progress.iteration(len(losses), losses[-1])
-            if self.callback is not None and self.callback(len(losses), losses[-1]):
-                stopped = True
-            if settled(losses, p["tol"], every):
                 break
-        return losses, interrupted, stopped, h
+            if self.callback is not None and self.callback(len(losses), f):
+                stopped = True
+                break
+            if len(losses) == max_iter or settled(losses, p["tol"], every):
+                break
+            if may_stop:
+                sums = session.sum(_worker.step, None, float(lams[t + 1]))
+        return losses, interrupted, stopped, Ht
 
-    def _search(self, session: _Session, i: int, h, p: dict) -> dict:
+    def _search(self, session: _Session, i: int, Ht: np.ndarray, p: dict) -> dict:
         """The grid threshold search over the blocks (:func:`banmf.booleanize.search_grid`),
         keeping each block's Boolean rows."""
         P = p["n_thresholds"]
-        Ht = session.result(session.submit(_first, h))
         H = Ht.T.astype(np.float64)
         factors = None
         if self.normalize == "balance":
-            a = np.max(session.result(session.each(_worker.column_max)), axis=0)
+            a = np.max(session.each(_worker.column_max), axis=0)
             b = H.max(axis=1) if H.shape[1] else np.zeros(H.shape[0])
             factors, inv = balance_scales(a, b)
             H = H * inv[:, None]
-        top = max(session.result(session.each(_worker.scale, factors)))
+        top = max(session.each(_worker.scale, factors))
         w_points = grid_points(top, P)
         h_points = grid_points(H.max() if H.size else 0.0, P)
         vt = grid_ranks(np.ascontiguousarray(H.T), h_points)
-        distinct = np.unique(np.concatenate(session.result(session.each(_worker.rank, w_points))))
+        distinct = np.unique(np.concatenate(session.each(_worker.rank, w_points)))
         s, t, error, _, _ = search_grid(
             _Rows(session, distinct),
             vt,
@@ -615,7 +627,7 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
             self.normalize,
             p["observed"],
         )
-        session.result(session.each(_worker.keep, i, s))
+        session.each(_worker.keep, i, s)
         k = H.shape[0]
         return {
             "start": i,
@@ -630,15 +642,14 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
     def _columns_start(self, session: _Session, k: int, p: dict, progress) -> dict:
         """The "columns" start (:func:`banmf.polish.column_factors`) over the blocks."""
         progress.phase("columns start")
-        counts = session.result(session.tree(session.each(_worker.column_counts)))
+        counts = session.sum(_worker.column_counts)
         m = counts.shape[0]
         top = np.argsort(-counts, kind="stable")[: min(k, m)]
         H = np.zeros((k, m), dtype=bool)
         H[np.arange(len(top)), top] = True
-        session.result(session.each(_worker.keep_columns, "columns", top, k))
-        parts = session.result(session.each(_worker.counts, "columns", H, threads=True))
-        hits, cover = (sum(int(q[j]) for q in parts) for j in (0, 1))
-        error = p["nnz_ones"] + cover - 2 * hits
+        session.each(_worker.keep_columns, "columns", top, k)
+        hits, cover = session.sum(_worker.counts, "columns", H)
+        error = int(p["nnz_ones"] + cover - 2 * hits)
         progress.done(error)
         return {
             "start": "columns",
@@ -650,28 +661,26 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
             "H": H,
             "grid_thresholds": (0.5, 0.5),
             "thresholds": (np.full(k, 0.5), np.full(k, 0.5)),
-            "error": int(error),
-            "refinement": {"columns": int(error)},
+            "error": error,
+            "refinement": {"columns": error},
         }
 
-    def _gather(self, session, best, specs, p, interrupts):
-        """The kept start's rows from every block; a start a lost block no longer holds is
-        run again first (from its seed: the same rows)."""
-        if not all(session.result(session.each(_worker.holds, best["start"]))):
-            i = best["start"]
+    def _gather(self, session: _Session, best: dict, specs: dict, p: dict):
+        """The kept start's rows from every block; a start that a block read again (after a
+        worker was lost) no longer holds runs again first, from its seed: the same rows."""
+        i = best["start"]
+        if not all(session.each(_worker.holds, i)):
             progress = StartProgress(1, 1, p["max_iter"])
             if i == "columns":
                 self._columns_start(session, best["H"].shape[0], p, progress)
             else:
-                # The same iterations: as many as the start ran (Ctrl-C or the callback may
-                # have cut it short), with the same stopping rule.
+                # As many iterations as the start ran (Ctrl-C or the callback may have cut it
+                # short), with the same stopping rule: the same factors.
                 self._random_start(
-                    session, i, specs[i], {**p, "max_iter": best["n_iter"]}, progress, interrupts
+                    session, i, specs[i], {**p, "max_iter": best["n_iter"]}, progress
                 )
-        parts = session.result(session.each(_worker.rows_of, best["start"]))
-        W_scaled = np.concatenate([q[0] for q in parts])
-        W = np.concatenate([q[1] for q in parts])
-        return W_scaled, W
+        parts = session.each(_worker.rows_of, i)
+        return np.concatenate([q[0] for q in parts]), np.concatenate([q[1] for q in parts])
 
     def save(self, path) -> None:
         """Save the fitted factorization (:meth:`banmf.Factorization.save`): W, H, the errors,
@@ -682,13 +691,15 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         result.replace(params=params, estimator=None).save(path)
 
 
-def _as_h(Ht: np.ndarray) -> tuple:
-    """The starting H in the form of an H step's result."""
-    return (Ht,)
-
-
-def _first(h: tuple) -> np.ndarray:
-    return h[0]
+def _objective(sums: tuple, WtW, HHt, penalties: tuple, lam: float, observed: bool) -> float:
+    """The relaxed objective (:meth:`banmf.models._mu.MUSolver.objective`) of an iteration from
+    its Y pass's sums over the blocks, its WᵀW and HHᵀ and its penalties ``(W's, H's)``."""
+    res, s2, observed_s2 = sums[3:]
+    off = observed_s2 - s2 if observed else float(np.sum(WtW * HHt)) - s2
+    f = 0.5 * (res + max(0.0, off))
+    if lam:
+        f += 0.5 * lam * (penalties[0] + penalties[1])
+    return float(f)
 
 
 class _Shape:
