@@ -398,6 +398,10 @@ class GridRows:
     unknown : Unknown, optional
     """
 
+    #: Coverages the pruned search asks for at once: one here (each is computed on demand);
+    #: where a request costs a round trip to workers, a few ahead.
+    batch = 1
+
     def __init__(self, X, u: np.ndarray, unknown=None):
         self.X, self.u, self.unknown = X, u, unknown
         self._packed = None
@@ -419,12 +423,11 @@ class GridRows:
         """Bytes of one threshold's packed W, for the cache's size."""
         return Packed.of(self.u, P).nbytes + 8 * self.u.shape[0]
 
-    def covers(self, s: int, packed_h: list, cache: int) -> list[int]:
-        """The ones of ``(u > s) ⊗ H`` for each packed H in ``packed_h``."""
+    def covers(self, requests: list, cache: int) -> list[list[int]]:
+        """For each request ``(s, packed Hs)``: the ones of ``(u > s) ⊗ H`` for each H."""
         if self._packed is None:
             self._packed = functools.lru_cache(maxsize=cache)(lambda s: Packed.of(self.u, s))
-        pw = self._packed(s)
-        return [cover_count(pw, ph) for ph in packed_h]
+        return [[cover_count(self._packed(s), ph) for ph in packed_h] for s, packed_h in requests]
 
 
 def threshold_factors(X, W, H, P, normalize, search, unknown=None) -> _Booleanization:
@@ -510,16 +513,17 @@ def search_grid(
     covers: dict[tuple[int, int], int] = {}
 
     def fetch(points) -> None:
-        """The coverages of the grid points ``points`` not yet known, one request per
-        threshold of W."""
-        wanted: dict[int, dict[int, int]] = {}
+        """The coverages of the grid points ``points`` not yet known, in one request."""
+        wanted: dict[int, tuple[int, dict[int, int]]] = {}  # W's key → (s, {H's key: t})
         for s, t in points:
             key = (int(key_w[s]), int(key_h[t]))
             if key not in covers:
-                wanted.setdefault(s, {})[key[1]] = t
-        for s, by_key in wanted.items():
-            ts = list(by_key.values())
-            for t, c in zip(ts, rows.covers(s, [packed_h(t) for t in ts], cache_w), strict=True):
+                wanted.setdefault(key[0], (s, {}))[1][key[1]] = t
+        if not wanted:
+            return
+        requests = [(s, [packed_h(t) for t in ts.values()]) for s, ts in wanted.values()]
+        for (s, ts), counts in zip(wanted.values(), rows.covers(requests, cache_w), strict=True):
+            for t, c in zip(ts.values(), counts, strict=True):
                 covers[(int(key_w[s]), int(key_h[t]))] = c
 
     def cover(s: int, t: int) -> int:
@@ -553,14 +557,37 @@ def search_grid(
             )
             return point(best_idx, best_err, n_small)
         best_err, best_idx = np.iinfo(np.int64).max, -1
-        for idx in order:
+
+        def hopeless(idx) -> bool | None:
+            """True: no point from ``idx`` on can win (stop); False: this one cannot; None:
+            it must be evaluated."""
             lb = flat[idx]
             if lb > best_err or (lb == best_err and idx > best_idx):
-                break
+                return True
             s, t = divmod(int(idx), P)
             dyn = nnz - 2 * hits[s, t] + floor[s, t]
-            if dyn > best_err or (dyn == best_err and idx > best_idx):
+            return False if dyn > best_err or (dyn == best_err and idx > best_idx) else None
+
+        for pos, idx in enumerate(order):
+            verdict = hopeless(idx)
+            if verdict:
+                break
+            if verdict is False:
                 continue
+            s, t = divmod(int(idx), P)
+            if rows.batch > 1 and (int(key_w[s]), int(key_h[t])) not in covers:
+                # Ask for the next few points the search would evaluate as things stand (a
+                # later floor may rule some out: their coverage then goes unused).
+                ahead = [(s, t)]
+                for nxt in order[pos + 1 : pos + 8 * rows.batch]:
+                    verdict = hopeless(nxt)
+                    if verdict:
+                        break
+                    if verdict is None:
+                        ahead.append(divmod(int(nxt), P))
+                        if len(ahead) == rows.batch:
+                            break
+                fetch(ahead)
             c = cover(s, t)
             np.maximum(floor[: s + 1, : t + 1], c, out=floor[: s + 1, : t + 1])
             err = int(nnz - 2 * hits[s, t] + c)

@@ -309,10 +309,12 @@ def packed_bytes(fit: str, b: int, P: int) -> int:
         return block.rows.packed_bytes(P)
 
 
-def covers(fit: str, b: int, s: int, packed_h: list, cache: int) -> np.ndarray:
-    """The ones of ``(u > s) ⊗ H`` on the block for each packed H."""
+def covers(fit: str, b: int, requests: list, cache: int) -> np.ndarray:
+    """The ones on the block of ``(u > s) ⊗ H`` for each request ``(s, packed Hs)`` and each
+    H in it, in one array."""
     with _use(fit, b) as block:
-        return np.array(block.rows.covers(s, packed_h, cache), dtype=np.int64)
+        counts = block.rows.covers(requests, cache)
+        return np.array([c for row in counts for c in row], dtype=np.int64)
 
 
 def keep(fit: str, b: int, start: int, s: int) -> None:

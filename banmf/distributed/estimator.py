@@ -61,6 +61,8 @@ class _Session:
         self.where: dict[int, str] = {}  # block → worker
         self.servers: dict[str, object] = {}  # worker → its actor
         self.interrupts: Interruptions | None = None
+        # Bytes of arrays sent to and received from the workers, and round trips.
+        self.sent = self.received = self.calls = 0
 
     def _workers(self) -> dict[str, dict]:
         try:
@@ -136,8 +138,14 @@ class _Session:
                     raise WorkerLost(f"{type(exc).__name__}: {exc}") from None
         return values
 
-    def _answers(self, calls: dict) -> dict:
-        return dict(zip(calls, self._wait(list(calls.values())), strict=True))
+    def _answers(self, calls: dict, args=()) -> dict:
+        """Each worker's answer to its call; counts the arrays sent (``args``, to each
+        worker) and received."""
+        answers = dict(zip(calls, self._wait(list(calls.values())), strict=True))
+        self.sent += len(calls) * _payload(args)
+        self.received += _payload(list(answers.values()))
+        self.calls += 1
+        return answers
 
     def each(self, func, *args, own: dict | None = None) -> list:
         """``func(fit, b, *args)`` on every block, results in block order."""
@@ -147,7 +155,7 @@ class _Session:
             for w, mine in by_worker.items()
         }
         out = {}
-        for w, values in self._answers(calls).items():
+        for w, values in self._answers(calls, (args, own)).items():
             out.update(zip(by_worker[w], values, strict=True))
         return [out[b] for b in range(self.blocks.n_blocks)]
 
@@ -161,7 +169,7 @@ class _Session:
             for w, mine in self._by_worker().items()
         }
         nodes = {}
-        for part in self._answers(calls).values():
+        for part in self._answers(calls, args).values():
             nodes.update(part)
         return _node(0, n_blocks, nodes)
 
@@ -190,6 +198,17 @@ class _Session:
             pass
 
 
+def _payload(obj) -> int:
+    """Bytes of the arrays in ``obj`` (nested tuples, lists, dicts)."""
+    if isinstance(obj, np.ndarray):
+        return obj.nbytes
+    if isinstance(obj, (tuple, list)):
+        return sum(_payload(v) for v in obj)
+    if isinstance(obj, dict):
+        return sum(_payload(v) for v in obj.values())
+    return 0
+
+
 def _node(lo: int, hi: int, nodes: dict):
     """The tree's sum over blocks ``lo:hi`` from the nodes the workers added."""
     if (lo, hi) in nodes:
@@ -201,6 +220,9 @@ def _node(lo: int, hi: int, nodes: dict):
 class _Rows:
     """The rows' half of the threshold search (:class:`banmf.booleanize.GridRows`) summed over
     the row blocks on the workers."""
+
+    #: Coverages asked for in one round trip (:func:`banmf.booleanize.search_grid`).
+    batch = 16
 
     def __init__(self, session: _Session, distinct: np.ndarray):
         self.s, self.distinct = session, distinct
@@ -219,8 +241,13 @@ class _Rows:
     def packed_bytes(self, P):
         return max(self.s.each(_worker.packed_bytes, P))
 
-    def covers(self, s, packed_h, cache):
-        return [int(c) for c in self.s.sum(_worker.covers, s, packed_h, cache)]
+    def covers(self, requests, cache):
+        counts = self.s.sum(_worker.covers, requests, cache)
+        out, at = [], 0
+        for _, packed_h in requests:
+            out.append([int(c) for c in counts[at : at + len(packed_h)]])
+            at += len(packed_h)
+        return out
 
 
 class BANMF(_BANMF):
@@ -273,6 +300,11 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         Worker losses survived.
     peak_block_bytes_ : int
         The most bytes of row blocks one worker held in memory at once.
+    traffic_ : dict
+        What the fit moved between the driver and the workers: ``sent_bytes`` and
+        ``received_bytes`` (the arrays in the calls and their answers; the blocks' own
+        reading from files is not counted, nor blocks sent in memory once) and
+        ``round_trips`` (calls to all workers that the driver waited for).
 
     Notes
     -----
@@ -464,6 +496,11 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
             bool(interrupts.count) or any(run["interrupted"] for run in runs),
         )
         self.n_observed_ = sum(q[4] for q in loads)
+        self.traffic_ = {
+            "sent_bytes": session.sent,
+            "received_bytes": session.received,
+            "round_trips": session.calls,
+        }
         if interrupts.count:
             # The model holds the best result so far; a caller's loop of fits must stop too.
             raise KeyboardInterrupt
