@@ -406,6 +406,11 @@ class GridRows:
         self.X, self.u, self.unknown = X, u, unknown
         self._packed = None
 
+    def __getstate__(self) -> dict:
+        # Pickled (a row block spilled to disk): the cache of packed factors is rebuilt on
+        # demand, and its function would not pickle.
+        return {**self.__dict__, "_packed": None}
+
     def hit_diffs(self, vt: np.ndarray, P: int) -> tuple[np.ndarray, np.ndarray | None]:
         """The difference arrays of the ones' hits and the unknown ``cells``' (None without)."""
         cells = None if self.unknown is None else grid_hits(self.unknown.cells, self.u, vt, P)

@@ -1,0 +1,349 @@
+"""banmf.distributed: the same fit as one machine, on any number of workers, surviving a lost
+worker, out of core; and its row-block files.
+
+The cluster tests start their own LocalCluster of worker processes (skipped without Dask)."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import banmf
+import banmf.distributed as bd
+from banmf.booleanize import GridRows, grid_points, grid_ranks, search_grid
+from banmf.distributed import _worker
+from banmf.distributed.blocks import _cuts
+from banmf.distributed.estimator import _node, _Session
+from banmf.exceptions import InvalidParameterError
+
+# The parameters both estimators share in these tests: what bd.BANMF runs (global thresholds,
+# no polish, no swaps, the columns start), two random starts, few iterations.
+SHARED = {
+    "n_components": 5,
+    "random_state": 0,
+    "max_iter": 120,
+    "n_init": 2,
+    "thresholds": "global",
+    "polish": False,
+    "swap": False,
+    "extra_starts": ("columns",),
+}
+
+
+def _data(n=300, m=200, seed=0):
+    X = banmf.make_boolean(n, m, 5, density=0.3, noise=0.02, random_state=seed)[0]
+    missing = sp.random(n, m, density=0.05, random_state=seed + 1, format="csr") > 0
+    observed = sp.random(n, m, density=0.6, random_state=seed + 2, format="csr") > 0
+    return X, missing, observed
+
+
+def _cluster(n_workers: int, **kwargs):
+    distributed = pytest.importorskip("distributed")
+    return distributed.LocalCluster(
+        n_workers=n_workers,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=":0",  # a free port: another cluster may hold the default
+        **kwargs,
+    )
+
+
+@pytest.fixture(scope="module")
+def client():
+    distributed = pytest.importorskip("distributed")
+    with _cluster(2) as cluster, distributed.Client(cluster) as c:
+        yield c
+
+
+def _same(a, b, exact=False):
+    """The two fits agree: Boolean factors and errors exactly, the continuous factors and the
+    objective to rounding (bit for bit with ``exact``)."""
+    assert np.array_equal(a.W_, b.W_)
+    assert np.array_equal(a.components_, b.components_)
+    assert a.reconstruction_err_ == b.reconstruction_err_
+    assert a.init_errors_ == b.init_errors_ and a.best_start_ == b.best_start_
+    assert a.n_iter_ == b.n_iter_ and a.n_observed_ == b.n_observed_
+    if exact:
+        assert np.array_equal(a.W_continuous_, b.W_continuous_)
+        assert np.array_equal(a.H_continuous_, b.H_continuous_)
+        assert np.array_equal(a.loss_curve_, b.loss_curve_)
+    else:
+        np.testing.assert_allclose(a.W_continuous_, b.W_continuous_, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(a.H_continuous_, b.H_continuous_, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(a.loss_curve_, b.loss_curve_, rtol=1e-9)
+
+
+# -- the same fit as one machine -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("unknown", [None, "missing", "observed"])
+def test_same_factors_as_one_machine(client, unknown):
+    X, missing, observed = _data()
+    masks = {None: {}, "missing": {"missing": missing}, "observed": {"observed": observed}}
+    one = banmf.BANMF(**SHARED).fit(X, **masks[unknown])
+    many = bd.BANMF(**SHARED, n_blocks=5).fit(X, **masks[unknown])
+    _same(one, many)
+    assert many.n_blocks_ == 5 and many.recoveries_ == 0
+    assert many.traffic_["round_trips"] > many.n_iter_
+
+
+def test_regularized_and_float32_and_auto_starts(client):
+    X, _, _ = _data(seed=3)
+    params = {**SHARED, "regularization": 0.1, "dtype": np.float32, "n_init": "auto"}
+    params.pop("max_iter")
+    one = banmf.BANMF(**params, max_iter=60).fit(X)
+    many = bd.BANMF(**params, max_iter=60, n_blocks=3).fit(X)
+    assert one.n_init_ == many.n_init_ and len(many.init_errors_) == len(one.init_errors_)
+    assert np.array_equal(one.W_, many.W_) and np.array_equal(one.components_, many.components_)
+    np.testing.assert_allclose(one.loss_curve_, many.loss_curve_, rtol=1e-4)
+
+
+def test_a_generator_that_cannot_jump_gives_the_same_start(client):
+    """MT19937 has no ``advance``: the driver draws W's rows itself, in the same order."""
+    X, _, _ = _data(seed=4)
+    params = {**SHARED, "max_iter": 30}
+    for estimator in (banmf.BANMF, bd.BANMF):
+        params["random_state"] = np.random.Generator(np.random.MT19937(5))
+        if estimator is banmf.BANMF:
+            one = estimator(**params).fit(X)
+        else:
+            many = estimator(**params, n_blocks=4).fit(X)
+    _same(one, many)
+
+
+def test_the_number_of_workers_does_not_matter(client):
+    """Same blocks, 1, 2 or 3 workers: the same result bit for bit (every sum over blocks is
+    added by the same tree)."""
+    distributed = pytest.importorskip("distributed")
+    X, missing, _ = _data(seed=5)
+    fits = [bd.BANMF(**SHARED, n_blocks=6).fit(X, missing=missing)]
+    for n_workers in (1, 3):
+        with _cluster(n_workers) as cluster, distributed.Client(cluster) as other:
+            fits.append(bd.BANMF(**SHARED, n_blocks=6, client=other).fit(X, missing=missing))
+    for other in fits[1:]:
+        _same(fits[0], other, exact=True)
+
+
+def test_files_give_the_same_fit_as_memory(client, tmp_path):
+    X, missing, _ = _data(seed=6)
+    paths = bd.write_blocks(X, tmp_path / "big", n_blocks=4, missing=missing)
+    assert [p.name for p in paths] == [f"part-0000{b}.npz" for b in range(4)]
+    blocks = bd.read_blocks(str(tmp_path / "big" / "part-*.npz"))
+    assert blocks.shape == X.shape and blocks.n_blocks == 4
+    from_files = bd.BANMF(**SHARED).fit(blocks)
+    in_memory = bd.BANMF(**SHARED, n_blocks=4).fit(X, missing=missing)
+    _same(from_files, in_memory, exact=True)
+    # A folder works as the pattern does.
+    assert bd.read_blocks(tmp_path / "big").shape == X.shape
+
+
+def test_save_and_load(client, tmp_path):
+    X, _, _ = _data(seed=7)
+    model = bd.BANMF(**SHARED, n_blocks=3).fit(X)
+    model.save(tmp_path / "fit.npz")
+    result = banmf.io.load_result(tmp_path / "fit.npz")
+    assert np.array_equal(result.W, model.W_) and result.error == model.reconstruction_err_
+    assert "client" not in result.params
+    # The fitted model predicts new rows as banmf.BANMF does (its transform).
+    assert model.transform(X[:10]).shape == (10, 5)
+
+
+# -- faults and memory ---------------------------------------------------------------------
+
+
+def test_a_killed_worker_is_survived():
+    """A worker killed mid-fit: its blocks are read again on the other, the start runs again,
+    and the result is the fit without the fault."""
+    distributed = pytest.importorskip("distributed")
+    X, missing, _ = _data(seed=8)
+    with _cluster(2) as cluster, distributed.Client(cluster) as c:
+        reference = bd.BANMF(**SHARED, n_blocks=4, client=c).fit(X, missing=missing)
+        victim = sorted(c.run(os.getpid).items())[0][1]
+        killed = []
+
+        def kill(iteration, objective):
+            if iteration == 40 and not killed:
+                killed.append(iteration)
+                os.kill(victim, signal.SIGKILL)
+
+        with pytest.warns(UserWarning, match="worker was lost"):
+            model = bd.BANMF(**SHARED, n_blocks=4, client=c, callback=kill).fit(X, missing=missing)
+    assert killed and model.recoveries_ == 1
+    _same(reference, model, exact=True)
+
+
+def test_too_many_losses_fail_clearly(client, monkeypatch):
+    X, _, _ = _data(seed=9)
+    calls = []
+
+    def lose(self):
+        calls.append(1)
+        raise bd.WorkerLost("simulated")
+
+    # Every step loses a worker: the fit gives up after max_recoveries repairs.
+    monkeypatch.setattr(bd.BANMF, "_random_start", lambda self, *a, **k: lose(self))
+    with pytest.warns(UserWarning, match="worker was lost"):
+        with pytest.raises(RuntimeError, match="lost a worker 3 times"):
+            bd.BANMF(**SHARED, n_blocks=2, max_recoveries=2).fit(X)
+    assert len(calls) == 3
+
+
+def test_out_of_core(client):
+    """A budget below the blocks' size: the worker keeps at most the budget (plus the block
+    in use) in memory, the rest in its local folder, and the fit is the same."""
+    distributed = pytest.importorskip("distributed")
+    X, missing, _ = _data(n=600, seed=10)
+    with _cluster(1) as cluster, distributed.Client(cluster) as c:
+        free = bd.BANMF(**SHARED, n_blocks=6, client=c, block_memory=None).fit(X, missing=missing)
+        budget = free.peak_block_bytes_ // 3
+        tight = bd.BANMF(**SHARED, n_blocks=6, client=c, block_memory=budget).fit(
+            X, missing=missing
+        )
+    _same(free, tight, exact=True)
+    assert tight.peak_block_bytes_ <= budget + free.peak_block_bytes_ // 4
+    assert tight.peak_block_bytes_ < free.peak_block_bytes_ / 2
+
+
+def test_auto_budget_is_half_the_memory_limit():
+    blocks = bd.BlockMatrix.from_matrix(np.eye(4), n_blocks=2)
+    budget = {
+        param: _Session(None, blocks, param, None)._budget({"memory_limit": 1000})
+        for param in ("auto", None, 300)
+    }
+    assert budget == {"auto": 500, None: None, 300: 300}
+    assert _Session(None, blocks, "auto", None)._budget({"memory_limit": None}) is None
+
+
+# -- parameters and errors ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"thresholds": "per-factor"},
+        {"polish": True},
+        {"swap": True},
+        {"extra_starts": ("nmf",)},
+        {"init": "custom"},
+        {"client": "tcp://127.0.0.1:1"},
+        {"block_memory": -1},
+    ],
+)
+def test_what_is_not_distributed_is_refused(params):
+    with pytest.raises(InvalidParameterError):
+        bd.BANMF(**params).fit(np.eye(4))
+
+
+def test_no_client_says_how_to_get_one(monkeypatch):
+    distributed = pytest.importorskip("distributed")
+
+    def none():
+        raise ValueError("No clients found")
+
+    monkeypatch.setattr(distributed, "get_client", none)
+    with pytest.raises(ValueError, match="no Dask client"):
+        bd.BANMF(2).fit(np.eye(4))
+
+
+def test_read_blocks_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no row-block files"):
+        bd.read_blocks(tmp_path / "nothing-*.npz")
+    (tmp_path / "a.mtx").write_text("x")
+    with pytest.raises(ValueError, match="are .npz files"):
+        bd.read_blocks([tmp_path / "a.mtx"])
+    banmf.io.write_matrix(np.eye(3), tmp_path / "p-1.npz")
+    banmf.io.write_matrix(np.eye(4), tmp_path / "p-2.npz")
+    with pytest.raises(ValueError, match="has 4 columns but"):
+        bd.read_blocks(tmp_path / "p-*.npz")
+    (tmp_path / "p-3.npz").write_bytes(b"not a zip")
+    with pytest.raises(ValueError, match="not a scipy sparse .npz"):
+        bd.read_blocks([tmp_path / "p-3.npz"])
+
+
+def test_write_blocks_checks_its_folder_first(tmp_path):
+    X = np.eye(6)
+    bd.write_blocks(X, tmp_path / "out", n_blocks=2)
+    with pytest.raises(FileExistsError, match="already holds"):
+        bd.write_blocks(X, tmp_path / "out", n_blocks=2)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(NotADirectoryError):
+        bd.write_blocks(X, tmp_path / "file")
+    with pytest.raises(ValueError, match="exceeds the 6 rows"):
+        bd.BlockMatrix.from_matrix(X, n_blocks=7)
+
+
+def test_blocks_in_natural_order(tmp_path):
+    for b in (10, 9, 1):
+        banmf.io.write_matrix(np.full((b, 3), 1), tmp_path / f"part-{b}.npz")
+    blocks = bd.read_blocks(tmp_path)
+    assert [p.name for p in blocks.sources] == ["part-1.npz", "part-9.npz", "part-10.npz"]
+    assert blocks.offsets.tolist() == [0, 1, 10, 20]
+
+
+# -- the pieces, against plain references ------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.lists(st.integers(0, 20), min_size=1, max_size=30),
+    n_blocks=st.integers(1, 30),
+)
+def test_cuts_keep_a_row_per_block_and_balance_nonzeros(rows, n_blocks):
+    indptr = np.concatenate([[0], np.cumsum(rows)])
+    n = len(rows)
+    n_blocks = min(n_blocks, n)
+    cuts = _cuts(indptr, n_blocks)
+    assert cuts[0] == 0 and cuts[-1] == n and len(cuts) == n_blocks + 1
+    assert (np.diff(cuts) >= 1).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n_blocks=st.integers(1, 12),
+    owners=st.lists(st.integers(0, 3), min_size=12, max_size=12),
+    seed=st.integers(0, 2**16),
+)
+def test_the_tree_sum_does_not_depend_on_who_holds_which_block(n_blocks, owners, seed):
+    """Workers add the tree's nodes within their blocks, the driver the rest: bit for bit the
+    sum of one worker holding everything, whatever the blocks' owners."""
+    values = np.random.default_rng(seed).random((n_blocks, 5)) * 10.0 ** np.arange(-8, 9, 4)
+    whole = _worker.node_sum(0, n_blocks, lambda b: values[b])
+    nodes = {}
+    for owner in set(owners[:n_blocks]):
+        mine = {b for b in range(n_blocks) if owners[b] == owner}
+        for lo, hi in _worker.tree_nodes(0, n_blocks, mine):
+            nodes[(lo, hi)] = _worker.node_sum(lo, hi, lambda b: values[b])
+    assert np.array_equal(_node(0, n_blocks, nodes), whole)
+    np.testing.assert_allclose(whole, values.sum(axis=0), rtol=1e-12)
+
+
+class _Batched(GridRows):
+    batch = 16
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**16), k=st.integers(1, 4), P=st.integers(2, 12))
+def test_batched_coverages_find_the_same_point(seed, k, P):
+    """Asking for coverages ahead (as remote rows do) changes nothing in the search."""
+    rng = np.random.default_rng(seed)
+    X = banmf._validation.check_binary_matrix(rng.random((15, 9)) < 0.4)
+    W, H = rng.random((15, k)), rng.random((k, 9))
+    w_points, h_points = grid_points(W.max(), P), grid_points(H.max(), P)
+    u, vt = grid_ranks(W, w_points), grid_ranks(np.ascontiguousarray(H.T), h_points)
+    args = (vt, P, X.nnz, "pruned", w_points, h_points, None)
+    plain = search_grid(GridRows(X, u), *args)
+    batched = search_grid(_Batched(X, u), *args)
+    assert plain[:3] == batched[:3]
+    exhaustive = search_grid(GridRows(X, u), vt, P, X.nnz, "exhaustive", w_points, h_points, None)
+    assert plain[2] == exhaustive[2]
+
+
+def test_worker_functions_refuse_a_block_they_do_not_hold():
+    with pytest.raises(LookupError, match="not on this worker"):
+        _worker.column_counts("no-such-fit", 0)
