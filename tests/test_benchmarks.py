@@ -77,3 +77,16 @@ def test_bench_completion_quick():
 def test_bench_rank_quick():
     out = _run(BENCH / "bench_rank.py", "--quick")
     assert "| 40x30 | 0 % | 1 |" in out and "### zoo (101×15)" in out and "chosen k =" in out
+
+
+def test_bench_distributed_quick():
+    pytest.importorskip("distributed")
+    out = _run(BENCH / "bench_distributed.py", "--quick")
+    header = (
+        "| nnz | workers | single s/it | distributed s/it | ratio | MB sent/it | MB received/it "
+        "| round trips/it | same factors |"
+    )
+    assert header in out
+    rows = [line for line in out.splitlines() if line.startswith("| 2e5 |")]
+    assert [row.split(" | ")[1] for row in rows] == ["1", "2"]
+    assert all(row.rstrip(" |").endswith("| yes") for row in rows), rows

@@ -1,0 +1,341 @@
+"""Per-iteration cost of ``banmf.distributed.BANMF`` on a local Dask cluster against ``banmf.BANMF``.
+
+    python benchmarks/bench_distributed.py [--nnz 1e7 1e8] [--k 10] [--m 10000] [--blocks 8]
+        [--workers 1 2] [--iters 5 25] [--repeats 3] [--busy] [--out records.jsonl] [--quick]
+
+Data: ``banmf.make_sparse_tiles(n, m, nnz, k, random_state=0)`` with n = nnz / 10 rows and m
+columns, generated once per ``--nnz`` and written once as ``--blocks`` row-block files
+(``banmf.distributed.write_blocks``) to a temporary folder; the distributed fits read them with
+``read_blocks``, so the workers read their rows from the files (X is not sent to them).
+
+Both sides fit the paper's single start: ``thresholds="global"``, ``polish=False``,
+``swap=False``, ``extra_starts=()``, ``n_init=1``, ``tol=None``, ``random_state=0``; the single
+machine with ``n_jobs=2``, the cluster (``LocalCluster(n_workers=w, threads_per_worker=
+max(1, 2 // w), processes=True)``, one per measurement, created here) with each worker's threads.
+Per-iteration seconds are (t(T2) - t(T1)) / (T2 - T1) for fits of T1 and T2 iterations
+(``--iters``), so that setup (the blocks' reading, the actors) and the threshold search cancel;
+the median over ``--repeats`` such pairs. Each side has one untimed warm-up fit of T1
+iterations first (Numba compiles in the driver and in every worker). The threshold search
+cancels only roughly: how many grid points it visits (and so its time and round trips) depends
+on the factors, which differ after T1 and T2 iterations; on small data (``--quick``) that
+difference can exceed the iterations' own cost and the per-iteration figures come out noisy,
+even negative.
+
+Columns:
+- nnz, workers: the data's nonzeros (as asked) and the Dask workers;
+- single s/it: ``banmf.BANMF`` per iteration (n_jobs=2), measured in the same run;
+- distributed s/it: ``banmf.distributed.BANMF`` per iteration on that many workers;
+- ratio: distributed / single (> 1: the cluster is slower);
+- MB sent/it, MB received/it, round trips/it: ``traffic_`` of the T2 fit minus that of the
+  T1 fit, over T2 - T1 (the arrays sent by the driver to the workers and received back, 10⁶
+  bytes; calls to all workers that the driver waited for); medians over the repeats;
+- same factors: every distributed fit's ``W_`` and ``components_`` equal those of the single
+  machine's fit with the same T (yes/no).
+
+``--busy``: after those, the single machine and the 2-worker cluster once more while one
+CPU-burning subprocess (``python -c "while True: pass"``) runs beside them (started before the
+single-machine fits and killed after the cluster's), in a second table. The machine has 2
+cores: the neighbour takes one.
+
+``--out FILE`` appends one JSON record per table row (benchmarks/_records.py). Progress goes
+to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+from _records import run_tasks
+
+import banmf
+import banmf.distributed as bd
+
+#: Both sides' fit: the paper's single start, a fixed number of iterations (the caller's).
+PARAMS = {
+    "thresholds": "global",
+    "polish": False,
+    "swap": False,
+    "extra_starts": (),
+    "n_init": 1,
+    "tol": None,
+    "random_state": 0,
+}
+QUICK = {"nnz": [200_000], "blocks": 4, "iters": [3, 8], "repeats": 1, "workers": [1, 2]}
+OVERHEAD_LIMIT = 1.5
+
+
+def log(*parts) -> None:
+    print(*parts, file=sys.stderr, flush=True)
+
+
+def _count(text: str) -> int:
+    """``1e7`` → 10000000."""
+    return int(float(text))
+
+
+def _timed(make, X):
+    start = time.perf_counter()
+    model = make().fit(X)
+    return time.perf_counter() - start, model
+
+
+def _same(model, ref: tuple) -> bool:
+    """The model's Boolean factors are ``ref``'s ``(W_, components_)``."""
+    return bool(np.array_equal(model.W_, ref[0]) and np.array_equal(model.components_, ref[1]))
+
+
+def _median(values) -> float:
+    return float(np.median(values))
+
+
+def single_machine(X, k, iters, repeats, label) -> dict:
+    """Per-iteration seconds of ``banmf.BANMF`` and its fits' factors (per T)."""
+    T1, T2 = iters
+
+    def make(T):
+        return lambda: banmf.BANMF(k, max_iter=T, n_jobs=2, **PARAMS)
+
+    seconds, _ = _timed(make(T1), X)
+    log(f"  {label} single machine: warm-up fit {seconds:.1f} s")
+    per_iter, refs = [], {}
+    for r in range(repeats):
+        times = {}
+        for T in iters:
+            times[T], model = _timed(make(T), X)
+            # Only the Boolean factors are kept (at 1e8 a whole model holds GBs).
+            refs.setdefault(T, (model.W_, model.components_))
+            del model
+        per_iter.append((times[T2] - times[T1]) / (T2 - T1))
+        log(
+            f"  {label} single machine, repeat {r + 1}: T={T1} {times[T1]:.2f} s, "
+            f"T={T2} {times[T2]:.2f} s: {per_iter[-1]:.4g} s/it"
+        )
+    return {"single": _median(per_iter), "single_all": per_iter, "refs": refs}
+
+
+def distributed(folder, workers, k, iters, repeats, refs, label) -> dict:
+    """Per-iteration seconds and traffic of ``banmf.distributed.BANMF`` on a fresh local
+    cluster of ``workers`` processes reading the row blocks in ``folder``."""
+    from dask.distributed import Client, LocalCluster
+
+    T1, T2 = iters
+    threads = max(1, 2 // workers)
+    with (
+        LocalCluster(
+            n_workers=workers,
+            threads_per_worker=threads,
+            processes=True,
+            dashboard_address=None,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        X = bd.read_blocks(folder)
+
+        def make(T):
+            return lambda: bd.BANMF(k, max_iter=T, client=client, **PARAMS)
+
+        seconds, _ = _timed(make(T1), X)
+        log(f"  {label} {workers} worker(s) × {threads} thread(s): warm-up fit {seconds:.1f} s")
+        per_iter, sent, received, trips, same = [], [], [], [], []
+        for r in range(repeats):
+            times, traffic = {}, {}
+            for T in iters:
+                times[T], model = _timed(make(T), X)
+                traffic[T] = model.traffic_
+                same.append(_same(model, refs[T]))
+                blocks, peak = model.n_blocks_, model.peak_block_bytes_
+                del model
+            steps = T2 - T1
+            per_iter.append((times[T2] - times[T1]) / steps)
+            sent.append((traffic[T2]["sent_bytes"] - traffic[T1]["sent_bytes"]) / steps)
+            received.append((traffic[T2]["received_bytes"] - traffic[T1]["received_bytes"]) / steps)
+            trips.append((traffic[T2]["round_trips"] - traffic[T1]["round_trips"]) / steps)
+            log(
+                f"  {label} {workers} worker(s), repeat {r + 1}: T={T1} {times[T1]:.2f} s, "
+                f"T={T2} {times[T2]:.2f} s: {per_iter[-1]:.4g} s/it; same factors: {same[-2:]}"
+            )
+        return {
+            "distributed": _median(per_iter),
+            "distributed_all": per_iter,
+            "sent_mb": _median(sent) / 1e6,
+            "received_mb": _median(received) / 1e6,
+            "round_trips": _median(trips),
+            "same_factors": all(same),
+            "n_blocks": blocks,
+            "peak_block_mb": peak / 1e6,
+        }
+
+
+@contextlib.contextmanager
+def busy_neighbour():
+    """One CPU-burning process for the duration of the block."""
+    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    log(f"busy neighbour started (pid {proc.pid})")
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+        log(f"busy neighbour (pid {proc.pid}) killed")
+
+
+def _header(title: str) -> None:
+    print(f"\n{title}\n")
+    print(
+        "| nnz | workers | single s/it | distributed s/it | ratio | MB sent/it | MB received/it "
+        "| round trips/it | same factors |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|", flush=True)
+
+
+def _row(rec: dict) -> None:
+    cells = [
+        _nnz(rec["nnz"]),
+        rec["workers"],
+        f"{rec['single']:.4g}",
+        f"{rec['distributed']:.4g}",
+        f"{rec['ratio']:.2f}×",
+        f"{rec['sent_mb']:.3g}",
+        f"{rec['received_mb']:.3g}",
+        f"{rec['round_trips']:.3g}",
+        "yes" if rec["same_factors"] else "no",
+    ]
+    print("| " + " | ".join(str(c) for c in cells) + " |", flush=True)
+
+
+def _nnz(nnz: int) -> str:
+    """10000000 → "1e7"."""
+    mantissa, exponent = f"{nnz:.0e}".split("e")
+    return f"{mantissa}e{int(exponent)}" if float(f"{nnz:.0e}") == nnz else f"{nnz:,}"
+
+
+def measure(nnz, args) -> dict:
+    """The records of one nnz: the data generated and written once; the single machine and
+    each cluster size alone, then (``--busy``) the single machine and 2 workers beside a
+    CPU-burning neighbour. Returns {"alone": records, "busy": records}."""
+    n, m, k = max(1, nnz // 10), args.m, args.k
+    label = f"[nnz {_nnz(nnz)}]"
+    log(f"{label} generating {n:,}×{m:,}, k={k} (make_sparse_tiles) ...")
+    start = time.perf_counter()
+    X = banmf.make_sparse_tiles(n, m, nnz, k, random_state=0)[0]
+    seconds = time.perf_counter() - start
+    log(f"{label} {X.shape[0]:,}×{X.shape[1]:,}, {X.nnz:,} nonzeros in {seconds:.0f} s")
+    common = {
+        "nnz": nnz,
+        "n": n,
+        "m": m,
+        "k": k,
+        "nonzeros": int(X.nnz),
+        "blocks": args.blocks,
+        "iters": list(args.iters),
+        "repeats": args.repeats,
+    }
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="bench_distributed_") as folder:
+        start = time.perf_counter()
+        paths = bd.write_blocks(X, folder, n_blocks=args.blocks)
+        size = sum(p.stat().st_size for p in paths) / 1e6
+        seconds = time.perf_counter() - start
+        log(f"{label} wrote {len(paths)} block files ({size:.0f} MB) in {seconds:.0f} s")
+        for busy in (False, True) if args.busy else (False,):
+            tag = f"{label[:-1]}, busy]" if busy else label
+            single = {}
+
+            def run(task, busy=busy, tag=tag, single=single):
+                kind, w = task
+                rec = {**common, "busy": busy, "kind": kind, "workers": w}
+                if kind == "single":
+                    single.update(single_machine(X, k, args.iters, args.repeats, tag))
+                    rec.update(single=single["single"], single_all=single["single_all"])
+                else:
+                    dist = distributed(folder, w, k, args.iters, args.repeats, single["refs"], tag)
+                    rec.update(
+                        single=single["single"],
+                        **dist,
+                        ratio=dist["distributed"] / single["single"],
+                    )
+                rec["loadavg"] = round(os.getloadavg()[0], 2)
+                return rec
+
+            tasks = [("single", 0)] + [("distributed", w) for w in ([2] if busy else args.workers)]
+            context = busy_neighbour() if busy else contextlib.nullcontext()
+            with context:
+                records = run_tasks(run, tasks, 1, args.out)
+            out["busy" if busy else "alone"] = [r for r in records if r["kind"] == "distributed"]
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--nnz", nargs="+", type=_count, default=[10**7])
+    parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--m", type=int, default=10_000, help="columns")
+    parser.add_argument("--blocks", type=int, default=8, help="row-block files")
+    parser.add_argument("--workers", nargs="+", type=int, default=[1, 2])
+    parser.add_argument(
+        "--iters", nargs=2, type=int, default=[5, 25], metavar=("T1", "T2"), help="T1 < T2"
+    )
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--busy",
+        action="store_true",
+        help="also the single machine and 2 workers beside a CPU-burning process",
+    )
+    parser.add_argument("--out", help="also append every row's record to this JSON-lines file")
+    parser.add_argument(
+        "--quick", action="store_true", help="nnz 2e5, 4 blocks, iters 3 8, 1 repeat, workers 1 2"
+    )
+    args = parser.parse_args(argv)
+    if args.quick:
+        for key, value in QUICK.items():
+            setattr(args, key, value)
+    if not args.iters[0] < args.iters[1]:
+        parser.error("--iters T1 T2 needs T1 < T2")
+    import dask
+
+    print(
+        f"{datetime.datetime.now():%Y-%m-%d %H:%M}, {os.cpu_count()} CPUs, load average "
+        f"{os.getloadavg()[0]:.2f}; banmf {banmf.__version__}, dask {dask.__version__}; "
+        f"k={args.k}, n = nnz/10 × m={args.m:,}, {args.blocks} row-block files, "
+        f"iterations {args.iters[0]} and {args.iters[1]}, median of {args.repeats}",
+        flush=True,
+    )
+    tables = [("alone", False)] + ([("busy", True)] if args.busy else [])
+    results = {name: [] for name, _ in tables}
+    for nnz in args.nnz:
+        for name, records in measure(nnz, args).items():
+            results[name] += records
+    for name, busy in tables:
+        title = (
+            "With a busy neighbour (one CPU-burning process), single machine and 2 workers:"
+            if busy
+            else "Alone:"
+        )
+        _header(title)
+        for rec in results[name]:
+            _row(rec)
+        print()
+        for rec in results[name]:
+            if rec["workers"] == 2:
+                ok = rec["ratio"] <= OVERHEAD_LIMIT
+                print(
+                    f"Overhead with 2 workers at nnz={_nnz(rec['nnz'])}"
+                    f"{' (busy neighbour)' if busy else ''}: {rec['ratio']:.2f}× the single "
+                    f"machine: {'within' if ok else 'above'} {OVERHEAD_LIMIT}× "
+                    f"({'yes' if ok else 'no'})"
+                )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
