@@ -353,6 +353,8 @@ def cmd_factorize(args, out, err) -> int:
             f"--method: unknown method {args.method!r}; choose one of {', '.join(METHODS)}"
         )
     params = _estimator_params(args, METHODS[args.method])
+    if args.scheduler:
+        return _factorize_distributed(args, out, err, params)
     if args.out:
         _check_output(args.out, "--out", inputs=[args.input, args.missing, args.observed])
     ds = _read_input(args.input, args.format)
@@ -471,6 +473,122 @@ def cmd_factorize(args, out, err) -> int:
         found = result.patterns(X, top=args.top)
         record["patterns"] = [pattern.to_dict() for pattern in found]
         lines += ["", *_pattern_lines(found)]
+    _emit(args, record, lines, out)
+    return args.signals.exit_code if signalled else EXIT_OK
+
+
+def _blocks_input(args):
+    """The input of a distributed fit: row-block files (a folder or a glob pattern), or one
+    matrix file cut into blocks here."""
+    from .distributed import BlockMatrix, read_blocks
+
+    path = Path(args.input)
+    if path.is_dir() or (not path.exists() and any(c in args.input for c in "*?[")):
+        if args.missing or args.observed:
+            raise UsageError("--missing/--observed: row-block files carry their unknown cells")
+        try:
+            return read_blocks(args.input)
+        except (FileNotFoundError, ValueError) as exc:
+            raise UsageError(f"{args.input}: {exc}") from None
+    ds = _read_input(args.input, args.format)
+    return BlockMatrix.from_matrix(ds.X, **_unknown_cells(args, ds))
+
+
+def _factorize_distributed(args, out, err, params) -> int:
+    """``banmf factorize --scheduler``: BANMF on a Dask cluster (:mod:`banmf.distributed`)."""
+    from . import __version__
+    from .io import jsonable
+    from .result import Factorization
+
+    if args.method != "banmf":
+        raise UsageError(f"--scheduler: only banmf runs on a cluster, not {args.method}")
+    if args.hold_out:
+        raise UsageError("--hold-out does not run on a cluster yet")
+    if args.show:
+        raise UsageError("--show needs the data in memory: run banmf show on the saved result")
+    try:
+        from distributed import Client, LocalCluster
+
+        import banmf.distributed as bd
+    except ImportError:
+        raise UsageError("--scheduler needs Dask: pip install 'banmf[distributed]'") from None
+    if args.out:
+        _check_output(args.out, "--out", inputs=[args.input])
+    blocks = _blocks_input(args)
+    n, m = blocks.shape
+    progress = Progress(err, "fitting banmf on the cluster", enabled=not args.quiet)
+    signalled = False
+    cluster = None
+    with progress:
+        try:
+            if args.scheduler == "local":
+                cluster = LocalCluster(processes=True, dashboard_address=":0")
+            client = Client(cluster or args.scheduler)
+        except OSError as exc:
+            raise UsageError(f"--scheduler {args.scheduler}: cannot connect ({exc})") from None
+        try:
+            model = bd.BANMF(args.k, random_state=args.seed, client=client, **params)
+            start = time.perf_counter()
+            try:
+                model.fit(blocks)
+            except KeyboardInterrupt:
+                if not hasattr(model, "W_"):  # nothing fitted yet
+                    raise
+                signalled = True  # the first signal: the best result so far
+            seconds = time.perf_counter() - start
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+    result = Factorization.from_estimator(model, method="banmf", seconds=seconds)
+    result = result.replace(
+        params={k: v for k, v in result.params.items() if k != "client"},
+        estimator=None,
+        meta={"input": str(args.input), "seed": args.seed, "scheduler": args.scheduler},
+    )
+    record = {
+        "input": args.input,
+        "shape": [n, m],
+        "nnz": int(model.nnz_),
+        "method": "banmf",
+        "n_components": args.k,
+        "seed": args.seed,
+        "scheduler": args.scheduler,
+        "blocks": int(model.n_blocks_),
+        "observed_cells": int(model.n_observed_),
+        "error": result.error,
+        "relative_error": result.relative_error,
+        "n_iter": result.n_iter,
+        "seconds": round(seconds, 4),
+        "recoveries": int(model.recoveries_),
+        "traffic": dict(model.traffic_),
+        "interrupted": result.interrupted,
+        "signal": args.signals.name if signalled else None,
+        "out": args.out,
+        "params": jsonable(result.params),
+        "version": __version__,
+    }
+    if args.out:
+        result.save(args.out)
+        args.written = args.out
+    nnz = model.nnz_
+    lines = [
+        f"input           {args.input} ({n}×{m}, {nnz} nonzeros in "
+        f"{_plural(model.n_blocks_, 'row block')})",
+        f"method          banmf on {args.scheduler}, k={args.k}, "
+        f"{_plural(result.n_iter, 'iteration')}, {seconds:.2f} s",
+        f"error           {result.error}"
+        + (f" on the {model.n_observed_} cells fitted" if model.n_observed_ < n * m else ""),
+        f"relative error  {result.relative_error:.4f} (error / nnz)",
+        f"traffic         {model.traffic_['sent_bytes'] / 1e6:.1f} MB sent, "
+        f"{model.traffic_['received_bytes'] / 1e6:.1f} MB received, "
+        f"{_plural(model.traffic_['round_trips'], 'round trip')}"
+        + (f"; {_plural(model.recoveries_, 'lost worker')} survived" if model.recoveries_ else ""),
+    ]
+    if record["interrupted"]:
+        lines.append(f"interrupted     by {record['signal'] or 'request'}: the best result so far")
+    if args.out:
+        lines.append(f"saved           {args.out}")
     _emit(args, record, lines, out)
     return args.signals.exit_code if signalled else EXIT_OK
 
@@ -1062,6 +1180,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FRACTION",
         help="hide this share of the observed ones and zeros (drawn with --seed), fit the "
         "rest and report how well the hidden cells are predicted",
+    )
+    p.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="fit on a Dask cluster (banmf only; needs banmf[distributed]): a scheduler's "
+        "address such as tcp://host:8786, or 'local' for a cluster of this machine's cores. "
+        "INPUT may then be a folder or glob of row-block .npz files (banmf.distributed)",
     )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")

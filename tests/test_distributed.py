@@ -126,6 +126,8 @@ def test_the_number_of_workers_does_not_matter(client):
     for n_workers in (1, 3):
         with _cluster(n_workers) as cluster, distributed.Client(cluster) as other:
             fits.append(bd.BANMF(**SHARED, n_blocks=6, client=other).fit(X, missing=missing))
+            # The new client is the default now: a fit given the first one still runs there.
+            fits.append(bd.BANMF(**SHARED, n_blocks=6, client=client).fit(X, missing=missing))
     for other in fits[1:]:
         _same(fits[0], other, exact=True)
 
@@ -347,3 +349,77 @@ def test_batched_coverages_find_the_same_point(seed, k, P):
 def test_worker_functions_refuse_a_block_they_do_not_hold():
     with pytest.raises(LookupError, match="not on this worker"):
         _worker.column_counts("no-such-fit", 0)
+
+
+# -- the command line ------------------------------------------------------------------------
+
+
+def _cli(*argv):
+    import io as _io
+
+    from banmf.cli import main
+
+    out, err = _io.StringIO(), _io.StringIO()
+    return main(list(argv), stdout=out, stderr=err), out.getvalue(), err.getvalue()
+
+
+def _cli_process(*argv, **env):
+    """``python -m banmf ...`` in its own process, as a user runs it (one Dask client there)."""
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "banmf", *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, **env},
+    )
+
+
+def test_cli_factorize_on_a_scheduler(client, tmp_path):
+    import json
+
+    X, missing, _ = _data(seed=12)
+    bd.write_blocks(X, tmp_path / "big", n_blocks=3, missing=missing)
+    address = client.scheduler.address
+    done = _cli_process(
+        "factorize", str(tmp_path / "big"), "-k", "5", "--scheduler", address,
+        "--max-iter", "60", "--out", str(tmp_path / "r.npz"), "--json", "-q",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads(done.stdout)
+    model = bd.BANMF(5, random_state=0, max_iter=60, client=client).fit(
+        bd.read_blocks(tmp_path / "big")
+    )
+    assert record["error"] == model.reconstruction_err_ and record["blocks"] == 3
+    assert record["observed_cells"] == X.shape[0] * X.shape[1] - missing.nnz
+    saved = banmf.io.load_result(tmp_path / "r.npz")
+    assert np.array_equal(saved.W, model.W_) and saved.params["n_components"] == 5
+
+
+def test_cli_cannot_connect(tmp_path):
+    pytest.importorskip("distributed")
+    bd.write_blocks(np.eye(6), tmp_path / "big", n_blocks=2)
+    done = _cli_process(
+        "factorize", str(tmp_path / "big"), "-k", "2", "--scheduler", "tcp://127.0.0.1:9",
+        DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT="2s",
+    )  # fmt: skip
+    assert done.returncode != 0 and "cannot connect" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (("--method", "asso"), "only banmf runs on a cluster"),
+        (("--hold-out", "0.1"), "--hold-out does not run on a cluster"),
+        (("--show",), "--show needs the data in memory"),
+    ],
+)
+def test_cli_scheduler_refusals(tmp_path, extra, message):
+    pytest.importorskip("distributed")
+    bd.write_blocks(np.eye(6), tmp_path / "big", n_blocks=2)
+    argv = ["factorize", str(tmp_path / "big"), "-k", "2", "--scheduler", "local", *extra]
+    code, _, err = _cli(*argv)
+    assert code != 0 and message in err

@@ -93,7 +93,10 @@ class _Session:
                 actor=True,
                 pure=False,
             )
-            self.servers[w] = self._wait([future])[0]
+            # An actor's handle binds to the current client when it arrives: this fit's, even
+            # when another client is the default.
+            with self.client.as_current():
+                self.servers[w] = self._wait([future])[0]
         by_worker = self._by_worker(blocks)
         calls = {
             w: self.servers[w].each(
