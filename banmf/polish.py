@@ -161,6 +161,13 @@ def _alone(X, A: np.ndarray, fixed: _Fixed, rows: np.ndarray, only: int) -> np.n
     return out
 
 
+def bit_changes(X, A: np.ndarray, fixed_bool: np.ndarray, rows: np.ndarray, unknown=None):
+    """``d[r, l]`` of :func:`_bit_changes` against the Boolean factor ``fixed_bool`` (one row
+    per column of X): integer counts over the rows of ``fixed_bool``, so the sum of the
+    results over row blocks of it (with their columns of X) is the whole's."""
+    return _bit_changes(X, A, _Fixed(fixed_bool), rows, unknown=unknown)
+
+
 def _bit_changes(
     X, A: np.ndarray, fixed: _Fixed, rows: np.ndarray, only: int = -1, unknown=None
 ) -> np.ndarray:
@@ -176,11 +183,18 @@ def _bit_changes(
 
 def _flip_rows(X, free: np.ndarray, fixed: _Fixed, unknown=None) -> int:
     """Apply each row's best single-bit flip until no flip lowers its error; returns flips."""
+    return flip_rows(free, lambda A, rows: _bit_changes(X, A, fixed, rows, unknown=unknown))
+
+
+def flip_rows(free: np.ndarray, changes) -> int:
+    """:func:`_flip_rows` with the rows' bit changes from ``changes(A, rows)`` (A: ``free``
+    packed, :func:`banmf._boolean.pack_rows`; the result as :func:`_bit_changes`'s): sums
+    over row blocks of X elsewhere serve as well as X here. Returns the flips made."""
     A = pack_rows(free)
     rows = np.arange(free.shape[0])
     flips = 0
     while len(rows):
-        d = _bit_changes(X, A, fixed, rows, unknown=unknown)
+        d = changes(A, rows)
         change = np.where(free[rows], -d, d)
         best = change.argmin(axis=1)
         move = change[np.arange(len(rows)), best] < 0

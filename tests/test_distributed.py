@@ -30,7 +30,7 @@ SHARED = {
     "max_iter": 120,
     "n_init": 2,
     "thresholds": "global",
-    "polish": False,
+    "polish": "flip",
     "swap": False,
     "extra_starts": ("columns",),
 }
@@ -91,6 +91,21 @@ def test_same_factors_as_one_machine(client, unknown):
     _same(one, many)
     assert many.n_blocks_ == 5 and many.recoveries_ == 0
     assert many.traffic_["round_trips"] > many.n_iter_
+
+
+def test_the_polish_does_what_it_does_on_one_machine(client):
+    """Few iterations leave the grid's factors rough: the polish moves many bits, over rows
+    on their blocks and over columns from summed bit changes, and ends where one machine's
+    does."""
+    X = banmf.make_boolean(400, 300, 8, density=0.3, noise=0.05, random_state=1)[0]
+    missing = sp.random(400, 300, density=0.05, random_state=2, format="csr") > 0
+    params = {**SHARED, "n_components": 8, "max_iter": 10}
+    one = banmf.BANMF(**params).fit(X, missing=missing)
+    many = bd.BANMF(**params, n_blocks=5).fit(X, missing=missing)
+    assert many.refinement_["polish"] < many.refinement_["grid"] / 2
+    assert many.refinement_ == one.refinement_ and many.polish_rounds_ == one.polish_rounds_ > 1
+    assert many.unpolished_err_ == one.unpolished_err_
+    _same(one, many)
 
 
 def test_regularized_and_float32_and_auto_starts(client):
@@ -229,7 +244,7 @@ def test_auto_budget_is_half_the_memory_limit():
     "params",
     [
         {"thresholds": "per-factor"},
-        {"polish": True},
+        {"polish": "exact"},
         {"swap": True},
         {"extra_starts": ("nmf",)},
         {"init": "custom"},

@@ -24,12 +24,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .._boolean import hits_and_cover
+from .._boolean import hits_and_cover, transpose_mask
 from .._threads import thread_budget
 from .._validation import check_binary_matrix, check_unknown
 from ..booleanize import GridRows, grid_ranks
 from ..io import read_dataset
 from ..models._mu import MUSolver
+from ..polish import bit_changes, polish_rows
 
 _lock = threading.RLock()
 #: (fit, block) → its state, most recently used last.
@@ -51,10 +52,20 @@ class _Block:
         self.scaled: np.ndarray | None = None  # the current start's balanced W rows
         self.rows: GridRows | None = None  # their grid ranks, for the threshold search
         self.kept: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # start → (W scaled, W bool)
+        self._Xt = None
+
+    @property
+    def Xt(self):
+        """The block's columns as rows (the mask of its transpose), made once when needed."""
+        if self._Xt is None:
+            self._Xt = transpose_mask(self.X)
+        return self._Xt
 
     @property
     def nbytes(self) -> int:
         arrays = [self.X.indptr, self.X.indices, self.scaled]
+        if self._Xt is not None:
+            arrays += [self._Xt.indptr, self._Xt.indices]
         if self.unknown is not None:
             arrays += [self.unknown.cells.indptr, self.unknown.cells.indices]
         if self.solver is not None:
@@ -359,6 +370,23 @@ def keep_only(fit: str, b: int, starts: list) -> None:
     """Drop the kept starts other than ``starts``."""
     with _use(fit, b) as block:
         block.kept = {i: v for i, v in block.kept.items() if i in starts}
+
+
+def polish_rows_of(fit: str, b: int, start, Ht: np.ndarray) -> int:
+    """The polish's row half-step on the block's rows of the kept start (in place): each
+    row's best single-bit flips against H (:func:`banmf.polish.polish_rows`, "flip");
+    returns the flips made."""
+    with _use(fit, b) as block:
+        return polish_rows(block.X, block.kept[start][1], Ht, "flip", block.unknown)
+
+
+def column_changes(fit: str, b: int, start, A: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """The polish's column half-step, the block's share: per column in ``columns`` (of H's
+    packed columns ``A``) and factor l, the change in error on the block's rows from
+    switching bit l (:func:`banmf.polish.bit_changes`)."""
+    with _use(fit, b) as block:
+        unknown = None if block.unknown is None else block.unknown.T
+        return bit_changes(block.Xt, A, block.kept[start][1], columns, unknown)
 
 
 def holds(fit: str, b: int, start) -> bool:

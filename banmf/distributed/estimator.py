@@ -20,6 +20,7 @@ from ..models._base import budgeted, store_params
 from ..models._mu import h_step
 from ..models.banmf import BANMF as _BANMF
 from ..models.banmf import settled
+from ..polish import flip_rows
 from ..result import Factorization
 from . import _worker
 from .blocks import BlockMatrix
@@ -273,8 +274,12 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
     init : {"random"}, default "random"
     thresholds : {"global"}, default "global"
         The grid's single pair of thresholds. Per-factor thresholds are not distributed yet.
-    polish, swap : False
-        The Boolean polish and the swaps are not distributed yet.
+    polish : bool or "flip", default True
+        True or "flip": the Boolean polish with single-bit flips (:func:`banmf.polish`,
+        ``method="flip"``): rows of W on their blocks, columns of H from bit changes summed
+        over the blocks. The exact polish is not distributed.
+    swap : False
+        The swaps are not distributed yet.
     extra_starts : tuple of {"columns"}, default ("columns",)
         "columns" as in :class:`banmf.BANMF` (without its polish). The "nmf" start needs a
         truncated SVD of the whole X and "grecond" whole columns: neither is distributed.
@@ -343,7 +348,7 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         n_thresholds=100,
         normalize="balance",
         thresholds="global",
-        polish=False,
+        polish=True,
         swap=False,
         extra_starts=("columns",),
         n_init="auto",
@@ -363,7 +368,7 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         **_BANMF._parameter_constraints,
         "init": [Options("random")],
         "thresholds": [Options("global")],
-        "polish": [Options(False)],
+        "polish": [Options(False, True, "flip")],
         "swap": [Options(False)],
         "extra_starts": [subset_of("columns")],
         "client": [NONE, Kind("a distributed.Client", lambda v: hasattr(v, "submit"))],
@@ -485,8 +490,13 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         self.loss_curve_ = best["losses"]
         self.W_continuous_, self.H_continuous_ = W_scaled, best["H_continuous"]
         self.grid_thresholds_, self.thresholds_ = best["grid_thresholds"], best["thresholds"]
-        self.booleanized_err_ = self.unpolished_err_ = best["error"]
-        self.polish_rounds_, self.refinement_, self.swaps_ = 0, best["refinement"], []
+        self.booleanized_err_ = best["refinement"].get("grid", best["unpolished_err"])
+        self.unpolished_err_ = best["unpolished_err"]
+        self.polish_rounds_, self.refinement_, self.swaps_ = (
+            best["polish_rounds"],
+            best["refinement"],
+            [],
+        )
         self.n_blocks_ = blocks.n_blocks
         self.peak_block_bytes_ = max(session.client.run(_worker.peak_bytes, session.fit).values())
         self._set_result(
@@ -589,6 +599,7 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         run.update(
             losses=np.asarray(losses), n_iter=len(losses), interrupted=interrupted, stopped=stopped
         )
+        self._polish(session, run, p, progress)
         progress.done(run["error"])
         return run
 
@@ -688,10 +699,8 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         H = np.zeros((k, m), dtype=bool)
         H[np.arange(len(top)), top] = True
         session.each(_worker.keep_columns, "columns", top, k)
-        hits, cover = session.sum(_worker.counts, "columns", H)
-        error = int(p["nnz_ones"] + cover - 2 * hits)
-        progress.done(error)
-        return {
+        error = self._error(session, "columns", H, p)
+        run = {
             "start": "columns",
             "losses": np.zeros(0),
             "n_iter": 0,
@@ -704,6 +713,42 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
             "error": error,
             "refinement": {"columns": error},
         }
+        self._polish(session, run, p, progress)
+        progress.done(run["error"])
+        return run
+
+    @staticmethod
+    def _error(session: _Session, start, H: np.ndarray, p: dict) -> int:
+        """The Hamming error (observed cells) of the start's kept rows times H."""
+        hits, cover = session.sum(_worker.counts, start, H)
+        return int(p["nnz_ones"] + cover - 2 * hits)
+
+    def _polish(self, session: _Session, run: dict, p: dict, progress) -> None:
+        """The Boolean polish over the blocks (:func:`banmf.polish.polish_factors`, "flip"):
+        every row of W against H on its own block, then every column of H against W with
+        its bit changes summed over the blocks; rounds until nothing moves. Ctrl-C ends it
+        after the round under way."""
+        run["unpolished_err"], run["polish_rounds"] = run["error"], 0
+        if p["polish"] is None:
+            return
+        progress.phase("polish")
+        i = run["start"]
+        Ht = np.array(run["H"].T, order="C")
+        error = run["error"]
+        for rounds in range(1, 101):
+            changed = sum(session.each(_worker.polish_rows_of, i, Ht))
+            changed += flip_rows(
+                Ht, lambda A, columns: session.sum(_worker.column_changes, i, A, columns)
+            )
+            error = self._error(session, i, Ht.T, p)
+            run["polish_rounds"] = rounds
+            if changed == 0 or session.interrupts.count:
+                break
+        run.update(
+            H=np.ascontiguousarray(Ht.T),
+            error=error,
+            refinement={**run["refinement"], "polish": error},
+        )
 
     def _gather(self, session: _Session, best: dict, specs: dict, p: dict):
         """The kept start's rows from every block; a start that a block read again (after a
