@@ -547,21 +547,31 @@ def best_swap(
     ``change >= 0`` means no swap helps. Trusted inputs: W (n, k) and Ht (m, k) bool. The new
     factor covers ones only, so unknown cells (``unknown``) change the removal costs alone.
     """
-    k = W.shape[1]
-    removal, cover = factor_costs(X, Xt, W, Ht, unknown)
+    change, l, j = choose_swap(*factor_costs(X, Xt, W, Ht, unknown))
+    if change >= 0:
+        return change, l, j, np.empty(0, dtype=np.intp)
+    return change, l, j, swap_rows(Xt, W, Ht, l, j)
+
+
+def choose_swap(removal: np.ndarray, cover: np.ndarray) -> tuple[int, int, int]:
+    """The best swap ``(change, factor, column)`` from :func:`factor_costs`' results (sums
+    over rows, so row blocks' results added serve as well)."""
+    k = len(removal)
     # gain[j, l]: the ones of column j that nothing covers once factor l is gone.
     gain = cover[:, :k] + cover[:, k:]
     best_column = gain.argmax(axis=0) if len(gain) else np.zeros(k, dtype=np.intp)
     change = removal - (gain[best_column, np.arange(k)] if len(gain) else 0)
     l = int(np.argmin(change))
-    j = int(best_column[l])
-    if change[l] >= 0:
-        return int(change[l]), l, j, np.empty(0, dtype=np.intp)
+    return int(change[l]), l, int(best_column[l])
+
+
+def swap_rows(Xt, W: np.ndarray, Ht: np.ndarray, l: int, j: int) -> np.ndarray:
+    """The rows of factor l after swapping in column j: those whose one in column j no other
+    factor covers (rows are independent: a row block answers for its own rows)."""
     ones = Xt.indices[Xt.indptr[j] : Xt.indptr[j + 1]]
     others = Ht[j].copy()
     others[l] = False
-    rows = ones[~(W[ones] & others).any(axis=1)]
-    return int(change[l]), l, j, rows
+    return ones[~(W[ones] & others).any(axis=1)]
 
 
 def swap_steps(

@@ -31,7 +31,7 @@ SHARED = {
     "n_init": 2,
     "thresholds": "global",
     "polish": "flip",
-    "swap": False,
+    "swap": True,
     "extra_starts": ("columns",),
 }
 
@@ -104,7 +104,20 @@ def test_the_polish_does_what_it_does_on_one_machine(client):
     many = bd.BANMF(**params, n_blocks=5).fit(X, missing=missing)
     assert many.refinement_["polish"] < many.refinement_["grid"] / 2
     assert many.refinement_ == one.refinement_ and many.polish_rounds_ == one.polish_rounds_ > 1
+    assert many.swaps_ == one.swaps_
     assert many.unpolished_err_ == one.unpolished_err_
+    _same(one, many)
+
+
+def test_swaps_as_on_one_machine(client):
+    """Sparse tiles after a short fit: a swap puts a heavy column in; the same one as on one
+    machine (costs and gains summed over blocks)."""
+    X = banmf.make_sparse_tiles(2000, 500, 10000, 8, random_state=0)[0]
+    params = {**SHARED, "n_components": 8, "max_iter": 30, "n_init": 1}
+    one = banmf.BANMF(**params).fit(X)
+    many = bd.BANMF(**params, n_blocks=4).fit(X)
+    assert many.swaps_ and many.swaps_ == one.swaps_
+    assert many.refinement_ == one.refinement_
     _same(one, many)
 
 
@@ -245,7 +258,6 @@ def test_auto_budget_is_half_the_memory_limit():
     [
         {"thresholds": "per-factor"},
         {"polish": "exact"},
-        {"swap": True},
         {"extra_starts": ("nmf",)},
         {"init": "custom"},
         {"client": "tcp://127.0.0.1:1"},

@@ -30,7 +30,7 @@ from .._validation import check_binary_matrix, check_unknown
 from ..booleanize import GridRows, grid_ranks
 from ..io import read_dataset
 from ..models._mu import MUSolver
-from ..polish import bit_changes, polish_rows
+from ..polish import bit_changes, factor_costs, polish_rows, swap_rows
 
 _lock = threading.RLock()
 #: (fit, block) → its state, most recently used last.
@@ -387,6 +387,22 @@ def column_changes(fit: str, b: int, start, A: np.ndarray, columns: np.ndarray) 
     with _use(fit, b) as block:
         unknown = None if block.unknown is None else block.unknown.T
         return bit_changes(block.Xt, A, block.kept[start][1], columns, unknown)
+
+
+def swap_costs(fit: str, b: int, start, Ht: np.ndarray) -> tuple:
+    """The block's share of :func:`banmf.polish.factor_costs` for the kept start's rows:
+    ``(removal (k,), cover (m, k + 1))``."""
+    with _use(fit, b) as block:
+        return factor_costs(block.X, block.Xt, block.kept[start][1], Ht, block.unknown)
+
+
+def swap_in(fit: str, b: int, start, Ht: np.ndarray, l: int, j: int) -> None:
+    """Swap column j in for factor l on the block's rows (:func:`banmf.polish.swap_rows`)."""
+    with _use(fit, b) as block:
+        W = block.kept[start][1]
+        rows = swap_rows(block.Xt, W, Ht, l, j)
+        W[:, l] = False
+        W[rows, l] = True
 
 
 def holds(fit: str, b: int, start) -> bool:

@@ -11,7 +11,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._params import NONE, Interval, Kind, Options, subset_of
+from .._params import BOOLEAN, NONE, Interval, Kind, Options, subset_of
 from .._progress import StartProgress
 from .._signals import Interruptions
 from .._validation import check_random_state
@@ -20,7 +20,7 @@ from ..models._base import budgeted, store_params
 from ..models._mu import h_step
 from ..models.banmf import BANMF as _BANMF
 from ..models.banmf import settled
-from ..polish import flip_rows
+from ..polish import choose_swap, flip_rows
 from ..result import Factorization
 from . import _worker
 from .blocks import BlockMatrix
@@ -278,8 +278,10 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         True or "flip": the Boolean polish with single-bit flips (:func:`banmf.polish`,
         ``method="flip"``): rows of W on their blocks, columns of H from bit changes summed
         over the blocks. The exact polish is not distributed.
-    swap : False
-        The swaps are not distributed yet.
+    swap : bool, default True
+        The factor swaps of :class:`banmf.BANMF` (:func:`banmf.swap_factors`): each factor's
+        cost and each column's gain summed over the blocks, the new factor's rows found on
+        their blocks, then the polish again.
     extra_starts : tuple of {"columns"}, default ("columns",)
         "columns" as in :class:`banmf.BANMF` (without its polish). The "nmf" start needs a
         truncated SVD of the whole X and "grecond" whole columns: neither is distributed.
@@ -349,7 +351,7 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         normalize="balance",
         thresholds="global",
         polish=True,
-        swap=False,
+        swap=True,
         extra_starts=("columns",),
         n_init="auto",
         dtype=np.float64,
@@ -369,7 +371,7 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         "init": [Options("random")],
         "thresholds": [Options("global")],
         "polish": [Options(False, True, "flip")],
-        "swap": [Options(False)],
+        "swap": [BOOLEAN],
         "extra_starts": [subset_of("columns")],
         "client": [NONE, Kind("a distributed.Client", lambda v: hasattr(v, "submit"))],
         "n_blocks": [NONE, Interval(Integral, 1, None)],
@@ -495,7 +497,7 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         self.polish_rounds_, self.refinement_, self.swaps_ = (
             best["polish_rounds"],
             best["refinement"],
-            [],
+            best["swaps"],
         )
         self.n_blocks_ = blocks.n_blocks
         self.peak_block_bytes_ = max(session.client.run(_worker.peak_bytes, session.fit).values())
@@ -724,31 +726,54 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         return int(p["nnz_ones"] + cover - 2 * hits)
 
     def _polish(self, session: _Session, run: dict, p: dict, progress) -> None:
-        """The Boolean polish over the blocks (:func:`banmf.polish.polish_factors`, "flip"):
-        every row of W against H on its own block, then every column of H against W with
-        its bit changes summed over the blocks; rounds until nothing moves. Ctrl-C ends it
-        after the round under way."""
-        run["unpolished_err"], run["polish_rounds"] = run["error"], 0
-        if p["polish"] is None:
-            return
-        progress.phase("polish")
+        """The polish and the swaps of a start's Boolean factors, as :meth:`banmf.BANMF`
+        runs them (its ``_boolean_steps``), over the blocks."""
+        run["unpolished_err"], run["polish_rounds"], run["swaps"] = run["error"], 0, []
         i = run["start"]
         Ht = np.array(run["H"].T, order="C")
-        error = run["error"]
+        if p["polish"] is not None:
+            progress.phase("polish")
+            run["error"], run["polish_rounds"] = self._polish_rounds(session, i, Ht, p)
+            run.update(
+                H=np.ascontiguousarray(Ht.T),
+                refinement={**run["refinement"], "polish": run["error"]},
+            )
+        k = Ht.shape[1]
+        if not p["swap"] or run["error"] == 0 or k == 0:
+            return
+        progress.phase("swaps")
+        # At most one swap per factor on average, as on one machine.
+        for _ in range(k):
+            if session.interrupts.count:
+                break
+            change, l, j = choose_swap(*session.sum(_worker.swap_costs, i, Ht))
+            if change >= 0:
+                break
+            session.each(_worker.swap_in, i, Ht, l, j)
+            Ht[:, l] = False
+            Ht[j, l] = True
+            error, _ = self._polish_rounds(session, i, Ht, p)
+            run.update(
+                H=np.ascontiguousarray(Ht.T),
+                error=error,
+                swaps=[*run["swaps"], (l, j)],
+                refinement={**run["refinement"], "swaps": error},
+            )
+
+    def _polish_rounds(self, session: _Session, i, Ht: np.ndarray, p: dict) -> tuple[int, int]:
+        """The Boolean polish over the blocks (:func:`banmf.polish.polish_factors`, "flip"):
+        every row of W against H on its own block, then every column of H (``Ht``, in place)
+        against W with its bit changes summed over the blocks; rounds until nothing moves
+        (Ctrl-C: after the round under way). Returns ``(error, rounds)``."""
         for rounds in range(1, 101):
             changed = sum(session.each(_worker.polish_rows_of, i, Ht))
             changed += flip_rows(
                 Ht, lambda A, columns: session.sum(_worker.column_changes, i, A, columns)
             )
             error = self._error(session, i, Ht.T, p)
-            run["polish_rounds"] = rounds
             if changed == 0 or session.interrupts.count:
                 break
-        run.update(
-            H=np.ascontiguousarray(Ht.T),
-            error=error,
-            refinement={**run["refinement"], "polish": error},
-        )
+        return error, rounds
 
     def _gather(self, session: _Session, best: dict, specs: dict, p: dict):
         """The kept start's rows from every block; a start that a block read again (after a
