@@ -161,11 +161,13 @@ def _alone(X, A: np.ndarray, fixed: _Fixed, rows: np.ndarray, only: int) -> np.n
     return out
 
 
-def bit_changes(X, A: np.ndarray, fixed_bool: np.ndarray, rows: np.ndarray, unknown=None):
+def bit_changes(
+    X, A: np.ndarray, fixed_bool: np.ndarray, rows: np.ndarray, unknown=None, only: int = -1
+):
     """``d[r, l]`` of :func:`_bit_changes` against the Boolean factor ``fixed_bool`` (one row
     per column of X): integer counts over the rows of ``fixed_bool``, so the sum of the
     results over row blocks of it (with their columns of X) is the whole's."""
-    return _bit_changes(X, A, _Fixed(fixed_bool), rows, unknown=unknown)
+    return _bit_changes(X, A, _Fixed(fixed_bool), rows, only, unknown)
 
 
 def _bit_changes(
@@ -463,15 +465,9 @@ def _threshold_side(
     moved = 0
     for l in range(C.shape[1]):
         order = orders[l]
-        vals = C[order, l]
-        d = _bit_changes(X, A, fixed, rows, l, unknown)[order, 0]
-        cum = np.concatenate(([0], np.cumsum(d)))
-        # A cut after r rows is a threshold only where the value drops (ties move together).
-        cuts = np.flatnonzero(np.concatenate(([True], vals[1:] < vals[:-1], [True])))
-        current = int(np.count_nonzero(vals > t[l]))
-        best = int(cuts[np.argmin(cum[cuts])])
-        if cum[best] < cum[current]:
-            t[l] = vals[best] if best < len(vals) else np.nextafter(vals[-1], -np.inf)
+        better = best_cut(C[order, l], _bit_changes(X, A, fixed, rows, l, unknown)[order, 0], t[l])
+        if better is not None:
+            t[l] = better
             free[:, l] = C[:, l] > t[l]
             word, bit = l >> 6, np.uint64(l & 63)
             A[:, word] = (A[:, word] & ~(np.uint64(1) << bit)) | (
@@ -479,6 +475,21 @@ def _threshold_side(
             )
             moved += 1
     return moved
+
+
+def best_cut(vals: np.ndarray, d: np.ndarray, t: float) -> float | None:
+    """One factor's best threshold, exactly, or None if none beats ``t``: ``vals`` its values
+    in decreasing order (over all rows; ties in any order), ``d`` each row's change in error
+    from having the bit on (same order). The error past a cut is a prefix sum of ``d``; ties:
+    the highest threshold."""
+    cum = np.concatenate(([0], np.cumsum(d)))
+    # A cut after r rows is a threshold only where the value drops (ties move together).
+    cuts = np.flatnonzero(np.concatenate(([True], vals[1:] < vals[:-1], [True])))
+    current = int(np.count_nonzero(vals > t))
+    best = int(cuts[np.argmin(cum[cuts])])
+    if cum[best] >= cum[current]:
+        return None
+    return vals[best] if best < len(vals) else np.nextafter(vals[-1], -np.inf)
 
 
 def column_factors(Xt, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -29,7 +29,7 @@ SHARED = {
     "random_state": 0,
     "max_iter": 120,
     "n_init": 2,
-    "thresholds": "global",
+    "thresholds": "per-factor",
     "polish": "flip",
     "swap": True,
     "extra_starts": ("columns",),
@@ -102,7 +102,9 @@ def test_the_polish_does_what_it_does_on_one_machine(client):
     params = {**SHARED, "n_components": 8, "max_iter": 10}
     one = banmf.BANMF(**params).fit(X, missing=missing)
     many = bd.BANMF(**params, n_blocks=5).fit(X, missing=missing)
+    assert many.refinement_["per-factor thresholds"] < many.refinement_["grid"]
     assert many.refinement_["polish"] < many.refinement_["grid"] / 2
+    assert np.array_equal(many.thresholds_[0], one.thresholds_[0])
     assert many.refinement_ == one.refinement_ and many.polish_rounds_ == one.polish_rounds_ > 1
     assert many.swaps_ == one.swaps_
     assert many.unpolished_err_ == one.unpolished_err_
@@ -256,7 +258,6 @@ def test_auto_budget_is_half_the_memory_limit():
 @pytest.mark.parametrize(
     "params",
     [
-        {"thresholds": "per-factor"},
         {"polish": "exact"},
         {"extra_starts": ("nmf",)},
         {"init": "custom"},

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._boolean import hits_and_cover, transpose_mask
+from .._boolean import hits_and_cover, pack_rows, transpose_mask
 from .._threads import thread_budget
 from .._validation import check_binary_matrix, check_unknown
 from ..booleanize import GridRows, grid_ranks
@@ -380,13 +380,32 @@ def polish_rows_of(fit: str, b: int, start, Ht: np.ndarray) -> int:
         return polish_rows(block.X, block.kept[start][1], Ht, "flip", block.unknown)
 
 
-def column_changes(fit: str, b: int, start, A: np.ndarray, columns: np.ndarray) -> np.ndarray:
-    """The polish's column half-step, the block's share: per column in ``columns`` (of H's
-    packed columns ``A``) and factor l, the change in error on the block's rows from
-    switching bit l (:func:`banmf.polish.bit_changes`)."""
+def column_changes(
+    fit: str, b: int, start, A: np.ndarray, columns: np.ndarray, only: int = -1
+) -> np.ndarray:
+    """The block's share of the column updates of H: per column in ``columns`` (of H's
+    packed columns ``A``) and factor l (``only``: that one), the change in error on the
+    block's rows from switching bit l (:func:`banmf.polish.bit_changes`)."""
     with _use(fit, b) as block:
         unknown = None if block.unknown is None else block.unknown.T
-        return bit_changes(block.Xt, A, block.kept[start][1], columns, unknown)
+        return bit_changes(block.Xt, A, block.kept[start][1], columns, unknown, only)
+
+
+def row_changes(fit: str, b: int, start, Ht: np.ndarray, l: int) -> tuple:
+    """For the per-factor threshold of factor l on W: the block's values of W's column l
+    and each row's change in error from having bit l on (other bits as they are)."""
+    with _use(fit, b) as block:
+        scaled, W = block.kept[start]
+        rows = np.arange(W.shape[0])
+        d = bit_changes(block.X, pack_rows(W), Ht, rows, block.unknown, l)[:, 0]
+        return scaled[:, l].copy(), d
+
+
+def set_threshold(fit: str, b: int, start, l: int, t: float) -> None:
+    """Factor l of W is its values above ``t`` on the block's rows."""
+    with _use(fit, b) as block:
+        scaled, W = block.kept[start]
+        W[:, l] = scaled[:, l] > t
 
 
 def swap_costs(fit: str, b: int, start, Ht: np.ndarray) -> tuple:

@@ -11,6 +11,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from .._boolean import pack_rows
 from .._params import BOOLEAN, NONE, Interval, Kind, Options, subset_of
 from .._progress import StartProgress
 from .._signals import Interruptions
@@ -20,7 +21,7 @@ from ..models._base import budgeted, store_params
 from ..models._mu import h_step
 from ..models.banmf import BANMF as _BANMF
 from ..models.banmf import settled
-from ..polish import choose_swap, flip_rows
+from ..polish import best_cut, choose_swap, flip_rows
 from ..result import Factorization
 from . import _worker
 from .blocks import BlockMatrix
@@ -272,8 +273,9 @@ class BANMF(_BANMF):
 n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         As in :class:`banmf.BANMF`.
     init : {"random"}, default "random"
-    thresholds : {"global"}, default "global"
-        The grid's single pair of thresholds. Per-factor thresholds are not distributed yet.
+    thresholds : {"per-factor", "global"}, default "per-factor"
+        As in :class:`banmf.BANMF`. Per-factor thresholds move each row's value and bit
+        change for a column of W to the driver once per sweep (16 bytes a row and factor).
     polish : bool or "flip", default True
         True or "flip": the Boolean polish with single-bit flips (:func:`banmf.polish`,
         ``method="flip"``): rows of W on their blocks, columns of H from bit changes summed
@@ -349,7 +351,7 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         eps=1e-12,
         n_thresholds=100,
         normalize="balance",
-        thresholds="global",
+        thresholds="per-factor",
         polish=True,
         swap=True,
         extra_starts=("columns",),
@@ -369,7 +371,7 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
     _parameter_constraints: ClassVar[dict] = {
         **_BANMF._parameter_constraints,
         "init": [Options("random")],
-        "thresholds": [Options("global")],
+        "thresholds": [Options("per-factor", "global")],
         "polish": [Options(False, True, "flip")],
         "swap": [BOOLEAN],
         "extra_starts": [subset_of("columns")],
@@ -601,6 +603,9 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         run.update(
             losses=np.asarray(losses), n_iter=len(losses), interrupted=interrupted, stopped=stopped
         )
+        if self.thresholds == "per-factor":
+            progress.phase("per-factor thresholds")
+            self._refine_thresholds(session, run, p)
         self._polish(session, run, p, progress)
         progress.done(run["error"])
         return run
@@ -724,6 +729,51 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         """The Hamming error (observed cells) of the start's kept rows times H."""
         hits, cover = session.sum(_worker.counts, start, H)
         return int(p["nnz_ones"] + cover - 2 * hits)
+
+    def _refine_thresholds(self, session: _Session, run: dict, p: dict) -> None:
+        """Per-factor thresholds over the blocks (:func:`banmf.refine_thresholds`), exactly
+        as on one machine: for a column of W, each block sends its rows' values and bit
+        changes (16 bytes a row) and the cut is chosen here; for a row of H, the bit changes
+        are summed over the blocks. Sweeps until no threshold moves (Ctrl-C: after the
+        sweep under way)."""
+        i = run["start"]
+        tw, th = (t.copy() for t in run["thresholds"])
+        Ht = np.ascontiguousarray(run["H_continuous"].T)
+        Htb = Ht > th
+        m, k = Ht.shape
+        columns = np.arange(m)
+        h_order = [np.argsort(-Ht[:, l]) for l in range(k)]
+        error = run["error"]
+        for _ in range(100):
+            moved = 0
+            for l in range(k):
+                parts = session.each(_worker.row_changes, i, Htb, l)
+                vals = np.concatenate([q[0] for q in parts])
+                d = np.concatenate([q[1] for q in parts])
+                order = np.argsort(-vals)
+                better = best_cut(vals[order], d[order], tw[l])
+                if better is not None:
+                    tw[l] = better
+                    session.each(_worker.set_threshold, i, l, float(better))
+                    moved += 1
+            A = pack_rows(Htb)
+            for l in range(k):
+                d = session.sum(_worker.column_changes, i, A, columns, l)[:, 0]
+                better = best_cut(Ht[h_order[l], l], d[h_order[l]], th[l])
+                if better is not None:
+                    th[l] = better
+                    Htb[:, l] = Ht[:, l] > better
+                    A = pack_rows(Htb)
+                    moved += 1
+            error = self._error(session, i, Htb.T, p)
+            if moved == 0 or session.interrupts.count:
+                break
+        run.update(
+            H=np.ascontiguousarray(Htb.T),
+            error=error,
+            thresholds=(tw, th),
+            refinement={**run["refinement"], "per-factor thresholds": error},
+        )
 
     def _polish(self, session: _Session, run: dict, p: dict, progress) -> None:
         """The polish and the swaps of a start's Boolean factors, as :meth:`banmf.BANMF`
