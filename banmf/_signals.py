@@ -76,3 +76,38 @@ def signals_interrupt(notify=None):
     finally:
         for sig, handler in saved.items():
             signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def deferred_interrupts(interrupts: Interruptions):
+    """Within this context (in the main thread) the first SIGINT only counts in
+    ``interrupts``, for work that stops at its next safe point rather than wherever the
+    signal lands; the second raises ``KeyboardInterrupt`` as usual. A SIGTERM handler that a
+    caller installed (:func:`signals_interrupt`) is deferred the same way; Python's default
+    SIGTERM is left alone. Handlers in force are still called, so that they log and announce
+    each signal."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def deferring(previous):
+        def handle(signum, frame):
+            first = interrupts.first()
+            try:
+                previous(signum, frame)
+            except KeyboardInterrupt:
+                if not first:
+                    raise
+
+        return handle
+
+    saved = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        previous = signal.getsignal(sig)
+        if callable(previous):
+            saved[sig] = signal.signal(sig, deferring(previous))
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)

@@ -210,6 +210,35 @@ def test_a_killed_worker_is_survived():
     _same(reference, model, exact=True)
 
 
+def test_ctrl_c_keeps_the_best_so_far(client):
+    """The first SIGINT stops the iterations at the next round; the factors so far are
+    booleanized and refined, the model is set, and fit raises KeyboardInterrupt after."""
+    X, _, _ = _data(seed=13)
+    model = bd.BANMF(
+        **{**SHARED, "tol": None},
+        n_blocks=3,
+        callback=lambda i, f: i == 15 and os.kill(os.getpid(), signal.SIGINT),
+    )
+    with pytest.warns(UserWarning, match="interrupted after"):
+        with pytest.raises(KeyboardInterrupt):
+            model.fit(X)
+    assert model.interrupted_ and 15 <= model.n_iter_ <= 16 and len(model.init_errors_) == 1
+    assert model.reconstruction_err_ == banmf.boolean_error(X, model.W_, model.components_)
+
+
+def test_a_callback_raising_keyboard_interrupt_is_ctrl_c(client):
+    X, _, _ = _data(seed=14)
+
+    def stop(i, f):
+        if i == 7:
+            raise KeyboardInterrupt
+
+    model = bd.BANMF(**SHARED, n_blocks=3, callback=stop)
+    with pytest.raises(KeyboardInterrupt):
+        model.fit(X)
+    assert model.interrupted_ and model.n_iter_ == 7
+
+
 def test_too_many_losses_fail_clearly(client, monkeypatch):
     X, _, _ = _data(seed=9)
     calls = []

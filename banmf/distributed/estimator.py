@@ -14,7 +14,7 @@ import numpy as np
 from .._boolean import pack_rows
 from .._params import BOOLEAN, NONE, Interval, Kind, Options, subset_of
 from .._progress import StartProgress
-from .._signals import Interruptions
+from .._signals import Interruptions, deferred_interrupts
 from .._validation import check_random_state
 from ..booleanize import balance_scales, grid_points, grid_ranks, search_grid
 from ..models._base import budgeted, store_params
@@ -426,8 +426,12 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
             )
         client = self._client()
         session = _Session(client, blocks, self.block_memory, self.n_jobs)
+        session.interrupts = Interruptions()
+        # The first Ctrl-C (or SIGTERM under the banmf command) stops the fit at its next safe
+        # point, with the best result so far; the second aborts.
         try:
-            self._fit_blocks(session, start)
+            with deferred_interrupts(session.interrupts):
+                self._fit_blocks(session, start)
         finally:
             session.close()
         return self
@@ -440,7 +444,7 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
             warnings.warn(
                 f"n_components={k} exceeds min(n, m)={min(n, m)}", UserWarning, stacklevel=3
             )
-        interrupts = session.interrupts = Interruptions()
+        interrupts = session.interrupts
         session.place(range(blocks.n_blocks))
         loads = [session.loads[b] for b in range(blocks.n_blocks)]
         self._check_loaded(blocks, loads)
@@ -649,9 +653,16 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
                     stacklevel=4,
                 )
                 break
-            if self.callback is not None and self.callback(len(losses), f):
-                stopped = True
-                break
+            if self.callback is not None:
+                try:
+                    if self.callback(len(losses), f):
+                        stopped = True
+                        break
+                except KeyboardInterrupt:  # raised by the callback: as Ctrl-C
+                    if not interrupts.first():
+                        raise
+                    interrupted = True
+                    break
             if len(losses) == max_iter or settled(losses, p["tol"], every):
                 break
             if may_stop:
