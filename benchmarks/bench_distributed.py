@@ -128,15 +128,20 @@ def distributed(folder, workers, k, iters, repeats, refs, label) -> dict:
 
     T1, T2 = iters
     threads = max(1, 2 // workers)
+    # The cluster's nannies set OMP_NUM_THREADS=1 here for their workers: put it back, so that
+    # the single-machine runs after this one keep their threads.
+    saved = dict(os.environ)
     with (
         LocalCluster(
             n_workers=workers,
             threads_per_worker=threads,
             processes=True,
-            dashboard_address=None,
+            dashboard_address=":0",
         ) as cluster,
         Client(cluster) as client,
     ):
+        os.environ.clear()
+        os.environ.update(saved)
         X = bd.read_blocks(folder)
 
         def make(T):

@@ -5,6 +5,7 @@ The cluster tests start their own LocalCluster of worker processes (skipped with
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 
@@ -43,15 +44,30 @@ def _data(n=300, m=200, seed=0):
     return X, missing, observed
 
 
+@contextlib.contextmanager
 def _cluster(n_workers: int, **kwargs):
+    """A LocalCluster of worker processes. Its nannies set OMP_NUM_THREADS=1 (and other
+    variables) in this process's environment for the workers they start; the environment is
+    put back, or every later fit in this process would see a one-thread budget."""
     distributed = pytest.importorskip("distributed")
-    return distributed.LocalCluster(
-        n_workers=n_workers,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=":0",  # a free port: another cluster may hold the default
-        **kwargs,
-    )
+    saved = dict(os.environ)
+
+    def restore():
+        os.environ.clear()
+        os.environ.update(saved)
+
+    try:
+        with distributed.LocalCluster(
+            n_workers=n_workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=":0",  # a free port: another cluster may hold the default
+            **kwargs,
+        ) as cluster:
+            restore()
+            yield cluster
+    finally:
+        restore()
 
 
 @pytest.fixture(scope="module")
