@@ -15,7 +15,7 @@ from .._boolean import pack_rows
 from .._params import BOOLEAN, NONE, Interval, Kind, Options, subset_of
 from .._progress import StartProgress
 from .._signals import Interruptions, deferred_interrupts
-from .._validation import check_random_state
+from .._validation import check_n_components, check_random_state
 from ..booleanize import balance_scales, grid_points, grid_ranks, search_grid
 from ..models._base import budgeted, store_params
 from ..models._mu import h_step
@@ -439,16 +439,16 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
     def _fit_blocks(self, session: _Session, start: float) -> None:
         blocks = session.blocks
         n, m = blocks.shape
-        k = self.n_components
-        if k > min(n, m) and min(n, m) > 0:
-            warnings.warn(
-                f"n_components={k} exceeds min(n, m)={min(n, m)}", UserWarning, stacklevel=3
-            )
+        k = check_n_components(self.n_components, (n, m))
         interrupts = session.interrupts
         session.place(range(blocks.n_blocks))
         loads = [session.loads[b] for b in range(blocks.n_blocks)]
         self._check_loaded(blocks, loads)
         nnz = sum(q[2] for q in loads)
+        if nnz == 0:
+            warnings.warn(
+                "X has no nonzeros: the factorization is all zeros", UserWarning, stacklevel=4
+            )
         forms = {q[5] for q in loads} - {None}
         observed = bool(forms and forms.pop())
         p = self._check_params(k, (n, m), nnz + sum(q[3] for q in loads))
