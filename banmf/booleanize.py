@@ -541,7 +541,8 @@ def search_grid(
 
     grid = None
     if search == "exhaustive":
-        fetch([(s, t) for s in range(P) for t in range(P)])
+        for s in range(P):  # a row of the grid at a time: the packed H cache bounds memory
+            fetch([(s, t) for t in range(P)])
         grid = nnz - 2 * hits + np.array([[cover(s, t) for t in range(P)] for s in range(P)])
         best_idx = int(np.argmin(grid))
         best_err = int(grid.flat[best_idx])

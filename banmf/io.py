@@ -1171,6 +1171,16 @@ def npz_shape(path) -> tuple[int, int]:
     alone (the rest is not read): what :func:`banmf.distributed.read_blocks` needs to lay out
     row blocks before any worker reads them.
 
+    Parameters
+    ----------
+    path : str or Path
+        A sparse matrix saved as ``.npz`` (:func:`write_matrix`, ``scipy.sparse.save_npz``).
+
+    Returns
+    -------
+    tuple of int
+        ``(n, m)``.
+
     Raises
     ------
     ValueError

@@ -21,7 +21,6 @@ from banmf.booleanize import GridRows, grid_points, grid_ranks, search_grid
 from banmf.distributed import _worker
 from banmf.distributed.blocks import _cuts
 from banmf.distributed.estimator import _node, _Session
-from banmf.exceptions import InvalidParameterError
 
 # The parameters both estimators share in these tests: what bd.BANMF runs (global thresholds,
 # no polish, no swaps, the columns start), two random starts, few iterations.
@@ -177,12 +176,14 @@ def test_regularized_and_float32_and_auto_starts(client):
     np.testing.assert_allclose(one.loss_curve_, many.loss_curve_, rtol=1e-4)
 
 
-def test_a_generator_that_cannot_jump_gives_the_same_start(client):
-    """MT19937 has no ``advance``: the driver draws W's rows itself, in the same order."""
+@pytest.mark.parametrize("bitgen", [np.random.MT19937, np.random.Philox, np.random.PCG64DXSM])
+def test_other_bit_generators_give_the_same_start(client, bitgen):
+    """MT19937 cannot jump, Philox jumps by blocks of four draws: the driver draws W's rows
+    itself, in the same order; PCG64DXSM jumps as PCG64 does."""
     X, _, _ = _data(seed=4)
     params = {**SHARED, "max_iter": 30}
     for estimator in (banmf.BANMF, bd.BANMF):
-        params["random_state"] = np.random.Generator(np.random.MT19937(5))
+        params["random_state"] = np.random.Generator(bitgen(5))
         if estimator is banmf.BANMF:
             one = estimator(**params).fit(X)
         else:
@@ -282,6 +283,61 @@ def test_a_callback_raising_keyboard_interrupt_is_ctrl_c(client):
     assert model.interrupted_ and model.n_iter_ == 7
 
 
+def test_a_lost_best_start_runs_again_without_the_callback():
+    """Start 1 loses a worker: start 0's rows on it are gone too, and start 0 runs again
+    before its rows are gathered, exactly as far as it went, without calling the callback."""
+    distributed = pytest.importorskip("distributed")
+    X, _, _ = _data(seed=15)
+    params = {**SHARED, "tol": None, "max_iter": 60}
+    with _cluster(2) as cluster, distributed.Client(cluster) as c:
+        reference = bd.BANMF(**params, n_blocks=4, client=c).fit(X)
+        victim = sorted(c.run(os.getpid).items())[0][1]
+        calls = []
+
+        def kill(iteration, objective):
+            calls.append(iteration)
+            if len(calls) == 65:  # the 5th iteration of start 1
+                os.kill(victim, signal.SIGKILL)
+
+        with pytest.warns(UserWarning, match="worker was lost"):
+            model = bd.BANMF(**params, n_blocks=4, client=c, callback=kill).fit(X)
+    assert model.recoveries_ == 1 and len(calls) == 60 + 5 + 60
+    _same(reference, model, exact=True)
+
+
+def test_ctrl_c_before_any_start_aborts(client, monkeypatch):
+    X, _, _ = _data(seed=16)
+    place = _Session.place
+
+    def interrupted(self, blocks):
+        os.kill(os.getpid(), signal.SIGINT)
+        return place(self, blocks)
+
+    monkeypatch.setattr(_Session, "place", interrupted)
+    model = bd.BANMF(**SHARED, n_blocks=2)
+    with pytest.raises(KeyboardInterrupt):
+        model.fit(X)
+    assert not hasattr(model, "W_")
+
+
+def test_an_unreadable_block_is_an_error_not_a_lost_worker(client, tmp_path):
+    X, _, _ = _data(seed=17)
+    paths = bd.write_blocks(X, tmp_path / "big", n_blocks=3)
+    blocks = bd.read_blocks(tmp_path / "big")
+    paths[1].unlink()
+    with pytest.raises(FileNotFoundError):
+        bd.BANMF(**SHARED).fit(blocks)
+
+
+def test_a_fitted_model_pickles_without_its_client(client):
+    import pickle
+
+    X, _, _ = _data(seed=18)
+    model = bd.BANMF(**SHARED, n_blocks=2, client=client).fit(X)
+    copy = pickle.loads(pickle.dumps(model))
+    assert copy.client is None and np.array_equal(copy.W_, model.W_)
+
+
 def test_too_many_losses_fail_clearly(client, monkeypatch):
     X, _, _ = _data(seed=9)
     calls = []
@@ -332,13 +388,15 @@ def test_auto_budget_is_half_the_memory_limit():
     [
         {"polish": "exact"},
         {"extra_starts": ("nmf",)},
+        {"polish": False, "swap": True},
         {"init": "custom"},
         {"client": "tcp://127.0.0.1:1"},
         {"block_memory": -1},
     ],
 )
 def test_what_is_not_distributed_is_refused(params):
-    with pytest.raises(InvalidParameterError):
+    # (InvalidParameterError is a ValueError.)
+    with pytest.raises(ValueError):
         bd.BANMF(**params).fit(np.eye(4))
 
 

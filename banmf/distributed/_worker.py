@@ -4,7 +4,7 @@ tasks of a fit, and the tasks that read and update it.
 A block is its rows of X, their unknown cells, the current start's multiplicative-update state
 (:class:`banmf.models._mu.MUSolver` over those rows: W's rows, Y, Y Hᵀ) and the Boolean rows
 of the starts kept. Every task names its fit and block; a block that is not here (its worker
-died and the task ran on another, or the fit was cleaned up) raises :class:`LookupError`,
+died and the task ran on another, or the fit was cleaned up) raises :class:`BlockLost`,
 which the driver takes as a lost block. Tasks return only sums over the block's rows (k×k,
 m×k, grid counts) or, at the end, the block's rows of W.
 
@@ -41,6 +41,11 @@ _budgets: dict[str, int | None] = {}
 _peaks: dict[str, int] = {}
 #: Tasks using each block now: a block in use is never spilled.
 _busy: Counter = Counter()
+
+
+class BlockLost(LookupError):
+    """A task asked for a block (or a start's rows) that this worker does not hold: its
+    worker died and it was read again elsewhere, or the fit was cleaned up."""
 
 
 class _Block:
@@ -100,12 +105,11 @@ def _use(fit: str, b: int):
         try:
             state = _blocks.pop(key)
         except KeyError:
-            raise LookupError(f"row block {b} of this fit is not on this worker") from None
+            raise BlockLost(f"row block {b} of this fit is not on this worker") from None
         if isinstance(state, Path):
             with open(state, "rb") as fh:
-                state = pickle.load(fh)
-            state_path = Path(fh.name)
-            state_path.unlink()
+                spilled, state = state, pickle.load(fh)
+            spilled.unlink()
         _blocks[key] = state
         _busy[key] += 1
         _fit_budget(fit)
@@ -114,6 +118,8 @@ def _use(fit: str, b: int):
     finally:
         with _lock:
             _busy[key] -= 1
+            if not _busy[key]:
+                del _busy[key]
 
 
 def _fit_budget(fit: str) -> None:
@@ -164,6 +170,7 @@ def forget(fit: str) -> None:
             if isinstance(state, Path):
                 state.unlink(missing_ok=True)
         _budgets.pop(fit, None)
+        _peaks.pop(fit, None)
 
 
 def peak_bytes(fit: str) -> int:
@@ -434,5 +441,5 @@ def rows_of(fit: str, b: int, start: int) -> tuple[np.ndarray, np.ndarray]:
     """The kept start's rows: ``(W balanced, W Boolean)``."""
     with _use(fit, b) as block:
         if start not in block.kept:
-            raise LookupError(f"row block {b} no longer holds start {start}")
+            raise BlockLost(f"row block {b} no longer holds start {start}")
         return block.kept[start]

@@ -61,6 +61,7 @@ class BlockMatrix:
 
     @property
     def n_blocks(self) -> int:
+        """The number of row blocks."""
         return len(self.sources)
 
     def __repr__(self) -> str:

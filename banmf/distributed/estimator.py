@@ -28,25 +28,21 @@ from .blocks import BlockMatrix
 
 __all__ = ["BANMF"]
 
-#: Seconds between two looks at the workers while waiting on a result: a task of a worker that
-#: died never finishes, so the wait must notice the worker is gone.
-WATCH_SECONDS = 1.0
-
 
 class WorkerLost(Exception):
     """A worker holding row blocks died (or its blocks are gone) during the fit."""
 
 
-def _lost_errors() -> tuple:
-    """The exceptions that mean a worker (or what it held) is gone."""
+def _is_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` means a worker (or the blocks it held) is gone, rather than an error in
+    the work itself (a file that cannot be read, a full disk: those are raised as they are)."""
     from distributed import KilledWorker
     from distributed.comm import CommClosedError
 
-    try:
-        from distributed.client import FutureCancelledError
-    except ImportError:  # older distributed
-        from concurrent.futures import CancelledError as FutureCancelledError
-    return (LookupError, KilledWorker, CommClosedError, FutureCancelledError, OSError)
+    if isinstance(exc, (_worker.BlockLost, KilledWorker, CommClosedError)):
+        return True
+    # What an actor's call raises when its worker is gone.
+    return isinstance(exc, (OSError, RuntimeError)) and "Actor" in str(exc)
 
 
 class _Session:
@@ -65,6 +61,7 @@ class _Session:
         self.interrupts: Interruptions | None = None
         # Bytes of arrays sent to and received from the workers, and round trips.
         self.sent = self.received = self.calls = 0
+        self.loads: dict[int, tuple] = {}  # block → what its load reported
 
     def _workers(self) -> dict[str, dict]:
         try:
@@ -108,7 +105,6 @@ class _Session:
             )
             for w, mine in by_worker.items()
         }
-        self.loads = getattr(self, "loads", {})
         for w, values in self._answers(calls).items():
             self.loads.update(zip(by_worker[w], values, strict=True))
 
@@ -129,7 +125,6 @@ class _Session:
     def _wait(self, futures: list) -> list:
         """The futures' results; a first Ctrl-C is noted (the fit then stops at its next
         step) and the wait goes on, so that no block is left half-way through a step."""
-        lost = _lost_errors()
         values = []
         for future in futures:
             while True:
@@ -139,15 +134,17 @@ class _Session:
                 except KeyboardInterrupt:
                     if self.interrupts is None or not self.interrupts.first():
                         raise
-                except lost as exc:
-                    raise WorkerLost(f"{type(exc).__name__}: {exc}") from None
+                except Exception as exc:
+                    if _is_lost(exc):
+                        raise WorkerLost(f"{type(exc).__name__}: {exc}") from None
+                    raise
         return values
 
-    def _answers(self, calls: dict, args=()) -> dict:
-        """Each worker's answer to its call; counts the arrays sent (``args``, to each
-        worker) and received."""
+    def _answers(self, calls: dict, args=(), own=None) -> dict:
+        """Each worker's answer to its call; counts the arrays sent (``args`` to each worker,
+        ``own`` once: each block's to its worker) and received."""
         answers = dict(zip(calls, self._wait(list(calls.values())), strict=True))
-        self.sent += len(calls) * _payload(args)
+        self.sent += len(calls) * _payload(args) + _payload(own)
         self.received += _payload(list(answers.values()))
         self.calls += 1
         return answers
@@ -160,7 +157,7 @@ class _Session:
             for w, mine in by_worker.items()
         }
         out = {}
-        for w, values in self._answers(calls, (args, own)).items():
+        for w, values in self._answers(calls, args, own).items():
             out.update(zip(by_worker[w], values, strict=True))
         return [out[b] for b in range(self.blocks.n_blocks)]
 
@@ -205,8 +202,8 @@ class _Session:
 
 def _payload(obj) -> int:
     """Bytes of the arrays in ``obj`` (nested tuples, lists, dicts)."""
-    if isinstance(obj, np.ndarray):
-        return obj.nbytes
+    if isinstance(obj, np.ndarray) or hasattr(obj, "nbytes"):  # arrays, packed factors
+        return int(obj.nbytes)
     if isinstance(obj, (tuple, list)):
         return sum(_payload(v) for v in obj)
     if isinstance(obj, dict):
@@ -381,6 +378,10 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         "max_recoveries": [Interval(Integral, 0, None)],
     }
 
+    def __getstate__(self) -> dict:
+        # A client holds sockets and threads: a pickled or copied model leaves it out.
+        return {**self.__dict__, "client": None}
+
     def _client(self):
         if self.client is not None:
             return self.client
@@ -423,6 +424,12 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         else:
             blocks = BlockMatrix.from_matrix(
                 X, n_blocks=self.n_blocks, missing=missing, observed=observed
+            )
+        if self.swap and self.polish is False:
+            raise ValueError(
+                "swap=True polishes after each swap, and with polish=False banmf.BANMF uses its "
+                "'auto' polish there, whose exact form is not distributed: set polish=True "
+                "(flips) or swap=False"
             )
         client = self._client()
         session = _Session(client, blocks, self.block_memory, self.n_jobs)
@@ -479,6 +486,8 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
             if self._last_start(run):
                 break
             i += 1
+        if not runs:  # Ctrl-C before any start had factors: nothing to keep
+            raise KeyboardInterrupt
         self.extra_start_errors_ = {}
         if (
             "columns" in p["extra_starts"]
@@ -565,7 +574,7 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
     def _draw_start(self, rng, blocks: BlockMatrix, k: int, p: dict) -> dict:
         """A random start as :meth:`banmf.BANMF._initial_factors` draws it from ``rng``: W's
         rows from the same stream (each worker jumps to its rows' place in it; with a bit
-        generator that cannot jump, the rows are drawn here), then H."""
+        generator other than PCG64, the rows are drawn here), then H."""
         n, m = blocks.shape
         dtype = p["dtype"]
         tiny = np.finfo(dtype).eps
@@ -577,7 +586,8 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
             "upper": p["upper"],
             "eps": float(self.eps),
         }
-        if hasattr(bitgen, "advance"):
+        # PCG64's advance counts draws (Philox's counts blocks of four): jump only there.
+        if isinstance(bitgen, (np.random.PCG64, np.random.PCG64DXSM)):
             spec["stream"] = (type(bitgen).__name__, bitgen.state)
             H = _worker.draw(spec["stream"], n * k, (k, m))
             bitgen.advance(n * k + k * m)
@@ -634,7 +644,7 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
             WtW = sums[1]
             # The fit may stop after this iteration: its Y pass runs alone.
             may_stop = (
-                self.callback is not None
+                (self.callback is not None and not p.get("rerun"))
                 or t + 1 == max_iter
                 or ((t + 1) % every == 0 and p["tol"] is not None)
                 or interrupts.count
@@ -653,7 +663,7 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
                     stacklevel=4,
                 )
                 break
-            if self.callback is not None:
+            if self.callback is not None and not p.get("rerun"):
                 try:
                     if self.callback(len(losses), f):
                         stopped = True
@@ -842,13 +852,21 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         i = best["start"]
         if not all(session.each(_worker.holds, i)):
             progress = StartProgress(1, 1, p["max_iter"])
-            if i == "columns":
-                self._columns_start(session, best["H"].shape[0], p, progress)
-            else:
-                # As many iterations as the start ran (Ctrl-C or the callback may have cut it
-                # short), with the same stopping rule: the same factors.
-                self._random_start(
-                    session, i, specs[i], {**p, "max_iter": best["n_iter"]}, progress
+            # Exactly the iterations the start ran (Ctrl-C, the callback or the tolerance may
+            # have ended it), with neither the callback nor Ctrl-C cutting the run short.
+            again = {**p, "max_iter": best["n_iter"], "tol": None, "rerun": True}
+            interrupts, session.interrupts = session.interrupts, Interruptions()
+            try:
+                if i == "columns":
+                    run = self._columns_start(session, best["H"].shape[0], again, progress)
+                else:
+                    run = self._random_start(session, i, specs[i], again, progress)
+            finally:
+                session.interrupts = interrupts
+            if run["error"] != best["error"] or not np.array_equal(run["H"], best["H"]):
+                raise RuntimeError(
+                    f"start {i} ran again after a lost worker and ended elsewhere (error "
+                    f"{run['error']}, not {best['error']}): the result would not be consistent"
                 )
         parts = session.each(_worker.rows_of, i)
         return np.concatenate([q[0] for q in parts]), np.concatenate([q[1] for q in parts])
