@@ -32,7 +32,7 @@ SHARED = {
     "thresholds": "per-factor",
     "polish": "flip",
     "swap": True,
-    "extra_starts": ("columns",),
+    "extra_starts": ("nmf", "columns"),
 }
 
 
@@ -83,6 +83,7 @@ def _same(a, b, exact=False):
     assert np.array_equal(a.components_, b.components_)
     assert a.reconstruction_err_ == b.reconstruction_err_
     assert a.init_errors_ == b.init_errors_ and a.best_start_ == b.best_start_
+    assert a.extra_start_errors_ == b.extra_start_errors_
     assert a.n_iter_ == b.n_iter_ and a.n_observed_ == b.n_observed_
     if exact:
         assert np.array_equal(a.W_continuous_, b.W_continuous_)
@@ -288,7 +289,7 @@ def test_a_lost_best_start_runs_again_without_the_callback():
     before its rows are gathered, exactly as far as it went, without calling the callback."""
     distributed = pytest.importorskip("distributed")
     X, _, _ = _data(seed=15)
-    params = {**SHARED, "tol": None, "max_iter": 60}
+    params = {**SHARED, "tol": None, "max_iter": 60, "extra_starts": ("columns",)}
     with _cluster(2) as cluster, distributed.Client(cluster) as c:
         reference = bd.BANMF(**params, n_blocks=4, client=c).fit(X)
         victim = sorted(c.run(os.getpid).items())[0][1]
@@ -387,8 +388,8 @@ def test_auto_budget_is_half_the_memory_limit():
     "params",
     [
         {"polish": "exact"},
-        {"extra_starts": ("nmf",)},
         {"polish": False, "swap": True},
+        {"extra_starts": ("grecond",)},
         {"init": "custom"},
         {"client": "tcp://127.0.0.1:1"},
         {"block_memory": -1},

@@ -58,6 +58,7 @@ class _Block:
         self.rows: GridRows | None = None  # their grid ranks, for the threshold search
         self.kept: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # start → (W scaled, W bool)
         self._Xt = None
+        self.stored: dict = {}  # rows kept between calls (the NNDSVD's)
 
     @property
     def Xt(self):
@@ -194,7 +195,9 @@ def begin(fit: str, b: int, Ht0: np.ndarray, start: dict) -> None:
     k, dtype = Ht0.shape[1], Ht0.dtype
     with _use(fit, b) as block:
         W0 = start.get("W")
-        if W0 is None:
+        if "stored" in start:  # rows computed here before (the NMF start's NNDSVD)
+            W0 = block.stored.pop(start["stored"])
+        elif W0 is None:
             n = block.X.shape[0]
             W0 = draw(start["stream"], start["row0"] * k, (n, k)) * start["init_scale"]
             W0 = np.maximum(W0, np.finfo(dtype).eps).astype(dtype, order="C")
@@ -284,6 +287,69 @@ class BlockServer:
             (lo, hi): node_sum(lo, hi, values.__getitem__)
             for lo, hi in tree_nodes(0, n_blocks, set(blocks))
         }
+
+
+# -- the NNDSVD start (banmf.models._nndsvd, over row blocks) -------------------------------
+
+
+def gram_apply(fit: str, b: int, V: np.ndarray) -> np.ndarray:
+    """The block's share of ``XᵀX V`` (V: m×c)."""
+    with _use(fit, b) as block:
+        X = block.X.astype(np.float64)
+        return np.asarray(X.T @ (X @ V))
+
+
+def cols_apply(fit: str, b: int, x: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """The block's share of ``Xᵀ x`` (x: an n×c array; the block's rows of it are
+    ``offsets[b]:offsets[b + 1]``)."""
+    with _use(fit, b) as block:
+        return np.asarray(block.X.astype(np.float64).T @ x[offsets[b] : offsets[b + 1]])
+
+
+def rows_apply(fit: str, b: int, y: np.ndarray, keep: bool = False):
+    """The block's rows of ``X y`` (y: m-vector or m×c); with ``keep``, kept here (as the
+    SVD's ``X V``) and their Gram ``(X y)ᵀ (X y)`` returned instead."""
+    with _use(fit, b) as block:
+        rows = np.asarray(block.X.astype(np.float64) @ y)
+        if not keep:
+            return rows
+        block.stored["Av"] = rows
+        return rows.T @ rows
+
+
+def keep_left(fit: str, b: int, U: np.ndarray | None, V: np.ndarray | None, s) -> np.ndarray:
+    """The block's rows of the left singular vectors: ``U`` as sent, or ``(X V_r) V / s``
+    from the kept ``X V_r``. Returns per vector the squares of its positive and negative
+    parts, summed over the block's rows (2, r)."""
+    with _use(fit, b) as block:
+        if U is None:
+            U = block.stored.pop("Av") @ V / s
+        block.stored["U"] = U
+        return np.stack([(np.maximum(U, 0) ** 2).sum(axis=0), (np.maximum(-U, 0) ** 2).sum(axis=0)])
+
+
+def nndsvd_rows(fit: str, b: int, k: int, picks: list) -> float:
+    """The block's rows of the NNDSVD's W: factor l is ``scale * part / norm`` of the left
+    vector ``j`` (``picks[l] = (j, positive part?, scale / norm)``, None: left at 0). Returns
+    their largest entry."""
+    with _use(fit, b) as block:
+        U = block.stored.pop("U")
+        W = np.zeros((U.shape[0], k))
+        for l, pick in enumerate(picks):
+            if pick is not None:
+                j, positive, factor = pick
+                W[:, l] = factor * (np.maximum(U[:, j], 0) if positive else np.maximum(-U[:, j], 0))
+        block.stored["nndsvd"] = W
+        return float(W.max()) if W.size else 0.0
+
+
+def nndsvd_fill(fit: str, b: int, cut: float, fill: float, dtype, floor: float) -> None:
+    """Entries at rounding level (``<= cut``) become ``fill``; then the start's floor and
+    type, as the NMF start takes them."""
+    with _use(fit, b) as block:
+        W = block.stored.pop("nndsvd")
+        W[W <= cut] = fill
+        block.stored["nmf"] = np.maximum(W, floor).astype(dtype, order="C")
 
 
 # -- the threshold search and the Boolean rows ----------------------------------------------

@@ -281,9 +281,10 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         The factor swaps of :class:`banmf.BANMF` (:func:`banmf.swap_factors`): each factor's
         cost and each column's gain summed over the blocks, the new factor's rows found on
         their blocks, then the polish again.
-    extra_starts : tuple of {"columns"}, default ("columns",)
-        "columns" as in :class:`banmf.BANMF` (without its polish). The "nmf" start needs a
-        truncated SVD of the whole X and "grecond" whole columns: neither is distributed.
+    extra_starts : tuple of {"nmf", "columns"}, default ("nmf", "columns")
+        As in :class:`banmf.BANMF`. "nmf": its NNDSVDa, a truncated SVD of X computed as
+        scipy's ``svds`` does with every product summed over the blocks. "grecond" needs
+        whole columns and is not distributed.
     n_jobs : int or None, default None
         Threads per worker for the fit (None: each worker's own thread count). A worker's
         blocks share them.
@@ -351,7 +352,7 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         thresholds="per-factor",
         polish=True,
         swap=True,
-        extra_starts=("columns",),
+        extra_starts=("nmf", "columns"),
         n_init="auto",
         dtype=np.float64,
         n_jobs=None,
@@ -371,7 +372,7 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         "thresholds": [Options("per-factor", "global")],
         "polish": [Options(False, True, "flip")],
         "swap": [BOOLEAN],
-        "extra_starts": [subset_of("columns")],
+        "extra_starts": [subset_of("nmf", "columns")],
         "client": [NONE, Kind("a distributed.Client", lambda v: hasattr(v, "submit"))],
         "n_blocks": [NONE, Interval(Integral, 1, None)],
         "block_memory": [Options("auto"), NONE, Interval(Real, 0, None)],
@@ -489,17 +490,28 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         if not runs:  # Ctrl-C before any start had factors: nothing to keep
             raise KeyboardInterrupt
         self.extra_start_errors_ = {}
-        if (
-            "columns" in p["extra_starts"]
-            and k > 0
-            and not interrupts.count
-            and not any(self._last_start(run) for run in runs)
-        ):
-            progress = StartProgress(len(runs) + 1, len(runs) + 1, p["max_iter"])
-            run = self._recovering(session, lambda: self._columns_start(session, k, p, progress))
-            self.extra_start_errors_["columns"] = run["error"]
-            if run["error"] < best["error"]:
+        extras = [name for name in p["extra_starts"] if k > 0]
+        # As on one machine: in the order given, each refined as every start is; nothing
+        # beats an exact fit, and Ctrl-C or the callback end the fit.
+        ended = bool(interrupts.count) or any(self._last_start(run) for run in runs)
+        for j, name in enumerate(extras):
+            if ended or best["error"] == 0:
+                break
+            progress = StartProgress(len(runs) + j + 1, len(runs) + len(extras), p["max_iter"])
+            if name == "columns":
+                run = self._recovering(
+                    session, lambda pr=progress: self._columns_start(session, k, p, pr)
+                )
+            else:
+                run = self._recovering(
+                    session, lambda pr=progress: self._nmf_start(session, specs, p, pr)
+                )
+            self.extra_start_errors_[name] = run["error"]
+            if run["error"] < best["error"]:  # ties: the earlier start
                 best = run
+            kept = [best["start"]]
+            self._recovering(session, lambda kept=kept: session.each(_worker.keep_only, kept))
+            ended = bool(interrupts.count) or run["stopped"] or run["interrupted"]
         self.best_start_ = best["start"]
         self.init_errors_ = [run["error"] for run in runs]
         self.n_init_ = self._auto_n_init(p, runs[0]) if p["auto_n_init"] else p["n_init"]
@@ -718,6 +730,93 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
             "refinement": {"grid": int(error)},
         }
 
+    def _nmf_start(self, session: _Session, specs: dict, p: dict, progress) -> dict:
+        """The "nmf" start (:class:`banmf.BANMF`'s): Lee-Seung iterations (Y held at X) from
+        NNDSVDa factors of X, computed over the blocks (:meth:`_nndsvd`), or from the first
+        random start's factors if the SVD cannot be computed; then refined as every start."""
+        progress.setup("NNDSVD")
+        Ht = self._nndsvd(session, p)
+        first = specs[0]
+        if Ht is None:
+            spec = {**first, "project": False}
+        else:
+            spec = {key: v for key, v in first.items() if key not in ("stream", "rows")}
+            spec.update(project=False, stored="nmf", Ht=Ht)
+        return self._random_start(session, "nmf", spec, p, progress)
+
+    def _nndsvd(self, session: _Session, p: dict) -> np.ndarray | None:
+        """:func:`banmf.models._nndsvd.nndsvda` over the blocks: returns Hᵀ (m, k) and keeps
+        each block's rows of W on it (as "nmf"); None when the SVD cannot be computed.
+
+        The truncated SVD is scipy's ``svds`` (ARPACK) step by step: the Lanczos iterations
+        on XᵀX (m ≥ n: on XXᵀ) with each product summed over the blocks, the same fixed start
+        vector, then the left vectors from ``X V`` (their Gram summed over the blocks). The
+        factors agree with one machine's to rounding."""
+        from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, LinearOperator, eigsh
+
+        n, m = session.blocks.shape
+        k = p["k"]
+        r = min(k, min(n, m) - 1)
+        if r < 1 or p["nnz_ones"] == 0:
+            return None
+        offsets = session.blocks.offsets
+
+        def gram(V):
+            if n >= m:
+                return session.sum(_worker.gram_apply, V)
+            return np.concatenate(
+                session.each(_worker.rows_apply, session.sum(_worker.cols_apply, V, offsets))
+            )
+
+        size = min(n, m)
+        operator = LinearOperator(
+            (size, size),
+            matvec=lambda v: gram(v.reshape(-1, 1))[:, 0],
+            matmat=gram,
+            dtype=np.float64,
+        )
+        try:
+            _, eigvec = eigsh(operator, k=r, tol=0, v0=np.full(size, 1.0 / np.sqrt(size)))
+        except (ArpackError, ArpackNoConvergence):
+            return None
+        eigvec, _ = np.linalg.qr(eigvec)
+        if n >= m:
+            # svd(X V) from the Gram of X V (r×r): ascending singular values, as svds gives.
+            values, V = np.linalg.eigh(session.sum(_worker.rows_apply, eigvec, True))
+            S = np.sqrt(np.maximum(values, 0.0))
+            Vt = V.T @ eigvec.T
+            squares = session.sum(_worker.keep_left, None, V, np.where(S > 0, S, 1.0))
+        else:
+            Av = session.sum(_worker.cols_apply, eigvec, offsets)
+            u, S, vh = np.linalg.svd(Av, full_matrices=False)
+            u, S, vh = u[:, ::-1], S[::-1], vh[::-1]
+            U, Vt = eigvec @ vh.T, u.T
+            own = {b: (U[offsets[b] : offsets[b + 1]], None, None) for b in range(len(offsets) - 1)}
+            squares = sum(session.each(_worker.keep_left, own=own))
+        Ht = np.zeros((m, k))
+        picks: list = [None] * k
+        for l, j in enumerate(np.argsort(-S, kind="stable")):
+            y = Vt[j]
+            yp, yn = np.maximum(y, 0), np.maximum(-y, 0)
+            na_p, na_n = np.sqrt(squares[0, j]), np.sqrt(squares[1, j])
+            nb_p, nb_n = np.linalg.norm(yp), np.linalg.norm(yn)
+            positive, negative = na_p * nb_p, na_n * nb_n
+            if positive >= negative:
+                side, b, na, nb, sigma = True, yp, na_p, nb_p, positive
+            else:
+                side, b, na, nb, sigma = False, yn, na_n, nb_n, negative
+            if sigma > 0:
+                scale = np.sqrt(max(S[j], 0.0) * sigma)
+                Ht[:, l] = scale * b / nb
+                picks[l] = (int(j), side, scale / na)
+        top = max(session.each(_worker.nndsvd_rows, k, picks))
+        fill = p["nnz_ones"] / (n * m)
+        dtype = p["dtype"]
+        floor = np.finfo(dtype).eps
+        session.each(_worker.nndsvd_fill, 1e-12 * max(top, 1.0), fill, dtype, floor)
+        Ht[Ht <= 1e-12 * max(Ht.max(), 1.0)] = fill
+        return np.maximum(Ht, floor).astype(dtype, order="C")
+
     def _columns_start(self, session: _Session, k: int, p: dict, progress) -> dict:
         """The "columns" start (:func:`banmf.polish.column_factors`) over the blocks."""
         progress.phase("columns start")
@@ -859,6 +958,8 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
             try:
                 if i == "columns":
                     run = self._columns_start(session, best["H"].shape[0], again, progress)
+                elif i == "nmf":
+                    run = self._nmf_start(session, specs, again, progress)
                 else:
                     run = self._random_start(session, i, specs[i], again, progress)
             finally:
