@@ -496,8 +496,18 @@ def column_factors(Xt, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Boolean W (n, k), H (k, m) whose factor l is the column of X with the l-th most ones
     (ties: the lower index) with all its rows; factors past the m-th stay empty. ``Xt`` is the
     support mask of Xᵀ (trusted)."""
+    return columns_as_factors(Xt, top_columns(np.diff(Xt.indptr), k), k)
+
+
+def top_columns(counts: np.ndarray, k: int) -> np.ndarray:
+    """The (at most) k columns with the most ones, most first (ties: the lower index)."""
+    return np.argsort(-counts, kind="stable")[: min(k, len(counts))]
+
+
+def columns_as_factors(Xt, top: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Boolean W (n, k), H (k, m) whose factor l is column ``top[l]`` of X with all its rows
+    (``Xt``: the mask of Xᵀ, or of a row block's transpose for the block's rows of W)."""
     m, n = Xt.shape
-    top = np.argsort(-np.diff(Xt.indptr), kind="stable")[: min(k, m)]
     W = np.zeros((n, k), dtype=bool)
     H = np.zeros((k, m), dtype=bool)
     for l, j in enumerate(top):

@@ -20,7 +20,7 @@ import banmf.distributed as bd
 from banmf.booleanize import GridRows, grid_points, grid_ranks, search_grid
 from banmf.distributed import _worker
 from banmf.distributed.blocks import _cuts
-from banmf.distributed.estimator import _node, _Session
+from banmf.distributed.estimator import _Session
 
 # The parameters both estimators share in these tests: what bd.BANMF runs (global thresholds,
 # no polish, no swaps, the columns start), two random starts, few iterations.
@@ -480,7 +480,7 @@ def test_the_tree_sum_does_not_depend_on_who_holds_which_block(n_blocks, owners,
         mine = {b for b in range(n_blocks) if owners[b] == owner}
         for lo, hi in _worker.tree_nodes(0, n_blocks, mine):
             nodes[(lo, hi)] = _worker.node_sum(lo, hi, lambda b: values[b])
-    assert np.array_equal(_node(0, n_blocks, nodes), whole)
+    assert np.array_equal(_worker.node_sum(0, n_blocks, None, nodes), whole)
     np.testing.assert_allclose(whole, values.sum(axis=0), rtol=1e-12)
 
 

@@ -30,7 +30,7 @@ from .._validation import check_binary_matrix, check_unknown
 from ..booleanize import GridRows, grid_ranks
 from ..io import read_dataset
 from ..models._mu import MUSolver
-from ..polish import bit_changes, factor_costs, polish_rows, swap_rows
+from ..polish import bit_changes, columns_as_factors, factor_costs, polish_rows, swap_rows
 
 _lock = threading.RLock()
 #: (fit, block) → its state, most recently used last.
@@ -242,13 +242,16 @@ def add(a, b):
     return a + b
 
 
-def node_sum(lo: int, hi: int, value):
+def node_sum(lo: int, hi: int, value, known: dict | None = None):
     """The sum of blocks ``lo:hi`` by the fixed binary tree over block indices (halves split
-    at the middle): ``value(b)`` is block b's partial, or a precomputed node's sum."""
+    at the middle): ``value(b)`` is block b's partial; ``known`` maps nodes ``(lo, hi)``
+    already added (by the workers) to their sums."""
+    if known is not None and (lo, hi) in known:
+        return known[(lo, hi)]
     if hi - lo == 1:
         return value(lo)
     mid = (lo + hi) // 2
-    return add(node_sum(lo, mid, value), node_sum(mid, hi, value))
+    return add(node_sum(lo, mid, value, known), node_sum(mid, hi, value, known))
 
 
 def tree_nodes(lo: int, hi: int, owned) -> list[tuple[int, int]]:
@@ -416,18 +419,11 @@ def column_counts(fit: str, b: int) -> np.ndarray:
         return np.bincount(X.indices, minlength=X.shape[1]).astype(np.int64)
 
 
-def keep_columns(fit: str, b: int, start: int, top: np.ndarray, k: int) -> None:
+def keep_columns(fit: str, b: int, start, top: np.ndarray, k: int) -> None:
     """Keep the block's rows of the "columns" start: factor l is column ``top[l]`` with all
-    its rows (:func:`banmf.polish.column_factors`)."""
+    its rows (:func:`banmf.polish.columns_as_factors`)."""
     with _use(fit, b) as block:
-        X = block.X
-        factor = np.full(X.shape[1], -1, dtype=np.int64)
-        factor[top] = np.arange(len(top))
-        of = factor[X.indices]
-        on = of >= 0
-        rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
-        W = np.zeros((X.shape[0], k), dtype=bool)
-        W[rows[on], of[on]] = True
+        W, _ = columns_as_factors(block.Xt, top, k)
         block.kept[start] = (W.astype(np.float64), W)
 
 

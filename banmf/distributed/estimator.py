@@ -18,10 +18,10 @@ from .._signals import Interruptions, deferred_interrupts
 from .._validation import check_n_components, check_random_state
 from ..booleanize import balance_scales, grid_points, grid_ranks, search_grid
 from ..models._base import budgeted, store_params
-from ..models._mu import h_step
+from ..models._mu import h_step, objective_value
 from ..models.banmf import BANMF as _BANMF
 from ..models.banmf import settled
-from ..polish import best_cut, choose_swap, flip_rows
+from ..polish import best_cut, choose_swap, flip_rows, top_columns
 from ..result import Factorization
 from . import _worker
 from .blocks import BlockMatrix
@@ -173,7 +173,8 @@ class _Session:
         nodes = {}
         for part in self._answers(calls, args).values():
             nodes.update(part)
-        return _node(0, n_blocks, nodes)
+        # Every block lies in a node some worker added.
+        return _worker.node_sum(0, n_blocks, None, nodes)
 
     def repair(self) -> None:
         """Read the blocks of workers that left again on the live ones."""
@@ -211,14 +212,6 @@ def _payload(obj) -> int:
     return 0
 
 
-def _node(lo: int, hi: int, nodes: dict):
-    """The tree's sum over blocks ``lo:hi`` from the nodes the workers added."""
-    if (lo, hi) in nodes:
-        return nodes[(lo, hi)]
-    mid = (lo + hi) // 2
-    return _worker.add(_node(lo, mid, nodes), _node(mid, hi, nodes))
-
-
 class _Rows:
     """The rows' half of the threshold search (:class:`banmf.booleanize.GridRows`) summed over
     the row blocks on the workers."""
@@ -235,6 +228,7 @@ class _Rows:
         return hits, cells
 
     def active_counts(self, P):
+        # search_grid asks for the hit counts first: the same sums brought these.
         return self.sizes
 
     def distinct_ranks(self):
@@ -663,7 +657,9 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
             )
             after = None if may_stop else float(lams[t + 1])
             sums = session.sum(_worker.step, (Ht, HHt), after)
-            f = _objective(sums, WtW, HHt, penalties, lam, p["observed"])
+            res, s2, observed_s2 = sums[3:]
+            covered = observed_s2 if p["observed"] else float(np.sum(WtW * HHt))
+            f = objective_value(res, s2, covered, lam, penalties[0] + penalties[1])
             losses.append(f)
             if may_stop or (t + 1) % every == 0:
                 progress.iteration(len(losses), f)
@@ -821,9 +817,8 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         """The "columns" start (:func:`banmf.polish.column_factors`) over the blocks."""
         progress.phase("columns start")
         counts = session.sum(_worker.column_counts)
-        m = counts.shape[0]
-        top = np.argsort(-counts, kind="stable")[: min(k, m)]
-        H = np.zeros((k, m), dtype=bool)
+        top = top_columns(counts, k)
+        H = np.zeros((k, counts.shape[0]), dtype=bool)
         H[np.arange(len(top)), top] = True
         session.each(_worker.keep_columns, "columns", top, k)
         error = self._error(session, "columns", H, p)
@@ -979,17 +974,6 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         result = Factorization.from_estimator(self, method="banmf")
         params = {k: v for k, v in result.params.items() if k != "client"}
         result.replace(params=params, estimator=None).save(path)
-
-
-def _objective(sums: tuple, WtW, HHt, penalties: tuple, lam: float, observed: bool) -> float:
-    """The relaxed objective (:meth:`banmf.models._mu.MUSolver.objective`) of an iteration from
-    its Y pass's sums over the blocks, its WᵀW and HHᵀ and its penalties ``(W's, H's)``."""
-    res, s2, observed_s2 = sums[3:]
-    off = observed_s2 - s2 if observed else float(np.sum(WtW * HHt)) - s2
-    f = 0.5 * (res + max(0.0, off))
-    if lam:
-        f += 0.5 * lam * (penalties[0] + penalties[1])
-    return float(f)
 
 
 class _Shape:

@@ -56,6 +56,17 @@ def lambda_schedule(regularization, max_iter: int) -> np.ndarray:
     return np.full(max_iter, float(regularization))
 
 
+def objective_value(res: float, s2: float, covered: float, lam: float, penalty: float) -> float:
+    """``½(Σ residual² + max(0, covered − Σ s²)) + (λ/2)·penalty``: the relaxed objective of
+    :meth:`MUSolver.objective` from its sums (over all rows, or added over row blocks).
+    ``covered``: ``‖WH‖²`` (Σ WᵀW ∘ HHᵀ), or with few observed cells Σ s² over them; the
+    off-support part it leaves after Σ s² is clamped at 0 against cancellation."""
+    f = 0.5 * (res + max(0.0, covered - s2))
+    if lam:
+        f += 0.5 * lam * penalty
+    return float(f)
+
+
 def h_step(
     Ht: np.ndarray, WtY: np.ndarray, WtW: np.ndarray, lam: float, eps: float
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -350,11 +361,11 @@ class MUSolver:
         # Column by column: numpy's axis-0 sum of an (n, 2) array is ~20× slower.
         res, s2 = self.sq[:, 0].sum(), self.sq[:, 1].sum()
         if self.observed:
-            off = self.osq[:, 1].sum() - s2
+            covered = self.osq[:, 1].sum()
         else:  # (s2 includes the unknown cells')
-            off = float(np.sum(self.WtW * self.HHt)) - s2
-        f = 0.5 * (res + max(0.0, off))
+            covered = float(np.sum(self.WtW * self.HHt))
+        penalty = 0.0
         if lam:
             W, Ht = self.W, self.Ht
-            f += 0.5 * lam * (float(np.sum((W * W - W) ** 2)) + float(np.sum((Ht * Ht - Ht) ** 2)))
-        return float(f)
+            penalty = float(np.sum((W * W - W) ** 2)) + float(np.sum((Ht * Ht - Ht) ** 2))
+        return objective_value(res, s2, covered, lam, penalty)
