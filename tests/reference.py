@@ -172,7 +172,7 @@ def grecond(X, k=None, unknown=None):
     while U.any() and (k is None or len(extents) < k):
         extent = np.ones(n, dtype=bool)
         intent = up(extent)
-        best = 0
+        best = int(U[:, intent].sum())  # the concept of all rows: D ⊕ j for a full column j
         while True:
             values = np.full(m, -1)
             for j in range(m):

@@ -576,3 +576,54 @@ def test_the_estimates_grow_with_the_work():
     sweep = estimate(ASSO(4, work_budget=gram * 1.01), X)
     assert gram < estimate(ASSO(2, work_budget=gram * 1.01), X) < sweep
     assert gram < estimate(ASSO(4, tau=0.5, work_budget=gram * 1.01), X) < sweep
+
+
+# ----------------------------------------------------- GreConD on full rows, columns, blocks
+
+
+@st.composite
+def boolean_rank_matrices(draw):
+    """W ∘ H of a random Boolean rank r, where a factor may span all rows, all columns or both
+    (an all-ones X), and a column or row of X may be all ones."""
+    n, m, r = draw(st.integers(1, 40)), draw(st.integers(1, 12)), draw(st.integers(1, 4))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    density = draw(st.sampled_from([0.1, 0.4, 0.8]))
+    W, H = rng.random((n, r)) < density, rng.random((r, m)) < density
+    for l in range(r):
+        kind = draw(st.sampled_from(["random", "all rows", "all columns", "everything"]))
+        W[:, l] |= kind in ("all rows", "everything")
+        H[l] |= kind in ("all columns", "everything")
+    X = ref.boolean_product(W, H)
+    if draw(st.booleans()):
+        X[:, rng.integers(m)] = True
+    if draw(st.booleans()):
+        X[rng.integers(n)] = True
+    return X
+
+
+@pytest.mark.filterwarnings("ignore:n_components=.*exceeds")
+@settings(max_examples=80)
+@given(boolean_rank_matrices(), st.sampled_from([None, 1, 2, 4]))
+def test_grecond_finds_concepts_of_full_columns_and_is_exact_when_unlimited(X, k):
+    """The concept of all rows (whose intent holds the full columns) is a candidate: without it
+    an all-ones X, or one with a full column, was left uncovered."""
+    est = GreConD(k).fit(X)
+    W, H = ref.grecond(X, k)
+    np.testing.assert_array_equal(est.W_, W)
+    np.testing.assert_array_equal(est.components_, H)
+    if k is None:
+        assert est.reconstruction_err_ == 0
+    # each factor covers new ones, and the first covers at least as many as any full column
+    assert est.reconstruction_err_ <= X.sum() - (X.all(axis=0).sum() * len(X) if k else 0)
+
+
+def test_grecond_covers_an_all_ones_matrix_and_full_columns():
+    ones = np.ones((50, 40), dtype=bool)
+    assert GreConD(2).fit(ones).reconstruction_err_ == 0
+    assert GreConD(1).fit(ones).components_.all()
+    column = np.zeros((10, 10), dtype=bool)
+    column[:, 3] = True
+    assert GreConD(2).fit(column).reconstruction_err_ == 0
+    one_zero = ones.copy()
+    one_zero[3, 5] = False
+    assert GreConD(2).fit(one_zero).reconstruction_err_ == 0

@@ -217,7 +217,9 @@ class GreConD(BaseFactorization):
             if words:
                 extent_bits[:] = _packed(in_extent, words)
             intent_of(X.indptr, X.indices, rows, extent_bits, colbits, intent)
-            best = 0
+            # The concept of all rows is a candidate too (the paper's D ⊕ j for a full column
+            # j): its columns are already in the intent, so no column added below can offer it.
+            best = int(np.count_nonzero(uncov & intent[X.indices]))
             while True:
                 # Work: every row of the extent, once per column it holds, against its ones.
                 threads = threads_for(int(deg2[rows].sum()) + X.nnz)
