@@ -10,7 +10,7 @@ from .booleanize import boolean_product
 from .io import atomic_path
 from .result import Factorization
 
-__all__ = ["plot_rank_selection", "plot_result"]
+__all__ = ["plot_rank_selection", "plot_result", "rank_selection_figure", "result_figure"]
 
 #: The image formats written, by extension (matplotlib's own writers, no extra package).
 IMAGE_FORMATS = ("png", "pdf", "svg")
@@ -54,7 +54,8 @@ def _image_format(path) -> str:
 
 
 def _save(fig, path, fmt: str, plt) -> None:
-    fig.tight_layout()
+    if fig.get_layout_engine() is None:  # figures with legends outside the axes lay out themselves
+        fig.tight_layout()
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format=fmt, dpi=100)
     plt.close(fig)
@@ -63,10 +64,23 @@ def _save(fig, path, fmt: str, plt) -> None:
 def plot_rank_selection(selection, path) -> None:
     """Write a picture of a :class:`banmf.RankSelection`: every criterion it has against k
     (training error, description length, held-out error with its standard error, the
-    agreement of the fold fits), each criterion's choice marked, and the chosen k as a line across
-    all. Format by the extension of ``path`` (.png, .pdf, .svg)."""
+    agreement of the fold fits with the stability threshold :data:`banmf.model_selection.STABLE`
+    as a line), each criterion's choice marked, and the chosen k as a line across all. Format
+    by the extension of ``path`` (.png, .pdf, .svg)."""
     fmt = _image_format(path)
     plt = _pyplot()
+    with plt.rc_context({"svg.fonttype": "none"}):
+        fig = rank_selection_figure(selection, plt)
+        _save(fig, path, fmt, plt)
+
+
+def rank_selection_figure(selection, plt=None):
+    """The figure :func:`plot_rank_selection` writes, as a matplotlib ``Figure`` (not saved)."""
+    plt = plt or _pyplot()
+    from matplotlib.ticker import MaxNLocator
+
+    from .model_selection import STABLE
+
     panels = [("training error (observed cells)", selection.training_error, None, None)]
     if selection.description_length is not None:
         panels.append(("description length (bits)", selection.description_length, None, "mdl"))
@@ -77,31 +91,34 @@ def plot_rank_selection(selection, path) -> None:
     if selection.stability is not None:
         panels.append(("agreement of fold fits", selection.stability, None, "stability"))
     ks = list(selection.ks)
-    with plt.rc_context({"svg.fonttype": "none"}):
-        fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.6), squeeze=False)
-        for ax, (title, values, errors, criterion) in zip(axes[0], panels):
-            y = [values[k] for k in ks]
-            if errors is not None:
-                ax.errorbar(ks, y, yerr=[errors[k] for k in ks], marker="o", capsize=3)
-            else:
-                ax.plot(ks, y, marker="o")
-            ax.axvline(selection.best_k, color="tab:red", linestyle="--", label="chosen k")
-            if criterion in selection.choices:
-                choice = selection.choices[criterion]
-                ax.plot(
-                    [choice],
-                    [values[choice]],
-                    "s",
-                    color="tab:orange",
-                    ms=10,
-                    mfc="none",
-                    label=f"{criterion}: k={choice}",
-                )
-            ax.set_xlabel("k")
-            ax.set_title(title)
-            ax.legend(fontsize="small")
-        fig.suptitle(f"k = {selection.best_k}: {selection.reason}", fontsize="small")
-        _save(fig, path, fmt, plt)
+    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.6), squeeze=False)
+    for ax, (title, values, errors, criterion) in zip(axes[0], panels):
+        y = [values[k] for k in ks]
+        if errors is not None:
+            ax.errorbar(ks, y, yerr=[errors[k] for k in ks], marker="o", capsize=3)
+        else:
+            ax.plot(ks, y, marker="o")
+        ax.axvline(selection.best_k, color="tab:red", linestyle="--", label="chosen k")
+        if criterion == "stability":
+            # The largest k whose fold fits agree at least this well is stability's choice.
+            ax.axhline(STABLE, color="tab:gray", linestyle=":", label=f"stable: ≥ {STABLE:g}")
+        if criterion in selection.choices:
+            choice = selection.choices[criterion]
+            ax.plot(
+                [choice],
+                [values[choice]],
+                "s",
+                color="tab:orange",
+                ms=10,
+                mfc="none",
+                label=f"{criterion}: k={choice}",
+            )
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("k")
+        ax.set_title(title)
+        ax.legend(fontsize="small")
+    fig.suptitle(f"k = {selection.best_k}: {selection.reason}", fontsize="small")
+    return fig
 
 
 def plot_result(saved: Factorization, path, X=None) -> str:
@@ -121,22 +138,25 @@ def plot_result(saved: Factorization, path, X=None) -> str:
     """
     fmt = _image_format(path)
     plt = _pyplot()
-    W, H = saved.W, saved.H
-    n, m = W.shape[0], H.shape[1]
-    title = f"{saved.method}, k={W.shape[1]}, error {saved.error}"
     with plt.rc_context({"svg.fonttype": "none"}):
-        if X is not None and n * m <= SMALL_ENTRIES:
-            fig = _matrices(plt, saved, X)
-            kind = "matrices"
-        elif X is not None and W.shape[1] > 0:
-            fig = _patterns_view(plt, saved, X)
-            kind = "patterns"
-        else:
-            fig = _summary(plt, saved)
-            kind = "summary"
-        fig.suptitle(title)
+        fig, kind = result_figure(saved, X, plt)
         _save(fig, path, fmt, plt)
     return kind
+
+
+def result_figure(saved: Factorization, X=None, plt=None):
+    """The figure :func:`plot_result` writes and its kind, as ``(Figure, kind)`` (not saved)."""
+    plt = plt or _pyplot()
+    W, H = saved.W, saved.H
+    n, m = W.shape[0], H.shape[1]
+    if X is not None and n * m <= SMALL_ENTRIES:
+        fig, kind = _matrices(plt, saved, X), "matrices"
+    elif X is not None and W.shape[1] > 0:
+        fig, kind = _patterns_view(plt, saved, X), "patterns"
+    else:
+        fig, kind = _summary(plt, saved), "summary"
+    fig.suptitle(f"{saved.method}, k={W.shape[1]}, error {saved.error}")
+    return fig, kind
 
 
 def _labels(labels, idx) -> list:
@@ -144,6 +164,7 @@ def _labels(labels, idx) -> list:
 
 
 def _matrices(plt, saved: Factorization, X):
+    from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     W, H = saved.W, saved.H
@@ -155,8 +176,17 @@ def _matrices(plt, saved: Factorization, X):
     missed, covered = (0.15, 0.35, 0.9), (0.9, 0.2, 0.15)
     E[D & ~R] = missed
     E[~D & R] = covered
-    fig, axes = plt.subplots(1, 3, figsize=(13, max(4.5, min(12.0, 0.16 * n + 2))), sharey=True)
+    k = W.shape[1]
+    # The keys go below the axes (constrained layout makes room for them), never over cells.
+    fig, axes = plt.subplots(
+        1,
+        3,
+        figsize=(13, max(5.0, min(12.5, 0.16 * n + 2.5))),
+        sharey=True,
+        layout="constrained",
+    )
     colours = plt.get_cmap("tab10")
+    outlined = []
     for ax, img, name in zip(axes, (D, R, E), ("data X", "reconstruction W⊗H", "errors")):
         ax.imshow(
             img if img.ndim == 3 else ~img,
@@ -165,10 +195,12 @@ def _matrices(plt, saved: Factorization, X):
             interpolation="nearest",
         )
         # Each factor's tile (its rows × its columns, in the display order), outlined.
-        for l in range(W.shape[1]):
+        for l in range(k):
             tile = np.outer(W[rows, l], H[l, cols])
             if tile.any():
                 ax.contour(tile, levels=[0.5], colors=[colours(l % 10)], linewidths=1.2)
+                if ax is axes[0]:
+                    outlined.append(l)
         ax.set_title(name)
         if m <= MAX_NAMED:
             ax.set_xticks(range(m), _labels(saved.col_labels, cols), rotation=90, fontsize=7)
@@ -178,14 +210,28 @@ def _matrices(plt, saved: Factorization, X):
         axes[0].set_yticks(range(n), _labels(saved.row_labels, rows), fontsize=7)
     else:
         axes[0].set_ylabel("rows (ordered by factor)")
-    axes[2].legend(
+    if outlined:
+        fig.legend(
+            handles=[
+                Line2D([], [], color=colours(l % 10), linewidth=1.5, label=f"factor {l}")
+                for l in outlined
+            ],
+            title="tile outlines (colours repeat after 10)" if k > 10 else "tile outlines",
+            loc="outside lower left",
+            ncols=min(len(outlined), 10),
+            fontsize=8,
+            title_fontsize=8,
+        )
+    fig.legend(
         handles=[
             Patch(color=missed, label="missed one (X = 1, W⊗H = 0)"),
             Patch(color=covered, label="covered zero (X = 0, W⊗H = 1)"),
         ],
-        loc="upper right",
-        fontsize=7,
-        framealpha=0.9,
+        title="errors",
+        loc="outside lower right",
+        ncols=2,
+        fontsize=8,
+        title_fontsize=8,
     )
     return fig
 
