@@ -3,7 +3,10 @@
 Matrices: Matrix Market (coordinate pattern/integer/real or dense array, general or symmetric,
 ``.gz`` too), scipy ``.npz``, dense 0/1 CSV/TSV (optional header row and index column; the
 separator is detected among ``,``, tab and ``;``) and FIMI transaction files (``.dat``: one line
-per row, space-separated item ids; the shape is kept in a ``NAME.json`` sidecar). Every reader
+per row, space-separated item ids). Labels, the shape and the unknown cells of ``.mtx``, ``.npz``
+and ``.dat`` files are kept in a sidecar that belongs to one file, its name + ``.json``
+(``a.mtx.json``); the shared ``NAME.json`` of older versions (and of the bundled data) is read
+when it can only be that file's. Every reader
 returns a canonical support mask in memory O(nnz + n + m); a malformed file gets one line naming
 the file, the line where there is one, and the problem (rows and columns counted from 1). A
 reader estimates what the matrix will take from the file's header before allocating it, and
@@ -22,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import errno
+import glob
 import gzip
 import io as _io
 import itertools
@@ -317,11 +321,94 @@ def read_dataset(path, *, format: str | None = None, **options) -> Dataset:
 
 
 def _sidecar_path(path: Path) -> Path:
-    name = path.name
+    """The sidecar that belongs to ``path`` alone: its full name + ``.json`` (``a.mtx.json``)."""
+    return path.with_name(path.name + ".json")
+
+
+def _legacy_sidecar_path(path: Path) -> Path:
+    """The sidecar name of banmf before 0.x: the name without its data extensions + ``.json``
+    (``a.json`` for ``a.mtx``, ``a.dat`` and ``a.npz`` alike), as the bundled data use."""
+    return path.with_name(_legacy_stem(path.name) + ".json")
+
+
+def _legacy_stem(name: str) -> str:
     for ext in (".gz", ".mtx", ".mm", ".dat", ".txt", ".npz"):
         if name.lower().endswith(ext):
             name = name[: -len(ext)]
-    return path.with_name(name + ".json")
+    return name
+
+
+#: The formats whose labels, shape and unknown cells live in a sidecar.
+_SIDECAR_FORMATS = ("mtx", "npz", "dat")
+#: Sidecar keys that describe one file's content: a new file by that name does not inherit them.
+_CONTENT_KEYS = (
+    "row_labels",
+    "col_labels",
+    "shape",
+    "missing",
+    "nnz",
+    "density",
+    "sha256",
+    "file",
+    "format",
+)
+
+
+@dataclass(frozen=True)
+class _Sidecar:
+    """The sidecar of a data file: where it is (None: there is none), its JSON object, and
+    whether it is an old-style shared one (``NAME.json``)."""
+
+    path: Path | None = None
+    meta: dict = field(default_factory=dict)
+    legacy: bool = False
+
+
+def _legacy_owner(path: Path) -> str | None:
+    """Why the old-style sidecar beside ``path`` may not be ``path``'s: "" when it is, None
+    when it names another file.
+
+    It is when it names ``path`` (key ``file``, as the bundled data's do), or else when no
+    other data file shares it: a file with a sidecar of its own, or of a format that has none,
+    does not count."""
+    legacy = _legacy_sidecar_path(path)
+    named = _raw_sidecar(legacy).get("file")
+    if isinstance(named, str):
+        return "" if named == path.name else None
+    others = []
+    with contextlib.suppress(OSError):
+        for other in sorted(path.parent.glob(glob.escape(_legacy_stem(path.name)) + ".*")):
+            if other.name == path.name or other == legacy:
+                continue
+            if _legacy_sidecar_path(other) != legacy or _sidecar_path(other).exists():
+                continue
+            with contextlib.suppress(ValueError):
+                if format_of(other, None) in _SIDECAR_FORMATS and other.is_file():
+                    others.append(other.name)
+    return f"it may describe {', '.join(others)} as well" if others else ""
+
+
+def _sidecar(path: Path, *, quiet: bool = False) -> _Sidecar:
+    """The sidecar describing ``path``: its own (``a.mtx.json``), else the old shared
+    ``a.json`` when that can only be ``path``'s (:func:`_legacy_owner`; a DataWarning says
+    why not otherwise, unless ``quiet``)."""
+    own = _sidecar_path(path)
+    if own.exists():
+        return _Sidecar(own, _label_lists(_raw_sidecar(own)))
+    legacy = _legacy_sidecar_path(path)
+    if not legacy.exists():
+        return _Sidecar()
+    why = _legacy_owner(path)
+    if why is None:
+        return _Sidecar()
+    if why:
+        if not quiet:
+            _warn_data(
+                f"{legacy}: not read for {path.name} ({why}); rename it to {own.name} if it "
+                f"describes {path.name}"
+            )
+        return _Sidecar()
+    return _Sidecar(legacy, _label_lists(_raw_sidecar(legacy)), legacy=True)
 
 
 def _raw_sidecar(side: Path) -> dict:
@@ -337,8 +424,7 @@ def _raw_sidecar(side: Path) -> dict:
     return meta
 
 
-def _sidecar(path: Path) -> dict:
-    meta = _raw_sidecar(_sidecar_path(path))
+def _label_lists(meta: dict) -> dict:
     for key in ("row_labels", "col_labels"):
         if isinstance(meta.get(key), str):  # some sidecars store the list as its repr
             meta[key] = _parse_label_list(meta[key])
@@ -355,8 +441,8 @@ def _parse_label_list(text: str) -> list | None:
     return [str(v) for v in value] if isinstance(value, (list, tuple)) else None
 
 
-def _sidecar_shape(path: Path, meta: dict) -> tuple[int, int] | None:
-    shape = meta.get("shape")
+def _sidecar_shape(side: _Sidecar) -> tuple[int, int] | None:
+    shape = side.meta.get("shape")
     if shape is None:
         return None
     if not (
@@ -365,23 +451,24 @@ def _sidecar_shape(path: Path, meta: dict) -> tuple[int, int] | None:
         and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in shape)
     ):
         raise ValueError(
-            f"{_sidecar_path(path)}: 'shape' must be two positive integers, got {_quote(str(shape))}"
+            f"{side.path}: 'shape' must be two positive integers, got {_quote(str(shape))}"
         )
     return shape[0], shape[1]
 
 
-def _sidecar_missing(path: Path, meta: dict, shape: tuple[int, int]) -> sp.csr_array | None:
+def _sidecar_missing(path: Path, side: _Sidecar, shape: tuple[int, int]) -> sp.csr_array | None:
     """The mask of unknown cells that the sidecar names (key ``missing``: a 0/1 matrix file
     beside it, any format), or None."""
-    name = meta.get("missing")
+    name = side.meta.get("missing")
     if name is None:
         return None
-    side = _sidecar_path(path)
     if not isinstance(name, str) or not name or Path(name).name != name:
-        raise ValueError(f"{side}: 'missing' must name a file in the same folder, got {name!r}")
-    mask_path = side.with_name(name)
+        raise ValueError(
+            f"{side.path}: 'missing' must name a file in the same folder, got {name!r}"
+        )
+    mask_path = side.path.with_name(name)
     if not mask_path.exists():
-        raise ValueError(f"{side}: the missing-cell mask {name} is not there")
+        raise ValueError(f"{side.path}: the missing-cell mask {name} is not there")
     mask = read_dataset(mask_path).X
     if mask.shape != shape:
         raise ValueError(
@@ -391,10 +478,23 @@ def _sidecar_missing(path: Path, meta: dict, shape: tuple[int, int]) -> sp.csr_a
     return mask
 
 
-def _with_sidecar(path: Path, X: sp.csr_array, meta: dict | None = None, missing=None) -> Dataset:
-    meta = _sidecar(path) if meta is None else meta
-    if missing is None:
-        missing = _sidecar_missing(path, meta, X.shape)
+def _with_sidecar(
+    path: Path, X: sp.csr_array, side: _Sidecar | None = None, missing=None
+) -> Dataset:
+    side = _sidecar(path) if side is None else side
+    recorded = _sidecar_shape(side)
+    if recorded is not None and recorded != X.shape:
+        where = (
+            f"{side.path} describes a {recorded[0]}×{recorded[1]} matrix, but {path} is "
+            f"{X.shape[0]}×{X.shape[1]}"
+        )
+        if not side.legacy:
+            raise ValueError(f"{where}: the sidecar is stale; delete it or write {path} again")
+        _warn_data(f"{where}: not read for {path.name} (a sidecar of another file by that name)")
+        side = _Sidecar()
+    meta = side.meta
+    if missing is None and side.path is not None:
+        missing = _sidecar_missing(path, side, X.shape)
     labels = []
     for key, size, what in (
         ("row_labels", X.shape[0], "rows"),
@@ -403,9 +503,7 @@ def _with_sidecar(path: Path, X: sp.csr_array, meta: dict | None = None, missing
         value = meta.get(key)
         if value is not None and (not isinstance(value, list) or len(value) != size):
             count = len(value) if isinstance(value, list) else "no list of"
-            raise ValueError(
-                f"{_sidecar_path(path)}: {count} {key.replace('_', ' ')} for {size} {what}"
-            )
+            raise ValueError(f"{side.path}: {count} {key.replace('_', ' ')} for {size} {what}")
         labels.append(None if value is None else [str(v) for v in value])
     name = meta.get("name")
     return Dataset(
@@ -659,8 +757,9 @@ def _item_id(path, line_no: int, tok: str, first: int) -> int:
 
 def _read_dat(path: Path, one_based: bool = False, n_cols: int | None = None) -> Dataset:
     text = _read_text(path)
-    meta = _sidecar(path)
-    shape = _sidecar_shape(path, meta)
+    sidecar = _sidecar(path)
+    meta, side = sidecar.meta, sidecar.path
+    shape = _sidecar_shape(sidecar)
     check_memory(_PARSE_BYTES_PER_CHAR * len(text), f"{path}: parsing it")
     first = 1 if one_based else 0
     indptr, cols = array("q", [0]), array("q")
@@ -690,8 +789,7 @@ def _read_dat(path: Path, one_based: bool = False, n_cols: int | None = None) ->
     if duplicates:
         _warn_duplicates(path, duplicates)
     lines = len(indptr) - 1
-    side = _sidecar_path(path)
-    names_file = side.with_suffix(".names")
+    names_file = path.with_name(_legacy_stem(path.name) + ".names")  # FIMI's item names
     file_names = None
     if meta.get("col_labels") is None and names_file.exists():
         file_names = [v.strip() for v in _read_text(names_file).split("\n")]
@@ -729,7 +827,9 @@ def _read_dat(path: Path, one_based: bool = False, n_cols: int | None = None) ->
         np.frombuffer(cols, np.int64).astype(idx),
         (n, m),
     )
-    return _with_sidecar(path, X, meta)
+    if side is not None:  # an explicit n_cols overrides the recorded width
+        meta = {**meta, "shape": [n, m]}
+    return _with_sidecar(path, X, _Sidecar(side, meta, sidecar.legacy))
 
 
 # --- AnnData ------------------------------------------------------------------------------
@@ -1386,19 +1486,22 @@ def write_matrix(
     ----------
     X : array-like or sparse of shape (n, m), 0/1
     path : str or Path
-        Format from the extension: .mtx (``.gz`` compresses), .npz, .csv, .tsv, .dat, .h5ad. A ``.dat``
-        file cannot tell empty trailing columns (or an all-zero matrix's width): its shape goes
-        to ``NAME.json`` beside it (key ``shape``, other keys of an existing sidecar are kept).
+        Format from the extension: .mtx (``.gz`` compresses), .npz, .csv, .tsv, .dat, .h5ad.
+        A ``.dat`` file cannot tell empty trailing columns (or an all-zero matrix's width): its
+        shape goes to the sidecar ``PATH.json`` (e.g. ``a.dat.json``, key ``shape``). The
+        sidecar belongs to this file alone: the keys of an earlier one that do not describe the
+        content (source, license, ...) are kept; an old-style ``NAME.json`` shared by several
+        files of that name is never rewritten.
     format : {"mtx", "npz", "csv", "tsv", "dat", "h5ad"} or None
         Overrides the extension.
     row_labels, col_labels : sequence of str, optional
         Names of the rows and columns: a name column and a header row in .csv and .tsv files,
         obs and var names in .h5ad files (AnnData; needs ``anndata``), else the keys
-        ``row_labels`` and ``col_labels`` of ``NAME.json`` beside the file.
+        ``row_labels`` and ``col_labels`` of the sidecar ``PATH.json``.
     missing : array-like or sparse of shape (n, m), optional
         Cells whose value is unknown: ``?`` in .csv and .tsv files, arrays beside the matrix in
-        .npz, the layer ``missing`` in .h5ad, else a mask ``NAME.missing.mtx`` that the key
-        ``missing`` of ``NAME.json`` names (:func:`read_dataset` reads it back as its
+        .npz, the layer ``missing`` in .h5ad, else a mask ``PATH.missing.mtx`` that the key
+        ``missing`` of ``PATH.json`` names (:func:`read_dataset` reads it back as its
         ``missing``).
     """
     path = Path(path)
@@ -1426,18 +1529,22 @@ def write_matrix(
         raise ValueError(f"{path}: .npz files are compressed already; drop the .gz")
     delimited = fmt in ("csv", "tsv")
     side, meta, mask_path = None, None, None
-    mask_beside = missing is not None and fmt in ("mtx", "dat")
-    stale = fmt in ("mtx", "npz") and "missing" in _raw_sidecar(_sidecar_path(path))
-    if fmt == "dat" or ((labels or mask_beside or stale) and fmt in ("mtx", "npz")):
-        side = _sidecar_path(path)  # read (and check) the sidecar first
-        meta = {**_raw_sidecar(side), **labels}
-        if fmt == "dat":
-            meta["shape"] = [n, m]
-        if mask_beside:
-            mask_path = side.with_name(side.stem + ".missing.mtx")
-            meta["missing"] = mask_path.name
+    if fmt in _SIDECAR_FORMATS:
+        side = _sidecar_path(path)
+        # Read (and check) an existing sidecar first. Its own keys (source, license, ...) carry
+        # over; what described the earlier content does not. An old-style shared one that this
+        # file cannot claim is left alone, and this file gets its own so that it never claims
+        # it later.
+        found = _sidecar(path, quiet=True)
+        legacy = _legacy_sidecar_path(path).exists()
+        if fmt == "dat" or labels or missing is not None or found.path or legacy:
+            meta = {k: v for k, v in found.meta.items() if k not in _CONTENT_KEYS}
+            meta.update(labels, shape=[n, m])
+            if missing is not None and fmt != "npz":  # an .npz holds its mask inside
+                mask_path = path.with_name(path.name + ".missing.mtx")
+                meta["missing"] = mask_path.name
         else:
-            meta.pop("missing", None)  # a mask of an earlier file by this name is not ours
+            side = None
     if fmt == "h5ad":
         _anndata()  # before anything is written
     if mask_path is not None:
@@ -1539,7 +1646,7 @@ def export_paths(prefix, format: str) -> list[Path]:
         return [prefix_path(prefix, "_factors.npz")]
     tails = ("_W", "_H")
     paths = [prefix_path(prefix, f"{t}.{format}") for t in tails]
-    return paths + ([prefix_path(prefix, f"{t}.json") for t in tails] if format == "mtx" else [])
+    return paths + ([_sidecar_path(p) for p in paths] if format == "mtx" else [])
 
 
 def export_factors(result, prefix, format: str = "csv") -> list[Path]:
@@ -1557,7 +1664,7 @@ def export_factors(result, prefix, format: str = "csv") -> list[Path]:
     format : {"csv", "mtx", "npz"}, default "csv"
         "csv": ``PREFIX_W.csv`` and ``PREFIX_H.csv`` (0/1 cells, a header row and a name
         column). "mtx": ``PREFIX_W.mtx``, ``PREFIX_H.mtx`` (pattern coordinates) and the names
-        in ``PREFIX_W.json``, ``PREFIX_H.json`` beside them (``row_labels``, ``col_labels``),
+        in ``PREFIX_W.mtx.json``, ``PREFIX_H.mtx.json`` beside them (``row_labels``, ``col_labels``),
         as :func:`read_dataset` reads them. "npz": ``PREFIX_factors.npz``, a numpy archive of
         bool ``W``, ``H`` and str ``row_labels``, ``col_labels`` (``numpy.load``).
 

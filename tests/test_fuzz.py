@@ -254,12 +254,13 @@ def mutated_archive(draw, seed: bytes) -> bytes:
 
 @st.composite
 def fuzz_input(draw, name):
-    """Bytes for a file called ``name`` (random, empty, or a mutated valid file), and for its
-    ``.json`` sidecar (or None)."""
+    """Bytes for a file called ``name`` (random, empty, or a mutated valid file), and the name
+    and bytes of a sidecar (its own ``NAME.EXT.json`` or an old shared ``x.json``), or None."""
     data = draw(file_bytes(name))
     sidecar = None
     if name in ("x.mtx", "x.mtx.gz", "x.dat") and draw(st.integers(0, 3)) == 0:
-        sidecar = draw(st.sampled_from(NASTY_SIDECARS) | st.binary(max_size=200))
+        side = draw(st.sampled_from([name + ".json", "x.json"]))
+        sidecar = side, draw(st.sampled_from(NASTY_SIDECARS) | st.binary(max_size=200))
     return data, sidecar
 
 
@@ -325,7 +326,7 @@ def _fuzz_one(folder, name, data, valid_matrix):
     data, sidecar = data
     path.write_bytes(data)
     if sidecar is not None:
-        (folder / "x.json").write_bytes(sidecar)
+        (folder / sidecar[0]).write_bytes(sidecar[1])
     if name == "result.npz":
         saved = _call(load_result, path)
         if saved is not None:

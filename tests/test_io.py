@@ -52,28 +52,29 @@ def test_every_format_round_trips_the_shape(tmp_path_factory, Xd, name):
 
 
 def test_dat_sidecar_records_the_shape_and_keeps_other_keys(tmp_path):
-    path, side = tmp_path / "t.dat", tmp_path / "t.json"
+    path, old, side = tmp_path / "t.dat", tmp_path / "t.json", tmp_path / "t.dat.json"
     X = np.zeros((20, 30), dtype=bool)
     X[:15, :27] = np.random.default_rng(0).random((15, 27)) < 0.3
-    side.write_text(json.dumps({"name": "baskets", "source": "shop", "shape": [1, 1]}))
-    write_matrix(X, path)
+    old.write_text(json.dumps({"name": "baskets", "source": "shop", "shape": [1, 1]}))
+    write_matrix(X, path)  # the old shared sidecar's own keys move to t.dat's own
     assert json.loads(side.read_text()) == {"name": "baskets", "source": "shop", "shape": [20, 30]}
+    assert json.loads(old.read_text())["shape"] == [1, 1]  # and it is left alone
     ds = read_dataset(path)
     assert ds.X.shape == (20, 30) and ds.name == "baskets"
     assert read_matrix(path, n_cols=40).shape == (20, 40)  # an explicit n_cols wins
     path.write_text(path.read_text().rstrip("\n") + "\n")  # an editor dropped the empty last rows
     assert read_matrix(path).shape == (20, 30)
     side.write_text(json.dumps({"shape": [20, 5]}))
-    with pytest.raises(ValueError, match=r"t.json says 5 columns, but .*t.dat has the item id \d+"):
+    with pytest.raises(ValueError, match=r"t.dat.json says 5 columns, but .*t.dat has the item id"):
         read_matrix(path)
     side.write_text(json.dumps({"shape": [2, 30]}))
-    with pytest.raises(ValueError, match=r"t.json says 2 rows, but .*t.dat has \d+ lines"):
+    with pytest.raises(ValueError, match=r"t.dat.json says 2 rows, but .*t.dat has \d+ lines"):
         read_matrix(path)
     side.write_text(json.dumps({"shape": "wide"}))
     with pytest.raises(ValueError, match="'shape' must be two positive integers"):
         read_matrix(path)
     side.write_text("{not json")
-    with pytest.raises(ValueError, match="t.json: unreadable sidecar"):
+    with pytest.raises(ValueError, match="t.dat.json: unreadable sidecar"):
         write_matrix(X, path)  # refused before anything is written: the sidecar is not clobbered
     assert side.read_text() == "{not json"
 
@@ -982,14 +983,86 @@ def test_a_sidecar_names_a_mask_that_is_checked(tmp_path):
     from banmf.io import read_dataset, write_matrix
 
     write_matrix(np.eye(3), tmp_path / "a.mtx", missing=np.fliplr(np.eye(3)))
-    side = json.loads((tmp_path / "a.json").read_text())
-    assert side["missing"] == "a.missing.mtx"
-    write_matrix(np.ones((2, 2)), tmp_path / "a.missing.mtx")
+    side = json.loads((tmp_path / "a.mtx.json").read_text())
+    assert side["missing"] == "a.mtx.missing.mtx"
+    write_matrix(np.ones((2, 2)), tmp_path / "a.mtx.missing.mtx")
     with pytest.raises(ValueError, match=r"a 2×2 mask for .*a.mtx's 3×3 matrix"):
         read_dataset(tmp_path / "a.mtx")
-    (tmp_path / "a.json").write_text(json.dumps({"missing": "../elsewhere.mtx"}))
+    (tmp_path / "a.mtx.json").write_text(json.dumps({"missing": "../elsewhere.mtx"}))
     with pytest.raises(ValueError, match="'missing' must name a file in the same folder"):
         read_dataset(tmp_path / "a.mtx")
-    (tmp_path / "a.json").write_text(json.dumps({"missing": "gone.mtx"}))
+    (tmp_path / "a.mtx.json").write_text(json.dumps({"missing": "gone.mtx"}))
     with pytest.raises(ValueError, match="the missing-cell mask gone.mtx is not there"):
         read_dataset(tmp_path / "a.mtx")
+
+
+# --- sidecars belong to one file -----------------------------------------------------------------
+
+
+def test_writing_a_dat_keeps_the_mask_and_labels_of_an_mtx_of_the_same_name(tmp_path):
+    X = np.eye(4, dtype=bool)
+    missing = np.zeros((4, 4), dtype=bool)
+    missing[0, 3] = missing[2, 1] = True
+    rows = ["a", "b", "c", "d"]
+    write_matrix(X, tmp_path / "a.mtx", row_labels=rows, missing=missing)
+    write_matrix(np.ones((2, 3)), tmp_path / "a.dat")  # `banmf generate a.dat ...`
+    ds = read_dataset(tmp_path / "a.mtx")
+    np.testing.assert_array_equal(ds.missing.toarray(), missing)
+    assert ds.row_labels == rows
+    assert read_dataset(tmp_path / "a.dat").X.shape == (2, 3)
+
+
+def test_generating_a_dat_next_to_the_bundled_zoo_leaves_it_intact(tmp_path):
+    import shutil
+
+    from banmf.cli import main
+    from banmf.datasets import data_dir, load_zoo
+
+    for name in ("zoo_101x15.mtx", "zoo_101x15.json"):  # the bundled, old-style sidecar
+        shutil.copy(data_dir() / name, tmp_path / name)
+    out = tmp_path / "zoo_101x15.dat"
+    assert main(["generate", str(out), "-n", "6", "-m", "9", "-k", "2"]) == 0
+    zoo = load_zoo(data_home=tmp_path)  # the checksum and labels still its own
+    assert zoo.X.shape == (101, 15) and len(zoo.row_labels) == 101
+    assert read_dataset(out).X.shape == (6, 9) and read_dataset(out).row_labels is None
+
+
+def test_a_labelled_mtx_next_to_a_dat_leaves_the_dat_readable(tmp_path):
+    X = np.zeros((5, 8), dtype=bool)
+    X[:3, :4] = True  # empty trailing rows and columns: the .dat needs its recorded shape
+    write_matrix(X, tmp_path / "g.dat")
+    write_matrix(X[:4, :3], tmp_path / "g.mtx", row_labels=list("wxyz"))  # `complete --out g.mtx`
+    np.testing.assert_array_equal(read_matrix(tmp_path / "g.dat").toarray(), X)
+    assert read_dataset(tmp_path / "g.dat").row_labels is None
+    assert read_dataset(tmp_path / "g.mtx").row_labels == list("wxyz")
+
+
+def test_an_old_shared_sidecar_is_read_only_when_it_is_unambiguous(tmp_path):
+    X = np.eye(3, dtype=bool)
+    write_matrix(X, tmp_path / "a.mtx")
+    old = tmp_path / "a.json"  # as banmf wrote it before sidecars had the full file name
+    old.write_text(json.dumps({"row_labels": ["x", "y", "z"], "source": "lab"}))
+    assert read_dataset(tmp_path / "a.mtx").row_labels == ["x", "y", "z"]  # the only a.*
+    write_matrix(X, tmp_path / "a.dat")  # gets its own sidecar, leaves a.json alone
+    assert json.loads(old.read_text()) == {"row_labels": ["x", "y", "z"], "source": "lab"}
+    assert read_dataset(tmp_path / "a.mtx").row_labels == ["x", "y", "z"]  # still the only one
+    sp.save_npz(tmp_path / "a.npz", sp.csr_array(X))  # another file that could own it
+    with pytest.warns(DataWarning, match=r"a.json: not read for a.mtx \(it may describe a.npz"):
+        assert read_dataset(tmp_path / "a.mtx").row_labels is None
+    old.write_text(json.dumps({"file": "a.mtx", "row_labels": ["x", "y", "z"]}))
+    assert read_dataset(tmp_path / "a.mtx").row_labels == ["x", "y", "z"]  # it names its file
+    assert read_dataset(tmp_path / "a.npz").row_labels is None
+    old.write_text(json.dumps({"shape": [2, 2], "row_labels": ["x", "y"]}))
+    (tmp_path / "a.npz").unlink()
+    with pytest.warns(DataWarning, match=r"a.json describes a 2×2 matrix, but .*a.mtx is 3×3"):
+        assert read_dataset(tmp_path / "a.mtx").row_labels is None
+    (tmp_path / "a.mtx.json").write_text(json.dumps({"shape": [2, 2]}))  # its own: an error
+    with pytest.raises(ValueError, match=r"a.mtx.json describes a 2×2 .* the sidecar is stale"):
+        read_dataset(tmp_path / "a.mtx")
+
+
+def test_a_sidecar_does_not_carry_labels_to_a_new_file_by_its_name(tmp_path):
+    write_matrix(np.eye(3), tmp_path / "a.mtx", row_labels=["x", "y", "z"], col_labels=list("abc"))
+    write_matrix(np.ones((2, 2)), tmp_path / "a.mtx")
+    ds = read_dataset(tmp_path / "a.mtx")
+    assert ds.X.shape == (2, 2) and ds.row_labels is None and ds.col_labels is None
