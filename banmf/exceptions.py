@@ -8,6 +8,7 @@ __all__ = [
     "Interrupted",
     "InvalidParameterError",
     "NotFittedError",
+    "OutputNotReplaced",
 ]
 
 
@@ -27,6 +28,16 @@ class InvalidParameterError(ValueError, TypeError):
 
 class NotFittedError(ValueError, AttributeError):
     """Raised when a fitted attribute or method is used before ``fit``."""
+
+
+class OutputNotReplaced(PermissionError):
+    """The finished output could not be renamed over its destination (an immutable file, say):
+    it is kept beside it under another name, ``saved`` (a ``PermissionError``, so that the
+    command line reports it in one line)."""
+
+    def __init__(self, message: str, saved):
+        super().__init__(message)
+        self.saved = saved
 
 
 class Interrupted(KeyboardInterrupt):

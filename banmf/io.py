@@ -1388,8 +1388,11 @@ def _cannot_write(parent: Path, exc: OSError) -> PermissionError:
 def check_output(path, *, inputs=()) -> None:
     """Check, before any work, that an output can be written to ``path``.
 
-    Creates and removes a temporary file in the destination folder: permission bits do not tell
-    (root writes to 0555 folders; read-only mounts refuse everyone).
+    Creates a temporary file in the destination folder and renames it there (permission bits
+    do not tell: root writes to 0555 folders; read-only mounts refuse everyone), then removes
+    it; an existing ``path`` is checked for what stops a rename over it (an immutable or
+    append-only file, ``chattr +i``/``+a``; another user's file in a sticky folder) without
+    touching it.
 
     Parameters
     ----------
@@ -1405,7 +1408,7 @@ def check_output(path, *, inputs=()) -> None:
     FileNotFoundError
         The folder of ``path`` does not exist.
     PermissionError
-        Files cannot be created in that folder.
+        Files cannot be created or renamed in that folder, or ``path`` cannot be replaced.
     """
     path = Path(path)
     parent = _output_folder(path, inputs)
@@ -1414,7 +1417,58 @@ def check_output(path, *, inputs=()) -> None:
     except OSError as exc:
         raise _cannot_write(parent, exc) from None
     os.close(fd)
-    os.unlink(probe)
+    moved = probe[: -len(".check")] + ".moved"
+    try:
+        os.replace(probe, moved)  # what the write does last, on a name of our own
+    except OSError as exc:
+        raise PermissionError(
+            f"{parent}: cannot rename files there ({(exc.strerror or _reason(exc)).lower()}), "
+            f"so {path.name} cannot be written atomically"
+        ) from None
+    finally:
+        for leftover in (probe, moved):
+            with contextlib.suppress(OSError):
+                os.unlink(leftover)
+    problem = _replace_problem(path)
+    if problem:
+        raise PermissionError(f"{path}: cannot replace it ({problem})")
+
+
+#: Linux inode flags (``chattr``) that forbid renaming over a file: immutable, append-only.
+_FS_IOC_GETFLAGS = 0x80086601
+_NO_REPLACE_FLAGS = {
+    0x10: "it is immutable: chattr -i to allow it",
+    0x20: "it is append-only: chattr -a to allow it",
+}
+
+
+def _replace_problem(path: Path) -> str:
+    """What stops a rename over the existing ``path`` ("" when nothing known does), found
+    without changing it: its inode flags on Linux, the sticky bit of its folder."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return ""  # nothing there (yet) to replace
+    if stat.S_ISREG(st.st_mode) and sys.platform.startswith("linux"):
+        import fcntl
+
+        with contextlib.suppress(OSError):  # unreadable, or a file system without flags
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+            try:
+                flags = int.from_bytes(
+                    fcntl.ioctl(fd, _FS_IOC_GETFLAGS, bytes(8))[:4], sys.byteorder
+                )
+            finally:
+                os.close(fd)
+            for flag, why in _NO_REPLACE_FLAGS.items():
+                if flags & flag:
+                    return why
+    with contextlib.suppress(OSError, AttributeError):
+        folder = os.stat(path.parent)
+        uid = os.geteuid()
+        if folder.st_mode & stat.S_ISVTX and uid not in (0, st.st_uid, folder.st_uid):
+            return "another user's file in a folder where only owners may replace files"
+    return ""
 
 
 def _umask() -> int:
@@ -1451,13 +1505,44 @@ def atomic_path(path):
     except OSError as exc:
         raise _cannot_write(parent, exc) from None
     os.close(fd)
+    kept = False
     try:
         yield Path(tmp)
         os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except OSError as exc:
+            from .exceptions import OutputNotReplaced
+
+            reason = _replace_problem(path) or (exc.strerror or _reason(exc)).lower()
+            saved = _keep_beside(Path(tmp), path)
+            kept = saved == Path(tmp)
+            raise OutputNotReplaced(
+                f"{path}: cannot replace it ({reason}); the output is saved as {saved}", saved
+            ) from None
     finally:
-        if os.path.exists(tmp):
+        if not kept and os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def _keep_beside(tmp: Path, path: Path) -> Path:
+    """Give the finished output ``tmp``, which could not replace ``path``, a name of its own
+    beside it, ``NAME.saved.EXT`` (``.saved-2`` ... if taken; the extension kept so that it
+    still reads), and return it (``tmp`` itself if it cannot be renamed): the work that made
+    it, a long fit perhaps, is not lost."""
+    suffix = "".join(path.suffixes[-2:]) if path.suffix.lower() == ".gz" else path.suffix
+    base = path.name[: len(path.name) - len(suffix)] if suffix != path.name else path.name
+    for i in range(1, 100):
+        saved = path.with_name(f"{base}.saved{'' if i == 1 else f'-{i}'}{suffix}")
+        try:
+            os.link(tmp, saved)  # a new name only: never over a file that is there
+        except FileExistsError:
+            continue
+        except OSError:
+            break  # no hard links here (or no new names): keep the temporary file itself
+        os.unlink(tmp)
+        return saved
+    return tmp
 
 
 @contextlib.contextmanager

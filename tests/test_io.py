@@ -1066,3 +1066,102 @@ def test_a_sidecar_does_not_carry_labels_to_a_new_file_by_its_name(tmp_path):
     write_matrix(np.ones((2, 2)), tmp_path / "a.mtx")
     ds = read_dataset(tmp_path / "a.mtx")
     assert ds.X.shape == (2, 2) and ds.row_labels is None and ds.col_labels is None
+
+
+# --- destinations that cannot be replaced ------------------------------------------------------
+
+
+@pytest.fixture
+def immutable(tmp_path):
+    """A file that even root cannot replace (``chattr +i``), where the file system allows it."""
+    import shutil
+    import subprocess
+
+    path = tmp_path / "locked.mtx"
+    write_matrix(np.eye(2), path)
+    if shutil.which("chattr") is None:
+        pytest.skip("no chattr")
+    if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode:
+        pytest.skip("chattr +i not allowed here")
+    yield path
+    subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+def _fail_replacing(monkeypatch, target):
+    """Make os.replace fail onto ``target`` only (as over an immutable file)."""
+    real = os.replace
+
+    def replace(src, dst, **kw):
+        if os.fspath(dst) == os.fspath(target):
+            raise PermissionError(1, "Operation not permitted")
+        return real(src, dst, **kw)
+
+    monkeypatch.setattr(os, "replace", replace)
+
+
+def test_check_output_refuses_an_immutable_destination(immutable):
+    before = immutable.read_bytes()
+    with pytest.raises(PermissionError, match=r"locked.mtx: cannot replace it \(it is immutable"):
+        check_output(immutable)
+    assert immutable.read_bytes() == before
+    assert sorted(p.name for p in immutable.parent.iterdir()) == ["locked.mtx"]
+
+
+def test_check_output_tries_a_rename_in_the_folder(tmp_path, monkeypatch):
+    def replace(src, dst, **kw):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(PermissionError, match=r"cannot rename files there \(operation not perm"):
+        check_output(tmp_path / "x.mtx")
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("name", ["x.mtx", "x.mtx.gz", "r.npz"])
+def test_an_output_that_cannot_replace_its_destination_is_kept_beside_it(
+    tmp_path, monkeypatch, saved_result, name
+):
+    from banmf.exceptions import OutputNotReplaced
+
+    dest = tmp_path / name
+    dest.write_bytes(b"the old file")
+    _fail_replacing(monkeypatch, dest)
+    saved = tmp_path / name.replace(".", ".saved.", 1)
+    with pytest.raises(OutputNotReplaced, match=rf"{name}: cannot replace it .*saved as {saved}$"):
+        if name == "r.npz":
+            save_result(load_result(saved_result), dest)
+        else:
+            write_matrix(np.eye(3), dest)
+    assert dest.read_bytes() == b"the old file"
+    if name == "r.npz":
+        assert load_result(saved).shape == load_result(saved_result).shape
+    else:
+        np.testing.assert_array_equal(read_matrix(saved).toarray(), np.eye(3))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([name, saved.name])
+    with pytest.raises(OutputNotReplaced, match=r"saved-2"):  # a second one does not clobber it
+        write_matrix(np.eye(3), dest)
+
+
+def test_cli_refuses_an_immutable_output_up_front(immutable):
+    import io as _io
+
+    from banmf.cli import main
+
+    err = _io.StringIO()
+    code = main(["generate", str(immutable), "-n", "5", "-m", "4", "-k", "2"], stderr=err)
+    assert code == 2 and "cannot replace it (it is immutable" in err.getvalue()
+
+
+def test_cli_says_where_an_unreplaceable_output_went(tmp_path, monkeypatch):
+    import io as _io
+
+    from banmf.cli import main
+
+    dest = tmp_path / "g.mtx"
+    _fail_replacing(monkeypatch, dest)
+    err = _io.StringIO()
+    code = main(["generate", str(dest), "-n", "5", "-m", "4", "-k", "2"], stderr=err)
+    assert code == 2
+    assert err.getvalue().startswith(f"banmf: error: {dest}: cannot replace it")
+    assert f"saved as {tmp_path / 'g.saved.mtx'}" in err.getvalue()
+    assert read_matrix(tmp_path / "g.saved.mtx").shape == (5, 4)
