@@ -1,7 +1,5 @@
 """``python -m banmf`` runs the command line."""
 
-import sys
+from .cli import main_entry
 
-from .cli import main
-
-sys.exit(main())
+main_entry()

@@ -218,7 +218,8 @@ def check_unknown(
     Raises
     ------
     ValueError
-        Both masks given, a shape other than X's, values other than 0 and 1.
+        Both masks given, a shape other than X's, values other than 0 and 1, every cell
+        unknown.
     """
     if missing is not None and observed is not None:
         raise ValueError("give missing or observed, not both (one is the other's complement)")
@@ -229,15 +230,26 @@ def check_unknown(
     if M.shape != X.shape:
         raise ValueError(f"{name} has shape {M.shape} but X has shape {X.shape}; they must match")
     n, m = X.shape
+    if (M.nnz == n * m) if missing is not None else (M.nnz == 0):
+        marks = f"marks all {n}×{m} cells" if missing is not None else "marks no cell"
+        raise ValueError(f"every cell of X is unknown ({name} {marks}): there is nothing to fit")
     if missing is not None:
         if M.nnz == 0:
             return X, None
-        return mask_difference(X, M), Unknown(M, observed=False)
-    if M.nnz == n * m:
+        kept, unknown = mask_difference(X, M), Unknown(M, observed=False)
+    elif M.nnz == n * m:
         return X, None
-    keys = cell_keys(X)
-    kept = support_mask_from_keys(keys[in_sorted(keys, cell_keys(M))], X.shape)
-    return kept, Unknown(mask_difference(M, X), observed=True)
+    else:
+        keys = cell_keys(X)
+        kept = support_mask_from_keys(keys[in_sorted(keys, cell_keys(M))], X.shape)
+        unknown = Unknown(mask_difference(M, X), observed=True)
+    if X.nnz and not kept.nnz:
+        warnings.warn(
+            f"the unknown cells hide all {X.nnz} ones of X: only zeros are observed",
+            UserWarning,
+            stacklevel=3,
+        )
+    return kept, unknown
 
 
 def _is_support_mask(X) -> bool:
@@ -254,19 +266,26 @@ def _is_support_mask(X) -> bool:
 
 
 def check_n_components(n_components, shape: tuple[int, int]) -> int:
-    """Check the rank ``k``; warn when it exceeds ``min(n, m)`` (where BMF is trivial)."""
+    """The rank ``k`` to fit: ``n_components``, capped at ``min(n, m)`` with a warning.
+
+    The Boolean rank of an n×m matrix never exceeds ``min(n, m)`` (its rows, or its columns,
+    are an exact factorization), so factors past it cannot lower the error; they would only
+    cost time and memory (k² Gram matrices, 2^k patterns).
+    """
     if isinstance(n_components, (bool, np.bool_)) or not isinstance(n_components, numbers.Integral):
         raise TypeError(f"n_components must be a positive integer, got {n_components!r}")
     k = int(n_components)
     if k < 1:
         raise ValueError(f"n_components must be >= 1, got {k}")
-    if k > min(shape):
+    rank = min(shape)
+    if k > rank:
         warnings.warn(
-            f"n_components={k} exceeds min(n, m)={min(shape)}: an exact factorization with "
-            f"{min(shape)} components always exists, so the extra components are pointless",
+            f"n_components={k} exceeds min(n, m)={rank}: an exact factorization with {rank} "
+            f"components always exists, so the fit uses {rank} (n_components_ is {rank})",
             UserWarning,
             stacklevel=3,
         )
+        return rank
     return k
 
 

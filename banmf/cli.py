@@ -17,14 +17,13 @@ import hashlib
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import threading
 import time
 import warnings
 from pathlib import Path
-
-import numpy as np
 
 from ._signals import signals_interrupt
 
@@ -192,6 +191,8 @@ class Progress(logging.Handler):
 def _start_numba() -> None:
     """Numba's one-time start-up (about 0.5 s: its typing context, on the first call of any
     kernel) happens here, so that the fit's reported time is the fit's own."""
+    import numpy as np
+
     from ._kernels.boolean import popcount64
 
     popcount64(np.uint64(0))
@@ -242,6 +243,10 @@ def _unknown_cells(args, ds) -> dict:
             masks["observed"] = mask if ds.missing is None else mask_difference(mask, ds.missing)
             masks["missing"] = None
     return masks
+
+
+def _observed_count(masks: dict, shape: tuple[int, int]) -> int:
+    return shape[0] * shape[1] - _unknown_count(masks, shape)
 
 
 def _unknown_count(masks: dict, shape: tuple[int, int]) -> int:
@@ -366,6 +371,11 @@ def cmd_factorize(args, out, err) -> int:
         from .model_selection import mask_entries
 
         hidden = mask_entries(X, args.hold_out, random_state=args.seed, **masks)
+        if hidden.nnz == 0:
+            raise UsageError(
+                f"--hold-out {args.hold_out:g} holds out no cell of the "
+                f"{_observed_count(masks, X.shape)} observed cells; give a larger fraction"
+            )
         if masks["observed"] is not None:
             fit_masks = {"missing": None, "observed": mask_difference(masks["observed"], hidden)}
         elif masks["missing"] is not None:
@@ -403,6 +413,9 @@ def cmd_factorize(args, out, err) -> int:
     fn, fp = error_counts(X, result.W, result.H, **fit_masks)
     unknown = _unknown_count(masks, X.shape)
     observed_cells = result.n_observed
+    # The relative error divides by the observed ones the fit saw: fewer than X's nonzeros
+    # when some are unknown or held out.
+    fitted_ones = X.nnz if result.X is None else int(result.X.nnz)
     record.update(
         {
             "unknown_cells": unknown,
@@ -425,45 +438,27 @@ def cmd_factorize(args, out, err) -> int:
         result.save(args.out)
         args.written = args.out
     compiling = progress.compile_seconds
-    lines = [
-        f"input           {args.input} ({n}×{m}, {X.nnz} nonzeros, density {X.nnz / (n * m):.4g})",
-        f"method          {args.method}, k={args.k}, {_plural(result.n_iter, 'iteration')}, {seconds:.2f} s"
-        + (
-            f" (+ {compiling:.1f} s compiling kernels, first run only)" if compiling >= 0.05 else ""
-        ),
-        f"error           {result.error} ({fn} ones missed, {fp} zeros covered)"
-        + (f" on the {observed_cells} cells fitted" if observed_cells < n * m else ""),
-        f"relative error  {result.relative_error:.4f} (error / nnz)",
-    ]
-    if unknown:
-        lines.insert(
-            1,
-            f"unknown         {_plural(unknown, 'cell')} ({100 * unknown / (n * m):.3g} %), "
-            "left out of the fit",
-        )
+    lines = _fit_lines(
+        args,
+        result,
+        nnz=X.nnz,
+        fitted_ones=fitted_ones,
+        observed_cells=observed_cells,
+        unknown=unknown,
+        split=(fn, fp),
+        compiling=compiling,
+    )
     if hidden is not None:
         from .model_selection import held_out_scores
 
         scores = held_out_scores(X, result.W, result.H, hidden)
         record["held_out"] = {"fraction": args.hold_out, "seed": args.seed, **scores}
+        f1 = "n/a, no ones held out" if scores["f1"] is None else f"{scores['f1']:.4f}"
         lines.append(
             f"held out        {scores['cells']} observed cells ({100 * args.hold_out:g} %): "
-            f"{scores['errors']} wrong (accuracy {scores['accuracy']:.4f}, "
-            f"F1 on the ones {scores['f1']:.4f})"
+            f"{scores['errors']} wrong (accuracy {scores['accuracy']:.4f}, F1 on the ones {f1})"
         )
-    info = result.info
-    if "refinement_" in info:
-        ran, n_init = len(info["init_errors_"]), info["n_init_"]
-        record.update(refinement=dict(info["refinement_"]), n_init=n_init, starts_run=ran)
-        of = f" of {n_init}" if ran < n_init else ""
-        steps = " → ".join(f"{step} {error}" for step, error in info["refinement_"].items())
-        starts = f"{ran}{of} {'start' if n_init == 1 else 'starts'}"
-        extra = list(info.get("extra_start_errors_") or {})
-        if extra:
-            starts += " + " + ", ".join(extra)
-        kept = info.get("best_start_")
-        kept = f"{kept} start: " if isinstance(kept, str) else ""
-        lines.append(f"refinement      {steps} ({kept}best of {starts})")
+    lines += _refinement_lines(result.info, record)
     if record["interrupted"]:
         why = f"by {record['signal']}" if signalled else "by request"
         lines.append(f"interrupted     {why}: the best result so far")
@@ -477,9 +472,67 @@ def cmd_factorize(args, out, err) -> int:
     return args.signals.exit_code if signalled else EXIT_OK
 
 
+def _fit_lines(
+    args,
+    result,
+    *,
+    nnz: int,
+    fitted_ones: int,
+    observed_cells: int,
+    unknown: int,
+    split: tuple[int, int],
+    compiling: float = 0.0,
+    where: str = "",
+) -> list[str]:
+    """The head of ``banmf factorize``'s summary, on one machine or a cluster (``where``:
+    " on SCHEDULER"): the input, its unknown cells, the method, the error and its two parts
+    (``split``: ones missed, zeros covered), the relative error."""
+    n, m = result.shape
+    fn, fp = split
+    lines = [
+        f"input           {args.input} ({n}×{m}, {nnz} nonzeros, density {nnz / (n * m):.4g})",
+        f"method          {args.method}{where}, k={args.k}, "
+        f"{_plural(result.n_iter, 'iteration')}, {result.seconds:.2f} s"
+        + (
+            f" (+ {compiling:.1f} s compiling kernels, first run only)" if compiling >= 0.05 else ""
+        ),
+        f"error           {result.error} ({fn} ones missed, {fp} zeros covered)"
+        + (f" on the {observed_cells} cells fitted" if observed_cells < n * m else ""),
+        f"relative error  {result.relative_error:.4f} (error / "
+        + (f"the {fitted_ones} ones fitted, of {nnz})" if fitted_ones < nnz else "nnz)"),
+    ]
+    if unknown:
+        lines.insert(
+            1,
+            f"unknown         {_plural(unknown, 'cell')} ({100 * unknown / (n * m):.3g} %), "
+            "left out of the fit",
+        )
+    return lines
+
+
+def _refinement_lines(info: dict, record: dict) -> list[str]:
+    """The refinement line of a BANMF fit (its steps' errors, the starts run and the one
+    kept), from a result's ``info``; the same facts go into ``record``."""
+    if "refinement_" not in info:
+        return []
+    ran, n_init = len(info["init_errors_"]), info["n_init_"]
+    record.update(refinement=dict(info["refinement_"]), n_init=n_init, starts_run=ran)
+    of = f" of {n_init}" if ran < n_init else ""
+    steps = " → ".join(f"{step} {error}" for step, error in info["refinement_"].items())
+    starts = f"{ran}{of} {'start' if n_init == 1 else 'starts'}"
+    extra = list(info.get("extra_start_errors_") or {})
+    if extra:
+        starts += " + " + ", ".join(extra)
+    kept = info.get("best_start_")
+    kept = f"{kept} start: " if isinstance(kept, str) else ""
+    return [f"refinement      {steps} ({kept}best of {starts})"]
+
+
 def _blocks_input(args):
-    """The input of a distributed fit: row-block files (a folder or a glob pattern), or one
-    matrix file cut into blocks here."""
+    """The input of a distributed fit: ``(blocks, data, masks)``. Row-block files (a folder or
+    a glob pattern) give ``data`` and ``masks`` None; one matrix file is read and cut into
+    blocks here, and ``data`` is its dataset, ``masks`` its unknown cells as one machine's
+    fit takes them."""
     from .distributed import BlockMatrix, read_blocks
 
     path = Path(args.input)
@@ -487,17 +540,47 @@ def _blocks_input(args):
         if args.missing or args.observed:
             raise UsageError("--missing/--observed: row-block files carry their unknown cells")
         try:
-            return read_blocks(args.input)
+            return read_blocks(args.input), None, None
         except (FileNotFoundError, ValueError) as exc:
             raise UsageError(f"{args.input}: {exc}") from None
     ds = _read_input(args.input, args.format)
-    return BlockMatrix.from_matrix(ds.X, **_unknown_cells(args, ds))
+    masks = _unknown_cells(args, ds)
+    return BlockMatrix.from_matrix(ds.X, **masks), ds, masks
+
+
+def _connect(args, err):
+    """The Dask client of ``--scheduler``: a new LocalCluster for "local", else the scheduler
+    at that address, waited for as long as Dask's connect timeout
+    (``distributed.comm.timeouts.connect``, 30 s unless set), said on stderr first."""
+    import dask
+    from dask.utils import parse_timedelta
+    from distributed import Client, LocalCluster
+
+    timeout = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s")
+    say = (lambda text: err.write(text + "\n")) if not args.quiet else (lambda text: None)
+    cluster = None
+    try:
+        if args.scheduler == "local":
+            say("starting a local Dask cluster")
+            cluster = LocalCluster(processes=True, dashboard_address=":0")
+            return Client(cluster), cluster
+        say(
+            f"connecting to {args.scheduler} (giving up after {timeout:g} s; "
+            "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT sets it)"
+        )
+        return Client(args.scheduler, timeout=timeout), None
+    except OSError as exc:
+        if cluster is not None:
+            cluster.close()
+        raise UsageError(f"--scheduler {args.scheduler}: cannot connect ({exc})") from None
 
 
 def _factorize_distributed(args, out, err, params) -> int:
-    """``banmf factorize --scheduler``: BANMF on a Dask cluster (:mod:`banmf.distributed`)."""
+    """``banmf factorize --scheduler``: BANMF on a Dask cluster (:mod:`banmf.distributed`),
+    with the summary, the saved result and its record of a fit on one machine."""
     from . import __version__
-    from .io import jsonable
+    from ._validation import check_binary_matrix, check_unknown
+    from .io import EMBED_MAX_NNZ, jsonable
     from .result import Factorization
 
     if args.method != "banmf":
@@ -507,25 +590,17 @@ def _factorize_distributed(args, out, err, params) -> int:
     if args.show:
         raise UsageError("--show needs the data in memory: run banmf show on the saved result")
     try:
-        from distributed import Client, LocalCluster
-
         import banmf.distributed as bd
     except ImportError:
         raise UsageError("--scheduler needs Dask: pip install 'banmf[distributed]'") from None
     if args.out:
-        _check_output(args.out, "--out", inputs=[args.input])
-    blocks = _blocks_input(args)
+        _check_output(args.out, "--out", inputs=[args.input, args.missing, args.observed])
+    blocks, ds, masks = _blocks_input(args)
     n, m = blocks.shape
+    client, cluster = _connect(args, err)
     progress = Progress(err, "fitting banmf on the cluster", enabled=not args.quiet)
     signalled = False
-    cluster = None
     with progress:
-        try:
-            if args.scheduler == "local":
-                cluster = LocalCluster(processes=True, dashboard_address=":0")
-            client = Client(cluster or args.scheduler)
-        except OSError as exc:
-            raise UsageError(f"--scheduler {args.scheduler}: cannot connect ({exc})") from None
         try:
             model = bd.BANMF(args.k, random_state=args.seed, client=client, **params)
             start = time.perf_counter()
@@ -540,53 +615,83 @@ def _factorize_distributed(args, out, err, params) -> int:
             client.close()
             if cluster is not None:
                 cluster.close()
-    result = Factorization.from_estimator(model, method="banmf", seconds=seconds)
+    # The data as one machine's result keeps it (banmf.io.save_result keeps a copy of small
+    # data): read here from a matrix file, gathered from small row-block files.
+    meta = {"input": str(args.input), "seed": args.seed, "scheduler": args.scheduler}
+    X = labels = None
+    if ds is not None:
+        masks = {
+            name: None if mask is None else check_binary_matrix(mask, name)
+            for name, mask in masks.items()
+        }
+        X, _ = check_unknown(check_binary_matrix(ds.X), **masks)
+        labels = {"row_labels": ds.row_labels, "col_labels": ds.col_labels}
+        meta["input_sha256"] = _sha256(args.input)
+    elif model.nnz_ <= EMBED_MAX_NNZ:
+        X, missing, observed = blocks.gather()
+        masks = {"missing": missing, "observed": observed}
+    result = Factorization.from_estimator(
+        model, method="banmf", seconds=seconds, X=X, **(masks or {}), **(labels or {})
+    )
     result = result.replace(
         params={k: v for k, v in result.params.items() if k != "client"},
         estimator=None,
-        meta={"input": str(args.input), "seed": args.seed, "scheduler": args.scheduler},
+        meta=meta,
     )
+    nnz = model.nnz_ if ds is None else int(ds.X.nnz)
+    observed_cells = int(model.n_observed_)
+    split = (model.false_negatives_, model.false_positives_)
     record = {
         "input": args.input,
         "shape": [n, m],
-        "nnz": int(model.nnz_),
+        "nnz": nnz,
         "method": "banmf",
         "n_components": args.k,
         "seed": args.seed,
-        "scheduler": args.scheduler,
-        "blocks": int(model.n_blocks_),
-        "observed_cells": int(model.n_observed_),
+        "unknown_cells": n * m - observed_cells,
+        "observed_cells": observed_cells,
         "error": result.error,
         "relative_error": result.relative_error,
+        "false_negatives": split[0],
+        "false_positives": split[1],
         "n_iter": result.n_iter,
         "seconds": round(seconds, 4),
-        "recoveries": int(model.recoveries_),
-        "traffic": dict(model.traffic_),
+        "compile_seconds": round(progress.compile_seconds, 4),
         "interrupted": result.interrupted,
         "signal": args.signals.name if signalled else None,
         "out": args.out,
         "params": jsonable(result.params),
         "version": __version__,
+        "scheduler": args.scheduler,
+        "blocks": int(model.n_blocks_),
+        "recoveries": int(model.recoveries_),
+        "traffic": dict(model.traffic_),
     }
     if args.out:
         result.save(args.out)
         args.written = args.out
-    nnz = model.nnz_
-    lines = [
-        f"input           {args.input} ({n}×{m}, {nnz} nonzeros in "
-        f"{_plural(model.n_blocks_, 'row block')})",
-        f"method          banmf on {args.scheduler}, k={args.k}, "
-        f"{_plural(result.n_iter, 'iteration')}, {seconds:.2f} s",
-        f"error           {result.error}"
-        + (f" on the {model.n_observed_} cells fitted" if model.n_observed_ < n * m else ""),
-        f"relative error  {result.relative_error:.4f} (error / nnz)",
-        f"traffic         {model.traffic_['sent_bytes'] / 1e6:.1f} MB sent, "
-        f"{model.traffic_['received_bytes'] / 1e6:.1f} MB received, "
-        f"{_plural(model.traffic_['round_trips'], 'round trip')}"
-        + (f"; {_plural(model.recoveries_, 'lost worker')} survived" if model.recoveries_ else ""),
-    ]
+    lines = _fit_lines(
+        args,
+        result,
+        nnz=nnz,
+        fitted_ones=model.nnz_,
+        observed_cells=observed_cells,
+        unknown=n * m - observed_cells,
+        split=split,
+        where=f" on {args.scheduler}",
+    )
+    lines += _refinement_lines(result.info, record)
+    traffic = model.traffic_
+    lines.append(
+        f"cluster         {_plural(model.n_blocks_, 'row block')}; "
+        f"{traffic['sent_bytes'] / 1e6:.1f} MB sent, "
+        f"{traffic['received_bytes'] / 1e6:.1f} MB received, "
+        f"{_plural(traffic['round_trips'], 'round trip')}"
+        + (f"; {_plural(model.recoveries_, 'lost worker')} survived" if model.recoveries_ else "")
+    )
     if record["interrupted"]:
-        lines.append(f"interrupted     by {record['signal'] or 'request'}: the best result so far")
+        why = f"by {record['signal']}" if signalled else "by request"
+        lines.append(f"interrupted     {why}: the best result so far")
     if args.out:
         lines.append(f"saved           {args.out}")
     _emit(args, record, lines, out)
@@ -684,6 +789,8 @@ def cmd_info(args, out, err) -> int:
     X = ds.X
     n, m = X.shape
     unknown = _unknown_count(_unknown_cells(args, ds), X.shape)
+    import numpy as np
+
     row_nnz = np.diff(X.indptr)
     col_nnz = np.bincount(X.indices, minlength=m)
     # duplicate rows: rows equal to an earlier row (hash the column lists)
@@ -726,6 +833,11 @@ def cmd_generate(args, out, err) -> int:
     suffixes = tuple(f".{f}" for f in FORMATS) + (".mtx.gz",)
     _check_output(args.output, "OUTPUT", suffixes=suffixes)
     if args.factors:
+        if Path(args.factors).resolve() == Path(args.output).resolve():
+            raise UsageError(
+                f"--factors {args.factors} is OUTPUT itself; give the planted factors a file "
+                "of their own"
+            )
         _check_output(args.factors, "--factors", inputs=[args.output])
     X, W, H = make_boolean(
         args.n, args.m, args.k, args.density, noise=args.noise, random_state=args.seed
@@ -1386,6 +1498,20 @@ def _announce(err):
     return announce
 
 
+def _attach_dashed_values(argv) -> list:
+    """argparse takes a value that starts with a dash but is no plain number (``--ks -1:2``)
+    for an option and then says only "expected one argument": attach such a value to the long
+    option before it (``--ks=-1:2``), so that the option's own check says what is wrong."""
+    joined = []
+    for token in argv:
+        previous = joined[-1] if joined else ""
+        if previous.startswith("--") and "=" not in previous and re.match(r"-[\d.]", token):
+            joined[-1] = f"{previous}={token}"
+        else:
+            joined.append(token)
+    return joined
+
+
 def main(argv=None, *, stdout=None, stderr=None) -> int:
     """Run the command line; returns the exit code (0 ok, 1 internal error, 2 bad input,
     130/143 interrupted by SIGINT/SIGTERM)."""
@@ -1393,7 +1519,7 @@ def main(argv=None, *, stdout=None, stderr=None) -> int:
     err = stderr or sys.stderr
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(_attach_dashed_values(sys.argv[1:] if argv is None else argv))
     except SystemExit as exc:  # argparse: --help or --version
         return int(exc.code or 0)
     except UsageError as exc:
@@ -1455,4 +1581,10 @@ def main(argv=None, *, stdout=None, stderr=None) -> int:
 
 def main_entry() -> None:
     """Console-script entry point (``banmf``)."""
-    sys.exit(main())
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        # Ctrl-C while starting (parsing, before the command's own handling is in place).
+        sys.stderr.write("\nbanmf: interrupted while starting; nothing written\n")
+        code = 128 + signal.SIGINT
+    sys.exit(code)

@@ -160,7 +160,8 @@ def held_out_scores(X, W, H, hidden) -> dict:
         ``cells`` (held out), ``errors`` (cells predicted wrong), ``error_rate``
         (errors / cells), ``accuracy`` (1 − error_rate), ``ones`` (true ones among them),
         ``predicted_ones``, ``true_positives``, ``precision``, ``recall`` and ``f1`` (of the
-        ones; 0 where undefined, and 1 when there are no ones and none are predicted).
+        ones). ``precision`` is None when no held-out cell is predicted one, ``recall`` and
+        ``f1`` are None when no one is held out: a score of nothing is not a perfect score.
     """
     X = check_binary_matrix(X)
     cells = check_binary_matrix(hidden, "hidden")
@@ -173,9 +174,13 @@ def held_out_scores(X, W, H, hidden) -> dict:
     total, ones, predicted = len(keys), int(truth.sum()), int(guess.sum())
     tp = int((truth & guess).sum())
     errors = int((truth ^ guess).sum())
-    precision = tp / predicted if predicted else float(ones == 0)
-    recall = tp / ones if ones else float(predicted == 0)
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    precision = tp / predicted if predicted else None
+    recall = tp / ones if ones else None
+    if recall is None:
+        f1 = None
+    else:
+        # No one predicted where ones were held out: every one missed, F1 0.
+        f1 = 2 * tp / (predicted + ones)
     rate = errors / total if total else 0.0
     return {
         "cells": total,

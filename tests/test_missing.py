@@ -314,8 +314,8 @@ def test_transform_and_score_take_unknown_cells():
         model.transform(Xd, missing=unknown), model.transform(other, missing=unknown)
     )
     W = model.transform(Xd, missing=unknown)
-    error = ref.boolean_error(Xd, W, model.components_, ~unknown)
-    assert model.score(other, missing=unknown) == pytest.approx(-error / (Xd & ~unknown).sum())
+    bits = banmf.model_selection.description_length(Xd, W, model.components_, missing=unknown)
+    assert model.score(other, missing=unknown) == pytest.approx(-bits / (~unknown).sum())
 
 
 # ---------------------------------------------------------------- completion and held out
@@ -446,3 +446,16 @@ def test_fit_many_takes_the_mask_once_for_all_fits():
         alone = BANMF(est.n_components, random_state=0, n_init=1).fit(X, missing=unknown)
         np.testing.assert_array_equal(est.W_, alone.W_)
         assert est.reconstruction_err_ == alone.reconstruction_err_
+
+
+@pytest.mark.parametrize("method", ["banmf", "asso", "grecond"])
+def test_an_all_unknown_fit_is_refused_and_hidden_ones_are_said(method):
+    X, _, _ = banmf.make_boolean(12, 9, 2, density=0.4, random_state=0)
+    every = np.ones(X.shape, bool)
+    with pytest.raises(ValueError, match=r"every cell of X is unknown \(missing marks all 12×9"):
+        banmf.factorize(X, 2, method, missing=every, random_state=0)
+    with pytest.raises(ValueError, match=r"every cell of X is unknown \(observed marks no cell"):
+        banmf.factorize(X, 2, method, observed=np.zeros(X.shape, bool), random_state=0)
+    with pytest.warns(UserWarning, match=f"hide all {X.nnz} ones of X"):
+        res = banmf.factorize(X, 2, method, missing=X, random_state=0)
+    assert res.error == 0

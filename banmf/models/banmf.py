@@ -532,7 +532,7 @@ class BANMF(BaseFactorization):
             k, X.shape, X.nnz if unknown is None else X.nnz + unknown.pass_cells(X.nnz)
         )
         p["unknown"] = unknown
-        if X.nnz == 0:
+        if X.nnz == 0 and unknown is None:  # ones hidden by unknown cells: check_unknown said so
             warnings.warn(
                 "X has no nonzeros: the factorization is all zeros", UserWarning, stacklevel=2
             )
