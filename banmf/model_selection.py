@@ -13,7 +13,8 @@ from numbers import Integral, Real
 import numpy as np
 import scipy.sparse as sp
 
-from ._boolean import cell_keys, hits_and_cover, in_sorted, support_mask_from_keys
+from ._boolean import cell_keys, in_sorted, support_mask_from_keys
+from ._mdl import description_bits
 from ._memory import check_memory
 from ._validation import (
     check_binary_matrix,
@@ -208,49 +209,6 @@ STABLE = 0.8
 FOLD_ZEROS = 5_000_000
 
 
-def _log2_binomial(a, b) -> float:
-    """log₂ of the binomial coefficient C(a, b) (0 <= b <= a; arrays elementwise)."""
-    from scipy.special import gammaln
-
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return (gammaln(a + 1) - gammaln(b + 1) - gammaln(a - b + 1)) / np.log(2)
-
-
-def _universal_bits(z: int) -> float:
-    """Rissanen's universal code length for an integer z >= 1, in bits: log₂ c₀ plus the sum
-    of the positive terms of log₂ z, log₂ log₂ z, ... (c₀ ≈ 2.865064)."""
-    bits = np.log2(2.865064)
-    x = float(z)
-    while x > 1:
-        x = np.log2(x)
-        if x > 0:
-            bits += x
-    return float(bits)
-
-
-def _description_bits(X, Wb, Hb, unknown) -> tuple[float, float]:
-    """(model bits, data bits) of Boolean factors of X (trusted inputs): see
-    :func:`description_length`."""
-    n, m = X.shape
-    k = Wb.shape[1]
-    hits, covered = hits_and_cover(X, Wb, Hb, unknown)
-    cells = n * m if unknown is None else unknown.observed_count(X.nnz)
-    missed, extra = X.nnz - hits, covered - hits
-    w_ones, h_ones = Wb.sum(axis=0), Hb.sum(axis=1)
-    model = _universal_bits(k + 1) + float(
-        np.sum(np.log2(n + 1) + _log2_binomial(n, w_ones))
-        + np.sum(np.log2(m + 1) + _log2_binomial(m, h_ones))
-    )
-    uncovered = cells - covered
-    data = float(
-        np.log2(uncovered + 1)
-        + _log2_binomial(uncovered, missed)
-        + np.log2(covered + 1)
-        + _log2_binomial(covered, extra)
-    )
-    return model, data
-
-
 def description_length(X, W, H, *, missing=None, observed=None) -> float:
     """Bits to send X as Boolean factors and their errors: the minimum description length of a
     Boolean factorization (after Miettinen & Vreeken's MDL4BMF, typed XOR, data to model).
@@ -284,7 +242,7 @@ def description_length(X, W, H, *, missing=None, observed=None) -> float:
     """
     X, unknown = check_unknown(check_binary_matrix(X), missing, observed)
     Wb, Hb = check_boolean_factors(W, H, X.shape)
-    return sum(_description_bits(X, Wb, Hb, unknown))
+    return sum(description_bits(X, Wb, Hb, unknown))
 
 
 def cv_folds(X, folds: int = 5, *, random_state=None, missing=None, observed=None) -> list:
@@ -603,7 +561,7 @@ def select_rank(
         fits[k] = Factorization.from_estimator(full, method=method, X=X)
         errors[k] = int(full.reconstruction_err_)
         if "mdl" in criteria:
-            bits[k] = sum(_description_bits(X, full.W_, full.components_, unknown))
+            bits[k] = sum(description_bits(X, full.W_, full.components_, unknown))
         runs = done[1:]  # the fold fits
         if "stability" in criteria:
             pairs = [

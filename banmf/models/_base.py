@@ -14,7 +14,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._boolean import Unknown, mismatches
+from .._boolean import Unknown
+from .._mdl import description_bits, observed_cells
 from .._params import BOOLEAN, N_JOBS, RANDOM_STATE, Interval, Options, validate_params
 from .._threads import thread_budget
 from .._validation import check_binary_matrix, check_n_components, check_unknown
@@ -257,14 +258,35 @@ class BaseFactorization:
         return W
 
     def score(self, X, y=None, *, missing=None, observed=None) -> float:
-        """Minus the relative Boolean error, over the observed cells, of the rows X
-        reconstructed as ``transform(X) ⊗ components_`` (higher is better, 0 is exact), so
-        that model selection (e.g. scikit-learn's ``GridSearchCV``) needs no scorer."""
+        """Minus the bits per observed cell to send the rows X by the fitted factors: minus
+        ``description_length(X, transform(X), components_) / c``, c the observed cells of X
+        (:func:`banmf.model_selection.description_length`: k, H, each row's factors and the
+        errors, typed).
+
+        Higher is better. Unlike the error, which more factors always lower, the bits rise
+        again once a factor costs more than the errors it removes from rows it was not fitted
+        to, so that scikit-learn's ``GridSearchCV`` over ``n_components`` needs no scorer: on
+        planted data it finds the rank :func:`banmf.select_rank`'s "mdl" criterion finds. For
+        the errors on held-out cells instead, see :func:`banmf.model_selection.held_out_scores`.
+
+        Parameters
+        ----------
+        X : array-like or sparse of shape (n', m)
+            Rows with the fitted model's columns (e.g. a held-out fold).
+        y : ignored
+        missing, observed : array-like or sparse of shape (n', m), optional
+            Unknown cells of X, as in :meth:`fit`: neither sent nor counted.
+
+        Returns
+        -------
+        float
+            Negative: bits per observed cell, with the sign turned for "higher is better".
+        """
         self._check_fitted()
         W = self.transform(X, missing=missing, observed=observed)
         X, unknown = self._check_columns(X, missing, observed)
-        error = mismatches(X, W, self.components_, unknown)
-        return -relative_error(error, X.nnz)
+        cells = observed_cells(X, unknown)
+        return -sum(description_bits(X, W, self.components_, unknown)) / max(cells, 1)
 
     def _check_columns(self, X, missing=None, observed=None):
         """X's observed ones and its unknown cells, with as many columns as the fitted model."""
