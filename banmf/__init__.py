@@ -29,7 +29,8 @@ def _exports() -> dict[str, tuple[str, str | None]]:
 
 _EXPORTS = _exports()
 
-__all__ = sorted([*_EXPORTS, "__version__"], key=str.lower)
+# The names, not the submodules (banmf.model_selection has a page of its own).
+__all__ = sorted([*(n for n, (_, a) in _EXPORTS.items() if a), "__version__"], key=str.lower)
 
 
 def __getattr__(name: str):
