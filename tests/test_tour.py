@@ -526,3 +526,106 @@ def test_the_paper_configuration_lists_only_the_steps_that_ran():
     )
     line = next(line for line in out.splitlines() if line.startswith("refinement"))
     assert code == 0 and "grid" in line and "polish" not in line and "per-factor" not in line
+
+
+# -- the second tour: wrong results said as right, and messages ------------------------------
+
+
+def test_a_hold_out_that_holds_out_nothing_is_refused():
+    code, out, err = run("factorize", ZOO, "-k", "2", "--hold-out", "1e-9")
+    assert code == 2 and out == "" and "holds out no cell of the 1515 observed cells" in err
+
+
+def test_hold_out_lines_say_the_denominator_and_f1_when_no_one_is_held_out(tmp_path):
+    code, out, _ = run("factorize", ZOO, "-k", "3", "--max-iter", "20", "--hold-out", "0.2")
+    assert code == 0
+    # 20 % of the 660 ones are held out: the relative error divides by the other 528.
+    assert "relative error" in out and "(error / the 528 ones fitted, of 660)" in out
+    # Only zeros are held out: there is no F1 of the ones to give.
+    X = tmp_path / "sparse.mtx"
+    X.write_text("%%MatrixMarket matrix coordinate pattern general\n40 40 1\n1 1\n")
+    code, out, _ = run("factorize", str(X), "-k", "1", "--hold-out", "0.1", "--seed", "3")
+    assert code == 0 and "F1 on the ones n/a, no ones held out" in out
+
+
+def test_held_out_scores_of_no_ones_are_not_perfect():
+    import numpy as np
+    import scipy.sparse as sp
+
+    from banmf.model_selection import held_out_scores
+
+    X = np.zeros((3, 3), bool)
+    X[0, 0] = True
+    hidden = sp.csr_array(np.eye(3, dtype=bool)[::-1])  # the zeros (0,2), (1,1), (2,0)
+    W, H = np.zeros((3, 1), bool), np.zeros((1, 3), bool)
+    s = held_out_scores(X, W, H, hidden)
+    assert s["ones"] == 0 and s["f1"] is None and s["recall"] is None
+    assert s["precision"] is None and s["accuracy"] == 1.0
+    W[2, 0] = H[0, 0] = True  # one wrong one predicted at (2, 0)
+    s = held_out_scores(X, W, H, hidden)
+    assert s["precision"] == 0.0 and s["f1"] is None and s["errors"] == 1
+
+
+def test_a_mask_that_hides_every_one_is_said_and_all_unknown_is_refused(tmp_path):
+    code, out, err = run("factorize", ZOO, "-k", "2", "--missing", ZOO, "--max-iter", "5")
+    assert code == 0 and "hide all 660 ones of X: only zeros are observed" in err
+    every = tmp_path / "every.mtx"
+    cells = "\n".join(f"{i} {j}" for i in range(1, 102) for j in range(1, 16))
+    every.write_text(f"%%MatrixMarket matrix coordinate pattern general\n101 15 1515\n{cells}\n")
+    code, out, err = run("factorize", ZOO, "-k", "2", "--missing", str(every))
+    assert code == 2 and "every cell of X is unknown (missing marks all 101×15 cells)" in err
+    empty = tmp_path / "none.mtx"
+    empty.write_text("%%MatrixMarket matrix coordinate pattern general\n101 15 0\n")
+    code, out, err = run("factorize", ZOO, "-k", "2", "--observed", str(empty))
+    assert code == 2 and "every cell of X is unknown (observed marks no cell)" in err
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["select-k", ZOO, "--ks", "-1:2"], "argument --ks: expected positive ranks, got '-1:2'"),
+        (["factorize", ZOO, "-k", "2", "--hold-out", "-.5"], "expected a number in (0, 1)"),
+    ],
+)
+def test_option_values_that_start_with_a_dash_get_the_options_own_message(argv, message):
+    code, _, err = run(*argv)
+    assert code == 2 and message in err and "expected one argument" not in err
+
+
+def test_generate_refuses_factors_onto_the_matrix_itself(tmp_path):
+    out = str(tmp_path / "g.npz")
+    code, _, err = run("generate", out, "-n", "8", "-m", "6", "-k", "2", "--factors", out)
+    assert code == 2 and "--factors" in err and "is OUTPUT itself" in err and "input" not in err
+    assert not (tmp_path / "g.npz").exists()
+
+
+def test_ctrl_c_while_the_command_starts_says_so_without_a_traceback():
+    # Ctrl-C while the arguments are parsed, before the command's own handling starts.
+    script = (
+        "import os, signal, sys; sys.argv = ['banmf', 'info', sys.argv[1]]\n"
+        "from banmf.cli import main_entry\n"
+        "import argparse\n"
+        "real = argparse.ArgumentParser.parse_args\n"
+        "def slow(self, *a, **k):\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    return real(self, *a, **k)\n"
+        "argparse.ArgumentParser.parse_args = slow\n"
+        "main_entry()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, ZOO], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 130 and "Traceback" not in done.stderr
+    assert "interrupted while starting; nothing written" in done.stderr
+
+
+def test_importing_banmf_loads_no_numerical_library_until_a_name_is_used():
+    script = (
+        "import sys, banmf, banmf.cli\n"
+        "assert 'numpy' not in sys.modules and 'numba' not in sys.modules, 'eager'\n"
+        "assert banmf.BANMF.__name__ == 'BANMF' and banmf.io.read_matrix\n"
+        "assert set(banmf.__all__) <= set(dir(banmf)) and banmf.__version__\n"
+        "from banmf import *\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
