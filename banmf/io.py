@@ -947,17 +947,20 @@ def _looks_like_header(first: list[str], second: list[str] | None) -> bool:
 
 def _sniff_separator(path: Path, text: str, expected: str) -> str:
     """The separator of the first lines: the expected one if it splits every line into the same
-    number (> 1) of cells, else the one of ``,``, tab, ``;`` that does."""
+    number (> 1) of cells, else the one of ``,``, tab, ``;`` that does; failing that, the one
+    that does so below the first line (a header of another width, reported as such)."""
     sample = list(itertools.islice((ln for ln in _io.StringIO(text) if ln.strip()), 20))
-    widths = {}
+    widths, below = {}, {}
     for sep in (expected, *[s for s in _SEPARATORS if s != expected]):
         try:
-            widths[sep] = {len(cells) for cells in csv.reader(sample, delimiter=sep)}
+            split = [len(cells) for cells in csv.reader(sample, delimiter=sep)]
         except csv.Error:
-            widths[sep] = set()
-    fits = [sep for sep, w in widths.items() if len(w) == 1 and min(w) > 1]
-    if fits:
-        return fits[0]
+            split = []
+        widths[sep], below[sep] = set(split), set(split[1:])
+    for found in (widths, below):
+        fits = [sep for sep, w in found.items() if len(w) == 1 and min(w) > 1]
+        if fits:
+            return fits[0]
     if widths[expected] == {1}:
         splitting = [sep for sep, w in widths.items() if w and max(w) > 1]
         if splitting:
@@ -992,26 +995,27 @@ def _read_delimited(
     if header is None:
         header = _looks_like_header(head[0][1], head[1][1] if len(head) > 1 else None)
     rows = records()
-    col_labels = next(rows)[1] if header else None
+    header_line, col_labels = next(rows) if header else (None, None)
     first_row = next(rows, None)
     if first_row is None:
         raise ValueError(f"{path}: a header but no data rows")
     rows = itertools.chain([first_row], rows)
     if index_col is None:
-        index_col = len(first_row[1]) > 1 and (
+        cells = first_row[1]
+        index_col = len(cells) > 1 and (
             (
                 col_labels is not None
                 and col_labels[0] == ""
-                and len(col_labels) == len(first_row[1])
+                # (the data row may end with a separator that the header does not)
+                and len(col_labels) in (len(cells), len(cells) - (cells[-1] == ""))
             )
             or _has_label_column(records(), header)
         )
     width = len(first_row[1]) - (1 if index_col else 0)
     if width < 1:
         raise ValueError(f"{path}: no columns besides the row labels")
-    if index_col and col_labels is not None and len(col_labels) == width + 1:
-        col_labels = col_labels[1:]
     row_labels = [] if index_col else None
+    last_blank = width > 1  # every row so far ends with an empty cell
     indptr, indices = array("q", [0]), array("q")
     unknown = array("q")  # row-major keys of the unknown cells
     bad_count, first_bad = 0, None
@@ -1026,6 +1030,7 @@ def _read_delimited(
                 f"{len(cells)} value{'' if len(cells) == 1 else 's'} where the first row "
                 f"has {width}",
             )
+        last_blank = last_blank and cells[-1] == ""
         ones = [c for c, cell in enumerate(cells) if cell == "1"]
         if (
             len(ones) + cells.count("0") != width
@@ -1048,6 +1053,14 @@ def _read_delimited(
         shown = cell if _is_number(cell) and len(cell) <= 24 else _quote(cell, 24)
         raise ValueError(_not_binary(f"{path}, line {line_no}", shown, row, col, bad_count))
     n = len(indptr) - 1
+    unknown = np.frombuffer(unknown, np.int64)
+    width, col_labels, trailing = _delimited_width(
+        path, header_line, first_row[0], col_labels, width, index_col, last_blank
+    )
+    if trailing:
+        # The separator that ends every line made a last column of blanks: drop their keys.
+        r, c = np.divmod(unknown, width + 1)
+        unknown = r[c < width] * width + c[c < width]
     check_matrix_size(n, width, len(indices), str(path))
     idx = np.int32 if max(n, width, len(indices)) < 2**31 - 1 else np.int64
     X = csr_from_parts(
@@ -1055,12 +1068,37 @@ def _read_delimited(
         np.frombuffer(indices, np.int64).astype(idx),
         (n, width),
     )
-    if col_labels is not None and len(col_labels) != width:
-        col_labels = None
-    missing = (
-        support_mask_from_keys(np.frombuffer(unknown, np.int64), (n, width)) if unknown else None
-    )
+    missing = support_mask_from_keys(unknown, (n, width)) if len(unknown) else None
     return Dataset(X, row_labels, col_labels, path.name, missing=missing)
+
+
+def _delimited_width(path, header_line, row_line, col_labels, width, index_col, last_blank):
+    """The table's width, its column names and whether every line ends with a separator.
+
+    A separator at the end of every data line is no column, unless the header names one
+    there (then it is a column of unknown cells). The header may have one cell more than the
+    data, above the row labels (a corner), and may end with a separator too. Any other
+    width is an error: a header over the wrong columns would name every column wrongly."""
+    if col_labels is None:
+        return (width - 1, None, True) if last_blank else (width, None, False)
+    names = col_labels[:-1] if len(col_labels) > 1 and col_labels[-1] == "" else col_labels
+    for trailing in (True, False) if last_blank else (False,):
+        data = width - trailing
+        for fit in (col_labels, names):
+            if len(fit) == data:
+                return data, fit, trailing
+            if index_col and len(fit) == data + 1:  # a corner above the row labels
+                return data, fit[1:], trailing
+    data = width - last_blank
+    ends = " (not counting the separator that ends every line)" if last_blank else ""
+    label = " besides their labels" if index_col else ""
+    _fail(
+        path,
+        header_line,
+        f"the header names {len(names)} columns, the rows below have {data}{label}{ends} "
+        f"(line {row_line}); give each column one name, or pass header=False to read the first "
+        "line as data",
+    )
 
 
 def _has_label_column(records, header: bool) -> bool:

@@ -378,3 +378,43 @@ def test_fuzz_readers_quick(tmp_path, small_budget, valid_matrix, name, data):
 @given(data=st.data())
 def test_fuzz_readers_long(tmp_path, small_budget, valid_matrix, name, data):
     _fuzz_one(tmp_path, name, data.draw(fuzz_input(name)), valid_matrix)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=FIXTURES_OK)
+@given(
+    X=st.integers(1, 5).flatmap(
+        lambda n: st.integers(1, 5).flatmap(
+            lambda m: st.lists(
+                st.lists(st.booleans(), min_size=m, max_size=m), min_size=n, max_size=n
+            )
+        )
+    ),
+    sep=st.sampled_from([",", ";", "\t"]),
+    header=st.sampled_from(["none", "plain", "trailing"]),
+    labels=st.booleans(),
+)
+def test_delimited_tables_with_a_separator_ending_every_line(tmp_path, X, sep, header, labels):
+    """A separator at the end of every line is never a column, a header of the data's width
+    always names the columns, and a header of another width is a one-line error."""
+    X = np.array(X, dtype=bool)
+    n, m = X.shape
+    cols = [f"c{j}" for j in range(m)]
+    rows = [f"r{i}" for i in range(n)] if labels else None
+    lines = [
+        sep.join(([rows[i]] if labels else []) + [str(int(v)) for v in X[i]]) + sep
+        for i in range(n)
+    ]
+    if header != "none":
+        names = ([""] if labels else []) + cols
+        lines.insert(0, sep.join(names) + (sep if header == "trailing" else ""))
+    path = tmp_path / "t.csv"
+    path.write_text("\n".join(lines) + "\n")
+    ds = read_dataset(path, header=header != "none", index_col=labels)
+    np.testing.assert_array_equal(ds.X.toarray(), X)
+    assert ds.missing is None and ds.row_labels == rows
+    assert ds.col_labels == (None if header == "none" else cols)
+    if header != "none":
+        lines[0] = sep.join(([""] if labels else []) + cols + ["extra", "more"])
+        path.write_text("\n".join(lines) + "\n")
+        with pytest.raises(ValueError, match=rf"line 1: the header names {m + 2 + labels} col"):
+            read_dataset(path, header=True, index_col=labels)

@@ -1165,3 +1165,49 @@ def test_cli_says_where_an_unreplaceable_output_went(tmp_path, monkeypatch):
     assert err.getvalue().startswith(f"banmf: error: {dest}: cannot replace it")
     assert f"saved as {tmp_path / 'g.saved.mtx'}" in err.getvalue()
     assert read_matrix(tmp_path / "g.saved.mtx").shape == (5, 4)
+
+
+# --- CSV widths ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, labels, rows",
+    [
+        ("a,b,c\n1,0,1,\n0,1,1,\n", ["a", "b", "c"], None),  # the file
+        ("a,b,c,\n1,0,1,\n0,1,1,\n", ["a", "b", "c"], None),  # every line ends with one
+        ("1,0,1,\n0,1,1,\n", None, None),
+        (",a,b,c\nx,1,0,1,\ny,0,1,1,\n", ["a", "b", "c"], ["x", "y"]),
+        ("a;b;c;\n1;0;1;\n0;1;1;\n", ["a", "b", "c"], None),
+    ],
+)
+def test_csv_trailing_separators_are_not_a_column(tmp_path, text, labels, rows):
+    path = tmp_path / "t.csv"
+    path.write_text(text)
+    ds = read_dataset(path)
+    assert ds.X.toarray().astype(int).tolist() == [[1, 0, 1], [0, 1, 1]]
+    assert ds.col_labels == labels and ds.row_labels == rows and ds.missing is None
+
+
+def test_csv_a_last_column_of_unknown_cells_is_kept_when_the_header_names_it(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("a,b,c\n1,0,\n0,1,\n")
+    ds = read_dataset(path)
+    assert ds.col_labels == ["a", "b", "c"] and ds.missing.toarray()[:, 2].all()
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        (
+            "a,b\n1,0,1\n0,1,1\n",
+            r"t.csv, line 1: the header names 2 columns, the rows below have 3",
+        ),
+        ("a,b,c,d\n1,0,1\n0,1,1\n", r"line 1: the header names 4 columns, the rows below have 3"),
+        ("a,b\n1,0,1,\n0,1,1,\n", r"names 2 columns, the rows below have 3 \(not counting"),
+    ],
+)
+def test_csv_header_of_another_width_is_an_error(tmp_path, text, match):
+    path = tmp_path / "t.csv"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=match):
+        read_dataset(path)
