@@ -96,6 +96,65 @@ class BlockMatrix:
         )
         return cls(sources, cuts, X.shape[1])
 
+    def gather(self) -> tuple:
+        """The whole matrix in memory, as one machine's fit takes it: ``(X, missing,
+        observed)``, X's observed ones and its unknown cells in the blocks' form (the other
+        None; both None without unknown cells). Reads every file here: for small data (a
+        copy of it kept with a result, :func:`banmf.io.save_result`)."""
+        from ..io import read_dataset
+
+        parts, forms = [], set()
+        for source in self.sources:
+            if isinstance(source, Path):
+                data = read_dataset(source)
+                X, unknown = check_unknown(check_binary_matrix(data.X), data.missing)
+            else:
+                X, unknown = source.X, source.unknown
+            parts.append((X, unknown))
+            forms.add(None if unknown is None else unknown.observed)
+        X = _stack([q[0] for q in parts], self.n_cols)
+        if forms == {None}:
+            return X, None, None
+        observed = True in forms
+
+        def cells(X, unknown):
+            # A block without unknown cells: in the observed form, every cell is observed.
+            if unknown is not None:
+                return unknown.cells
+            return _full(X.shape, X) if observed else _empty(X.shape, X)
+
+        cells = _stack([cells(*q) for q in parts], self.n_cols)
+        return (X, None, cells) if observed else (X, cells, None)
+
+
+def _stack(parts: list, m: int):
+    """Row blocks of canonical support masks, as one."""
+    if not parts:
+        return csr_from_parts(np.zeros(1, np.int64), np.zeros(0, np.int32), (0, m))
+    indptr = [np.zeros(1, np.int64)]
+    for M in parts:
+        indptr.append(M.indptr[1:].astype(np.int64) + indptr[-1][-1])
+    indices = np.concatenate([M.indices for M in parts])
+    n = sum(M.shape[0] for M in parts)
+    return check_binary_matrix(csr_from_parts(np.concatenate(indptr), indices, (n, m)))
+
+
+def _empty(shape, like):
+    """No cell of ``shape``, in ``like``'s index types."""
+    return csr_from_parts(
+        np.zeros(shape[0] + 1, like.indptr.dtype), np.zeros(0, like.indices.dtype), shape
+    )
+
+
+def _full(shape, like):
+    """Every cell of ``shape``, in ``like``'s index types."""
+    n, m = shape
+    return csr_from_parts(
+        np.arange(0, n * m + 1, m, dtype=like.indptr.dtype),
+        np.tile(np.arange(m, dtype=like.indices.dtype), n),
+        shape,
+    )
+
 
 def _count(n_blocks, n: int, nnz: int) -> int:
     """The number of blocks: checked, or the default for n rows and nnz nonzeros."""

@@ -300,6 +300,9 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
     ----------
     As :class:`banmf.BANMF`, and
     n_blocks_ : int
+    false_negatives_, false_positives_ : int
+        The error's two parts: ones of X that W⊗H misses and observed zeros it covers
+        (:func:`banmf.booleanize.error_counts` on one machine).
     recoveries_ : int
         Worker losses survived.
     peak_block_bytes_ : int
@@ -509,7 +512,16 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         self.best_start_ = best["start"]
         self.init_errors_ = [run["error"] for run in runs]
         self.n_init_ = self._auto_n_init(p, runs[0]) if p["auto_n_init"] else p["n_init"]
-        W_scaled, W = self._recovering(session, lambda: self._gather(session, best, specs, p))
+        # The kept rows, and the error's two parts as banmf.booleanize.error_counts gives
+        # them on one machine (after a lost worker, both again: the start runs again first).
+        (W_scaled, W), (hits, cover) = self._recovering(
+            session,
+            lambda: (
+                self._gather(session, best, specs, p),
+                session.sum(_worker.counts, best["start"], best["H"]),
+            ),
+        )
+        self.false_negatives_, self.false_positives_ = int(nnz - hits), int(cover - hits)
         self.loss_curve_ = best["losses"]
         self.W_continuous_, self.H_continuous_ = W_scaled, best["H_continuous"]
         self.grid_thresholds_, self.thresholds_ = best["grid_thresholds"], best["thresholds"]
