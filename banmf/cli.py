@@ -615,6 +615,17 @@ def _factorize_distributed(args, out, err, params) -> int:
             client.close()
             if cluster is not None:
                 cluster.close()
+    if model.polish is True and args.k > 0 and not args.quiet:
+        from .distributed.estimator import _Shape
+        from .polish import resolve_polish
+
+        # One machine's polish=True is "auto": the exact polish wherever it is cheap.
+        if resolve_polish("auto", _Shape(n, m, model.nnz_), args.k) == "exact":
+            err.write(
+                f"banmf: note: on one machine banmf polishes these factors exactly (k={args.k}); "
+                "the exact polish is not distributed and the cluster flips bits, so W and H may "
+                "differ from a fit without --scheduler (with --param polish=flip they do not)\n"
+            )
     # The data as one machine's result keeps it (banmf.io.save_result keeps a copy of small
     # data): read here from a matrix file, gathered from small row-block files.
     meta = {"input": str(args.input), "seed": args.seed, "scheduler": args.scheduler}
@@ -1041,20 +1052,28 @@ def cmd_select_k(args, out, err) -> int:
             err.write("banmf: " + _rank_line(row) + "\n")
             err.flush()
 
+    class Fits(logging.Handler):  # within a rank: select_rank's "fits" records
+        def emit(self, record) -> None:
+            if getattr(record, "banmf", {}).get("event") == "fits":
+                err.write(f"banmf: {record.getMessage()}\n")
+                err.flush()
+
     _start_numba()
-    sel = select_rank(
-        ds.X,
-        args.ks,
-        criteria=criteria,
-        method=args.method,
-        folds=args.folds,
-        patience=None if args.all else args.patience,
-        n_jobs=jobs,
-        random_state=args.seed,
-        callback=report,
-        **masks,
-        **params,
-    )
+    listen = contextlib.nullcontext() if args.quiet else _listening(Fits())
+    with listen:
+        sel = select_rank(
+            ds.X,
+            args.ks,
+            criteria=criteria,
+            method=args.method,
+            folds=args.folds,
+            patience=None if args.all else args.patience,
+            n_jobs=jobs,
+            random_state=args.seed,
+            callback=report,
+            **masks,
+            **params,
+        )
     record = {"input": args.input, "method": args.method, **jsonable(sel.to_dict())}
     lines = [
         f"input           {args.input} ({ds.X.shape[0]}×{ds.X.shape[1]}, {ds.X.nnz} nonzeros)",
@@ -1076,6 +1095,23 @@ def cmd_select_k(args, out, err) -> int:
         lines.append(f"plot            {args.plot}")
     _emit(args, record, lines, out)
     return args.signals.exit_code if sel.interrupted else EXIT_OK
+
+
+@contextlib.contextmanager
+def _listening(handler: logging.Handler):
+    """``handler`` alone on the ``banmf.progress`` logger at INFO, for the ``with`` block (as
+    :class:`Progress`: the records do not reach the root logger)."""
+    logger = logging.getLogger("banmf.progress")
+    saved = logger.level, logger.propagate
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]
 
 
 def _rank_line(row: dict) -> str:

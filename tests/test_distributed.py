@@ -231,6 +231,20 @@ def test_save_and_load(client, tmp_path):
     assert model.transform(X[:10]).shape == (10, 5)
 
 
+def test_defaults_are_one_machines_but_the_polish():
+    """What README and CHANGELOG say differs by default: nothing but the polish. polish=True
+    is "auto" on one machine (the exact polish where it is cheap: Zoo at k=5) and flips on a
+    cluster; every other default is banmf.BANMF's, so with polish="flip" the fits agree."""
+    from banmf.polish import resolve_polish
+
+    one, many = banmf.BANMF().get_params(), bd.BANMF().get_params()
+    assert set(many) - set(one) == {"client", "n_blocks", "block_memory", "max_recoveries"}
+    assert {key: many[key] for key in one} == one
+    zoo = banmf.datasets.load_zoo().X
+    assert banmf.BANMF()._polish_method(5) == "auto"
+    assert resolve_polish("auto", zoo, 5) == "exact"
+
+
 # -- faults and memory ---------------------------------------------------------------------
 
 
@@ -576,6 +590,8 @@ def test_cli_on_a_cluster_says_what_one_machine_says(client, tmp_path):
         saved = str(tmp_path / f"{where}.npz")
         code, text, err = _cli("factorize", zoo, *common, *extra, "--out", saved)
         assert code == 0, err
+        # The cluster says why its default may differ from one machine's.
+        assert ("polishes these factors exactly" in err) == (where == "cluster")
         code, record, err = _cli("factorize", zoo, *common, *extra, "--json", "-q")
         assert code == 0, err
         runs[where] = (text.splitlines(), json.loads(record), saved)
