@@ -51,8 +51,15 @@ __all__ = ["polish", "refine_thresholds", "swap_factors"]
 
 #: Largest k for the exact polish (it enumerates 2^k patterns per row).
 EXACT_MAX_K = 16
-#: Largest k for which flips read subset-sum tables (k·2^k counts) instead of bitsets.
+#: Largest k for which flips may read subset-sum tables (k·2^k counts) instead of bitsets.
 TABLE_MAX_K = 16
+#: Tables are built when their k·2^k counts are at most this many times the bitsets' word
+#: operations for one pass over the free rows (:func:`_use_tables`). Measured on a flip polish
+#: of random factors, tables against bitsets for both half-steps (medians of 3, a busy 2-core
+#: machine): votes 232×16 0.87× at k = 10 (work ratios 4 and 16), 3.5× at 12, 37× at 16; Zoo
+#: 0.71× at k = 8 (2.5 and 8.5), 2.7× at 12, 149× at 16; LUCAP0 2000×143 0.44× at k = 10 (0.2),
+#: 1.2× at 12 (0.7 and 0.9), 11× at 16 (11 and 14). Before, tables served every k ≤ 16.
+TABLE_WORK_RATIO = 1
 POLISH_METHODS = ("auto", "exact", "flip")
 
 
@@ -110,26 +117,39 @@ def _bit_tables(codes: np.ndarray, k: int) -> np.ndarray:
 
     A row with pattern a has ``T[l, ~(a minus l)]`` columns that bit l alone covers or would
     cover, over all columns: the off-support half of a flip's change in error. Built as a
-    subset-sum (zeta) transform: the 2^k counts as k axes of length 2, one cumulative sum per
-    axis (in numpy: a kernel here cost 0.8 s of a first run's compile for microseconds of work).
+    subset-sum (zeta) transform, one pass per bit adding each half without the bit into the
+    half with it (in numpy: a kernel here cost 0.8 s of a first run's compile for milliseconds
+    of work; k cumulative sums over axes of length 2 took 1.1 s at k = 16, these passes 0.19).
     """
     size = 1 << k
     hist = np.bincount(codes, minlength=size).astype(np.int64)
     has_bit = (np.arange(size)[None, :] >> np.arange(k)[:, None]) & 1
-    T = (has_bit * hist).reshape((k,) + (2,) * k)
-    for axis in range(1, k + 1):
-        np.cumsum(T, axis=axis, out=T)
-    return T.reshape(k, size)
+    T = has_bit * hist
+    for bit in range(k):
+        halves = T.reshape(k, -1, 2, 1 << bit)
+        halves[:, :, 1, :] += halves[:, :, 0, :]
+    return T
+
+
+def _use_tables(k: int, columns: int, rows: int) -> bool:
+    """Whether a fixed factor of ``columns`` rows answers the bit changes of ``rows`` free rows
+    from subset-sum tables (k·2^k counts built once, k reads a row) rather than bitsets (no
+    build, about k·columns/64 word operations a distinct row): by the work of each."""
+    if k > TABLE_MAX_K:
+        return False
+    return (1 << k) * k <= TABLE_WORK_RATIO * rows * k * words(columns)
 
 
 class _Fixed:
     """The fixed factor of a half-step, (c, k) bool with one row per column of X, in the forms a
-    bit's change in row error needs: packed codes, and subset-sum tables or bitsets."""
+    bit's change in row error needs: packed codes, and subset-sum tables or bitsets, whichever
+    costs less for the ``rows`` free rows that will ask (:func:`_use_tables`)."""
 
-    def __init__(self, B: np.ndarray):
+    def __init__(self, B: np.ndarray, rows: int):
         self.k = B.shape[1]
         self.codes = pack_rows(B)
-        if self.k <= TABLE_MAX_K:
+        self.tables = None
+        if _use_tables(self.k, B.shape[0], rows):
             self.tables = _bit_tables(row_codes(B), self.k)
         else:
             self.bits = np.empty((self.k, words(B.shape[0])), dtype=np.uint64)
@@ -139,7 +159,7 @@ class _Fixed:
         """Per row pattern of ``A`` (packed) and bit l: the columns with bit l that no other bit
         of the pattern covers (all columns). Shape (len(A), k), or (len(A), 1) for ``only``."""
         k = self.k
-        if k <= TABLE_MAX_K:
+        if self.tables is not None:
             full = (1 << k) - 1
             a = A[:, 0].astype(np.int64)
             bits = np.arange(k, dtype=np.int64) if only < 0 else np.array([only], dtype=np.int64)
@@ -167,7 +187,7 @@ def bit_changes(
     """``d[r, l]`` of :func:`_bit_changes` against the Boolean factor ``fixed_bool`` (one row
     per column of X): integer counts over the rows of ``fixed_bool``, so the sum of the
     results over row blocks of it (with their columns of X) is the whole's."""
-    return _bit_changes(X, A, _Fixed(fixed_bool), rows, only, unknown)
+    return _bit_changes(X, A, _Fixed(fixed_bool, len(rows)), rows, only, unknown)
 
 
 def _bit_changes(
@@ -237,7 +257,7 @@ def polish_rows(X, free: np.ndarray, fixed_bool: np.ndarray, method: str, unknow
     (``unknown`` in X's orientation); returns how many moves were made."""
     if method == "exact":
         return _exact_rows(X, free, fixed_bool, unknown)
-    return _flip_rows(X, free, _Fixed(fixed_bool), unknown)
+    return _flip_rows(X, free, _Fixed(fixed_bool, free.shape[0]), unknown)
 
 
 def resolve_polish(method: str, X, k: int) -> str:
@@ -459,7 +479,7 @@ def _threshold_side(
     """One sweep over the columns l of ``free = C > t`` (rows against ``fixed_bool``); returns
     how many thresholds moved. Error as a function of the cut is a prefix sum of the rows'
     bit-l changes taken in decreasing order of ``C[:, l]`` (``orders[l]``)."""
-    fixed = _Fixed(fixed_bool)
+    fixed = _Fixed(fixed_bool, C.shape[0])
     A = pack_rows(free)
     rows = np.arange(C.shape[0])
     moved = 0
@@ -547,7 +567,7 @@ def factor_costs(
     W (n, k) and Ht (m, k) bool, Xt the mask of Xᵀ; errors over the observed cells."""
     n, k = W.shape
     A = pack_rows(W)
-    d = _bit_changes(X, A, _Fixed(Ht), np.arange(n), unknown=unknown)
+    d = _bit_changes(X, A, _Fixed(Ht, n), np.arange(n), unknown=unknown)
     removal = -np.einsum("il,il->l", d, W, dtype=np.int64)
     B = pack_rows(Ht)
     cover = np.empty((Xt.shape[0], k + 1), dtype=np.int64)

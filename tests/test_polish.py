@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import reference as ref
 from conftest import binary_matrices, run_both
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from banmf import ASSO, BANMF, NMF, GreConD, PaNDa, boolean_error, make_boolean, refine_thresholds
@@ -40,6 +40,7 @@ def test_best_row_codes_is_the_brute_force_row_optimum(Xd, k, n_blocks, seed, fo
     n, m = Xd.shape
     W, H = rng.random((n, k)) < 0.4, rng.random((k, m)) < 0.4
     unknown = rng.random((n, m)) < (0.0 if form is None else 0.3)
+    assume(not unknown.all())  # an all-unknown X is refused: there is nothing to fit
     mask = {} if form is None else {form: unknown if form == "missing" else ~unknown}
     X, unk = check_unknown(check_binary_matrix(Xd), **mask)
     C = X[:0] if unk is None else unk.cells  # (an empty mask when every cell is observed)
@@ -100,14 +101,15 @@ def test_polish_repairs_a_damaged_planted_factorization():
 
 
 @contextlib.contextmanager
-def _table_limit(k):
-    """Force the off-support counts through tables (k <= limit) or bitsets (limit 0)."""
-    saved = bp.TABLE_MAX_K
-    bp.TABLE_MAX_K = k
+def _tables(on: bool):
+    """Force the off-support counts through tables (k <= TABLE_MAX_K) or bitsets, whatever
+    their work."""
+    saved = bp.TABLE_WORK_RATIO
+    bp.TABLE_WORK_RATIO = np.inf if on else 0
     try:
         yield
     finally:
-        bp.TABLE_MAX_K = saved
+        bp.TABLE_WORK_RATIO = saved
 
 
 def _flip_oracle(Xd, W, H):
@@ -134,8 +136,9 @@ def test_bit_changes_equal_the_dense_oracle(tables, Xd, k, seed):
     X = check_binary_matrix(Xd)
     expected = _flip_oracle(Xd, W, H)
     rows = np.arange(n)
-    with _table_limit(bp.TABLE_MAX_K if tables else 0):
-        fixed = _Fixed(np.ascontiguousarray(H.T))
+    with _tables(tables):
+        fixed = _Fixed(np.ascontiguousarray(H.T), n)
+        assert (fixed.tables is not None) == tables
         A = pack_rows(W)
         np.testing.assert_array_equal(_bit_changes(X, A, fixed, rows), expected)
         for l in range(k):
@@ -150,7 +153,7 @@ def test_flip_polish_ends_where_no_single_flip_helps(tables, Xd, k, seed):
     rng = np.random.default_rng(seed)
     n, m = Xd.shape
     W, H = rng.random((n, k)) < 0.4, rng.random((k, m)) < 0.4
-    with _table_limit(bp.TABLE_MAX_K if tables else 0):
+    with _tables(tables):
         res = polish(Xd, W, H, method="flip")
     assert res.info["method"] == "flip"
     assert res.info["history"][0] == ref.boolean_error(Xd, W, H)
@@ -318,3 +321,13 @@ def test_bit_tables_count_the_columns_each_bit_covers_under_every_pattern(k, m, 
     for l in range(k):
         for s in range(1 << k):
             assert T[l, s] == sum(1 for c in codes if (c >> l) & 1 and c & ~s == 0)
+
+
+def test_tables_only_where_their_build_pays():
+    """k·2^k counts for 232 rows against 16 columns (votes at k = 16) cost 37× the bitsets; on
+    wide data with many rows the tables stay (issue 30: k = 16 was a cliff)."""
+    assert not bp._use_tables(16, 16, 232) and not bp._use_tables(15, 232, 16)
+    assert bp._use_tables(16, 16470, 88162) and bp._use_tables(8, 143, 2000)
+    assert not bp._use_tables(17, 16470, 88162)  # past TABLE_MAX_K: bitsets whatever the work
+    H = np.random.default_rng(0).random((16, 16)) < 0.2
+    assert _Fixed(H.T.copy(), 232).tables is None
