@@ -133,10 +133,11 @@ def fit_many(estimators, X, *, n_jobs=None, missing=None, observed=None) -> list
     return fit_tasks([(est, X, unknown) for est in estimators], n_jobs)
 
 
-def fit_tasks(tasks, n_jobs=None) -> list:
+def fit_tasks(tasks, n_jobs=None, fitted=None) -> list:
     """:func:`fit_many` for fits that each have their own data: ``tasks`` are
     ``(estimator, X, unknown)`` with X a canonical support mask and ``unknown`` its
     :class:`banmf._boolean.Unknown` cells or None (trusted, as validated by the caller).
+    ``fitted()``, if given, is called as each fit ends (from the thread that ran it).
     Returns the estimators, fitted, in order."""
     tasks = list(tasks)
     with thread_budget(n_jobs) as budget:
@@ -144,6 +145,8 @@ def fit_tasks(tasks, n_jobs=None) -> list:
         if workers <= 1:
             for est, X, unknown in tasks:
                 est.fit(X, missing=unknown)
+                if fitted is not None:
+                    fitted()
             return [est for est, _, _ in tasks]
         share = max(1, budget // workers)
         cancel = threading.Event()
@@ -161,6 +164,8 @@ def fit_tasks(tasks, n_jobs=None) -> list:
                         return
                     try:
                         est.fit(X, missing=unknown)
+                        if fitted is not None:
+                            fitted()
                     except BaseException as exc:  # handed to the calling thread
                         failures.append(exc)
                         cancel.set()

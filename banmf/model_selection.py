@@ -7,6 +7,9 @@ cells it did not see: :func:`mask_entries` draws the cells to hide, a fit takes 
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 
@@ -14,7 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._boolean import cell_keys, in_sorted, support_mask_from_keys
-from ._mdl import description_bits
+from ._mdl import description_bits, observed_cells
 from ._memory import check_memory
 from ._validation import (
     check_binary_matrix,
@@ -207,6 +210,14 @@ STABLE = 0.8
 #: Observed zeros the cross-validation folds take at most, beside every one: on large sparse
 #: data all zeros would be n·m cells.
 FOLD_ZEROS = 5_000_000
+#: Observed ones each fold of :func:`select_rank` must hold at least: a fold with fewer scores
+#: its fit by a handful of cells, and every fold is one more fit per rank.
+MIN_FOLD_ONES = 10
+#: Least time from a rank's start, or its last ``"fits"`` progress record, to the next one
+#: (:func:`select_rank`): a rank done sooner says nothing before its result.
+FITS_EVERY_SECONDS = 2.0
+
+_progress = logging.getLogger("banmf.progress")
 
 
 def description_length(X, W, H, *, missing=None, observed=None) -> float:
@@ -251,7 +262,8 @@ def cv_folds(X, folds: int = 5, *, random_state=None, missing=None, observed=Non
 
     Every observed cell is in exactly one part, unless X has more than
     :data:`FOLD_ZEROS` observed zeros: then every one is, and that many zeros drawn at random
-    (on large sparse data all zeros would be n·m cells; documented in the result).
+    (on large sparse data all zeros would be n·m cells; documented in the result). More
+    folds than observed cells are refused (a part would be empty).
 
     Returns
     -------
@@ -260,6 +272,13 @@ def cv_folds(X, folds: int = 5, *, random_state=None, missing=None, observed=Non
     X, unknown = check_unknown(check_binary_matrix(X), missing, observed)
     if isinstance(folds, bool) or not isinstance(folds, Integral) or folds < 2:
         raise ValueError(f"folds must be an integer >= 2, got {folds!r}")
+    cells = observed_cells(X, unknown)
+    if folds > cells:
+        fix = f"pass folds <= {cells}" if cells >= 2 else "there is nothing to split"
+        raise ValueError(
+            f"folds={folds} is more than the {cells} observed cells of X (a fold would be "
+            f"empty); {fix}"
+        )
     return [
         support_mask_from_keys(keys, X.shape)
         for keys in _fold_keys(X, unknown, int(folds), check_random_state(random_state))
@@ -360,6 +379,10 @@ class RankSelection:
     seconds : float
     interrupted : bool
         Ctrl-C ended the search early: the ranks in ``ks`` are those done.
+    edge : str or None
+        When ``best_k`` is the largest rank tried (the search ran out of ranks, or was
+        interrupted, before the criteria turned), or the smallest one above 1: in words, with
+        the ranks to try next; it also ends ``reason``. None otherwise.
     """
 
     ks: list
@@ -376,6 +399,7 @@ class RankSelection:
     fold_zeros: int = 0
     seconds: float = 0.0
     interrupted: bool = False
+    edge: str | None = None
 
     def to_dict(self) -> dict:
         """Plain values (for JSON): the per-k evidence as rows, the choices and the reason."""
@@ -399,6 +423,7 @@ class RankSelection:
             "fold_zeros": self.fold_zeros,
             "seconds": self.seconds,
             "interrupted": self.interrupted,
+            "edge": self.edge,
         }
 
 
@@ -472,7 +497,9 @@ def select_rank(
         A key of :data:`banmf.METHODS` (with ``n_components``).
     folds : int, default 5
         Parts of the observed cells, and fits per k besides the one to all of them, for "cv"
-        and "stability".
+        and "stability". Each part must hold at least :data:`MIN_FOLD_ONES` (10) observed
+        ones: more folds than that allows are refused up front (``ValueError`` with the
+        largest number that is).
     patience : int or None, default 3
         Stop once "mdl" and "cv" (those asked for) have both had their best k this many ranks
         back: past that they only rise on planted data. None: try every k.
@@ -498,6 +525,11 @@ def select_rank(
     far make the selection (``interrupted`` is then True); before the first rank is done,
     KeyboardInterrupt propagates.
 
+    Within a rank that takes a while, the fits done so far are logged on the
+    ``banmf.progress`` logger (level INFO, every :data:`FITS_EVERY_SECONDS` at most), each
+    record's ``record.banmf`` ``{"event": "fits", "k", "fits_done", "n_fits"}``, beside the
+    records of the fits themselves (:mod:`banmf._progress`).
+
     Examples
     --------
     >>> from banmf import make_boolean, select_rank
@@ -506,8 +538,6 @@ def select_rank(
     >>> sel.best_k
     4
     """
-    import time
-
     from .api import fit_tasks
     from .models import METHODS
     from .result import Factorization
@@ -530,6 +560,8 @@ def select_rank(
         raise ValueError(f"patience must be a positive integer or None, got {patience!r}")
     cls = METHODS[method]
     X, unknown = check_unknown(check_binary_matrix(X), missing, observed)
+    if "cv" in criteria or "stability" in criteria:
+        _check_folds(int(folds), X.nnz, criteria)
     rng = check_random_state(random_state)
     seeds = rng.integers(0, 2**31, size=1 + folds)
     held = []  # per fold: (the fold's cells, the data and unknown cells it is fitted with)
@@ -548,7 +580,7 @@ def select_rank(
         tasks = [(estimator(k, seeds[0]), X, unknown)]
         tasks += [(estimator(k, s), Xf, uf) for s, (_, Xf, uf) in zip(seeds[1:], held)]
         try:
-            done = fit_tasks(tasks, n_jobs)
+            done = fit_tasks(tasks, n_jobs, _FitsProgress(k, len(tasks)))
         except KeyboardInterrupt:
             if not errors:
                 raise
@@ -590,8 +622,12 @@ def select_rank(
         steady = [k for k in stable if stable[k] >= STABLE]
         choices["stability"] = max(steady) if steady else max(stable, key=lambda k: (stable[k], -k))
     best, reason = _combined_choice(choices)
+    tried = list(errors)
+    edge = _edge(best, tried)
+    if edge is not None:
+        reason += f"; {edge}"
     return RankSelection(
-        ks=list(errors),
+        ks=tried,
         training_error=errors,
         description_length=bits if "mdl" in criteria else None,
         held_out_error=held_err if "cv" in criteria else None,
@@ -605,7 +641,68 @@ def select_rank(
         fold_zeros=fold_zeros,
         seconds=time.perf_counter() - start,
         interrupted=interrupted,
+        edge=edge,
     )
+
+
+def _check_folds(folds: int, ones: int, criteria) -> None:
+    """Refuse more folds than X's observed ``ones`` fill with :data:`MIN_FOLD_ONES` each."""
+    most = ones // MIN_FOLD_ONES
+    if most < 2:
+        asked = " and ".join(repr(c) for c in criteria if c in ("cv", "stability"))
+        raise ValueError(
+            f"X has {ones} observed ones: too few for {asked}, which need at least 2 folds of "
+            f"{MIN_FOLD_ONES} ones each; pass criteria=['mdl']"
+        )
+    if folds > most:
+        raise ValueError(
+            f"folds={folds} is more than X supports: each fold must hold at least "
+            f"{MIN_FOLD_ONES} of its {ones} observed ones, so at most {most} folds; pass "
+            f"folds <= {most}"
+        )
+
+
+class _FitsProgress:
+    """Called as each fit of rank k ends: a ``"fits"`` record of the ``banmf.progress`` logger
+    (INFO) with ``k``, ``fits_done`` and ``n_fits``, at most every :data:`FITS_EVERY_SECONDS`
+    and not before."""
+
+    def __init__(self, k: int, n_fits: int):
+        self.k, self.n_fits, self.done, self.last = k, n_fits, 0, time.monotonic()
+        self.lock = threading.Lock()  # the fits of a rank end in their own threads
+
+    def __call__(self) -> None:
+        with self.lock:
+            self.done += 1
+            now = time.monotonic()
+            if now - self.last < FITS_EVERY_SECONDS:
+                return
+            self.last = now
+            done = self.done
+        if _progress.isEnabledFor(logging.INFO):
+            _progress.info(
+                "k=%d: %d/%d fits done",
+                self.k,
+                done,
+                self.n_fits,
+                extra={
+                    "banmf": {
+                        "event": "fits",
+                        "k": self.k,
+                        "fits_done": done,
+                        "n_fits": self.n_fits,
+                    }
+                },
+            )
+
+
+def _edge(best: int, ks: list) -> str | None:
+    """Words for a choice at the edge of the ranks tried (the best may lie beyond), or None."""
+    if best == ks[-1]:
+        return f"k={best} is the largest rank tried: try larger k"
+    if best == ks[0] and best > 1:
+        return f"k={best} is the smallest rank tried: try smaller k"
+    return None
 
 
 def _evidence(k, errors, bits, held_err, held_se, stable) -> dict:

@@ -1,8 +1,10 @@
 """Choosing k: the description length against a dense oracle, folds that partition the
 observed cells, factor agreement against brute force, planted ranks found, reproducible."""
 
+import io
 import itertools
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -13,15 +15,23 @@ from hypothesis import strategies as st
 
 import banmf
 from banmf import select_rank
-from banmf.model_selection import STABLE, cv_folds, description_length, factor_agreement
+from banmf.model_selection import (
+    MIN_FOLD_ONES,
+    STABLE,
+    cv_folds,
+    description_length,
+    factor_agreement,
+)
 
 
+@pytest.mark.filterwarnings("ignore:the unknown cells hide all")
 @given(binary_matrices(max_n=12, max_m=10), st.integers(1, 4), st.integers(0, 2**32 - 1))
 def test_description_length_matches_the_dense_definition(Xd, k, seed):
     rng = np.random.default_rng(seed)
     W, H = rng.random((Xd.shape[0], k)) < 0.4, rng.random((k, Xd.shape[1])) < 0.4
     assert description_length(Xd, W, H) == pytest.approx(ref.description_length(Xd, W, H))
     unknown = rng.random(Xd.shape) < 0.3
+    unknown.flat[0] = False  # an all-unknown X is refused (nothing to describe)
     want = ref.description_length(Xd, W, H, ~unknown)
     assert description_length(Xd, W, H, missing=unknown) == pytest.approx(want)
     assert description_length(Xd, W, H, observed=~unknown) == pytest.approx(want)
@@ -34,6 +44,7 @@ def test_a_factor_that_explains_its_cells_shortens_the_description():
     assert exact < description_length(X, np.zeros((80, 0)), np.zeros((0, 60)))  # none
 
 
+@pytest.mark.filterwarnings("ignore:the unknown cells hide all")
 @given(
     binary_matrices(max_n=15, max_m=12),
     st.integers(2, 5),
@@ -44,6 +55,10 @@ def test_folds_partition_the_observed_cells_ones_and_zeros_evenly(Xd, folds, see
     Xd = Xd.astype(bool)
     unknown = np.random.default_rng(seed).random(Xd.shape) < (0.0 if form is None else 0.3)
     masks = {} if form is None else {form: unknown if form == "missing" else ~unknown}
+    if folds > (~unknown).sum():  # a fold would be empty (or every cell is unknown)
+        with pytest.raises(ValueError, match="observed cells|every cell of X is unknown"):
+            cv_folds(Xd, folds, random_state=seed, **masks)
+        return
     parts = [f.toarray() for f in cv_folds(Xd, folds, random_state=seed, **masks)]
     assert len(parts) == folds
     total = np.sum(parts, axis=0)
@@ -149,3 +164,71 @@ def test_grid_search_with_the_default_score_finds_a_planted_rank(seed):
     W = model.transform(X)
     bits = description_length(X, W, model.components_)
     assert model.score(X) == pytest.approx(-bits / (X.shape[0] * X.shape[1]))
+
+
+def test_more_folds_than_the_ones_fill_are_refused_before_any_fit(monkeypatch):
+    """1000 folds of zoo's 1,515 cells ran 119 s at k=1: refused at once, with the most."""
+    import banmf.api
+
+    monkeypatch.setattr(banmf.api, "fit_tasks", lambda *a: pytest.fail("fitted"))
+    X = banmf.datasets.load_zoo().X
+    most = X.nnz // MIN_FOLD_ONES
+    with pytest.raises(
+        ValueError, match=f"at least 10 of its 660 observed ones, so at most {most}"
+    ):
+        select_rank(X, folds=1000)
+    with pytest.raises(ValueError, match=f"pass folds <= {most}"):
+        select_rank(X, folds=most + 1, criteria=["stability"])
+    few = np.zeros((30, 30), dtype=bool)
+    few[0, :15] = True
+    with pytest.raises(ValueError, match=r"15 observed ones: too few for 'cv'.*criteria=\['mdl'\]"):
+        select_rank(few, criteria=["mdl", "cv"])
+    monkeypatch.undo()
+    assert select_rank(few, [1], criteria=["mdl"]).folds == 0  # no folds needed
+
+
+def test_progress_within_a_rank_counts_the_fits(monkeypatch, caplog):
+    monkeypatch.setattr(banmf.model_selection, "FITS_EVERY_SECONDS", 0.0)
+    X, _, _ = banmf.make_boolean(40, 30, 2, 0.3, random_state=0)
+    with caplog.at_level(logging.INFO, logger="banmf.progress"):
+        select_rank(X, [1, 2], folds=3, random_state=0, n_jobs=1, n_init=1)
+    fits = [r.banmf for r in caplog.records if getattr(r, "banmf", {}).get("event") == "fits"]
+    assert fits == [
+        {"event": "fits", "k": k, "fits_done": d, "n_fits": 4} for k in (1, 2) for d in range(1, 5)
+    ]
+    assert "k=2: 3/4 fits done" in caplog.text
+
+
+def test_a_choice_at_the_edge_of_the_ranks_tried_says_so():
+    X, _, _ = banmf.make_boolean(60, 50, 4, 0.4, random_state=1)
+    short = select_rank(X, range(1, 4), folds=3, random_state=0)
+    assert short.best_k == 3 and short.edge == "k=3 is the largest rank tried: try larger k"
+    assert short.reason.endswith("; " + short.edge) and short.to_dict()["edge"] == short.edge
+    high = select_rank(X, range(4, 7), criteria=["mdl"], random_state=0)
+    assert high.best_k == 4 and high.edge == "k=4 is the smallest rank tried: try smaller k"
+    # stopped (as by Ctrl-C) after k=2: the last rank done is no finding
+    stopped = select_rank(
+        X, range(1, 10), folds=3, random_state=0, callback=lambda row: row["k"] == 2
+    )
+    assert stopped.ks == [1, 2] and stopped.best_k == 2 and "largest rank tried" in stopped.reason
+    full = select_rank(X, range(1, 10), folds=3, random_state=0)
+    assert full.best_k == 4 and full.edge is None and "rank tried" not in full.reason
+
+
+def test_select_k_refuses_too_many_folds_and_says_when_the_choice_is_at_the_edge(monkeypatch):
+    from banmf.cli import main
+
+    path = str(banmf.datasets.data_dir() / "zoo_101x15.mtx")
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["select-k", path, "--folds", "1000"], stdout=out, stderr=err) == 2
+    assert "at most 66 folds; pass folds <= 66" in err.getvalue() and out.getvalue() == ""
+    monkeypatch.setattr(banmf.model_selection, "FITS_EVERY_SECONDS", 0.0)
+    out, err = io.StringIO(), io.StringIO()
+    code = main(
+        ["select-k", path, "--ks", "1:2", "--folds", "3", "--param", "n_init=1"],
+        stdout=out,
+        stderr=err,
+    )
+    assert code == 0, err.getvalue()
+    assert "banmf: k=1: 2/4 fits done" in err.getvalue()
+    assert "k=2 is the largest rank tried: try larger k" in out.getvalue()
