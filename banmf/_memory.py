@@ -152,7 +152,7 @@ def available_memory() -> int | None:
     return min(found) if found else None
 
 
-def check_memory(nbytes: float, what: str) -> None:
+def check_memory(nbytes: float, what: str, fix: str = "") -> None:
     """Refuse, in one line, work that needs more than the memory available.
 
     Parameters
@@ -161,6 +161,9 @@ def check_memory(nbytes: float, what: str) -> None:
         Estimated peak memory of the work.
     what : str
         Names the work, e.g. ``"data.mtx, line 2: a 3000000000×3 matrix"``.
+    fix : str, optional
+        What the caller can change besides the budget, e.g. ``"choose a smaller
+        n_components"``.
 
     Raises
     ------
@@ -171,7 +174,7 @@ def check_memory(nbytes: float, what: str) -> None:
     if budget is not None and nbytes > budget:
         raise ValueError(
             f"{what} needs about {format_size(nbytes)}, more than the {format_size(budget)} "
-            f"available (set {ENV_VAR} to change the budget)"
+            f"available ({fix + ', or ' if fix else ''}set {ENV_VAR} to change the budget)"
         )
 
 

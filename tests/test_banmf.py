@@ -236,12 +236,16 @@ def test_empty_rows_columns_single_nonzero_and_tiny_shapes():
     assert BANMF(1, max_iter=5, random_state=0).fit(np.ones((1, 1))).reconstruction_err_ == 0
 
 
-def test_k_larger_than_min_shape_warns_and_works():
+def test_k_larger_than_min_shape_is_capped_with_a_warning():
+    """The Boolean rank never exceeds min(n, m): the fit uses that many factors and says so
+    (it used to fit all 5, two of them pointless)."""
     Xd = np.array([[1, 0, 1], [0, 1, 1]])
-    with pytest.warns(UserWarning, match="exceeds min"):
+    with pytest.warns(UserWarning, match=r"exceeds min\(n, m\)=2: .* the fit uses 2"):
         model = BANMF(5, max_iter=300, random_state=0).fit(Xd)
-    assert model.components_.shape == (5, 3)
-    assert np.isfinite(model.loss_curve_).all()
+    assert model.n_components == 5 and model.n_components_ == 2
+    assert model.W_.shape == (2, 2) and model.components_.shape == (2, 3)
+    assert model.reconstruction_err_ == 0
+    assert model.transform(Xd).shape == (2, 2)
 
 
 def test_float32_runs_and_agrees_with_float64():

@@ -133,3 +133,22 @@ def test_scikit_learn_checks_clone_and_grid_search(name, X):
     search = GridSearchCV(make(cls, **extra), {"n_components": [1, 3]}, cv=3).fit(X)
     assert search.best_params_["n_components"] in (1, 3)
     assert np.isfinite(search.best_score_) and search.best_score_ <= 0
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_k_past_min_shape_is_capped_once_for_every_method(name):
+    """No method fits more factors than the Boolean rank can use: k = 10⁶ on 12×7 data fits 7
+    (issue 30: k = 10000 on Zoo ran for minutes at 11.9 GB, k = 10⁶ failed after 9 s)."""
+    X = make_boolean(12, 7, 2, 0.4, random_state=1)[0]
+    with pytest.warns(UserWarning, match=r"n_components=1000000 exceeds min\(n, m\)=7"):
+        model = METHODS[name](n_components=10**6, random_state=0).fit(X)
+    assert model.n_components_ <= 7 and model.components_.shape[0] == model.n_components_
+    assert model.W_.shape == (12, model.n_components_)
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_a_k_that_would_not_fit_in_memory_is_refused_before_the_fit(name, monkeypatch):
+    X = make_boolean(400, 300, 3, 0.1, random_state=1)[0]
+    monkeypatch.setenv("BANMF_MEMORY_LIMIT", "1M")
+    with pytest.raises(ValueError, match=r"n_components=300\) on a 400×300 matrix needs about"):
+        METHODS[name](n_components=300, random_state=0).fit(X)

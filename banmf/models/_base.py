@@ -16,12 +16,17 @@ import numpy as np
 
 from .._boolean import Unknown
 from .._mdl import description_bits, observed_cells
+from .._memory import check_memory
 from .._params import BOOLEAN, N_JOBS, RANDOM_STATE, Interval, Options, validate_params
 from .._threads import thread_budget
 from .._validation import check_binary_matrix, check_n_components, check_unknown
 from ..exceptions import NotFittedError
 from ..polish import EXACT_MAX_K, polish_factors, polish_rows, resolve_polish
 from ..result import relative_error
+
+#: Bytes per factor entry of :meth:`BaseFactorization._fit_bytes`'s estimate: the Boolean
+#: factors, a float copy of them and room for temporaries.
+FACTOR_ENTRY_BYTES = 32
 
 #: Constraints of the parameters every method has (:mod:`banmf._params`).
 COMMON_CONSTRAINTS = {
@@ -163,7 +168,22 @@ class BaseFactorization:
         else:
             X, unknown = check_unknown(X, missing, observed)
         k = None if self.n_components is None else check_n_components(self.n_components, X.shape)
+        if k is not None:
+            n, m = X.shape
+            cells = X.nnz + (0 if unknown is None else unknown.cells.nnz)
+            check_memory(
+                self._fit_bytes(n, m, cells, k),
+                f"{type(self).__name__}(n_components={k}) on a {n}×{m} matrix",
+                "choose a smaller n_components",
+            )
         return X, unknown, k, start
+
+    def _fit_bytes(self, n: int, m: int, cells: int, k: int) -> int:
+        """Estimated peak memory of a fit with k factors on an n×m X with ``cells`` nonzeros
+        and unknown cells, checked before anything of that size is allocated. Here the Boolean
+        factors and a few copies of them, packed or as floats; a method that needs more says
+        so by overriding this."""
+        return FACTOR_ENTRY_BYTES * (n + m) * k
 
     def _set_result(
         self,

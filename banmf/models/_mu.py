@@ -46,6 +46,18 @@ def n_row_blocks(n: int, m: int, k: int, itemsize: int) -> int:
     return int(max(1, min(_MAX_BLOCKS, fit, n)))
 
 
+def solver_bytes(n: int, m: int, cells: int, k: int, itemsize: int) -> int:
+    """Memory of one :class:`MUSolver` on an n×m X with ``cells`` nonzeros and unknown cells,
+    from its arrays: W, Hᵀ, Y Hᵀ and Wᵀ Y in rows of :func:`padded_width`, the W pass's Wᵀ Y
+    partials (:func:`n_row_blocks`), Y, and the k×k Gram matrices and their block partials;
+    with the few-observed-cells form's second pass (its rows and cells) as an upper bound."""
+    kp = k + 64 // itemsize  # the padding is under one cache line
+    blocks = n_row_blocks(n, m, kp, itemsize)
+    rows = itemsize * kp * (3 * n + (blocks + 3) * m)
+    grams = 8 * k * k * (blocks + 2 * _MAX_BLOCKS + 4)
+    return rows + grams + 3 * itemsize * cells + 32 * n
+
+
 def lambda_schedule(regularization, max_iter: int) -> np.ndarray:
     """λ per iteration: zeros (None), a constant (a number) or the paper's log-space ramp
     ("logspace"); the estimator has checked ``regularization``."""

@@ -31,7 +31,7 @@ from ..polish import (
 )
 from ..result import relative_error
 from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, store_params
-from ._mu import MUSolver, lambda_schedule
+from ._mu import MUSolver, lambda_schedule, solver_bytes
 from ._nndsvd import nndsvda
 
 #: ``n_init="auto"``: (largest whole cost of a start, starts) tiers: 10 starts while a start
@@ -399,6 +399,20 @@ class BANMF(BaseFactorization):
         p["dtype"] = check_dtype(self.dtype)
         p["lams"] = lambda_schedule(self.regularization, p["max_iter"])
         return p
+
+    def _fit_bytes(self, n: int, m: int, cells: int, k: int) -> int:
+        """Peak memory of the fit: a solver per start running side by side
+        (:func:`banmf.models._mu.solver_bytes`), every start's kept factors (float64 and
+        Boolean, 18 bytes an entry) and the threshold search's float64 copies."""
+        p = self._check_params(k, (n, m), cells)
+        starts = p["n_init"] + len(p["extra_starts"])
+        running = min(p["n_init"], current_threads())
+        entries = (n + m) * k
+        return (
+            running * solver_bytes(n, m, cells, k, p["dtype"].itemsize)
+            + 18 * starts * entries
+            + 4 * 8 * entries
+        )
 
     def _initial_factors(self, shape, k, dtype, rng, W, H):
         n, m = shape
