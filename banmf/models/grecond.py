@@ -42,8 +42,9 @@ class GreConD(BaseFactorization):
     """Greedy Boolean factorization by formal concepts; never covers a 0 of X.
 
     Each factor is a formal concept (C, D): the rows C that have every column of D, and D the
-    columns shared by every row of C. A factor grows D one column at a time (closing it
-    each time) while the number of still-uncovered ones in C × D rises. Since every factor lies
+    columns shared by every row of C. A factor starts as the concept of all rows (D the columns
+    every row has, often none) and grows D one column at a time (closing it each time) while
+    the number of still-uncovered ones in C × D rises. Since every factor lies
     inside the ones of X, the error is only missed ones; with ``n_components=None`` it stops
     when everything is covered, an exact factorization.
 
