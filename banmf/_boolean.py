@@ -140,8 +140,14 @@ def support_mask_from_keys(keys: np.ndarray, shape: tuple[int, int]) -> sp.csr_a
     """Support mask from sorted, distinct row-major keys ``i * m + j`` (no sort needed)."""
     n, m = int(shape[0]), int(shape[1])
     idx_dtype = np.int32 if max(n, m, len(keys)) < np.iinfo(np.int32).max else np.int64
+    # The row pointers are the one array of n's size: the counts go in place, per nonempty
+    # row (a bincount over all n rows would add 8 bytes a row, for a few entries in 10^9 rows).
     indptr = np.zeros(n + 1, dtype=idx_dtype)
-    np.cumsum(np.bincount(keys // m, minlength=n), out=indptr[1:])
+    rows = keys // m
+    if len(rows):
+        starts = np.flatnonzero(np.concatenate(([True], rows[1:] != rows[:-1])))
+        indptr[rows[starts] + 1] = np.diff(np.append(starts, len(rows)))
+    np.cumsum(indptr, out=indptr)
     return csr_from_parts(indptr, (keys % m).astype(idx_dtype), (n, m))
 
 

@@ -800,27 +800,14 @@ def cmd_info(args, out, err) -> int:
     X = ds.X
     n, m = X.shape
     unknown = _unknown_count(_unknown_cells(args, ds), X.shape)
-    import numpy as np
+    from .io import matrix_stats  # nothing of the shape's size: a huge header answers at once
 
-    row_nnz = np.diff(X.indptr)
-    col_nnz = np.bincount(X.indices, minlength=m)
-    # duplicate rows: rows equal to an earlier row (hash the column lists)
-    seen, dups = set(), 0
-    for i in range(n):
-        key = X.indices[X.indptr[i] : X.indptr[i + 1]].tobytes()
-        if key in seen:
-            dups += 1
-        seen.add(key)
     record = {
         "input": args.input,
         "shape": [n, m],
         "nnz": int(X.nnz),
         "density": X.nnz / (n * m),
-        "empty_rows": int((row_nnz == 0).sum()),
-        "empty_columns": int((col_nnz == 0).sum()),
-        "duplicate_rows": dups,
-        "max_row_nnz": int(row_nnz.max()),
-        "max_column_nnz": int(col_nnz.max()),
+        **matrix_stats(X),
         "has_labels": ds.row_labels is not None or ds.col_labels is not None,
         "unknown_cells": unknown,
     }

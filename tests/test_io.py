@@ -4,6 +4,7 @@ import gzip
 import importlib.util
 import json
 import os
+import re
 import stat
 import zipfile
 
@@ -1211,3 +1212,70 @@ def test_csv_header_of_another_width_is_an_error(tmp_path, text, match):
     path.write_text(text)
     with pytest.raises(ValueError, match=match):
         read_dataset(path)
+
+
+# --- a huge declared shape with few entries ------------------------------------------------------
+
+
+def _peak_bytes(fn):
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_info_on_a_huge_sparse_header_costs_only_the_row_pointers(tmp_path):
+    """``banmf info`` on a 10⁷×10⁷ header with 2 entries: the row pointers (40 MB of int32)
+    are the one array of the shape's size; no per-row or per-column counts, no loop over the
+    rows (10⁸ and 10⁹ took 45 s and minutes)."""
+    import io as _io
+
+    from banmf.cli import main
+
+    n = 10**7
+    path = tmp_path / "huge.mtx"
+    path.write_text(f"{MM_PATTERN}{n} {n} 2\n1 1\n{n} {n}\n")
+    out = _io.StringIO()
+    indptr = 4 * (n + 1)
+    assert _peak_bytes(lambda: read_matrix(path)) < 1.2 * indptr
+    assert _peak_bytes(lambda: main(["info", str(path), "--json"], stdout=out)) < 1.2 * indptr
+    record = json.loads(out.getvalue())
+    assert record["empty_rows"] == n - 2 and record["empty_columns"] == n - 2
+    assert record["duplicate_rows"] == n - 3 and record["max_row_nnz"] == 1
+
+
+@pytest.mark.parametrize("n", [10**8, 10**9])
+def test_info_on_a_huge_sparse_header_refuses_past_the_budget(tmp_path, monkeypatch, n):
+    import io as _io
+
+    from banmf.cli import main
+
+    monkeypatch.setenv("BANMF_MEMORY_LIMIT", "100M")
+    path = tmp_path / "huge.mtx"
+    path.write_text(f"{MM_PATTERN}{n} {n} 2\n1 1\n{n} {n}\n")
+    err = _io.StringIO()
+    assert main(["info", str(path)], stderr=err) == 2
+    assert re.search(rf"huge.mtx, line 2: .*{n}×{n}.* needs about [\d.]+ [MG]B", err.getvalue())
+
+
+@given(matrices_with_empty_edges())
+def test_matrix_stats_match_a_dense_count(Xd):
+    from banmf.io import matrix_stats
+
+    X = sp.csr_array(Xd.astype(bool))
+    X.sort_indices()
+    rows = [tuple(np.flatnonzero(r)) for r in Xd]
+    want = {
+        "empty_rows": int((Xd.sum(1) == 0).sum()),
+        "empty_columns": int((Xd.sum(0) == 0).sum()),
+        "duplicate_rows": len(rows) - len(set(rows)),
+        "max_row_nnz": int(Xd.sum(1).max()),
+        "max_column_nnz": int(Xd.sum(0).max()),
+    }
+    from banmf._boolean import csr_from_parts
+
+    assert matrix_stats(csr_from_parts(X.indptr, X.indices, X.shape)) == want
