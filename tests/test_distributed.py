@@ -570,6 +570,11 @@ def test_cli_factorize_on_a_scheduler(client, tmp_path):
     assert record["observed_cells"] == X.shape[0] * X.shape[1] - missing.nnz
     saved = banmf.io.load_result(tmp_path / "r.npz")
     assert np.array_equal(saved.W, model.W_) and saved.params["n_components"] == 5
+    # Small row-block files are kept with the result, as one machine keeps small data.
+    assert saved.X.nnz == model.nnz_ and saved.n_observed == record["observed_cells"]
+    assert record["false_negatives"] + record["false_positives"] == record["error"]
+    code, shown, err = _cli("show", str(tmp_path / "r.npz"))
+    assert code == 0 and shown.startswith("pattern 1"), err
 
 
 def test_cli_on_a_cluster_says_what_one_machine_says(client, tmp_path):
