@@ -61,14 +61,17 @@ def entries(count: int, that: str = "") -> str:
     return f"{count} {noun} that {verb} {rest}".rstrip()
 
 
-def _describe_bad_values(values: np.ndarray, rows: np.ndarray, cols: np.ndarray, name: str) -> str:
+def _describe_bad_values(
+    values: np.ndarray, rows: np.ndarray, cols: np.ndarray, name: str, base: int = 0
+) -> str:
     bad = ~((values == 0) | (values == 1))
     count = int(bad.sum())
     first = int(np.flatnonzero(bad)[0])
     example = "" if count == 1 else "e.g. "
     return (
         f"{name} has {entries(count, 'is not 0 or 1')} ({example}{format_value(values[first])} "
-        f"at row {int(rows[first])}, column {int(cols[first])}); binarize first, e.g. with {name} > 0"
+        f"at row {int(rows[first]) + base}, column {int(cols[first]) + base}); binarize first, "
+        f"e.g. with {name} > 0"
     )
 
 
@@ -91,7 +94,7 @@ def frame_labels(X) -> tuple[list | None, list | None]:
     return [str(v) for v in X.index], [str(v) for v in X.columns]
 
 
-def check_binary_matrix(X, name: str = "X") -> sp.csr_array:
+def check_binary_matrix(X, name: str = "X", *, one_based: bool = False) -> sp.csr_array:
     """Validate a 0/1 matrix and return it as a canonical CSR support mask.
 
     Parameters
@@ -101,6 +104,9 @@ def check_binary_matrix(X, name: str = "X") -> sp.csr_array:
         sparse columns is read without densifying it.
     name : str
         Name used in error messages.
+    one_based : bool, default False
+        Count rows and columns from 1 in messages (X came from a file), else from 0 (numpy's
+        indices).
 
     Returns
     -------
@@ -159,11 +165,12 @@ def check_binary_matrix(X, name: str = "X") -> sp.csr_array:
             example = "" if count == 1 else "e.g. "
             raise ValueError(
                 f"{name} has {entries(count, 'is NaN or infinite')} ({example}"
-                f"{format_value(values[first])} at row {int(rows[first])}, column {int(cols[first])})"
+                f"{format_value(values[first])} at row {int(rows[first]) + one_based}, column "
+                f"{int(cols[first]) + one_based})"
             )
     if values.dtype != np.bool_:
         if not ((values == 0) | (values == 1)).all():
-            raise ValueError(_describe_bad_values(values, rows, cols, name))
+            raise ValueError(_describe_bad_values(values, rows, cols, name, int(one_based)))
         keep = values != 0
         rows, cols = rows[keep], cols[keep]
     return support_mask(rows, cols, shape)

@@ -852,14 +852,16 @@ def _read_h5ad(path: Path) -> Dataset:
     _check_readable(path)
     try:
         adata = anndata.read_h5ad(path)
-    except (OSError, KeyError, ValueError) as exc:
+    except (OSError, KeyError, ValueError, TypeError) as exc:  # TypeError: unexpected keys
         raise ValueError(f"{path}: not a readable .h5ad file ({_reason(exc)})") from None
     if adata.X is None:
         raise ValueError(f"{path}: the AnnData file has no X matrix")
-    X = check_binary_matrix(adata.X, name=f"{path}: X")
+    X = check_binary_matrix(adata.X, name=f"{path}: X", one_based=True)
     missing = None
     if "missing" in adata.layers:
-        missing = check_binary_matrix(adata.layers["missing"], name=f"{path}: layer 'missing'")
+        missing = check_binary_matrix(
+            adata.layers["missing"], name=f"{path}: layer 'missing'", one_based=True
+        )
     return Dataset(
         _observed_ones(X, missing),
         [str(v) for v in adata.obs_names],
@@ -1045,7 +1047,8 @@ def _read_delimited(
                         unknown.append(r * width + c)
                         continue
                     bad_count += 1
-                    first_bad = first_bad or (line_no, cell, r + 1, c + 1)
+                    # (the column as the file counts it: the row labels are column 1)
+                    first_bad = first_bad or (line_no, cell, r + 1, c + 1 + bool(index_col))
         indices.extend(ones)
         indptr.append(len(indices))
     if first_bad is not None:

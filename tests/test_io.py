@@ -1279,3 +1279,35 @@ def test_matrix_stats_match_a_dense_count(Xd):
     from banmf._boolean import csr_from_parts
 
     assert matrix_stats(csr_from_parts(X.indptr, X.indices, X.shape)) == want
+
+
+# --- positions in messages: file columns, from 1 -------------------------------------------------
+
+
+def test_csv_bad_value_names_the_file_column(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("name,a,b,c\nant,1,0,1\nbee,0,yes,1\n")
+    with pytest.raises(ValueError, match=r"t.csv, line 3: value 'yes' at row 2, column 3 is not"):
+        read_dataset(path)
+    path.write_text("a,b,c\n1,0,1\n0,yes,1\n")  # no row labels: the same column
+    with pytest.raises(ValueError, match=r"line 3: value 'yes' at row 2, column 2 is not"):
+        read_dataset(path)
+
+
+def test_h5ad_messages_name_the_file_and_count_from_1(tmp_path):
+    anndata = pytest.importorskip("anndata")
+    import h5py
+
+    anndata.AnnData(X=np.array([[0.0, 1.0, 2.0]])).write_h5ad(tmp_path / "counts.h5ad")
+    with pytest.raises(ValueError, match=r"counts.h5ad: X has 1 entry .*\(2 at row 1, column 3\)"):
+        read_dataset(tmp_path / "counts.h5ad")
+    odd = tmp_path / "odd.h5ad"
+    anndata.AnnData(X=np.eye(2)).write_h5ad(odd)
+    with h5py.File(odd, "a") as f:  # a key AnnData does not expect
+        f.create_dataset("surprise", data=np.arange(3))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # AnnData's note on the key's missing encoding
+        with pytest.raises(ValueError, match=r"odd.h5ad: not a readable .h5ad file \(.*surprise"):
+            read_dataset(odd)  # (AnnData raises a TypeError without the file's name)
