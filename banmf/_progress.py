@@ -13,7 +13,11 @@ a dict with at least ``"event"``:
   ``"per-factor thresholds"``, ``"polish"``) as each phase of a start begins (level INFO);
 - ``"done"``: ``start``, ``n_starts``, ``error`` when a start is finished (level INFO).
 
-Starts are numbered from 1. Starts that run side by side report from their own threads.
+Starts are numbered from 1, in one count over all the starts of a fit (a BANMF fit's random
+and extra starts alike); the records of a start that is not a random one carry its ``name``
+(e.g. ``"columns"``, ``"nmf"``). ``n_starts`` is the total as known then: ``n_init="auto"``
+may lower it once the first start has run. Starts that run side by side report from their own
+threads.
 """
 
 from __future__ import annotations
@@ -29,18 +33,21 @@ EVERY_SECONDS = 0.2
 
 class StartProgress:
     """The reporter of one start (``start`` of ``n_starts``, up to ``max_iter`` iterations, or
-    an unknown number if ``max_iter`` is None)."""
+    an unknown number if ``max_iter`` is None; ``name``: which kind of start, when it is not a
+    random one)."""
 
-    def __init__(self, start: int, n_starts: int, max_iter: int | None):
-        self.start, self.n_starts, self.max_iter = start, n_starts, max_iter
+    def __init__(self, start: int, n_starts: int, max_iter: int | None, name: str | None = None):
+        self.start, self.n_starts, self.max_iter, self.name = start, n_starts, max_iter, name
         self.verbose = logger.isEnabledFor(logging.DEBUG)
         self.last = -EVERY_SECONDS
 
     def _emit(self, level: int, event: str, message: str, **fields) -> None:
         data = {"event": event, "start": self.start, "n_starts": self.n_starts, **fields}
-        logger.log(
-            level, "start %d/%d: %s", self.start, self.n_starts, message, extra={"banmf": data}
-        )
+        label = f"start {self.start}/{self.n_starts}"
+        if self.name:
+            data["name"] = self.name
+            label += f" ({self.name})"
+        logger.log(level, "%s: %s", label, message, extra={"banmf": data})
 
     def iteration(self, t: int, objective: float) -> None:
         """After iteration ``t`` (from 1)."""

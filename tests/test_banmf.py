@@ -1,5 +1,6 @@
 """BANMF: exactness theorems, monotone objective, agreement with a dense implementation, edges."""
 
+import logging
 import warnings
 
 import numpy as np
@@ -18,6 +19,7 @@ from banmf import (
     make_boolean,
 )
 from banmf._validation import check_binary_matrix
+from banmf.datasets import load_zoo
 from banmf.models._mu import MUSolver
 
 
@@ -371,3 +373,52 @@ def test_auto_tol_stops_plain_banmf_but_never_the_logspace_ramp():
         BANMF(3, tol="fast").fit(X)
     with pytest.raises(ValueError, match="tol"):
         BANMF(3, tol=-1.0).fit(X)
+
+
+@pytest.mark.parametrize("k", [15, 10_000, 10**6])
+def test_an_exact_start_ends_the_starts_and_huge_k_is_capped(k):
+    """Zoo (101×15) at k >= 15: the "columns" start is exact, so no other start runs (all 10
+    random starts and the NMF start used to run after it: k = 15 took 85 s on a busy machine,
+    k = 10000 minutes and 11.9 GB, k = 10⁶ failed after 9 s)."""
+    X = load_zoo().X
+    context = (
+        pytest.warns(UserWarning, match="the fit uses 15") if k > 15 else warnings.catch_warnings()
+    )
+    with context:
+        model = BANMF(k, random_state=0).fit(X)
+    assert model.n_components_ == 15 and model.W_.shape == (101, 15)
+    assert model.components_.shape == (15, 15) and model.reconstruction_err_ == 0
+    assert model.best_start_ == "columns" and model.extra_start_errors_ == {"columns": 0}
+    assert model.init_errors_ == [] and model.n_starts_ == 1 and model.n_iter_ == 0
+
+
+def test_an_exact_random_start_ends_the_starts_whatever_the_threads():
+    X = make_boolean(40, 30, 3, 0.3, random_state=2)[0]
+    models = [
+        BANMF(3, n_init=6, random_state=0, n_jobs=jobs, extra_starts=("nmf", "columns")).fit(X)
+        for jobs in (1, 2)
+    ]
+    for model in models:
+        assert model.reconstruction_err_ == 0 and model.best_start_ == len(model.init_errors_) - 1
+        assert "nmf" not in model.extra_start_errors_  # nothing runs after an exact start
+        assert model.n_starts_ == len(model.init_errors_) + len(model.extra_start_errors_)
+    assert models[0].init_errors_ == models[1].init_errors_
+    np.testing.assert_array_equal(models[0].W_, models[1].W_)
+
+
+def test_verbose_counts_every_start_on_one_scale(caplog):
+    """Random and extra starts are numbered together (they were "start 2/5 … start 2/3")."""
+    X = make_boolean(60, 40, 4, 0.3, noise=0.05, random_state=0)[0]
+    with caplog.at_level(logging.INFO, logger="banmf.progress"):
+        model = BANMF(4, n_init=3, max_iter=40, random_state=0).fit(X)
+    assert model.n_starts_ == 5 and model.reconstruction_err_ > 0
+    done = [r.banmf for r in caplog.records if r.banmf["event"] == "done"]
+    # (random starts side by side may finish in any order)
+    assert sorted((d["start"], d["n_starts"], d.get("name") or "") for d in done) == [
+        (1, 5, "columns"),
+        (2, 5, ""),
+        (3, 5, ""),
+        (4, 5, ""),
+        (5, 5, "nmf"),
+    ]
+    assert "start 5/5 (nmf): error" in caplog.text

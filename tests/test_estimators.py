@@ -88,7 +88,9 @@ def test_verbose_shows_progress_on_stderr(X, capsys, verbose, iterations):
 
     BANMF(3, max_iter=30, n_init=1, random_state=0, verbose=verbose).fit(X)
     err = capsys.readouterr().err
-    assert "banmf: start 1/1: threshold search" in err and "banmf: start 1/1: error" in err
+    # One count over the starts: "columns" first, the random one, then "nmf".
+    assert "banmf: start 1/3 (columns): error" in err
+    assert "banmf: start 2/3: threshold search" in err and "banmf: start 2/3: error" in err
     assert ("iteration" in err) is iterations
     assert not logging.getLogger("banmf").handlers  # taken down after the fit
     BANMF(3, max_iter=30, n_init=1, random_state=0).fit(X)

@@ -35,6 +35,7 @@ def test_subset_sums(k, seed):
     st.integers(0, 2**31),
     st.sampled_from([None, "missing", "observed"]),
 )
+@pytest.mark.filterwarnings("ignore:the unknown cells hide all")
 def test_best_row_codes_is_the_brute_force_row_optimum(Xd, k, n_blocks, seed, form):
     rng = np.random.default_rng(seed)
     n, m = Xd.shape
