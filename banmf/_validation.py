@@ -19,6 +19,7 @@ from ._boolean import (
     csr_from_parts,
     in_sorted,
     mask_difference,
+    mask_union,
     support_mask,
     support_mask_from_keys,
 )
@@ -88,10 +89,54 @@ def _is_dataframe(X) -> bool:
 
 
 def frame_labels(X) -> tuple[list | None, list | None]:
-    """The row and column names of a pandas DataFrame (as str), else ``(None, None)``."""
+    """The row and column names of a pandas DataFrame (as str) or of a
+    :class:`banmf.io.Dataset`, else ``(None, None)``."""
+    if _is_dataset(X):
+        return X.row_labels, X.col_labels
     if not _is_dataframe(X):
         return None, None
     return [str(v) for v in X.index], [str(v) for v in X.columns]
+
+
+def _is_dataset(X) -> bool:
+    from .io import Dataset  # (banmf.io imports this module)
+
+    return isinstance(X, Dataset)
+
+
+#: The attribute by which the mask returned by :func:`check_binary_matrix` carries the unknown
+#: cells its input held (a Dataset's ``missing``, a DataFrame's NA) to :func:`check_unknown`,
+#: which joins them to ``missing=``: one path for unknown cells, however they came.
+_CARRIED = "_banmf_unknown"
+
+
+def _carrying(X: sp.csr_array, unknown: sp.csr_array | None) -> sp.csr_array:
+    """X (a fresh object over the same arrays: the caller's stays as it was) with ``unknown``
+    attached for :func:`check_unknown`; X itself when there are none."""
+    if unknown is None or unknown.nnz == 0:
+        return X
+    X = csr_from_parts(X.indptr, X.indices, X.shape)
+    setattr(X, _CARRIED, unknown)
+    return X
+
+
+def _frame_with_na(X):
+    """A DataFrame's values as float (NA as 0) and the mask of its NA cells, when a nullable
+    column (``Int64``, ``boolean``, ...) holds ``pd.NA``; else None. NA is an unknown cell."""
+    import pandas as pd
+
+    nullable = [j for j, d in enumerate(X.dtypes) if getattr(d, "na_value", None) is pd.NA]
+    if not nullable:
+        return None
+    na = np.zeros(X.shape, dtype=bool)
+    na[:, nullable] = X.iloc[:, nullable].isna().to_numpy()
+    if not na.any():
+        return None
+    try:
+        values = X.to_numpy(dtype=np.float64, na_value=0.0)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"X must hold numbers or booleans ({exc})") from None
+    return values, sp.csr_array(na)
 
 
 def check_binary_matrix(X, name: str = "X", *, one_based: bool = False) -> sp.csr_array:
@@ -125,6 +170,12 @@ def check_binary_matrix(X, name: str = "X", *, one_based: bool = False) -> sp.cs
         raise TypeError(
             f"{name} must be a 2-D 0/1 array or scipy sparse matrix, got {type(X).__name__}"
         )
+    if _is_dataset(X):  # banmf's own: its matrix, and its unknown cells for check_unknown
+        M = None if X.missing is None else check_binary_matrix(X.missing, f"{name}.missing")
+        return _carrying(check_binary_matrix(X.X, name, one_based=one_based), M)
+    if _is_dataframe(X) and (found := _frame_with_na(X)) is not None:
+        values, na = found
+        return _carrying(check_binary_matrix(values, name), support_mask(*na.nonzero(), na.shape))
     if _is_dataframe(X):
         # A frame of sparse columns stays sparse; any other is read as its values.
         sparse = len(X.columns) > 0 and all(type(d).__name__ == "SparseDtype" for d in X.dtypes)
@@ -230,6 +281,17 @@ def check_unknown(
     """
     if missing is not None and observed is not None:
         raise ValueError("give missing or observed, not both (one is the other's complement)")
+    carried = getattr(X, _CARRIED, None)  # X's own unknown cells (a Dataset's, a frame's NA)
+    if carried is not None:
+        X = csr_from_parts(X.indptr, X.indices, X.shape)
+        if observed is not None:
+            observed = mask_difference(_checked_mask(X, observed, "observed"), carried)
+        else:
+            missing = (
+                carried
+                if missing is None
+                else mask_union(_checked_mask(X, missing, "missing"), carried)
+            )
     if missing is None and observed is None:
         return X, None
     name = "missing" if missing is not None else "observed"
@@ -257,6 +319,13 @@ def check_unknown(
             stacklevel=3,
         )
     return kept, unknown
+
+
+def _checked_mask(X: sp.csr_array, mask, name: str) -> sp.csr_array:
+    M = check_binary_matrix(mask, name)
+    if M.shape != X.shape:
+        raise ValueError(f"{name} has shape {M.shape} but X has shape {X.shape}; they must match")
+    return M
 
 
 def _is_support_mask(X) -> bool:

@@ -165,3 +165,47 @@ def test_transpose_mask_is_the_canonical_mask_of_the_transpose(shape):
         assert T.shape == ref.shape and T.has_canonical_format
         np.testing.assert_array_equal(T.indptr, ref.indptr)
         np.testing.assert_array_equal(T.indices, ref.indices)
+
+
+# --- banmf's own Dataset and pandas NA are accepted as X ---------------------------------------
+
+
+def test_a_dataset_is_accepted_with_its_unknown_cells():
+    import scipy.sparse as sp
+
+    from banmf import BANMF, factorize
+    from banmf._validation import check_binary_matrix, check_unknown
+    from banmf.datasets import load_zoo
+    from banmf.io import Dataset
+
+    zoo = load_zoo()
+    r = factorize(zoo, 3, random_state=0, max_iter=20)
+    assert r.error == factorize(zoo.X, 3, random_state=0, max_iter=20).error
+    assert r.row_labels == zoo.row_labels and r.col_labels == zoo.col_labels
+    missing = sp.csr_array(np.eye(101, 15, dtype=bool))
+    ds = Dataset(zoo.X, missing=missing)
+    X, unknown = check_unknown(check_binary_matrix(ds))
+    want_X, want = check_unknown(check_binary_matrix(zoo.X), missing)
+    assert (X != want_X).nnz == 0 and (unknown.cells != want.cells).nnz == 0
+    a = BANMF(3, random_state=0, max_iter=20).fit(ds)
+    b = BANMF(3, random_state=0, max_iter=20).fit(zoo.X, missing=missing)
+    np.testing.assert_array_equal(a.components_, b.components_)
+    assert ds.X.__dict__.get("_banmf_unknown") is None  # the caller's matrix is left alone
+
+
+def test_a_dataframe_with_nullable_na_reads_na_as_unknown():
+    pd = pytest.importorskip("pandas")
+    from banmf._validation import check_binary_matrix, check_unknown
+
+    frame = pd.DataFrame(
+        {
+            "a": pd.array([1, None, 0], dtype="Int64"),
+            "b": pd.array([True, False, None]),
+            "c": [0, 1, 1],
+        }
+    )
+    X, unknown = check_unknown(check_binary_matrix(frame))
+    assert X.toarray().astype(int).tolist() == [[1, 1, 0], [0, 0, 1], [0, 0, 1]]
+    assert unknown.cells.toarray().tolist() == [[0, 0, 0], [1, 0, 0], [0, 1, 0]]
+    X2, unknown2 = check_unknown(check_binary_matrix(frame), missing=np.eye(3))
+    assert sorted(zip(*unknown2.cells.nonzero())) == [(0, 0), (1, 0), (1, 1), (2, 1), (2, 2)]
