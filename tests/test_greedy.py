@@ -325,7 +325,7 @@ def test_asso_matches_the_dense_reference_with_any_number_of_heavy_columns(Xd, k
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(asso_module, "HEAVY", heavy)
         est = ASSO(k, tau=tau, w_pos=w[0], w_neg=w[1]).fit(Xd)
-    W, H = ref.asso(Xd, k, tau, *w)
+    W, H = ref.asso(Xd, min(k, *Xd.shape), tau, *w)  # k past min(n, m) is capped
     np.testing.assert_array_equal(est.W_, W)
     np.testing.assert_array_equal(est.components_, H)
     assert est.reconstruction_err_ == ref.boolean_error(Xd, W, H)
@@ -363,7 +363,7 @@ def test_grecond_matches_the_dense_reference_on_sparse_and_dense_data(n, m, dens
     """Sparse data takes the counting path, dense data (m·⌈n/64⌉ ≤ nnz) the packed columns."""
     Xd = np.random.default_rng(seed).random((n, m)) < density
     est = GreConD(k).fit(Xd)
-    W, H = ref.grecond(Xd, k)
+    W, H = ref.grecond(Xd, k and min(k, n, m))  # k past min(n, m) is capped
     np.testing.assert_array_equal(est.W_, W)
     np.testing.assert_array_equal(est.components_, H)
     assert est.reconstruction_err_ == ref.boolean_error(Xd, W, H) and not est.interrupted_
@@ -608,7 +608,7 @@ def test_grecond_finds_concepts_of_full_columns_and_is_exact_when_unlimited(X, k
     """The concept of all rows (whose intent holds the full columns) is a candidate: without it
     an all-ones X, or one with a full column, was left uncovered."""
     est = GreConD(k).fit(X)
-    W, H = ref.grecond(X, k)
+    W, H = ref.grecond(X, k and min(k, *X.shape))  # k past min(n, m) is capped
     np.testing.assert_array_equal(est.W_, W)
     np.testing.assert_array_equal(est.components_, H)
     if k is None:

@@ -183,7 +183,7 @@ def test_asso_matches_dense_reference(w_neg):
     )
     def check(n, m, density, k, tau, seed):
         Xd = np.random.default_rng(seed).random((n, m)) < density
-        W, H = ref.asso(Xd, k, tau, 1.0, w_neg)
+        W, H = ref.asso(Xd, min(k, n, m), tau, 1.0, w_neg)  # k past min(n, m) is capped
         est = ASSO(k, tau=tau, w_neg=w_neg).fit(Xd)
         np.testing.assert_array_equal(est.W_, W)
         np.testing.assert_array_equal(est.components_, H)
@@ -206,7 +206,7 @@ def test_grecond_matches_dense_reference():
     )
     def check(n, m, density, k, seed):
         Xd = np.random.default_rng(seed).random((n, m)) < density
-        W, H = ref.grecond(Xd, k)
+        W, H = ref.grecond(Xd, k and min(k, n, m))  # k past min(n, m) is capped
         est = GreConD(k).fit(Xd)
         np.testing.assert_array_equal(est.W_, W)
         np.testing.assert_array_equal(est.components_, H)
