@@ -276,8 +276,7 @@ def check_unknown(
     Raises
     ------
     ValueError
-        Both masks given, a shape other than X's, values other than 0 and 1, every cell
-        unknown.
+        Both masks given, a shape other than X's, values other than 0 and 1.
     """
     if missing is not None and observed is not None:
         raise ValueError("give missing or observed, not both (one is the other's complement)")
@@ -299,26 +298,34 @@ def check_unknown(
     if M.shape != X.shape:
         raise ValueError(f"{name} has shape {M.shape} but X has shape {X.shape}; they must match")
     n, m = X.shape
-    if (M.nnz == n * m) if missing is not None else (M.nnz == 0):
-        marks = f"marks all {n}×{m} cells" if missing is not None else "marks no cell"
-        raise ValueError(f"every cell of X is unknown ({name} {marks}): there is nothing to fit")
     if missing is not None:
         if M.nnz == 0:
             return X, None
-        kept, unknown = mask_difference(X, M), Unknown(M, observed=False)
-    elif M.nnz == n * m:
+        return mask_difference(X, M), Unknown(M, observed=False)
+    if M.nnz == n * m:
         return X, None
-    else:
-        keys = cell_keys(X)
-        kept = support_mask_from_keys(keys[in_sorted(keys, cell_keys(M))], X.shape)
-        unknown = Unknown(mask_difference(M, X), observed=True)
-    if X.nnz and not kept.nnz:
-        warnings.warn(
-            f"the unknown cells hide all {X.nnz} ones of X: only zeros are observed",
-            UserWarning,
-            stacklevel=3,
+    keys = cell_keys(X)
+    kept = support_mask_from_keys(keys[in_sorted(keys, cell_keys(M))], X.shape)
+    return kept, Unknown(mask_difference(M, X), observed=True)
+
+
+def check_observed(ones: int, X: sp.csr_array, unknown: Unknown | None) -> None:
+    """Before a fit: refuse one where every cell is unknown, and say when the unknown cells
+    hide all ``ones`` ones of the data (X, its observed ones, has none left)."""
+    if unknown is None:
+        return
+    if unknown.observed_count(X.nnz) == 0:
+        n, m = X.shape
+        how = "missing= marks all" if not unknown.observed else "observed= marks none of the"
+        raise ValueError(
+            f"every cell of X is unknown ({how} {n}×{m} cells): there is nothing to fit"
         )
-    return kept, unknown
+    if ones and not X.nnz:
+        warnings.warn(
+            f"the unknown cells hide all {ones} ones of X: only zeros are observed",
+            UserWarning,
+            stacklevel=4,
+        )
 
 
 def _checked_mask(X: sp.csr_array, mask, name: str) -> sp.csr_array:

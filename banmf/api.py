@@ -7,8 +7,9 @@ import queue
 import threading
 import time
 
+from ._boolean import mask_union
 from ._threads import cancel_with, thread_budget
-from ._validation import check_binary_matrix, check_unknown, frame_labels
+from ._validation import check_binary_matrix, check_observed, check_unknown, frame_labels
 from .exceptions import Interrupted
 from .models import METHODS
 from .result import Factorization
@@ -73,7 +74,15 @@ def factorize(
         name: None if mask is None else check_binary_matrix(mask, name)
         for name, mask in (("missing", missing), ("observed", observed))
     }
+    ones = X.nnz
     X, unknown = check_unknown(X, **masks)
+    check_observed(ones, X, unknown)
+    if unknown is not None:  # as the fit sees them: a Dataset's cells or a frame's NA too
+        masks = {"missing": None, "observed": None}
+        if unknown.observed:
+            masks["observed"] = mask_union(X, unknown.cells)
+        else:
+            masks["missing"] = unknown.cells
     labels = {"row_labels": row_labels, "col_labels": col_labels, **masks}
     est = cls(n_components=n_components, random_state=random_state, **method_params)
     start = time.perf_counter()

@@ -573,11 +573,11 @@ def test_a_mask_that_hides_every_one_is_said_and_all_unknown_is_refused(tmp_path
     cells = "\n".join(f"{i} {j}" for i in range(1, 102) for j in range(1, 16))
     every.write_text(f"%%MatrixMarket matrix coordinate pattern general\n101 15 1515\n{cells}\n")
     code, out, err = run("factorize", ZOO, "-k", "2", "--missing", str(every))
-    assert code == 2 and "every cell of X is unknown (missing marks all 101×15 cells)" in err
+    assert code == 2 and "every cell of X is unknown (missing= marks all 101×15 cells)" in err
     empty = tmp_path / "none.mtx"
     empty.write_text("%%MatrixMarket matrix coordinate pattern general\n101 15 0\n")
     code, out, err = run("factorize", ZOO, "-k", "2", "--observed", str(empty))
-    assert code == 2 and "every cell of X is unknown (observed marks no cell)" in err
+    assert code == 2 and "every cell of X is unknown (observed= marks none of the 101×15 cells)" in err
 
 
 @pytest.mark.parametrize(
@@ -626,6 +626,11 @@ def test_importing_banmf_loads_no_numerical_library_until_a_name_is_used():
         "assert banmf.BANMF.__name__ == 'BANMF' and banmf.io.read_matrix\n"
         "assert set(banmf.__all__) <= set(dir(banmf)) and banmf.__version__\n"
         "from banmf import *\n"
+        # Submodules named as their function: the function, whichever import came first.
+        "from banmf import boolean_error\n"
+        "import banmf.api, banmf.patterns\n"
+        "from banmf import booleanize, patterns\n"
+        "assert callable(booleanize) and callable(patterns) and callable(banmf.polish)\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

@@ -19,7 +19,12 @@ from .._mdl import description_bits, observed_cells
 from .._memory import check_memory
 from .._params import BOOLEAN, N_JOBS, RANDOM_STATE, Interval, Options, validate_params
 from .._threads import thread_budget
-from .._validation import check_binary_matrix, check_n_components, check_unknown
+from .._validation import (
+    check_binary_matrix,
+    check_n_components,
+    check_observed,
+    check_unknown,
+)
 from ..exceptions import NotFittedError
 from ..polish import EXACT_MAX_K, polish_factors, polish_rows, resolve_polish
 from ..result import relative_error
@@ -163,10 +168,12 @@ class BaseFactorization:
         ``missing`` (:func:`fit_inner`), with X already restricted to the observed ones."""
         start = time.perf_counter()
         X = check_binary_matrix(X)
+        ones = X.nnz
         if isinstance(missing, Unknown):
             unknown = missing
         else:
             X, unknown = check_unknown(X, missing, observed)
+        check_observed(ones, X, unknown)
         k = None if self.n_components is None else check_n_components(self.n_components, X.shape)
         if k is not None:
             n, m = X.shape
