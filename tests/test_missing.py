@@ -460,8 +460,23 @@ def test_an_all_unknown_fit_is_refused_and_hidden_ones_are_said(method):
     every = np.ones(X.shape, bool)
     with pytest.raises(ValueError, match=r"every cell of X is unknown \(missing= marks all 12×9"):
         banmf.factorize(X, 2, method, missing=every, random_state=0)
-    with pytest.raises(ValueError, match=r"every cell of X is unknown \(observed= marks none of the 12×9"):
+    with pytest.raises(
+        ValueError, match=r"every cell of X is unknown \(observed= marks none of the 12×9"
+    ):
         banmf.factorize(X, 2, method, observed=np.zeros(X.shape, bool), random_state=0)
     with pytest.warns(UserWarning, match=f"hide all {X.nnz} ones of X"):
         res = banmf.factorize(X, 2, method, missing=X, random_state=0)
     assert res.error == 0
+
+
+def test_factorize_keeps_the_unknown_cells_a_dataset_carries():
+    from banmf.datasets import load_votes
+
+    votes = load_votes("435")
+    res = banmf.factorize(votes, 3, random_state=0, n_init=1, max_iter=20)
+    given = banmf.factorize(
+        votes.X, 3, missing=votes.missing, random_state=0, n_init=1, max_iter=20
+    )
+    assert res.missing is not None and (res.missing != votes.missing).nnz == 0
+    assert res.error == given.error and res.n_observed == given.n_observed < 435 * 16
+    assert res.row_labels == votes.row_labels and res.col_labels == votes.col_labels
