@@ -212,7 +212,7 @@ def send_at(monkeypatch, sig, *, start=1, event="iteration"):
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_in_a_later_start_keeps_the_best_so_far(tmp_path, monkeypatch, sig, code):
-    send_at(monkeypatch, sig, start=3)
+    send_at(monkeypatch, sig, start=4)  # the third random start: the columns start is the first
     res = tmp_path / "r.npz"
     got, out, err = run(
         "factorize", ZOO, "-k", "3", "--jobs", "1", "--param", "n_init=10", "--json", "--out", res
@@ -233,9 +233,11 @@ def test_ctrl_c_in_the_refinements_keeps_a_result(tmp_path, monkeypatch, phase):
     def emitting(self, record):
         emit(self, record)
         data = record.banmf
-        if data["event"] == "phase" and data["phase"] == phase and not sent:
-            sent.append(True)
-            os.kill(os.getpid(), signal.SIGINT)
+        # In a random start (the columns start, which runs first, has a polish too).
+        if data["event"] == "phase" and data["phase"] == phase and "name" not in data:
+            if not sent:
+                sent.append(True)
+                os.kill(os.getpid(), signal.SIGINT)
 
     monkeypatch.setattr(Progress, "emit", emitting)
     res = tmp_path / "r.npz"
@@ -577,7 +579,9 @@ def test_a_mask_that_hides_every_one_is_said_and_all_unknown_is_refused(tmp_path
     empty = tmp_path / "none.mtx"
     empty.write_text("%%MatrixMarket matrix coordinate pattern general\n101 15 0\n")
     code, out, err = run("factorize", ZOO, "-k", "2", "--observed", str(empty))
-    assert code == 2 and "every cell of X is unknown (observed= marks none of the 101×15 cells)" in err
+    assert (
+        code == 2 and "every cell of X is unknown (observed= marks none of the 101×15 cells)" in err
+    )
 
 
 @pytest.mark.parametrize(
@@ -634,3 +638,16 @@ def test_importing_banmf_loads_no_numerical_library_until_a_name_is_used():
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("k", ["10000", "1000000"])
+def test_a_huge_k_is_capped_at_min_n_m_and_an_exact_start_ends_the_fit(k, monkeypatch):
+    """Issue 30: -k 10000 on Zoo ran for minutes at 11.9 GB, -k 1000000 failed after 9 s."""
+    code, out, err = run("factorize", ZOO, "-k", k, "--json")
+    rec = json.loads(out)
+    assert code == 0 and "exceeds min(n, m)=15" in err and "the fit uses 15" in err
+    assert rec["error"] == 0 and rec["starts_run"] == 0  # the columns start alone
+    monkeypatch.setenv("BANMF_MEMORY_LIMIT", "100K")
+    code, out, err = run("factorize", ZOO, "-k", k)
+    assert code == 2 and "BANMF(n_components=15) on a 101×15 matrix needs about" in err
+    assert "choose a smaller n_components" in err
