@@ -268,7 +268,8 @@ class BaseFactorization:
     def transform(self, X, *, missing=None, observed=None) -> np.ndarray:
         """Boolean W of shape (n', k) for rows X (n', m), with the fitted H held fixed: each
         row's factors are those that reconstruct its observed cells best (exactly, by trying
-        every pattern, for k up to 16; else by single-factor changes from none). ``missing`` /
+        every pattern, while that work is small: k ≤ 16 and :func:`banmf.polish`'s "auto" budget;
+        else by single-factor changes from none). ``missing`` /
         ``observed`` mark unknown cells of X as in :meth:`fit`."""
         self._check_fitted()
         X, unknown = self._check_columns(X, missing, observed)
