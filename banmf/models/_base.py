@@ -162,7 +162,9 @@ class BaseFactorization:
     def _begin(self, X, missing=None, observed=None):
         """The preamble of every fit (its parameters are checked by :func:`budgeted`): the
         clock, X and its unknown cells validated once (:func:`check_binary_matrix`,
-        :func:`check_unknown`) and the rank (None if the method chooses it). Returns
+        :func:`check_unknown`) and the rank (None if the method chooses it; else capped at
+        min(n, m) by :func:`check_n_components`, and refused at once if the fit's memory,
+        :meth:`_fit_bytes`, exceeds what is available). Returns
         ``(X, unknown, k, start)``: X's observed ones and its :class:`Unknown` cells (None:
         all observed). A method fitting another inside its own fit passes its ``Unknown`` as
         ``missing`` (:func:`fit_inner`), with X already restricted to the observed ones."""
