@@ -89,6 +89,8 @@ class Progress(logging.Handler):
         with self._state:
             i, self.n_starts = data["start"], data["n_starts"]
             label = f"start {i}/{self.n_starts}" if self.n_starts > 1 else self.what
+            if data.get("name") and self.n_starts > 1:  # an extra start: which
+                label += f" ({data['name']})"
             if data["event"] == "iteration":
                 total = data["max_iter"]
                 if total:  # else no share of the work is known, nor the time to go
@@ -491,7 +493,7 @@ def _fit_lines(
     fn, fp = split
     lines = [
         f"input           {args.input} ({n}×{m}, {nnz} nonzeros, density {nnz / (n * m):.4g})",
-        f"method          {args.method}{where}, k={args.k}, "
+        f"method          {args.method}{where}, k={result.n_components}, "
         f"{_plural(result.n_iter, 'iteration')}, {result.seconds:.2f} s"
         + (
             f" (+ {compiling:.1f} s compiling kernels, first run only)" if compiling >= 0.05 else ""
@@ -519,6 +521,8 @@ def _refinement_lines(info: dict, record: dict) -> list[str]:
     record.update(refinement=dict(info["refinement_"]), n_init=n_init, starts_run=ran)
     of = f" of {n_init}" if ran < n_init else ""
     steps = " → ".join(f"{step} {error}" for step, error in info["refinement_"].items())
+    if not ran and info.get("n_starts_"):  # an extra start that runs first was exact
+        return [f"refinement      {steps} ({info['best_start_']} start, exact: no other ran)"]
     starts = f"{ran}{of} {'start' if n_init == 1 else 'starts'}"
     extra = list(info.get("extra_start_errors_") or {})
     if extra:
