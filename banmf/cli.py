@@ -420,6 +420,8 @@ def cmd_factorize(args, out, err) -> int:
     fitted_ones = X.nnz if result.X is None else int(result.X.nnz)
     record.update(
         {
+            "n_components": result.n_components,  # capped at min(n, m): the k fitted
+            "n_components_asked": args.k,
             "unknown_cells": unknown,
             "observed_cells": observed_cells,
             "error": result.error,
@@ -518,7 +520,12 @@ def _refinement_lines(info: dict, record: dict) -> list[str]:
     if "refinement_" not in info:
         return []
     ran, n_init = len(info["init_errors_"]), info["n_init_"]
-    record.update(refinement=dict(info["refinement_"]), n_init=n_init, starts_run=ran)
+    record.update(
+        refinement=dict(info["refinement_"]),
+        n_init=n_init,
+        starts_run=ran,  # random starts; n_starts counts the extra ones too
+        n_starts=info.get("n_starts_", ran),
+    )
     of = f" of {n_init}" if ran < n_init else ""
     steps = " → ".join(f"{step} {error}" for step, error in info["refinement_"].items())
     if not ran and info.get("n_starts_"):  # an extra start that runs first was exact
@@ -661,7 +668,8 @@ def _factorize_distributed(args, out, err, params) -> int:
         "shape": [n, m],
         "nnz": nnz,
         "method": "banmf",
-        "n_components": args.k,
+        "n_components": result.n_components,  # capped at min(n, m): the k fitted
+        "n_components_asked": args.k,
         "seed": args.seed,
         "unknown_cells": n * m - observed_cells,
         "observed_cells": observed_cells,

@@ -278,6 +278,7 @@ def test_greedy_methods_refuse_the_observed_form_and_explain(name):
 
 
 @pytest.mark.filterwarnings("ignore:n_components=.*exceeds")
+@pytest.mark.filterwarnings("ignore:the unknown cells hide all")
 @settings(max_examples=40, deadline=None)
 @given(masked(max_n=14, max_m=9), st.sampled_from([0.3, 0.6, 1.0]), st.integers(1, 3))
 def test_asso_and_grecond_treat_unknown_cells_as_dont_care(problem, tau, k):

@@ -647,6 +647,9 @@ def test_a_huge_k_is_capped_at_min_n_m_and_an_exact_start_ends_the_fit(k, monkey
     rec = json.loads(out)
     assert code == 0 and "exceeds min(n, m)=15" in err and "the fit uses 15" in err
     assert rec["error"] == 0 and rec["starts_run"] == 0  # the columns start alone
+    assert (
+        rec["n_starts"] == 1 and rec["n_components"] == 15 and rec["n_components_asked"] == int(k)
+    )
     monkeypatch.setenv("BANMF_MEMORY_LIMIT", "100K")
     code, out, err = run("factorize", ZOO, "-k", k)
     assert code == 2 and "BANMF(n_components=15) on a 101×15 matrix needs about" in err
