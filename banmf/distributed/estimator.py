@@ -460,14 +460,46 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         p["observed"], p["nnz_ones"] = observed, nnz
         rng = check_random_state(self.random_state)
         self.recoveries_ = 0
-        runs: list[dict] = []
-        best = None
         specs: dict = {}
+        names = list(p["extra_starts"])
+        # As on one machine: the starts without iterations run first: when one is exact,
+        # nothing can beat it and no other start runs. They still rank after the random starts
+        # (ties: the earlier start, in the order random, then as named).
+        greedy = [name for name in names if name != "nmf"]
+        later = [name for name in names if name == "nmf"]
+        runs: list[dict] = []
+        extra_runs: dict[str, dict] = {}
+
+        def ranked() -> list[dict]:
+            return [*runs, *(extra_runs[name] for name in names if name in extra_runs)]
+
+        def keep_best() -> None:
+            # Only the best start so far keeps its rows on the blocks (ties: the first ranked).
+            best = [min(ranked(), key=lambda run: run["error"])["start"]]
+            self._recovering(session, lambda: session.each(_worker.keep_only, best))
+
+        def extra_start(name: str, progress) -> dict:
+            def work() -> dict:
+                if name == "columns":
+                    return self._columns_start(session, k, p, progress)
+                return self._nmf_start(session, specs, p, progress)
+
+            extra_runs[name] = run = self._recovering(session, work)
+            keep_best()
+            return run
+
+        for j, name in enumerate(greedy):
+            total = len(greedy) + p["n_init"] + len(later)
+            run = extra_start(name, StartProgress(j + 1, total, p["max_iter"], name))
+            if interrupts.count or run["error"] == 0:
+                break
         n_starts = p["n_init"]
         i = 0
-        while i < n_starts and not interrupts.count:
+        exact = any(run["error"] == 0 for run in extra_runs.values())
+        while i < n_starts and not interrupts.count and not exact:
             specs[i] = self._draw_start(rng, blocks, k, p)
-            progress = StartProgress(i + 1, n_starts, p["max_iter"])
+            total = len(greedy) + n_starts + len(later)
+            progress = StartProgress(len(greedy) + i + 1, total, p["max_iter"])
             run = self._recovering(
                 session,
                 lambda i=i, progress=progress: self._random_start(
@@ -475,43 +507,29 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
                 ),
             )
             runs.append(run)
-            if best is None or run["error"] < best["error"]:  # ties: the earlier start
-                best = run
-            kept = [best["start"]]
-            self._recovering(session, lambda kept=kept: session.each(_worker.keep_only, kept))
+            keep_best()
             if i == 0 and p["auto_n_init"]:
                 n_starts = self._auto_n_init(p, run)
             if self._last_start(run):
                 break
             i += 1
-        if not runs:  # Ctrl-C before any start had factors: nothing to keep
-            raise KeyboardInterrupt
-        self.extra_start_errors_ = {}
-        extras = [name for name in p["extra_starts"] if k > 0]
-        # As on one machine: in the order given, each refined as every start is; nothing
-        # beats an exact fit, and Ctrl-C or the callback end the fit.
-        ended = bool(interrupts.count) or any(self._last_start(run) for run in runs)
-        for j, name in enumerate(extras):
-            if ended or best["error"] == 0:
+        # Ctrl-C and the callback end the fit; nothing beats an exact fit.
+        ended = bool(interrupts.count) or any(map(self._last_start, ranked()))
+        for name in later:
+            if ended:
                 break
-            progress = StartProgress(len(runs) + j + 1, len(runs) + len(extras), p["max_iter"])
-            if name == "columns":
-                run = self._recovering(
-                    session, lambda pr=progress: self._columns_start(session, k, p, pr)
-                )
-            else:
-                run = self._recovering(
-                    session, lambda pr=progress: self._nmf_start(session, specs, p, pr)
-                )
-            self.extra_start_errors_[name] = run["error"]
-            if run["error"] < best["error"]:  # ties: the earlier start
-                best = run
-            kept = [best["start"]]
-            self._recovering(session, lambda kept=kept: session.each(_worker.keep_only, kept))
-            ended = bool(interrupts.count) or run["stopped"] or run["interrupted"]
+            number = len(greedy) + len(runs) + 1
+            extra_start(name, StartProgress(number, number, p["max_iter"], name))
+            ended = bool(interrupts.count)
+        kept = ranked()
+        if not kept:  # Ctrl-C before any start had factors: nothing to keep
+            raise KeyboardInterrupt
+        best = min(kept, key=lambda run: run["error"])  # ties: the first
         self.best_start_ = best["start"]
         self.init_errors_ = [run["error"] for run in runs]
-        self.n_init_ = self._auto_n_init(p, runs[0]) if p["auto_n_init"] else p["n_init"]
+        self.extra_start_errors_ = {run["start"]: run["error"] for run in kept[len(runs) :]}
+        self.n_starts_ = len(kept)
+        self.n_init_ = self._auto_n_init(p, runs[0]) if p["auto_n_init"] and runs else p["n_init"]
         # The kept rows, and the error's two parts as banmf.booleanize.error_counts gives
         # them on one machine (after a lost worker, both again: the start runs again first).
         (W_scaled, W), (hits, cover) = self._recovering(
@@ -541,7 +559,7 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
             best["error"],
             best["n_iter"],
             start,
-            bool(interrupts.count) or any(run["interrupted"] for run in runs),
+            bool(interrupts.count) or any(run["interrupted"] for run in kept),
         )
         self.n_observed_ = sum(q[4] for q in loads)
         self.traffic_ = {
@@ -827,7 +845,7 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
 
     def _columns_start(self, session: _Session, k: int, p: dict, progress) -> dict:
         """The "columns" start (:func:`banmf.polish.column_factors`) over the blocks."""
-        progress.phase("columns start")
+        progress.phase("greedy factors")
         counts = session.sum(_worker.column_counts)
         top = top_columns(counts, k)
         H = np.zeros((k, counts.shape[0]), dtype=bool)
@@ -957,7 +975,7 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         worker was lost) no longer holds runs again first, from its seed: the same rows."""
         i = best["start"]
         if not all(session.each(_worker.holds, i)):
-            progress = StartProgress(1, 1, p["max_iter"])
+            progress = StartProgress(1, 1, p["max_iter"], i if isinstance(i, str) else None)
             # Exactly the iterations the start ran (Ctrl-C, the callback or the tolerance may
             # have ended it), with neither the callback nor Ctrl-C cutting the run short.
             again = {**p, "max_iter": best["n_iter"], "tol": None, "rerun": True}
