@@ -23,6 +23,7 @@ from ._boolean import (
     support_mask,
     support_mask_from_keys,
 )
+from .dataset import Dataset
 
 __all__ = [
     "check_binary_matrix",
@@ -91,17 +92,11 @@ def _is_dataframe(X) -> bool:
 def frame_labels(X) -> tuple[list | None, list | None]:
     """The row and column names of a pandas DataFrame (as str) or of a
     :class:`banmf.io.Dataset`, else ``(None, None)``."""
-    if _is_dataset(X):
+    if isinstance(X, Dataset):
         return X.row_labels, X.col_labels
     if not _is_dataframe(X):
         return None, None
     return [str(v) for v in X.index], [str(v) for v in X.columns]
-
-
-def _is_dataset(X) -> bool:
-    from .io import Dataset  # (banmf.io imports this module)
-
-    return isinstance(X, Dataset)
 
 
 #: The attribute by which the mask returned by :func:`check_binary_matrix` carries the unknown
@@ -170,7 +165,7 @@ def check_binary_matrix(X, name: str = "X", *, one_based: bool = False) -> sp.cs
         raise TypeError(
             f"{name} must be a 2-D 0/1 array or scipy sparse matrix, got {type(X).__name__}"
         )
-    if _is_dataset(X):  # banmf's own: its matrix, and its unknown cells for check_unknown
+    if isinstance(X, Dataset):  # banmf's own: its matrix, and its unknown cells for check_unknown
         M = None if X.missing is None else check_binary_matrix(X.missing, f"{name}.missing")
         return _carrying(check_binary_matrix(X.X, name, one_based=one_based), M)
     if _is_dataframe(X) and (found := _frame_with_na(X)) is not None:

@@ -50,6 +50,7 @@ import scipy.sparse as sp
 from ._boolean import csr_from_parts, support_mask_from_keys
 from ._memory import ENV_VAR, check_matrix_size, check_memory
 from ._validation import check_binary_matrix, check_boolean_factors, entries, format_value
+from .dataset import Dataset
 from .exceptions import DataWarning
 
 __all__ = [
@@ -73,31 +74,6 @@ EMBED_MAX_NNZ = 2_000_000
 # Parsing text holds at most one 8-byte number per 2 characters ("1 " or "1\n").
 _PARSE_BYTES_PER_CHAR = 4
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-
-
-@dataclass(frozen=True)
-class Dataset:
-    """A 0/1 matrix with its labels and description.
-
-    Attributes
-    ----------
-    X : csr_array of shape (n, m), bool
-    row_labels, col_labels : list of str or None
-    name : str
-    meta : dict
-        Sidecar metadata (source, license, transformation, ...), when there is one.
-    missing : csr_array of shape (n, m), bool, or None
-        The cells whose value the file leaves unknown (``?``, ``NA`` or blank cells of a text
-        table; a mask stored with the matrix or named by its sidecar), to pass as ``missing=``
-        to a fit. ``X`` holds no one there.
-    """
-
-    X: sp.csr_array
-    row_labels: list | None = None
-    col_labels: list | None = None
-    name: str = ""
-    meta: dict = field(default_factory=dict)
-    missing: sp.csr_array | None = None
 
 
 # --- messages -------------------------------------------------------------------------------
