@@ -489,6 +489,8 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
             return run
 
         for j, name in enumerate(greedy):
+            if interrupts.count:  # Ctrl-C before the first start: none runs
+                break
             total = len(greedy) + p["n_init"] + len(later)
             run = extra_start(name, StartProgress(j + 1, total, p["max_iter"], name))
             if interrupts.count or run["error"] == 0:
