@@ -6,6 +6,7 @@ The cluster tests start their own LocalCluster of worker processes (skipped with
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 
@@ -84,6 +85,8 @@ def _same(a, b, exact=False):
     assert a.reconstruction_err_ == b.reconstruction_err_
     assert a.init_errors_ == b.init_errors_ and a.best_start_ == b.best_start_
     assert a.extra_start_errors_ == b.extra_start_errors_
+    assert a.n_starts_ == b.n_starts_ and a.n_init_ == b.n_init_
+    assert a.n_components_ == b.n_components_
     assert a.n_iter_ == b.n_iter_ and a.n_observed_ == b.n_observed_
     if exact:
         assert np.array_equal(a.W_continuous_, b.W_continuous_)
@@ -163,6 +166,32 @@ def test_edge_cases_as_on_one_machine(client, case):
         one = banmf.BANMF(**params).fit(X)
     with context:
         many = bd.BANMF(**params, n_blocks=n_blocks).fit(X)
+    _same(one, many)
+
+
+def test_starts_run_rank_and_count_as_on_one_machine(client, caplog):
+    """The columns start runs first, yet ranks after the random starts: here every start ends
+    at the same error and random start 0 is kept, its rows on the blocks. Progress counts
+    every start on one scale, naming the extra ones."""
+    X = banmf.make_boolean(60, 40, 4, density=0.3, noise=0.05, random_state=0)[0]
+    params = {**SHARED, "n_components": 2, "n_init": 3, "max_iter": 40}
+    fits = []
+    for fit in (banmf.BANMF(**params).fit, bd.BANMF(**params, n_blocks=3).fit):
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="banmf.progress"):
+            fits.append(fit(X))
+        done = [r.banmf for r in caplog.records if getattr(r, "banmf", {}).get("event") == "done"]
+        # (one machine's random starts side by side may finish in any order)
+        assert sorted((d["start"], d["n_starts"], d.get("name") or "") for d in done) == [
+            (1, 5, "columns"),
+            (2, 5, ""),
+            (3, 5, ""),
+            (4, 5, ""),
+            (5, 5, "nmf"),
+        ]
+    one, many = fits
+    assert set(one.init_errors_) == {one.extra_start_errors_["columns"]}  # a tie
+    assert many.best_start_ == 0 and many.n_starts_ == 5
     _same(one, many)
 
 
@@ -292,10 +321,13 @@ def test_a_callback_raising_keyboard_interrupt_is_ctrl_c(client):
         if i == 7:
             raise KeyboardInterrupt
 
-    model = bd.BANMF(**SHARED, n_blocks=3, callback=stop)
+    # Without the columns start, which runs first: it would be kept over the interrupted
+    # start (whose refinements end after the round under way).
+    model = bd.BANMF(**{**SHARED, "extra_starts": ("nmf",)}, n_blocks=3, callback=stop)
     with pytest.raises(KeyboardInterrupt):
         model.fit(X)
     assert model.interrupted_ and model.n_iter_ == 7
+    assert model.n_starts_ == 1 and model.extra_start_errors_ == {}
 
 
 def test_a_lost_best_start_runs_again_without_the_callback():
