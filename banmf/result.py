@@ -12,6 +12,15 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from ._boolean import (
+    cell_keys,
+    in_sorted,
+    mask_union,
+    mismatches,
+    product_at,
+    product_mask,
+    support_mask_from_keys,
+)
 from ._files import (
     atomic_path,
     jsonable,
@@ -24,7 +33,7 @@ from ._files import (
     versions,
 )
 from ._memory import check_memory
-from ._validation import check_binary_matrix, check_boolean_factors
+from ._validation import check_binary_matrix, check_boolean_factors, check_cells, check_unknown
 
 __all__ = ["Factorization", "relative_error"]
 
@@ -54,6 +63,11 @@ _NOT_INFO = frozenset(
         "n_components_",
     }
 )
+#: The one registry of methods by name (:data:`banmf.METHODS`), read here for the names
+#: :meth:`Factorization.from_estimator` gives: :mod:`banmf.models` fills it with its
+#: estimators when it is imported (as it is before any of them exists), so that the result
+#: type imports no model.
+METHODS: dict[str, type] = {}
 #: Larger arrays are left out of ``info`` (it is saved as JSON).
 _INFO_MAX_SIZE = 10_000
 
@@ -158,8 +172,6 @@ class Factorization:
         **fields
             Other fields (``meta``, ``row_labels``, ...).
         """
-        from .models import METHODS
-
         estimator._check_fitted()
         if method is None:
             method = next(
@@ -196,9 +208,6 @@ class Factorization:
         """The result of Boolean factors W (n, k) and H (k, m) of the 0/1 matrix X (its
         observed ones kept in :attr:`X`; ``missing`` or ``observed`` among ``fields`` mark
         unknown cells); ``error`` is computed unless given (by a caller that knows it)."""
-        from ._boolean import mismatches
-        from ._validation import check_binary_matrix, check_boolean_factors, check_unknown
-
         X = check_binary_matrix(X)
         W, H = check_boolean_factors(W, H, X.shape)
         for name in ("missing", "observed"):
@@ -221,8 +230,6 @@ class Factorization:
     def unknown(self, X=None):
         """The data's observed ones and its unknown cells as the fit saw them:
         ``(X, Unknown or None)`` (X: the data, default :attr:`X`)."""
-        from ._validation import check_binary_matrix, check_unknown
-
         X = self._data(X)
         return check_unknown(check_binary_matrix(X), self.missing, self.observed)
 
@@ -236,9 +243,8 @@ class Factorization:
     def predict(self, rows, cols) -> np.ndarray:
         """The Boolean product ``W⊗H`` at the cells ``(rows[q], cols[q])``: the factorization's
         guess for cells whose value was unknown (:func:`banmf.predict_cells`)."""
-        from .booleanize import predict_cells
-
-        return predict_cells(self.W, self.H, rows, cols)
+        Wb, Hb = check_boolean_factors(self.W, self.H)
+        return product_at(Wb, Hb, *check_cells(rows, cols, self.shape))
 
     def complete(self, X=None) -> sp.csr_array:
         """The data with its unknown cells filled in by ``W⊗H``: observed cells keep their
@@ -255,14 +261,11 @@ class Factorization:
             With ``observed=`` data this holds every predicted one off the observed cells: as
             large as the product's ones there.
         """
-        from ._boolean import cell_keys, in_sorted, mask_union, support_mask_from_keys
-        from .booleanize import boolean_product
-
         X, unknown = self.unknown(X)
         if unknown is None:
             return X
         if unknown.observed:
-            product = cell_keys(boolean_product(self.W, self.H))
+            product = cell_keys(product_mask(*check_boolean_factors(self.W, self.H)))
             guessed = product[~in_sorted(product, cell_keys(unknown.cells))]
         else:
             keys = cell_keys(unknown.cells)
