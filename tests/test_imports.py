@@ -10,6 +10,7 @@ never runs.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,7 @@ def _imports(name: str, path: Path, modules) -> list[tuple[str, str]]:
     return [(target, what) for target, what in found if target in modules and target != name]
 
 
+@functools.cache  # parsed once for all the tests
 def _graph():
     modules = _modules()
     return modules, {name: _imports(name, path, modules) for name, path in sorted(modules.items())}
