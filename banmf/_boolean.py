@@ -279,3 +279,19 @@ def mismatches(
     support mask."""
     hits, cover = hits_and_cover(X, Wb, Hb, unknown)
     return X.nnz + cover - 2 * hits
+
+
+def product_mask(Wb: np.ndarray, Hb: np.ndarray) -> sp.csr_array:
+    """The Boolean product of trusted Boolean factors as a canonical support mask
+    (:func:`banmf.boolean_product`)."""
+    prod = (sp.csr_array(Wb.astype(np.int32)) @ sp.csr_array(Hb.astype(np.int32))).tocsr()
+    prod.sort_indices()
+    prod.eliminate_zeros()
+    return csr_from_parts(prod.indptr, prod.indices, (Wb.shape[0], Hb.shape[1]))
+
+
+def product_at(Wb: np.ndarray, Hb: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """The Boolean product of trusted Boolean factors at the trusted cells ``(rows[q], cols[q])``
+    (:func:`banmf.predict_cells`)."""
+    pw, ph = pack_rows(Wb), pack_rows(np.ascontiguousarray(Hb.T))
+    return (pw[rows] & ph[cols]).any(axis=1)

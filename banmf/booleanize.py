@@ -16,10 +16,10 @@ import scipy.sparse as sp
 from ._boolean import (
     Packed,
     cover_count,
-    csr_from_parts,
     hits_and_cover,
     mismatches,
-    pack_rows,
+    product_at,
+    product_mask,
     words,
 )
 from ._kernels.boolean import pruned_grid_search, staircase_hits
@@ -109,11 +109,7 @@ def boolean_product(W, H) -> sp.csr_array:
     array([[1, 0, 0],
            [1, 0, 1]])
     """
-    Wb, Hb = check_boolean_factors(W, H)
-    prod = (sp.csr_array(Wb.astype(np.int32)) @ sp.csr_array(Hb.astype(np.int32))).tocsr()
-    prod.sort_indices()
-    prod.eliminate_zeros()
-    return csr_from_parts(prod.indptr, prod.indices, (Wb.shape[0], Hb.shape[1]))
+    return product_mask(*check_boolean_factors(W, H))
 
 
 def predict_cells(W, H, rows, cols) -> np.ndarray:
@@ -140,9 +136,7 @@ def predict_cells(W, H, rows, cols) -> np.ndarray:
     """
     Wb, Hb = check_boolean_factors(W, H)
     (n, _), m = Wb.shape, Hb.shape[1]
-    r, c = check_cells(rows, cols, (n, m))
-    pw, ph = pack_rows(Wb), pack_rows(np.ascontiguousarray(Hb.T))
-    return (pw[r] & ph[c]).any(axis=1)
+    return product_at(Wb, Hb, *check_cells(rows, cols, (n, m)))
 
 
 def balance(W: np.ndarray, H: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -15,8 +15,9 @@ Oddities that the readers read past, such as duplicate entries, raise a :class:`
 
 Factorizations are saved as one self-describing ``.npz`` (W, H, the loss curve, metadata as
 JSON: method, parameters, errors, versions) that :func:`load_result` reads back, refusing in one
-line anything else. All writes are atomic: a temporary file in the same folder, renamed over the
-target when complete, with the permissions a plain ``open()`` would give (or those of the file
+line anything else; the format is :class:`banmf.Factorization`'s own (:mod:`banmf.result`).
+All writes are atomic (:mod:`banmf._files`): a temporary file in the same folder, renamed over
+the target when complete, with the permissions a plain ``open()`` would give (or those of the file
 it replaces). :func:`check_output` checks a destination before any work is done.
 """
 
@@ -24,21 +25,16 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import errno
 import glob
 import gzip
 import io as _io
 import itertools
 import json
 import os
-import platform
 import re
 import stat
 import sys
-import tempfile
-import time
 import warnings
-import zipfile
 import zlib
 from array import array
 from dataclasses import dataclass, field
@@ -48,10 +44,25 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._boolean import csr_from_parts, support_mask_from_keys
+from ._files import atomic_path, check_output
+from ._files import check_readable as _check_readable
+from ._files import csr_problem as _csr_problem
+from ._files import jsonable as jsonable  # banmf.io.jsonable, as before
+from ._files import nbytes as _nbytes
+from ._files import npz_array as _npz_array
+from ._files import open_npz as _open_npz
+from ._files import reason_of as _reason
+from ._files import signed as _signed
+from ._files import sorted_rows as _sorted_rows
+from ._files import stored_pattern as _stored_pattern
 from ._memory import ENV_VAR, check_matrix_size, check_memory
-from ._validation import check_binary_matrix, check_boolean_factors, entries, format_value
+from ._validation import check_binary_matrix, entries, format_value
 from .dataset import Dataset
 from .exceptions import DataWarning
+from .result import EMBED_MAX_NNZ as EMBED_MAX_NNZ  # the result files' names, as before
+from .result import RESULT_FORMAT as RESULT_FORMAT
+from .result import RESULT_VERSION as RESULT_VERSION
+from .result import Factorization
 
 __all__ = [
     "DataWarning",
@@ -67,10 +78,6 @@ __all__ = [
 ]
 
 FORMATS = ("mtx", "npz", "csv", "tsv", "dat", "h5ad")
-RESULT_FORMAT = "banmf-factorization"
-RESULT_VERSION = 1
-# Store X's support inside a result (for `banmf plot` and `banmf evaluate`) up to this size.
-EMBED_MAX_NNZ = 2_000_000
 # Parsing text holds at most one 8-byte number per 2 characters ("1 " or "1\n").
 _PARSE_BYTES_PER_CHAR = 4
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -87,12 +94,6 @@ def _fail(path, line_no, problem):
 def _quote(text: str, limit: int = 40) -> str:
     """``repr`` of file content for a message, cut short (a line may be megabytes long)."""
     return repr(text if len(text) <= limit else text[:limit] + "…")
-
-
-def _reason(exc: BaseException) -> str:
-    """The first line of an exception's message, short, for a parenthesis in ours."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return text if len(text) <= 80 else text[:80] + "…"
 
 
 def _not_binary(where: str, value, row, col, count: int) -> str:
@@ -145,13 +146,6 @@ def format_of(path: Path, fmt: str | None) -> str:
             f"use one of .mtx, .mtx.gz, .npz, .csv, .tsv, .dat, .h5ad or pass format="
         )
     return aliases[ext]
-
-
-def _check_readable(path: Path) -> None:
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file")
-    if path.is_dir():
-        raise ValueError(f"{path} is a directory, not a file")
 
 
 def _read_text(path: Path) -> str:
@@ -1090,83 +1084,6 @@ def _has_label_column(records, header: bool) -> bool:
 # --- scipy .npz -----------------------------------------------------------------------------
 
 
-def _npz_headers(zf: zipfile.ZipFile) -> dict[str, tuple[tuple, np.dtype]]:
-    """Shape and dtype of each array of an .npz archive, from the .npy headers alone."""
-    out = {}
-    for info in zf.infolist():
-        if not info.filename.endswith(".npy"):
-            continue
-        with zf.open(info) as fh:
-            version = np.lib.format.read_magic(fh)
-            if version == (1, 0):
-                shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
-            elif version == (2, 0):
-                shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
-            else:
-                raise ValueError(f".npy version {version[0]}.{version[1]} is not supported")
-        out[info.filename[:-4]] = (shape, dtype)
-    return out
-
-
-def _npz_array(zf: zipfile.ZipFile, name: str) -> np.ndarray:
-    with zf.open(name + ".npy") as fh:
-        array_ = np.lib.format.read_array(fh, allow_pickle=False)
-        if fh.read(1):
-            raise ValueError(f"{name}.npy has data after the array")
-        fh.read()  # zipfile checks the CRC on reaching the end: damaged bytes are caught here
-        return array_
-
-
-def _nbytes(header: tuple[tuple, np.dtype]) -> int:
-    shape, dtype = header
-    return int(np.prod(shape, dtype=object)) * dtype.itemsize
-
-
-def _open_npz(path: Path, not_ours):
-    """The archive and its array headers; ``not_ours(reason)`` builds the error to raise."""
-    _check_readable(path)
-    try:
-        zf = zipfile.ZipFile(path)
-    except PermissionError:
-        raise PermissionError(f"{path}: cannot read it (permission denied)") from None
-    except Exception:  # zipfile raises several kinds (BadZipFile, NotImplementedError, ...)
-        raise not_ours("not a zip archive") from None
-    try:
-        return zf, _npz_headers(zf)
-    except Exception as exc:  # zipfile, zlib and numpy raise many kinds for a damaged archive
-        zf.close()
-        raise not_ours(f"damaged: {_reason(exc)}") from None
-
-
-def _signed(index: np.ndarray) -> np.ndarray | None:
-    """An integer array as int64 (differences of unsigned ones wrap around), or None when a
-    value does not fit."""
-    if index.dtype.kind == "u" and index.size and index.max() > np.iinfo(np.int64).max:
-        return None
-    return index.astype(np.int64, copy=False)
-
-
-def _csr_problem(indptr: np.ndarray, indices: np.ndarray, n: int, m: int) -> str | None:
-    """What is wrong with CSR index arrays for an n×m matrix, or None."""
-    if indptr.ndim != 1 or indices.ndim != 1 or len(indptr) != n + 1:
-        return f"index pointers for {len(indptr) - 1 if indptr.ndim == 1 else '?'} rows, the shape says {n}"
-    if indptr[0] != 0 or indptr[-1] != len(indices) or (np.diff(indptr) < 0).any():
-        return "the index pointers are not a running count of the indices"
-    if len(indices) and (indices.min() < 0 or indices.max() >= m):
-        return f"column indices outside 0..{m - 1}"
-    return None
-
-
-def _sorted_rows(indptr: np.ndarray, indices: np.ndarray) -> bool:
-    """Column indices strictly increase within each row (sorted, no repeats)."""
-    if len(indices) < 2:
-        return True
-    rising = np.diff(indices) > 0
-    starts = indptr[1:-1]
-    rising[starts[(starts > 0) & (starts < len(indices))] - 1] = True  # across a row boundary
-    return bool(rising.all())
-
-
 _NPZ_PARTS = {
     "csr": ("indices", "indptr"),
     "csc": ("indices", "indptr"),
@@ -1348,22 +1265,6 @@ def _npz_missing(path: Path, shape: tuple[int, int]) -> sp.csr_array | None:
     return mask
 
 
-def _stored_pattern(indptr, indices, shape: tuple[int, int]) -> sp.csr_array | None:
-    """A canonical support mask from the row pointers and column indices an archive stored
-    (``_signed`` already: None for values beyond int64), or None if they are not a sorted CSR
-    pattern of ``shape``."""
-    n, m = shape
-    if (
-        indptr is None
-        or indices is None
-        or _csr_problem(indptr, indices, n, m)
-        or not _sorted_rows(indptr, indices)
-    ):
-        return None
-    idx = np.int32 if max(n, m, len(indices)) < 2**31 - 1 else np.int64
-    return csr_from_parts(indptr.astype(idx), indices.astype(idx), (n, m))
-
-
 def matrix_stats(X: sp.csr_array) -> dict:
     """What ``banmf info`` says of a support mask: empty rows and columns, duplicate rows, the
     largest row and column counts.
@@ -1404,201 +1305,6 @@ def matrix_stats(X: sp.csr_array) -> dict:
 
 
 # --- writing --------------------------------------------------------------------------------
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    with contextlib.suppress(OSError):
-        if a.exists() and b.exists():
-            return os.path.samefile(a, b)
-    try:
-        return a.resolve() == b.resolve()
-    except (OSError, RuntimeError):  # a symlink loop
-        return a.absolute() == b.absolute()
-
-
-def _output_folder(path: Path, inputs=()) -> Path:
-    """The folder the output goes to, after the checks that need no file created."""
-    for source in inputs:
-        if _same_file(path, Path(source)):
-            raise ValueError(f"refusing to overwrite the input {path}")
-    if path.is_dir():
-        raise ValueError(f"{path} is a directory")
-    parent = path.parent
-    if not parent.exists():
-        raise FileNotFoundError(f"{parent}: no such folder for the output {path.name}")
-    if not parent.is_dir():
-        raise ValueError(f"{parent} is not a folder (for the output {path.name})")
-    return parent
-
-
-def _cannot_write(parent: Path, exc: OSError) -> PermissionError:
-    # The folder exists (checked); ENOENT here means it takes no new files (/proc, for one).
-    reason = (
-        "it takes no new files"
-        if exc.errno == errno.ENOENT
-        else (exc.strerror or _reason(exc)).lower()
-    )
-    return PermissionError(f"{parent}: cannot write there ({reason})")
-
-
-def check_output(path, *, inputs=()) -> None:
-    """Check, before any work, that an output can be written to ``path``.
-
-    Creates a temporary file in the destination folder and renames it there (permission bits
-    do not tell: root writes to 0555 folders; read-only mounts refuse everyone), then removes
-    it; an existing ``path`` is checked for what stops a rename over it (an immutable or
-    append-only file, ``chattr +i``/``+a``; another user's file in a sticky folder) without
-    touching it.
-
-    Parameters
-    ----------
-    path : str or Path
-        The file to write.
-    inputs : iterable of str or Path, optional
-        Files the command reads; writing over one of them is refused.
-
-    Raises
-    ------
-    ValueError
-        ``path`` is one of ``inputs`` (the same file, by any name), or is a directory.
-    FileNotFoundError
-        The folder of ``path`` does not exist.
-    PermissionError
-        Files cannot be created or renamed in that folder, or ``path`` cannot be replaced.
-    """
-    path = Path(path)
-    parent = _output_folder(path, inputs)
-    try:
-        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".check", dir=parent)
-    except OSError as exc:
-        raise _cannot_write(parent, exc) from None
-    os.close(fd)
-    moved = probe[: -len(".check")] + ".moved"
-    try:
-        os.replace(probe, moved)  # what the write does last, on a name of our own
-    except OSError as exc:
-        raise PermissionError(
-            f"{parent}: cannot rename files there ({(exc.strerror or _reason(exc)).lower()}), "
-            f"so {path.name} cannot be written atomically"
-        ) from None
-    finally:
-        for leftover in (probe, moved):
-            with contextlib.suppress(OSError):
-                os.unlink(leftover)
-    problem = _replace_problem(path)
-    if problem:
-        raise PermissionError(f"{path}: cannot replace it ({problem})")
-
-
-#: Linux inode flags (``chattr``) that forbid renaming over a file: immutable, append-only.
-_FS_IOC_GETFLAGS = 0x80086601
-_NO_REPLACE_FLAGS = {
-    0x10: "it is immutable: chattr -i to allow it",
-    0x20: "it is append-only: chattr -a to allow it",
-}
-
-
-def _replace_problem(path: Path) -> str:
-    """What stops a rename over the existing ``path`` ("" when nothing known does), found
-    without changing it: its inode flags on Linux, the sticky bit of its folder."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return ""  # nothing there (yet) to replace
-    if stat.S_ISREG(st.st_mode) and sys.platform.startswith("linux"):
-        import fcntl
-
-        with contextlib.suppress(OSError):  # unreadable, or a file system without flags
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
-            try:
-                flags = int.from_bytes(
-                    fcntl.ioctl(fd, _FS_IOC_GETFLAGS, bytes(8))[:4], sys.byteorder
-                )
-            finally:
-                os.close(fd)
-            for flag, why in _NO_REPLACE_FLAGS.items():
-                if flags & flag:
-                    return why
-    with contextlib.suppress(OSError, AttributeError):
-        folder = os.stat(path.parent)
-        uid = os.geteuid()
-        if folder.st_mode & stat.S_ISVTX and uid not in (0, st.st_uid, folder.st_uid):
-            return "another user's file in a folder where only owners may replace files"
-    return ""
-
-
-def _umask() -> int:
-    with contextlib.suppress(OSError, ValueError, IndexError), open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    mask = os.umask(0o022)  # the portable way sets it to read it: racy with threads, hence last
-    os.umask(mask)
-    return mask
-
-
-def _new_file_mode(path: Path) -> int:
-    """The permissions ``open(path, "w")`` would leave: the existing file's, else 0666 & ~umask."""
-    try:
-        return stat.S_IMODE(os.stat(path).st_mode)
-    except OSError:
-        return 0o666 & ~_umask()
-
-
-@contextlib.contextmanager
-def atomic_path(path):
-    """Yield a temporary path beside ``path``; rename it over ``path`` only on success.
-
-    The file gets the permissions a plain ``open()`` would give it (those of the file it
-    replaces, else 0666 less the umask). Raises as :func:`check_output` does (without ``inputs``)
-    when the destination cannot be written.
-    """
-    path = Path(path)
-    parent = _output_folder(path)
-    mode = _new_file_mode(path)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
-    except OSError as exc:
-        raise _cannot_write(parent, exc) from None
-    os.close(fd)
-    kept = False
-    try:
-        yield Path(tmp)
-        os.chmod(tmp, mode)
-        try:
-            os.replace(tmp, path)
-        except OSError as exc:
-            from .exceptions import OutputNotReplaced
-
-            reason = _replace_problem(path) or (exc.strerror or _reason(exc)).lower()
-            saved = _keep_beside(Path(tmp), path)
-            kept = saved == Path(tmp)
-            raise OutputNotReplaced(
-                f"{path}: cannot replace it ({reason}); the output is saved as {saved}", saved
-            ) from None
-    finally:
-        if not kept and os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def _keep_beside(tmp: Path, path: Path) -> Path:
-    """Give the finished output ``tmp``, which could not replace ``path``, a name of its own
-    beside it, ``NAME.saved.EXT`` (``.saved-2`` ... if taken; the extension kept so that it
-    still reads), and return it (``tmp`` itself if it cannot be renamed): the work that made
-    it, a long fit perhaps, is not lost."""
-    suffix = "".join(path.suffixes[-2:]) if path.suffix.lower() == ".gz" else path.suffix
-    base = path.name[: len(path.name) - len(suffix)] if suffix != path.name else path.name
-    for i in range(1, 100):
-        saved = path.with_name(f"{base}.saved{'' if i == 1 else f'-{i}'}{suffix}")
-        try:
-            os.link(tmp, saved)  # a new name only: never over a file that is there
-        except FileExistsError:
-            continue
-        except OSError:
-            break  # no hard links here (or no new names): keep the temporary file itself
-        os.unlink(tmp)
-        return saved
-    return tmp
 
 
 @contextlib.contextmanager
@@ -1844,63 +1550,6 @@ def export_factors(result, prefix, format: str = "csv") -> list[Path]:
     return paths
 
 
-def jsonable(value):
-    """``value`` as plain JSON values (numpy scalars and arrays, tuples, dtypes converted)."""
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return jsonable(value.tolist())
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (np.floating,)):
-        return float(value)
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    if isinstance(value, type) or isinstance(value, np.dtype):
-        return np.dtype(value).name if _is_dtype(value) else repr(value)
-    return repr(value)
-
-
-def _is_dtype(value) -> bool:
-    try:
-        np.dtype(value)
-    except TypeError:
-        return False
-    return True
-
-
-def versions() -> dict:
-    import numba
-    import scipy
-
-    from . import __version__
-
-    return {
-        "banmf": __version__,
-        "numpy": np.__version__,
-        "scipy": scipy.__version__,
-        "numba": numba.__version__,
-        "python": platform.python_version(),
-    }
-
-
-#: Keys of a result's metadata that are fields of :class:`banmf.Factorization` (the rest is
-#: its ``meta``), and the keys of the format itself.
-_FIELD_KEYS = (
-    "method",
-    "params",
-    "error",
-    "relative_error",
-    "n_iter",
-    "seconds",
-    "interrupted",
-    "info",
-)
-_FORMAT_KEYS = ("format", "format_version", "shape", "n_components", "labels")
-
-
 def save_result(result, path, *, X=None, extra: dict | None = None) -> None:
     """Save a factorization atomically, as one compressed ``.npz`` that :func:`load_result`
     (:meth:`banmf.Factorization.load`) reads back: everything but the estimator, and of
@@ -1918,8 +1567,6 @@ def save_result(result, path, *, X=None, extra: dict | None = None) -> None:
         More provenance for :attr:`Factorization.meta` (JSON-able), e.g. the input file and
         its checksum.
     """
-    from .result import Factorization
-
     if not isinstance(result, Factorization):
         result = Factorization.from_estimator(result)
     changes = {}
@@ -1929,44 +1576,10 @@ def save_result(result, path, *, X=None, extra: dict | None = None) -> None:
         changes["meta"] = {**result.meta, **extra}
     if changes:
         result = result.replace(**changes)
-    W, H = check_boolean_factors(result.W, result.H)
-    n, m = W.shape[0], H.shape[1]
-    meta = {
-        **result.meta,
-        "format": RESULT_FORMAT,
-        "format_version": RESULT_VERSION,
-        "shape": [int(n), int(m)],
-        "n_components": int(W.shape[1]),
-        **{key: getattr(result, key) for key in _FIELD_KEYS},
-        "info": result.savable_info(),
-        "versions": versions(),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
-    if result.row_labels is not None or result.col_labels is not None:
-        meta["labels"] = {"rows": result.row_labels, "cols": result.col_labels}
-    arrays = {"W": np.packbits(W, axis=1), "H": np.packbits(H, axis=1)}
-    if result.loss_curve is not None:
-        arrays["loss_curve"] = np.asarray(result.loss_curve, dtype=np.float64)
-    for name, M in (("X", result.X), ("missing", result.missing), ("observed", result.observed)):
-        if M is None:
-            continue
-        M = check_binary_matrix(M)
-        if M.shape != (n, m):
-            raise ValueError(f"{name} has shape {M.shape}, the factors give {(n, m)}")
-        if name == "X":
-            meta["nnz"] = int(M.nnz)
-        if name != "X" or M.nnz <= EMBED_MAX_NNZ:
-            arrays[f"{name}_indptr"], arrays[f"{name}_indices"] = M.indptr, M.indices
-    arrays["meta"] = np.frombuffer(json.dumps(jsonable(meta)).encode("utf-8"), dtype=np.uint8)
-    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-        np.savez_compressed(fh, **arrays)
+    result.save(path)
 
 
-def _positive_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
-
-
-def load_result(path):
+def load_result(path) -> Factorization:
     """Read a factorization written by :func:`save_result` (:meth:`banmf.Factorization.load`).
 
     Returns
@@ -1982,127 +1595,4 @@ def load_result(path):
         kind of file, a damaged or truncated one, inconsistent metadata), or a result written by
         a newer banmf.
     """
-    path = Path(path)
-
-    def not_result(reason):
-        return ValueError(f"{path}: not a banmf result file ({reason})")
-
-    zf, headers = _open_npz(path, not_result)
-    with zf:
-        if "meta" not in headers:
-            raise not_result("no metadata")
-        shape_, dtype = headers["meta"]
-        if len(shape_) != 1 or dtype != np.uint8 or shape_[0] > 1 << 26:
-            raise not_result("no metadata")
-        try:
-            meta = json.loads(bytes(_npz_array(zf, "meta")).decode("utf-8"))
-        except (ValueError, RecursionError):
-            raise not_result("corrupt metadata") from None
-        except Exception as exc:  # the archive's own damage (CRC, zlib, truncation)
-            raise not_result(f"damaged: {_reason(exc)}") from None
-        if not isinstance(meta, dict) or meta.get("format") != RESULT_FORMAT:
-            raise not_result("no banmf metadata")
-        version = meta.get("format_version", 0)
-        if not isinstance(version, int) or isinstance(version, bool):
-            raise not_result("corrupt metadata: format_version")
-        if version > RESULT_VERSION:
-            raise ValueError(f"{path}: written by a newer banmf (format version {version})")
-        shape, k = meta.get("shape"), meta.get("n_components")
-        if not (
-            isinstance(shape, list)
-            and len(shape) == 2
-            and all(map(_positive_int, shape))
-            and _positive_int(k)
-        ):
-            raise not_result("corrupt metadata: shape or n_components")
-        n, m = shape
-        expected = {"W": (n, -(-k // 8)), "H": (k, -(-m // 8))}
-        for key, want in expected.items():
-            if key not in headers:
-                raise not_result(f"no {key}")
-            if headers[key] != (want, np.dtype(np.uint8)):
-                raise not_result(f"{key} does not match the recorded shape")
-        if "loss_curve" in headers and (
-            len(headers["loss_curve"][0]) != 1 or headers["loss_curve"][1].kind != "f"
-        ):
-            raise not_result("the loss curve is not a list of numbers")
-        matrices = [
-            name
-            for name in ("X", "missing", "observed")
-            if {f"{name}_indptr", f"{name}_indices"} & set(headers)
-        ]
-        embedded = [f"{name}_{part}" for name in matrices for part in ("indptr", "indices")]
-        if any(
-            key not in headers or len(headers[key][0]) != 1 or headers[key][1].kind not in "iu"
-            for key in embedded
-        ):
-            raise not_result("damaged embedded matrix")
-        stored = sum(
-            _nbytes(headers[key]) for key in ("W", "H", "loss_curve", *embedded) if key in headers
-        )
-        nnz = sum(int(headers[f"{name}_indices"][0][0]) for name in matrices)
-        # The packed arrays, the unpacked factors (a byte per entry), the embedded matrices.
-        check_memory(stored + (n + m) * k + 8 * (nnz + 2 * (n + 1)), f"{path}: the factorization")
-        try:
-            data = {
-                key: _npz_array(zf, key)
-                for key in ("W", "H", "loss_curve", *embedded)
-                if key in headers
-            }
-        except Exception as exc:
-            raise not_result(f"damaged: {_reason(exc)}") from None
-    W = np.unpackbits(data["W"], axis=1, count=k).astype(bool)
-    H = np.unpackbits(data["H"], axis=1, count=m).astype(bool)
-    supports = {}
-    for name in matrices:
-        indptr, indices = _signed(data[f"{name}_indptr"]), _signed(data[f"{name}_indices"])
-        supports[name] = _stored_pattern(indptr, indices, (n, m))
-        if supports[name] is None:
-            raise not_result("damaged embedded matrix")
-    return _factorization_of(meta, W, H, data.get("loss_curve"), supports, not_result)
-
-
-def _factorization_of(meta: dict, W, H, loss_curve, supports: dict, not_result):
-    """The :class:`banmf.Factorization` of a result file's parts (metadata checked here)."""
-    from .result import Factorization
-
-    labels = meta.get("labels") or {}
-    fields = {key: meta[key] for key in _FIELD_KEYS if key in meta}
-    kinds = {"method": str, "params": dict, "info": dict, "interrupted": bool}
-    for key, kind in kinds.items():
-        if key in fields and not isinstance(fields[key], kind):
-            raise not_result(f"corrupt metadata: {key}")
-    for key in ("error", "n_iter"):
-        if key in fields and (not isinstance(fields[key], int) or isinstance(fields[key], bool)):
-            raise not_result(f"corrupt metadata: {key}")
-    for key in ("relative_error", "seconds"):
-        if key in fields and (
-            fields[key] is None
-            or not isinstance(fields[key], (int, float))
-            or isinstance(fields[key], bool)
-        ):
-            fields.pop(key)
-    rows, cols = (labels.get(key) if isinstance(labels, dict) else None for key in ("rows", "cols"))
-    for what, names, size in (("row", rows, W.shape[0]), ("column", cols, H.shape[1])):
-        if names is not None and (not isinstance(names, list) or len(names) != size):
-            raise not_result(f"corrupt metadata: {what} labels")
-    provenance = {
-        key: value for key, value in meta.items() if key not in _FIELD_KEYS + _FORMAT_KEYS
-    }
-    error = fields.pop("error", None)
-    if error is None:
-        raise not_result("corrupt metadata: error")
-    return Factorization(
-        W=W,
-        H=H,
-        error=error,
-        relative_error=fields.pop("relative_error", float("nan")),
-        **fields,
-        loss_curve=loss_curve,
-        meta=provenance,
-        X=supports.get("X"),
-        missing=supports.get("missing"),
-        observed=supports.get("observed"),
-        row_labels=rows,
-        col_labels=cols,
-    )
+    return Factorization.load(path)

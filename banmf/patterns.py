@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._boolean import transpose_mask
+from ._changes import factor_costs
 from ._validation import check_binary_matrix, check_boolean_factors
-from .polish import factor_costs
 
 __all__ = ["Pattern", "patterns"]
 

@@ -4,12 +4,45 @@ refinement returns, and which saves and loads as itself."""
 from __future__ import annotations
 
 import dataclasses
+import json
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
+from ._boolean import (
+    cell_keys,
+    in_sorted,
+    mask_union,
+    mismatches,
+    product_at,
+    product_mask,
+    support_mask_from_keys,
+)
+from ._files import (
+    atomic_path,
+    jsonable,
+    nbytes,
+    npz_array,
+    open_npz,
+    reason_of,
+    signed,
+    stored_pattern,
+    versions,
+)
+from ._memory import check_memory
+from ._validation import check_binary_matrix, check_boolean_factors, check_cells, check_unknown
+
 __all__ = ["Factorization", "relative_error"]
+
+#: The result file: a compressed ``.npz`` of W, H (bits packed), the loss curve, the data's
+#: masks and JSON metadata, told by its ``format`` and ``format_version``.
+RESULT_FORMAT = "banmf-factorization"
+RESULT_VERSION = 1
+#: Store X's support inside a result (for `banmf plot` and `banmf evaluate`) up to this size.
+EMBED_MAX_NNZ = 2_000_000
 
 #: Fitted attributes that a Factorization holds as fields of its own, or that are too large to
 #: keep in ``info`` (the continuous factors stay on the estimator).
@@ -30,6 +63,11 @@ _NOT_INFO = frozenset(
         "n_components_",
     }
 )
+#: The one registry of methods by name (:data:`banmf.METHODS`), read here for the names
+#: :meth:`Factorization.from_estimator` gives: :mod:`banmf.models` fills it with its
+#: estimators when it is imported (as it is before any of them exists), so that the result
+#: type imports no model.
+METHODS: dict[str, type] = {}
 #: Larger arrays are left out of ``info`` (it is saved as JSON).
 _INFO_MAX_SIZE = 10_000
 
@@ -134,8 +172,6 @@ class Factorization:
         **fields
             Other fields (``meta``, ``row_labels``, ...).
         """
-        from .models import METHODS
-
         estimator._check_fitted()
         if method is None:
             method = next(
@@ -172,9 +208,6 @@ class Factorization:
         """The result of Boolean factors W (n, k) and H (k, m) of the 0/1 matrix X (its
         observed ones kept in :attr:`X`; ``missing`` or ``observed`` among ``fields`` mark
         unknown cells); ``error`` is computed unless given (by a caller that knows it)."""
-        from ._boolean import mismatches
-        from ._validation import check_binary_matrix, check_boolean_factors, check_unknown
-
         X = check_binary_matrix(X)
         W, H = check_boolean_factors(W, H, X.shape)
         for name in ("missing", "observed"):
@@ -197,8 +230,6 @@ class Factorization:
     def unknown(self, X=None):
         """The data's observed ones and its unknown cells as the fit saw them:
         ``(X, Unknown or None)`` (X: the data, default :attr:`X`)."""
-        from ._validation import check_binary_matrix, check_unknown
-
         X = self._data(X)
         return check_unknown(check_binary_matrix(X), self.missing, self.observed)
 
@@ -212,9 +243,8 @@ class Factorization:
     def predict(self, rows, cols) -> np.ndarray:
         """The Boolean product ``W⊗H`` at the cells ``(rows[q], cols[q])``: the factorization's
         guess for cells whose value was unknown (:func:`banmf.predict_cells`)."""
-        from .booleanize import predict_cells
-
-        return predict_cells(self.W, self.H, rows, cols)
+        Wb, Hb = check_boolean_factors(self.W, self.H)
+        return product_at(Wb, Hb, *check_cells(rows, cols, self.shape))
 
     def complete(self, X=None) -> sp.csr_array:
         """The data with its unknown cells filled in by ``W⊗H``: observed cells keep their
@@ -231,14 +261,11 @@ class Factorization:
             With ``observed=`` data this holds every predicted one off the observed cells: as
             large as the product's ones there.
         """
-        from ._boolean import cell_keys, in_sorted, mask_union, support_mask_from_keys
-        from .booleanize import boolean_product
-
         X, unknown = self.unknown(X)
         if unknown is None:
             return X
         if unknown.observed:
-            product = cell_keys(boolean_product(self.W, self.H))
+            product = cell_keys(product_mask(*check_boolean_factors(self.W, self.H)))
             guessed = product[~in_sorted(product, cell_keys(unknown.cells))]
         else:
             keys = cell_keys(unknown.cells)
@@ -259,9 +286,7 @@ class Factorization:
     def save(self, path) -> None:
         """Write this result to ``path`` (a compressed ``.npz``), atomically; :meth:`load`
         reads it back (everything but :attr:`estimator`)."""
-        from .io import save_result
-
-        save_result(self, path)
+        _write(self, path)
 
     @classmethod
     def load(cls, path) -> Factorization:
@@ -275,9 +300,7 @@ class Factorization:
             In one line, ``"<path>: not a banmf result file (<reason>)"`` for anything else, or
             a result written by a newer banmf.
         """
-        from .io import load_result
-
-        return load_result(path)
+        return _read(path)
 
     def savable_info(self) -> dict:
         """The part of :attr:`info` that :meth:`save` keeps: values small enough for its JSON
@@ -301,3 +324,183 @@ def _small(value) -> bool:
     if isinstance(value, dict):
         return len(value) <= _INFO_MAX_SIZE and all(_small(v) for v in value.values())
     return isinstance(value, (int, float, str, bool, np.number, np.bool_)) or value is None
+
+
+#: Keys of a result's metadata that are fields of :class:`banmf.Factorization` (the rest is
+#: its ``meta``), and the keys of the format itself.
+_FIELD_KEYS = (
+    "method",
+    "params",
+    "error",
+    "relative_error",
+    "n_iter",
+    "seconds",
+    "interrupted",
+    "info",
+)
+_FORMAT_KEYS = ("format", "format_version", "shape", "n_components", "labels")
+
+
+def _write(result, path) -> None:
+    """Write ``result`` as :meth:`Factorization.save` does."""
+    W, H = check_boolean_factors(result.W, result.H)
+    n, m = W.shape[0], H.shape[1]
+    meta = {
+        **result.meta,
+        "format": RESULT_FORMAT,
+        "format_version": RESULT_VERSION,
+        "shape": [int(n), int(m)],
+        "n_components": int(W.shape[1]),
+        **{key: getattr(result, key) for key in _FIELD_KEYS},
+        "info": result.savable_info(),
+        "versions": versions(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    if result.row_labels is not None or result.col_labels is not None:
+        meta["labels"] = {"rows": result.row_labels, "cols": result.col_labels}
+    arrays = {"W": np.packbits(W, axis=1), "H": np.packbits(H, axis=1)}
+    if result.loss_curve is not None:
+        arrays["loss_curve"] = np.asarray(result.loss_curve, dtype=np.float64)
+    for name, M in (("X", result.X), ("missing", result.missing), ("observed", result.observed)):
+        if M is None:
+            continue
+        M = check_binary_matrix(M)
+        if M.shape != (n, m):
+            raise ValueError(f"{name} has shape {M.shape}, the factors give {(n, m)}")
+        if name == "X":
+            meta["nnz"] = int(M.nnz)
+        if name != "X" or M.nnz <= EMBED_MAX_NNZ:
+            arrays[f"{name}_indptr"], arrays[f"{name}_indices"] = M.indptr, M.indices
+    arrays["meta"] = np.frombuffer(json.dumps(jsonable(meta)).encode("utf-8"), dtype=np.uint8)
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.savez_compressed(fh, **arrays)
+
+
+def _positive_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _read(path) -> Factorization:
+    """The result in the file ``path`` (:meth:`Factorization.load`)."""
+    path = Path(path)
+
+    def not_result(reason):
+        return ValueError(f"{path}: not a banmf result file ({reason})")
+
+    zf, headers = open_npz(path, not_result)
+    with zf:
+        if "meta" not in headers:
+            raise not_result("no metadata")
+        shape_, dtype = headers["meta"]
+        if len(shape_) != 1 or dtype != np.uint8 or shape_[0] > 1 << 26:
+            raise not_result("no metadata")
+        try:
+            meta = json.loads(bytes(npz_array(zf, "meta")).decode("utf-8"))
+        except (ValueError, RecursionError):
+            raise not_result("corrupt metadata") from None
+        except Exception as exc:  # the archive's own damage (CRC, zlib, truncation)
+            raise not_result(f"damaged: {reason_of(exc)}") from None
+        if not isinstance(meta, dict) or meta.get("format") != RESULT_FORMAT:
+            raise not_result("no banmf metadata")
+        version = meta.get("format_version", 0)
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise not_result("corrupt metadata: format_version")
+        if version > RESULT_VERSION:
+            raise ValueError(f"{path}: written by a newer banmf (format version {version})")
+        shape, k = meta.get("shape"), meta.get("n_components")
+        if not (
+            isinstance(shape, list)
+            and len(shape) == 2
+            and all(map(_positive_int, shape))
+            and _positive_int(k)
+        ):
+            raise not_result("corrupt metadata: shape or n_components")
+        n, m = shape
+        expected = {"W": (n, -(-k // 8)), "H": (k, -(-m // 8))}
+        for key, want in expected.items():
+            if key not in headers:
+                raise not_result(f"no {key}")
+            if headers[key] != (want, np.dtype(np.uint8)):
+                raise not_result(f"{key} does not match the recorded shape")
+        if "loss_curve" in headers and (
+            len(headers["loss_curve"][0]) != 1 or headers["loss_curve"][1].kind != "f"
+        ):
+            raise not_result("the loss curve is not a list of numbers")
+        matrices = [
+            name
+            for name in ("X", "missing", "observed")
+            if {f"{name}_indptr", f"{name}_indices"} & set(headers)
+        ]
+        embedded = [f"{name}_{part}" for name in matrices for part in ("indptr", "indices")]
+        if any(
+            key not in headers or len(headers[key][0]) != 1 or headers[key][1].kind not in "iu"
+            for key in embedded
+        ):
+            raise not_result("damaged embedded matrix")
+        stored = sum(
+            nbytes(headers[key]) for key in ("W", "H", "loss_curve", *embedded) if key in headers
+        )
+        nnz = sum(int(headers[f"{name}_indices"][0][0]) for name in matrices)
+        # The packed arrays, the unpacked factors (a byte per entry), the embedded matrices.
+        check_memory(stored + (n + m) * k + 8 * (nnz + 2 * (n + 1)), f"{path}: the factorization")
+        try:
+            data = {
+                key: npz_array(zf, key)
+                for key in ("W", "H", "loss_curve", *embedded)
+                if key in headers
+            }
+        except Exception as exc:
+            raise not_result(f"damaged: {reason_of(exc)}") from None
+    W = np.unpackbits(data["W"], axis=1, count=k).astype(bool)
+    H = np.unpackbits(data["H"], axis=1, count=m).astype(bool)
+    supports = {}
+    for name in matrices:
+        indptr, indices = signed(data[f"{name}_indptr"]), signed(data[f"{name}_indices"])
+        supports[name] = stored_pattern(indptr, indices, (n, m))
+        if supports[name] is None:
+            raise not_result("damaged embedded matrix")
+    return _factorization_of(meta, W, H, data.get("loss_curve"), supports, not_result)
+
+
+def _factorization_of(meta: dict, W, H, loss_curve, supports: dict, not_result):
+    """The :class:`banmf.Factorization` of a result file's parts (metadata checked here)."""
+    labels = meta.get("labels") or {}
+    fields = {key: meta[key] for key in _FIELD_KEYS if key in meta}
+    kinds = {"method": str, "params": dict, "info": dict, "interrupted": bool}
+    for key, kind in kinds.items():
+        if key in fields and not isinstance(fields[key], kind):
+            raise not_result(f"corrupt metadata: {key}")
+    for key in ("error", "n_iter"):
+        if key in fields and (not isinstance(fields[key], int) or isinstance(fields[key], bool)):
+            raise not_result(f"corrupt metadata: {key}")
+    for key in ("relative_error", "seconds"):
+        if key in fields and (
+            fields[key] is None
+            or not isinstance(fields[key], (int, float))
+            or isinstance(fields[key], bool)
+        ):
+            fields.pop(key)
+    rows, cols = (labels.get(key) if isinstance(labels, dict) else None for key in ("rows", "cols"))
+    for what, names, size in (("row", rows, W.shape[0]), ("column", cols, H.shape[1])):
+        if names is not None and (not isinstance(names, list) or len(names) != size):
+            raise not_result(f"corrupt metadata: {what} labels")
+    provenance = {
+        key: value for key, value in meta.items() if key not in _FIELD_KEYS + _FORMAT_KEYS
+    }
+    error = fields.pop("error", None)
+    if error is None:
+        raise not_result("corrupt metadata: error")
+    return Factorization(
+        W=W,
+        H=H,
+        error=error,
+        relative_error=fields.pop("relative_error", float("nan")),
+        **fields,
+        loss_curve=loss_curve,
+        meta=provenance,
+        X=supports.get("X"),
+        missing=supports.get("missing"),
+        observed=supports.get("observed"),
+        row_labels=rows,
+        col_labels=cols,
+    )

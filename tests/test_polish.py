@@ -18,6 +18,7 @@ from banmf.polish import _bit_changes, _Fixed, polish
 
 # The module, not the function of the same name that the package exports.
 bp = sys.modules["banmf.polish"]
+bc = sys.modules["banmf._changes"]  # the bit changes that the polish counts with
 
 
 @given(st.integers(1, 5), st.integers(0, 2**31))
@@ -105,12 +106,12 @@ def test_polish_repairs_a_damaged_planted_factorization():
 def _tables(on: bool):
     """Force the off-support counts through tables (k <= TABLE_MAX_K) or bitsets, whatever
     their work."""
-    saved = bp.TABLE_WORK_RATIO
-    bp.TABLE_WORK_RATIO = np.inf if on else 0
+    saved = bc.TABLE_WORK_RATIO
+    bc.TABLE_WORK_RATIO = np.inf if on else 0
     try:
         yield
     finally:
-        bp.TABLE_WORK_RATIO = saved
+        bc.TABLE_WORK_RATIO = saved
 
 
 def _flip_oracle(Xd, W, H):
@@ -129,7 +130,7 @@ def _flip_oracle(Xd, W, H):
 @given(binary_matrices(max_n=9, max_m=9), st.sampled_from([1, 2, 3, 66]), st.integers(0, 2**31))
 def test_bit_changes_equal_the_dense_oracle(tables, Xd, k, seed):
     """Both off-support paths (subset-sum tables, bitsets per distinct pattern), any word count."""
-    if tables and k > bp.TABLE_MAX_K:
+    if tables and k > bc.TABLE_MAX_K:
         return
     rng = np.random.default_rng(seed)
     n, m = Xd.shape
@@ -318,7 +319,7 @@ def test_baselines_take_the_polish_option(cls):
 @given(st.integers(1, 6), st.integers(0, 40), st.integers(0, 2**31))
 def test_bit_tables_count_the_columns_each_bit_covers_under_every_pattern(k, m, seed):
     codes = np.random.default_rng(seed).integers(0, 1 << k, size=m)
-    T = bp._bit_tables(codes, k)
+    T = bc.bit_tables(codes, k)
     for l in range(k):
         for s in range(1 << k):
             assert T[l, s] == sum(1 for c in codes if (c >> l) & 1 and c & ~s == 0)
@@ -327,9 +328,9 @@ def test_bit_tables_count_the_columns_each_bit_covers_under_every_pattern(k, m, 
 def test_tables_only_where_their_build_pays():
     """k·2^k counts for 232 rows against 16 columns (votes at k = 16) cost 37× the bitsets; on
     wide data with many rows the tables stay (issue 30: k = 16 was a cliff)."""
-    assert not bp._use_tables(16, 16, 232) and not bp._use_tables(15, 232, 16)
-    assert bp._use_tables(16, 16470, 88162) and bp._use_tables(8, 143, 2000)
-    assert not bp._use_tables(17, 16470, 88162)  # past TABLE_MAX_K: bitsets whatever the work
+    assert not bc.use_tables(16, 16, 232) and not bc.use_tables(15, 232, 16)
+    assert bc.use_tables(16, 16470, 88162) and bc.use_tables(8, 143, 2000)
+    assert not bc.use_tables(17, 16470, 88162)  # past TABLE_MAX_K: bitsets whatever the work
     H = np.random.default_rng(0).random((16, 16)) < 0.2
     assert _Fixed(H.T.copy(), 232).tables is None
 

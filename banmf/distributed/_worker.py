@@ -2,7 +2,7 @@
 tasks of a fit, and the tasks that read and update it.
 
 A block is its rows of X, their unknown cells, the current start's multiplicative-update state
-(:class:`banmf.models._mu.MUSolver` over those rows: W's rows, Y, Y Hᵀ) and the Boolean rows
+(:class:`banmf.models.MUSolver` over those rows: W's rows, Y, Y Hᵀ) and the Boolean rows
 of the starts kept. Every task names its fit and block; a block that is not here (its worker
 died and the task ran on another, or the fit was cleaned up) raises :class:`BlockLost`,
 which the driver takes as a lost block. Tasks return only sums over the block's rows (k×k,
@@ -25,12 +25,13 @@ from pathlib import Path
 import numpy as np
 
 from .._boolean import hits_and_cover, pack_rows, transpose_mask
+from .._changes import bit_changes, factor_costs
 from .._threads import thread_budget
 from .._validation import check_binary_matrix, check_unknown
 from ..booleanize import GridRows, grid_ranks
 from ..io import read_dataset
-from ..models._mu import MUSolver
-from ..polish import bit_changes, columns_as_factors, factor_costs, polish_rows, swap_rows
+from ..models import MUSolver
+from ..polish import columns_as_factors, polish_rows, swap_rows
 
 _lock = threading.RLock()
 #: (fit, block) → its state, most recently used last.
@@ -454,7 +455,7 @@ def column_changes(
 ) -> np.ndarray:
     """The block's share of the column updates of H: per column in ``columns`` (of H's
     packed columns ``A``) and factor l (``only``: that one), the change in error on the
-    block's rows from switching bit l (:func:`banmf.polish.bit_changes`)."""
+    block's rows from switching bit l (:func:`banmf._changes.bit_changes`)."""
     with _use(fit, b) as block:
         unknown = None if block.unknown is None else block.unknown.T
         return bit_changes(block.Xt, A, block.kept[start][1], columns, unknown, only)
@@ -478,7 +479,7 @@ def set_threshold(fit: str, b: int, start, l: int, t: float) -> None:
 
 
 def swap_costs(fit: str, b: int, start, Ht: np.ndarray) -> tuple:
-    """The block's share of :func:`banmf.polish.factor_costs` for the kept start's rows:
+    """The block's share of :func:`banmf._changes.factor_costs` for the kept start's rows:
     ``(removal (k,), cover (m, k + 1))``."""
     with _use(fit, b) as block:
         return factor_costs(block.X, block.Xt, block.kept[start][1], Ht, block.unknown)

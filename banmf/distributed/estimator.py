@@ -17,8 +17,7 @@ from .._progress import StartProgress
 from .._signals import Interruptions, deferred_interrupts
 from .._validation import check_n_components, check_random_state
 from ..booleanize import balance_scales, grid_points, grid_ranks, search_grid
-from ..models._base import budgeted, store_params
-from ..models._mu import h_step, objective_value
+from ..models import budgeted, h_step, objective_value, store_params
 from ..models.banmf import BANMF as _BANMF
 from ..models.banmf import settled
 from ..polish import best_cut, choose_swap, flip_rows, top_columns

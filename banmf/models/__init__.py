@@ -1,5 +1,16 @@
-"""Factorization methods, one module each, behind one name → class registry."""
+"""Factorization methods, one module each, behind one name → class registry.
 
+Besides the estimators (``__all__``), the pieces that the Dask backend (:mod:`banmf.distributed`)
+runs as one machine does: the MU solver and steps, the estimators' ``budgeted`` and
+``store_params``.
+"""
+
+from ..result import METHODS
+from ._base import budgeted as budgeted
+from ._base import store_params as store_params
+from ._mu import MUSolver as MUSolver
+from ._mu import h_step as h_step
+from ._mu import objective_value as objective_value
 from .asso import ASSO
 from .banmf import BANMF, PAPER_CONFIG
 from .grecond import GreConD
@@ -10,20 +21,23 @@ from .panda import PaNDa
 from .pnlpf import PNLPF
 from .zhang import ZhangThreshold
 
-#: Every registered method by name; it feeds :func:`banmf.factorize`, the CLI and the tests.
-METHODS: dict[str, type] = {
-    "banmf": BANMF,
-    "reg-banmf": RegularizedBANMF,
-    "nmf": NMF,
-    "reg-nmf": RegularizedNMF,
-    "asso": ASSO,
-    "pnlpf": PNLPF,
-    "zhang-threshold": ZhangThreshold,
-    "grecond": GreConD,
-    "ormachine": OrMachine,
-    "message-passing": MessagePassing,
-    "panda": PaNDa,
-}
+#: Every registered method by name; it feeds :func:`banmf.factorize`, the CLI and the tests
+#: (the dict of :mod:`banmf.result`, which names the method of a result from it).
+METHODS.update(
+    {
+        "banmf": BANMF,
+        "reg-banmf": RegularizedBANMF,
+        "nmf": NMF,
+        "reg-nmf": RegularizedNMF,
+        "asso": ASSO,
+        "pnlpf": PNLPF,
+        "zhang-threshold": ZhangThreshold,
+        "grecond": GreConD,
+        "ormachine": OrMachine,
+        "message-passing": MessagePassing,
+        "panda": PaNDa,
+    }
+)
 
 __all__ = [
     "ASSO",
