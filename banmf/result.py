@@ -189,10 +189,10 @@ class Factorization:
     @property
     def n_observed(self) -> int:
         """Observed cells (every cell when nothing was unknown)."""
+        from ._boolean import count_unknown
+
         n, m = self.shape
-        if self.missing is not None:
-            return n * m - self.missing.nnz
-        return n * m if self.observed is None else self.observed.nnz
+        return n * m - count_unknown(self.shape, self.missing, self.observed)
 
     def unknown(self, X=None):
         """The data's observed ones and its unknown cells as the fit saw them:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from .exits import EXIT_OK, UsageError
-from .inputs import check_target, matching_data, read_input, sha256, unknown_cells, unknown_count
+from .inputs import check_target, matching_data, read_input, sha256, unknown_cells
 from .render import emit, plural
 
 
@@ -15,8 +15,10 @@ def cmd_info(args, out, err) -> int:
     ds = read_input(args.input, args.format)
     X = ds.X
     n, m = X.shape
-    unknown = unknown_count(unknown_cells(args, ds), X.shape)
+    from .._boolean import count_unknown
     from ..io import matrix_stats  # nothing of the shape's size: a huge header answers at once
+
+    unknown = count_unknown(X.shape, **unknown_cells(args, ds))
 
     record = {
         "input": args.input,
@@ -95,6 +97,7 @@ def cmd_generate(args, out, err) -> int:
 
 
 def cmd_evaluate(args, out, err) -> int:
+    from .._boolean import count_unknown
     from .._validation import check_unknown
     from ..booleanize import error_counts
     from ..result import Factorization, relative_error
@@ -118,7 +121,7 @@ def cmd_evaluate(args, out, err) -> int:
         "relative_error": relative_error(error, X.nnz),
         "false_negatives": fn,
         "false_positives": fp,
-        "unknown_cells": unknown_count(masks, X.shape),
+        "unknown_cells": count_unknown(X.shape, **masks),
         "recorded_error": saved.error,
     }
     lines = [
@@ -131,7 +134,7 @@ def cmd_evaluate(args, out, err) -> int:
 
 
 def cmd_complete(args, out, err) -> int:
-    from .._boolean import cell_keys, mask_difference
+    from .._boolean import cell_keys, count_unknown, mask_difference
     from ..io import FORMATS, write_matrix
     from ..result import Factorization
 
@@ -171,7 +174,7 @@ def cmd_complete(args, out, err) -> int:
     record = {
         "input": args.input,
         "result": args.result,
-        "unknown_cells": unknown_count(masks, X.shape),
+        "unknown_cells": count_unknown(X.shape, **masks),
         "filled_ones": ones,
         "out": args.out,
     }

@@ -9,17 +9,16 @@ from .exits import EXIT_OK, UsageError
 from .inputs import (
     check_target,
     estimator_params,
-    observed_count,
     read_input,
     sha256,
     unknown_cells,
-    unknown_count,
 )
 from .render import Progress, emit, fit_lines, pattern_lines, plural, refinement_lines, start_numba
 
 
 def cmd_factorize(args, out, err) -> int:
     from .. import __version__
+    from .._boolean import count_unknown, join_unknown
     from ..api import factorize
     from ..booleanize import error_counts
     from ..exceptions import Interrupted
@@ -40,21 +39,17 @@ def cmd_factorize(args, out, err) -> int:
     masks = unknown_cells(args, ds)
     fit_masks, hidden = masks, None
     if args.hold_out:
-        from .._boolean import mask_difference, mask_union
         from ..model_selection import mask_entries
 
         hidden = mask_entries(X, args.hold_out, random_state=args.seed, **masks)
         if hidden.nnz == 0:
+            observed = X.shape[0] * X.shape[1] - count_unknown(X.shape, **masks)
             raise UsageError(
-                f"--hold-out {args.hold_out:g} holds out no cell of the "
-                f"{observed_count(masks, X.shape)} observed cells; give a larger fraction"
+                f"--hold-out {args.hold_out:g} holds out no cell of the {observed} observed "
+                "cells; give a larger fraction"
             )
-        if masks["observed"] is not None:
-            fit_masks = {"missing": None, "observed": mask_difference(masks["observed"], hidden)}
-        elif masks["missing"] is not None:
-            fit_masks = {"missing": mask_union(masks["missing"], hidden), "observed": None}
-        else:
-            fit_masks = {"missing": hidden, "observed": None}
+        # Fitted with the hidden cells unknown as well, in the form the data's are given.
+        fit_masks = dict(zip(("missing", "observed"), join_unknown(hidden, **masks)))
     record = {
         "input": args.input,
         "shape": list(X.shape),
@@ -84,7 +79,7 @@ def cmd_factorize(args, out, err) -> int:
     )
     n, m = X.shape
     fn, fp = error_counts(X, result.W, result.H, **fit_masks)
-    unknown = unknown_count(masks, X.shape)
+    unknown = count_unknown(X.shape, **masks)
     observed_cells = result.n_observed
     # The relative error divides by the observed ones the fit saw: fewer than X's nonzeros
     # when some are unknown or held out.

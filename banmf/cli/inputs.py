@@ -33,10 +33,10 @@ def unknown_cells(args, ds) -> dict:
     """The data's unknown cells as ``fit`` takes them (``missing=`` / ``observed=``): the
     cells the file leaves unknown (``?``, ``NA``, blank; a mask it carries) joined with
     ``--missing FILE``, or the cells of ``--observed FILE`` less those."""
-    from .._boolean import mask_difference, mask_union
+    from .._boolean import join_unknown
 
     n, m = ds.X.shape
-    masks = {"missing": ds.missing, "observed": None}
+    given = {}
     for option in ("missing", "observed"):
         path = getattr(args, option, None)
         if not path:
@@ -46,23 +46,9 @@ def unknown_cells(args, ds) -> dict:
             raise UsageError(
                 f"--{option} {path} is {mask.shape[0]}×{mask.shape[1]} but the data is {n}×{m}"
             )
-        if option == "missing":
-            masks["missing"] = mask if ds.missing is None else mask_union(ds.missing, mask)
-        else:
-            masks["observed"] = mask if ds.missing is None else mask_difference(mask, ds.missing)
-            masks["missing"] = None
-    return masks
-
-
-def observed_count(masks: dict, shape: tuple[int, int]) -> int:
-    return shape[0] * shape[1] - unknown_count(masks, shape)
-
-
-def unknown_count(masks: dict, shape: tuple[int, int]) -> int:
-    n, m = shape
-    if masks["observed"] is not None:
-        return n * m - masks["observed"].nnz
-    return 0 if masks["missing"] is None else masks["missing"].nnz
+        given[option] = mask
+    missing, observed = join_unknown(ds.missing, **given)
+    return {"missing": missing, "observed": observed}
 
 
 def sha256(path: str) -> str:
