@@ -5,6 +5,7 @@ Results go to stdout (a short table, or JSON with ``--json``); progress and diag
 stderr. Exit codes: 0 ok, 2 bad usage or bad input (one line, no traceback), 1 internal error,
 141 stdout closed early (``| head``), 130 / 143 interrupted by SIGINT (Ctrl-C) / SIGTERM. The first signal finishes the best result so
 far (written, if asked, and reported as interrupted); a second one aborts, writing nothing.
+An internal error is one line; ``--debug`` (or ``BANMF_DEBUG=1``) prints its traceback first.
 
 The package parses, renders and maps errors to exit codes; every computation is a library call.
 :mod:`.parser` builds the options, :mod:`.inputs` turns them into the library's inputs,
@@ -20,6 +21,7 @@ import json
 import os
 import signal
 import sys
+import traceback
 import warnings
 
 from .._signals import signals_interrupt
@@ -103,6 +105,8 @@ def main(argv=None, *, stdout=None, stderr=None) -> int:
             )
             return EXIT_USAGE
         except Exception as exc:  # anything else is our bug: say so, briefly
+            if args.debug or os.environ.get("BANMF_DEBUG", "") not in ("", "0"):
+                traceback.print_exc(file=err)
             err.write(f"banmf: internal error: {type(exc).__name__}: {exc} (please report it)\n")
             return EXIT_INTERNAL
 

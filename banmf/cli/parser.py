@@ -82,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="banmf", description="Boolean matrix factorization of sparse binary data."
     )
     parser.add_argument("--version", action="version", version=f"banmf {__version__}")
+    debug = "on an internal error (exit 1), print the traceback (as BANMF_DEBUG=1 does)"
+    parser.add_argument("--debug", action="store_true", help=debug)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     positive = _int_at_least(1, "a positive integer")
     formats = ", ".join(FORMATS)
