@@ -134,7 +134,7 @@ def cmd_evaluate(args, out, err) -> int:
 
 
 def cmd_complete(args, out, err) -> int:
-    from .._boolean import cell_keys, count_unknown, mask_difference
+    from .._boolean import count_unknown
     from ..io import FORMATS, write_matrix
     from ..result import Factorization
 
@@ -158,18 +158,11 @@ def cmd_complete(args, out, err) -> int:
             f"{args.input} has no unknown cells to fill in: mark them in the file (?, NA or "
             "blank cells) or give --missing FILE / --observed FILE"
         )
-    completed = saved.replace(**masks).complete(X)
-    _, unknown = saved.replace(**masks).unknown(X)
+    fitted = saved.replace(**masks)
+    keys, values = fitted.filled(X)  # values None: the predicted ones off observed cells
     n, m = X.shape
     rows_named = ds.row_labels or saved.row_labels
     cols_named = ds.col_labels or saved.col_labels
-    if unknown.observed:
-        # Every unobserved cell is filled: list the ones (a recommendation list), not n·m.
-        filled = mask_difference(mask_difference(completed, X), unknown.cells)
-        keys, values = cell_keys(filled), None
-    else:
-        keys = cell_keys(unknown.cells)
-        values = saved.predict(keys // m, keys % m)
     ones = int(len(keys) if values is None else values.sum())
     record = {
         "input": args.input,
@@ -179,6 +172,7 @@ def cmd_complete(args, out, err) -> int:
         "out": args.out,
     }
     if args.out:
+        completed = fitted.complete(X)
         write_matrix(completed, args.out, row_labels=rows_named, col_labels=cols_named)
         args.written = args.out
     if args.json or not args.out:
