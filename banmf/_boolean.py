@@ -24,11 +24,13 @@ __all__ = [
     "Packed",
     "Unknown",
     "cell_keys",
+    "count_unknown",
     "cover_count",
     "csr_from_parts",
     "decode_codes",
     "hits_and_cover",
     "in_sorted",
+    "join_unknown",
     "mask_difference",
     "mask_union",
     "mismatches",
@@ -238,6 +240,27 @@ def mask_difference(A: sp.csr_array, B: sp.csr_array) -> sp.csr_array:
     """The cells of the canonical mask A that are not in B (of A's shape)."""
     keys = cell_keys(A)
     return support_mask_from_keys(keys[~in_sorted(keys, cell_keys(B))], A.shape)
+
+
+def join_unknown(cells, missing=None, observed=None) -> tuple:
+    """Unknown cells given as ``missing`` (the unknown cells) or ``observed`` (the observed
+    ones; or an :class:`Unknown`'s observed zeros), with the canonical mask ``cells`` unknown as
+    well, in the same form: ``(missing, observed)``. The one way unknown cells are joined: a
+    file's or a frame's own to ``missing=`` / ``observed=``, hidden cells to a fit's."""
+    if cells is None:
+        return missing, observed
+    if observed is not None:
+        return None, mask_difference(observed, cells)
+    return (cells if missing is None else mask_union(missing, cells)), None
+
+
+def count_unknown(shape: tuple[int, int], missing=None, observed=None) -> int:
+    """Unknown cells of a matrix of ``shape`` whose unknown cells are given as ``missing`` or
+    ``observed`` (canonical masks; neither: none is unknown)."""
+    n, m = shape
+    if observed is not None:
+        return n * m - observed.nnz
+    return 0 if missing is None else missing.nnz
 
 
 # -- error counts --------------------------------------------------------------------------

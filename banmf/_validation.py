@@ -18,8 +18,8 @@ from ._boolean import (
     cell_keys,
     csr_from_parts,
     in_sorted,
+    join_unknown,
     mask_difference,
-    mask_union,
     support_mask,
     support_mask_from_keys,
 )
@@ -278,14 +278,11 @@ def check_unknown(
     carried = getattr(X, _CARRIED, None)  # X's own unknown cells (a Dataset's, a frame's NA)
     if carried is not None:
         X = csr_from_parts(X.indptr, X.indices, X.shape)
-        if observed is not None:
-            observed = mask_difference(_checked_mask(X, observed, "observed"), carried)
-        else:
-            missing = (
-                carried
-                if missing is None
-                else mask_union(_checked_mask(X, missing, "missing"), carried)
-            )
+        missing, observed = join_unknown(
+            carried,
+            None if missing is None else _checked_mask(X, missing, "missing"),
+            None if observed is None else _checked_mask(X, observed, "observed"),
+        )
     if missing is None and observed is None:
         return X, None
     name = "missing" if missing is not None else "observed"

@@ -732,11 +732,10 @@ def _turned(curves: list, k: int, patience: int) -> bool:
 
 def _hide(X, unknown, cells):
     """X and its unknown cells with ``cells`` (observed ones) hidden as well: trusted."""
-    from ._boolean import Unknown, mask_difference, mask_union
+    from ._boolean import Unknown, join_unknown, mask_difference
 
-    visible = mask_difference(X, cells)
-    if unknown is None:
-        return visible, Unknown(cells, observed=False)
-    if unknown.observed:
-        return visible, Unknown(mask_difference(unknown.cells, cells), observed=True)
-    return visible, Unknown(mask_union(unknown.cells, cells), observed=False)
+    form = "observed" if unknown is not None and unknown.observed else "missing"
+    missing, observed = join_unknown(cells, **({} if unknown is None else {form: unknown.cells}))
+    return mask_difference(X, cells), Unknown(
+        missing if observed is None else observed, observed=observed is not None
+    )

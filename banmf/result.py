@@ -222,10 +222,10 @@ class Factorization:
     @property
     def n_observed(self) -> int:
         """Observed cells (every cell when nothing was unknown)."""
+        from ._boolean import count_unknown
+
         n, m = self.shape
-        if self.missing is not None:
-            return n * m - self.missing.nnz
-        return n * m if self.observed is None else self.observed.nnz
+        return n * m - count_unknown(self.shape, self.missing, self.observed)
 
     def unknown(self, X=None):
         """The data's observed ones and its unknown cells as the fit saw them:
@@ -261,17 +261,42 @@ class Factorization:
             With ``observed=`` data this holds every predicted one off the observed cells: as
             large as the product's ones there.
         """
-        X, unknown = self.unknown(X)
+        X, unknown, keys, values = self._guesses(X)
         if unknown is None:
             return X
+        guessed = keys if values is None else keys[values]
+        return mask_union(X, support_mask_from_keys(guessed, X.shape))
+
+    def filled(self, X=None) -> tuple[np.ndarray, np.ndarray | None]:
+        """The cells :meth:`complete` fills in, as sorted row-major keys ``i * m + j``, and
+        their predicted values (bool).
+
+        With ``missing=`` data: every unknown cell and its value. With ``observed=`` data, where
+        most cells are unknown: only those predicted 1 (that are not ones of X), and values
+        None: a list of recommendations, not n·m cells. Nothing is unknown: none.
+        """
+        data = check_binary_matrix(self._data(X))
+        _, unknown, keys, values = self._guesses(data)
+        if unknown is None:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
+        if unknown.observed:
+            return keys[~in_sorted(keys, cell_keys(data))], None
+        return keys, values
+
+    def _guesses(self, X):
+        """``(X, unknown, keys, values)``: the data's observed ones and unknown cells (as
+        :meth:`unknown`), and the product's guesses there: every unknown cell's key and value,
+        or, with ``observed=`` data, the keys of the product's ones off the observed zeros
+        (values None)."""
+        X, unknown = self.unknown(X)
+        if unknown is None:
+            return X, None, None, None
         if unknown.observed:
             product = cell_keys(product_mask(*check_boolean_factors(self.W, self.H)))
-            guessed = product[~in_sorted(product, cell_keys(unknown.cells))]
-        else:
-            keys = cell_keys(unknown.cells)
-            m = X.shape[1]
-            guessed = keys[self.predict(keys // m, keys % m)]
-        return mask_union(X, support_mask_from_keys(guessed, X.shape))
+            return X, unknown, product[~in_sorted(product, cell_keys(unknown.cells))], None
+        keys = cell_keys(unknown.cells)
+        m = X.shape[1]
+        return X, unknown, keys, self.predict(keys // m, keys % m)
 
     def patterns(self, X=None, *, top: int | None = None) -> list:
         """Every factor as a pattern, largest contribution first: :func:`banmf.patterns`."""

@@ -254,11 +254,31 @@ def test_shape_mismatch_in_evaluate(tmp_path):
 
 
 def test_internal_error_exits_1(monkeypatch):
-    import banmf.cli
+    import banmf.cli.data
 
-    monkeypatch.setattr(banmf.cli, "_read_input", lambda *args: 1 / 0)
+    monkeypatch.delenv("BANMF_DEBUG", raising=False)
+    # A bug in the library below info (its reader, here): exit 1, said as a bug.
+    monkeypatch.setattr(banmf.cli.data, "read_input", lambda *args: 1 / 0)
     code, _, err = run("info", ZOO)
     assert code == 1 and "internal error: ZeroDivisionError" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_debug_shows_the_traceback_of_an_internal_error(monkeypatch, how):
+    import banmf.cli.data
+
+    monkeypatch.setattr(banmf.cli.data, "read_input", lambda *args: 1 / 0)
+    monkeypatch.delenv("BANMF_DEBUG", raising=False)
+    if how == "environment":
+        monkeypatch.setenv("BANMF_DEBUG", "1")
+    code, _, err = run(*(["--debug"] if how == "option" else []), "info", ZOO)
+    assert code == 1 and "Traceback (most recent call last)" in err and "1 / 0" in err
+    assert err.strip().splitlines()[-1].startswith("banmf: internal error: ZeroDivisionError")
+    # Bad input stays one line, with or without --debug.
+    monkeypatch.undo()
+    code, _, err = run("--debug", "info", "nothere.mtx")
+    assert code == 2 and "Traceback" not in err
 
 
 def test_installed_entry_point_and_module():

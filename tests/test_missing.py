@@ -351,6 +351,12 @@ def test_predict_and_complete_against_the_dense_product(problem, k, seed):
     assert res.error == ref.boolean_error(Xd, W, H, ~unknown)
     assert res.n_observed == int((~unknown).sum())
     np.testing.assert_array_equal(res.complete().toarray(), np.where(unknown, P, Xd))
+    keys, values = res.filled()  # the cells complete() fills in
+    if values is None:  # observed= data: the unknown cells predicted 1
+        np.testing.assert_array_equal(keys, np.flatnonzero(unknown & P.astype(bool)))
+    else:
+        np.testing.assert_array_equal(keys, np.flatnonzero(unknown))
+        np.testing.assert_array_equal(values, P[unknown].astype(bool))
 
 
 def test_predict_cells_refuses_cells_outside_the_matrix():

@@ -1,0 +1,204 @@
+"""Commands about a matrix file: ``info``, ``generate``, ``evaluate``, ``complete``."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from .exits import EXIT_OK, UsageError
+from .inputs import check_target, matching_data, read_input, sha256, unknown_cells
+from .render import emit, plural
+
+
+def cmd_info(args, out, err) -> int:
+    ds = read_input(args.input, args.format)
+    X = ds.X
+    n, m = X.shape
+    from .._boolean import count_unknown
+    from ..io import matrix_stats  # nothing of the shape's size: a huge header answers at once
+
+    unknown = count_unknown(X.shape, **unknown_cells(args, ds))
+
+    record = {
+        "input": args.input,
+        "shape": [n, m],
+        "nnz": int(X.nnz),
+        "density": X.nnz / (n * m),
+        **matrix_stats(X),
+        "has_labels": ds.row_labels is not None or ds.col_labels is not None,
+        "unknown_cells": unknown,
+    }
+    shown = {
+        **record,
+        "shape": f"{n}×{m}",
+        "density": f"{record['density']:.4g}",
+        "has_labels": "yes" if record["has_labels"] else "no",
+        "unknown_cells": f"{unknown} ({100 * unknown / (n * m):.3g} %)" if unknown else "none",
+    }
+    lines = [f"{k.replace('_', ' '):<15} {v}" for k, v in shown.items()]
+    emit(args, record, lines, out)
+    return EXIT_OK
+
+
+def cmd_generate(args, out, err) -> int:
+    from ..datasets import make_boolean
+    from ..io import FORMATS, write_matrix
+    from ..result import Factorization
+
+    suffixes = tuple(f".{f}" for f in FORMATS) + (".mtx.gz",)
+    check_target(args.output, "OUTPUT", suffixes=suffixes)
+    if args.factors:
+        if Path(args.factors).resolve() == Path(args.output).resolve():
+            raise UsageError(
+                f"--factors {args.factors} is OUTPUT itself; give the planted factors a file "
+                "of their own"
+            )
+        check_target(args.factors, "--factors", inputs=[args.output])
+    X, W, H = make_boolean(
+        args.n, args.m, args.k, args.density, noise=args.noise, random_state=args.seed
+    )
+    write_matrix(X, args.output)
+    record = {
+        "output": args.output,
+        "shape": [args.n, args.m],
+        "nnz": int(X.nnz),
+        "k": args.k,
+        "density": args.density,
+        "noise": args.noise,
+        "seed": args.seed,
+        "factors": args.factors,
+    }
+    if args.factors:
+        planted = Factorization.from_factors(
+            X,
+            W,
+            H,
+            method="planted",
+            meta={"input": args.output, "input_sha256": sha256(args.output)},
+            params={
+                "n": args.n,
+                "m": args.m,
+                "k": args.k,
+                "density": args.density,
+                "noise": args.noise,
+                "seed": args.seed,
+            },
+        )
+        planted.save(args.factors)
+        record["planted_error"] = planted.error
+    lines = [f"wrote {args.output}: {args.n}×{args.m}, {X.nnz} nonzeros (planted k={args.k})"]
+    if args.factors:
+        lines.append(
+            f"wrote {args.factors}: planted factors (error {record['planted_error']} against X)"
+        )
+    emit(args, record, lines, out)
+    return EXIT_OK
+
+
+def cmd_evaluate(args, out, err) -> int:
+    from .._boolean import count_unknown
+    from .._validation import check_unknown
+    from ..booleanize import error_counts
+    from ..result import Factorization, relative_error
+
+    saved = Factorization.load(args.result)
+    ds = read_input(args.input, args.format)
+    X = ds.X
+    matching_data(X, args.input, saved, args.result)
+    masks = unknown_cells(args, ds)
+    if not args.missing and not args.observed and ds.missing is None:
+        masks = {"missing": saved.missing, "observed": saved.observed}  # as it was fitted
+    fn, fp = error_counts(X, saved.W, saved.H, **masks)
+    X = check_unknown(X, **masks)[0]
+    error = fn + fp
+    record = {
+        "input": args.input,
+        "result": args.result,
+        "method": saved.method,
+        "n_components": saved.n_components,
+        "error": error,
+        "relative_error": relative_error(error, X.nnz),
+        "false_negatives": fn,
+        "false_positives": fp,
+        "unknown_cells": count_unknown(X.shape, **masks),
+        "recorded_error": saved.error,
+    }
+    lines = [
+        f"error           {error} ({fn} ones missed, {fp} zeros covered)",
+        f"relative error  {record['relative_error']:.4f} (error / nnz)",
+        f"factorization   {saved.method}, k={saved.n_components}",
+    ]
+    emit(args, record, lines, out)
+    return EXIT_OK
+
+
+def cmd_complete(args, out, err) -> int:
+    from .._boolean import count_unknown
+    from ..io import FORMATS, write_matrix
+    from ..result import Factorization
+
+    if args.out:
+        suffixes = tuple(f".{f}" for f in FORMATS) + (".mtx.gz", ".csv.gz", ".tsv.gz")
+        check_target(
+            args.out,
+            "--out",
+            inputs=[args.input, args.result, args.missing, args.observed],
+            suffixes=suffixes,
+        )
+    saved = Factorization.load(args.result)
+    ds = read_input(args.input, args.format)
+    X = ds.X
+    matching_data(X, args.input, saved, args.result)
+    masks = unknown_cells(args, ds)
+    if masks["missing"] is None and masks["observed"] is None:
+        masks = {"missing": saved.missing, "observed": saved.observed}  # as it was fitted
+    if masks["missing"] is None and masks["observed"] is None:
+        raise UsageError(
+            f"{args.input} has no unknown cells to fill in: mark them in the file (?, NA or "
+            "blank cells) or give --missing FILE / --observed FILE"
+        )
+    fitted = saved.replace(**masks)
+    keys, values = fitted.filled(X)  # values None: the predicted ones off observed cells
+    n, m = X.shape
+    rows_named = ds.row_labels or saved.row_labels
+    cols_named = ds.col_labels or saved.col_labels
+    ones = int(len(keys) if values is None else values.sum())
+    record = {
+        "input": args.input,
+        "result": args.result,
+        "unknown_cells": count_unknown(X.shape, **masks),
+        "filled_ones": ones,
+        "out": args.out,
+    }
+    if args.out:
+        completed = fitted.complete(X)
+        write_matrix(completed, args.out, row_labels=rows_named, col_labels=cols_named)
+        args.written = args.out
+    if args.json or not args.out:
+        entries = [
+            {
+                "row": rows_named[i] if rows_named else int(i),
+                "column": cols_named[j] if cols_named else int(j),
+                "value": 1 if values is None else int(values[q]),
+            }
+            for q, (i, j) in enumerate(zip(keys // m, keys % m))
+        ]
+    if args.json:
+        if not args.out:
+            record["filled"] = entries
+        out.write(json.dumps(record, indent=2, default=str) + "\n")
+        return EXIT_OK
+    what = "unobserved cells predicted 1" if values is None else "unknown cells filled in"
+    if args.out:
+        out.write(
+            f"wrote {args.out}: {n}×{m}, {plural(record['unknown_cells'], 'unknown cell')} "
+            f"filled in by {saved.method} (k={saved.n_components}), {ones} of them as 1\n"
+        )
+        return EXIT_OK
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["row", "column", "value"])
+    for entry in entries:
+        writer.writerow([entry["row"], entry["column"], entry["value"]])
+    err.write(f"banmf: {len(entries)} {what}\n")
+    return EXIT_OK

@@ -1,0 +1,324 @@
+"""``banmf factorize``: a fit on this machine, or BANMF on a Dask cluster (``--scheduler``)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from .exits import EXIT_OK, UsageError
+from .inputs import (
+    check_target,
+    estimator_params,
+    read_input,
+    sha256,
+    unknown_cells,
+)
+from .render import Progress, emit, fit_lines, pattern_lines, plural, refinement_lines, start_numba
+
+
+def cmd_factorize(args, out, err) -> int:
+    from .. import __version__
+    from .._boolean import count_unknown, join_unknown
+    from ..api import factorize
+    from ..booleanize import error_counts
+    from ..exceptions import Interrupted
+    from ..io import jsonable
+    from ..models import METHODS
+
+    if args.method not in METHODS:
+        raise UsageError(
+            f"--method: unknown method {args.method!r}; choose one of {', '.join(METHODS)}"
+        )
+    params = estimator_params(args, METHODS[args.method])
+    if args.scheduler:
+        return _factorize_distributed(args, out, err, params)
+    if args.out:
+        check_target(args.out, "--out", inputs=[args.input, args.missing, args.observed])
+    ds = read_input(args.input, args.format)
+    X = ds.X
+    masks = unknown_cells(args, ds)
+    fit_masks, hidden = masks, None
+    if args.hold_out:
+        from ..model_selection import mask_entries
+
+        hidden = mask_entries(X, args.hold_out, random_state=args.seed, **masks)
+        if hidden.nnz == 0:
+            observed = X.shape[0] * X.shape[1] - count_unknown(X.shape, **masks)
+            raise UsageError(
+                f"--hold-out {args.hold_out:g} holds out no cell of the {observed} observed "
+                "cells; give a larger fraction"
+            )
+        # Fitted with the hidden cells unknown as well, in the form the data's are given.
+        fit_masks = dict(zip(("missing", "observed"), join_unknown(hidden, **masks)))
+    record = {
+        "input": args.input,
+        "shape": list(X.shape),
+        "nnz": int(X.nnz),
+        "method": args.method,
+        "n_components": args.k,
+        "seed": args.seed,
+    }
+    progress = Progress(err, f"fitting {args.method}", enabled=not args.quiet)
+    signalled = False
+    with progress:
+        start_numba()
+        start = time.perf_counter()
+        try:
+            result = factorize(
+                X, args.k, args.method, random_state=args.seed, **fit_masks, **params
+            )
+        except Interrupted as exc:  # the first signal: the best result so far
+            result, signalled = exc.result, True
+    # The fit's own time: the first run's compilation is reported apart.
+    seconds = time.perf_counter() - start - progress.compile_seconds
+    result = result.replace(
+        seconds=seconds,
+        row_labels=ds.row_labels,
+        col_labels=ds.col_labels,
+        meta={"input": str(args.input), "input_sha256": sha256(args.input), "seed": args.seed},
+    )
+    n, m = X.shape
+    fn, fp = error_counts(X, result.W, result.H, **fit_masks)
+    unknown = count_unknown(X.shape, **masks)
+    observed_cells = result.n_observed
+    # The relative error divides by the observed ones the fit saw: fewer than X's nonzeros
+    # when some are unknown or held out.
+    fitted_ones = X.nnz if result.X is None else int(result.X.nnz)
+    record.update(
+        {
+            "n_components": result.n_components,  # capped at min(n, m): the k fitted
+            "n_components_asked": args.k,
+            "unknown_cells": unknown,
+            "observed_cells": observed_cells,
+            "error": result.error,
+            "relative_error": result.relative_error,
+            "false_negatives": fn,
+            "false_positives": fp,
+            "n_iter": result.n_iter,
+            "seconds": round(seconds, 4),
+            "compile_seconds": round(progress.compile_seconds, 4),
+            "interrupted": result.interrupted,
+            "signal": args.signals.name if signalled else None,
+            "out": args.out,
+            "params": jsonable(result.params),
+            "version": __version__,
+        }
+    )
+    if args.out:
+        result.save(args.out)
+        args.written = args.out
+    compiling = progress.compile_seconds
+    lines = fit_lines(
+        args,
+        result,
+        nnz=X.nnz,
+        fitted_ones=fitted_ones,
+        observed_cells=observed_cells,
+        unknown=unknown,
+        split=(fn, fp),
+        compiling=compiling,
+    )
+    if hidden is not None:
+        from ..model_selection import held_out_scores
+
+        scores = held_out_scores(X, result.W, result.H, hidden)
+        record["held_out"] = {"fraction": args.hold_out, "seed": args.seed, **scores}
+        f1 = "n/a, no ones held out" if scores["f1"] is None else f"{scores['f1']:.4f}"
+        lines.append(
+            f"held out        {scores['cells']} observed cells ({100 * args.hold_out:g} %): "
+            f"{scores['errors']} wrong (accuracy {scores['accuracy']:.4f}, F1 on the ones {f1})"
+        )
+    lines += refinement_lines(result.info, record)
+    if record["interrupted"]:
+        why = f"by {record['signal']}" if signalled else "by request"
+        lines.append(f"interrupted     {why}: the best result so far")
+    if args.out:
+        lines.append(f"saved           {args.out}")
+    if args.show:
+        found = result.patterns(X, top=args.top)
+        record["patterns"] = [pattern.to_dict() for pattern in found]
+        lines += ["", *pattern_lines(found)]
+    emit(args, record, lines, out)
+    return args.signals.exit_code if signalled else EXIT_OK
+
+
+def _blocks_input(args):
+    """The input of a distributed fit: ``(blocks, data, masks)``. Row-block files (a folder or
+    a glob pattern) give ``data`` and ``masks`` None; one matrix file is read and cut into
+    blocks here, and ``data`` is its dataset, ``masks`` its unknown cells as one machine's
+    fit takes them."""
+    from ..distributed import BlockMatrix, read_blocks
+
+    path = Path(args.input)
+    if path.is_dir() or (not path.exists() and any(c in args.input for c in "*?[")):
+        if args.missing or args.observed:
+            raise UsageError("--missing/--observed: row-block files carry their unknown cells")
+        try:
+            return read_blocks(args.input), None, None
+        except (FileNotFoundError, ValueError) as exc:
+            raise UsageError(f"{args.input}: {exc}") from None
+    ds = read_input(args.input, args.format)
+    masks = unknown_cells(args, ds)
+    return BlockMatrix.from_matrix(ds.X, **masks), ds, masks
+
+
+def _connect(args, err):
+    """The Dask client of ``--scheduler``: a new LocalCluster for "local", else the scheduler
+    at that address, waited for as long as Dask's connect timeout
+    (``distributed.comm.timeouts.connect``, 30 s unless set), said on stderr first."""
+    import dask
+    from dask.utils import parse_timedelta
+    from distributed import Client, LocalCluster
+
+    timeout = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s")
+    say = (lambda text: err.write(text + "\n")) if not args.quiet else (lambda text: None)
+    cluster = None
+    try:
+        if args.scheduler == "local":
+            say("starting a local Dask cluster")
+            cluster = LocalCluster(processes=True, dashboard_address=":0")
+            return Client(cluster), cluster
+        say(
+            f"connecting to {args.scheduler} (giving up after {timeout:g} s; "
+            "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT sets it)"
+        )
+        return Client(args.scheduler, timeout=timeout), None
+    except OSError as exc:
+        if cluster is not None:
+            cluster.close()
+        raise UsageError(f"--scheduler {args.scheduler}: cannot connect ({exc})") from None
+
+
+def _factorize_distributed(args, out, err, params) -> int:
+    """``banmf factorize --scheduler``: BANMF on a Dask cluster (:mod:`banmf.distributed`),
+    with the summary, the saved result and its record of a fit on one machine."""
+    from .. import __version__
+    from .._validation import check_binary_matrix, check_unknown
+    from ..io import EMBED_MAX_NNZ, jsonable
+    from ..result import Factorization
+
+    if args.method != "banmf":
+        raise UsageError(f"--scheduler: only banmf runs on a cluster, not {args.method}")
+    if args.hold_out:
+        raise UsageError("--hold-out does not run on a cluster yet")
+    if args.show:
+        raise UsageError("--show needs the data in memory: run banmf show on the saved result")
+    try:
+        import banmf.distributed as bd
+    except ImportError:
+        raise UsageError("--scheduler needs Dask: pip install 'banmf[distributed]'") from None
+    if args.out:
+        check_target(args.out, "--out", inputs=[args.input, args.missing, args.observed])
+    blocks, ds, masks = _blocks_input(args)
+    n, m = blocks.shape
+    client, cluster = _connect(args, err)
+    progress = Progress(err, "fitting banmf on the cluster", enabled=not args.quiet)
+    signalled = False
+    with progress:
+        try:
+            model = bd.BANMF(args.k, random_state=args.seed, client=client, **params)
+            start = time.perf_counter()
+            try:
+                model.fit(blocks)
+            except KeyboardInterrupt:
+                if not hasattr(model, "W_"):  # nothing fitted yet
+                    raise
+                signalled = True  # the first signal: the best result so far
+            seconds = time.perf_counter() - start
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+    if model.polish is True and args.k > 0 and not args.quiet:
+        from ..distributed.estimator import _Shape
+        from ..polish import resolve_polish
+
+        # One machine's polish=True is "auto": the exact polish wherever it is cheap.
+        if resolve_polish("auto", _Shape(n, m, model.nnz_), args.k) == "exact":
+            err.write(
+                f"banmf: note: on one machine banmf polishes these factors exactly (k={args.k}); "
+                "the exact polish is not distributed and the cluster flips bits, so W and H may "
+                "differ from a fit without --scheduler (with --param polish=flip they do not)\n"
+            )
+    # The data as one machine's result keeps it (banmf.io.save_result keeps a copy of small
+    # data): read here from a matrix file, gathered from small row-block files.
+    meta = {"input": str(args.input), "seed": args.seed, "scheduler": args.scheduler}
+    X = labels = None
+    if ds is not None:
+        masks = {
+            name: None if mask is None else check_binary_matrix(mask, name)
+            for name, mask in masks.items()
+        }
+        X, _ = check_unknown(check_binary_matrix(ds.X), **masks)
+        labels = {"row_labels": ds.row_labels, "col_labels": ds.col_labels}
+        meta["input_sha256"] = sha256(args.input)
+    elif model.nnz_ <= EMBED_MAX_NNZ:
+        X, missing, observed = blocks.gather()
+        masks = {"missing": missing, "observed": observed}
+    result = Factorization.from_estimator(
+        model, method="banmf", seconds=seconds, X=X, **(masks or {}), **(labels or {})
+    )
+    result = result.replace(
+        params={k: v for k, v in result.params.items() if k != "client"},
+        estimator=None,
+        meta=meta,
+    )
+    nnz = model.nnz_ if ds is None else int(ds.X.nnz)
+    observed_cells = int(model.n_observed_)
+    split = (model.false_negatives_, model.false_positives_)
+    record = {
+        "input": args.input,
+        "shape": [n, m],
+        "nnz": nnz,
+        "method": "banmf",
+        "n_components": result.n_components,  # capped at min(n, m): the k fitted
+        "n_components_asked": args.k,
+        "seed": args.seed,
+        "unknown_cells": n * m - observed_cells,
+        "observed_cells": observed_cells,
+        "error": result.error,
+        "relative_error": result.relative_error,
+        "false_negatives": split[0],
+        "false_positives": split[1],
+        "n_iter": result.n_iter,
+        "seconds": round(seconds, 4),
+        "compile_seconds": round(progress.compile_seconds, 4),
+        "interrupted": result.interrupted,
+        "signal": args.signals.name if signalled else None,
+        "out": args.out,
+        "params": jsonable(result.params),
+        "version": __version__,
+        "scheduler": args.scheduler,
+        "blocks": int(model.n_blocks_),
+        "recoveries": int(model.recoveries_),
+        "traffic": dict(model.traffic_),
+    }
+    if args.out:
+        result.save(args.out)
+        args.written = args.out
+    lines = fit_lines(
+        args,
+        result,
+        nnz=nnz,
+        fitted_ones=model.nnz_,
+        observed_cells=observed_cells,
+        unknown=n * m - observed_cells,
+        split=split,
+        where=f" on {args.scheduler}",
+    )
+    lines += refinement_lines(result.info, record)
+    traffic = model.traffic_
+    lines.append(
+        f"cluster         {plural(model.n_blocks_, 'row block')}; "
+        f"{traffic['sent_bytes'] / 1e6:.1f} MB sent, "
+        f"{traffic['received_bytes'] / 1e6:.1f} MB received, "
+        f"{plural(traffic['round_trips'], 'round trip')}"
+        + (f"; {plural(model.recoveries_, 'lost worker')} survived" if model.recoveries_ else "")
+    )
+    if record["interrupted"]:
+        why = f"by {record['signal']}" if signalled else "by request"
+        lines.append(f"interrupted     {why}: the best result so far")
+    if args.out:
+        lines.append(f"saved           {args.out}")
+    emit(args, record, lines, out)
+    return args.signals.exit_code if signalled else EXIT_OK
