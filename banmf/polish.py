@@ -164,14 +164,14 @@ def polish_rows(X, free: np.ndarray, fixed_bool: np.ndarray, method: str, unknow
     return _flip_rows(X, free, _Fixed(fixed_bool, free.shape[0]), unknown)
 
 
-def resolve_polish(method: str, X, k: int) -> str:
-    """ "auto": the exact update while its (n+m)·k·2^k table work stays within
-    :data:`EXACT_MIN_BUDGET` or near the flips' O(nnz·k)."""
+def resolve_polish(method: str, shape: tuple[int, int], nnz: int, k: int) -> str:
+    """ "auto" for data of ``shape`` with ``nnz`` ones: the exact update while its
+    (n+m)·k·2^k table work stays within :data:`EXACT_MIN_BUDGET` or near the flips' O(nnz·k)."""
     if method != "auto":
         return method
-    n, m = X.shape
+    n, m = shape
     exact_cost = (n + m) * k * (1 << k) if k <= EXACT_MAX_K else np.inf
-    return "exact" if exact_cost <= max(EXACT_MIN_BUDGET, 10 * X.nnz * k) else "flip"
+    return "exact" if exact_cost <= max(EXACT_MIN_BUDGET, 10 * nnz * k) else "flip"
 
 
 def _check_rounds(value, name: str) -> int:
@@ -256,7 +256,7 @@ def polish_factors(
 ) -> _Polished:
     """:func:`polish` on a canonical support mask and Boolean factors (trusted); ``Xt``: the
     mask of Xᵀ if the caller has it; ``unknown``: X's unknown cells."""
-    method = resolve_polish(method, X, Wb.shape[1])
+    method = resolve_polish(method, X.shape, X.nnz, Wb.shape[1])
     Xt = transpose_mask(X) if Xt is None else Xt
     unknown_t = None if unknown is None else unknown.T
     W, Ht = Wb.copy(), np.array(Hb.T, order="C")  # copies: the caller's factors stay as they are
@@ -509,7 +509,7 @@ def swap_steps(
     most ``max_swaps`` times; yields a :class:`_Swap` after each (a caller that stops early
     keeps the last). Trusted inputs; the caller's factors are not changed."""
     Xt = transpose_mask(X) if Xt is None else Xt
-    method = resolve_polish(method, X, Wb.shape[1])
+    method = resolve_polish(method, X.shape, X.nnz, Wb.shape[1])
     W, Ht = Wb.copy(), np.array(Hb.T, order="C")
     for _ in range(max_swaps):
         change, l, j, rows = best_swap(X, Xt, W, Ht, unknown)

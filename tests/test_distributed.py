@@ -271,7 +271,7 @@ def test_defaults_are_one_machines_but_the_polish():
     assert {key: many[key] for key in one} == one
     zoo = banmf.datasets.load_zoo().X
     assert banmf.BANMF()._polish_method(5) == "auto"
-    assert resolve_polish("auto", zoo, 5) == "exact"
+    assert resolve_polish("auto", zoo.shape, zoo.nnz, 5) == "exact"
 
 
 # -- faults and memory ---------------------------------------------------------------------

@@ -17,13 +17,6 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "banmf"
 
-#: Known private uses across packages, each to be removed: nothing may be added here.
-ALLOWED_PRIVATE = {
-    # The CLI's distributed fit fakes an X to reach the estimator's result; to go when the CLI
-    # and the distributed estimator are rebuilt (issue 31).
-    ("banmf.cli", "banmf.distributed.estimator._Shape"),
-}
-
 
 def _modules() -> dict[str, Path]:
     """Dotted name → file, for every module of the package."""
@@ -138,7 +131,7 @@ def test_no_private_module_of_another_package():
                 if name == owner or name.startswith(owner + "."):
                     continue
             found.add((name, what))  # a private module elsewhere, or a private name
-    unexpected = sorted(found - ALLOWED_PRIVATE)
+    unexpected = sorted(found)
     assert not unexpected, "private imports across packages: " + ", ".join(
         f"{name} imports {what}" for name, what in unexpected
     )

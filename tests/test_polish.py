@@ -341,11 +341,11 @@ def test_auto_takes_the_exact_update_by_its_work_not_by_k():
     from banmf.datasets import load_votes
 
     X = check_binary_matrix(load_votes().X)
-    assert [bp.resolve_polish("auto", X, k) for k in (11, 14, 15, 16)] == [
+    assert [bp.resolve_polish("auto", X.shape, X.nnz, k) for k in (11, 14, 15, 16)] == [
         "exact",
         "exact",
         "flip",
         "flip",
     ]
     wide = check_binary_matrix(np.eye(2, 4000, dtype=int))
-    assert bp.resolve_polish("auto", wide, 12) == "flip"  # 4002·12·4096 > 10⁸
+    assert bp.resolve_polish("auto", wide.shape, wide.nnz, 12) == "flip"  # 4002·12·4096 > 10⁸

@@ -230,11 +230,10 @@ def _factorize_distributed(args, out, err, params) -> int:
             if cluster is not None:
                 cluster.close()
     if model.polish is True and args.k > 0 and not args.quiet:
-        from ..distributed.estimator import _Shape
         from ..polish import resolve_polish
 
         # One machine's polish=True is "auto": the exact polish wherever it is cheap.
-        if resolve_polish("auto", _Shape(n, m, model.nnz_), args.k) == "exact":
+        if resolve_polish("auto", (n, m), model.nnz_, args.k) == "exact":
             err.write(
                 f"banmf: note: on one machine banmf polishes these factors exactly (k={args.k}); "
                 "the exact polish is not distributed and the cluster flips bits, so W and H may "

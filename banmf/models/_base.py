@@ -282,7 +282,7 @@ class BaseFactorization:
                 X,
                 W,
                 np.ascontiguousarray(self.components_.T),
-                resolve_polish("auto", X, k),
+                resolve_polish("auto", X.shape, X.nnz, k),
                 unknown,
             )
         return W

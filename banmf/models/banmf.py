@@ -1055,7 +1055,7 @@ class BANMF(BaseFactorization):
         if p["polish"] is not None:
             # Rows are independent given H: polish the new rows against the fitted H.
             Ht = np.ascontiguousarray(self.components_.T)
-            polish_rows(X, Wb, Ht, resolve_polish(p["polish"], X, k), unknown)
+            polish_rows(X, Wb, Ht, resolve_polish(p["polish"], X.shape, X.nnz, k), unknown)
         return Wb
 
     def inverse_transform(self, W) -> np.ndarray:
