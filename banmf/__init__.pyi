@@ -14,8 +14,10 @@ from .datasets import make_boolean as make_boolean
 from .datasets import make_sparse_degrees as make_sparse_degrees
 from .datasets import make_sparse_tiles as make_sparse_tiles
 from .datasets import make_sparse_uniform as make_sparse_uniform
+from .exceptions import BanmfError as BanmfError
 from .exceptions import ConvergenceWarning as ConvergenceWarning
 from .exceptions import DataWarning as DataWarning
+from .exceptions import InputError as InputError
 from .exceptions import Interrupted as Interrupted
 from .exceptions import InvalidParameterError as InvalidParameterError
 from .exceptions import NotFittedError as NotFittedError

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 __all__ = [
+    "BanmfError",
     "ConvergenceWarning",
     "DataWarning",
+    "InputError",
     "Interrupted",
     "InvalidParameterError",
     "NotFittedError",
@@ -21,16 +23,32 @@ class DataWarning(UserWarning):
     once). The message is one line naming the file."""
 
 
-class InvalidParameterError(ValueError, TypeError):
+class BanmfError(Exception):
+    """The base of the errors that are about the caller's input or options, not banmf's own
+    code: the data, a file, a parameter, an unfitted model, an output that cannot be written.
+
+    The command line reports these as the user's mistake (exit 2); anything else that escapes
+    is a bug (exit 1). Each subclass also derives from the built-in type that Python code would
+    expect (``ValueError``, ``TypeError``, ...), so that ``except ValueError`` keeps working.
+    """
+
+
+class InputError(BanmfError, ValueError, TypeError):
+    """The data, a mask, a label list or a file is not something banmf can take; the message
+    names the problem and where (the argument, the file and line). A ``ValueError`` and a
+    ``TypeError``, so that either ``except`` catches it."""
+
+
+class InvalidParameterError(BanmfError, ValueError, TypeError):
     """An estimator parameter is outside its declared constraints (a ``ValueError`` and a
     ``TypeError``, as in scikit-learn, so that either ``except`` catches it)."""
 
 
-class NotFittedError(ValueError, AttributeError):
+class NotFittedError(BanmfError, ValueError, AttributeError):
     """Raised when a fitted attribute or method is used before ``fit``."""
 
 
-class OutputNotReplaced(PermissionError):
+class OutputNotReplaced(BanmfError, PermissionError):
     """The finished output could not be renamed over its destination (an immutable file, say):
     it is kept beside it under another name, ``saved`` (a ``PermissionError``, so that the
     command line reports it in one line)."""

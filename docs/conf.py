@@ -100,6 +100,8 @@ API_GROUPS = {
     ],
     "Threads": ["effective_n_jobs"],
     "Exceptions and warnings": [
+        "BanmfError",
+        "InputError",
         "ConvergenceWarning",
         "DataWarning",
         "Interrupted",
