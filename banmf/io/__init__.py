@@ -43,26 +43,26 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from ._boolean import csr_from_parts, support_mask_from_keys
-from ._files import atomic_path, check_output
-from ._files import check_readable as _check_readable
-from ._files import csr_problem as _csr_problem
-from ._files import jsonable as jsonable  # banmf.io.jsonable, as before
-from ._files import nbytes as _nbytes
-from ._files import npz_array as _npz_array
-from ._files import open_npz as _open_npz
-from ._files import reason_of as _reason
-from ._files import signed as _signed
-from ._files import sorted_rows as _sorted_rows
-from ._files import stored_pattern as _stored_pattern
-from ._memory import ENV_VAR, check_matrix_size, check_memory
-from ._validation import check_binary_matrix, entries, format_value
-from .dataset import Dataset
-from .exceptions import DataWarning
-from .result import EMBED_MAX_NNZ as EMBED_MAX_NNZ  # the result files' names, as before
-from .result import RESULT_FORMAT as RESULT_FORMAT
-from .result import RESULT_VERSION as RESULT_VERSION
-from .result import Factorization
+from .._boolean import csr_from_parts, support_mask_from_keys
+from .._files import atomic_path, check_output
+from .._files import check_readable as _check_readable
+from .._files import csr_problem as _csr_problem
+from .._files import jsonable as jsonable  # banmf.io.jsonable, as before
+from .._files import nbytes as _nbytes
+from .._files import npz_array as _npz_array
+from .._files import open_npz as _open_npz
+from .._files import reason_of as _reason
+from .._files import signed as _signed
+from .._files import sorted_rows as _sorted_rows
+from .._files import stored_pattern as _stored_pattern
+from .._memory import ENV_VAR, check_matrix_size, check_memory
+from .._validation import check_binary_matrix, entries, format_value
+from ..dataset import Dataset
+from ..exceptions import DataWarning
+from ..result import EMBED_MAX_NNZ as EMBED_MAX_NNZ  # the result files' names, as before
+from ..result import RESULT_FORMAT as RESULT_FORMAT
+from ..result import RESULT_VERSION as RESULT_VERSION
+from ..result import Factorization
 
 __all__ = [
     "DataWarning",
@@ -80,7 +80,8 @@ __all__ = [
 FORMATS = ("mtx", "npz", "csv", "tsv", "dat", "h5ad")
 # Parsing text holds at most one 8-byte number per 2 characters ("1 " or "1\n").
 _PARSE_BYTES_PER_CHAR = 4
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# (banmf/, above this package: the warnings point past every banmf frame)
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 # --- messages -------------------------------------------------------------------------------
@@ -490,7 +491,7 @@ def _observed_ones(X: sp.csr_array, missing) -> sp.csr_array:
     """X without ones on unknown cells (a file's value there means nothing)."""
     if missing is None or missing.nnz == 0:
         return X
-    from ._validation import check_unknown
+    from .._validation import check_unknown
 
     return check_unknown(X, missing)[0]
 
