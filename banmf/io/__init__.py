@@ -66,6 +66,8 @@ __all__ = [
     "write_matrix",
 ]
 
+# The one list of formats (a new format is a module and an entry here), in the order every
+# list of them shows.
 REGISTRY.update((spec.name, spec) for spec in (MTX, NPZ, CSV, TSV, DAT, H5AD))
 #: The formats' names, in the registry's order: ``format=`` and ``--format`` take them.
 FORMATS = tuple(REGISTRY)

@@ -301,12 +301,13 @@ def write_tsv(X: sp.csr_array, path: Path, labels: dict, missing) -> None:
     _write_delimited(X, path, "\t", labels, missing)
 
 
-_IN_THE_TABLE = {
+# What the two separators share.
+_TABLE = {
     "options": ("header", "index_col"),
     "labels": "header row, name column",
     "missing": "? cells (NA, N/A, NaN, blank read too)",
 }
 CSV = Format(
-    name="csv", suffixes=(".csv",), read=read_csv, write=write_csv, export=True, **_IN_THE_TABLE
+    name="csv", suffixes=(".csv",), read=read_csv, write=write_csv, export=True, **_TABLE
 )
-TSV = Format(name="tsv", suffixes=(".tsv",), read=read_tsv, write=write_tsv, **_IN_THE_TABLE)
+TSV = Format(name="tsv", suffixes=(".tsv",), read=read_tsv, write=write_tsv, **_TABLE)
