@@ -21,6 +21,7 @@ from banmf import InputError, InvalidParameterError, factorize, make_boolean
 from banmf.io import (
     EXPORT_FORMATS,
     FORMATS,
+    OUTPUT_SUFFIXES,
     REGISTRY,
     DataWarning,
     atomic_path,
@@ -45,7 +46,8 @@ def matrices_with_empty_edges(draw):
 
 # .h5ad needs anndata, an optional extra (absent from the lowest-versions run).
 _FORMATS_HERE = [f for f in FORMATS if f != "h5ad" or importlib.util.find_spec("anndata")]
-ROUND_TRIP_NAMES = [f"x.{fmt}" for fmt in _FORMATS_HERE] + ["x.mtx.gz", "x.dat.gz", "x.csv.gz"]
+# Every ending the writer takes (the command line's outputs too), .gz of the text formats included.
+ROUND_TRIP_NAMES = [f"x{s}" for s in OUTPUT_SUFFIXES if s != ".h5ad" or "h5ad" in _FORMATS_HERE]
 
 
 @given(matrices_with_empty_edges(), st.sampled_from(ROUND_TRIP_NAMES))
@@ -194,6 +196,8 @@ def test_unreadable_and_unknown_files(tmp_path):
 def test_the_registry_names_every_format_and_its_extensions(tmp_path):
     assert FORMATS == tuple(REGISTRY) and len(set(FORMATS)) == len(FORMATS)
     assert EXPORT_FORMATS == ("csv", "mtx", "npz")
+    assert OUTPUT_SUFFIXES[: len(FORMATS)] == tuple(f".{name}" for name in FORMATS)
+    assert {".mtx.gz", ".csv.gz", ".tsv.gz", ".dat.gz"} == set(OUTPUT_SUFFIXES[len(FORMATS) :])
     assert set(EXPORT_FORMATS) == {name for name, spec in REGISTRY.items() if spec.export}
     for name, spec in REGISTRY.items():
         assert spec.name == name and spec.suffixes and spec.labels and spec.missing
@@ -236,12 +240,13 @@ def _docs_table(text: str, first_header: str) -> list[list[str]]:
 def test_the_docs_table_of_formats_is_the_registry():
     rows = _docs_table((DOCS / "formats.md").read_text(encoding="utf-8"), "format")
     assert [row[0] for row in rows] == list(FORMATS)
-    for (name, extensions, options, labels, missing, export), spec in zip(
+    for (name, extensions, options, labels, missing, gz, export), spec in zip(
         rows, REGISTRY.values(), strict=True
     ):
         assert extensions.split(", ") == list(spec.suffixes), name
         assert (options.split(", ") if options else []) == list(spec.options), name
         assert (labels, missing) == (spec.labels, spec.missing), name
+        assert gz == ("yes" if spec.gzip else ""), name
         assert export == ("yes" if spec.export else ""), name
 
 

@@ -38,7 +38,7 @@ from ..result import RESULT_VERSION as RESULT_VERSION
 from ._dat import DAT
 from ._delimited import CSV, TSV
 from ._delimited import MISSING_CELLS as MISSING_CELLS
-from ._formats import REGISTRY, Format, export_formats, format_of
+from ._formats import REGISTRY, Format, export_formats, format_of, output_suffixes
 from ._h5ad import H5AD
 from ._matrices import read_dataset, read_matrix, write_matrix
 from ._mtx import MTX
@@ -73,3 +73,5 @@ REGISTRY.update((spec.name, spec) for spec in (MTX, NPZ, CSV, TSV, DAT, H5AD))
 FORMATS = tuple(REGISTRY)
 #: The formats :func:`export_factors` writes (``banmf export --to``).
 EXPORT_FORMATS = export_formats()
+#: The endings of the files :func:`write_matrix` writes (``.mtx``, ..., ``.mtx.gz``, ...).
+OUTPUT_SUFFIXES = output_suffixes()

@@ -142,4 +142,5 @@ DAT = Format(
     labels="sidecar (item names also: SPMF's @ITEM lines, NAME.names)",
     missing="a mask file named by the sidecar",
     sidecar=True,
+    gzip=True,
 )

@@ -304,10 +304,9 @@ def write_tsv(X: sp.csr_array, path: Path, labels: dict, missing) -> None:
 # What the two separators share.
 _TABLE = {
     "options": ("header", "index_col"),
+    "gzip": True,
     "labels": "header row, name column",
     "missing": "? cells (NA, N/A, NaN, blank read too)",
 }
-CSV = Format(
-    name="csv", suffixes=(".csv",), read=read_csv, write=write_csv, export=True, **_TABLE
-)
+CSV = Format(name="csv", suffixes=(".csv",), read=read_csv, write=write_csv, export=True, **_TABLE)
 TSV = Format(name="tsv", suffixes=(".tsv",), read=read_tsv, write=write_tsv, **_TABLE)

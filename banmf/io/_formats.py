@@ -42,6 +42,8 @@ class Format:
         Where the unknown cells are kept (as the docs say it).
     sidecar : bool
         Labels, the shape and the unknown cells live in the sidecar ``PATH.json``.
+    gzip : bool
+        Text: a ``.gz`` after the extension compresses the file written.
     export : bool
         :func:`banmf.io.export_factors` writes factors in this format.
     """
@@ -54,6 +56,7 @@ class Format:
     labels: str = ""
     missing: str = ""
     sidecar: bool = False
+    gzip: bool = False
     export: bool = False
 
 
@@ -65,6 +68,13 @@ def export_formats() -> tuple[str, ...]:
     """The formats :func:`banmf.io.export_factors` writes, in alphabetical order (the default,
     csv, first)."""
     return tuple(sorted(name for name, spec in REGISTRY.items() if spec.export))
+
+
+def output_suffixes() -> tuple[str, ...]:
+    """The endings of the files :func:`banmf.io.write_matrix` writes: each format's usual
+    extension, then those of the text formats with ``.gz``."""
+    usual = [spec.suffixes[0] for spec in REGISTRY.values()]
+    return (*usual, *(spec.suffixes[0] + ".gz" for spec in REGISTRY.values() if spec.gzip))
 
 
 def format_of(path: Path, fmt: str | None) -> str:

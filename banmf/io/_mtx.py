@@ -242,5 +242,6 @@ MTX = Format(
     labels="sidecar",
     missing="a mask file named by the sidecar",
     sidecar=True,
+    gzip=True,
     export=True,
 )
