@@ -45,6 +45,9 @@ def _item_id(path, line_no: int, tok: str, first: int) -> int:
 
 
 def read_dat(path: Path, one_based: bool = False, n_cols: int | None = None) -> Dataset:
+    """The registry's reader of transaction files: the shape from the sidecar (else the lines
+    and the largest id + 1; ``n_cols`` overrides the width), item names from the sidecar, SPMF's
+    ``@ITEM`` lines or ``NAME.names``."""
     text = read_text(path)
     sidecar = find_sidecar(path)
     meta, side = sidecar.meta, sidecar.path
@@ -122,6 +125,9 @@ def read_dat(path: Path, one_based: bool = False, n_cols: int | None = None) -> 
 
 
 def write_dat(X: sp.csr_array, path: Path, labels: dict, missing) -> None:
+    """The registry's writer: the 0-based ids of each row's ones; the shape, labels and unknown
+    cells in the sidecar."""
+
     def write(tmp: Path) -> None:
         with open_text_output(tmp, path) as fh:
             for i in range(X.shape[0]):

@@ -244,10 +244,12 @@ def _has_label_column(records, header: bool) -> bool:
 
 
 def read_csv(path: Path, header: bool | None = None, index_col: bool | None = None) -> Dataset:
+    """The registry's reader of .csv files (another separator is detected)."""
     return _read_delimited(path, ",", header, index_col)
 
 
 def read_tsv(path: Path, header: bool | None = None, index_col: bool | None = None) -> Dataset:
+    """The registry's reader of .tsv files (another separator is detected)."""
     return _read_delimited(path, "\t", header, index_col)
 
 
@@ -286,6 +288,8 @@ def _write_plain(fh, X: sp.csr_array, sep: str) -> None:
 
 
 def _write_delimited(X: sp.csr_array, path: Path, sep: str, labels: dict, missing) -> None:
+    """The registry's writers: 0/1 cells, with a header row, a name column and ``?`` cells when
+    there are labels or unknown cells."""
     with atomic_path(path) as tmp, open_text_output(tmp, path) as fh:
         if labels or missing is not None:
             _write_labelled(fh, X, sep, labels, missing)

@@ -72,6 +72,7 @@ def _write_h5ad(X: sp.csr_array, tmp: Path, labels: dict, missing=None) -> None:
 
 
 def write_h5ad(X: sp.csr_array, path: Path, labels: dict, missing) -> None:
+    """The registry's writer (anndata checked for before anything is written)."""
     _anndata()  # before anything is written
     with atomic_path(path) as tmp:
         _write_h5ad(X, tmp, labels, missing)

@@ -219,10 +219,13 @@ def _locate_mtx_problem(path, body, size_line, per, count, layout):
 
 
 def read_mtx(path: Path) -> Dataset:
+    """The registry's reader of Matrix Market files: the support, with the sidecar's labels."""
     return with_sidecar(path, _read_support(path))
 
 
 def write_mtx(X: sp.csr_array, path: Path, labels: dict, missing) -> None:
+    """The registry's writer: coordinate pattern general, labels and unknown cells in the sidecar."""
+
     def write(tmp: Path) -> None:
         n, m = X.shape
         with open_text_output(tmp, path) as fh:

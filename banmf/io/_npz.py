@@ -205,6 +205,8 @@ def _npz_missing(path: Path, shape: tuple[int, int]) -> sp.csr_array | None:
 
 
 def read_npz(path: Path) -> Dataset:
+    """The registry's reader of .npz files: the support and the unknown cells stored with it,
+    the sidecar's labels."""
     X = _read_support(path)
     return with_sidecar(path, X, missing=_npz_missing(path, X.shape))
 
@@ -224,6 +226,8 @@ def _save_npz(fh, X: sp.csr_array, extra: dict) -> None:
 
 
 def write_npz(X: sp.csr_array, path: Path, labels: dict, missing) -> None:
+    """The registry's writer: compressed CSR and the unknown cells in one archive, labels in
+    the sidecar."""
     if path.suffix.lower() == ".gz":
         raise InputError(f"{path}: .npz files are compressed already; drop the .gz")
 
