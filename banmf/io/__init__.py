@@ -35,14 +35,11 @@ from ..exceptions import DataWarning
 from ..result import EMBED_MAX_NNZ as EMBED_MAX_NNZ  # the result files' names, as before
 from ..result import RESULT_FORMAT as RESULT_FORMAT
 from ..result import RESULT_VERSION as RESULT_VERSION
-from ._dat import DAT
-from ._delimited import CSV, TSV
+from . import _dat, _delimited, _formats, _h5ad, _mtx, _npz
 from ._delimited import MISSING_CELLS as MISSING_CELLS
-from ._formats import REGISTRY, Format, export_formats, format_of, output_suffixes
-from ._h5ad import H5AD
+from ._formats import REGISTRY, Format, format_of
 from ._matrices import read_dataset, read_matrix, write_matrix
-from ._mtx import MTX
-from ._npz import NPZ, npz_shape
+from ._npz import npz_shape
 from ._results import export_factors as export_factors
 from ._results import export_paths as export_paths
 from ._results import load_result, save_result
@@ -68,10 +65,13 @@ __all__ = [
 
 # The one list of formats (a new format is a module and an entry here), in the order every
 # list of them shows.
-REGISTRY.update((spec.name, spec) for spec in (MTX, NPZ, CSV, TSV, DAT, H5AD))
+REGISTRY.update(
+    (spec.name, spec)
+    for spec in (_mtx.MTX, _npz.NPZ, _delimited.CSV, _delimited.TSV, _dat.DAT, _h5ad.H5AD)
+)
 #: The formats' names, in the registry's order: ``format=`` and ``--format`` take them.
 FORMATS = tuple(REGISTRY)
 #: The formats :func:`export_factors` writes (``banmf export --to``).
-EXPORT_FORMATS = export_formats()
+EXPORT_FORMATS = _formats.export_formats()
 #: The endings of the files :func:`write_matrix` writes (``.mtx``, ..., ``.mtx.gz``, ...).
-OUTPUT_SUFFIXES = output_suffixes()
+OUTPUT_SUFFIXES = _formats.output_suffixes()
