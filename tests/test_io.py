@@ -7,6 +7,7 @@ import os
 import re
 import stat
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,9 +16,13 @@ from conftest import binary_matrices
 from hypothesis import given
 from hypothesis import strategies as st
 
-from banmf import factorize, make_boolean
+import banmf
+from banmf import InputError, InvalidParameterError, factorize, make_boolean
 from banmf.io import (
+    EXPORT_FORMATS,
     FORMATS,
+    OUTPUT_SUFFIXES,
+    REGISTRY,
     DataWarning,
     atomic_path,
     check_output,
@@ -27,6 +32,8 @@ from banmf.io import (
     save_result,
     write_matrix,
 )
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 
 @st.composite
@@ -39,7 +46,8 @@ def matrices_with_empty_edges(draw):
 
 # .h5ad needs anndata, an optional extra (absent from the lowest-versions run).
 _FORMATS_HERE = [f for f in FORMATS if f != "h5ad" or importlib.util.find_spec("anndata")]
-ROUND_TRIP_NAMES = [f"x.{fmt}" for fmt in _FORMATS_HERE] + ["x.mtx.gz", "x.dat.gz", "x.csv.gz"]
+# Every ending the writer takes (the command line's outputs too), .gz of the text formats included.
+ROUND_TRIP_NAMES = [f"x{s}" for s in OUTPUT_SUFFIXES if s != ".h5ad" or "h5ad" in _FORMATS_HERE]
 
 
 @given(matrices_with_empty_edges(), st.sampled_from(ROUND_TRIP_NAMES))
@@ -183,6 +191,85 @@ def test_unreadable_and_unknown_files(tmp_path):
         read_matrix(tmp_path / "c.mtx.gz")
     with pytest.raises(TypeError, match="do not apply"):
         read_matrix(tmp_path / "a.mtx", header=True)
+
+
+def test_the_registry_names_every_format_and_its_extensions(tmp_path):
+    assert FORMATS == tuple(REGISTRY) and len(set(FORMATS)) == len(FORMATS)
+    assert EXPORT_FORMATS == ("csv", "mtx", "npz")
+    assert OUTPUT_SUFFIXES[: len(FORMATS)] == tuple(f".{name}" for name in FORMATS)
+    assert {".mtx.gz", ".csv.gz", ".tsv.gz", ".dat.gz"} == set(OUTPUT_SUFFIXES[len(FORMATS) :])
+    assert set(EXPORT_FORMATS) == {name for name, spec in REGISTRY.items() if spec.export}
+    for name, spec in REGISTRY.items():
+        assert spec.name == name and spec.suffixes and spec.labels and spec.missing
+        for suffix in spec.suffixes:
+            assert banmf.io.format_of(Path("a" + suffix.upper()), None) == name
+            assert banmf.io.format_of(Path("a.b" + suffix + ".gz"), None) == name
+        assert banmf.io.format_of(Path("a.xyz"), name) == name
+    with pytest.raises(InvalidParameterError, match="unknown format 'xyz'; choose one of mtx, npz"):
+        banmf.io.format_of(Path("a.mtx"), "xyz")
+    with pytest.raises(InputError, match=r"use one of \.mtx, \.mm, \.npz, .*\.h5ad"):
+        banmf.io.format_of(Path("a.xyz"), None)
+    write_matrix(np.eye(2), tmp_path / "a.csv")
+    for fmt in FORMATS:  # options other formats take are refused, before the file is read
+        for option in {o for spec in REGISTRY.values() for o in spec.options} - set(
+            REGISTRY[fmt].options
+        ):
+            with pytest.raises(InvalidParameterError, match=f"do not apply to {fmt} files"):
+                read_matrix(tmp_path / "a.csv", format=fmt, **{option: None})
+
+
+def test_export_writes_a_sidecar_for_the_formats_that_have_one(tmp_path):
+    for fmt in EXPORT_FORMATS:
+        paths = banmf.io.export_paths(tmp_path / "p", fmt)
+        sidecars = [p for p in paths if p.name.endswith(".json")]
+        assert bool(sidecars) == (fmt != "npz" and REGISTRY[fmt].sidecar)
+
+
+def _docs_table(text: str, first_header: str) -> list[list[str]]:
+    """The cells (backticks dropped) of the Markdown table whose first header is given."""
+    lines = text.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith(f"| {first_header} |"))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip().replace("`", "") for c in line.strip().strip("|").split("|")])
+    return rows
+
+
+def test_the_docs_table_of_formats_is_the_registry():
+    rows = _docs_table((DOCS / "formats.md").read_text(encoding="utf-8"), "format")
+    assert [row[0] for row in rows] == list(FORMATS)
+    for (name, extensions, options, labels, missing, gz, export), spec in zip(
+        rows, REGISTRY.values(), strict=True
+    ):
+        assert extensions.split(", ") == list(spec.suffixes), name
+        assert (options.split(", ") if options else []) == list(spec.options), name
+        assert (labels, missing) == (spec.labels, spec.missing), name
+        assert gz == ("yes" if spec.gzip else ""), name
+        assert export == ("yes" if spec.export else ""), name
+
+
+def test_the_cli_docs_name_every_format():
+    text = (DOCS / "cli.md").read_text(encoding="utf-8")
+    named = re.search(r"`--format ([a-z0-9|]+)`", text).group(1)
+    assert named.split("|") == list(FORMATS)
+    assert all(f"`{spec.suffixes[0]}`" in text for spec in REGISTRY.values())
+
+
+def test_file_problems_are_input_errors_and_bad_options_parameter_errors(tmp_path):
+    (tmp_path / "a.mtx").write_text(
+        "%%MatrixMarket matrix coordinate pattern general\n2 2 1\n3 1\n"
+    )
+    with pytest.raises(InputError, match=r"a\.mtx, line 3: index \(3, 1\) outside"):
+        read_matrix(tmp_path / "a.mtx")
+    (tmp_path / "a.dat").write_text("0 1\n")
+    with pytest.raises(InvalidParameterError, match="n_cols must be a positive integer"):
+        read_matrix(tmp_path / "a.dat", n_cols=0)
+    with pytest.raises(InputError, match="3 row labels for 2 rows"):
+        write_matrix(np.eye(2), tmp_path / "b.csv", row_labels=["a", "b", "c"])
+    with pytest.raises(InvalidParameterError, match="format must be one of"):
+        banmf.io.export_factors(None, tmp_path / "p", "tsv")
 
 
 def test_result_round_trip(tmp_path):

@@ -43,11 +43,10 @@ def cmd_info(args, out, err) -> int:
 
 def cmd_generate(args, out, err) -> int:
     from ..datasets import make_boolean
-    from ..io import FORMATS, write_matrix
+    from ..io import OUTPUT_SUFFIXES, write_matrix
     from ..result import Factorization
 
-    suffixes = tuple(f".{f}" for f in FORMATS) + (".mtx.gz",)
-    check_target(args.output, "OUTPUT", suffixes=suffixes)
+    check_target(args.output, "OUTPUT", suffixes=OUTPUT_SUFFIXES)
     if args.factors:
         if Path(args.factors).resolve() == Path(args.output).resolve():
             raise UsageError(
@@ -135,16 +134,15 @@ def cmd_evaluate(args, out, err) -> int:
 
 def cmd_complete(args, out, err) -> int:
     from .._boolean import count_unknown
-    from ..io import FORMATS, write_matrix
+    from ..io import OUTPUT_SUFFIXES, write_matrix
     from ..result import Factorization
 
     if args.out:
-        suffixes = tuple(f".{f}" for f in FORMATS) + (".mtx.gz", ".csv.gz", ".tsv.gz")
         check_target(
             args.out,
             "--out",
             inputs=[args.input, args.result, args.missing, args.observed],
-            suffixes=suffixes,
+            suffixes=OUTPUT_SUFFIXES,
         )
     saved = Factorization.load(args.result)
     ds = read_input(args.input, args.format)

@@ -1,0 +1,250 @@
+"""Matrix Market files (``.mtx``, ``.mm``; ``.gz`` too): coordinate pattern/integer/real or
+dense array, general or symmetric, read with numpy's C parser; written as coordinate pattern
+general. Labels and unknown cells live in the sidecar."""
+
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._memory import check_matrix_size, check_memory
+from .._validation import format_value
+from ..dataset import Dataset
+from ..exceptions import InputError
+from ._common import fail, not_binary, quote, support_from_coords
+from ._formats import Format
+from ._sidecars import with_sidecar, write_with_sidecar
+from ._textfiles import PARSE_BYTES_PER_CHAR, open_text_output, read_text, text_lines
+
+# Tokens as numpy's text parser splits them, and the numbers it reads (to point at the culprit
+# when it stops).
+_TOKEN = re.compile(r"[^ \t\n\r\v\f]+")
+_NUMBER = re.compile(
+    r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf(?:inity)?|nan(?:\([^)]*\))?)",
+    re.IGNORECASE,
+)
+# Indices are parsed as float64, exact up to 2**53.
+_MAX_MTX_DIM = 2**53
+
+
+def _read_support(path: Path) -> sp.csr_array:
+    text = read_text(path)
+    lines = text_lines(text)
+    first = next(lines, None)
+    header = first[2].split() if first else []
+    if len(header) != 5 or header[0].lower() != "%%matrixmarket" or header[1].lower() != "matrix":
+        fail(path, 1, "not a Matrix Market file (expected '%%MatrixMarket matrix coordinate ...')")
+    layout, field_, symmetry = (h.lower() for h in header[2:])
+    if layout not in ("coordinate", "array"):
+        fail(path, 1, f"unknown layout {quote(header[2])} (coordinate or array)")
+    if field_ not in ("pattern", "integer", "real"):
+        fail(
+            path,
+            1,
+            f"field {quote(header[3])} is not supported for 0/1 data (pattern, integer or real)",
+        )
+    if symmetry not in ("general", "symmetric"):
+        fail(path, 1, f"symmetry {quote(header[4])} is not supported (general or symmetric)")
+    if layout == "array" and field_ == "pattern":
+        fail(path, 1, "a dense array cannot have the field 'pattern' (integer or real)")
+    for size_line, offset, line in lines:
+        if line.strip() and not line.startswith("%"):
+            break
+    else:
+        fail(path, None, "no size line")
+    want = 3 if layout == "coordinate" else 2
+    size = line.split()
+    if len(size) != want or not all(s.isascii() and s.isdigit() for s in size):
+        fail(
+            path,
+            size_line,
+            f"bad size line {quote(line.strip())} (expected {want} nonnegative integers)",
+        )
+    if any(len(s) > 30 for s in size):
+        fail(path, size_line, f"the size {quote(max(size, key=len), 24)} is too large")
+    dims = [int(s) for s in size]
+    n, m = dims[0], dims[1]
+    if n == 0 or m == 0:
+        fail(path, size_line, f"the matrix is empty ({n}×{m})")
+    if max(n, m) > _MAX_MTX_DIM:
+        fail(path, size_line, f"a {n}×{m} matrix is too large (at most 2^53 rows or columns)")
+    symmetric = symmetry == "symmetric"
+    if symmetric and n != m:
+        fail(path, size_line, f"a symmetric matrix must be square, the size line says {n}×{m}")
+    per = (2 if field_ == "pattern" else 3) if layout == "coordinate" else 1
+    # A symmetric dense array holds the lower triangle only, column by column.
+    count = dims[2] if layout == "coordinate" else n * (n + 1) // 2 if symmetric else n * m
+    body = text[offset + len(line) + 1 :]
+    del text
+    # Comment lines between entries are not standard, but some writers leave them.
+    numbers = (
+        "\n".join("" if ln.startswith("%") else ln for ln in body.split("\n"))
+        if "%" in body
+        else body
+    )
+    check_memory(PARSE_BYTES_PER_CHAR * len(numbers), f"{path}: parsing it")
+    try:
+        with warnings.catch_warnings():
+            # numpy parses whitespace-separated text in C; before 2.0 it only warned on junk
+            warnings.simplefilter("error", DeprecationWarning)
+            values = (
+                np.fromstring(numbers, dtype=np.float64, sep=" ")
+                if numbers.strip()
+                else np.empty(0)
+            )
+    except (ValueError, DeprecationWarning):  # numpy stopped at something that is not a number
+        values = None
+    del numbers
+    if values is None or values.size != per * count:
+        _locate_mtx_problem(path, body, size_line, per, count, layout)
+    where = f"{path}, line {size_line}"
+    if layout == "array":
+        # Build temporaries: two flags and an index per value (and the triangle's positions),
+        # then three index arrays per nonzero.
+        check_matrix_size(
+            n, m, n * m, where, extra=count * (10 + (16 if symmetric else 0)) + 24 * n * m
+        )
+        if symmetric:
+            col_of, row_of = np.triu_indices(n)  # (column, row) of the lower triangle, column-major
+
+            def position(e):
+                return row_of[e], col_of[e]
+        else:
+
+            def position(e):
+                return e % n, e // n
+
+        bad = ~((values == 0) | (values == 1))
+        if bad.any():
+            e = int(np.flatnonzero(bad)[0])
+            row, col = position(e)
+            raise InputError(
+                not_binary(
+                    f"{path}, line {_token_line(body, size_line, e)}",
+                    values[e],
+                    int(row) + 1,
+                    int(col) + 1,
+                    int(bad.sum()),
+                )
+            )
+        rows, cols = position(np.flatnonzero(values))
+        if symmetric:
+            off = rows != cols
+            rows, cols = np.concatenate([rows, cols[off]]), np.concatenate([cols, rows[off]])
+        return support_from_coords(path, rows, cols, (n, m))
+    entries_ = values.reshape(count, per)
+    rows, cols = entries_[:, 0], entries_[:, 1]
+    bad = (rows != np.floor(rows)) | (cols != np.floor(cols))
+    if bad.any():
+        e = int(np.flatnonzero(bad)[0])
+        fail(
+            path,
+            _token_line(body, size_line, e * per),
+            f"index ({format_value(rows[e])}, {format_value(cols[e])}) is not a pair of whole numbers",
+        )
+    bad = (rows < 1) | (rows > n) | (cols < 1) | (cols > m)
+    if bad.any():
+        e = int(np.flatnonzero(bad)[0])
+        fail(
+            path,
+            _token_line(body, size_line, e * per),
+            f"index ({format_value(rows[e])}, {format_value(cols[e])}) outside the declared {n}×{m} (1-based)",
+        )
+    total = count * (2 if symmetric else 1)
+    # Build temporaries: rows, columns, keys and their sorted copy, int64 each.
+    check_matrix_size(n, m, total, where, extra=total * 32)
+    if per == 3:
+        vals = entries_[:, 2]
+        bad = ~((vals == 0) | (vals == 1))
+        if bad.any():
+            e = int(np.flatnonzero(bad)[0])
+            raise InputError(
+                not_binary(
+                    f"{path}, line {_token_line(body, size_line, e * per)}",
+                    vals[e],
+                    format_value(rows[e]),
+                    format_value(cols[e]),
+                    int(bad.sum()),
+                )
+            )
+        keep = vals != 0
+        rows, cols = rows[keep], cols[keep]
+    r = rows.astype(np.int64)
+    c = cols.astype(np.int64)
+    del values, entries_, rows, cols
+    r -= 1
+    c -= 1
+    if symmetric:
+        off = r != c
+        r, c = np.concatenate([r, c[off]]), np.concatenate([c, r[off]])
+    return support_from_coords(path, r, c, (n, m))
+
+
+def _token_line(body: str, size_line: int, token: int) -> int:
+    """File line of the ``token``-th number after the size line (comments skipped)."""
+    seen = 0
+    for line_no, _, line in text_lines(body, line_no=size_line + 1):
+        if line.startswith("%"):
+            continue
+        seen += len(_TOKEN.findall(line))
+        if seen > token:
+            return line_no
+    return size_line
+
+
+def _locate_mtx_problem(path, body, size_line, per, count, layout):
+    seen = 0
+    for line_no, _, line in text_lines(body, line_no=size_line + 1):
+        if line.startswith("%"):
+            continue
+        tokens = _TOKEN.findall(line)
+        if not tokens:
+            continue
+        if layout == "coordinate" and len(tokens) != per:
+            fail(
+                path,
+                line_no,
+                f"expected {per} numbers per entry, found {len(tokens)}: {quote(line.strip())}",
+            )
+        for tok in tokens:
+            if not _NUMBER.fullmatch(tok):
+                fail(path, line_no, f"{quote(tok)} is not a number")
+        seen += len(tokens) // per if layout == "coordinate" else len(tokens)
+    what = "entries" if layout == "coordinate" else "values"
+    fail(path, None, f"declares {count} {what} but has {seen}")
+
+
+def read_mtx(path: Path) -> Dataset:
+    """The registry's reader of Matrix Market files: the support, with the sidecar's labels."""
+    return with_sidecar(path, _read_support(path))
+
+
+def write_mtx(X: sp.csr_array, path: Path, labels: dict, missing) -> None:
+    """The registry's writer: coordinate pattern general, labels and unknown cells in the sidecar."""
+
+    def write(tmp: Path) -> None:
+        n, m = X.shape
+        with open_text_output(tmp, path) as fh:
+            fh.write("%%MatrixMarket matrix coordinate pattern general\n")
+            fh.write(f"{n} {m} {X.nnz}\n")
+            rows = np.repeat(np.arange(1, n + 1), np.diff(X.indptr))
+            np.savetxt(fh, np.column_stack([rows, X.indices + 1]), fmt="%d")
+
+    write_with_sidecar(X, path, labels, missing, write)
+
+
+MTX = Format(
+    name="mtx",
+    suffixes=(".mtx", ".mm"),
+    read=read_mtx,
+    write=write_mtx,
+    labels="sidecar",
+    missing="a mask file named by the sidecar",
+    sidecar=True,
+    gzip=True,
+    export=True,
+)
