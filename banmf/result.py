@@ -34,6 +34,7 @@ from ._files import (
 )
 from ._memory import check_memory
 from ._validation import check_binary_matrix, check_boolean_factors, check_cells, check_unknown
+from .exceptions import InputError
 
 __all__ = ["Factorization", "relative_error"]
 
@@ -236,7 +237,7 @@ class Factorization:
     def _data(self, X):
         if X is None:
             if self.X is None:
-                raise ValueError("this result holds no data (too large to embed); pass X")
+                raise InputError("this result holds no data (too large to embed); pass X")
             return self.X
         return X
 
@@ -321,9 +322,9 @@ class Factorization:
         ------
         FileNotFoundError
             The file does not exist.
-        ValueError
+        banmf.exceptions.InputError
             In one line, ``"<path>: not a banmf result file (<reason>)"`` for anything else, or
-            a result written by a newer banmf.
+            a result written by a newer banmf (a ``ValueError``).
         """
         return _read(path)
 
@@ -391,7 +392,7 @@ def _write(result, path) -> None:
             continue
         M = check_binary_matrix(M)
         if M.shape != (n, m):
-            raise ValueError(f"{name} has shape {M.shape}, the factors give {(n, m)}")
+            raise InputError(f"{name} has shape {M.shape}, the factors give {(n, m)}")
         if name == "X":
             meta["nnz"] = int(M.nnz)
         if name != "X" or M.nnz <= EMBED_MAX_NNZ:
@@ -410,7 +411,7 @@ def _read(path) -> Factorization:
     path = Path(path)
 
     def not_result(reason):
-        return ValueError(f"{path}: not a banmf result file ({reason})")
+        return InputError(f"{path}: not a banmf result file ({reason})")
 
     zf, headers = open_npz(path, not_result)
     with zf:
@@ -431,7 +432,7 @@ def _read(path) -> Factorization:
         if not isinstance(version, int) or isinstance(version, bool):
             raise not_result("corrupt metadata: format_version")
         if version > RESULT_VERSION:
-            raise ValueError(f"{path}: written by a newer banmf (format version {version})")
+            raise InputError(f"{path}: written by a newer banmf (format version {version})")
         shape, k = meta.get("shape"), meta.get("n_components")
         if not (
             isinstance(shape, list)
