@@ -2,7 +2,8 @@
 
 The building blocks for choosing k (or any parameter) by how well a factorization predicts
 cells it did not see: :func:`mask_entries` draws the cells to hide, a fit takes them as
-``missing=``, and :func:`held_out_scores` compares its prediction with the hidden truth.
+``missing=`` (:func:`hold_out` does both: the cells, and the data's unknown cells joined with
+them), and :func:`held_out_scores` compares its prediction with the hidden truth.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from numbers import Integral, Real
 import numpy as np
 import scipy.sparse as sp
 
-from ._boolean import cell_keys, in_sorted, support_mask_from_keys
+from ._boolean import cell_keys, count_unknown, in_sorted, join_unknown, support_mask_from_keys
 from ._mdl import description_bits, observed_cells
 from ._memory import check_memory
 from ._validation import (
@@ -34,6 +35,7 @@ __all__ = [
     "description_length",
     "factor_agreement",
     "held_out_scores",
+    "hold_out",
     "mask_entries",
     "select_rank",
 ]
@@ -125,6 +127,59 @@ def mask_entries(
     taken = np.union1d(ones, unknown_keys)
     hide_zeros = _draw_zeros(rng, n * m, taken, want)
     return support_mask_from_keys(np.union1d(hide_ones, hide_zeros), X.shape)
+
+
+def hold_out(
+    X, fraction: float, *, random_state=None, missing=None, observed=None
+) -> tuple[dict, sp.csr_array]:
+    """Hide a share of X's observed cells from a fit, to score it on them: the cells of
+    :func:`mask_entries` (the same draws), and the unknown cells to fit X with.
+
+    Parameters
+    ----------
+    X : array-like or sparse of shape (n, m)
+        0/1 data.
+    fraction : float in [0, 1)
+        Share of the observed ones (and zeros) to hide.
+    random_state : None, int or Generator
+    missing, observed : array-like or sparse of shape (n, m), optional
+        X's unknown cells, as in :meth:`banmf.BANMF.fit`: never hidden.
+
+    Returns
+    -------
+    fit_masks : dict
+        ``missing`` and ``observed`` for the fit (``factorize(X, k, **fit_masks)``): X's
+        unknown cells and the hidden ones, in the form X's are given (``missing`` joined with
+        the hidden cells, or ``observed`` less them; none given: ``missing`` the hidden cells).
+    hidden : scipy.sparse.csr_array of shape (n, m), bool
+        The hidden cells, to score the fit on with :func:`held_out_scores`.
+
+    Raises
+    ------
+    banmf.exceptions.InputError
+        ``fraction`` of X's observed cells rounds to no cell at all (a ``ValueError``).
+
+    Examples
+    --------
+    >>> from banmf import factorize, make_boolean
+    >>> X, _, _ = make_boolean(60, 40, 3, density=0.3, random_state=0)
+    >>> fit_masks, hidden = hold_out(X, 0.2, random_state=0)
+    >>> res = factorize(X, 3, random_state=0, **fit_masks)
+    >>> held_out_scores(X, res.W, res.H, hidden)["cells"] == hidden.nnz
+    True
+    """
+    masks = {
+        name: None if mask is None else check_binary_matrix(mask, name)
+        for name, mask in (("missing", missing), ("observed", observed))
+    }
+    hidden = mask_entries(X, fraction, random_state=random_state, **masks)
+    if hidden.nnz == 0:
+        n, m = hidden.shape
+        raise InputError(
+            f"{fraction:g} holds out no cell of the {n * m - count_unknown((n, m), **masks)} "
+            "observed cells; give a larger fraction"
+        )
+    return dict(zip(("missing", "observed"), join_unknown(hidden, **masks))), hidden
 
 
 def _draw_zeros(rng: np.random.Generator, cells: int, taken: np.ndarray, want: int) -> np.ndarray:

@@ -18,10 +18,9 @@ from .render import Progress, emit, fit_lines, pattern_lines, plural, refinement
 
 def cmd_factorize(args, out, err) -> int:
     from .. import __version__
-    from .._boolean import count_unknown, join_unknown
+    from .._boolean import count_unknown
     from ..api import factorize
-    from ..booleanize import error_counts
-    from ..exceptions import Interrupted
+    from ..exceptions import InputError, Interrupted
     from ..io import jsonable
     from ..models import METHODS
 
@@ -39,17 +38,12 @@ def cmd_factorize(args, out, err) -> int:
     masks = unknown_cells(args, ds)
     fit_masks, hidden = masks, None
     if args.hold_out:
-        from ..model_selection import mask_entries
+        from ..model_selection import hold_out
 
-        hidden = mask_entries(X, args.hold_out, random_state=args.seed, **masks)
-        if hidden.nnz == 0:
-            observed = X.shape[0] * X.shape[1] - count_unknown(X.shape, **masks)
-            raise UsageError(
-                f"--hold-out {args.hold_out:g} holds out no cell of the {observed} observed "
-                "cells; give a larger fraction"
-            )
-        # Fitted with the hidden cells unknown as well, in the form the data's are given.
-        fit_masks = dict(zip(("missing", "observed"), join_unknown(hidden, **masks)))
+        try:
+            fit_masks, hidden = hold_out(X, args.hold_out, random_state=args.seed, **masks)
+        except InputError as exc:  # the data's masks are checked: this is about the fraction
+            raise UsageError(f"--hold-out {exc}") from None
     record = {
         "input": args.input,
         "shape": list(X.shape),
@@ -77,8 +71,8 @@ def cmd_factorize(args, out, err) -> int:
         col_labels=ds.col_labels,
         meta={"input": str(args.input), "input_sha256": sha256(args.input), "seed": args.seed},
     )
-    n, m = X.shape
-    fn, fp = error_counts(X, result.W, result.H, **fit_masks)
+    counts = result.evaluate(X)  # with the unknown cells it was fitted with, hidden ones too
+    fn, fp = counts["false_negatives"], counts["false_positives"]
     unknown = count_unknown(X.shape, **masks)
     observed_cells = result.n_observed
     # The relative error divides by the observed ones the fit saw: fewer than X's nonzeros
