@@ -137,13 +137,9 @@ def hold_out(
 
     Parameters
     ----------
-    X : array-like or sparse of shape (n, m)
-        0/1 data.
-    fraction : float in [0, 1)
-        Share of the observed ones (and zeros) to hide.
-    random_state : None, int or Generator
-    missing, observed : array-like or sparse of shape (n, m), optional
-        X's unknown cells, as in :meth:`banmf.BANMF.fit`: never hidden.
+    X, fraction, random_state, missing, observed
+        As in :func:`mask_entries`: the data, the share of its observed ones (and zeros) to
+        hide, the seed, and its unknown cells (never hidden).
 
     Returns
     -------
