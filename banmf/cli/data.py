@@ -129,6 +129,7 @@ def cmd_evaluate(args, out, err) -> int:
 
 
 def cmd_complete(args, out, err) -> int:
+    from .._boolean import count_unknown
     from ..io import FORMATS, write_matrix
     from ..result import Factorization
 
@@ -158,7 +159,7 @@ def cmd_complete(args, out, err) -> int:
     record = {
         "input": args.input,
         "result": args.result,
-        "unknown_cells": n * m - fitted.n_observed,
+        "unknown_cells": count_unknown(X.shape, fitted.missing, fitted.observed),
         "filled_ones": ones,
         "out": args.out,
     }
