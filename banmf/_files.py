@@ -20,6 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._boolean import csr_from_parts
+from .exceptions import InputError, OutputNotReplaced
 
 
 def reason_of(exc: BaseException) -> str:
@@ -32,7 +33,7 @@ def check_readable(path: Path) -> None:
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file")
     if path.is_dir():
-        raise ValueError(f"{path} is a directory, not a file")
+        raise InputError(f"{path} is a directory, not a file")
 
 
 def npz_headers(zf: zipfile.ZipFile) -> dict[str, tuple[tuple, np.dtype]]:
@@ -48,7 +49,7 @@ def npz_headers(zf: zipfile.ZipFile) -> dict[str, tuple[tuple, np.dtype]]:
             elif version == (2, 0):
                 shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
             else:
-                raise ValueError(f".npy version {version[0]}.{version[1]} is not supported")
+                raise InputError(f".npy version {version[0]}.{version[1]} is not supported")
         out[info.filename[:-4]] = (shape, dtype)
     return out
 
@@ -57,7 +58,7 @@ def npz_array(zf: zipfile.ZipFile, name: str) -> np.ndarray:
     with zf.open(name + ".npy") as fh:
         array_ = np.lib.format.read_array(fh, allow_pickle=False)
         if fh.read(1):
-            raise ValueError(f"{name}.npy has data after the array")
+            raise InputError(f"{name}.npy has data after the array")
         fh.read()  # zipfile checks the CRC on reaching the end: damaged bytes are caught here
         return array_
 
@@ -142,14 +143,14 @@ def _output_folder(path: Path, inputs=()) -> Path:
     """The folder the output goes to, after the checks that need no file created."""
     for source in inputs:
         if _same_file(path, Path(source)):
-            raise ValueError(f"refusing to overwrite the input {path}")
+            raise InputError(f"refusing to overwrite the input {path}")
     if path.is_dir():
-        raise ValueError(f"{path} is a directory")
+        raise InputError(f"{path} is a directory")
     parent = path.parent
     if not parent.exists():
         raise FileNotFoundError(f"{parent}: no such folder for the output {path.name}")
     if not parent.is_dir():
-        raise ValueError(f"{parent} is not a folder (for the output {path.name})")
+        raise InputError(f"{parent} is not a folder (for the output {path.name})")
     return parent
 
 
@@ -181,8 +182,9 @@ def check_output(path, *, inputs=()) -> None:
 
     Raises
     ------
-    ValueError
-        ``path`` is one of ``inputs`` (the same file, by any name), or is a directory.
+    banmf.exceptions.InputError
+        ``path`` is one of ``inputs`` (the same file, by any name), or is a directory (a
+        ``ValueError``).
     FileNotFoundError
         The folder of ``path`` does not exist.
     PermissionError
@@ -290,8 +292,6 @@ def atomic_path(path):
         try:
             os.replace(tmp, path)
         except OSError as exc:
-            from .exceptions import OutputNotReplaced
-
             reason = _replace_problem(path) or (exc.strerror or reason_of(exc)).lower()
             saved = _keep_beside(Path(tmp), path)
             kept = saved == Path(tmp)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import re
 
+from .exceptions import InputError, InvalidParameterError
+
 ENV_VAR = "BANMF_MEMORY_LIMIT"
 
 _UNITS = "KMGTPEZY"
@@ -27,7 +29,7 @@ def parse_size(text: str, what: str = ENV_VAR) -> int:
         r"\s*([0-9]+(?:\.[0-9]*)?)\s*(?:([KMGTP])(?:i?B)?|B)?\s*", text, re.IGNORECASE
     )
     if match is None or float(match.group(1)) <= 0:
-        raise ValueError(
+        raise InvalidParameterError(
             f"{what}={text!r} is not a size: give a positive number of bytes, optionally with "
             "K, M, G or T (e.g. 8G)"
         )
@@ -138,8 +140,8 @@ def available_memory() -> int | None:
 
     Raises
     ------
-    ValueError
-        ``BANMF_MEMORY_LIMIT`` is set but is not a size.
+    banmf.exceptions.InvalidParameterError
+        ``BANMF_MEMORY_LIMIT`` is set but is not a size (a ``ValueError``).
     """
     override = os.environ.get(ENV_VAR)
     if override is not None and override.strip():
@@ -167,12 +169,14 @@ def check_memory(nbytes: float, what: str, fix: str = "") -> None:
 
     Raises
     ------
-    ValueError
-        ``nbytes`` exceeds :func:`available_memory`, or ``BANMF_MEMORY_LIMIT`` is not a size.
+    banmf.exceptions.InputError
+        ``nbytes`` exceeds :func:`available_memory` (a ``ValueError``).
+    banmf.exceptions.InvalidParameterError
+        ``BANMF_MEMORY_LIMIT`` is not a size.
     """
     budget = available_memory()
     if budget is not None and nbytes > budget:
-        raise ValueError(
+        raise InputError(
             f"{what} needs about {format_size(nbytes)}, more than the {format_size(budget)} "
             f"available ({fix + ', or ' if fix else ''}set {ENV_VAR} to change the budget)"
         )
@@ -198,11 +202,11 @@ def check_matrix_size(n: int, m: int, nnz: int, what: str, extra: int = 0) -> No
 
     Raises
     ------
-    ValueError
-        In one line starting with ``what``.
+    banmf.exceptions.InputError
+        In one line starting with ``what`` (a ``ValueError``).
     """
     if n * m > MAX_POSITIONS:
-        raise ValueError(
+        raise InputError(
             f"{what}: a {n}×{m} matrix is too large ({_approx(n * m)} positions; 64-bit indices "
             f"address at most {_approx(MAX_POSITIONS)})"
         )

@@ -24,6 +24,7 @@ from ._boolean import (
     support_mask_from_keys,
 )
 from .dataset import Dataset
+from .exceptions import InputError, InvalidParameterError
 
 __all__ = [
     "check_binary_matrix",
@@ -79,9 +80,9 @@ def _describe_bad_values(
 
 def _check_numeric(dtype: np.dtype, name: str) -> None:
     if dtype == np.dtype(object) or not (np.issubdtype(dtype, np.number) or dtype == np.bool_):
-        raise TypeError(f"{name} must hold numbers or booleans, got dtype {dtype}")
+        raise InputError(f"{name} must hold numbers or booleans, got dtype {dtype}")
     if np.issubdtype(dtype, np.complexfloating):
-        raise TypeError(f"{name} must be real, got complex dtype {dtype}")
+        raise InputError(f"{name} must be real, got complex dtype {dtype}")
 
 
 def _is_dataframe(X) -> bool:
@@ -130,7 +131,7 @@ def _frame_with_na(X):
     try:
         values = X.to_numpy(dtype=np.float64, na_value=0.0)
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"X must hold numbers or booleans ({exc})") from None
+        raise InputError(f"X must hold numbers or booleans ({exc})") from None
     return values, sp.csr_array(na)
 
 
@@ -156,13 +157,12 @@ def check_binary_matrix(X, name: str = "X", *, one_based: bool = False) -> sp.cs
 
     Raises
     ------
-    TypeError
-        If X is not numeric (strings, objects, complex).
-    ValueError
-        If X is not 2-D, is empty, contains NaN/inf or values other than 0 and 1.
+    banmf.exceptions.InputError
+        If X is not numeric (strings, objects, complex), is not 2-D, is empty, contains
+        NaN/inf or values other than 0 and 1 (a ``ValueError`` and a ``TypeError``).
     """
     if X is None or isinstance(X, (str, bytes)):
-        raise TypeError(
+        raise InputError(
             f"{name} must be a 2-D 0/1 array or scipy sparse matrix, got {type(X).__name__}"
         )
     if isinstance(X, Dataset):  # banmf's own: its matrix, and its unknown cells for check_unknown
@@ -177,7 +177,7 @@ def check_binary_matrix(X, name: str = "X", *, one_based: bool = False) -> sp.cs
         X = sp.coo_array(X.sparse.to_coo()) if sparse else X.to_numpy()
     if sp.issparse(X):
         if X.ndim != 2:
-            raise ValueError(f"{name} must be 2-D, got {X.ndim} dimensions")
+            raise InputError(f"{name} must be 2-D, got {X.ndim} dimensions")
         _check_numeric(X.dtype, name)
         if _is_support_mask(X):
             return (
@@ -191,16 +191,16 @@ def check_binary_matrix(X, name: str = "X", *, one_based: bool = False) -> sp.cs
         try:
             arr = np.asarray(X)
         except Exception as exc:  # ragged lists and the like
-            raise TypeError(f"{name} could not be converted to an array: {exc}") from None
+            raise InputError(f"{name} could not be converted to an array: {exc}") from None
         _check_numeric(arr.dtype, name)
         if arr.ndim != 2:
-            raise ValueError(f"{name} must be 2-D, got an array of shape {arr.shape}")
+            raise InputError(f"{name} must be 2-D, got an array of shape {arr.shape}")
         shape = arr.shape
         rows, cols = np.nonzero(arr)
         # NaN and inf are nonzero, so every non-finite value is among `values`.
         values = arr[rows, cols]
     if shape[0] == 0 or shape[1] == 0:
-        raise ValueError(
+        raise InputError(
             f"{name} is empty (shape {shape}); it needs at least one row and one column"
         )
     if np.issubdtype(values.dtype, np.floating):
@@ -209,14 +209,14 @@ def check_binary_matrix(X, name: str = "X", *, one_based: bool = False) -> sp.cs
             count = int((~finite).sum())
             first = int(np.flatnonzero(~finite)[0])
             example = "" if count == 1 else "e.g. "
-            raise ValueError(
+            raise InputError(
                 f"{name} has {entries(count, 'is NaN or infinite')} ({example}"
                 f"{format_value(values[first])} at row {int(rows[first]) + one_based}, column "
                 f"{int(cols[first]) + one_based})"
             )
     if values.dtype != np.bool_:
         if not ((values == 0) | (values == 1)).all():
-            raise ValueError(_describe_bad_values(values, rows, cols, name, int(one_based)))
+            raise InputError(_describe_bad_values(values, rows, cols, name, int(one_based)))
         keep = values != 0
         rows, cols = rows[keep], cols[keep]
     return support_mask(rows, cols, shape)
@@ -229,20 +229,20 @@ def check_cells(rows, cols, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndar
     for name, idx, size in (("rows", rows, shape[0]), ("cols", cols, shape[1])):
         arr = np.asarray(idx)
         if arr.ndim != 1:
-            raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
+            raise InputError(f"{name} must be 1-D, got shape {arr.shape}")
         if arr.size and not np.issubdtype(arr.dtype, np.integer):
-            raise TypeError(f"{name} must hold integers, got dtype {arr.dtype}")
+            raise InputError(f"{name} must hold integers, got dtype {arr.dtype}")
         arr = arr.astype(np.int64)
         bad = (arr < 0) | (arr >= size)
         if bad.any():
             q = int(np.flatnonzero(bad)[0])
-            raise ValueError(
+            raise InputError(
                 f"{name}[{q}] = {int(arr[q])} is outside 0..{size - 1} (the matrix is "
                 f"{shape[0]}×{shape[1]})"
             )
         out.append(arr)
     if len(out[0]) != len(out[1]):
-        raise ValueError(
+        raise InputError(
             f"rows and cols must have one entry per cell, got {len(out[0])} and {len(out[1])}"
         )
     return out[0], out[1]
@@ -270,11 +270,12 @@ def check_unknown(
 
     Raises
     ------
-    ValueError
-        Both masks given, a shape other than X's, values other than 0 and 1.
+    banmf.exceptions.InputError
+        Both masks given, a shape other than X's, values other than 0 and 1 (a
+        ``ValueError``).
     """
     if missing is not None and observed is not None:
-        raise ValueError("give missing or observed, not both (one is the other's complement)")
+        raise InputError("give missing or observed, not both (one is the other's complement)")
     carried = getattr(X, _CARRIED, None)  # X's own unknown cells (a Dataset's, a frame's NA)
     if carried is not None:
         X = csr_from_parts(X.indptr, X.indices, X.shape)
@@ -288,7 +289,7 @@ def check_unknown(
     name = "missing" if missing is not None else "observed"
     M = check_binary_matrix(missing if missing is not None else observed, name)
     if M.shape != X.shape:
-        raise ValueError(f"{name} has shape {M.shape} but X has shape {X.shape}; they must match")
+        raise InputError(f"{name} has shape {M.shape} but X has shape {X.shape}; they must match")
     n, m = X.shape
     if missing is not None:
         if M.nnz == 0:
@@ -309,7 +310,7 @@ def check_observed(ones: int, X: sp.csr_array, unknown: Unknown | None) -> None:
     if unknown.observed_count(X.nnz) == 0:
         n, m = X.shape
         how = "missing= marks all" if not unknown.observed else "observed= marks none of the"
-        raise ValueError(
+        raise InputError(
             f"every cell of X is unknown ({how} {n}×{m} cells): there is nothing to fit"
         )
     if ones and not X.nnz:
@@ -323,7 +324,7 @@ def check_observed(ones: int, X: sp.csr_array, unknown: Unknown | None) -> None:
 def _checked_mask(X: sp.csr_array, mask, name: str) -> sp.csr_array:
     M = check_binary_matrix(mask, name)
     if M.shape != X.shape:
-        raise ValueError(f"{name} has shape {M.shape} but X has shape {X.shape}; they must match")
+        raise InputError(f"{name} has shape {M.shape} but X has shape {X.shape}; they must match")
     return M
 
 
@@ -348,10 +349,12 @@ def check_n_components(n_components, shape: tuple[int, int]) -> int:
     cost time and memory (k² Gram matrices, 2^k patterns).
     """
     if isinstance(n_components, (bool, np.bool_)) or not isinstance(n_components, numbers.Integral):
-        raise TypeError(f"n_components must be a positive integer, got {n_components!r}")
+        raise InvalidParameterError(
+            f"n_components must be a positive integer, got {n_components!r}"
+        )
     k = int(n_components)
     if k < 1:
-        raise ValueError(f"n_components must be >= 1, got {k}")
+        raise InvalidParameterError(f"n_components must be >= 1, got {k}")
     rank = min(shape)
     if k > rank:
         warnings.warn(
@@ -370,7 +373,7 @@ def check_random_state(random_state) -> np.random.Generator:
         return np.random.default_rng(random_state)
     if isinstance(random_state, np.random.Generator):
         return random_state
-    raise TypeError(
+    raise InvalidParameterError(
         f"random_state must be None, an int or a numpy Generator, got {type(random_state).__name__}"
     )
 
@@ -379,7 +382,7 @@ def check_dense_budget(shape: tuple[int, int], budget, what: str) -> None:
     """Refuse an n×m problem that a dense method would hold in memory beyond ``budget`` entries."""
     n, m = shape
     if n * m > budget:
-        raise ValueError(
+        raise InvalidParameterError(
             f"{what} needs dense n×m arrays: {n}×{m} = {n * m:,} entries exceeds "
             f"dense_budget={budget:,}; use BANMF or NMF, or raise dense_budget if the memory is there"
         )
@@ -408,7 +411,7 @@ def check_work(work: float, budget, what: str, fix: str) -> None:
     """Refuse, up front, a fit estimated at more than ``budget`` operations (None: no limit):
     a one-line ``ValueError`` with the estimate and what to change."""
     if budget is not None and work > budget:
-        raise ValueError(
+        raise InvalidParameterError(
             f"{what} is estimated at {work:.3g} operations ({work_duration(work)} on 2 "
             f"cores), over work_budget={budget:.3g}; {fix}, or raise work_budget "
             "(None: no limit)"
@@ -419,7 +422,7 @@ def check_dtype(dtype) -> np.dtype:
     """Accept float32 or float64 only (each kernel is compiled for these two)."""
     dt = np.dtype(dtype)
     if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
-        raise ValueError(f"dtype must be float32 or float64, got {dt}")
+        raise InvalidParameterError(f"dtype must be float32 or float64, got {dt}")
     return dt
 
 
@@ -434,15 +437,15 @@ def check_boolean_factors(
         arr = np.asarray(F)
         _check_numeric(arr.dtype, name)
         if arr.ndim != 2:
-            raise ValueError(f"{name} must be 2-D, got an array of shape {arr.shape}")
+            raise InputError(f"{name} must be 2-D, got an array of shape {arr.shape}")
         if arr.dtype != np.bool_:
             if np.issubdtype(arr.dtype, np.floating) and not np.isfinite(arr).all():
-                raise ValueError(f"{name} contains NaN or infinite values")
+                raise InputError(f"{name} contains NaN or infinite values")
             bad = ~((arr == 0) | (arr == 1))
             if bad.any():
                 r, c = np.argwhere(bad)[0]
                 count = int(bad.sum())
-                raise ValueError(
+                raise InputError(
                     f"{name} has {entries(count, 'is not 0 or 1')} ({'' if count == 1 else 'e.g. '}"
                     f"{format_value(arr[r, c])} at row {r}, column {c}); threshold it first, e.g. "
                     f"with {name} > 0.5"
@@ -450,11 +453,11 @@ def check_boolean_factors(
         out.append(np.ascontiguousarray(arr, dtype=bool))
     Wb, Hb = out
     if Wb.shape[1] != Hb.shape[0]:
-        raise ValueError(
+        raise InputError(
             f"W has {Wb.shape[1]} columns but H has {Hb.shape[0]} rows; they must match"
         )
     if shape is not None and (Wb.shape[0], Hb.shape[1]) != tuple(shape):
-        raise ValueError(
+        raise InputError(
             f"W⊗H has shape {(Wb.shape[0], Hb.shape[1])} but X has shape {tuple(shape)}"
         )
     return Wb, Hb

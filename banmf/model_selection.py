@@ -2,7 +2,8 @@
 
 The building blocks for choosing k (or any parameter) by how well a factorization predicts
 cells it did not see: :func:`mask_entries` draws the cells to hide, a fit takes them as
-``missing=``, and :func:`held_out_scores` compares its prediction with the hidden truth.
+``missing=`` (:func:`hold_out` does both: the cells, and the data's unknown cells joined with
+them), and :func:`held_out_scores` compares its prediction with the hidden truth.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from numbers import Integral, Real
 import numpy as np
 import scipy.sparse as sp
 
-from ._boolean import cell_keys, in_sorted, support_mask_from_keys
+from ._boolean import cell_keys, count_unknown, in_sorted, join_unknown, support_mask_from_keys
 from ._mdl import description_bits, observed_cells
 from ._memory import check_memory
 from ._validation import (
@@ -26,6 +27,7 @@ from ._validation import (
     check_unknown,
 )
 from .booleanize import predict_cells
+from .exceptions import InputError, InvalidParameterError
 
 __all__ = [
     "RankSelection",
@@ -33,6 +35,7 @@ __all__ = [
     "description_length",
     "factor_agreement",
     "held_out_scores",
+    "hold_out",
     "mask_entries",
     "select_rank",
 ]
@@ -93,11 +96,13 @@ def mask_entries(
     """
     X = check_binary_matrix(X)
     if isinstance(fraction, bool) or not isinstance(fraction, Real) or not 0 <= fraction < 1:
-        raise ValueError(f"fraction must be a number in [0, 1), got {fraction!r}")
+        raise InvalidParameterError(f"fraction must be a number in [0, 1), got {fraction!r}")
     if n_zeros is not None and (
         isinstance(n_zeros, bool) or not isinstance(n_zeros, Integral) or n_zeros < 0
     ):
-        raise ValueError(f"n_zeros must be a nonnegative integer or None, got {n_zeros!r}")
+        raise InvalidParameterError(
+            f"n_zeros must be a nonnegative integer or None, got {n_zeros!r}"
+        )
     rng = check_random_state(random_state)
     X, unknown = check_unknown(X, missing, observed)
     n, m = X.shape
@@ -107,7 +112,9 @@ def mask_entries(
         zeros = cell_keys(unknown.cells)
         want = round(fraction * len(zeros)) if n_zeros is None else int(n_zeros)
         if want > len(zeros):
-            raise ValueError(f"n_zeros={want} exceeds the {len(zeros)} observed zeros of X")
+            raise InvalidParameterError(
+                f"n_zeros={want} exceeds the {len(zeros)} observed zeros of X"
+            )
         hide_ones = rng.choice(ones, size=round(fraction * len(ones)), replace=False)
         hide_zeros = rng.choice(zeros, size=want, replace=False)
         return support_mask_from_keys(np.union1d(hide_ones, hide_zeros), X.shape)
@@ -115,11 +122,60 @@ def mask_entries(
     available = n * m - len(ones) - len(unknown_keys)
     want = round(fraction * available) if n_zeros is None else int(n_zeros)
     if want > available:
-        raise ValueError(f"n_zeros={want} exceeds the {available} observed zeros of X")
+        raise InvalidParameterError(f"n_zeros={want} exceeds the {available} observed zeros of X")
     hide_ones = rng.choice(ones, size=round(fraction * len(ones)), replace=False)
     taken = np.union1d(ones, unknown_keys)
     hide_zeros = _draw_zeros(rng, n * m, taken, want)
     return support_mask_from_keys(np.union1d(hide_ones, hide_zeros), X.shape)
+
+
+def hold_out(
+    X, fraction: float, *, random_state=None, missing=None, observed=None
+) -> tuple[dict, sp.csr_array]:
+    """Hide a share of X's observed cells from a fit, to score it on them: the cells of
+    :func:`mask_entries` (the same draws), and the unknown cells to fit X with.
+
+    Parameters
+    ----------
+    X, fraction, random_state, missing, observed
+        As in :func:`mask_entries`: the data, the share of its observed ones (and zeros) to
+        hide, the seed, and its unknown cells (never hidden).
+
+    Returns
+    -------
+    fit_masks : dict
+        ``missing`` and ``observed`` for the fit (``factorize(X, k, **fit_masks)``): X's
+        unknown cells and the hidden ones, in the form X's are given (``missing`` joined with
+        the hidden cells, or ``observed`` less them; none given: ``missing`` the hidden cells).
+    hidden : scipy.sparse.csr_array of shape (n, m), bool
+        The hidden cells, to score the fit on with :func:`held_out_scores`.
+
+    Raises
+    ------
+    banmf.exceptions.InputError
+        ``fraction`` of X's observed cells rounds to no cell at all (a ``ValueError``).
+
+    Examples
+    --------
+    >>> from banmf import factorize, make_boolean
+    >>> X, _, _ = make_boolean(60, 40, 3, density=0.3, random_state=0)
+    >>> fit_masks, hidden = hold_out(X, 0.2, random_state=0)
+    >>> res = factorize(X, 3, random_state=0, **fit_masks)
+    >>> held_out_scores(X, res.W, res.H, hidden)["cells"] == hidden.nnz
+    True
+    """
+    masks = {
+        name: None if mask is None else check_binary_matrix(mask, name)
+        for name, mask in (("missing", missing), ("observed", observed))
+    }
+    hidden = mask_entries(X, fraction, random_state=random_state, **masks)
+    if hidden.nnz == 0:
+        n, m = hidden.shape
+        raise InputError(
+            f"{fraction:g} holds out no cell of the {n * m - count_unknown((n, m), **masks)} "
+            "observed cells; give a larger fraction"
+        )
+    return dict(zip(("missing", "observed"), join_unknown(hidden, **masks))), hidden
 
 
 def _draw_zeros(rng: np.random.Generator, cells: int, taken: np.ndarray, want: int) -> np.ndarray:
@@ -170,7 +226,7 @@ def held_out_scores(X, W, H, hidden) -> dict:
     X = check_binary_matrix(X)
     cells = check_binary_matrix(hidden, "hidden")
     if cells.shape != X.shape:
-        raise ValueError(f"hidden has shape {cells.shape} but X has shape {X.shape}")
+        raise InputError(f"hidden has shape {cells.shape} but X has shape {X.shape}")
     keys = cell_keys(cells)
     truth = in_sorted(keys, cell_keys(X))
     m = X.shape[1]
@@ -271,11 +327,11 @@ def cv_folds(X, folds: int = 5, *, random_state=None, missing=None, observed=Non
     """
     X, unknown = check_unknown(check_binary_matrix(X), missing, observed)
     if isinstance(folds, bool) or not isinstance(folds, Integral) or folds < 2:
-        raise ValueError(f"folds must be an integer >= 2, got {folds!r}")
+        raise InvalidParameterError(f"folds must be an integer >= 2, got {folds!r}")
     cells = observed_cells(X, unknown)
     if folds > cells:
         fix = f"pass folds <= {cells}" if cells >= 2 else "there is nothing to split"
-        raise ValueError(
+        raise InvalidParameterError(
             f"folds={folds} is more than the {cells} observed cells of X (a fold would be "
             f"empty); {fix}"
         )
@@ -546,18 +602,22 @@ def select_rank(
     criteria = tuple(criteria)
     bad = [c for c in criteria if c not in CRITERIA]
     if bad or not criteria:
-        raise ValueError(f"criteria must be some of {CRITERIA}, got {criteria!r}")
+        raise InvalidParameterError(f"criteria must be some of {CRITERIA}, got {criteria!r}")
     if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+        raise InvalidParameterError(
+            f"unknown method {method!r}; choose one of {', '.join(METHODS)}"
+        )
     ks = sorted({int(k) for k in ks})
     if not ks or ks[0] < 1:
-        raise ValueError(f"ks must be positive ranks, got {ks!r}")
+        raise InvalidParameterError(f"ks must be positive ranks, got {ks!r}")
     if isinstance(folds, bool) or not isinstance(folds, Integral) or folds < 2:
-        raise ValueError(f"folds must be an integer >= 2, got {folds!r}")
+        raise InvalidParameterError(f"folds must be an integer >= 2, got {folds!r}")
     if patience is not None and (
         isinstance(patience, bool) or not isinstance(patience, Integral) or patience < 1
     ):
-        raise ValueError(f"patience must be a positive integer or None, got {patience!r}")
+        raise InvalidParameterError(
+            f"patience must be a positive integer or None, got {patience!r}"
+        )
     cls = METHODS[method]
     X, unknown = check_unknown(check_binary_matrix(X), missing, observed)
     if "cv" in criteria or "stability" in criteria:
@@ -650,12 +710,12 @@ def _check_folds(folds: int, ones: int, criteria) -> None:
     most = ones // MIN_FOLD_ONES
     if most < 2:
         asked = " and ".join(repr(c) for c in criteria if c in ("cv", "stability"))
-        raise ValueError(
+        raise InputError(
             f"X has {ones} observed ones: too few for {asked}, which need at least 2 folds of "
             f"{MIN_FOLD_ONES} ones each; pass criteria=['mdl']"
         )
     if folds > most:
-        raise ValueError(
+        raise InvalidParameterError(
             f"folds={folds} is more than X supports: each fold must hold at least "
             f"{MIN_FOLD_ONES} of its {ones} observed ones, so at most {most} folds; pass "
             f"folds <= {most}"

@@ -15,6 +15,7 @@ import numpy as np
 from ._boolean import transpose_mask
 from ._changes import factor_costs
 from ._validation import check_binary_matrix, check_boolean_factors
+from .exceptions import InputError, InvalidParameterError
 
 __all__ = ["Pattern", "patterns"]
 
@@ -113,9 +114,11 @@ def patterns(result, X=None, *, top: int | None = None) -> list[Pattern]:
 
     Raises
     ------
-    ValueError
-        No data (``X`` not given and not kept in the result), data of another shape, or a bad
-        ``top``.
+    banmf.exceptions.InputError
+        No data (``X`` not given and not kept in the result), or data of another shape (a
+        ``ValueError``).
+    banmf.exceptions.InvalidParameterError
+        A bad ``top`` (a ``ValueError``).
 
     Examples
     --------
@@ -129,17 +132,17 @@ def patterns(result, X=None, *, top: int | None = None) -> list[Pattern]:
     if X is None:
         X = result.X
     if X is None:
-        raise ValueError(
+        raise InputError(
             "patterns need the data: pass X (this result holds no copy of it; results keep "
             "their data up to 2,000,000 nonzeros)"
         )
     if top is not None and (
         isinstance(top, bool) or not isinstance(top, (int, np.integer)) or top < 1
     ):
-        raise ValueError(f"top must be a positive integer or None, got {top!r}")
+        raise InvalidParameterError(f"top must be a positive integer or None, got {top!r}")
     X = check_binary_matrix(X)
     if X.shape != result.shape:
-        raise ValueError(
+        raise InputError(
             f"X is {X.shape[0]}×{X.shape[1]} but the factorization is of a "
             f"{result.shape[0]}×{result.shape[1]} matrix"
         )

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from .booleanize import boolean_product
+from .exceptions import InputError
 from .io import atomic_path
 from .result import Factorization
 
@@ -47,7 +48,7 @@ PATTERN_COLUMNS = 40
 def _image_format(path) -> str:
     fmt = Path(path).suffix.lower().lstrip(".")
     if fmt not in IMAGE_FORMATS:
-        raise ValueError(
+        raise InputError(
             f"{path}: an image must end in {', '.join('.' + f for f in IMAGE_FORMATS)}"
         )
     return fmt

@@ -14,6 +14,7 @@ import scipy.sparse as sp
 
 from ._boolean import (
     cell_keys,
+    hits_and_cover,
     in_sorted,
     mask_union,
     mismatches,
@@ -32,8 +33,10 @@ from ._files import (
     stored_pattern,
     versions,
 )
+from ._mdl import observed_cells
 from ._memory import check_memory
 from ._validation import check_binary_matrix, check_boolean_factors, check_cells, check_unknown
+from .exceptions import InputError
 
 __all__ = ["Factorization", "relative_error"]
 
@@ -233,10 +236,48 @@ class Factorization:
         X = self._data(X)
         return check_unknown(check_binary_matrix(X), self.missing, self.observed)
 
+    def evaluate(self, X=None) -> dict:
+        """The errors of these factors on the data X with this result's unknown cells
+        (:attr:`missing` / :attr:`observed`; :meth:`replace` them to score against others).
+
+        Parameters
+        ----------
+        X : array-like or sparse of shape (n, m), optional
+            The 0/1 data (default :attr:`X`); its values on unknown cells are not counted.
+
+        Returns
+        -------
+        dict
+            ``error`` (the Hamming error on the observed cells), ``relative_error`` (error /
+            observed ones), ``false_negatives`` (ones missed), ``false_positives`` (zeros
+            covered) and ``unknown_cells`` (cells not counted).
+
+        Examples
+        --------
+        >>> from banmf import Factorization
+        >>> X = [[1, 1, 0], [0, 1, 1]]
+        >>> res = Factorization.from_factors(X, [[1], [1]], [[0, 1, 1]])
+        >>> scores = res.evaluate()
+        >>> scores["error"], scores["false_negatives"], scores["false_positives"]
+        (2, 1, 1)
+        >>> res.replace(missing=[[1, 0, 1], [0, 0, 0]]).evaluate(X)["error"]
+        0
+        """
+        X, unknown = self.unknown(X)
+        hits, cover = hits_and_cover(X, *check_boolean_factors(self.W, self.H, X.shape), unknown)
+        missed, covered = X.nnz - hits, cover - hits
+        return {
+            "error": missed + covered,
+            "relative_error": relative_error(missed + covered, X.nnz),
+            "false_negatives": missed,
+            "false_positives": covered,
+            "unknown_cells": X.shape[0] * X.shape[1] - observed_cells(X, unknown),
+        }
+
     def _data(self, X):
         if X is None:
             if self.X is None:
-                raise ValueError("this result holds no data (too large to embed); pass X")
+                raise InputError("this result holds no data (too large to embed); pass X")
             return self.X
         return X
 
@@ -321,9 +362,9 @@ class Factorization:
         ------
         FileNotFoundError
             The file does not exist.
-        ValueError
+        banmf.exceptions.InputError
             In one line, ``"<path>: not a banmf result file (<reason>)"`` for anything else, or
-            a result written by a newer banmf.
+            a result written by a newer banmf (a ``ValueError``).
         """
         return _read(path)
 
@@ -391,7 +432,7 @@ def _write(result, path) -> None:
             continue
         M = check_binary_matrix(M)
         if M.shape != (n, m):
-            raise ValueError(f"{name} has shape {M.shape}, the factors give {(n, m)}")
+            raise InputError(f"{name} has shape {M.shape}, the factors give {(n, m)}")
         if name == "X":
             meta["nnz"] = int(M.nnz)
         if name != "X" or M.nnz <= EMBED_MAX_NNZ:
@@ -410,7 +451,7 @@ def _read(path) -> Factorization:
     path = Path(path)
 
     def not_result(reason):
-        return ValueError(f"{path}: not a banmf result file ({reason})")
+        return InputError(f"{path}: not a banmf result file ({reason})")
 
     zf, headers = open_npz(path, not_result)
     with zf:
@@ -431,7 +472,7 @@ def _read(path) -> Factorization:
         if not isinstance(version, int) or isinstance(version, bool):
             raise not_result("corrupt metadata: format_version")
         if version > RESULT_VERSION:
-            raise ValueError(f"{path}: written by a newer banmf (format version {version})")
+            raise InputError(f"{path}: written by a newer banmf (format version {version})")
         shape, k = meta.get("shape"), meta.get("n_components")
         if not (
             isinstance(shape, list)

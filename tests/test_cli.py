@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 from banmf import boolean_error
@@ -262,6 +263,57 @@ def test_internal_error_exits_1(monkeypatch):
     code, _, err = run("info", ZOO)
     assert code == 1 and "internal error: ZeroDivisionError" in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("kind", [ValueError, TypeError, KeyError])
+def test_a_plain_exception_inside_a_command_is_an_internal_error(monkeypatch, kind):
+    import banmf.api
+
+    def broken(*args, **kwargs):
+        raise kind("an invariant broke")
+
+    monkeypatch.delenv("BANMF_DEBUG", raising=False)
+    # Only banmf's own errors are the user's: a ValueError from deep in the library is a bug.
+    monkeypatch.setattr(banmf.api, "factorize", broken)
+    code, out, err = run("factorize", ZOO, "-k", "2")
+    assert code == 1 and out == "" and len(err.strip().splitlines()) == 1
+    assert f"internal error: {kind.__name__}: " in err and "an invariant broke" in err
+    assert "please report" in err and "--debug or BANMF_DEBUG=1" in err
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["select-k", ZOO, "--ks", "1:2", "--folds", "100"], "folds=100 is more than X supports"),
+        (
+            ["factorize", ZOO, "-k", "2", "--method", "pnlpf", "--param", "dense_budget=100"],
+            "exceeds dense_budget=100",
+        ),
+        (["factorize", ZOO, "-k", "2", "--missing", "ALL"], "every cell of X is unknown"),
+        (["evaluate", ZOO, "GARBAGE"], "not a banmf result file"),
+        (["factorize", ZOO, "-k", "2", "--out", "FOLDER"], "is a directory"),
+    ],
+)
+def test_the_librarys_refusals_of_the_input_exit_2(tmp_path, argv, message):
+    from banmf.io import write_matrix
+
+    every_cell = tmp_path / "all.mtx"
+    write_matrix(np.ones((101, 15), dtype=bool), every_cell)
+    garbage = tmp_path / "garbage.npz"
+    garbage.write_bytes(b"not a zip archive")
+    folder = tmp_path / "folder.npz"
+    folder.mkdir()
+    named = {"ALL": every_cell, "GARBAGE": garbage, "FOLDER": folder}
+    argv = [str(named.get(a, a)) for a in argv]
+    code, out, err = run(*argv)
+    assert code == 2 and message in err, err
+    assert err.count("\n") == 1 and "internal error" not in err
+
+
+def test_a_bad_memory_limit_is_the_users_error(monkeypatch):
+    monkeypatch.setenv("BANMF_MEMORY_LIMIT", "lots")
+    code, _, err = run("info", ZOO)
+    assert code == 2 and "BANMF_MEMORY_LIMIT='lots' is not a size" in err
 
 
 @pytest.mark.parametrize("how", ["option", "environment"])

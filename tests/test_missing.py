@@ -28,7 +28,8 @@ from banmf import (
 )
 from banmf._boolean import mismatches
 from banmf._validation import check_binary_matrix, check_unknown
-from banmf.model_selection import held_out_scores, mask_entries
+from banmf.exceptions import InputError
+from banmf.model_selection import held_out_scores, hold_out, mask_entries
 from banmf.models import _mu
 from banmf.models._mu import MUSolver
 
@@ -359,6 +360,22 @@ def test_predict_and_complete_against_the_dense_product(problem, k, seed):
         np.testing.assert_array_equal(values, P[unknown].astype(bool))
 
 
+@given(masked(), st.integers(1, 3), st.integers(0, 2**32 - 1))
+def test_evaluate_counts_the_observed_cells_against_the_dense_product(problem, k, seed):
+    Xd, unknown, form = problem
+    W, H = boolean_factors(np.random.default_rng(seed), Xd.shape, k)
+    P = ref.boolean_product(W, H).astype(bool)
+    res = banmf.Factorization.from_factors(Xd, W, H)
+    scores = res.replace(**masks(form, unknown)).evaluate(Xd)
+    missed, covered = int((Xd & ~P & ~unknown).sum()), int((~Xd & P & ~unknown).sum())
+    assert (scores["false_negatives"], scores["false_positives"]) == (missed, covered)
+    assert scores["error"] == missed + covered and scores["unknown_cells"] == unknown.sum()
+    assert scores["relative_error"] == banmf.result.relative_error(
+        missed + covered, int((Xd & ~unknown).sum())
+    )
+    assert res.evaluate()["error"] == res.error  # default: its own data, every cell observed
+
+
 def test_predict_cells_refuses_cells_outside_the_matrix():
     with pytest.raises(ValueError, match=r"cols\[1\] = 3 is outside 0..2"):
         predict_cells(np.eye(2), np.ones((2, 3)), [0, 1], [0, 3])
@@ -397,6 +414,25 @@ def test_mask_entries_on_large_sparse_data_and_its_checks():
         mask_entries(X, 0.1, n_zeros=-1)
     with pytest.raises(ValueError, match="exceeds the 2 observed zeros"):
         mask_entries(np.array([[1, 0, 0]]), 0.5, n_zeros=3)
+
+
+@pytest.mark.parametrize("form", [None, *FORMS])
+def test_hold_out_hides_mask_entries_cells_beside_the_unknown_ones(form):
+    rng = np.random.default_rng(0)
+    Xd, unknown = rng.random((30, 20)) < 0.3, rng.random((30, 20)) < 0.2
+    given_masks = {} if form is None else masks(form, unknown)
+    fit_masks, hidden = hold_out(Xd, 0.25, random_state=3, **given_masks)
+    again = mask_entries(Xd, 0.25, random_state=3, **given_masks)  # the same draws
+    np.testing.assert_array_equal(hidden.toarray(), again.toarray())
+    # Fitted with the hidden cells unknown too, in the form the data's were given.
+    before = unknown if form else np.zeros_like(unknown)
+    fit_unknown = (
+        ~fit_masks["observed"].toarray() if form == "observed" else fit_masks["missing"].toarray()
+    )
+    assert fit_masks["observed" if form == "observed" else "missing"] is not None
+    np.testing.assert_array_equal(fit_unknown, before | hidden.toarray())
+    with pytest.raises(InputError, match="1e-09 holds out no cell of the 600 observed cells"):
+        hold_out(Xd, 1e-9)
 
 
 def test_held_out_scores_against_counting_by_hand():

@@ -25,7 +25,14 @@ import traceback
 import warnings
 
 from .._signals import signals_interrupt
-from .exits import EXIT_BROKEN_PIPE, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, UsageError
+from .exits import (
+    EXIT_BROKEN_PIPE,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_USAGE,
+    USER_ERRORS,
+    UsageError,
+)
 from .parser import attach_dashed_values, build_parser
 from .render import Progress, announce, warnings_to
 
@@ -60,14 +67,7 @@ def main(argv=None, *, stdout=None, stderr=None) -> int:
         warnings.showwarning = warnings_to(err)
         try:
             return args.func(args, out, err)
-        except (
-            UsageError,
-            ValueError,
-            TypeError,
-            FileNotFoundError,
-            IsADirectoryError,
-            PermissionError,
-        ) as exc:
+        except USER_ERRORS as exc:
             err.write(f"banmf: error: {exc}\n")
             return EXIT_USAGE
         except KeyboardInterrupt:
@@ -107,7 +107,12 @@ def main(argv=None, *, stdout=None, stderr=None) -> int:
         except Exception as exc:  # anything else is our bug: say so, briefly
             if args.debug or os.environ.get("BANMF_DEBUG", "") not in ("", "0"):
                 traceback.print_exc(file=err)
-            err.write(f"banmf: internal error: {type(exc).__name__}: {exc} (please report it)\n")
+                how = "please report it with the traceback above"
+            else:
+                how = "please report it; --debug or BANMF_DEBUG=1 shows the traceback"
+            err.write(
+                f"banmf: internal error: {type(exc).__name__}: {exc} (a bug in banmf: {how})\n"
+            )
             return EXIT_INTERNAL
 
 

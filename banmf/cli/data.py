@@ -7,7 +7,14 @@ import json
 from pathlib import Path
 
 from .exits import EXIT_OK, UsageError
-from .inputs import check_target, matching_data, read_input, sha256, unknown_cells
+from .inputs import (
+    check_target,
+    matching_data,
+    read_input,
+    sha256,
+    unknown_cells,
+    with_unknown_cells,
+)
 from .render import emit, plural
 
 
@@ -96,31 +103,19 @@ def cmd_generate(args, out, err) -> int:
 
 
 def cmd_evaluate(args, out, err) -> int:
-    from .._boolean import count_unknown
-    from .._validation import check_unknown
-    from ..booleanize import error_counts
-    from ..result import Factorization, relative_error
+    from ..result import Factorization
 
     saved = Factorization.load(args.result)
     ds = read_input(args.input, args.format)
-    X = ds.X
-    matching_data(X, args.input, saved, args.result)
-    masks = unknown_cells(args, ds)
-    if not args.missing and not args.observed and ds.missing is None:
-        masks = {"missing": saved.missing, "observed": saved.observed}  # as it was fitted
-    fn, fp = error_counts(X, saved.W, saved.H, **masks)
-    X = check_unknown(X, **masks)[0]
-    error = fn + fp
+    matching_data(ds.X, args.input, saved, args.result)
+    scores = with_unknown_cells(saved, args, ds).evaluate(ds.X)
+    error, fn, fp = scores["error"], scores["false_negatives"], scores["false_positives"]
     record = {
         "input": args.input,
         "result": args.result,
         "method": saved.method,
         "n_components": saved.n_components,
-        "error": error,
-        "relative_error": relative_error(error, X.nnz),
-        "false_negatives": fn,
-        "false_positives": fp,
-        "unknown_cells": count_unknown(X.shape, **masks),
+        **scores,
         "recorded_error": saved.error,
     }
     lines = [
@@ -148,15 +143,12 @@ def cmd_complete(args, out, err) -> int:
     ds = read_input(args.input, args.format)
     X = ds.X
     matching_data(X, args.input, saved, args.result)
-    masks = unknown_cells(args, ds)
-    if masks["missing"] is None and masks["observed"] is None:
-        masks = {"missing": saved.missing, "observed": saved.observed}  # as it was fitted
-    if masks["missing"] is None and masks["observed"] is None:
+    fitted = with_unknown_cells(saved, args, ds)
+    if fitted.missing is None and fitted.observed is None:
         raise UsageError(
             f"{args.input} has no unknown cells to fill in: mark them in the file (?, NA or "
             "blank cells) or give --missing FILE / --observed FILE"
         )
-    fitted = saved.replace(**masks)
     keys, values = fitted.filled(X)  # values None: the predicted ones off observed cells
     n, m = X.shape
     rows_named = ds.row_labels or saved.row_labels
@@ -165,7 +157,7 @@ def cmd_complete(args, out, err) -> int:
     record = {
         "input": args.input,
         "result": args.result,
-        "unknown_cells": count_unknown(X.shape, **masks),
+        "unknown_cells": count_unknown(X.shape, fitted.missing, fitted.observed),
         "filled_ones": ones,
         "out": args.out,
     }

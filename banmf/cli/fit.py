@@ -17,12 +17,9 @@ from .render import Progress, emit, fit_lines, pattern_lines, plural, refinement
 
 
 def cmd_factorize(args, out, err) -> int:
-    from .. import __version__
-    from .._boolean import count_unknown, join_unknown
+    from .._boolean import count_unknown
     from ..api import factorize
-    from ..booleanize import error_counts
-    from ..exceptions import Interrupted
-    from ..io import jsonable
+    from ..exceptions import InputError, Interrupted
     from ..models import METHODS
 
     if args.method not in METHODS:
@@ -39,25 +36,12 @@ def cmd_factorize(args, out, err) -> int:
     masks = unknown_cells(args, ds)
     fit_masks, hidden = masks, None
     if args.hold_out:
-        from ..model_selection import mask_entries
+        from ..model_selection import hold_out
 
-        hidden = mask_entries(X, args.hold_out, random_state=args.seed, **masks)
-        if hidden.nnz == 0:
-            observed = X.shape[0] * X.shape[1] - count_unknown(X.shape, **masks)
-            raise UsageError(
-                f"--hold-out {args.hold_out:g} holds out no cell of the {observed} observed "
-                "cells; give a larger fraction"
-            )
-        # Fitted with the hidden cells unknown as well, in the form the data's are given.
-        fit_masks = dict(zip(("missing", "observed"), join_unknown(hidden, **masks)))
-    record = {
-        "input": args.input,
-        "shape": list(X.shape),
-        "nnz": int(X.nnz),
-        "method": args.method,
-        "n_components": args.k,
-        "seed": args.seed,
-    }
+        try:
+            fit_masks, hidden = hold_out(X, args.hold_out, random_state=args.seed, **masks)
+        except InputError as exc:  # the data's masks are checked: this is about the fraction
+            raise UsageError(f"--hold-out {exc}") from None
     progress = Progress(err, f"fitting {args.method}", enabled=not args.quiet)
     signalled = False
     with progress:
@@ -77,32 +61,22 @@ def cmd_factorize(args, out, err) -> int:
         col_labels=ds.col_labels,
         meta={"input": str(args.input), "input_sha256": sha256(args.input), "seed": args.seed},
     )
-    n, m = X.shape
-    fn, fp = error_counts(X, result.W, result.H, **fit_masks)
+    counts = result.evaluate(X)  # with the unknown cells it was fitted with, hidden ones too
+    fn, fp = counts["false_negatives"], counts["false_positives"]
     unknown = count_unknown(X.shape, **masks)
     observed_cells = result.n_observed
     # The relative error divides by the observed ones the fit saw: fewer than X's nonzeros
     # when some are unknown or held out.
     fitted_ones = X.nnz if result.X is None else int(result.X.nnz)
-    record.update(
-        {
-            "n_components": result.n_components,  # capped at min(n, m): the k fitted
-            "n_components_asked": args.k,
-            "unknown_cells": unknown,
-            "observed_cells": observed_cells,
-            "error": result.error,
-            "relative_error": result.relative_error,
-            "false_negatives": fn,
-            "false_positives": fp,
-            "n_iter": result.n_iter,
-            "seconds": round(seconds, 4),
-            "compile_seconds": round(progress.compile_seconds, 4),
-            "interrupted": result.interrupted,
-            "signal": args.signals.name if signalled else None,
-            "out": args.out,
-            "params": jsonable(result.params),
-            "version": __version__,
-        }
+    record = _record(
+        args,
+        result,
+        nnz=int(X.nnz),
+        unknown=unknown,
+        observed_cells=observed_cells,
+        split=(fn, fp),
+        compiling=progress.compile_seconds,
+        signalled=signalled,
     )
     if args.out:
         result.save(args.out)
@@ -129,11 +103,7 @@ def cmd_factorize(args, out, err) -> int:
             f"{scores['errors']} wrong (accuracy {scores['accuracy']:.4f}, F1 on the ones {f1})"
         )
     lines += refinement_lines(result.info, record)
-    if record["interrupted"]:
-        why = f"by {record['signal']}" if signalled else "by request"
-        lines.append(f"interrupted     {why}: the best result so far")
-    if args.out:
-        lines.append(f"saved           {args.out}")
+    lines += _ending_lines(args, record, signalled)
     if args.show:
         found = result.patterns(X, top=args.top)
         record["patterns"] = [pattern.to_dict() for pattern in found]
@@ -192,9 +162,7 @@ def _connect(args, err):
 def _factorize_distributed(args, out, err, params) -> int:
     """``banmf factorize --scheduler``: BANMF on a Dask cluster (:mod:`banmf.distributed`),
     with the summary, the saved result and its record of a fit on one machine."""
-    from .. import __version__
-    from .._validation import check_binary_matrix, check_unknown
-    from ..io import EMBED_MAX_NNZ, jsonable
+    from ..io import EMBED_MAX_NNZ
     from ..result import Factorization
 
     if args.method != "banmf":
@@ -242,22 +210,16 @@ def _factorize_distributed(args, out, err, params) -> int:
     # The data as one machine's result keeps it (banmf.io.save_result keeps a copy of small
     # data): read here from a matrix file, gathered from small row-block files.
     meta = {"input": str(args.input), "seed": args.seed, "scheduler": args.scheduler}
-    X = labels = None
+    fields = {}
     if ds is not None:
-        masks = {
-            name: None if mask is None else check_binary_matrix(mask, name)
-            for name, mask in masks.items()
-        }
-        X, _ = check_unknown(check_binary_matrix(ds.X), **masks)
-        labels = {"row_labels": ds.row_labels, "col_labels": ds.col_labels}
+        fields = {**masks, "row_labels": ds.row_labels, "col_labels": ds.col_labels}
         meta["input_sha256"] = sha256(args.input)
     elif model.nnz_ <= EMBED_MAX_NNZ:
-        X, missing, observed = blocks.gather()
-        masks = {"missing": missing, "observed": observed}
-    result = Factorization.from_estimator(
-        model, method="banmf", seconds=seconds, X=X, **(masks or {}), **(labels or {})
-    )
+        fields = dict(zip(("X", "missing", "observed"), blocks.gather()))
+    result = Factorization.from_estimator(model, method="banmf", seconds=seconds, **fields)
     result = result.replace(
+        # Its observed ones, as a fit on one machine keeps them (the fit checked the masks).
+        X=result.X if ds is None else result.unknown(ds.X)[0],
         params={k: v for k, v in result.params.items() if k != "client"},
         estimator=None,
         meta=meta,
@@ -266,27 +228,16 @@ def _factorize_distributed(args, out, err, params) -> int:
     observed_cells = int(model.n_observed_)
     split = (model.false_negatives_, model.false_positives_)
     record = {
-        "input": args.input,
-        "shape": [n, m],
-        "nnz": nnz,
-        "method": "banmf",
-        "n_components": result.n_components,  # capped at min(n, m): the k fitted
-        "n_components_asked": args.k,
-        "seed": args.seed,
-        "unknown_cells": n * m - observed_cells,
-        "observed_cells": observed_cells,
-        "error": result.error,
-        "relative_error": result.relative_error,
-        "false_negatives": split[0],
-        "false_positives": split[1],
-        "n_iter": result.n_iter,
-        "seconds": round(seconds, 4),
-        "compile_seconds": round(progress.compile_seconds, 4),
-        "interrupted": result.interrupted,
-        "signal": args.signals.name if signalled else None,
-        "out": args.out,
-        "params": jsonable(result.params),
-        "version": __version__,
+        **_record(
+            args,
+            result,
+            nnz=nnz,
+            unknown=n * m - observed_cells,
+            observed_cells=observed_cells,
+            split=split,
+            compiling=progress.compile_seconds,
+            signalled=signalled,
+        ),
         "scheduler": args.scheduler,
         "blocks": int(model.n_blocks_),
         "recoveries": int(model.recoveries_),
@@ -314,10 +265,58 @@ def _factorize_distributed(args, out, err, params) -> int:
         f"{plural(traffic['round_trips'], 'round trip')}"
         + (f"; {plural(model.recoveries_, 'lost worker')} survived" if model.recoveries_ else "")
     )
+    lines += _ending_lines(args, record, signalled)
+    emit(args, record, lines, out)
+    return args.signals.exit_code if signalled else EXIT_OK
+
+
+def _record(
+    args,
+    result,
+    *,
+    nnz: int,
+    unknown: int,
+    observed_cells: int,
+    split: tuple[int, int],
+    compiling: float,
+    signalled: bool,
+) -> dict:
+    """The JSON record of ``banmf factorize`` on one machine or a cluster: the input, the fit,
+    its error and the error's two parts (``split``: ones missed, zeros covered)."""
+    from .. import __version__
+    from ..io import jsonable
+
+    return {
+        "input": args.input,
+        "shape": list(result.shape),
+        "nnz": nnz,
+        "method": args.method,
+        "n_components": result.n_components,  # capped at min(n, m): the k fitted
+        "seed": args.seed,
+        "n_components_asked": args.k,
+        "unknown_cells": unknown,
+        "observed_cells": observed_cells,
+        "error": result.error,
+        "relative_error": result.relative_error,
+        "false_negatives": split[0],
+        "false_positives": split[1],
+        "n_iter": result.n_iter,
+        "seconds": round(result.seconds, 4),
+        "compile_seconds": round(compiling, 4),
+        "interrupted": result.interrupted,
+        "signal": args.signals.name if signalled else None,
+        "out": args.out,
+        "params": jsonable(result.params),
+        "version": __version__,
+    }
+
+
+def _ending_lines(args, record: dict, signalled: bool) -> list[str]:
+    """The summary's last lines: interrupted (by a signal, or by request), and saved."""
+    lines = []
     if record["interrupted"]:
         why = f"by {record['signal']}" if signalled else "by request"
         lines.append(f"interrupted     {why}: the best result so far")
     if args.out:
         lines.append(f"saved           {args.out}")
-    emit(args, record, lines, out)
-    return args.signals.exit_code if signalled else EXIT_OK
+    return lines

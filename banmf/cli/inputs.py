@@ -51,6 +51,15 @@ def unknown_cells(args, ds) -> dict:
     return {"missing": missing, "observed": observed}
 
 
+def with_unknown_cells(saved, args, ds):
+    """The saved factorization with the data's unknown cells (:func:`unknown_cells`), or with
+    those it was fitted with when the data has none."""
+    masks = unknown_cells(args, ds)
+    if masks["missing"] is None and masks["observed"] is None:
+        return saved
+    return saved.replace(**masks)
+
+
 def sha256(path: str) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:

@@ -16,6 +16,7 @@ from .._params import NONE, Interval
 from .._progress import StartProgress
 from .._threads import blocks_for, cancelled, threads_for, variant
 from .._validation import WORK_BUDGET, check_random_state, check_work
+from ..exceptions import InputError
 from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, store_params
 
 __all__ = ["MessagePassing"]
@@ -270,8 +271,8 @@ class MessagePassing(BaseFactorization):
             fix = "pass a smaller n_components or max_iter"
         try:
             check_memory(nbytes, f"{what} with n_components={k}")
-        except ValueError as exc:
-            raise ValueError(f"{exc}; {fix}") from None
+        except InputError as exc:
+            raise InputError(f"{exc}; {fix}") from None
         work = OPS_PER_CELL_FACTOR * self.max_iter * count * k
         check_work(work, self.work_budget, f"{what} with n_components={k}", fix)
 
