@@ -20,6 +20,7 @@ from .exceptions import DataWarning as DataWarning
 from .exceptions import InputError as InputError
 from .exceptions import Interrupted as Interrupted
 from .exceptions import InvalidParameterError as InvalidParameterError
+from .exceptions import MissingDependencyError as MissingDependencyError
 from .exceptions import NotFittedError as NotFittedError
 from .model_selection import RankSelection as RankSelection
 from .model_selection import select_rank as select_rank

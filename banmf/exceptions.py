@@ -9,6 +9,7 @@ __all__ = [
     "InputError",
     "Interrupted",
     "InvalidParameterError",
+    "MissingDependencyError",
     "NotFittedError",
     "OutputNotReplaced",
 ]
@@ -42,6 +43,12 @@ class InputError(BanmfError, ValueError, TypeError):
 class InvalidParameterError(BanmfError, ValueError, TypeError):
     """An estimator parameter is outside its declared constraints (a ``ValueError`` and a
     ``TypeError``, as in scikit-learn, so that either ``except`` catches it)."""
+
+
+class MissingDependencyError(BanmfError, ImportError):
+    """An optional dependency that the call needs is not installed (matplotlib for plots,
+    anndata for ``.h5ad`` files, Dask for :mod:`banmf.distributed`); the message says what to
+    install. An ``ImportError``, so that either ``except`` catches it."""
 
 
 class NotFittedError(BanmfError, ValueError, AttributeError):

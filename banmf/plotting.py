@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from .booleanize import boolean_product
-from .exceptions import InputError
+from .exceptions import InputError, MissingDependencyError
 from .io import atomic_path
 from .result import Factorization
 
@@ -27,7 +27,7 @@ def _pyplot():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise ImportError(
+        raise MissingDependencyError(
             "plotting needs matplotlib: pip install matplotlib (or banmf[plot])"
         ) from None
     return plt

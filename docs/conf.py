@@ -106,6 +106,7 @@ API_GROUPS = {
         "DataWarning",
         "Interrupted",
         "InvalidParameterError",
+        "MissingDependencyError",
         "NotFittedError",
     ],
 }

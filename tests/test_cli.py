@@ -310,6 +310,17 @@ def test_the_librarys_refusals_of_the_input_exit_2(tmp_path, argv, message):
     assert err.count("\n") == 1 and "internal error" not in err
 
 
+def test_a_missing_optional_dependency_is_the_users_to_install(tmp_path, monkeypatch):
+    import sys
+
+    res = tmp_path / "r.npz"
+    run("factorize", ZOO, "-k", "2", "--max-iter", "10", "--out", str(res))
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
+    code, out, err = run("plot", str(res), "--out", str(tmp_path / "p.png"))
+    assert code == 2 and "plotting needs matplotlib: pip install" in err
+    assert err.count("\n") == 1 and "internal error" not in err
+
+
 def test_a_bad_memory_limit_is_the_users_error(monkeypatch):
     monkeypatch.setenv("BANMF_MEMORY_LIMIT", "lots")
     code, _, err = run("info", ZOO)

@@ -13,7 +13,7 @@ from .._files import check_readable as _check_readable
 from .._files import reason_of as _reason
 from .._validation import check_binary_matrix
 from ..dataset import Dataset
-from ..exceptions import InputError
+from ..exceptions import InputError, MissingDependencyError
 from ._common import observed_ones
 from ._formats import Format
 
@@ -22,7 +22,7 @@ def _anndata():
     try:
         import anndata
     except ImportError:
-        raise ImportError(
+        raise MissingDependencyError(
             ".h5ad files need anndata: pip install anndata (or banmf[anndata])"
         ) from None
     return anndata
