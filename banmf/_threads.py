@@ -21,6 +21,8 @@ from contextlib import contextmanager
 
 import numba
 
+from .exceptions import InvalidParameterError
+
 # Numba's OpenMP threads otherwise spin for a while after every parallel call, waiting for the
 # next; on a shared machine they take the cores that other processes (and the other fits of a
 # sweep) need, and every join then waits for a descheduled spinner. Measured at 10⁶ nonzeros,
@@ -38,10 +40,12 @@ if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
 PARALLEL_MIN_WORK = 500_000
 
 _budget: contextvars.ContextVar[int | None] = contextvars.ContextVar("banmf_threads", default=None)
-# Set by whoever runs fits in other threads (banmf.fit_many): fits stop at their next iteration
-# once it is set, as on Ctrl-C, since KeyboardInterrupt reaches only the main thread.
-_cancel: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
-    "banmf_cancel", default=None
+# Set by whoever runs work in other threads (banmf._runner): fits stop at their next iteration
+# once one of these is set, as on Ctrl-C, since KeyboardInterrupt reaches only the main thread.
+# Every enclosing one holds: a start among several inside one fit of banmf.fit_many stops when
+# either its own fit or fit_many is cancelled.
+_cancel: contextvars.ContextVar[tuple[threading.Event, ...]] = contextvars.ContextVar(
+    "banmf_cancel", default=()
 )
 
 
@@ -113,9 +117,9 @@ def effective_n_jobs(n_jobs=None) -> int:
     if n_jobs is not None and (
         isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral)
     ):
-        raise TypeError(f"n_jobs must be None or an int, got {n_jobs!r}")
+        raise InvalidParameterError(f"n_jobs must be None or an int, got {n_jobs!r}")
     if n_jobs is not None and n_jobs == 0:
-        raise ValueError(
+        raise InvalidParameterError(
             "n_jobs must be None, a positive int or a negative int (-1: all CPUs), got 0"
         )
     if n_jobs is not None and n_jobs > 0:
@@ -149,15 +153,15 @@ def current_threads() -> int:
 
 
 def cancelled() -> bool:
-    """Has the caller that runs this fit in its own thread asked it to stop?"""
-    event = _cancel.get()
-    return event is not None and event.is_set()
+    """Has any caller that runs this work in another thread asked it to stop?"""
+    return any(event.is_set() for event in _cancel.get())
 
 
 @contextmanager
 def cancel_with(event: threading.Event):
-    """Fits in the enclosed code stop, as on Ctrl-C, once ``event`` is set."""
-    token = _cancel.set(event)
+    """Fits in the enclosed code stop, as on Ctrl-C, once ``event`` is set (or any event of an
+    enclosing :func:`cancel_with`)."""
+    token = _cancel.set((*_cancel.get(), event))
     try:
         yield
     finally:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import contextvars
-import queue
-import threading
+import functools
 import time
 
 from ._boolean import mask_union
-from ._threads import cancel_with, thread_budget
+from ._runner import run_side_by_side
 from ._validation import check_binary_matrix, check_observed, check_unknown, frame_labels
-from .exceptions import Interrupted
+from .exceptions import Interrupted, InvalidParameterError
 from .models import METHODS
 from .result import Factorization
 
@@ -60,12 +58,14 @@ def factorize(
     (40, 3)
     """
     if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+        raise InvalidParameterError(
+            f"unknown method {method!r}; choose one of {', '.join(METHODS)}"
+        )
     cls = METHODS[method]
     valid = set(cls._param_names())
     unknown = set(method_params) - valid
     if unknown:
-        raise ValueError(
+        raise InvalidParameterError(
             f"method {method!r} has no parameter(s) {sorted(unknown)}; valid: {sorted(valid)}"
         )
     row_labels, col_labels = frame_labels(X)
@@ -146,65 +146,20 @@ def fit_tasks(tasks, n_jobs=None, fitted=None) -> list:
     """:func:`fit_many` for fits that each have their own data: ``tasks`` are
     ``(estimator, X, unknown)`` with X a canonical support mask and ``unknown`` its
     :class:`banmf._boolean.Unknown` cells or None (trusted, as validated by the caller).
-    ``fitted()``, if given, is called as each fit ends (from the thread that ran it).
-    Returns the estimators, fitted, in order."""
+    ``fitted()``, if given, is called (in the calling thread) as each fit ends. Returns the
+    estimators, fitted, in order; on Ctrl-C, once the fits under way have stopped, raises
+    KeyboardInterrupt."""
     tasks = list(tasks)
-    with thread_budget(n_jobs) as budget:
-        workers = min(budget, len(tasks))
-        if workers <= 1:
-            for est, X, unknown in tasks:
-                est.fit(X, missing=unknown)
-                if fitted is not None:
-                    fitted()
-            return [est for est, _, _ in tasks]
-        share = max(1, budget // workers)
-        cancel = threading.Event()
-        waiting: queue.SimpleQueue = queue.SimpleQueue()
-        for task in tasks:
-            waiting.put(task)
-        failures: list[BaseException] = []
-
-        def worker():
-            with cancel_with(cancel), thread_budget(share):
-                while not cancel.is_set():
-                    try:
-                        est, X, unknown = waiting.get_nowait()
-                    except queue.Empty:
-                        return
-                    try:
-                        est.fit(X, missing=unknown)
-                        if fitted is not None:
-                            fitted()
-                    except BaseException as exc:  # handed to the calling thread
-                        failures.append(exc)
-                        cancel.set()
-
-        # Each thread runs in a copy of this thread's context (its budget, a caller's cancel).
-        threads = [
-            threading.Thread(
-                target=contextvars.copy_context().run,
-                args=(worker,),
-                daemon=True,
-                name=f"banmf-fit-{w}",
-            )
-            for w in range(workers)
-        ]
-        try:
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                # Timed joins, so that this thread wakes to run Python's SIGINT handler even
-                # when the signal was delivered to another thread.
-                while thread.is_alive():
-                    thread.join(timeout=0.1)
-        except KeyboardInterrupt:
-            cancel.set()  # running fits stop at their next iteration and keep their factors
-            raise
-        finally:
-            cancel.set()
-            for thread in threads:
-                if thread.ident is not None:
-                    thread.join()
-        if failures:
-            raise failures[0]
+    run = run_side_by_side(
+        [functools.partial(_fit, *task) for task in tasks],
+        n_jobs=n_jobs,
+        on_done=None if fitted is None else lambda i, est, run: fitted(),
+        name="banmf-fit",
+    )
+    if run.interrupted:
+        raise KeyboardInterrupt  # a loop of fits stops
     return [est for est, _, _ in tasks]
+
+
+def _fit(est, X, unknown):
+    return est.fit(X, missing=unknown)

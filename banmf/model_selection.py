@@ -9,7 +9,6 @@ them), and :func:`held_out_scores` compares its prediction with the hidden truth
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from dataclasses import dataclass, field
 from numbers import Integral, Real
@@ -729,27 +728,24 @@ class _FitsProgress:
 
     def __init__(self, k: int, n_fits: int):
         self.k, self.n_fits, self.done, self.last = k, n_fits, 0, time.monotonic()
-        self.lock = threading.Lock()  # the fits of a rank end in their own threads
 
-    def __call__(self) -> None:
-        with self.lock:
-            self.done += 1
-            now = time.monotonic()
-            if now - self.last < FITS_EVERY_SECONDS:
-                return
-            self.last = now
-            done = self.done
+    def __call__(self) -> None:  # in the calling thread (banmf._runner), one fit at a time
+        self.done += 1
+        now = time.monotonic()
+        if now - self.last < FITS_EVERY_SECONDS:
+            return
+        self.last = now
         if _progress.isEnabledFor(logging.INFO):
             _progress.info(
                 "k=%d: %d/%d fits done",
                 self.k,
-                done,
+                self.done,
                 self.n_fits,
                 extra={
                     "banmf": {
                         "event": "fits",
                         "k": self.k,
-                        "fits_done": done,
+                        "fits_done": self.done,
                         "n_fits": self.n_fits,
                     }
                 },

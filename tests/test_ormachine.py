@@ -284,3 +284,39 @@ def test_the_work_estimate_counts_every_chain_and_large_k():
     # capped at min(n, m), so the data must be that wide).
     with pytest.raises(ValueError, match="n_components=1100"):
         OrMachine(1100, max_iter=2, work_budget=1e3).fit(np.eye(1100, dtype=int))
+
+
+def test_ctrl_c_between_chains_keeps_the_finished_ones_and_a_second_aborts(monkeypatch, planted):
+    X = planted[0]
+    real = module.mismatches
+    calls = []
+
+    def second_raises(*args):  # the error of chain 2, after its sweeps
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args)
+
+    monkeypatch.setattr(module, "mismatches", second_raises)
+    est = OrMachine(4, max_iter=20, n_init=3, random_state=0)
+    with pytest.raises(KeyboardInterrupt):
+        est.fit(X)
+    alone = OrMachine(4, max_iter=20, random_state=0).fit(X)
+    assert est.interrupted_ and len(est.chain_errors_) == 1
+    np.testing.assert_array_equal(est.W_, alone.W_)
+    # A first Ctrl-C in chain 1's sweeps, a second in its error: no result.
+    calls.clear()
+    monkeypatch.setattr(module, "mismatches", second_raises)
+    sweep = module._Side.sweep
+
+    def interrupted_sweep(self, *args):
+        if not calls:
+            calls.append(1)  # so that the next call to mismatches is the second
+            raise KeyboardInterrupt
+        return sweep(self, *args)
+
+    monkeypatch.setattr(module._Side, "sweep", interrupted_sweep)
+    est = OrMachine(4, max_iter=20, n_init=3, random_state=0)
+    with pytest.raises(KeyboardInterrupt):
+        est.fit(X)
+    assert not hasattr(est, "W_")

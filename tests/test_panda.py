@@ -340,3 +340,25 @@ def test_ctrl_c_keeps_the_patterns_found(monkeypatch):
         model.fit(X)
     assert model.interrupted_ and model.n_iter_ == 2 and model.W_.shape == (50, 4)
     assert model.cost_ == ref.panda_cost(X.toarray(), model.W_, model.components_, 1.0)
+
+
+def test_ctrl_c_in_rounds_side_by_side_keeps_the_patterns_found(monkeypatch):
+    monkeypatch.setattr(panda_module, "PARALLEL_ROUNDS_MIN_WORK", 0)  # rounds in threads
+    X, _, _ = make_boolean(50, 40, 4, 0.3, random_state=0)
+    alone = PaNDa(4, n_restarts=4, random_state=0, n_jobs=2).fit(X)
+    calls = []
+    original = PaNDa._round
+
+    def interrupting(self, state, order):
+        calls.append(1)
+        if len(calls) == 4 * 2 + 1:  # in the rounds of pattern 3
+            raise KeyboardInterrupt
+        return original(self, state, order)
+
+    monkeypatch.setattr(PaNDa, "_round", interrupting)
+    model = PaNDa(4, n_restarts=4, random_state=0, n_jobs=2)
+    with pytest.raises(KeyboardInterrupt):
+        model.fit(X)
+    assert model.interrupted_ and model.n_iter_ == 2
+    np.testing.assert_array_equal(model.W_[:, :2], alone.W_[:, :2])
+    assert not model.W_[:, 2:].any()

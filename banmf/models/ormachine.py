@@ -3,6 +3,7 @@ sampling, sparse over CSR with packed factors."""
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from numbers import Integral, Real
@@ -15,8 +16,11 @@ from .._boolean import csr_from_parts, mismatches, transpose_mask, unique_rows, 
 from .._kernels.ormachine import accumulate_codes, gibbs_rows
 from .._params import BOOLEAN, NONE, Interval, Options
 from .._progress import StartProgress
+from .._runner import run_side_by_side
+from .._signals import Interruptions
 from .._threads import blocks_for, cancelled, pick, threads_for, variant
 from .._validation import WORK_BUDGET, check_random_state, check_work
+from ..exceptions import InvalidParameterError
 from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, store_params
 
 __all__ = ["OrMachine"]
@@ -177,7 +181,7 @@ class OrMachine(BaseFactorization):
         polish = self._polish_method(k)
         burn_in = self.max_iter // 2 if self.burn_in is None else self.burn_in
         if burn_in >= self.max_iter:
-            raise ValueError(
+            raise InvalidParameterError(
                 f"burn_in={burn_in} leaves no samples of max_iter={self.max_iter} sweeps; "
                 "take burn_in < max_iter (e.g. half of it)"
             )
@@ -187,29 +191,51 @@ class OrMachine(BaseFactorization):
         rows = _Side(X, None if unknown is None else unknown.cells, unknown)
         cols = _Side(transpose_mask(X), None if unknown is None else unknown.T.cells, unknown)
         n_obs = n * m if unknown is None else unknown.observed_count(X.nnz)
-        best, chain_errors = None, []
-        for c in range(self.n_init):
-            progress = StartProgress(c + 1, self.n_init, self.max_iter)
-            chain = self._chain(X, rows, cols, k, n_obs, burn_in, rng, progress)
-            chain.error = mismatches(X, chain.W > 0.5, chain.H > 0.5, unknown)
-            chain_errors.append(chain.error)
-            if best is None or chain.error < best.error:
-                best = chain  # the chains run one after the other on one generator
+        interrupts = Interruptions()
+
+        def chains():
+            for c in range(self.n_init):
+                progress = StartProgress(c + 1, self.n_init, self.max_iter)
+                yield functools.partial(
+                    self._chain,
+                    X,
+                    unknown,
+                    rows,
+                    cols,
+                    k,
+                    n_obs,
+                    burn_in,
+                    rng,
+                    progress,
+                    interrupts,
+                )
+
+        def ended(c: int, chain: _Chain, run) -> None:
             if chain.interrupted or chain.cancel:
-                break
+                run.stop()  # the chains so far make the result
+
+        # The chains draw from one generator one after the other (the same seed, the same
+        # chains): they run in this thread.
+        run = run_side_by_side(chains(), workers=1, on_done=ended, interrupts=interrupts)
+        done = run.ordered()
+        if not done:  # Ctrl-C before a chain had a state: nothing to keep
+            raise KeyboardInterrupt
+        best = min(done, key=lambda chain: chain.error)  # ties: the first
+        interrupted = run.interrupted or done[-1].interrupted
+        progress = StartProgress(len(done), self.n_init, self.max_iter)
         self.W_posterior_ = best.W
         self.H_posterior_ = np.ascontiguousarray(best.H)
         self.n_samples_ = best.samples
         self.lambda_ = best.lam
         self.lambda_curve_ = np.asarray(best.lambdas, dtype=np.float64)
         self.error_curve_ = np.asarray(best.errors, dtype=np.int64)
-        self.chain_errors_ = np.array(chain_errors, dtype=np.int64)
+        self.chain_errors_ = np.array([chain.error for chain in done], dtype=np.int64)
         W = self.W_posterior_ > 0.5
         H = self.H_posterior_ > 0.5
         err = best.error
-        if chain.interrupted or chain.cancel:
+        if interrupted or done[-1].cancel:
             progress.done(err)
-            self._finish(X, W, H, err, len(best.errors), start, None, chain.interrupted, unknown)
+            self._finish(X, W, H, err, len(best.errors), start, None, interrupted, unknown)
             self.interrupted_ = True  # cancelled by :func:`banmf.fit_many`: no exception
             return self
         if polish is not None:
@@ -218,9 +244,12 @@ class OrMachine(BaseFactorization):
         progress.done(self.reconstruction_err_)
         return self
 
-    def _chain(self, X, rows, cols, k, n_obs, burn_in, rng, progress) -> _Chain:
+    def _chain(
+        self, X, unknown, rows, cols, k, n_obs, burn_in, rng, progress, interrupts: Interruptions
+    ) -> _Chain:
         """Run one chain: ``max_iter`` sweeps from a fresh start, the samples after
-        ``burn_in`` averaged. A Ctrl-C (or a cancel) ends it with the samples so far."""
+        ``burn_in`` averaged, and the error of its posterior means rounded. The first Ctrl-C of the fit (``interrupts``), or a cancel, ends
+        it with the samples so far."""
         n, m = X.shape
         kw = words(k)
         Z = np.zeros((n, kw), dtype=np.uint64)
@@ -254,7 +283,9 @@ class OrMachine(BaseFactorization):
                     self._reseed(X, Z, U, k, rng)
                 progress.iteration(sweep, err)
         except KeyboardInterrupt:
-            out.interrupted = True  # the first Ctrl-C: the samples so far are the result
+            if not interrupts.first():
+                raise
+            out.interrupted = True  # the samples so far are the result
         if u_samples == 0:  # stopped in the burn-in: the current state is the one sample
             if z_samples == 0:
                 accumulate_codes.serial(Z, z_sum)
@@ -264,6 +295,7 @@ class OrMachine(BaseFactorization):
         out.W, out.H, out.samples = z_sum / z_samples, (u_sum / u_samples).T, u_samples
         kept = out.lambdas[burn_in:]
         out.lam = float(np.mean(kept)) if kept else float(lam)
+        out.error = mismatches(X, out.W > 0.5, out.H > 0.5, unknown)
         return out
 
     @staticmethod

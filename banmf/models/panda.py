@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import functools
-from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral, Real
 from typing import ClassVar
 
@@ -15,7 +14,9 @@ from .._boolean import mismatches, transpose_mask, words
 from .._kernels.panda import extend_core, find_core, residual_counts, single_patterns
 from .._params import NONE, Interval
 from .._progress import StartProgress
-from .._threads import cancelled, current_threads
+from .._runner import run_side_by_side
+from .._signals import Interruptions
+from .._threads import cancelled
 from .._validation import WORK_BUDGET, check_random_state, check_work
 from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, store_params
 
@@ -185,11 +186,15 @@ class PaNDa(BaseFactorization):
         self._check_work(data, limit)
         progress = StartProgress(1, 1, limit)
         patterns: list[tuple[np.ndarray, np.ndarray]] = []
-        interrupted = cancel = False
+        interrupts = Interruptions()
+        cancel = False
         try:
-            cancel = self._greedy(data, limit, rng, patterns, progress)
+            cancel = self._greedy(data, limit, rng, patterns, progress, interrupts)
         except KeyboardInterrupt:
-            interrupted = True  # the first Ctrl-C: the patterns found so far are the result
+            if not interrupts.first():
+                raise
+        # The first Ctrl-C (here or while rounds ran): the patterns found so far are the result.
+        interrupted = interrupts.count > 0
         k = len(patterns) if limit is None else limit
         W = np.zeros((n, k), dtype=bool)
         H = np.zeros((k, m), dtype=bool)
@@ -234,10 +239,12 @@ class PaNDa(BaseFactorization):
         )
         check_work(patterns * self.n_restarts * per_round, self.work_budget, what, fix)
 
-    def _greedy(self, data: _Data, limit, rng, patterns: list, progress) -> bool:
+    def _greedy(
+        self, data: _Data, limit, rng, patterns: list, progress, interrupts: Interruptions
+    ) -> bool:
         """Append the accepted patterns (rows, items) one by one to ``patterns``, so that
-        whatever was found stays there if Ctrl-C stops the loop. Returns True if
-        :func:`banmf.fit_many` cancelled the fit."""
+        whatever was found stays there if Ctrl-C stops the loop (the first is counted in
+        ``interrupts``). Returns True if :func:`banmf.fit_many` cancelled the fit."""
         n, m = data.X.shape
         R = int(self.n_restarts)
         k_codes = limit or 64
@@ -249,45 +256,43 @@ class PaNDa(BaseFactorization):
         items = np.arange(m)
         cost = float(data.X.nnz)  # J of no pattern: every observed one is missed
         per_round = _round_work(n, m, data.X.nnz + data.cells.nnz)
-        workers = min(R, current_threads()) if per_round >= PARALLEL_ROUNDS_MIN_WORK else 1
-        pool = ThreadPoolExecutor(workers) if workers > 1 else None
-        try:
-            while limit is None or len(patterns) < limit:
-                if cancelled():
-                    return True
-                l = len(patterns)
-                if l == 64 * wcode.shape[1]:  # unlimited: widen the codes
-                    wcode = np.hstack([wcode, np.zeros_like(wcode[:, :1])])
-                    hcode = np.hstack([hcode, np.zeros_like(hcode[:, :1])])
-                residual_counts(data.X.indptr, data.X.indices, wcode, hcode, freq)
-                if not freq.any():
-                    break
-                single_patterns(wcode, row_pat)
-                single_patterns(hcode, col_pat)
-                orders = [np.lexsort((items, -freq))]
-                for r in range(1, R):
-                    amount = r / (R - 1)
-                    score = freq * (1.0 - amount * rng.random(m))
-                    orders.append(np.lexsort((items, -score)))
-                state = (data, wcode, hcode, row_pat, col_pat)
-                if pool is None:
-                    found = [self._round(state, order) for order in orders]
-                else:
-                    found = list(pool.map(functools.partial(self._round, state), orders))
-                # The largest decrease of J; the earliest round on ties.
-                best = max(range(R), key=lambda r: (found[r][0], -r))
-                gain, rows, cols = found[best]
-                if not gain > 0:
-                    break
-                bit = np.uint64(1) << np.uint64(l & 63)
-                wcode[rows, l >> 6] |= bit
-                hcode[cols, l >> 6] |= bit
-                patterns.append((rows, cols))
-                cost -= gain
-                progress.iteration(len(patterns), cost)
-        finally:
-            if pool is not None:
-                pool.shutdown(cancel_futures=True)  # Ctrl-C: no queued round runs
+        workers = R if per_round >= PARALLEL_ROUNDS_MIN_WORK else 1
+        while limit is None or len(patterns) < limit:
+            if cancelled():
+                return True
+            l = len(patterns)
+            if l == 64 * wcode.shape[1]:  # unlimited: widen the codes
+                wcode = np.hstack([wcode, np.zeros_like(wcode[:, :1])])
+                hcode = np.hstack([hcode, np.zeros_like(hcode[:, :1])])
+            residual_counts(data.X.indptr, data.X.indices, wcode, hcode, freq)
+            if not freq.any():
+                break
+            single_patterns(wcode, row_pat)
+            single_patterns(hcode, col_pat)
+            orders = [np.lexsort((items, -freq))]
+            for r in range(1, R):
+                amount = r / (R - 1)
+                score = freq * (1.0 - amount * rng.random(m))
+                orders.append(np.lexsort((items, -score)))
+            state = (data, wcode, hcode, row_pat, col_pat)
+            rounds = [functools.partial(self._round, state, order) for order in orders]
+            run = run_side_by_side(
+                rounds, workers=workers, interrupts=interrupts, name="banmf-round"
+            )
+            if run.interrupted:  # the rounds are not all there: the patterns so far stand
+                return False
+            found = run.ordered()
+            # The largest decrease of J; the earliest round on ties.
+            best = max(range(R), key=lambda r: (found[r][0], -r))
+            gain, rows, cols = found[best]
+            if not gain > 0:
+                break
+            bit = np.uint64(1) << np.uint64(l & 63)
+            wcode[rows, l >> 6] |= bit
+            hcode[cols, l >> 6] |= bit
+            patterns.append((rows, cols))
+            cost -= gain
+            progress.iteration(len(patterns), cost)
         return False
 
     def _round(self, state, order):
