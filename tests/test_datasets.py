@@ -1,6 +1,5 @@
 """Generators and bundled datasets."""
 
-import itertools
 import os
 import shutil
 import subprocess
@@ -21,7 +20,6 @@ from banmf.datasets import (
     load_zoo,
     make_sparse_degrees,
     planted_probability,
-    rank_gap_suite,
 )
 
 
@@ -206,24 +204,6 @@ def test_sparse_tiles_reproducible_and_checked():
         make_sparse_tiles(20, 20, 50, -1)
     with pytest.raises(ValueError, match="exceeds"):
         make_sparse_tiles(2, 2, 5, 1)
-
-
-def test_rank_gap_suite_redraws_below_k():
-    cases = list(
-        itertools.islice(
-            rank_gap_suite(sizes=[10, 12], ranks=[3], densities=[0.5], repeats=2, random_state=0),
-            10,
-        )
-    )
-    assert len(cases) == 8  # 4 (n, m) pairs × 2 repeats
-    for c in cases:
-        assert c.X.shape == (c.n, c.m) and c.real_rank >= c.k and c.gap == c.real_rank - 3
-    square = list(
-        rank_gap_suite(
-            sizes=[10, 12], ranks=[3], densities=[0.5], repeats=1, square_only=True, random_state=0
-        )
-    )
-    assert [(c.n, c.m) for c in square] == [(10, 10), (12, 12)]
 
 
 def test_bundled_datasets():
