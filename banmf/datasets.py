@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -16,11 +15,11 @@ from ._boolean import support_mask_from_keys
 from ._memory import check_matrix_size
 from ._validation import check_binary_matrix, check_n_components, check_random_state
 from .booleanize import boolean_product
+from .exceptions import InputError, InvalidParameterError
 from .io import Dataset, read_dataset
 
 __all__ = [
     "Dataset",
-    "RankGapCase",
     "data_dir",
     "load_lucap0",
     "load_mushroom",
@@ -32,8 +31,6 @@ __all__ = [
     "make_sparse_tiles",
     "make_sparse_uniform",
     "planted_probability",
-    "rank_gap_case",
-    "rank_gap_suite",
 ]
 
 
@@ -78,9 +75,11 @@ def make_boolean(
 
     Raises
     ------
+    InvalidParameterError
+        Bad arguments.
     ValueError
-        Bad arguments, or a matrix whose expected size (density·n·m nonzeros, plus the flips)
-        exceeds the memory available (see ``BANMF_MEMORY_LIMIT``): refused before any drawing.
+        A matrix whose expected size (density·n·m nonzeros, plus the flips) exceeds the memory
+        available (see ``BANMF_MEMORY_LIMIT``): refused before any drawing.
 
     Examples
     --------
@@ -90,14 +89,14 @@ def make_boolean(
     """
     for name, v in (("n", n), ("m", m)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+            raise InvalidParameterError(f"{name} must be a positive integer, got {v!r}")
     k = check_n_components(k, (max(n, k), max(m, k)))
     if not 0.0 < density < 1.0:
-        raise ValueError(f"density must be in (0, 1), got {density!r}")
+        raise InvalidParameterError(f"density must be in (0, 1), got {density!r}")
     if not 0.0 <= noise < 1.0:
-        raise ValueError(f"noise must be in [0, 1), got {noise!r}")
+        raise InvalidParameterError(f"noise must be in [0, 1), got {noise!r}")
     if noise_kind not in ("iid", "count"):
-        raise ValueError(f"noise_kind must be 'iid' or 'count', got {noise_kind!r}")
+        raise InvalidParameterError(f"noise_kind must be 'iid' or 'count', got {noise_kind!r}")
     _check_make_boolean_memory(int(n), int(m), k, density, noise, noise_kind)
     rng = check_random_state(random_state)
     p = planted_probability(density, k)
@@ -176,11 +175,11 @@ def make_sparse_uniform(n: int, m: int, nnz: int, *, random_state=None) -> sp.cs
     """
     for name, v in (("n", n), ("m", m), ("nnz", nnz)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-            raise ValueError(f"{name} must be a nonnegative integer, got {v!r}")
+            raise InvalidParameterError(f"{name} must be a nonnegative integer, got {v!r}")
     if n < 1 or m < 1:
-        raise ValueError(f"n and m must be positive, got {n} and {m}")
+        raise InvalidParameterError(f"n and m must be positive, got {n} and {m}")
     if nnz > n * m:
-        raise ValueError(f"nnz={nnz} exceeds n*m={n * m}")
+        raise InvalidParameterError(f"nnz={nnz} exceeds n*m={n * m}")
     # Row counts, then int64 keys drawn, sorted and deduplicated.
     check_matrix_size(
         int(n),
@@ -274,12 +273,12 @@ def make_sparse_degrees(
     """
     for name, v in (("n", n), ("m", m), ("nnz", nnz)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-            raise ValueError(f"{name} must be a nonnegative integer, got {v!r}")
+            raise InvalidParameterError(f"{name} must be a nonnegative integer, got {v!r}")
     if n < 1 or m < 1:
-        raise ValueError(f"n and m must be positive, got {n} and {m}")
+        raise InvalidParameterError(f"n and m must be positive, got {n} and {m}")
     n, m, nnz = int(n), int(m), int(nnz)
     if nnz > n * m:
-        raise ValueError(f"nnz={nnz} exceeds n*m={n * m}")
+        raise InvalidParameterError(f"nnz={nnz} exceeds n*m={n * m}")
     # Weights and degrees per row and column; int64 keys, their column permutation and the
     # repair rounds' candidates (a handful of nnz-long arrays).
     check_matrix_size(
@@ -367,17 +366,17 @@ def make_sparse_tiles(
     """
     for name, v in (("n", n), ("m", m), ("nnz", nnz), ("k", k)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-            raise ValueError(f"{name} must be a nonnegative integer, got {v!r}")
+            raise InvalidParameterError(f"{name} must be a nonnegative integer, got {v!r}")
     if n < 1 or m < 1:
-        raise ValueError(f"n and m must be positive, got {n} and {m}")
+        raise InvalidParameterError(f"n and m must be positive, got {n} and {m}")
     n, m, nnz, k = int(n), int(m), int(nnz), int(k)
     if nnz > n * m:
-        raise ValueError(f"nnz={nnz} exceeds n*m={n * m}")
+        raise InvalidParameterError(f"nnz={nnz} exceeds n*m={n * m}")
     for name, v, closed in (("tile_share", tile_share, True), ("dropout", dropout, False)):
         ok = isinstance(v, (int, float, np.number)) and not isinstance(v, bool)
         if not ok or not (0 <= v <= 1 if closed else 0 <= v < 1):
             bound = "[0, 1]" if closed else "[0, 1)"
-            raise ValueError(f"{name} must be a number in {bound}, got {v!r}")
+            raise InvalidParameterError(f"{name} must be a number in {bound}, got {v!r}")
     lo, hi = _check_tile_cols(tile_cols)
     _check_degree_kinds(rows, cols, exponent)
     check_matrix_size(
@@ -419,13 +418,13 @@ def make_sparse_tiles(
 def _check_degree_kinds(rows, cols, exponent) -> None:
     for name, kind in (("rows", rows), ("cols", cols)):
         if kind not in DEGREE_KINDS:
-            raise ValueError(f"{name} must be one of {DEGREE_KINDS}, got {kind!r}")
+            raise InvalidParameterError(f"{name} must be one of {DEGREE_KINDS}, got {kind!r}")
     if (
         isinstance(exponent, bool)
         or not isinstance(exponent, (int, float, np.number))
         or not exponent > 1
     ):
-        raise ValueError(f"exponent must be a number > 1, got {exponent!r}")
+        raise InvalidParameterError(f"exponent must be a number > 1, got {exponent!r}")
 
 
 def _check_tile_cols(tile_cols) -> tuple[int, int]:
@@ -435,7 +434,9 @@ def _check_tile_cols(tile_cols) -> tuple[int, int]:
     except (TypeError, ValueError):
         ok = False
     if not ok or not 1 <= lo <= hi:
-        raise ValueError(f"tile_cols must be two integers 1 <= low <= high, got {tile_cols!r}")
+        raise InvalidParameterError(
+            f"tile_cols must be two integers 1 <= low <= high, got {tile_cols!r}"
+        )
     return lo, hi
 
 
@@ -594,80 +595,6 @@ def _place_leftovers(rng, keys, indptr, pending, m, col_weights, tries: int = 32
 
 
 # ---------------------------------------------------------------------------------------------
-# Rank-gap suite (paper §5; docs/RESULTS.md)
-
-
-@dataclass(frozen=True)
-class RankGapCase:
-    """One matrix of the rank-gap suite: X planted with rank k and its real-rank gap bound."""
-
-    X: sp.csr_array
-    n: int
-    m: int
-    k: int
-    density: float
-    repeat: int
-    real_rank: int
-
-    @property
-    def gap(self) -> int:
-        """Lower bound of the Boolean rank gap: ``rank_R(X) − k`` (numpy ``matrix_rank``)."""
-        return self.real_rank - self.k
-
-
-def rank_gap_case(
-    n: int,
-    m: int,
-    k: int,
-    density: float,
-    repeat: int = 0,
-    *,
-    max_redraws: int = 1000,
-    random_state=None,
-) -> RankGapCase:
-    """One planted X of the rank-gap suite, redrawn while its real rank is below k (paper §5)."""
-    rng = check_random_state(random_state)
-    for _ in range(max_redraws):
-        X, _, _ = make_boolean(n, m, k, density, random_state=rng)
-        rank = int(np.linalg.matrix_rank(X.toarray().astype(np.float64)))
-        if rank >= k:
-            return RankGapCase(X, n, m, k, density, repeat, rank)
-    raise RuntimeError(
-        f"no {n}×{m} matrix of real rank ≥ {k} at d={density} in {max_redraws} draws"
-    )
-
-
-def rank_gap_suite(
-    sizes=range(10, 51),
-    ranks=range(2, 7),
-    densities=(0.25, 0.5, 0.75),
-    repeats: int = 5,
-    *,
-    square_only: bool = False,
-    max_redraws: int = 1000,
-    random_state=None,
-):
-    """Yield the rank-gap suite: for every (n, m, k, d, repeat), a planted X with rank_R(X) ≥ k.
-
-    As in the paper, X is redrawn while its real rank is below k (``max_redraws`` bounds the
-    loop; a setting that cannot reach rank k raises). The full grid is all (n, m) pairs of
-    ``sizes`` (41² · 5 · 3 · 5 = 126,075 matrices); ``square_only`` keeps n = m (3,075).
-
-    Yields
-    ------
-    RankGapCase
-    """
-    rng = check_random_state(random_state)
-    sizes = list(sizes)
-    pairs = [(s, s) for s in sizes] if square_only else [(a, b) for a in sizes for b in sizes]
-    for n, m in pairs:
-        for k in ranks:
-            for d in densities:
-                for rep in range(repeats):
-                    yield rank_gap_case(n, m, k, d, rep, max_redraws=max_redraws, random_state=rng)
-
-
-# ---------------------------------------------------------------------------------------------
 # Bundled real datasets
 
 
@@ -738,7 +665,7 @@ def _load(filename: str, data_home=None) -> Dataset:
     if want:
         got = hashlib.sha256(path.read_bytes()).hexdigest()
         if got != want:
-            raise ValueError(
+            raise InputError(
                 f"{path}: checksum {got} does not match its sidecar ({want}); the file is damaged"
             )
     return ds
@@ -774,7 +701,7 @@ def load_zoo(variant: str = "15", *, data_home=None) -> Dataset:
     (101, 15)
     """
     if variant not in _ZOO:
-        raise ValueError(f"variant must be one of {sorted(_ZOO)}, got {variant!r}")
+        raise InvalidParameterError(f"variant must be one of {sorted(_ZOO)}, got {variant!r}")
     return _load(_ZOO[variant], data_home)
 
 
@@ -801,7 +728,9 @@ def load_votes(variant: str = "232", *, data_home=None) -> Dataset:
         mask = _load(_VOTES["435_missing_mask"], data_home).X
         return dataclasses.replace(ds, missing=mask)
     if variant not in _VOTES:
-        raise ValueError(f"variant must be one of {sorted([*_VOTES, '435'])}, got {variant!r}")
+        raise InvalidParameterError(
+            f"variant must be one of {sorted([*_VOTES, '435'])}, got {variant!r}"
+        )
     return _load(_VOTES[variant], data_home)
 
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 from _common import (
     factorize,
     out_dir,
@@ -25,9 +27,52 @@ from _common import (
     write_params,
 )
 
-from banmf.datasets import rank_gap_case
+import banmf
 
 METHODS = ["nmf", "reg-nmf", "banmf", "reg-banmf", "pnlpf", "banmf (polished)"]
+
+
+@dataclass(frozen=True)
+class RankGapCase:
+    """One matrix of the suite: X planted with rank k, and its real rank."""
+
+    X: sp.csr_array
+    n: int
+    m: int
+    k: int
+    density: float
+    repeat: int
+    real_rank: int
+
+    @property
+    def gap(self) -> int:
+        """Lower bound of the Boolean rank gap: ``rank_R(X) − k`` (numpy ``matrix_rank``)."""
+        return self.real_rank - self.k
+
+
+def rank_gap_case(n, m, k, density, repeat=0, *, max_redraws=1000, random_state=None):
+    """One planted X (``banmf.make_boolean``), redrawn while its real rank is below k."""
+    rng = np.random.default_rng(random_state)
+    for _ in range(max_redraws):
+        X, _, _ = banmf.make_boolean(n, m, k, density, random_state=rng)
+        rank = int(np.linalg.matrix_rank(X.toarray().astype(np.float64)))
+        if rank >= k:
+            return RankGapCase(X, n, m, k, density, repeat, rank)
+    raise RuntimeError(
+        f"no {n}×{m} matrix of real rank ≥ {k} at d={density} in {max_redraws} draws"
+    )
+
+
+def settings(sizes, ranks, densities, repeats, *, square_only):
+    """Every (n, m, k, d, repeat) of the suite: all (n, m) pairs of ``sizes``, or n = m."""
+    pairs = [(s, s) for s in sizes] if square_only else [(a, b) for a in sizes for b in sizes]
+    return [
+        (n, m, k, d, rep)
+        for n, m in pairs
+        for k in ranks
+        for d in densities
+        for rep in range(repeats)
+    ]
 
 
 def one(task):
@@ -67,17 +112,9 @@ def main(argv=None) -> int:
             [0.25, 0.5, 0.75],
             5,
         )
-    pairs = (
-        [(s, s) for s in sizes]
-        if (args.square_only or args.quick)
-        else [(a, b) for a in sizes for b in sizes]
-    )
-    tasks = []
-    for n, m in pairs:
-        for k in ranks:
-            for d in densities:
-                for rep in range(repeats):
-                    tasks.append((n, m, k, d, rep, len(tasks), args.methods))
+    square_only = args.square_only or args.quick
+    grid = settings(sizes, ranks, densities, repeats, square_only=square_only)
+    tasks = [(*setting, seed, args.methods) for seed, setting in enumerate(grid)]
     out = out_dir(args.out)
     start = time.time()
     rows = [r for chunk in run_tasks(one, tasks, args.jobs, "rank gap") for r in chunk]
@@ -91,13 +128,13 @@ def main(argv=None) -> int:
         {
             "experiment": "rank_gap",
             "sizes": [sizes[0], sizes[-1]],
-            "pairs": len(pairs),
+            "pairs": len(sizes) if square_only else len(sizes) ** 2,
             "ranks": ranks,
             "densities": densities,
             "repeats": repeats,
             "matrices": len(tasks),
             "methods": args.methods,
-            "square_only": bool(args.square_only or args.quick),
+            "square_only": bool(square_only),
         },
         time.time() - start,
     )
@@ -121,9 +158,7 @@ def main(argv=None) -> int:
     ax.set_xticks(range(len(bins)), [str(b) for b in bins])
     ax.set_xlabel("lower bound of the rank gap, rank_R(X) − k")
     ax.set_ylabel("Boolean relative error (mean ± s.e.)")
-    ax.set_title(
-        f"{len(tasks)} matrices ({'N = M' if args.square_only or args.quick else 'all N, M'})"
-    )
+    ax.set_title(f"{len(tasks)} matrices ({'N = M' if square_only else 'all N, M'})")
     ax.legend(fontsize=8)
     savefig(fig, out / "rank_gap.png")
     for b in bins:

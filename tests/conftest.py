@@ -14,6 +14,15 @@ settings.register_profile(
 settings.load_profile("default")
 
 
+def examples(n: int) -> settings:
+    """Settings of a property whose examples are expensive: ``n`` examples under the default
+    profile (the suite's time budget), the profile's own count under any other, so that
+    ``--hypothesis-profile thorough`` runs it in full."""
+    if settings.get_current_profile_name() == "default":
+        return settings(max_examples=n)
+    return settings()
+
+
 @st.composite
 def binary_matrices(draw, max_n=12, max_m=12, min_n=1, min_m=1):
     """Random 0/1 matrices; small shapes make empty rows/columns and all-zero X common."""

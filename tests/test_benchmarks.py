@@ -33,7 +33,7 @@ def test_bench_accuracy_quick():
 
 @pytest.mark.parametrize("name", ["quickstart.py"])
 def test_quickstart(name):
-    out = _run(SCRIPTS / name)
+    out = _run(SCRIPTS / name, "--quick")
     assert "Reg-BANMF" in out and "best of" in out
 
 

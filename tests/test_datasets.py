@@ -1,6 +1,5 @@
 """Generators and bundled datasets."""
 
-import itertools
 import os
 import shutil
 import subprocess
@@ -12,7 +11,7 @@ import pytest
 import reference as ref
 import scipy.sparse as sp
 
-from banmf import make_boolean, make_sparse_tiles, make_sparse_uniform
+from banmf import boolean_product, make_boolean, make_sparse_tiles, make_sparse_uniform
 from banmf.datasets import (
     load_lucap0,
     load_mushroom,
@@ -21,14 +20,13 @@ from banmf.datasets import (
     load_zoo,
     make_sparse_degrees,
     planted_probability,
-    rank_gap_suite,
 )
 
 
 def test_generator_density_is_d_in_expectation():
     for d, k in ((0.2, 5), (0.5, 3), (0.8, 5)):
         dens = np.array(
-            [make_boolean(50, 50, k, d, random_state=s)[0].nnz / 2500 for s in range(2000)]
+            [make_boolean(50, 50, k, d, random_state=s)[0].nnz / 2500 for s in range(500)]
         )
         assert abs(dens.mean() - d) < 3 * dens.std(ddof=1) / np.sqrt(len(dens))
 
@@ -174,7 +172,8 @@ def test_sparse_tiles_degrees_follow_the_kinds():
 
     def background(cols):
         X, W, H = make_sparse_tiles(n, m, nnz, 10, rows="poisson", cols=cols, random_state=2)
-        return _degrees(sp.csr_array(X.toarray() & ~ref.boolean_product(W, H)))
+        # X's ones off the planted W⊗H, without a dense 20000×2000 array.
+        return _degrees(sp.csr_array(X.astype(bool) > boolean_product(W, H).astype(bool)))
 
     r, c = background("powerlaw")
     assert c.max() > 10 * c.mean()
@@ -206,24 +205,6 @@ def test_sparse_tiles_reproducible_and_checked():
         make_sparse_tiles(20, 20, 50, -1)
     with pytest.raises(ValueError, match="exceeds"):
         make_sparse_tiles(2, 2, 5, 1)
-
-
-def test_rank_gap_suite_redraws_below_k():
-    cases = list(
-        itertools.islice(
-            rank_gap_suite(sizes=[10, 12], ranks=[3], densities=[0.5], repeats=2, random_state=0),
-            10,
-        )
-    )
-    assert len(cases) == 8  # 4 (n, m) pairs × 2 repeats
-    for c in cases:
-        assert c.X.shape == (c.n, c.m) and c.real_rank >= c.k and c.gap == c.real_rank - 3
-    square = list(
-        rank_gap_suite(
-            sizes=[10, 12], ranks=[3], densities=[0.5], repeats=1, square_only=True, random_state=0
-        )
-    )
-    assert [(c.n, c.m) for c in square] == [(10, 10), (12, 12)]
 
 
 def test_bundled_datasets():

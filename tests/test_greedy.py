@@ -9,7 +9,7 @@ import threading
 import numpy as np
 import pytest
 import reference as ref
-from conftest import binary_matrices, run_both
+from conftest import binary_matrices, examples, run_both
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -84,6 +84,7 @@ def _grecond_inputs(Xd, seed, bits):
     return X, Xt, U, extent, packed
 
 
+@examples(20)
 @given(
     binary_matrices(max_n=150, max_m=10),
     st.integers(0, 2**32 - 1),
@@ -273,6 +274,7 @@ def test_asso_usage(Xd, k, seed, w):
         assert got == (a[gains].sum(), b[gains].sum())
 
 
+@examples(20)
 @given(
     binary_matrices(max_n=30, max_m=12),
     st.integers(0, 3),
@@ -602,7 +604,7 @@ def boolean_rank_matrices(draw):
 
 
 @pytest.mark.filterwarnings("ignore:n_components=.*exceeds")
-@settings(max_examples=80)
+@examples(30)
 @given(boolean_rank_matrices(), st.sampled_from([None, 1, 2, 4]))
 def test_grecond_finds_concepts_of_full_columns_and_is_exact_when_unlimited(X, k):
     """The concept of all rows (whose intent holds the full columns) is a candidate: without it
