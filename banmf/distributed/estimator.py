@@ -17,9 +17,9 @@ from .._progress import StartProgress
 from .._signals import Interruptions, deferred_interrupts
 from .._validation import check_n_components, check_random_state
 from ..booleanize import balance_scales, grid_points, grid_ranks, search_grid
+from ..engine.driver import last_start, settled
 from ..models import budgeted, h_step, objective_value, store_params
 from ..models.banmf import BANMF as _BANMF
-from ..models.banmf import settled
 from ..polish import best_cut, choose_swap, flip_rows, top_columns
 from ..result import Factorization
 from . import _worker
@@ -511,11 +511,11 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
             keep_best()
             if i == 0 and p["auto_n_init"]:
                 n_starts = self._auto_n_init(p, run)
-            if self._last_start(run):
+            if last_start(run):
                 break
             i += 1
         # Ctrl-C and the callback end the fit; nothing beats an exact fit.
-        ended = bool(interrupts.count) or any(map(self._last_start, ranked()))
+        ended = bool(interrupts.count) or any(map(last_start, ranked()))
         for name in later:
             if ended:
                 break
