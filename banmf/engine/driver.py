@@ -15,6 +15,7 @@ safe point instead of raised.
 from __future__ import annotations
 
 import contextvars
+import functools
 import queue
 import threading
 import warnings
@@ -111,10 +112,17 @@ class Driver:
         The run's settings (``BANMF._check_params``).
     interrupts : Interruptions
         The fit's interruptions, shared with a backend that defers Ctrl-C.
+    deferred : bool, default False
+        Ctrl-C is deferred (:func:`banmf._signals.deferred_interrupts`): a first one is only
+        counted, and a KeyboardInterrupt in the iterations is then the callback's own, which
+        stops the fit as Ctrl-C does, without the warning that tells a signal.
     """
 
-    def __init__(self, model, backend: Backend, p: dict, interrupts: Interruptions):
+    def __init__(
+        self, model, backend: Backend, p: dict, interrupts: Interruptions, deferred: bool = False
+    ):
         self.model, self.backend, self.p, self.interrupts = model, backend, p, interrupts
+        self.deferred = deferred
         self.names: list[str] = []  # the extra starts, in the order ranked
 
     # -- the starts ----------------------------------------------------------------------
@@ -332,6 +340,30 @@ class Driver:
                     thread.join()
         return [done[i] for i in sorted(done) if i < limit], interrupted
 
+    def rows(self, best: dict) -> tuple[np.ndarray, np.ndarray]:
+        """The kept start's W ``(balanced continuous, Boolean)`` from the backend."""
+        return self.backend.rows(best, functools.partial(self.rerun, best))
+
+    def rerun(self, best: dict, init) -> None:
+        """Run the kept start ``best`` again from ``init`` (its initial factors; None for an
+        extra start), for a backend that lost its rows: exactly the iterations it ran (Ctrl-C,
+        the callback or the tolerance may have ended it), with neither the callback nor Ctrl-C
+        cutting the run short. Raises RuntimeError if it ends elsewhere."""
+        key = best["start"]
+        p = {**self.p, "max_iter": best["n_iter"], "tol": None, "rerun": True}
+        driver = Driver(self.model, self.backend, p, Interruptions(), self.deferred)
+        progress = StartProgress(1, 1, p["max_iter"], key if isinstance(key, str) else None)
+        if isinstance(key, str):
+            run, _ = driver.extra_start(key, progress)
+        else:
+            run = driver.fit_one(key, init, progress, interrupts=driver.interrupts)
+        if run is None or run["error"] != best["error"] or not np.array_equal(run["H"], best["H"]):
+            error = None if run is None else run["error"]
+            raise RuntimeError(
+                f"start {key} ran again after a lost worker and ended elsewhere (error "
+                f"{error}, not {best['error']}): the result would not be consistent"
+            )
+
     # -- one start -----------------------------------------------------------------------
 
     def fit_one(
@@ -443,11 +475,19 @@ class Driver:
                     _warn_interrupted(len(losses))
                     break
                 if callback is not None:
-                    if lock is None:
-                        stop_now = callback(done, f)
-                    else:
-                        with lock:
+                    try:
+                        if lock is None:
                             stop_now = callback(done, f)
+                        else:
+                            with lock:
+                                stop_now = callback(done, f)
+                    except KeyboardInterrupt:
+                        # Without deferred Ctrl-C a signal may land here too: the handler
+                        # below takes both.
+                        if not self.deferred or interrupts is None or not interrupts.first():
+                            raise
+                        interrupted = True
+                        break
                     if stop_now:
                         stopped = True
                         break

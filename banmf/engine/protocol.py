@@ -108,5 +108,7 @@ class Backend(Protocol):
         """The start ``best`` is the best so far: a backend holding W's rows per start may
         drop the others."""
 
-    def rows(self, best: dict) -> tuple[np.ndarray, np.ndarray]:
-        """The kept start's W ``(balanced continuous, Boolean)``."""
+    def rows(self, best: dict, again: Callable[[Any], None]) -> tuple[np.ndarray, np.ndarray]:
+        """The kept start's W ``(balanced continuous, Boolean)``; ``again(init)`` runs that
+        start again exactly from its initial factors (None for an extra start), for a backend
+        that lost its rows."""

@@ -448,9 +448,10 @@ class BANMF(BaseFactorization):
         backend = _Local(self, X, p, check_random_state(self.random_state), W, H)
         interrupts = Interruptions()
         names = [name for name in p["extra_starts"] if name != "nmf" or self._project_y]
-        outcome = Driver(self, backend, p, interrupts).fit(names)
+        driver = Driver(self, backend, p, interrupts)
+        outcome = driver.fit(names)
         best = self._set_fitted(outcome, p)
-        self.W_continuous_, W = backend.rows(best)
+        self.W_continuous_, W = driver.rows(best)
         self._set_result(
             X,
             W,
@@ -680,5 +681,5 @@ class _Local:
     def keep(self, best) -> None:
         """Every record holds its own W: nothing to drop."""
 
-    def rows(self, best: dict) -> tuple[np.ndarray, np.ndarray]:
+    def rows(self, best: dict, again) -> tuple[np.ndarray, np.ndarray]:
         return best["W_continuous"], best["W"]
