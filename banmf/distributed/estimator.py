@@ -19,6 +19,7 @@ from .._params import BOOLEAN, NONE, Interval, Kind, Options, subset_of
 from .._signals import Interruptions, deferred_interrupts
 from .._validation import check_n_components, check_random_state
 from ..engine import Driver
+from ..exceptions import InputError, InvalidParameterError
 from ..models import budgeted, store_params
 from ..models.banmf import BANMF as _BANMF
 from ..result import Factorization
@@ -176,7 +177,7 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         try:
             return get_client()
         except ValueError:
-            raise ValueError(
+            raise InvalidParameterError(
                 "no Dask client: start one (distributed.Client() for a local cluster, or "
                 "Client('tcp://host:8786')) or pass client="
             ) from None
@@ -201,14 +202,14 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         start = time.perf_counter()
         if isinstance(X, BlockMatrix):
             if missing is not None or observed is not None:
-                raise ValueError("row blocks carry their unknown cells: pass no missing/observed")
+                raise InputError("row blocks carry their unknown cells: pass no missing/observed")
             blocks = X
         else:
             blocks = BlockMatrix.from_matrix(
                 X, n_blocks=self.n_blocks, missing=missing, observed=observed
             )
         if self.swap and self.polish is False:
-            raise ValueError(
+            raise InvalidParameterError(
                 "swap=True polishes after each swap, and with polish=False banmf.BANMF uses its "
                 "'auto' polish there, whose exact form is not distributed: set polish=True "
                 "(flips) or swap=False"
@@ -253,16 +254,17 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         self.false_negatives_, self.false_positives_ = int(nnz - hits), int(cover - hits)
         self.n_blocks_ = blocks.n_blocks
         self.peak_block_bytes_ = max(session.client.run(_worker.peak_bytes, session.fit).values())
-        self._set_result(
-            _Shape(n, m, nnz),
+        self._store_result(
             W,
             best["H"],
             best["error"],
             best["n_iter"],
             start,
             outcome.interrupted or any(run["interrupted"] for _, run in outcome.kept),
+            m,
+            nnz,
+            sum(q[4] for q in loads),
         )
-        self.n_observed_ = sum(q[4] for q in loads)
         self.traffic_ = {
             "sent_bytes": session.sent,
             "received_bytes": session.received,
@@ -279,13 +281,13 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
             expected = int(blocks.offsets[b + 1] - blocks.offsets[b])
             if (rows, cols) != (expected, blocks.n_cols):
                 where = blocks.sources[b] if isinstance(blocks.sources[b], Path) else "in memory"
-                raise ValueError(
+                raise InputError(
                     f"row block {b} ({where}) has shape {(rows, cols)}, expected "
                     f"{(expected, blocks.n_cols)}: did the files change after read_blocks?"
                 )
         forms = {q[5] for q in loads} - {None}
         if len(forms) > 1:
-            raise ValueError("row blocks mix both forms of unknown cells (missing and observed)")
+            raise InputError("row blocks mix both forms of unknown cells (missing and observed)")
 
     def save(self, path) -> None:
         """Save the fitted factorization (:meth:`banmf.Factorization.save`): W, H, the errors,
@@ -294,10 +296,3 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         result = Factorization.from_estimator(self, method="banmf")
         params = {k: v for k, v in result.params.items() if k != "client"}
         result.replace(params=params, estimator=None).save(path)
-
-
-class _Shape:
-    """The shape and nonzeros of the data, for the fitted attributes that read them."""
-
-    def __init__(self, n: int, m: int, nnz: int):
-        self.shape, self.nnz = (n, m), nnz

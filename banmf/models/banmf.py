@@ -17,6 +17,7 @@ from .._threads import current_threads
 from .._validation import check_dtype, check_random_state
 from ..booleanize import boolean_product, threshold_factors
 from ..engine import Driver, Outcome
+from ..exceptions import InputError, InvalidParameterError
 from ..polish import (
     column_factors,
     polish_factors,
@@ -346,7 +347,7 @@ class BANMF(BaseFactorization):
             float(k) if self.upper == "k" else np.inf if self.upper is None else float(self.upper)
         )
         if self._project_y and upper < self.lower:
-            raise ValueError(f"upper ({upper}) must be >= lower ({self.lower})")
+            raise InvalidParameterError(f"upper ({upper}) must be >= lower ({self.lower})")
         p["upper"] = upper
         p["polish"] = self._polish_method(k)
         p["swap"] = bool(self.swap)
@@ -364,7 +365,9 @@ class BANMF(BaseFactorization):
         else:
             p["n_init"] = int(self.n_init)
         if self.init == "custom" and p["n_init"] > 1:
-            raise ValueError("n_init > 1 needs random starts; init='custom' gives one start")
+            raise InvalidParameterError(
+                "n_init > 1 needs random starts; init='custom' gives one start"
+            )
         p["dtype"] = check_dtype(self.dtype)
         p["lams"] = lambda_schedule(self.regularization, p["max_iter"])
         return p
@@ -387,11 +390,11 @@ class BANMF(BaseFactorization):
         n, m = shape
         if self.init == "custom":
             if W is None or H is None:
-                raise ValueError("init='custom' needs both W and H passed to fit")
+                raise InputError("init='custom' needs both W and H passed to fit")
             W = np.array(W, dtype=dtype, order="C")
             Ht = np.array(np.asarray(H).T, dtype=dtype, order="C")
             if W.shape != (n, k) or Ht.shape != (m, k):
-                raise ValueError(
+                raise InputError(
                     f"custom init: W must have shape {(n, k)} and H {(k, m)}, "
                     f"got {W.shape} and {Ht.shape[::-1]}"
                 )
@@ -400,10 +403,10 @@ class BANMF(BaseFactorization):
                 or (W < 0).any()
                 or (Ht < 0).any()
             ):
-                raise ValueError("custom init: W and H must be finite and nonnegative")
+                raise InputError("custom init: W and H must be finite and nonnegative")
             return W, Ht
         if W is not None or H is not None:
-            raise ValueError("W and H are only used with init='custom'")
+            raise InputError("W and H are only used with init='custom'")
         W = rng.random((n, k)) * self.init_scale
         H = rng.random((k, m)) * self.init_scale
         # Exact zeros never move under multiplicative updates: floor the start (as T-ELF does).
