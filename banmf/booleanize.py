@@ -25,6 +25,7 @@ from ._boolean import (
 from ._kernels.boolean import pruned_grid_search, staircase_hits
 from ._threads import blocks_for, threads_for, variant
 from ._validation import check_binary_matrix, check_boolean_factors, check_cells, check_unknown
+from .exceptions import InputError, InvalidParameterError
 from .result import Factorization
 
 __all__ = [
@@ -295,26 +296,30 @@ def booleanize(
     Wf = np.asarray(W, dtype=np.float64)
     Hf = np.asarray(H, dtype=np.float64)
     if Wf.ndim != 2 or Hf.ndim != 2:
-        raise ValueError(f"W and H must be 2-D, got shapes {Wf.shape} and {Hf.shape}")
+        raise InputError(f"W and H must be 2-D, got shapes {Wf.shape} and {Hf.shape}")
     if Wf.shape[0] != X.shape[0] or Hf.shape[1] != X.shape[1] or Wf.shape[1] != Hf.shape[0]:
-        raise ValueError(
+        raise InputError(
             f"shapes do not fit: X {X.shape}, W {Wf.shape}, H {Hf.shape}; need W (n, k), H (k, m)"
         )
     for name, F in (("W", Wf), ("H", Hf)):
         if not np.isfinite(F).all():
-            raise ValueError(f"{name} contains NaN or infinite values")
+            raise InputError(f"{name} contains NaN or infinite values")
         if (F < 0).any():
-            raise ValueError(f"{name} has negative entries; booleanize expects nonnegative factors")
+            raise InputError(f"{name} has negative entries; booleanize expects nonnegative factors")
     if (
         isinstance(n_thresholds, bool)
         or not isinstance(n_thresholds, (int, np.integer))
         or n_thresholds < 1
     ):
-        raise ValueError(f"n_thresholds must be a positive integer, got {n_thresholds!r}")
+        raise InvalidParameterError(
+            f"n_thresholds must be a positive integer, got {n_thresholds!r}"
+        )
     if normalize not in ("balance", None):
-        raise ValueError(f"normalize must be 'balance' or None, got {normalize!r}")
+        raise InvalidParameterError(f"normalize must be 'balance' or None, got {normalize!r}")
     if search not in ("pruned", "exhaustive", "coordinate"):
-        raise ValueError(f"search must be 'pruned', 'exhaustive' or 'coordinate', got {search!r}")
+        raise InvalidParameterError(
+            f"search must be 'pruned', 'exhaustive' or 'coordinate', got {search!r}"
+        )
     res = threshold_factors(X, Wf, Hf, int(n_thresholds), normalize, search, unknown)
     return Factorization.from_factors(
         X,

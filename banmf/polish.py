@@ -42,6 +42,7 @@ from ._kernels.polish import (
 )
 from ._threads import blocks_for, threads_for, variant
 from ._validation import check_binary_matrix, check_boolean_factors, check_unknown
+from .exceptions import InputError, InvalidParameterError
 from .result import Factorization
 
 __all__ = ["polish", "refine_thresholds", "swap_factors"]
@@ -176,7 +177,7 @@ def resolve_polish(method: str, shape: tuple[int, int], nnz: int, k: int) -> str
 
 def _check_rounds(value, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-        raise ValueError(f"{name} must be a nonnegative integer, got {value!r}")
+        raise InvalidParameterError(f"{name} must be a nonnegative integer, got {value!r}")
     return int(value)
 
 
@@ -222,9 +223,9 @@ def polish(
     Wb, Hb = check_boolean_factors(W, H, X.shape)
     k = Wb.shape[1]
     if method not in POLISH_METHODS:
-        raise ValueError(f"method must be one of {POLISH_METHODS}, got {method!r}")
+        raise InvalidParameterError(f"method must be one of {POLISH_METHODS}, got {method!r}")
     if method == "exact" and k > EXACT_MAX_K:
-        raise ValueError(
+        raise InvalidParameterError(
             f"the exact polish enumerates 2^k patterns per row: k={k} exceeds {EXACT_MAX_K}; "
             "use method='flip'"
         )
@@ -320,11 +321,11 @@ def refine_thresholds(
         or Wf.shape[1] != Hf.shape[0]
         or (Wf.shape[0], Hf.shape[1]) != X.shape
     ):
-        raise ValueError(
+        raise InputError(
             f"shapes do not fit: X {X.shape}, W {Wf.shape}, H {Hf.shape}; need W (n, k), H (k, m)"
         )
     if not (np.isfinite(Wf).all() and np.isfinite(Hf).all()):
-        raise ValueError("W and H must be finite")
+        raise InputError("W and H must be finite")
     k = Wf.shape[1]
     tw = np.broadcast_to(np.asarray(threshold_w, dtype=np.float64), (k,)).copy()
     th = np.broadcast_to(np.asarray(threshold_h, dtype=np.float64), (k,)).copy()
@@ -579,9 +580,9 @@ def swap_factors(
     X, unknown = check_unknown(check_binary_matrix(X), missing, observed)
     Wb, Hb = check_boolean_factors(W, H, X.shape)
     if method not in POLISH_METHODS:
-        raise ValueError(f"method must be one of {POLISH_METHODS}, got {method!r}")
+        raise InvalidParameterError(f"method must be one of {POLISH_METHODS}, got {method!r}")
     if method == "exact" and Wb.shape[1] > EXACT_MAX_K:
-        raise ValueError(
+        raise InvalidParameterError(
             f"the exact polish enumerates 2^k patterns per row: k={Wb.shape[1]} exceeds "
             f"{EXACT_MAX_K}; use method='flip'"
         )

@@ -20,8 +20,9 @@ import banmf
 import banmf.distributed as bd
 from banmf.booleanize import GridRows, grid_points, grid_ranks, search_grid
 from banmf.distributed import _worker
+from banmf.distributed._session import Session
 from banmf.distributed.blocks import _cuts
-from banmf.distributed.estimator import _Session
+from banmf.engine import Driver
 
 # The parameters both estimators share in these tests: what bd.BANMF runs (global thresholds,
 # no polish, no swaps, the columns start), two random starts, few iterations.
@@ -354,13 +355,13 @@ def test_a_lost_best_start_runs_again_without_the_callback():
 
 def test_ctrl_c_before_any_start_aborts(client, monkeypatch):
     X, _, _ = _data(seed=16)
-    place = _Session.place
+    place = Session.place
 
     def interrupted(self, blocks):
         os.kill(os.getpid(), signal.SIGINT)
         return place(self, blocks)
 
-    monkeypatch.setattr(_Session, "place", interrupted)
+    monkeypatch.setattr(Session, "place", interrupted)
     model = bd.BANMF(**SHARED, n_blocks=2)
     with pytest.raises(KeyboardInterrupt):
         model.fit(X)
@@ -394,7 +395,7 @@ def test_too_many_losses_fail_clearly(client, monkeypatch):
         raise bd.WorkerLost("simulated")
 
     # Every step loses a worker: the fit gives up after max_recoveries repairs.
-    monkeypatch.setattr(bd.BANMF, "_random_start", lambda self, *a, **k: lose(self))
+    monkeypatch.setattr(Driver, "fit_one", lambda self, *a, **k: lose(self))
     with pytest.warns(UserWarning, match="worker was lost"):
         with pytest.raises(RuntimeError, match="lost a worker 3 times"):
             bd.BANMF(**SHARED, n_blocks=2, max_recoveries=2).fit(X)
@@ -420,11 +421,11 @@ def test_out_of_core(client):
 def test_auto_budget_is_half_the_memory_limit():
     blocks = bd.BlockMatrix.from_matrix(np.eye(4), n_blocks=2)
     budget = {
-        param: _Session(None, blocks, param, None)._budget({"memory_limit": 1000})
+        param: Session(None, blocks, param, None)._budget({"memory_limit": 1000})
         for param in ("auto", None, 300)
     }
     assert budget == {"auto": 500, None: None, 300: 300}
-    assert _Session(None, blocks, "auto", None)._budget({"memory_limit": None}) is None
+    assert Session(None, blocks, "auto", None)._budget({"memory_limit": None}) is None
 
 
 # -- parameters and errors ------------------------------------------------------------------

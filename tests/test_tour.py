@@ -21,6 +21,7 @@ import pytest
 import banmf.models.banmf as banmf_module
 from banmf.cli import Progress, main
 from banmf.datasets import data_dir
+from banmf.engine import Driver
 from banmf.io import load_result, read_matrix
 
 ZOO = str(data_dir() / "zoo_101x15.mtx")
@@ -49,7 +50,7 @@ def no_fit(monkeypatch):
         raise AssertionError("the fit ran")
 
     monkeypatch.setattr(base.BaseFactorization, "_set_result", refuse)
-    monkeypatch.setattr(banmf_module.BANMF, "_run_starts", refuse)
+    monkeypatch.setattr(Driver, "run_starts", refuse)
 
 
 # -- silent wrong results and data loss ------------------------------------------------------

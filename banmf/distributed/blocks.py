@@ -12,6 +12,7 @@ import numpy as np
 
 from .._boolean import Unknown, csr_from_parts
 from .._validation import check_binary_matrix, check_unknown
+from ..exceptions import InputError, InvalidParameterError
 from ..io import check_output, npz_shape, write_matrix
 
 __all__ = ["BlockMatrix", "read_blocks", "write_blocks"]
@@ -161,9 +162,9 @@ def _count(n_blocks, n: int, nnz: int) -> int:
     if n_blocks is None:
         return max(1, min(n, max(MIN_BLOCKS, math.ceil(nnz / BLOCK_NNZ))))
     if isinstance(n_blocks, bool) or not isinstance(n_blocks, (int, np.integer)) or n_blocks < 1:
-        raise ValueError(f"n_blocks must be a positive integer, got {n_blocks!r}")
+        raise InvalidParameterError(f"n_blocks must be a positive integer, got {n_blocks!r}")
     if n_blocks > max(1, n):
-        raise ValueError(f"n_blocks={n_blocks} exceeds the {n} rows of X")
+        raise InvalidParameterError(f"n_blocks={n_blocks} exceeds the {n} rows of X")
     return int(n_blocks)
 
 
@@ -230,14 +231,14 @@ def read_blocks(source) -> BlockMatrix:
         raise FileNotFoundError(f"no row-block files match {str(source)!r}")
     for path in paths:
         if path.suffix.lower() != ".npz":
-            raise ValueError(
+            raise InputError(
                 f"{path}: row blocks are .npz files (banmf.distributed.write_blocks writes them)"
             )
     offsets, n_cols = [0], None
     for path in paths:
         n, m = npz_shape(path)
         if n_cols is not None and m != n_cols:
-            raise ValueError(
+            raise InputError(
                 f"{path} has {m} columns but {paths[0]} has {n_cols}: row blocks of one "
                 "matrix have the same columns"
             )

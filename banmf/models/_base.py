@@ -25,7 +25,7 @@ from .._validation import (
     check_observed,
     check_unknown,
 )
-from ..exceptions import NotFittedError
+from ..exceptions import InputError, InvalidParameterError, NotFittedError
 from ..polish import EXACT_MAX_K, polish_factors, polish_rows, resolve_polish
 from ..result import relative_error
 
@@ -89,7 +89,7 @@ def refuse_observed(unknown: Unknown | None, method: str) -> None:
     """Refuse the few-observed-cells form for a greedy method that treats unknown cells as
     "don't care": nearly every cell would then be allowed in a factor."""
     if unknown is not None and unknown.observed:
-        raise ValueError(
+        raise InputError(
             f"{method} treats unknown cells as 'don't care'; with observed= (most cells "
             "unknown) a factor could take almost any cell. Give missing= (the unknown cells) "
             "instead, or use banmf or nmf, which fit the observed cells alone"
@@ -139,7 +139,7 @@ class BaseFactorization:
         for key, value in params.items():
             name, _, sub = key.partition("__")
             if name not in valid:
-                raise ValueError(
+                raise InvalidParameterError(
                     f"{type(self).__name__} has no parameter {name!r}; valid: {sorted(valid)}"
                 )
             if sub:
@@ -208,14 +208,31 @@ class BaseFactorization:
         """The fitted attributes every method shares (``start``: ``time.perf_counter()`` at fit;
         ``interrupted``: Ctrl-C cut the fit short and this is the best result so far;
         ``unknown``: X's unknown cells)."""
+        n, m = X.shape
+        observed = n * m if unknown is None else unknown.observed_count(X.nnz)
+        self._store_result(W, H, error, n_iter, start, interrupted, m, X.nnz, observed)
+
+    def _store_result(
+        self,
+        W,
+        H,
+        error: int,
+        n_iter: int,
+        start: float,
+        interrupted: bool,
+        n_features: int,
+        nnz: int,
+        n_observed: int,
+    ) -> None:
+        """:meth:`_set_result` from what it reads of X: its columns, its observed ones and
+        its observed cells (for a fit that never holds X whole)."""
         self.interrupted_ = bool(interrupted)
         self.W_, self.components_ = W, np.ascontiguousarray(H)
         self.reconstruction_err_ = int(error)
-        self.relative_error_ = relative_error(int(error), X.nnz)
+        self.relative_error_ = relative_error(int(error), nnz)
         self.n_iter_ = int(n_iter)
-        self.n_components_, self.n_features_in_, self.nnz_ = W.shape[1], X.shape[1], X.nnz
-        n, m = X.shape
-        self.n_observed_ = n * m if unknown is None else unknown.observed_count(X.nnz)
+        self.n_components_, self.n_features_in_, self.nnz_ = W.shape[1], n_features, nnz
+        self.n_observed_ = n_observed
         self.fit_seconds_ = time.perf_counter() - start
 
     def _polish_method(self, k: int | None) -> str | None:
@@ -225,12 +242,12 @@ class BaseFactorization:
         if isinstance(value, (bool, np.bool_)):
             return "auto" if value else None
         if value == "exact" and k is None:
-            raise ValueError(
+            raise InvalidParameterError(
                 f"polish='exact' needs a fixed n_components <= {EXACT_MAX_K} (None may find "
                 "more factors); use 'flip' or True"
             )
         if value == "exact" and k > EXACT_MAX_K:
-            raise ValueError(
+            raise InvalidParameterError(
                 f"polish='exact' needs n_components <= {EXACT_MAX_K}, got {k}; use 'flip' or True"
             )
         return value
@@ -322,7 +339,7 @@ class BaseFactorization:
         """X's observed ones and its unknown cells, with as many columns as the fitted model."""
         X = check_binary_matrix(X)
         if X.shape[1] != self.n_features_in_:
-            raise ValueError(
+            raise InputError(
                 f"X has {X.shape[1]} columns; the model was fitted with {self.n_features_in_}"
             )
         return check_unknown(X, missing, observed)

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextvars
 import itertools
-import queue
-import threading
 import warnings
 from numbers import Integral, Real
 from types import MappingProxyType
@@ -15,12 +12,12 @@ import numpy as np
 
 from .._boolean import mismatches, transpose_mask
 from .._params import BOOLEAN, CALLABLE, FLOAT_DTYPE, NONE, Interval, Options, subset_of
-from .._progress import StartProgress
 from .._signals import Interruptions
-from .._threads import cancelled, current_threads, thread_budget
+from .._threads import current_threads
 from .._validation import check_dtype, check_random_state
 from ..booleanize import boolean_product, threshold_factors
-from ..exceptions import ConvergenceWarning
+from ..engine import Driver, Outcome
+from ..exceptions import InputError, InvalidParameterError
 from ..polish import (
     column_factors,
     polish_factors,
@@ -86,44 +83,6 @@ PAPER_CONFIG = MappingProxyType(
 
 #: The starts ``extra_starts`` may name.
 EXTRA_STARTS = ("nmf", "grecond", "columns")
-
-
-def _boolean_record(X, W: np.ndarray, H: np.ndarray, name: str, unknown=None) -> dict:
-    """A start's record for Boolean factors found without iterations (a greedy start), before
-    its polish and swaps; its "continuous" factors are the Boolean ones, thresholded at 0.5."""
-    k = W.shape[1]
-    error = mismatches(X, W, H, unknown)
-    return {
-        "losses": np.zeros(0),
-        "n_iter": 0,
-        "stopped": False,
-        "W_continuous": W.astype(np.float64),
-        "H_continuous": H.astype(np.float64),
-        "grid_thresholds": (0.5, 0.5),
-        "thresholds": (np.full(k, 0.5), np.full(k, 0.5)),
-        "booleanized_err": error,
-        "unpolished_err": error,
-        "polish_rounds": 0,
-        "swaps": [],
-        "refinement": {name: error},
-        "W": W,
-        "H": H,
-        "error": error,
-        "interrupted": False,
-        "signalled": False,
-    }
-
-
-def settled(losses: list, tol: float | None, every: int) -> bool:
-    """Whether a start stops on ``tol`` after the iterations whose objectives are ``losses``:
-    at every ``every``-th iteration past the first ``every``, once the objective moved by at
-    most ``tol`` times the first objective over the last ``every`` iterations."""
-    done = len(losses)
-    if tol is None or done <= every or done % every:
-        return False
-    # Relative to the first objective (as scikit-learn's NMF): an exact fit drives f to 0,
-    # where a change relative to f itself never gets small.
-    return abs(losses[-1 - every] - losses[-1]) <= tol * max(losses[0], np.finfo(float).tiny)
 
 
 def _tier(cost: float) -> int:
@@ -388,7 +347,7 @@ class BANMF(BaseFactorization):
             float(k) if self.upper == "k" else np.inf if self.upper is None else float(self.upper)
         )
         if self._project_y and upper < self.lower:
-            raise ValueError(f"upper ({upper}) must be >= lower ({self.lower})")
+            raise InvalidParameterError(f"upper ({upper}) must be >= lower ({self.lower})")
         p["upper"] = upper
         p["polish"] = self._polish_method(k)
         p["swap"] = bool(self.swap)
@@ -406,7 +365,9 @@ class BANMF(BaseFactorization):
         else:
             p["n_init"] = int(self.n_init)
         if self.init == "custom" and p["n_init"] > 1:
-            raise ValueError("n_init > 1 needs random starts; init='custom' gives one start")
+            raise InvalidParameterError(
+                "n_init > 1 needs random starts; init='custom' gives one start"
+            )
         p["dtype"] = check_dtype(self.dtype)
         p["lams"] = lambda_schedule(self.regularization, p["max_iter"])
         return p
@@ -429,11 +390,11 @@ class BANMF(BaseFactorization):
         n, m = shape
         if self.init == "custom":
             if W is None or H is None:
-                raise ValueError("init='custom' needs both W and H passed to fit")
+                raise InputError("init='custom' needs both W and H passed to fit")
             W = np.array(W, dtype=dtype, order="C")
             Ht = np.array(np.asarray(H).T, dtype=dtype, order="C")
             if W.shape != (n, k) or Ht.shape != (m, k):
-                raise ValueError(
+                raise InputError(
                     f"custom init: W must have shape {(n, k)} and H {(k, m)}, "
                     f"got {W.shape} and {Ht.shape[::-1]}"
                 )
@@ -442,10 +403,10 @@ class BANMF(BaseFactorization):
                 or (W < 0).any()
                 or (Ht < 0).any()
             ):
-                raise ValueError("custom init: W and H must be finite and nonnegative")
+                raise InputError("custom init: W and H must be finite and nonnegative")
             return W, Ht
         if W is not None or H is not None:
-            raise ValueError("W and H are only used with init='custom'")
+            raise InputError("W and H are only used with init='custom'")
         W = rng.random((n, k)) * self.init_scale
         H = rng.random((k, m)) * self.init_scale
         # Exact zeros never move under multiplicative updates: floor the start (as T-ELF does).
@@ -453,80 +414,6 @@ class BANMF(BaseFactorization):
         W = np.maximum(W, tiny).astype(dtype, order="C")
         Ht = np.ascontiguousarray(np.maximum(H, tiny).T, dtype=dtype)
         return W, Ht
-
-    def _run(
-        self,
-        solver: MUSolver,
-        lams: np.ndarray,
-        p: dict,
-        *,
-        update_h: bool = True,
-        progress: StartProgress | None = None,
-        stop: threading.Event | None = None,
-        lock: threading.Lock | None = None,
-        interrupts: Interruptions | None = None,
-    ):
-        """Iterate; returns (loss curve, iterations done, interrupted, stopped by the callback).
-
-        ``stop`` set from another thread ends the run as Ctrl-C does; ``lock`` serialises the
-        callback's calls when starts run side by side. The first Ctrl-C of the fit
-        (``interrupts``) ends the iterations; without ``interrupts`` it propagates."""
-        losses = []
-        max_iter, tol, every = p["max_iter"], p["tol"], p["check_every"]
-        interrupted = stopped = False
-        converged = False
-        # Without a callback, a small problem runs up to ``every`` iterations a call (never past
-        # a tolerance check); the iterations are the same however they are grouped.
-        chunk = every if self.callback is None and solver.small else 1
-        try:
-            done = 0
-            while done < max_iter:
-                n = min(chunk, max_iter - done, every - done % every)
-                for f in solver.iterate(lams[done : done + n], update_h):
-                    done += 1
-                    f = float(f)
-                    losses.append(f)
-                if progress is not None:
-                    progress.iteration(done, f)
-                if self.callback is not None:
-                    if lock is None:
-                        stop_now = self.callback(done, f)
-                    else:
-                        with lock:
-                            stop_now = self.callback(done, f)
-                    if stop_now:
-                        stopped = True
-                        break
-                if (stop is not None and stop.is_set()) or cancelled():
-                    interrupted = True
-                    break
-                if settled(losses, tol, every):
-                    converged = True
-                    break
-        except KeyboardInterrupt:
-            if interrupts is None or not interrupts.first():
-                raise
-            interrupted = True
-            warnings.warn(
-                f"interrupted after {len(losses)} iterations; booleanizing the factors so far",
-                UserWarning,
-                stacklevel=3,
-            )
-        # Only a tolerance the user asked for warns: "auto" is a saving, not a promise.
-        if (
-            tol is not None
-            and tol > 0
-            and self.tol != "auto"
-            and not converged
-            and not interrupted
-            and len(losses) == max_iter
-        ):
-            warnings.warn(
-                f"max_iter={max_iter} reached before the objective settled to tol={tol}",
-                ConvergenceWarning,
-                stacklevel=3,
-            )
-        return np.asarray(losses), len(losses), interrupted, stopped
 
     @budgeted
     def fit(self, X, y=None, W=None, H=None, *, missing=None, observed=None) -> BANMF:
@@ -561,74 +448,39 @@ class BANMF(BaseFactorization):
             warnings.warn(
                 "X has no nonzeros: the factorization is all zeros", UserWarning, stacklevel=2
             )
-        rng = check_random_state(self.random_state)
-        # Xᵀ's mask serves the threshold descent and the polish of every start.
-        refine = (
-            self.thresholds == "per-factor"
-            or p["polish"] is not None
-            or p["swap"]
-            or bool(p["extra_starts"])
-        )
-        Xt = transpose_mask(X) if refine else None
-        # The starting factors are drawn in start order from one generator, whichever thread
-        # then runs the start: the same starts as one after the other. The NMF start begins
-        # where the first start does if NNDSVD cannot run (a copy: the solver updates its
-        # factors in place).
-        first = self._initial_factors(X.shape, k, p["dtype"], rng, W, H)
-        nmf_init = (first[0].copy(), first[1].copy()) if "nmf" in p["extra_starts"] else None
-        starts = itertools.chain(
-            [first],
-            (
-                self._initial_factors(X.shape, k, p["dtype"], rng, W, H)
-                for _ in range(p["n_init"] - 1)
-            ),
-        )
+        backend = _Local(self, X, p, check_random_state(self.random_state), W, H)
         interrupts = Interruptions()
         names = [name for name in p["extra_starts"] if name != "nmf" or self._project_y]
-        # The starts without iterations run first: when one is exact, nothing can beat it and
-        # no other start runs. They still rank after the random starts (ties: the earlier
-        # start, in the order random, then as named).
-        greedy = [name for name in names if name != "nmf"]
-        later = [name for name in names if name == "nmf"]
-        extra_runs: dict[str, dict] = {}
-        interrupted = False
-        for j, name in enumerate(greedy):
-            total = len(greedy) + p["n_init"] + len(later)
-            progress = StartProgress(j + 1, total, p["max_iter"], name)
-            run, interrupted = self._extra_start(name, X, Xt, None, p, progress, interrupts)
-            if run is not None:
-                extra_runs[name] = run
-            if interrupted or (run is not None and run["error"] == 0):
-                break
-        runs: list[dict] = []
-        if not interrupted and not any(run["error"] == 0 for run in extra_runs.values()):
-            runs, interrupted = self._run_starts(
-                X, Xt, starts, p, interrupts, before=len(greedy), after=len(later)
-            )
-        # Ctrl-C and the callback end the fit; nothing beats an exact fit.
-        ended = interrupted or any(map(self._last_start, (*runs, *extra_runs.values())))
-        for name in later:
-            if ended:
-                break
-            number = len(greedy) + len(runs) + 1
-            progress = StartProgress(number, number, p["max_iter"], name)
-            run, interrupted = self._extra_start(name, X, Xt, nmf_init, p, progress, interrupts)
-            ended = interrupted
-            if run is not None:
-                extra_runs[name] = run
-        kept = [
-            *enumerate(runs),
-            *((name, extra_runs[name]) for name in names if name in extra_runs),
-        ]
-        if not kept:  # Ctrl-C before any start had factors: nothing to keep
+        driver = Driver(self, backend, p, interrupts)
+        outcome = driver.fit(names)
+        best = self._set_fitted(outcome, p)
+        self.W_continuous_, W = driver.rows(best)
+        self._set_result(
+            X,
+            W,
+            best["H"],
+            best["error"],
+            best["n_iter"],
+            start,
+            outcome.interrupted or any(run["interrupted"] for _, run in outcome.kept),
+            unknown,
+        )
+        if interrupts.count or any(run["signalled"] for _, run in outcome.kept):
+            # The model holds the best result so far; a caller's loop of fits must stop too.
             raise KeyboardInterrupt
-        self.best_start_, best = min(kept, key=lambda start: start[1]["error"])  # ties: the first
+        return self
+
+    def _set_fitted(self, outcome: Outcome, p: dict) -> dict:
+        """The fitted attributes of the starts (all but W's and the shared ones of
+        :meth:`_set_result`); returns the kept start's record."""
+        self.best_start_, best = outcome.best
+        runs = outcome.runs
         self.init_errors_ = [run["error"] for run in runs]
-        self.extra_start_errors_ = {name: run["error"] for name, run in kept[len(runs) :]}
-        self.n_starts_ = len(kept)
+        self.extra_start_errors_ = {name: run["error"] for name, run in outcome.extra.items()}
+        self.n_starts_ = len(outcome.kept)
         self.n_init_ = self._auto_n_init(p, runs[0]) if p["auto_n_init"] and runs else p["n_init"]
         self.loss_curve_ = best["losses"]
-        self.W_continuous_, self.H_continuous_ = best["W_continuous"], best["H_continuous"]
+        self.H_continuous_ = best["H_continuous"]
         self.grid_thresholds_, self.thresholds_ = best["grid_thresholds"], best["thresholds"]
         self.booleanized_err_, self.unpolished_err_ = (
             best["booleanized_err"],
@@ -636,26 +488,7 @@ class BANMF(BaseFactorization):
         )
         self.polish_rounds_, self.refinement_ = best["polish_rounds"], best["refinement"]
         self.swaps_ = best["swaps"]
-        self._set_result(
-            X,
-            best["W"],
-            best["H"],
-            best["error"],
-            best["n_iter"],
-            start,
-            interrupted or any(run["interrupted"] for _, run in kept),
-            unknown,
-        )
-        if interrupts.count or any(run["signalled"] for _, run in kept):
-            # The model holds the best result so far; a caller's loop of fits must stop too.
-            raise KeyboardInterrupt
-        return self
-
-    @staticmethod
-    def _last_start(run: dict) -> bool:
-        """Does this start end the restarts? Ctrl-C and the callback stop the whole fit, and
-        nothing beats an exact fit."""
-        return run["interrupted"] or run["stopped"] or run["error"] == 0
+        return best
 
     @staticmethod
     def _auto_n_init(p: dict, first: dict) -> int:
@@ -664,356 +497,6 @@ class BANMF(BaseFactorization):
         before ``max_iter``). Depends on the data and the seed only, never on the threads."""
         n, m = p["shape"]
         return _tier(start_cost(n, m, p["nnz"], p["k"], first["n_iter"]))
-
-    def _run_starts(
-        self, X, Xt, starts, p, interrupts: Interruptions, before: int = 0, after: int = 0
-    ) -> tuple[list[dict], bool]:
-        """Every start's run, in start order, up to and including the first that ends the
-        restarts (:meth:`_last_start`): one after the other on a budget of one thread, for one
-        start or for cheap starts (:data:`PARALLEL_STARTS_MIN_COST`), else side by side, one
-        thread each. Either way the list is the same. Also returns whether Ctrl-C stopped
-        the starts.
-
-        The first Ctrl-C ends the starts: the running ones booleanize their factors so far
-        (side by side, or one after the other unless an earlier start's result stands) and
-        the best is kept; a second one aborts (``KeyboardInterrupt`` propagates).
-
-        The progress counts every start of the fit: ``before`` run ahead of these, ``after``
-        may follow them."""
-        n_starts = p["n_init"]
-        (n, m), k = p["shape"], p["k"]
-        cheap = start_cost(n, m, p["nnz"], k, p["max_iter"]) < PARALLEL_STARTS_MIN_COST
-        workers = 1 if cheap else min(current_threads(), n_starts)
-        if workers == 1:
-            runs: list[dict] = []
-            try:
-                for i, (W0, Ht0) in enumerate(starts):
-                    run = self._fit_one(
-                        X,
-                        Xt,
-                        W0,
-                        Ht0,
-                        p,
-                        StartProgress(before + i + 1, before + n_starts + after, p["max_iter"]),
-                        interrupts=interrupts,
-                        needed=not runs,
-                    )
-                    if run is None:  # Ctrl-C in its threshold search: the earlier starts stand
-                        return runs, True
-                    runs.append(run)
-                    if i == 0 and p["auto_n_init"]:
-                        n_starts = self._auto_n_init(p, run)
-                    if self._last_start(run) or len(runs) >= n_starts:
-                        break
-            except KeyboardInterrupt:
-                # Between two starts, or a second Ctrl-C.
-                if not interrupts.first():
-                    raise
-                return runs, True
-            return runs, False
-        threads_each = max(1, current_threads() // workers)
-        lock = threading.Lock()
-        stops: dict[int, threading.Event] = {}
-        done: dict[int, dict] = {}
-        failed: dict[int, BaseException] = {}
-        tasks: queue.SimpleQueue = queue.SimpleQueue()
-        ended: queue.SimpleQueue = queue.SimpleQueue()
-
-        limit = n_starts  # starts from here on are not part of the fit (an earlier one decided)
-
-        def worker():
-            # Results go straight into ``done``: Ctrl-C may interrupt the main thread anywhere,
-            # and nothing a start computed is lost.
-            while (task := tasks.get()) is not None:
-                i, W0, Ht0 = task
-                try:
-                    if not stops[i].is_set():
-                        with thread_budget(threads_each):
-                            total = before + min(n_starts, limit) + after
-                            progress = StartProgress(before + i + 1, total, p["max_iter"])
-                            # Ctrl-C reaches the main thread only: here KeyboardInterrupt can
-                            # come from the callback alone, and stops this start only.
-                            done[i] = self._fit_one(
-                                X,
-                                Xt,
-                                W0,
-                                Ht0,
-                                p,
-                                progress,
-                                stop=stops[i],
-                                lock=lock,
-                                interrupts=Interruptions(),
-                            )
-                except BaseException as exc:  # the main thread raises it
-                    failed[i] = exc
-                finally:
-                    ended.put(i)
-
-        # Each thread runs in a copy of this thread's context: a caller's cancel event holds.
-        threads = [
-            threading.Thread(
-                target=contextvars.copy_context().run,
-                args=(worker,),
-                daemon=True,
-                name=f"banmf-start-{w}",
-            )
-            for w in range(workers)
-        ]
-        halted = False  # the callback stopped the whole fit
-        interrupted = False  # Ctrl-C did
-        try:
-            for thread in threads:
-                thread.start()
-            submitted = running = 0
-            while True:
-                # Keep every thread busy, drawing the next start only when it can run.
-                while running < workers and submitted < limit and not halted:
-                    W0, Ht0 = next(starts)
-                    stops[submitted] = threading.Event()
-                    tasks.put((submitted, W0, Ht0))
-                    submitted, running = submitted + 1, running + 1
-                if running == 0:
-                    break
-                try:
-                    # A timeout, so that this thread wakes to run Python's SIGINT handler even
-                    # when the signal was delivered to another thread.
-                    j = ended.get(timeout=0.1)
-                except queue.Empty:
-                    continue
-                running -= 1
-                if j in failed:
-                    raise failed[j]
-                if j not in done:
-                    continue
-                run = done[j]
-                if run["stopped"] or (run["interrupted"] and not stops[j].is_set()):
-                    # The callback stops the whole fit, and so does a KeyboardInterrupt raised
-                    # in a start's thread (by the callback).
-                    halted = True
-                else:
-                    if j == 0 and p["auto_n_init"]:
-                        # Starts past the number the first allows were speculative.
-                        limit = min(limit, self._auto_n_init(p, run))
-                    if run["error"] == 0 and not run["interrupted"] and j < limit:
-                        # An exact fit ends the restarts as it would one after the other:
-                        # later starts stop, earlier ones run to their end.
-                        limit = j + 1
-                for i, event in stops.items():
-                    if halted or i >= limit:
-                        event.set()
-        except KeyboardInterrupt:
-            # Ctrl-C reaches this thread only: the running starts stop at their next iteration
-            # and are booleanized as usual; the best so far is kept. A second Ctrl-C, even
-            # while waiting for them below, aborts.
-            if not interrupts.first():
-                raise
-            warnings.warn(
-                "interrupted: the running starts stop here and booleanize their factors so far",
-                UserWarning,
-                stacklevel=4,
-            )
-            interrupted = True
-        finally:
-            for event in stops.values():
-                event.set()
-            for _ in threads:
-                tasks.put(None)
-            for thread in threads:
-                if thread.is_alive() or thread.ident is not None:
-                    thread.join()
-        return [done[i] for i in sorted(done) if i < limit], interrupted
-
-    def _fit_one(
-        self,
-        X,
-        Xt,
-        W0,
-        Ht0,
-        p,
-        progress: StartProgress,
-        *,
-        stop=None,
-        lock=None,
-        interrupts: Interruptions | None = None,
-        needed: bool = True,
-        project: bool | None = None,
-    ) -> dict | None:
-        """One initialisation: iterate, threshold, refine the thresholds, polish.
-
-        The first Ctrl-C of the fit (``interrupts``) ends the iterations, or cuts the
-        refinements short (the steps done so far stand). In the threshold search, it drops the
-        start (returns None) unless the start is ``needed`` (no earlier start has a result):
-        then the search runs again and only a second Ctrl-C stops it.
-        """
-        project = self._project_y if project is None else project
-        solver = MUSolver(
-            X,
-            W0,
-            Ht0,
-            project=project,
-            lower=self.lower,
-            upper=p["upper"],
-            eps=self.eps,
-            unknown=p["unknown"],
-        )
-        losses, n_iter, interrupted, stopped = self._run(
-            solver, p["lams"], p, progress=progress, stop=stop, lock=lock, interrupts=interrupts
-        )
-
-        def absorbed() -> bool:  # in an except KeyboardInterrupt block: go on (True) or abort
-            return not interrupted and interrupts is not None and interrupts.first()
-
-        def search() -> dict:
-            res = threshold_factors(
-                X,
-                solver.W.astype(np.float64),
-                solver.Ht.T.astype(np.float64),
-                p["n_thresholds"],
-                self.normalize,
-                "pruned",
-                p["unknown"],
-            )
-            k = res.W.shape[1]
-            return {
-                "losses": losses,
-                "n_iter": n_iter,
-                "stopped": stopped,
-                "W_continuous": res.W_scaled,
-                "H_continuous": res.H_scaled,
-                "grid_thresholds": (res.threshold_w, res.threshold_h),
-                "thresholds": (np.full(k, res.threshold_w), np.full(k, res.threshold_h)),
-                "booleanized_err": res.error,
-                "unpolished_err": res.error,
-                "polish_rounds": 0,
-                "swaps": [],
-                "refinement": {"grid": res.error},
-                "W": res.W,
-                "H": res.H,
-                "error": res.error,
-            }
-
-        out = None
-        try:
-            progress.phase("threshold search")
-            out = search()
-            if self.thresholds == "per-factor":
-                progress.phase("per-factor thresholds")
-                # Refined in place: on copies, so that a Ctrl-C inside leaves the grid's as they were.
-                tw, th = (t.copy() for t in out["thresholds"])
-                ref = refine_factor_thresholds(
-                    X, out["W_continuous"], out["H_continuous"], tw, th, Xt=Xt, unknown=p["unknown"]
-                )
-                # One call, so that a Ctrl-C lands before or after the whole step.
-                out.update(
-                    W=ref.W,
-                    H=ref.H,
-                    error=ref.error,
-                    unpolished_err=ref.error,
-                    thresholds=(tw, th),
-                    refinement={**out["refinement"], "per-factor thresholds": ref.error},
-                )
-            self._boolean_steps(X, Xt, out, p, progress)
-        except KeyboardInterrupt:
-            # The steps done so far stand; without a search done, the start is dropped if an
-            # earlier one has a result, else its factors must be booleanized all the same.
-            if not absorbed():
-                raise
-            interrupted = True
-            if out is None:
-                if not needed:
-                    return None
-                out = search()
-        out.update(
-            interrupted=interrupted, signalled=interrupts is not None and interrupts.count > 0
-        )
-        progress.done(out["error"])
-        return out
-
-    @staticmethod
-    def _boolean_steps(X, Xt, out: dict, p: dict, progress: StartProgress) -> None:
-        """The polish and the swaps on a start's Boolean factors, updating ``out`` after each
-        step, so that Ctrl-C keeps the steps done so far."""
-        if p["polish"] is not None:
-            progress.phase("polish")
-            pol = polish_factors(X, out["W"], out["H"], p["polish"], Xt=Xt, unknown=p["unknown"])
-            out.update(
-                W=pol.W,
-                H=pol.H,
-                error=pol.error,
-                polish_rounds=pol.rounds,
-                refinement={**out["refinement"], "polish": pol.error},
-            )
-        if p["swap"] and out["error"] > 0 and out["W"].shape[1] > 0:
-            progress.phase("swaps")
-            # At most one swap per factor on average: each is a polish, and on sparse data
-            # the first few swaps bring nearly all of the gain.
-            steps = swap_steps(
-                X, out["W"], out["H"], p["polish"] or "auto", out["W"].shape[1], Xt, p["unknown"]
-            )
-            for step in steps:
-                out.update(
-                    W=step.W,
-                    H=step.H,
-                    error=step.error,
-                    swaps=[*out["swaps"], (step.factor, step.column)],
-                    refinement={**out["refinement"], "swaps": step.error},
-                )
-
-    def _extra_start(
-        self, name: str, X, Xt, nmf_init, p: dict, progress: StartProgress, interrupts
-    ) -> tuple[dict | None, bool]:
-        """One of ``extra_starts``, refined as every start is: its record (None if it did not
-        run: NMF's own start in :class:`NMF`, or Ctrl-C before it had factors) and whether
-        Ctrl-C cut it short."""
-        if name == "nmf":
-            if not self._project_y:  # NMF itself: the first start was this start
-                return None, False
-            progress.setup("NNDSVD")
-            try:
-                svd = nndsvda(X, p["k"])
-            except KeyboardInterrupt:
-                if not interrupts.first():
-                    raise
-                return None, True
-            if svd is not None:
-                dtype = p["dtype"]
-                nmf_init = (
-                    np.maximum(svd[0], np.finfo(dtype).eps).astype(dtype, order="C"),
-                    np.maximum(svd[1], np.finfo(dtype).eps).astype(dtype, order="C"),
-                )
-            run = self._fit_one(
-                X,
-                Xt,
-                *nmf_init,
-                p,
-                progress,
-                interrupts=interrupts,
-                needed=False,
-                project=False,
-            )
-            return run, run is None or run["interrupted"]
-        try:
-            progress.phase("greedy factors")
-            if name == "grecond":
-                from .grecond import GreConD
-
-                model = GreConD(p["k"], polish=False, n_jobs=1).fit(X, missing=p["unknown"])
-                W, H = model.W_, model.components_
-            else:
-                W, H = column_factors(Xt, p["k"])
-        except KeyboardInterrupt:
-            if not interrupts.first():
-                raise
-            return None, True
-        run = _boolean_record(X, W, H, name, p["unknown"])
-        try:
-            self._boolean_steps(X, Xt, run, p, progress)
-        except KeyboardInterrupt:  # the steps done so far stand
-            if not interrupts.first():
-                raise
-            run["interrupted"] = True
-        progress.done(run["error"])
-        return run, run["interrupted"]
 
     def fit_transform(
         self, X, y=None, W=None, H=None, *, missing=None, observed=None
@@ -1050,7 +533,7 @@ class BANMF(BaseFactorization):
             eps=self.eps,
             unknown=unknown,
         )
-        self._run(solver, p["lams"], p, update_h=False)
+        Driver(self, None, p, None).iterate(_LocalStart(None, solver, update_h=False))
         Wb = solver.W > self.thresholds_[0]
         if p["polish"] is not None:
             # Rows are independent given H: polish the new rows against the fitted H.
@@ -1062,3 +545,144 @@ class BANMF(BaseFactorization):
         """The Boolean product ``W⊗H`` (a CSR support mask) for Boolean W of shape (n, k)."""
         self._check_fitted()
         return boolean_product(W, self.components_)
+
+
+class _LocalStart:
+    """A start on one machine: the MU solver over all of X (one block)."""
+
+    def __init__(self, backend: _Local, solver: MUSolver, update_h: bool = True):
+        self.backend, self.solver, self.update_h = backend, solver, update_h
+
+    def chunk(self, every: int, callback: bool) -> int:
+        # Without a callback, a small problem runs up to ``every`` iterations a kernel call.
+        return every if not callback and self.solver.small else 1
+
+    def iterate(self, lams: np.ndarray) -> np.ndarray:
+        return self.solver.iterate(lams, self.update_h)
+
+    def threshold(self) -> dict:
+        b, solver = self.backend, self.solver
+        res = threshold_factors(
+            b.X,
+            solver.W.astype(np.float64),
+            solver.Ht.T.astype(np.float64),
+            b.p["n_thresholds"],
+            b.model.normalize,
+            "pruned",
+            b.unknown,
+        )
+        k = res.W.shape[1]
+        return {
+            "W_continuous": res.W_scaled,
+            "H_continuous": res.H_scaled,
+            "grid_thresholds": (res.threshold_w, res.threshold_h),
+            "thresholds": (np.full(k, res.threshold_w), np.full(k, res.threshold_h)),
+            "W": res.W,
+            "H": res.H,
+            "error": res.error,
+        }
+
+
+class _Local:
+    """The one-machine backend of :mod:`banmf.engine.protocol`: X whole in this process (one
+    block), the records holding W, random starts side by side on threads when they pay."""
+
+    def __init__(self, model: BANMF, X, p: dict, rng, W=None, H=None):
+        self.model, self.X, self.p, self.unknown = model, X, p, p["unknown"]
+        # Xᵀ's mask serves the threshold descent and the polish of every start.
+        refine = (
+            model.thresholds == "per-factor"
+            or p["polish"] is not None
+            or p["swap"]
+            or bool(p["extra_starts"])
+        )
+        self.Xt = transpose_mask(X) if refine else None
+        # The starting factors are drawn in start order from one generator, whichever thread
+        # then runs the start: the same starts as one after the other. The NMF start begins
+        # where the first start does if NNDSVD cannot run (a copy: the solver updates its
+        # factors in place).
+        k, dtype = p["k"], p["dtype"]
+        first = model._initial_factors(X.shape, k, dtype, rng, W, H)
+        self.first = (first[0].copy(), first[1].copy()) if "nmf" in p["extra_starts"] else None
+        self.starts = itertools.chain(
+            [first],
+            (model._initial_factors(X.shape, k, dtype, rng, W, H) for _ in range(p["n_init"] - 1)),
+        )
+
+    def side_by_side(self, n_starts: int) -> int:
+        # One thread for cheap starts (:data:`PARALLEL_STARTS_MIN_COST`).
+        p = self.p
+        (n, m), k = p["shape"], p["k"]
+        cheap = start_cost(n, m, p["nnz"], k, p["max_iter"]) < PARALLEL_STARTS_MIN_COST
+        return 1 if cheap else min(current_threads(), n_starts)
+
+    def random_starts(self):
+        return self.starts
+
+    def begin(self, key, init, project: bool) -> _LocalStart:
+        W0, Ht0 = init
+        model = self.model
+        solver = MUSolver(
+            self.X,
+            W0,
+            Ht0,
+            project=project,
+            lower=model.lower,
+            upper=self.p["upper"],
+            eps=model.eps,
+            unknown=self.unknown,
+        )
+        return _LocalStart(self, solver)
+
+    def nmf_init(self):
+        svd = nndsvda(self.X, self.p["k"])
+        if svd is None:
+            return self.first
+        floor = np.finfo(self.p["dtype"]).eps
+        return tuple(np.maximum(f, floor).astype(self.p["dtype"], order="C") for f in svd)
+
+    def greedy(self, name: str, k: int):
+        if name == "grecond":
+            from .grecond import GreConD
+
+            model = GreConD(k, polish=False, n_jobs=1).fit(self.X, missing=self.unknown)
+            W, H = model.W_, model.components_
+        else:
+            W, H = column_factors(self.Xt, k)
+        return W, H, mismatches(self.X, W, H, self.unknown)
+
+    def refine_thresholds(self, run: dict) -> dict:
+        # Refined in place: on copies, so that a Ctrl-C inside leaves the grid's as they were.
+        tw, th = (t.copy() for t in run["thresholds"])
+        ref = refine_factor_thresholds(
+            self.X,
+            run["W_continuous"],
+            run["H_continuous"],
+            tw,
+            th,
+            Xt=self.Xt,
+            unknown=self.unknown,
+        )
+        return {"W": ref.W, "H": ref.H, "error": ref.error, "thresholds": (tw, th)}
+
+    def polish(self, run: dict, method: str) -> dict:
+        pol = polish_factors(self.X, run["W"], run["H"], method, Xt=self.Xt, unknown=self.unknown)
+        return {"W": pol.W, "H": pol.H, "error": pol.error, "polish_rounds": pol.rounds}
+
+    def swaps(self, run: dict, method: str, most: int):
+        for step in swap_steps(self.X, run["W"], run["H"], method, most, self.Xt, self.unknown):
+            yield {
+                "W": step.W,
+                "H": step.H,
+                "error": step.error,
+                "swap": (step.factor, step.column),
+            }
+
+    def attempt(self, work):
+        return work()
+
+    def keep(self, best) -> None:
+        """Every record holds its own W: nothing to drop."""
+
+    def rows(self, best: dict, again) -> tuple[np.ndarray, np.ndarray]:
+        return best["W_continuous"], best["W"]

@@ -1,0 +1,428 @@
+"""The Dask backend of :mod:`banmf.engine.protocol`: the row blocks stay on the workers
+(:class:`~banmf.distributed._session.Session`), each step is per-block work
+(:mod:`banmf.distributed._worker`) and sums over the blocks by one fixed tree, and a start
+that loses a worker runs again from its seed after the repair.
+
+The blocks hold W's rows (balanced and Boolean) of the best start so far; the driver holds
+every start's H. Steps that need whole columns (the exact polish, GreConD) are not here:
+the estimator's parameters refuse them.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from .._boolean import pack_rows
+from .._signals import Interruptions
+from ..booleanize import balance_scales, grid_points, grid_ranks, search_grid
+from ..models import h_step, objective_value
+from ..polish import best_cut, choose_swap, flip_rows, top_columns
+from . import _worker
+from ._session import Session, WorkerLost
+
+__all__ = ["DaskBackend"]
+
+
+class _Rows:
+    """The rows' half of the threshold search (:class:`banmf.booleanize.GridRows`) summed over
+    the row blocks on the workers."""
+
+    #: Coverages asked for in one round trip (:func:`banmf.booleanize.search_grid`).
+    batch = 16
+
+    def __init__(self, session: Session, distinct: np.ndarray):
+        self.s, self.distinct = session, distinct
+        self.sizes = None
+
+    def hit_diffs(self, vt, P):
+        hits, cells, self.sizes = self.s.sum(_worker.grid_sums, vt, P)
+        return hits, cells
+
+    def active_counts(self, P):
+        # search_grid asks for the hit counts first: the same sums brought these.
+        return self.sizes
+
+    def distinct_ranks(self):
+        return self.distinct
+
+    def packed_bytes(self, P):
+        return max(self.s.each(_worker.packed_bytes, P))
+
+    def covers(self, requests, cache):
+        counts = self.s.sum(_worker.covers, requests, cache)
+        out, at = [], 0
+        for _, packed_h in requests:
+            out.append([int(c) for c in counts[at : at + len(packed_h)]])
+            at += len(packed_h)
+        return out
+
+
+class _DaskStart:
+    """A start's multiplicative updates over the blocks: each block runs the Y pass of one
+    iteration and the W step of the next in one call; the H step runs on the driver, on the
+    summed partials. The Y pass runs alone at the end of a call of :meth:`iterate` (where the
+    fit may stop) and once Ctrl-C was noted."""
+
+    def __init__(self, backend: DaskBackend, key, Ht: np.ndarray):
+        self.b, self.key, self.Ht = backend, key, Ht
+        self.sums = None  # the W step's partials, when the blocks ran it ahead
+
+    def chunk(self, every: int, callback: bool) -> int:
+        return 1 if callback else every
+
+    def iterate(self, lams: np.ndarray) -> np.ndarray:
+        session, p, eps = self.b.session, self.b.p, self.b.model.eps
+        out = []
+        if self.sums is None:
+            self.sums = session.sum(_worker.step, None, float(lams[0]))
+        for q, lam in enumerate(lams):
+            lam, sums = float(lam), self.sums
+            WtW = sums[1]
+            Ht, HHt = h_step(self.Ht, sums[0].astype(self.Ht.dtype), sums[1], lam, eps)
+            penalty = sums[2] + (float(np.sum((Ht * Ht - Ht) ** 2)) if lam else 0.0)
+            last = q + 1 == len(lams) or bool(session.interrupts.count)
+            sums = session.sum(_worker.step, (Ht, HHt), None if last else float(lams[q + 1]))
+            res, s2, observed_s2 = sums[3:]
+            covered = observed_s2 if p["observed"] else float(np.sum(WtW * HHt))
+            out.append(objective_value(res, s2, covered, lam, penalty))
+            self.Ht, self.sums = Ht, None if last else sums
+            if last:
+                break
+        return np.asarray(out)
+
+    def threshold(self) -> dict:
+        """The grid threshold search over the blocks (:func:`banmf.booleanize.search_grid`),
+        keeping each block's Boolean rows."""
+        session, p, normalize = self.b.session, self.b.p, self.b.model.normalize
+        P = p["n_thresholds"]
+        H = self.Ht.T.astype(np.float64)
+        factors = None
+        if normalize == "balance":
+            a = np.max(session.each(_worker.column_max), axis=0)
+            b = H.max(axis=1) if H.shape[1] else np.zeros(H.shape[0])
+            factors, inv = balance_scales(a, b)
+            H = H * inv[:, None]
+        top = max(session.each(_worker.scale, factors))
+        w_points = grid_points(top, P)
+        h_points = grid_points(H.max() if H.size else 0.0, P)
+        vt = grid_ranks(np.ascontiguousarray(H.T), h_points)
+        distinct = np.unique(np.concatenate(session.each(_worker.rank, w_points)))
+        s, t, error, _, _ = search_grid(
+            _Rows(session, distinct),
+            vt,
+            P,
+            p["nnz_ones"],
+            "pruned",
+            w_points,
+            h_points,
+            normalize,
+            p["observed"],
+        )
+        session.each(_worker.keep, self.key, s)
+        k = H.shape[0]
+        return {
+            "H_continuous": H,
+            "H": np.ascontiguousarray((vt > t).T),
+            "grid_thresholds": (float(w_points[s]), float(h_points[t])),
+            "thresholds": (np.full(k, float(w_points[s])), np.full(k, float(h_points[t]))),
+            "error": int(error),
+        }
+
+
+class DaskBackend:
+    """The row blocks of one fit on a Dask cluster.
+
+    Parameters
+    ----------
+    model : banmf.distributed.BANMF
+        The estimator: its parameters, and ``recoveries_`` counted on it.
+    session : Session
+        The blocks, placed on the workers.
+    p : dict
+        The run's settings (``BANMF._check_params``, with ``"observed"`` and ``"nnz_ones"``).
+    rng : numpy.random.Generator
+        The random starts' generator.
+    """
+
+    def __init__(self, model, session: Session, p: dict, rng):
+        self.model, self.session, self.p, self.rng = model, session, p, rng
+        self.specs: dict = {}  # random start → how it was drawn
+        self.error_counts: tuple[int, int] | None = None  # the kept start's (hits, cover)
+
+    def side_by_side(self, n_starts: int) -> int:
+        return 1  # the workers' threads run each start's blocks
+
+    def random_starts(self):
+        for i in range(self.p["n_init"]):
+            self.specs[i] = self._draw_start()
+            yield self.specs[i]
+
+    def _draw_start(self) -> dict:
+        """A random start as :meth:`banmf.BANMF._initial_factors` draws it from the
+        generator: W's rows from the same stream (each worker jumps to its rows' place in it;
+        with a bit generator other than PCG64, the rows are drawn here), then H."""
+        blocks, model, rng = self.session.blocks, self.model, self.rng
+        n, m = blocks.shape
+        k, dtype = self.p["k"], self.p["dtype"]
+        tiny = np.finfo(dtype).eps
+        bitgen = rng.bit_generator
+        spec = {
+            "init_scale": float(model.init_scale),
+            "lower": float(model.lower),
+            "upper": self.p["upper"],
+            "eps": float(model.eps),
+        }
+        # PCG64's advance counts draws (Philox's counts blocks of four): jump only there.
+        if isinstance(bitgen, (np.random.PCG64, np.random.PCG64DXSM)):
+            spec["stream"] = (type(bitgen).__name__, bitgen.state)
+            H = _worker.draw(spec["stream"], n * k, (k, m))
+            bitgen.advance(n * k + k * m)
+        else:
+            spec["rows"] = [
+                np.maximum(rng.random((int(b1 - b0), k)) * model.init_scale, tiny).astype(dtype)
+                for b0, b1 in zip(blocks.offsets[:-1], blocks.offsets[1:], strict=True)
+            ]
+            H = rng.random((k, m))
+        spec["Ht"] = np.ascontiguousarray(np.maximum(H * model.init_scale, tiny).T, dtype=dtype)
+        return spec
+
+    def begin(self, key, init: dict, project: bool) -> _DaskStart:
+        offsets = self.session.blocks.offsets
+        own = {}
+        for b in range(self.session.blocks.n_blocks):
+            start = {name: v for name, v in init.items() if name not in ("rows", "Ht")}
+            start.update(row0=int(offsets[b]), project=project)
+            if "rows" in init:
+                start["W"] = init["rows"][b]
+            own[b] = (start,)
+        self.session.each(_worker.begin, init["Ht"], own=own)
+        return _DaskStart(self, key, init["Ht"])
+
+    def nmf_init(self) -> dict:
+        """NNDSVDa over the blocks (:meth:`_nndsvd`, W's rows kept on them), else the first
+        random start's factors."""
+        Ht = self._nndsvd()
+        first = self.specs[0]
+        if Ht is None:
+            return first
+        spec = {name: v for name, v in first.items() if name not in ("stream", "rows")}
+        spec.update(stored="nmf", Ht=Ht)
+        return spec
+
+    def _nndsvd(self) -> np.ndarray | None:
+        """:func:`banmf.models._nndsvd.nndsvda` over the blocks: returns Hᵀ (m, k) and keeps
+        each block's rows of W on it (as "nmf"); None when the SVD cannot be computed.
+
+        The truncated SVD is scipy's ``svds`` (ARPACK) step by step: the Lanczos iterations
+        on XᵀX (m ≥ n: on XXᵀ) with each product summed over the blocks, the same fixed start
+        vector, then the left vectors from ``X V`` (their Gram summed over the blocks). The
+        factors agree with one machine's to rounding."""
+        from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, LinearOperator, eigsh
+
+        session, p = self.session, self.p
+        n, m = session.blocks.shape
+        k = p["k"]
+        r = min(k, min(n, m) - 1)
+        if r < 1 or p["nnz_ones"] == 0:
+            return None
+        offsets = session.blocks.offsets
+
+        def gram(V):
+            if n >= m:
+                return session.sum(_worker.gram_apply, V)
+            return np.concatenate(
+                session.each(_worker.rows_apply, session.sum(_worker.cols_apply, V, offsets))
+            )
+
+        size = min(n, m)
+        operator = LinearOperator(
+            (size, size),
+            matvec=lambda v: gram(v.reshape(-1, 1))[:, 0],
+            matmat=gram,
+            dtype=np.float64,
+        )
+        try:
+            _, eigvec = eigsh(operator, k=r, tol=0, v0=np.full(size, 1.0 / np.sqrt(size)))
+        except (ArpackError, ArpackNoConvergence):
+            return None
+        eigvec, _ = np.linalg.qr(eigvec)
+        if n >= m:
+            # svd(X V) from the Gram of X V (r×r): ascending singular values, as svds gives.
+            values, V = np.linalg.eigh(session.sum(_worker.rows_apply, eigvec, True))
+            S = np.sqrt(np.maximum(values, 0.0))
+            Vt = V.T @ eigvec.T
+            squares = session.sum(_worker.keep_left, None, V, np.where(S > 0, S, 1.0))
+        else:
+            Av = session.sum(_worker.cols_apply, eigvec, offsets)
+            u, S, vh = np.linalg.svd(Av, full_matrices=False)
+            u, S, vh = u[:, ::-1], S[::-1], vh[::-1]
+            U, Vt = eigvec @ vh.T, u.T
+            own = {b: (U[offsets[b] : offsets[b + 1]], None, None) for b in range(len(offsets) - 1)}
+            squares = sum(session.each(_worker.keep_left, own=own))
+        Ht = np.zeros((m, k))
+        picks: list = [None] * k
+        for l, j in enumerate(np.argsort(-S, kind="stable")):
+            y = Vt[j]
+            yp, yn = np.maximum(y, 0), np.maximum(-y, 0)
+            na_p, na_n = np.sqrt(squares[0, j]), np.sqrt(squares[1, j])
+            nb_p, nb_n = np.linalg.norm(yp), np.linalg.norm(yn)
+            positive, negative = na_p * nb_p, na_n * nb_n
+            if positive >= negative:
+                side, b, na, nb, sigma = True, yp, na_p, nb_p, positive
+            else:
+                side, b, na, nb, sigma = False, yn, na_n, nb_n, negative
+            if sigma > 0:
+                scale = np.sqrt(max(S[j], 0.0) * sigma)
+                Ht[:, l] = scale * b / nb
+                picks[l] = (int(j), side, scale / na)
+        top = max(session.each(_worker.nndsvd_rows, k, picks))
+        fill = p["nnz_ones"] / (n * m)
+        dtype = p["dtype"]
+        floor = np.finfo(dtype).eps
+        session.each(_worker.nndsvd_fill, 1e-12 * max(top, 1.0), fill, dtype, floor)
+        Ht[Ht <= 1e-12 * max(Ht.max(), 1.0)] = fill
+        return np.maximum(Ht, floor).astype(dtype, order="C")
+
+    def greedy(self, name: str, k: int):
+        """The "columns" start (:func:`banmf.polish.column_factors`) over the blocks; W's rows
+        stay on them."""
+        counts = self.session.sum(_worker.column_counts)
+        top = top_columns(counts, k)
+        H = np.zeros((k, counts.shape[0]), dtype=bool)
+        H[np.arange(len(top)), top] = True
+        self.session.each(_worker.keep_columns, name, top, k)
+        return None, H, self._error(name, H)
+
+    def _error(self, start, H: np.ndarray) -> int:
+        """The Hamming error (observed cells) of the start's kept rows times H."""
+        hits, cover = self.session.sum(_worker.counts, start, H)
+        return int(self.p["nnz_ones"] + cover - 2 * hits)
+
+    def refine_thresholds(self, run: dict) -> dict:
+        """Per-factor thresholds over the blocks (:func:`banmf.refine_thresholds`), exactly
+        as on one machine: for a column of W, each block sends its rows' values and bit
+        changes (16 bytes a row) and the cut is chosen here; for a row of H, the bit changes
+        are summed over the blocks. Sweeps until no threshold moves (Ctrl-C: after the
+        sweep under way)."""
+        session, i = self.session, run["start"]
+        tw, th = (t.copy() for t in run["thresholds"])
+        Ht = np.ascontiguousarray(run["H_continuous"].T)
+        Htb = Ht > th
+        m, k = Ht.shape
+        columns = np.arange(m)
+        h_order = [np.argsort(-Ht[:, l]) for l in range(k)]
+        error = run["error"]
+        for _ in range(100):
+            moved = 0
+            for l in range(k):
+                parts = session.each(_worker.row_changes, i, Htb, l)
+                vals = np.concatenate([q[0] for q in parts])
+                d = np.concatenate([q[1] for q in parts])
+                order = np.argsort(-vals)
+                better = best_cut(vals[order], d[order], tw[l])
+                if better is not None:
+                    tw[l] = better
+                    session.each(_worker.set_threshold, i, l, float(better))
+                    moved += 1
+            A = pack_rows(Htb)
+            for l in range(k):
+                d = session.sum(_worker.column_changes, i, A, columns, l)[:, 0]
+                better = best_cut(Ht[h_order[l], l], d[h_order[l]], th[l])
+                if better is not None:
+                    th[l] = better
+                    Htb[:, l] = Ht[:, l] > better
+                    A = pack_rows(Htb)
+                    moved += 1
+            error = self._error(i, Htb.T)
+            if moved == 0 or session.interrupts.count:
+                break
+        return {"H": np.ascontiguousarray(Htb.T), "error": error, "thresholds": (tw, th)}
+
+    def polish(self, run: dict, method: str) -> dict:
+        """The polish with single-bit flips, whatever ``method`` (the exact one needs whole
+        columns: the estimator allows only "flip")."""
+        Ht = np.array(run["H"].T, order="C")
+        error, rounds = self._polish_rounds(run["start"], Ht)
+        return {"H": np.ascontiguousarray(Ht.T), "error": error, "polish_rounds": rounds}
+
+    def _polish_rounds(self, i, Ht: np.ndarray) -> tuple[int, int]:
+        """The Boolean polish over the blocks (:func:`banmf.polish.polish_factors`, "flip"):
+        every row of W against H on its own block, then every column of H (``Ht``, in place)
+        against W with its bit changes summed over the blocks; rounds until nothing moves
+        (Ctrl-C: after the round under way). Returns ``(error, rounds)``."""
+        session = self.session
+        for rounds in range(1, 101):
+            changed = sum(session.each(_worker.polish_rows_of, i, Ht))
+            changed += flip_rows(
+                Ht, lambda A, columns: session.sum(_worker.column_changes, i, A, columns)
+            )
+            error = self._error(i, Ht.T)
+            if changed == 0 or session.interrupts.count:
+                break
+        return error, rounds
+
+    def swaps(self, run: dict, method: str, most: int):
+        """The swaps of :func:`banmf.swap_factors`: each factor's cost and each column's gain
+        summed over the blocks, the new factor's rows found on their blocks, then the polish
+        (flips) again (Ctrl-C: after the swap under way)."""
+        session, i = self.session, run["start"]
+        Ht = np.array(run["H"].T, order="C")
+        for _ in range(most):
+            if session.interrupts.count:
+                return
+            change, l, j = choose_swap(*session.sum(_worker.swap_costs, i, Ht))
+            if change >= 0:
+                return
+            session.each(_worker.swap_in, i, Ht, l, j)
+            Ht[:, l] = False
+            Ht[j, l] = True
+            error, _ = self._polish_rounds(i, Ht)
+            yield {"H": np.ascontiguousarray(Ht.T), "error": error, "swap": (l, j)}
+
+    def attempt(self, work):
+        """``work()``, run again after repairing the cluster each time a worker is lost (up to
+        ``max_recoveries`` in the whole fit)."""
+        model = self.model
+        while True:
+            try:
+                return work()
+            except WorkerLost as lost:
+                if model.recoveries_ >= model.max_recoveries:
+                    raise RuntimeError(
+                        f"the fit lost a worker {model.recoveries_ + 1} times "
+                        f"(max_recoveries={model.max_recoveries}); last: {lost}"
+                    ) from None
+                model.recoveries_ += 1
+                warnings.warn(
+                    f"a worker was lost ({lost}): its row blocks are read again on the live "
+                    "workers and the step under way runs again",
+                    UserWarning,
+                    stacklevel=2,
+                )
+                self.session.repair()
+
+    def keep(self, best) -> None:
+        """Only the best start so far keeps its rows on the blocks."""
+        self.attempt(lambda: self.session.each(_worker.keep_only, [best]))
+
+    def rows(self, best: dict, again) -> tuple[np.ndarray, np.ndarray]:
+        """The kept start's rows from every block, and the error's two parts
+        (:attr:`error_counts`); a start that a block read again (after a worker was lost) no
+        longer holds runs again first (``again``), from its seed: the same rows."""
+
+        def gather():
+            i = best["start"]
+            if not all(self.session.each(_worker.holds, i)):
+                # The steps' safe points see the run again's own interruptions: none.
+                counted, self.session.interrupts = self.session.interrupts, Interruptions()
+                try:
+                    again(self.specs.get(i))
+                finally:
+                    self.session.interrupts = counted
+            parts = self.session.each(_worker.rows_of, i)
+            self.error_counts = self.session.sum(_worker.counts, i, best["H"])
+            return np.concatenate([q[0] for q in parts]), np.concatenate([q[1] for q in parts])
+
+        return self.attempt(gather)

@@ -1,0 +1,197 @@
+"""One fit's row blocks on the Dask workers: placing them, calls on every block, the sums over
+blocks by one fixed tree, and the repair of a lost worker."""
+
+from __future__ import annotations
+
+import uuid
+
+import numpy as np
+
+from .._signals import Interruptions
+from . import _worker
+from .blocks import BlockMatrix
+
+__all__ = ["Session", "WorkerLost"]
+
+
+class WorkerLost(Exception):
+    """A worker holding row blocks died (or its blocks are gone) during the fit."""
+
+
+def _is_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` means a worker (or the blocks it held) is gone, rather than an error in
+    the work itself (a file that cannot be read, a full disk: those are raised as they are)."""
+    from distributed import KilledWorker
+    from distributed.comm import CommClosedError
+
+    if isinstance(exc, (_worker.BlockLost, KilledWorker, CommClosedError)):
+        return True
+    # What an actor's call raises when its worker is gone.
+    return isinstance(exc, (OSError, RuntimeError)) and "Actor" in str(exc)
+
+
+class Session:
+    """One fit's row blocks on the workers: one :class:`BlockServer` actor per worker holding
+    blocks, calls on every block, the sums over blocks, and the repair of a lost worker.
+
+    Every call waits for its answers: a worker's death fails its actor's call at once, and
+    :class:`WorkerLost` says so."""
+
+    def __init__(self, client, blocks: BlockMatrix, budget, n_jobs):
+        self.client, self.blocks = client, blocks
+        self.fit = f"banmf-{uuid.uuid4().hex}"
+        self.budget_param, self.n_jobs = budget, n_jobs
+        self.where: dict[int, str] = {}  # block → worker
+        self.servers: dict[str, object] = {}  # worker → its actor
+        self.interrupts: Interruptions | None = None
+        # Bytes of arrays sent to and received from the workers, and round trips.
+        self.sent = self.received = self.calls = 0
+        self.loads: dict[int, tuple] = {}  # block → what its load reported
+
+    def _workers(self) -> dict[str, dict]:
+        try:
+            info = self.client.scheduler_info(n_workers=-1)
+        except TypeError:  # distributed before 2025 lists every worker anyway
+            info = self.client.scheduler_info()
+        return info["workers"]
+
+    def place(self, blocks) -> None:
+        """Read ``blocks`` on the live workers, in contiguous runs (the other blocks stay)."""
+        workers = self._workers()
+        if not workers:
+            raise RuntimeError("the Dask cluster has no workers")
+        names = sorted(workers)
+        blocks = list(blocks)
+        for q, b in enumerate(blocks):
+            self.where[b] = names[q * len(names) // len(blocks)]
+        for w in sorted(set(self.where.values()) - set(self.servers)):
+            threads = int(workers[w].get("nthreads", 1))
+            if self.n_jobs is not None and self.n_jobs > 0:
+                threads = min(threads, self.n_jobs)
+            future = self.client.submit(
+                _worker.BlockServer,
+                self.fit,
+                threads,
+                workers=[w],
+                allow_other_workers=False,
+                actor=True,
+                pure=False,
+            )
+            # An actor's handle binds to the current client when it arrives: this fit's, even
+            # when another client is the default.
+            with self.client.as_current():
+                self.servers[w] = self._wait([future])[0]
+        by_worker = self._by_worker(blocks)
+        calls = {
+            w: self.servers[w].each(
+                _worker.load,
+                mine,
+                own={b: (self.blocks.sources[b], self._budget(workers[w])) for b in mine},
+            )
+            for w, mine in by_worker.items()
+        }
+        for w, values in self._answers(calls).items():
+            self.loads.update(zip(by_worker[w], values, strict=True))
+
+    def _budget(self, worker: dict) -> int | None:
+        """Bytes of blocks a worker keeps in memory: ``block_memory`` as given, or for "auto"
+        half the worker's memory limit (none without one)."""
+        if self.budget_param != "auto":
+            return None if self.budget_param is None else int(self.budget_param)
+        limit = worker.get("memory_limit") or 0
+        return int(limit) // 2 if limit else None
+
+    def _by_worker(self, blocks=None) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for b in sorted(self.where if blocks is None else blocks):
+            out.setdefault(self.where[b], []).append(b)
+        return out
+
+    def _wait(self, futures: list) -> list:
+        """The futures' results; a first Ctrl-C is noted (the fit then stops at its next
+        step) and the wait goes on, so that no block is left half-way through a step."""
+        values = []
+        for future in futures:
+            while True:
+                try:
+                    values.append(future.result())
+                    break
+                except KeyboardInterrupt:
+                    if self.interrupts is None or not self.interrupts.first():
+                        raise
+                except Exception as exc:
+                    if _is_lost(exc):
+                        raise WorkerLost(f"{type(exc).__name__}: {exc}") from None
+                    raise
+        return values
+
+    def _answers(self, calls: dict, args=(), own=None) -> dict:
+        """Each worker's answer to its call; counts the arrays sent (``args`` to each worker,
+        ``own`` once: each block's to its worker) and received."""
+        answers = dict(zip(calls, self._wait(list(calls.values())), strict=True))
+        self.sent += len(calls) * _payload(args) + _payload(own)
+        self.received += _payload(list(answers.values()))
+        self.calls += 1
+        return answers
+
+    def each(self, func, *args, own: dict | None = None) -> list:
+        """``func(fit, b, *args)`` on every block, results in block order."""
+        by_worker = self._by_worker()
+        calls = {
+            w: self.servers[w].each(func, mine, args, {b: own[b] for b in mine} if own else None)
+            for w, mine in by_worker.items()
+        }
+        out = {}
+        for w, values in self._answers(calls, args, own).items():
+            out.update(zip(by_worker[w], values, strict=True))
+        return [out[b] for b in range(self.blocks.n_blocks)]
+
+    def sum(self, func, *args):
+        """The sum over all blocks of ``func(fit, b, *args)``, by the fixed tree over blocks
+        (:func:`banmf.distributed._worker.node_sum`): each worker adds the nodes within its
+        blocks, the driver the rest."""
+        n_blocks = self.blocks.n_blocks
+        calls = {
+            w: self.servers[w].sums(func, mine, n_blocks, args)
+            for w, mine in self._by_worker().items()
+        }
+        nodes = {}
+        for part in self._answers(calls, args).values():
+            nodes.update(part)
+        # Every block lies in a node some worker added.
+        return _worker.node_sum(0, n_blocks, None, nodes)
+
+    def repair(self) -> None:
+        """Read the blocks of workers that left again on the live ones."""
+        alive = set(self._workers())
+        for w in [w for w in self.servers if w not in alive]:
+            del self.servers[w]
+        lost = [b for b, w in self.where.items() if w not in alive]
+        if not lost:
+            # The blocks were lost without their worker leaving (it restarted in place):
+            # read every block again.
+            lost = list(self.where)
+            self.servers.clear()
+            self.client.run(_worker.forget, self.fit)
+        for b in lost:
+            del self.where[b]
+        self.place(lost)
+
+    def close(self) -> None:
+        """Drop the fit's blocks from every worker."""
+        self.servers.clear()
+        try:
+            self.client.run(_worker.forget, self.fit)
+        except Exception:  # the cluster may be gone; there is nothing left to free then
+            pass
+
+
+def _payload(obj) -> int:
+    """Bytes of the arrays in ``obj`` (nested tuples, lists, dicts)."""
+    if isinstance(obj, np.ndarray) or hasattr(obj, "nbytes"):  # arrays, packed factors
+        return int(obj.nbytes)
+    if isinstance(obj, (tuple, list)):
+        return sum(_payload(v) for v in obj)
+    if isinstance(obj, dict):
+        return sum(_payload(v) for v in obj.values())
+    return 0

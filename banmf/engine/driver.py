@@ -1,0 +1,584 @@
+"""The BANMF driver, written once over the row-block protocol (:mod:`banmf.engine.protocol`).
+
+The starts (the greedy extra starts first, then the random ones, one after the other or side by
+side, then "nmf"), each start's iterations and their stopping (``tol``, the callback, Ctrl-C),
+the grid thresholds, the per-factor thresholds, the polish and the swaps, progress, and the
+choice of the kept start. What a step computes, the backend computes.
+
+Ctrl-C: the first ends the iterations of the start under way, or cuts its refinements short
+(the steps done so far stand), and no further start begins; the best start so far is kept. A
+second one aborts. A backend may defer the first (:func:`banmf._signals.deferred_interrupts`):
+it is then counted in the fit's :class:`~banmf._signals.Interruptions` and seen at the next
+safe point instead of raised.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import queue
+import threading
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .._progress import StartProgress
+from .._signals import Interruptions
+from .._threads import cancelled, current_threads, thread_budget
+from ..exceptions import ConvergenceWarning
+from .protocol import Backend, Start
+
+__all__ = ["Driver", "Outcome", "settled"]
+
+
+def settled(losses: list, tol: float | None, every: int) -> bool:
+    """Whether a start stops on ``tol`` after the iterations whose objectives are ``losses``:
+    at every ``every``-th iteration past the first ``every``, once the objective moved by at
+    most ``tol`` times the first objective over the last ``every`` iterations."""
+    done = len(losses)
+    if tol is None or done <= every or done % every:
+        return False
+    # Relative to the first objective (as scikit-learn's NMF): an exact fit drives f to 0,
+    # where a change relative to f itself never gets small.
+    return abs(losses[-1 - every] - losses[-1]) <= tol * max(losses[0], np.finfo(float).tiny)
+
+
+def last_start(run: dict) -> bool:
+    """Does this start end the restarts? Ctrl-C and the callback stop the whole fit, and
+    nothing beats an exact fit."""
+    return run["interrupted"] or run["stopped"] or run["error"] == 0
+
+
+def greedy_record(W, H: np.ndarray, error: int, name: str) -> dict:
+    """A start's record for Boolean factors found without iterations (a greedy start), before
+    its polish and swaps; its "continuous" factors are the Boolean ones, thresholded at 0.5
+    (W None: the backend keeps W's rows)."""
+    k = H.shape[0]
+    run = {
+        "start": name,
+        "losses": np.zeros(0),
+        "n_iter": 0,
+        "stopped": False,
+        "H_continuous": H.astype(np.float64),
+        "grid_thresholds": (0.5, 0.5),
+        "thresholds": (np.full(k, 0.5), np.full(k, 0.5)),
+        "booleanized_err": error,
+        "unpolished_err": error,
+        "polish_rounds": 0,
+        "swaps": [],
+        "refinement": {name: error},
+        "H": H,
+        "error": error,
+        "interrupted": False,
+        "signalled": False,
+    }
+    if W is not None:
+        run.update(W=W, W_continuous=W.astype(np.float64))
+    return run
+
+
+@dataclass
+class Outcome:
+    """What a fit's starts gave: the random starts' records in start order, the extra ones'
+    by name (in the order named), and whether Ctrl-C ended the fit."""
+
+    runs: list = field(default_factory=list)
+    extra: dict = field(default_factory=dict)
+    interrupted: bool = False
+
+    @property
+    def kept(self) -> list[tuple]:
+        """``(start, record)`` for every start that ran, ranked: random, then extra."""
+        return [*enumerate(self.runs), *self.extra.items()]
+
+    @property
+    def best(self) -> tuple:
+        """The kept start ``(start, record)``: the lowest error (ties: the first ranked)."""
+        return min(self.kept, key=lambda start: start[1]["error"])
+
+
+class Driver:
+    """One BANMF fit's starts over a backend.
+
+    Parameters
+    ----------
+    model : banmf.BANMF
+        The estimator: its parameters (``callback``, ``thresholds``, ``tol``, ``normalize``)
+        and its ``_auto_n_init`` rule.
+    backend : Backend
+        Where X is.
+    p : dict
+        The run's settings (``BANMF._check_params``).
+    interrupts : Interruptions
+        The fit's interruptions, shared with a backend that defers Ctrl-C.
+    deferred : bool, default False
+        Ctrl-C is deferred (:func:`banmf._signals.deferred_interrupts`): a first one is only
+        counted, and a KeyboardInterrupt in the iterations is then the callback's own, which
+        stops the fit as Ctrl-C does, without the warning that tells a signal.
+    """
+
+    def __init__(
+        self, model, backend: Backend, p: dict, interrupts: Interruptions, deferred: bool = False
+    ):
+        self.model, self.backend, self.p, self.interrupts = model, backend, p, interrupts
+        self.deferred = deferred
+        self.names: list[str] = []  # the extra starts, in the order ranked
+
+    # -- the starts ----------------------------------------------------------------------
+
+    def fit(self, names: list[str]) -> Outcome:
+        """Run the starts: the extra ones ``names`` and ``p["n_init"]`` random ones.
+
+        The starts without iterations run first: when one is exact, nothing can beat it and
+        no other start runs. They still rank after the random starts (ties: the earlier start,
+        in the order random, then as named). Raises KeyboardInterrupt when Ctrl-C came before
+        any start had factors."""
+        p, interrupts = self.p, self.interrupts
+        self.names = names
+        greedy = [name for name in names if name != "nmf"]
+        later = [name for name in names if name == "nmf"]
+        out = Outcome()
+        extra: dict[str, dict] = {}
+        interrupted = False
+        for j, name in enumerate(greedy):
+            if interrupts.count:  # Ctrl-C before the first start (deferred): none runs
+                break
+            total = len(greedy) + p["n_init"] + len(later)
+            progress = StartProgress(j + 1, total, p["max_iter"], name)
+            run, interrupted = self._attempt_extra(name, progress, [], extra)
+            if interrupted or (run is not None and run["error"] == 0):
+                break
+        exact = any(run["error"] == 0 for run in extra.values())
+        if not interrupted and not exact and not interrupts.count:
+            out.runs, interrupted = self.run_starts(extra, before=len(greedy), after=len(later))
+        # Ctrl-C and the callback end the fit; nothing beats an exact fit.
+        ended = interrupted or any(map(last_start, (*out.runs, *extra.values())))
+        for name in later:
+            if ended or interrupts.count:
+                break
+            number = len(greedy) + len(out.runs) + 1
+            progress = StartProgress(number, number, p["max_iter"], name)
+            run, interrupted = self._attempt_extra(name, progress, out.runs, extra)
+            ended = interrupted
+        out.extra = {name: extra[name] for name in names if name in extra}
+        out.interrupted = interrupted or bool(interrupts.count)
+        if not out.kept:  # Ctrl-C before any start had factors: nothing to keep
+            raise KeyboardInterrupt
+        return out
+
+    def _attempt_extra(self, name, progress, runs: list, extra: dict):
+        """An extra start through the backend's :meth:`~Backend.attempt`; its record goes
+        into ``extra`` (if it ran) and the best so far is kept."""
+        run, interrupted = self.backend.attempt(lambda: self.extra_start(name, progress))
+        if run is not None:
+            extra[name] = run
+            self._keep_best(runs, extra)
+        return run, interrupted
+
+    def _keep_best(self, runs: list, extra: dict) -> None:
+        """Tell the backend the best start so far (ties: the first ranked)."""
+        ranked = [*runs, *(extra[name] for name in self.names if name in extra)]
+        self.backend.keep(min(ranked, key=lambda run: run["error"])["start"])
+
+    def run_starts(self, extra: dict, before: int = 0, after: int = 0) -> tuple[list[dict], bool]:
+        """Every random start's run, in start order, up to and including the first that ends
+        the restarts (:func:`last_start`): one after the other, or side by side, one thread
+        each, as many as the backend runs at once (:meth:`Backend.side_by_side`). Either way
+        the list is the same. Also returns whether Ctrl-C stopped the starts.
+
+        The first Ctrl-C ends the starts: the running ones booleanize their factors so far
+        (side by side, or one after the other unless an earlier start's result stands) and
+        the best is kept; a second one aborts (``KeyboardInterrupt`` propagates).
+
+        The progress counts every start of the fit: ``before`` run ahead of these, ``after``
+        may follow them."""
+        p, interrupts, backend = self.p, self.interrupts, self.backend
+        n_starts = p["n_init"]
+        starts = backend.random_starts()
+        workers = backend.side_by_side(n_starts)
+        if workers == 1:
+            runs: list[dict] = []
+            try:
+                for i, init in enumerate(starts):
+                    if interrupts.count:  # deferred Ctrl-C: no further start
+                        return runs, True
+                    progress = StartProgress(
+                        before + i + 1, before + n_starts + after, p["max_iter"]
+                    )
+                    run = backend.attempt(
+                        lambda i=i, init=init, progress=progress: self.fit_one(
+                            i, init, progress, interrupts=interrupts, needed=not runs
+                        )
+                    )
+                    if run is None:  # Ctrl-C in its threshold search: the earlier starts stand
+                        return runs, True
+                    runs.append(run)
+                    self._keep_best(runs, extra)
+                    if i == 0 and p["auto_n_init"]:
+                        n_starts = self.model._auto_n_init(p, run)
+                    if last_start(run) or len(runs) >= n_starts:
+                        break
+            except KeyboardInterrupt:
+                # Between two starts, or a second Ctrl-C.
+                if not interrupts.first():
+                    raise
+                return runs, True
+            return runs, False
+        return self._side_by_side(starts, workers, before, after)
+
+    def _side_by_side(self, starts, workers: int, before: int, after: int):
+        """:meth:`run_starts` on ``workers`` threads (a backend of this process)."""
+        p, interrupts = self.p, self.interrupts
+        n_starts = p["n_init"]
+        threads_each = max(1, current_threads() // workers)
+        lock = threading.Lock()
+        stops: dict[int, threading.Event] = {}
+        done: dict[int, dict] = {}
+        failed: dict[int, BaseException] = {}
+        tasks: queue.SimpleQueue = queue.SimpleQueue()
+        ended: queue.SimpleQueue = queue.SimpleQueue()
+
+        limit = n_starts  # starts from here on are not part of the fit (an earlier one decided)
+
+        def worker():
+            # Results go straight into ``done``: Ctrl-C may interrupt the main thread anywhere,
+            # and nothing a start computed is lost.
+            while (task := tasks.get()) is not None:
+                i, init = task
+                try:
+                    if not stops[i].is_set():
+                        with thread_budget(threads_each):
+                            total = before + min(n_starts, limit) + after
+                            progress = StartProgress(before + i + 1, total, p["max_iter"])
+                            # Ctrl-C reaches the main thread only: here KeyboardInterrupt can
+                            # come from the callback alone, and stops this start only.
+                            done[i] = self.fit_one(
+                                i,
+                                init,
+                                progress,
+                                stop=stops[i],
+                                lock=lock,
+                                interrupts=Interruptions(),
+                            )
+                except BaseException as exc:  # the main thread raises it
+                    failed[i] = exc
+                finally:
+                    ended.put(i)
+
+        # Each thread runs in a copy of this thread's context: a caller's cancel event holds.
+        threads = [
+            threading.Thread(
+                target=contextvars.copy_context().run,
+                args=(worker,),
+                daemon=True,
+                name=f"banmf-start-{w}",
+            )
+            for w in range(workers)
+        ]
+        halted = False  # the callback stopped the whole fit
+        interrupted = False  # Ctrl-C did
+        try:
+            for thread in threads:
+                thread.start()
+            submitted = running = 0
+            while True:
+                # Keep every thread busy, drawing the next start only when it can run.
+                while running < workers and submitted < limit and not halted:
+                    init = next(starts)
+                    stops[submitted] = threading.Event()
+                    tasks.put((submitted, init))
+                    submitted, running = submitted + 1, running + 1
+                if running == 0:
+                    break
+                try:
+                    # A timeout, so that this thread wakes to run Python's SIGINT handler even
+                    # when the signal was delivered to another thread.
+                    j = ended.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+                running -= 1
+                if j in failed:
+                    raise failed[j]
+                if j not in done:
+                    continue
+                run = done[j]
+                if run["stopped"] or (run["interrupted"] and not stops[j].is_set()):
+                    # The callback stops the whole fit, and so does a KeyboardInterrupt raised
+                    # in a start's thread (by the callback).
+                    halted = True
+                else:
+                    if j == 0 and p["auto_n_init"]:
+                        # Starts past the number the first allows were speculative.
+                        limit = min(limit, self.model._auto_n_init(p, run))
+                    if run["error"] == 0 and not run["interrupted"] and j < limit:
+                        # An exact fit ends the restarts as it would one after the other:
+                        # later starts stop, earlier ones run to their end.
+                        limit = j + 1
+                for i, event in stops.items():
+                    if halted or i >= limit:
+                        event.set()
+        except KeyboardInterrupt:
+            # Ctrl-C reaches this thread only: the running starts stop at their next iteration
+            # and are booleanized as usual; the best so far is kept. A second Ctrl-C, even
+            # while waiting for them below, aborts.
+            if not interrupts.first():
+                raise
+            warnings.warn(
+                "interrupted: the running starts stop here and booleanize their factors so far",
+                UserWarning,
+                stacklevel=5,
+            )
+            interrupted = True
+        finally:
+            for event in stops.values():
+                event.set()
+            for _ in threads:
+                tasks.put(None)
+            for thread in threads:
+                if thread.is_alive() or thread.ident is not None:
+                    thread.join()
+        return [done[i] for i in sorted(done) if i < limit], interrupted
+
+    def rows(self, best: dict) -> tuple[np.ndarray, np.ndarray]:
+        """The kept start's W ``(balanced continuous, Boolean)`` from the backend."""
+        return self.backend.rows(best, functools.partial(self.rerun, best))
+
+    def rerun(self, best: dict, init) -> None:
+        """Run the kept start ``best`` again from ``init`` (its initial factors; None for an
+        extra start), for a backend that lost its rows: exactly the iterations it ran (Ctrl-C,
+        the callback or the tolerance may have ended it), with neither the callback nor Ctrl-C
+        cutting the run short. Raises RuntimeError if it ends elsewhere."""
+        key = best["start"]
+        p = {**self.p, "max_iter": best["n_iter"], "tol": None, "rerun": True}
+        driver = Driver(self.model, self.backend, p, Interruptions(), self.deferred)
+        progress = StartProgress(1, 1, p["max_iter"], key if isinstance(key, str) else None)
+        if isinstance(key, str):
+            run, _ = driver.extra_start(key, progress)
+        else:
+            run = driver.fit_one(key, init, progress, interrupts=driver.interrupts)
+        if run is None or run["error"] != best["error"] or not np.array_equal(run["H"], best["H"]):
+            error = None if run is None else run["error"]
+            raise RuntimeError(
+                f"start {key} ran again after a lost worker and ended elsewhere (error "
+                f"{error}, not {best['error']}): the result would not be consistent"
+            )
+
+    # -- one start -----------------------------------------------------------------------
+
+    def fit_one(
+        self,
+        key,
+        init,
+        progress: StartProgress,
+        *,
+        stop=None,
+        lock=None,
+        interrupts: Interruptions | None = None,
+        needed: bool = True,
+        project: bool | None = None,
+    ) -> dict | None:
+        """One start from ``init``: iterate, threshold, refine the thresholds, polish, swap.
+
+        The first Ctrl-C of the fit (``interrupts``) ends the iterations, or cuts the
+        refinements short (the steps done so far stand). In the threshold search, it drops the
+        start (returns None) unless the start is ``needed`` (no earlier start has a result):
+        then the search runs again and only a second Ctrl-C stops it.
+        """
+        project = self.model._project_y if project is None else project
+        start = self.backend.begin(key, init, project)
+        losses, n_iter, interrupted, stopped = self.iterate(
+            start, progress=progress, stop=stop, lock=lock, interrupts=interrupts
+        )
+
+        def absorbed() -> bool:  # in an except KeyboardInterrupt block: go on (True) or abort
+            return not interrupted and interrupts is not None and interrupts.first()
+
+        def search() -> dict:
+            run = start.threshold()
+            run.update(
+                start=key,
+                losses=losses,
+                n_iter=n_iter,
+                stopped=stopped,
+                booleanized_err=run["error"],
+                unpolished_err=run["error"],
+                polish_rounds=0,
+                swaps=[],
+                refinement={"grid": run["error"]},
+            )
+            return run
+
+        out = None
+        try:
+            progress.phase("threshold search")
+            out = search()
+            if self.model.thresholds == "per-factor":
+                progress.phase("per-factor thresholds")
+                ref = self.backend.refine_thresholds(out)
+                # One call, so that a Ctrl-C lands before or after the whole step.
+                out.update(
+                    ref,
+                    unpolished_err=ref["error"],
+                    refinement={**out["refinement"], "per-factor thresholds": ref["error"]},
+                )
+            self.boolean_steps(out, progress)
+        except KeyboardInterrupt:
+            # The steps done so far stand; without a search done, the start is dropped if an
+            # earlier one has a result, else its factors must be booleanized all the same.
+            if not absorbed():
+                raise
+            interrupted = True
+            if out is None:
+                if not needed:
+                    return None
+                out = search()
+        out.update(
+            interrupted=interrupted, signalled=interrupts is not None and interrupts.count > 0
+        )
+        progress.done(out["error"])
+        return out
+
+    def iterate(
+        self,
+        start: Start,
+        *,
+        progress: StartProgress | None = None,
+        stop: threading.Event | None = None,
+        lock: threading.Lock | None = None,
+        interrupts: Interruptions | None = None,
+    ):
+        """Iterate; returns (loss curve, iterations done, interrupted, stopped by the callback).
+
+        ``stop`` set from another thread ends the run as Ctrl-C does; ``lock`` serialises the
+        callback's calls when starts run side by side. The first Ctrl-C of the fit
+        (``interrupts``) ends the iterations; without ``interrupts`` it propagates.
+        ``p["rerun"]``: a start run again exactly, without the callback."""
+        p, model = self.p, self.model
+        callback = None if p.get("rerun") else model.callback
+        lams, max_iter, tol, every = p["lams"], p["max_iter"], p["tol"], p["check_every"]
+        losses: list[float] = []
+        interrupted = stopped = converged = False
+        chunk = start.chunk(every, callback is not None)
+        try:
+            done = 0
+            while done < max_iter:
+                n = min(chunk, max_iter - done, every - done % every)
+                for f in start.iterate(lams[done : done + n]):
+                    done += 1
+                    f = float(f)
+                    losses.append(f)
+                if progress is not None:
+                    progress.iteration(done, f)
+                if interrupts is not None and interrupts.count:  # a deferred Ctrl-C
+                    interrupted = True
+                    _warn_interrupted(len(losses))
+                    break
+                if callback is not None:
+                    try:
+                        if lock is None:
+                            stop_now = callback(done, f)
+                        else:
+                            with lock:
+                                stop_now = callback(done, f)
+                    except KeyboardInterrupt:
+                        # Without deferred Ctrl-C a signal may land here too: the handler
+                        # below takes both.
+                        if not self.deferred or interrupts is None or not interrupts.first():
+                            raise
+                        interrupted = True
+                        break
+                    if stop_now:
+                        stopped = True
+                        break
+                if (stop is not None and stop.is_set()) or cancelled():
+                    interrupted = True
+                    break
+                if settled(losses, tol, every):
+                    converged = True
+                    break
+        except KeyboardInterrupt:
+            if interrupts is None or not interrupts.first():
+                raise
+            interrupted = True
+            _warn_interrupted(len(losses))
+        # Only a tolerance the user asked for warns: "auto" is a saving, not a promise.
+        if (
+            tol is not None
+            and tol > 0
+            and model.tol != "auto"
+            and not converged
+            and not interrupted
+            and len(losses) == max_iter
+        ):
+            warnings.warn(
+                f"max_iter={max_iter} reached before the objective settled to tol={tol}",
+                ConvergenceWarning,
+                stacklevel=4,
+            )
+        return np.asarray(losses), len(losses), interrupted, stopped
+
+    def boolean_steps(self, out: dict, progress: StartProgress) -> None:
+        """The polish and the swaps on a start's Boolean factors, updating ``out`` after each
+        step, so that Ctrl-C keeps the steps done so far."""
+        p, backend = self.p, self.backend
+        if p["polish"] is not None:
+            progress.phase("polish")
+            pol = backend.polish(out, p["polish"])
+            out.update(pol, refinement={**out["refinement"], "polish": pol["error"]})
+        k = out["H"].shape[0]
+        if p["swap"] and out["error"] > 0 and k > 0:
+            progress.phase("swaps")
+            # At most one swap per factor on average: each is a polish, and on sparse data
+            # the first few swaps bring nearly all of the gain.
+            for step in backend.swaps(out, p["polish"] or "auto", k):
+                swap = step.pop("swap")
+                out.update(
+                    step,
+                    swaps=[*out["swaps"], swap],
+                    refinement={**out["refinement"], "swaps": step["error"]},
+                )
+
+    def extra_start(self, name: str, progress: StartProgress) -> tuple[dict | None, bool]:
+        """One of ``extra_starts``, refined as every start is: its record (None if it did not
+        run: NMF's own start in :class:`banmf.NMF`, or Ctrl-C before it had factors) and
+        whether Ctrl-C cut it short."""
+        interrupts = self.interrupts
+        if name == "nmf":
+            if not self.model._project_y:  # NMF itself: the first start was this start
+                return None, False
+            progress.setup("NNDSVD")
+            try:
+                init = self.backend.nmf_init()
+            except KeyboardInterrupt:
+                if not interrupts.first():
+                    raise
+                return None, True
+            run = self.fit_one(
+                name, init, progress, interrupts=interrupts, needed=False, project=False
+            )
+            return run, run is None or run["interrupted"]
+        try:
+            progress.phase("greedy factors")
+            W, H, error = self.backend.greedy(name, self.p["k"])
+        except KeyboardInterrupt:
+            if not interrupts.first():
+                raise
+            return None, True
+        run = greedy_record(W, H, error, name)
+        try:
+            self.boolean_steps(run, progress)
+        except KeyboardInterrupt:  # the steps done so far stand
+            if not interrupts.first():
+                raise
+            run["interrupted"] = True
+        progress.done(run["error"])
+        return run, run["interrupted"]
+
+
+def _warn_interrupted(done: int) -> None:
+    warnings.warn(
+        f"interrupted after {done} iterations; booleanizing the factors so far",
+        UserWarning,
+        stacklevel=4,
+    )

@@ -1,0 +1,114 @@
+"""The row-block protocol: what the BANMF driver (:mod:`banmf.engine.driver`) asks of the data.
+
+X lives with a backend, as one block of rows (one machine) or many (Dask workers; a device
+later). The driver never sees X: it begins starts on the backend and asks each for the steps of
+a BANMF start, which the backend runs as per-block work and sums over its blocks, with the
+library's own pieces (:class:`banmf.models.MUSolver` and its kernels, the grid search of
+:func:`banmf.booleanize.search_grid`, the bit changes and cuts of :mod:`banmf.polish`). A start's
+record (a dict) travels between the driver and the backend: the driver reads only its Boolean H,
+its error and its bookkeeping; W stays where the backend keeps it (in the record on one machine,
+on the blocks on Dask) until :meth:`Backend.rows`.
+
+Initial factors (``init``) are whatever the backend draws and takes back: the driver only
+passes them from :meth:`Backend.random_starts` or :meth:`Backend.nmf_init` to
+:meth:`Backend.begin`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+import numpy as np
+
+__all__ = ["Backend", "Start"]
+
+
+class Start(Protocol):
+    """One start's multiplicative-update state on the backend (W's rows, Y, the sums)."""
+
+    def chunk(self, every: int, callback: bool) -> int:
+        """The most iterations :meth:`iterate` should run in one call.
+
+        Parameters
+        ----------
+        every : int
+            The tolerance's ``check_every``: the driver never asks past one of its checks.
+        callback : bool
+            Whether the user's callback is called after every call.
+
+        Returns
+        -------
+        int
+            At least 1; the iterations are the same however they are grouped.
+        """
+
+    def iterate(self, lams: np.ndarray) -> np.ndarray:
+        """One W, H, Y iteration per λ of ``lams``.
+
+        Returns
+        -------
+        ndarray
+            The relaxed objective after each iteration run: fewer than ``len(lams)`` only
+            when the backend saw an interruption (a backend that defers Ctrl-C stops at the
+            next iteration's end).
+        """
+
+    def threshold(self) -> dict:
+        """The grid threshold search (:func:`banmf.booleanize.threshold_factors`): the
+        start's record with its balanced continuous H ``"H_continuous"``, Boolean ``"H"``,
+        ``"grid_thresholds"``, per-factor ``"thresholds"`` (all equal), ``"error"``; W's
+        Boolean and balanced rows stay with the backend (in ``"W"`` and ``"W_continuous"`` if
+        it keeps them in the record)."""
+
+
+class Backend(Protocol):
+    """Where X is, and the steps of a BANMF fit over its row blocks.
+
+    Every method returns what the driver needs and nothing of n's size, except
+    :meth:`rows` at the end (and the record's W where the backend keeps W in it).
+    """
+
+    def side_by_side(self, n_starts: int) -> int:
+        """How many random starts run at once (threads), 1 for one after the other."""
+
+    def random_starts(self) -> Iterator[Any]:
+        """The random starts' initial factors, in start order, drawn as they are asked for."""
+
+    def begin(self, key, init, project: bool) -> Start:
+        """Begin start ``key`` (an index or an extra start's name) from ``init``;
+        ``project``: Y is projected (BANMF) or held at X (NMF)."""
+
+    def nmf_init(self) -> Any:
+        """The "nmf" start's initial factors: NNDSVDa of X, or the first random start's
+        factors when the SVD cannot be computed."""
+
+    def greedy(self, name: str, k: int) -> tuple[np.ndarray | None, np.ndarray, int]:
+        """A greedy start's Boolean factors (``"columns"``, ``"grecond"``): ``(W or None when
+        the backend keeps W's rows, H, error)``."""
+
+    def refine_thresholds(self, run: dict) -> dict:
+        """Per-factor thresholds from the grid's (:func:`banmf.refine_thresholds`); returns
+        the record's new ``"H"``, ``"error"``, ``"thresholds"`` (and ``"W"``)."""
+
+    def polish(self, run: dict, method: str) -> dict:
+        """The Boolean polish (:func:`banmf.polish`) of the record's factors; returns its
+        new ``"H"``, ``"error"``, ``"polish_rounds"`` (and ``"W"``)."""
+
+    def swaps(self, run: dict, method: str, most: int) -> Iterator[dict]:
+        """The factor swaps (:func:`banmf.swap_factors`), each followed by the polish
+        ``method``, at most ``most``; yields after each the record's new ``"H"``,
+        ``"error"``, ``"swap"`` ``(factor, column)`` (and ``"W"``)."""
+
+    def attempt(self, work: Callable[[], Any]) -> Any:
+        """``work()``, a whole start; a backend that recovers from lost workers runs it again
+        after a repair."""
+
+    def keep(self, best) -> None:
+        """The start ``best`` is the best so far: a backend holding W's rows per start may
+        drop the others."""
+
+    def rows(self, best: dict, again: Callable[[Any], None]) -> tuple[np.ndarray, np.ndarray]:
+        """The kept start's W ``(balanced continuous, Boolean)``; ``again(init)`` runs that
+        start again exactly from its initial factors (None for an extra start), for a backend
+        that lost its rows."""
