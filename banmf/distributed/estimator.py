@@ -19,7 +19,7 @@ from .._params import BOOLEAN, NONE, Interval, Kind, Options, subset_of
 from .._signals import Interruptions, deferred_interrupts
 from .._validation import check_n_components, check_random_state
 from ..engine import Driver
-from ..exceptions import InputError, InvalidParameterError
+from ..exceptions import InputError, InvalidParameterError, MissingDependencyError
 from ..models import budgeted, store_params
 from ..models.banmf import BANMF as _BANMF
 from ..result import Factorization
@@ -171,7 +171,7 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         try:
             from distributed import get_client
         except ImportError:
-            raise ImportError(
+            raise MissingDependencyError(
                 "banmf.distributed needs Dask: pip install 'banmf[distributed]'"
             ) from None
         try:
