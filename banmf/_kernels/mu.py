@@ -570,7 +570,9 @@ def add_unobserved(out, observed_part, F, G, k):
                 out[i, l] += max(row[l] - observed_part[i, l], zero)
 
 
-@kernel(fastmath=_FAST)
+# Plain IEEE arithmetic: with FMA contraction LLVM contracts the serial and the parallel
+# variant's loops differently, and the sums would then depend on the thread count.
+@kernel()
 def cross_gram(A, B, k, blocks):
     """``A[:, :k]ᵀ B[:, :k]`` (k, k) in float64, summed over row blocks: ``blocks`` (b, k, k)
     receives each block's sum (row i in block ``i * b // n``), added up in block order after, so
