@@ -244,8 +244,9 @@ class Driver:
                 warnings.warn(
                     "interrupted: the running starts stop here and booleanize their factors so far",
                     UserWarning,
-                    # From the runner's wait for its threads to the caller of BANMF.fit.
-                    stacklevel=8,
+                    # The caller of BANMF.fit: this function, the runner's rule, its wait for
+                    # the threads and itself, run_starts, Driver.fit, BANMF.fit, its budget.
+                    stacklevel=9,
                 )
 
         done = run_side_by_side(
