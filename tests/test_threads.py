@@ -226,3 +226,36 @@ def test_cheap_starts_run_in_the_calling_thread(monkeypatch):
     # Worker threads only (how many of the two get a start depends on the scheduler: on a
     # busy machine one may take every start before the other wakes).
     assert threads and all(name.startswith("banmf-start") for name in threads)
+
+
+def test_ctrl_c_while_starts_run_side_by_side_keeps_the_running_ones_and_starts_no_other(
+    monkeypatch,
+):
+    import _thread
+    import threading
+
+    from banmf.models import banmf as module
+
+    monkeypatch.setattr(module, "PARALLEL_STARTS_MIN_COST", 0)
+    X, _, _ = make_boolean(40, 30, 3, 0.3, noise=0.05, random_state=0)
+    once = threading.Event()
+
+    def ctrl_c(t, f):
+        if t == 5 and not once.is_set():
+            once.set()
+            _thread.interrupt_main()  # as if Ctrl-C arrived: in the calling thread only
+
+    model = BANMF(
+        3, max_iter=10_000, n_init=4, n_jobs=2, random_state=0, extra_starts=(), callback=ctrl_c
+    )
+    with (
+        pytest.warns(UserWarning, match="the running starts stop here") as told,
+        pytest.raises(KeyboardInterrupt),
+    ):
+        model.fit(X)
+    assert [w.filename for w in told] == [__file__]  # the warning points at the fit's caller
+    # The starts under way (one or two, as the threads were scheduled) were booleanized; the
+    # later ones never began.
+    assert model.interrupted_ and 1 <= len(model.init_errors_) <= 2
+    assert model.n_iter_ < 10_000
+    assert model.reconstruction_err_ == min(model.init_errors_)

@@ -14,9 +14,7 @@ safe point instead of raised.
 
 from __future__ import annotations
 
-import contextvars
 import functools
-import queue
 import threading
 import warnings
 from dataclasses import dataclass, field
@@ -24,8 +22,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._progress import StartProgress
+from .._runner import run_side_by_side
 from .._signals import Interruptions
-from .._threads import cancelled, current_threads, thread_budget
+from .._threads import cancelled
 from ..exceptions import ConvergenceWarning
 from .protocol import Backend, Start
 
@@ -184,8 +183,9 @@ class Driver:
     def run_starts(self, extra: dict, before: int = 0, after: int = 0) -> tuple[list[dict], bool]:
         """Every random start's run, in start order, up to and including the first that ends
         the restarts (:func:`last_start`): one after the other, or side by side, one thread
-        each, as many as the backend runs at once (:meth:`Backend.side_by_side`). Either way
-        the list is the same. Also returns whether Ctrl-C stopped the starts.
+        each, as many as the backend runs at once (:meth:`Backend.side_by_side`), on
+        :func:`banmf._runner.run_side_by_side`. Either way the list is the same. Also returns
+        whether Ctrl-C stopped the starts.
 
         The first Ctrl-C ends the starts: the running ones booleanize their factors so far
         (side by side, or one after the other unless an earlier start's result stands) and
@@ -195,150 +195,69 @@ class Driver:
         may follow them."""
         p, interrupts, backend = self.p, self.interrupts, self.backend
         n_starts = p["n_init"]
-        starts = backend.random_starts()
         workers = backend.side_by_side(n_starts)
-        if workers == 1:
-            runs: list[dict] = []
-            try:
-                for i, init in enumerate(starts):
-                    if interrupts.count:  # deferred Ctrl-C: no further start
-                        return runs, True
-                    progress = StartProgress(
-                        before + i + 1, before + n_starts + after, p["max_iter"]
-                    )
-                    run = backend.attempt(
-                        lambda i=i, init=init, progress=progress: self.fit_one(
-                            i, init, progress, interrupts=interrupts, needed=not runs
-                        )
-                    )
-                    if run is None:  # Ctrl-C in its threshold search: the earlier starts stand
-                        return runs, True
-                    runs.append(run)
-                    self._keep_best(runs, extra)
-                    if i == 0 and p["auto_n_init"]:
-                        n_starts = self.model._auto_n_init(p, run)
-                    if last_start(run) or len(runs) >= n_starts:
-                        break
-            except KeyboardInterrupt:
-                # Between two starts, or a second Ctrl-C.
-                if not interrupts.first():
-                    raise
-                return runs, True
-            return runs, False
-        return self._side_by_side(starts, workers, before, after)
-
-    def _side_by_side(self, starts, workers: int, before: int, after: int):
-        """:meth:`run_starts` on ``workers`` threads (a backend of this process)."""
-        p, interrupts = self.p, self.interrupts
-        n_starts = p["n_init"]
-        threads_each = max(1, current_threads() // workers)
-        lock = threading.Lock()
-        stops: dict[int, threading.Event] = {}
-        done: dict[int, dict] = {}
-        failed: dict[int, BaseException] = {}
-        tasks: queue.SimpleQueue = queue.SimpleQueue()
-        ended: queue.SimpleQueue = queue.SimpleQueue()
-
+        inline = workers == 1
+        lock = None if inline else threading.Lock()  # the callback, called from every start
         limit = n_starts  # starts from here on are not part of the fit (an earlier one decided)
+        runs: dict[int, dict] = {}  # the starts with a result so far, by index
+        dropped = False  # Ctrl-C in a start's threshold search (one after the other)
 
-        def worker():
-            # Results go straight into ``done``: Ctrl-C may interrupt the main thread anywhere,
-            # and nothing a start computed is lost.
-            while (task := tasks.get()) is not None:
-                i, init = task
-                try:
-                    if not stops[i].is_set():
-                        with thread_budget(threads_each):
-                            total = before + min(n_starts, limit) + after
-                            progress = StartProgress(before + i + 1, total, p["max_iter"])
-                            # Ctrl-C reaches the main thread only: here KeyboardInterrupt can
-                            # come from the callback alone, and stops this start only.
-                            done[i] = self.fit_one(
-                                i,
-                                init,
-                                progress,
-                                stop=stops[i],
-                                lock=lock,
-                                interrupts=Interruptions(),
-                            )
-                except BaseException as exc:  # the main thread raises it
-                    failed[i] = exc
-                finally:
-                    ended.put(i)
+        def start(i: int, init) -> dict | None:
+            progress = StartProgress(before + i + 1, before + limit + after, p["max_iter"])
+            return backend.attempt(
+                lambda: self.fit_one(
+                    i,
+                    init,
+                    progress,
+                    lock=lock,
+                    # In a thread of its own, KeyboardInterrupt can come from the callback
+                    # alone (Ctrl-C reaches the calling thread only), and stops this start only.
+                    interrupts=interrupts if inline else Interruptions(),
+                    needed=not inline or not runs,
+                )
+            )
 
-        # Each thread runs in a copy of this thread's context: a caller's cancel event holds.
-        threads = [
-            threading.Thread(
-                target=contextvars.copy_context().run,
-                args=(worker,),
-                daemon=True,
-                name=f"banmf-start-{w}",
-            )
-            for w in range(workers)
-        ]
-        halted = False  # the callback stopped the whole fit
-        interrupted = False  # Ctrl-C did
-        try:
-            for thread in threads:
-                thread.start()
-            submitted = running = 0
-            while True:
-                # Keep every thread busy, drawing the next start only when it can run.
-                while running < workers and submitted < limit and not halted:
-                    init = next(starts)
-                    stops[submitted] = threading.Event()
-                    tasks.put((submitted, init))
-                    submitted, running = submitted + 1, running + 1
-                if running == 0:
-                    break
-                try:
-                    # A timeout, so that this thread wakes to run Python's SIGINT handler even
-                    # when the signal was delivered to another thread.
-                    j = ended.get(timeout=0.1)
-                except queue.Empty:
-                    continue
-                running -= 1
-                if j in failed:
-                    raise failed[j]
-                if j not in done:
-                    continue
-                run = done[j]
-                if run["stopped"] or (run["interrupted"] and not stops[j].is_set()):
-                    # The callback stops the whole fit, and so does a KeyboardInterrupt raised
-                    # in a start's thread (by the callback).
-                    halted = True
-                else:
-                    if j == 0 and p["auto_n_init"]:
-                        # Starts past the number the first allows were speculative.
-                        limit = min(limit, self.model._auto_n_init(p, run))
-                    if run["error"] == 0 and not run["interrupted"] and j < limit:
-                        # An exact fit ends the restarts as it would one after the other:
-                        # later starts stop, earlier ones run to their end.
-                        limit = j + 1
-                for i, event in stops.items():
-                    if halted or i >= limit:
-                        event.set()
-        except KeyboardInterrupt:
-            # Ctrl-C reaches this thread only: the running starts stop at their next iteration
-            # and are booleanized as usual; the best so far is kept. A second Ctrl-C, even
-            # while waiting for them below, aborts.
-            if not interrupts.first():
-                raise
-            warnings.warn(
-                "interrupted: the running starts stop here and booleanize their factors so far",
-                UserWarning,
-                stacklevel=5,
-            )
-            interrupted = True
-        finally:
-            for event in stops.values():
-                event.set()
-            for _ in threads:
-                tasks.put(None)
-            for thread in threads:
-                if thread.is_alive() or thread.ident is not None:
-                    thread.join()
-        return [done[i] for i in sorted(done) if i < limit], interrupted
+        def ended(i: int, run: dict | None, starts) -> None:
+            nonlocal limit, dropped
+            if run is None:  # the earlier starts stand
+                dropped = True
+                starts.stop()
+                return
+            runs[i] = run
+            if run["stopped"] or run["interrupted"] or interrupts.count:
+                # The callback stops the whole fit (by its return value or a KeyboardInterrupt),
+                # and so does Ctrl-C, deferred (only counted) or not.
+                starts.stop()
+            else:
+                if i == 0 and p["auto_n_init"]:
+                    # Starts past the number the first allows are not part of the fit.
+                    limit = min(limit, self.model._auto_n_init(p, run))
+                if run["error"] == 0:
+                    # An exact fit ends the restarts: later starts stop, earlier ones run to
+                    # their end.
+                    limit = min(limit, i + 1)
+                starts.keep_first(limit)
+            self._keep_best([runs[j] for j in sorted(runs) if j < limit], extra)
+
+        def warn(starts) -> None:
+            if starts.workers > 1:  # one after the other, the start itself says it
+                warnings.warn(
+                    "interrupted: the running starts stop here and booleanize their factors so far",
+                    UserWarning,
+                    # The caller of BANMF.fit: this function, the runner's rule, its wait for
+                    # the threads and itself, run_starts, Driver.fit, BANMF.fit, its budget.
+                    stacklevel=9,
+                )
+
+        done = run_side_by_side(
+            (functools.partial(start, i, init) for i, init in enumerate(backend.random_starts())),
+            workers=workers,
+            on_done=ended,
+            on_interrupt=warn,
+            interrupts=interrupts,
+            name="banmf-start",
+        )
+        return [run for run in done.ordered() if run is not None], done.interrupted or dropped
 
     def rows(self, best: dict) -> tuple[np.ndarray, np.ndarray]:
         """The kept start's W ``(balanced continuous, Boolean)`` from the backend."""
@@ -372,7 +291,6 @@ class Driver:
         init,
         progress: StartProgress,
         *,
-        stop=None,
         lock=None,
         interrupts: Interruptions | None = None,
         needed: bool = True,
@@ -388,7 +306,7 @@ class Driver:
         project = self.model._project_y if project is None else project
         start = self.backend.begin(key, init, project)
         losses, n_iter, interrupted, stopped = self.iterate(
-            start, progress=progress, stop=stop, lock=lock, interrupts=interrupts
+            start, progress=progress, lock=lock, interrupts=interrupts
         )
 
         def absorbed() -> bool:  # in an except KeyboardInterrupt block: go on (True) or abort
@@ -444,15 +362,15 @@ class Driver:
         start: Start,
         *,
         progress: StartProgress | None = None,
-        stop: threading.Event | None = None,
         lock: threading.Lock | None = None,
         interrupts: Interruptions | None = None,
     ):
         """Iterate; returns (loss curve, iterations done, interrupted, stopped by the callback).
 
-        ``stop`` set from another thread ends the run as Ctrl-C does; ``lock`` serialises the
-        callback's calls when starts run side by side. The first Ctrl-C of the fit
-        (``interrupts``) ends the iterations; without ``interrupts`` it propagates.
+        A cancel (:func:`banmf._threads.cancelled`: the start is no longer wanted) ends the
+        run as Ctrl-C does; ``lock`` serialises the callback's calls when starts run side by
+        side. The first Ctrl-C of the fit (``interrupts``) ends the iterations; without
+        ``interrupts`` it propagates.
         ``p["rerun"]``: a start run again exactly, without the callback."""
         p, model = self.p, self.model
         callback = None if p.get("rerun") else model.callback
@@ -491,7 +409,7 @@ class Driver:
                     if stop_now:
                         stopped = True
                         break
-                if (stop is not None and stop.is_set()) or cancelled():
+                if cancelled():  # a start side by side no longer wanted, or a caller's cancel
                     interrupted = True
                     break
                 if settled(losses, tol, every):
