@@ -30,7 +30,6 @@ __all__ = [
     "decode_codes",
     "hits_and_cover",
     "in_sorted",
-    "join_unknown",
     "mask_difference",
     "mask_union",
     "mismatches",
@@ -240,18 +239,6 @@ def mask_difference(A: sp.csr_array, B: sp.csr_array) -> sp.csr_array:
     """The cells of the canonical mask A that are not in B (of A's shape)."""
     keys = cell_keys(A)
     return support_mask_from_keys(keys[~in_sorted(keys, cell_keys(B))], A.shape)
-
-
-def join_unknown(cells, missing=None, observed=None) -> tuple:
-    """Unknown cells given as ``missing`` (the unknown cells) or ``observed`` (the observed
-    ones; or an :class:`Unknown`'s observed zeros), with the canonical mask ``cells`` unknown as
-    well, in the same form: ``(missing, observed)``. The one way unknown cells are joined: a
-    file's or a frame's own to ``missing=`` / ``observed=``, hidden cells to a fit's."""
-    if cells is None:
-        return missing, observed
-    if observed is not None:
-        return None, mask_difference(observed, cells)
-    return (cells if missing is None else mask_union(missing, cells)), None
 
 
 def count_unknown(shape: tuple[int, int], missing=None, observed=None) -> int:

@@ -99,20 +99,18 @@ def _alone(X, A: np.ndarray, fixed: Fixed, rows: np.ndarray, only: int) -> np.nd
     return out
 
 
-def bit_changes(
-    X, A: np.ndarray, fixed_bool: np.ndarray, rows: np.ndarray, unknown=None, only: int = -1
-):
+def bit_changes(data, A: np.ndarray, fixed_bool: np.ndarray, rows: np.ndarray, only: int = -1):
     """``d[r, l]`` of :func:`fixed_changes` against the Boolean factor ``fixed_bool`` (one row
-    per column of X): integer counts over the rows of ``fixed_bool``, so the sum of the
-    results over row blocks of it (with their columns of X) is the whole's."""
-    return fixed_changes(X, A, Fixed(fixed_bool, len(rows)), rows, only, unknown)
+    per column of the data): integer counts over the rows of ``fixed_bool``, so the sum of the
+    results over row blocks of it (with their columns of the data) is the whole's."""
+    return fixed_changes(data, A, Fixed(fixed_bool, len(rows)), rows, only)
 
 
-def fixed_changes(
-    X, A: np.ndarray, fixed: Fixed, rows: np.ndarray, only: int = -1, unknown=None
-) -> np.ndarray:
+def fixed_changes(data, A: np.ndarray, fixed: Fixed, rows: np.ndarray, only: int = -1):
     """``d[r, l]`` = error of row ``rows[r]`` with bit l on minus with it off, other bits as in
-    A, over the observed cells (``unknown`` in X's orientation)."""
+    A, over the observed cells of ``data`` (a :class:`banmf.io.Dataset`, or its transpose for
+    the columns)."""
+    X, unknown = data.X, data.unknown
     sup = _alone(X, A, fixed, rows, only)
     if unknown is None:
         return fixed.uncovered(A[rows], only) - 2 * sup
@@ -121,17 +119,17 @@ def fixed_changes(
     return unknown.covered(every, sup, cells) - 2 * sup
 
 
-def factor_costs(
-    X, Xt, W: np.ndarray, Ht: np.ndarray, unknown=None
-) -> tuple[np.ndarray, np.ndarray]:
+def factor_costs(data, W: np.ndarray, Ht: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """What each factor is worth: ``removal[l]``, the rise in Hamming error if factor l were
     dropped (the sum over its rows of the error with bit l off minus with it on: rows are
     independent given H), and ``cover`` (m, k + 1): per column of X, the ones covered by
     factor l alone (``cover[j, l]``) and by none (``cover[j, k]``). O(nnz·k); trusted inputs,
-    W (n, k) and Ht (m, k) bool, Xt the mask of Xᵀ; errors over the observed cells."""
+    W (n, k) and Ht (m, k) bool; errors over the observed cells of ``data`` (a
+    :class:`banmf.io.Dataset`)."""
     n, k = W.shape
     A = pack_rows(W)
-    d = fixed_changes(X, A, Fixed(Ht, n), np.arange(n), unknown=unknown)
+    d = fixed_changes(data, A, Fixed(Ht, n), np.arange(n))
+    Xt = data.T.X
     removal = -np.einsum("il,il->l", d, W, dtype=np.int64)
     B = pack_rows(Ht)
     cover = np.empty((Xt.shape[0], k + 1), dtype=np.int64)

@@ -28,18 +28,15 @@ def universal_bits(z: int) -> float:
     return float(bits)
 
 
-def observed_cells(X, unknown) -> int:
-    """The cells of X (n, m) that are not unknown."""
-    return X.shape[0] * X.shape[1] if unknown is None else unknown.observed_count(X.nnz)
-
-
-def description_bits(X, Wb, Hb, unknown) -> tuple[float, float]:
-    """(model bits, data bits) of Boolean factors Wb (n, k), Hb (k, m) of X (n, m), trusted
-    inputs: see :func:`banmf.model_selection.description_length` for the code."""
+def description_bits(data, Wb, Hb) -> tuple[float, float]:
+    """(model bits, data bits) of Boolean factors Wb (n, k), Hb (k, m) of ``data`` (a
+    :class:`banmf.io.Dataset` of shape (n, m)), trusted inputs: see
+    :func:`banmf.model_selection.description_length` for the code."""
+    X = data.X
     n, m = X.shape
     k = Wb.shape[1]
-    hits, covered = hits_and_cover(X, Wb, Hb, unknown)
-    cells = observed_cells(X, unknown)
+    hits, covered = hits_and_cover(X, Wb, Hb, data.unknown)
+    cells = data.n_observed
     missed, extra = X.nnz - hits, covered - hits
     w_ones, h_ones = Wb.sum(axis=0), Hb.sum(axis=1)
     model = universal_bits(k + 1) + float(

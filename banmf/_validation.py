@@ -14,16 +14,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._boolean import (
-    Unknown,
-    cell_keys,
     csr_from_parts,
-    in_sorted,
-    join_unknown,
-    mask_difference,
     support_mask,
-    support_mask_from_keys,
 )
-from .dataset import Dataset
 from .exceptions import InputError, InvalidParameterError
 
 __all__ = [
@@ -34,7 +27,6 @@ __all__ = [
     "check_dtype",
     "check_n_components",
     "check_random_state",
-    "check_unknown",
     "check_work",
 ]
 
@@ -85,40 +77,22 @@ def _check_numeric(dtype: np.dtype, name: str) -> None:
         raise InputError(f"{name} must be real, got complex dtype {dtype}")
 
 
-def _is_dataframe(X) -> bool:
+def is_dataframe(X) -> bool:
     """A pandas DataFrame, recognised without importing pandas (an optional dependency)."""
     return type(X).__module__.split(".")[0] == "pandas" and hasattr(X, "columns")
 
 
 def frame_labels(X) -> tuple[list | None, list | None]:
-    """The row and column names of a pandas DataFrame (as str) or of a
-    :class:`banmf.io.Dataset`, else ``(None, None)``."""
-    if isinstance(X, Dataset):
-        return X.row_labels, X.col_labels
-    if not _is_dataframe(X):
+    """The row and column names of a pandas DataFrame (as str), else ``(None, None)``."""
+    if not is_dataframe(X):
         return None, None
     return [str(v) for v in X.index], [str(v) for v in X.columns]
 
 
-#: The attribute by which the mask returned by :func:`check_binary_matrix` carries the unknown
-#: cells its input held (a Dataset's ``missing``, a DataFrame's NA) to :func:`check_unknown`,
-#: which joins them to ``missing=``: one path for unknown cells, however they came.
-_CARRIED = "_banmf_unknown"
-
-
-def _carrying(X: sp.csr_array, unknown: sp.csr_array | None) -> sp.csr_array:
-    """X (a fresh object over the same arrays: the caller's stays as it was) with ``unknown``
-    attached for :func:`check_unknown`; X itself when there are none."""
-    if unknown is None or unknown.nnz == 0:
-        return X
-    X = csr_from_parts(X.indptr, X.indices, X.shape)
-    setattr(X, _CARRIED, unknown)
-    return X
-
-
-def _frame_with_na(X):
-    """A DataFrame's values as float (NA as 0) and the mask of its NA cells, when a nullable
-    column (``Int64``, ``boolean``, ...) holds ``pd.NA``; else None. NA is an unknown cell."""
+def frame_na(X):
+    """A DataFrame's values as float (NA as 0) and the canonical mask of its NA cells, when a
+    nullable column (``Int64``, ``boolean``, ...) holds ``pd.NA``; else None. NA is an unknown
+    cell (:class:`banmf.io.Dataset`)."""
     import pandas as pd
 
     nullable = [j for j, d in enumerate(X.dtypes) if getattr(d, "na_value", None) is pd.NA]
@@ -132,7 +106,7 @@ def _frame_with_na(X):
         values = X.to_numpy(dtype=np.float64, na_value=0.0)
     except (TypeError, ValueError) as exc:
         raise InputError(f"X must hold numbers or booleans ({exc})") from None
-    return values, sp.csr_array(na)
+    return values, support_mask(*na.nonzero(), na.shape)
 
 
 def check_binary_matrix(X, name: str = "X", *, one_based: bool = False) -> sp.csr_array:
@@ -165,13 +139,7 @@ def check_binary_matrix(X, name: str = "X", *, one_based: bool = False) -> sp.cs
         raise InputError(
             f"{name} must be a 2-D 0/1 array or scipy sparse matrix, got {type(X).__name__}"
         )
-    if isinstance(X, Dataset):  # banmf's own: its matrix, and its unknown cells for check_unknown
-        M = None if X.missing is None else check_binary_matrix(X.missing, f"{name}.missing")
-        return _carrying(check_binary_matrix(X.X, name, one_based=one_based), M)
-    if _is_dataframe(X) and (found := _frame_with_na(X)) is not None:
-        values, na = found
-        return _carrying(check_binary_matrix(values, name), support_mask(*na.nonzero(), na.shape))
-    if _is_dataframe(X):
+    if is_dataframe(X):
         # A frame of sparse columns stays sparse; any other is read as its values.
         sparse = len(X.columns) > 0 and all(type(d).__name__ == "SparseDtype" for d in X.dtypes)
         X = sp.coo_array(X.sparse.to_coo()) if sparse else X.to_numpy()
@@ -246,86 +214,6 @@ def check_cells(rows, cols, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndar
             f"rows and cols must have one entry per cell, got {len(out[0])} and {len(out[1])}"
         )
     return out[0], out[1]
-
-
-def check_unknown(
-    X: sp.csr_array, missing=None, observed=None
-) -> tuple[sp.csr_array, Unknown | None]:
-    """Validate a mask of unknown cells and apply it to the canonical support mask X.
-
-    Parameters
-    ----------
-    X : canonical CSR support mask (n, m)
-    missing : array-like or sparse of shape (n, m), optional
-        0/1 (or bool): 1 marks a cell whose value is unknown.
-    observed : array-like or sparse of shape (n, m), optional
-        Its complement, for data where most cells are unknown: 1 marks an observed cell.
-
-    Returns
-    -------
-    X : canonical CSR support mask
-        The observed ones of X (its ones on unknown cells dropped: their value is not used).
-    unknown : Unknown or None
-        None when every cell is observed (an all-observed mask is no mask).
-
-    Raises
-    ------
-    banmf.exceptions.InputError
-        Both masks given, a shape other than X's, values other than 0 and 1 (a
-        ``ValueError``).
-    """
-    if missing is not None and observed is not None:
-        raise InputError("give missing or observed, not both (one is the other's complement)")
-    carried = getattr(X, _CARRIED, None)  # X's own unknown cells (a Dataset's, a frame's NA)
-    if carried is not None:
-        X = csr_from_parts(X.indptr, X.indices, X.shape)
-        missing, observed = join_unknown(
-            carried,
-            None if missing is None else _checked_mask(X, missing, "missing"),
-            None if observed is None else _checked_mask(X, observed, "observed"),
-        )
-    if missing is None and observed is None:
-        return X, None
-    name = "missing" if missing is not None else "observed"
-    M = check_binary_matrix(missing if missing is not None else observed, name)
-    if M.shape != X.shape:
-        raise InputError(f"{name} has shape {M.shape} but X has shape {X.shape}; they must match")
-    n, m = X.shape
-    if missing is not None:
-        if M.nnz == 0:
-            return X, None
-        return mask_difference(X, M), Unknown(M, observed=False)
-    if M.nnz == n * m:
-        return X, None
-    keys = cell_keys(X)
-    kept = support_mask_from_keys(keys[in_sorted(keys, cell_keys(M))], X.shape)
-    return kept, Unknown(mask_difference(M, X), observed=True)
-
-
-def check_observed(ones: int, X: sp.csr_array, unknown: Unknown | None) -> None:
-    """Before a fit: refuse one where every cell is unknown, and say when the unknown cells
-    hide all ``ones`` ones of the data (X, its observed ones, has none left)."""
-    if unknown is None:
-        return
-    if unknown.observed_count(X.nnz) == 0:
-        n, m = X.shape
-        how = "missing= marks all" if not unknown.observed else "observed= marks none of the"
-        raise InputError(
-            f"every cell of X is unknown ({how} {n}×{m} cells): there is nothing to fit"
-        )
-    if ones and not X.nnz:
-        warnings.warn(
-            f"the unknown cells hide all {ones} ones of X: only zeros are observed",
-            UserWarning,
-            stacklevel=4,
-        )
-
-
-def _checked_mask(X: sp.csr_array, mask, name: str) -> sp.csr_array:
-    M = check_binary_matrix(mask, name)
-    if M.shape != X.shape:
-        raise InputError(f"{name} has shape {M.shape} but X has shape {X.shape}; they must match")
-    return M
 
 
 def _is_support_mask(X) -> bool:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import functools
 import time
 
-from ._boolean import mask_union
 from ._runner import run_side_by_side
-from ._validation import check_binary_matrix, check_observed, check_unknown, frame_labels
+from .dataset import as_dataset
 from .exceptions import Interrupted, InvalidParameterError
 from .models import METHODS
 from .result import Factorization
@@ -68,26 +67,18 @@ def factorize(
         raise InvalidParameterError(
             f"method {method!r} has no parameter(s) {sorted(unknown)}; valid: {sorted(valid)}"
         )
-    row_labels, col_labels = frame_labels(X)
-    X = check_binary_matrix(X)
-    masks = {
-        name: None if mask is None else check_binary_matrix(mask, name)
-        for name, mask in (("missing", missing), ("observed", observed))
+    data = as_dataset(X, missing, observed)
+    X = data.X
+    labels = {
+        "row_labels": data.row_labels,
+        "col_labels": data.col_labels,
+        "missing": data.missing,
+        "observed": data.observed,
     }
-    ones = X.nnz
-    X, unknown = check_unknown(X, **masks)
-    check_observed(ones, X, unknown)
-    if unknown is not None:  # as the fit sees them: a Dataset's cells or a frame's NA too
-        masks = {"missing": None, "observed": None}
-        if unknown.observed:
-            masks["observed"] = mask_union(X, unknown.cells)
-        else:
-            masks["missing"] = unknown.cells
-    labels = {"row_labels": row_labels, "col_labels": col_labels, **masks}
     est = cls(n_components=n_components, random_state=random_state, **method_params)
     start = time.perf_counter()
     try:
-        est.fit(X, missing=unknown)
+        est.fit(data)
     except KeyboardInterrupt:
         if not getattr(est, "interrupted_", False):
             raise  # before any result existed, or a second Ctrl-C
@@ -138,14 +129,13 @@ def fit_many(estimators, X, *, n_jobs=None, missing=None, observed=None) -> list
     [1, 2, 3]
     """
     estimators = list(estimators)
-    X, unknown = check_unknown(check_binary_matrix(X), missing, observed)
-    return fit_tasks([(est, X, unknown) for est in estimators], n_jobs)
+    data = as_dataset(X, missing, observed)
+    return fit_tasks([(est, data) for est in estimators], n_jobs)
 
 
 def fit_tasks(tasks, n_jobs=None, fitted=None) -> list:
     """:func:`fit_many` for fits that each have their own data: ``tasks`` are
-    ``(estimator, X, unknown)`` with X a canonical support mask and ``unknown`` its
-    :class:`banmf._boolean.Unknown` cells or None (trusted, as validated by the caller).
+    ``(estimator, data)`` with ``data`` a :class:`banmf.io.Dataset`.
     ``fitted()``, if given, is called (in the calling thread) as each fit ends. Returns the
     estimators, fitted, in order; on Ctrl-C, once the fits under way have stopped, raises
     KeyboardInterrupt."""
@@ -158,8 +148,8 @@ def fit_tasks(tasks, n_jobs=None, fitted=None) -> list:
     )
     if run.interrupted:
         raise KeyboardInterrupt  # a loop of fits stops
-    return [est for est, _, _ in tasks]
+    return [est for est, _ in tasks]
 
 
-def _fit(est, X, unknown):
-    return est.fit(X, missing=unknown)
+def _fit(est, data):
+    return est.fit(data)

@@ -24,7 +24,8 @@ from ._boolean import (
 )
 from ._kernels.boolean import pruned_grid_search, staircase_hits
 from ._threads import blocks_for, threads_for, variant
-from ._validation import check_binary_matrix, check_boolean_factors, check_cells, check_unknown
+from ._validation import check_boolean_factors, check_cells
+from .dataset import as_dataset
 from .exceptions import InputError, InvalidParameterError
 from .result import Factorization
 
@@ -53,7 +54,8 @@ def error_counts(X, W, H, *, missing=None, observed=None) -> tuple[int, int]:
     >>> error_counts([[1, 1, 0], [0, 1, 1]], [[1], [1]], [[0, 1, 1]])
     (1, 1)
     """
-    X, unknown = check_unknown(check_binary_matrix(X), missing, observed)
+    data = as_dataset(X, missing, observed)
+    X, unknown = data.X, data.unknown
     Wb, Hb = check_boolean_factors(W, H, X.shape)
     hits, cover = hits_and_cover(X, Wb, Hb, unknown)
     return X.nnz - hits, cover - hits
@@ -85,7 +87,8 @@ def boolean_error(X, W, H, *, missing=None, observed=None) -> int:
     >>> boolean_error(X, [[1], [1]], [[0, 1, 0]])
     2
     """
-    X, unknown = check_unknown(check_binary_matrix(X), missing, observed)
+    data = as_dataset(X, missing, observed)
+    X, unknown = data.X, data.unknown
     Wb, Hb = check_boolean_factors(W, H, X.shape)
     return mismatches(X, Wb, Hb, unknown)
 
@@ -292,7 +295,8 @@ def booleanize(
     >>> res.error
     0
     """
-    X, unknown = check_unknown(check_binary_matrix(X), missing, observed)
+    data = as_dataset(X, missing, observed)
+    X = data.X
     Wf = np.asarray(W, dtype=np.float64)
     Hf = np.asarray(H, dtype=np.float64)
     if Wf.ndim != 2 or Hf.ndim != 2:
@@ -320,14 +324,12 @@ def booleanize(
         raise InvalidParameterError(
             f"search must be 'pruned', 'exhaustive' or 'coordinate', got {search!r}"
         )
-    res = threshold_factors(X, Wf, Hf, int(n_thresholds), normalize, search, unknown)
+    res = threshold_factors(data, Wf, Hf, int(n_thresholds), normalize, search)
     return Factorization.from_factors(
-        X,
+        data,
         res.W,
         res.H,
         error=res.error,
-        missing=missing,
-        observed=observed,
         method="booleanize",
         params={"n_thresholds": int(n_thresholds), "normalize": normalize, "search": search},
         info={
@@ -392,17 +394,17 @@ class GridRows:
 
     Parameters
     ----------
-    X : canonical CSR support mask (n, m)
+    data : Dataset
+        The rows (trusted).
     u : ndarray (n, k) of int32, W's grid ranks
-    unknown : Unknown, optional
     """
 
     #: Coverages the pruned search asks for at once: one here (each is computed on demand);
     #: where a request costs a round trip to workers, a few ahead.
     batch = 1
 
-    def __init__(self, X, u: np.ndarray, unknown=None):
-        self.X, self.u, self.unknown = X, u, unknown
+    def __init__(self, data, u: np.ndarray):
+        self.X, self.u, self.unknown = data.X, u, data.unknown
         self._packed = None
 
     def __getstate__(self) -> dict:
@@ -434,14 +436,15 @@ class GridRows:
         return [[cover_count(self._packed(s), ph) for ph in packed_h] for s, packed_h in requests]
 
 
-def threshold_factors(X, W, H, P, normalize, search, unknown=None) -> _Booleanization:
-    """The grid search of :func:`booleanize` on trusted inputs; errors count observed cells
-    only (``unknown``: :class:`banmf._boolean.Unknown`)."""
+def threshold_factors(data, W, H, P, normalize, search) -> _Booleanization:
+    """The grid search of :func:`booleanize` on trusted inputs; errors count the observed
+    cells of ``data`` (a :class:`banmf.io.Dataset`)."""
+    X, unknown = data.X, data.unknown
     if normalize == "balance":
         W, H = balance(W, H)
     w_points, u = _grid_ranks(W, P)
     h_points, vt = _grid_ranks(np.ascontiguousarray(H.T), P)
-    rows = GridRows(X, u, unknown)
+    rows = GridRows(data, u)
     n, k = u.shape
     # Small factors: the pruned search in one kernel call, each coverage computed directly
     # (the search's loop spends its time in Python on such sizes).

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 from importlib import resources
@@ -13,7 +12,7 @@ import scipy.sparse as sp
 
 from ._boolean import support_mask_from_keys
 from ._memory import check_matrix_size
-from ._validation import check_binary_matrix, check_n_components, check_random_state
+from ._validation import check_n_components, check_random_state
 from .booleanize import boolean_product
 from .exceptions import InputError, InvalidParameterError
 from .io import Dataset, read_dataset
@@ -726,7 +725,7 @@ def load_votes(variant: str = "232", *, data_home=None) -> Dataset:
     if variant == "435":
         ds = _load(_VOTES["435_yes"], data_home)
         mask = _load(_VOTES["435_missing_mask"], data_home).X
-        return dataclasses.replace(ds, missing=mask)
+        return ds.replace(missing=mask)
     if variant not in _VOTES:
         raise InvalidParameterError(
             f"variant must be one of {sorted([*_VOTES, '435'])}, got {variant!r}"
@@ -750,7 +749,7 @@ def load_mushroom(*, drop_class: bool = True, data_home=None) -> Dataset:
     ds = _load("mushroom_8124x119.mtx.gz", data_home)
     if not drop_class:
         return ds
-    return Dataset(check_binary_matrix(ds.X[:, 2:]), ds.row_labels, None, ds.name, ds.meta)
+    return Dataset(ds.X[:, 2:], ds.row_labels, None, ds.name, ds.meta)
 
 
 def load_retail(*, data_home=None) -> Dataset:

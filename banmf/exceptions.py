@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
+
 __all__ = [
     "BanmfError",
     "ConvergenceWarning",
@@ -12,6 +16,7 @@ __all__ = [
     "MissingDependencyError",
     "NotFittedError",
     "OutputNotReplaced",
+    "warn_user",
 ]
 
 
@@ -72,3 +77,16 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, result):
         super().__init__("interrupted: the best result so far is in .result")
         self.result = result
+
+
+# banmf/: a warning points past every frame under it.
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn_user(message: str, category: type[Warning] = UserWarning) -> None:
+    """Warn, pointing at the first caller outside banmf (the code that called banmf), however
+    deep in banmf the warning arose."""
+    level, frame = 2, sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)

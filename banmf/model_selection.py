@@ -16,16 +16,16 @@ from numbers import Integral, Real
 import numpy as np
 import scipy.sparse as sp
 
-from ._boolean import cell_keys, count_unknown, in_sorted, join_unknown, support_mask_from_keys
-from ._mdl import description_bits, observed_cells
+from ._boolean import cell_keys, in_sorted, support_mask_from_keys
+from ._mdl import description_bits
 from ._memory import check_memory
 from ._validation import (
     check_binary_matrix,
     check_boolean_factors,
     check_random_state,
-    check_unknown,
 )
 from .booleanize import predict_cells
+from .dataset import as_dataset
 from .exceptions import InputError, InvalidParameterError
 
 __all__ = [
@@ -93,7 +93,6 @@ def mask_entries(
     >>> held_out_scores(X, res.W, res.H, hidden)["cells"] == hidden.nnz
     True
     """
-    X = check_binary_matrix(X)
     if isinstance(fraction, bool) or not isinstance(fraction, Real) or not 0 <= fraction < 1:
         raise InvalidParameterError(f"fraction must be a number in [0, 1), got {fraction!r}")
     if n_zeros is not None and (
@@ -103,7 +102,8 @@ def mask_entries(
             f"n_zeros must be a nonnegative integer or None, got {n_zeros!r}"
         )
     rng = check_random_state(random_state)
-    X, unknown = check_unknown(X, missing, observed)
+    data = as_dataset(X, missing, observed)
+    X, unknown = data.X, data.unknown
     n, m = X.shape
     ones = cell_keys(X)
     if unknown is not None and unknown.observed:
@@ -163,18 +163,15 @@ def hold_out(
     >>> held_out_scores(X, res.W, res.H, hidden)["cells"] == hidden.nnz
     True
     """
-    masks = {
-        name: None if mask is None else check_binary_matrix(mask, name)
-        for name, mask in (("missing", missing), ("observed", observed))
-    }
-    hidden = mask_entries(X, fraction, random_state=random_state, **masks)
+    data = as_dataset(X, missing, observed)
+    hidden = mask_entries(data, fraction, random_state=random_state)
     if hidden.nnz == 0:
-        n, m = hidden.shape
         raise InputError(
-            f"{fraction:g} holds out no cell of the {n * m - count_unknown((n, m), **masks)} "
-            "observed cells; give a larger fraction"
+            f"{fraction:g} holds out no cell of the {data.n_observed} observed cells; give a "
+            "larger fraction"
         )
-    return dict(zip(("missing", "observed"), join_unknown(hidden, **masks))), hidden
+    fit = data.hide(hidden)
+    return {"missing": fit.missing, "observed": fit.observed}, hidden
 
 
 def _draw_zeros(rng: np.random.Generator, cells: int, taken: np.ndarray, want: int) -> np.ndarray:
@@ -222,7 +219,7 @@ def held_out_scores(X, W, H, hidden) -> dict:
         ones). ``precision`` is None when no held-out cell is predicted one, ``recall`` and
         ``f1`` are None when no one is held out: a score of nothing is not a perfect score.
     """
-    X = check_binary_matrix(X)
+    X = as_dataset(X).X
     cells = check_binary_matrix(hidden, "hidden")
     if cells.shape != X.shape:
         raise InputError(f"hidden has shape {cells.shape} but X has shape {X.shape}")
@@ -306,9 +303,9 @@ def description_length(X, W, H, *, missing=None, observed=None) -> float:
     Miettinen & Vreeken, "MDL4BMF: Minimum Description Length for Boolean Matrix
     Factorization", ACM TKDD 8(4), 2014 (KDD 2011).
     """
-    X, unknown = check_unknown(check_binary_matrix(X), missing, observed)
-    Wb, Hb = check_boolean_factors(W, H, X.shape)
-    return sum(description_bits(X, Wb, Hb, unknown))
+    data = as_dataset(X, missing, observed)
+    Wb, Hb = check_boolean_factors(W, H, data.shape)
+    return sum(description_bits(data, Wb, Hb))
 
 
 def cv_folds(X, folds: int = 5, *, random_state=None, missing=None, observed=None) -> list:
@@ -324,10 +321,10 @@ def cv_folds(X, folds: int = 5, *, random_state=None, missing=None, observed=Non
     -------
     list of scipy.sparse.csr_array, bool
     """
-    X, unknown = check_unknown(check_binary_matrix(X), missing, observed)
+    data = as_dataset(X, missing, observed)
     if isinstance(folds, bool) or not isinstance(folds, Integral) or folds < 2:
         raise InvalidParameterError(f"folds must be an integer >= 2, got {folds!r}")
-    cells = observed_cells(X, unknown)
+    cells = data.n_observed
     if folds > cells:
         fix = f"pass folds <= {cells}" if cells >= 2 else "there is nothing to split"
         raise InvalidParameterError(
@@ -335,13 +332,14 @@ def cv_folds(X, folds: int = 5, *, random_state=None, missing=None, observed=Non
             f"empty); {fix}"
         )
     return [
-        support_mask_from_keys(keys, X.shape)
-        for keys in _fold_keys(X, unknown, int(folds), check_random_state(random_state))
+        support_mask_from_keys(keys, data.shape)
+        for keys in _fold_keys(data, int(folds), check_random_state(random_state))
     ]
 
 
-def _fold_keys(X, unknown, folds: int, rng) -> list:
+def _fold_keys(data, folds: int, rng) -> list:
     """The row-major keys of each fold's cells (sorted), for :func:`cv_folds`."""
+    X, unknown = data.X, data.unknown
     n, m = X.shape
     ones = cell_keys(X)
     if unknown is not None and unknown.observed:
@@ -618,16 +616,17 @@ def select_rank(
             f"patience must be a positive integer or None, got {patience!r}"
         )
     cls = METHODS[method]
-    X, unknown = check_unknown(check_binary_matrix(X), missing, observed)
+    data = as_dataset(X, missing, observed)
+    X = data.X
     if "cv" in criteria or "stability" in criteria:
         _check_folds(int(folds), X.nnz, criteria)
     rng = check_random_state(random_state)
     seeds = rng.integers(0, 2**31, size=1 + folds)
-    held = []  # per fold: (the fold's cells, the data and unknown cells it is fitted with)
+    held = []  # per fold: (the fold's cells, the data it is fitted to)
     if "cv" in criteria or "stability" in criteria:
-        for keys in _fold_keys(X, unknown, int(folds), rng):
+        for keys in _fold_keys(data, int(folds), rng):
             cells = support_mask_from_keys(keys, X.shape)
-            held.append((cells, *_hide(X, unknown, cells)))
+            held.append((cells, data.hide(cells)))
     fold_zeros = sum(h[0].nnz for h in held) - (X.nnz if held else 0)
 
     def estimator(k, seed):
@@ -636,8 +635,8 @@ def select_rank(
     errors, bits, held_err, held_se, stable, fits = {}, {}, {}, {}, {}, {}
     interrupted = False
     for k in ks:
-        tasks = [(estimator(k, seeds[0]), X, unknown)]
-        tasks += [(estimator(k, s), Xf, uf) for s, (_, Xf, uf) in zip(seeds[1:], held)]
+        tasks = [(estimator(k, seeds[0]), data)]
+        tasks += [(estimator(k, s), fold) for s, (_, fold) in zip(seeds[1:], held)]
         try:
             done = fit_tasks(tasks, n_jobs, _FitsProgress(k, len(tasks)))
         except KeyboardInterrupt:
@@ -652,7 +651,7 @@ def select_rank(
         fits[k] = Factorization.from_estimator(full, method=method, X=X)
         errors[k] = int(full.reconstruction_err_)
         if "mdl" in criteria:
-            bits[k] = sum(description_bits(X, full.W_, full.components_, unknown))
+            bits[k] = sum(description_bits(data, full.W_, full.components_))
         runs = done[1:]  # the fold fits
         if "stability" in criteria:
             pairs = [
@@ -664,7 +663,7 @@ def select_rank(
         if "cv" in criteria:
             rates = [
                 held_out_scores(X, est.W_, est.components_, cells)["error_rate"]
-                for est, (cells, _, _) in zip(runs, held)
+                for est, (cells, _) in zip(runs, held)
             ]
             held_err[k] = float(np.mean(rates))
             held_se[k] = float(np.std(rates, ddof=1) / np.sqrt(len(rates)))
@@ -784,14 +783,3 @@ def _turned(curves: list, k: int, patience: int) -> bool:
         if ranks.index(k) - ranks.index(best) < patience:
             return False
     return True
-
-
-def _hide(X, unknown, cells):
-    """X and its unknown cells with ``cells`` (observed ones) hidden as well: trusted."""
-    from ._boolean import Unknown, join_unknown, mask_difference
-
-    form = "observed" if unknown is not None and unknown.observed else "missing"
-    missing, observed = join_unknown(cells, **({} if unknown is None else {form: unknown.cells}))
-    return mask_difference(X, cells), Unknown(
-        missing if observed is None else observed, observed=observed is not None
-    )

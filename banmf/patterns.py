@@ -12,9 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._boolean import transpose_mask
 from ._changes import factor_costs
-from ._validation import check_binary_matrix, check_boolean_factors
+from ._validation import check_boolean_factors
 from .exceptions import InputError, InvalidParameterError
 
 __all__ = ["Pattern", "patterns"]
@@ -140,19 +139,18 @@ def patterns(result, X=None, *, top: int | None = None) -> list[Pattern]:
         isinstance(top, bool) or not isinstance(top, (int, np.integer)) or top < 1
     ):
         raise InvalidParameterError(f"top must be a positive integer or None, got {top!r}")
-    X = check_binary_matrix(X)
-    if X.shape != result.shape:
+    data = result.data(X)
+    if data.shape != result.shape:
         raise InputError(
-            f"X is {X.shape[0]}×{X.shape[1]} but the factorization is of a "
+            f"X is {data.shape[0]}×{data.shape[1]} but the factorization is of a "
             f"{result.shape[0]}×{result.shape[1]} matrix"
         )
-    X, unknown = result.unknown(X)
+    X, unknown = data.X, data.unknown
     W, H = check_boolean_factors(result.W, result.H, X.shape)
     k = W.shape[1]
     if k == 0:
         return []
-    Xt = transpose_mask(X)
-    removal, cover = factor_costs(X, Xt, W, np.ascontiguousarray(H.T), unknown)
+    removal, cover = factor_costs(data, W, np.ascontiguousarray(H.T))
     alone = cover[:, :k].sum(axis=0)
     row_labels, col_labels = result.row_labels, result.col_labels
     out = []

@@ -31,7 +31,6 @@ from ._boolean import (
     mismatches,
     pack_rows,
     row_codes,
-    transpose_mask,
 )
 from ._changes import Fixed as _Fixed
 from ._changes import factor_costs
@@ -41,7 +40,8 @@ from ._kernels.polish import (
     subset_sums,
 )
 from ._threads import blocks_for, threads_for, variant
-from ._validation import check_binary_matrix, check_boolean_factors, check_unknown
+from ._validation import check_boolean_factors
+from .dataset import as_dataset
 from .exceptions import InputError, InvalidParameterError
 from .result import Factorization
 
@@ -108,9 +108,9 @@ class _Thresholds:
     history: list
 
 
-def _flip_rows(X, free: np.ndarray, fixed: _Fixed, unknown=None) -> int:
+def _flip_rows(data, free: np.ndarray, fixed: _Fixed) -> int:
     """Apply each row's best single-bit flip until no flip lowers its error; returns flips."""
-    return flip_rows(free, lambda A, rows: _bit_changes(X, A, fixed, rows, unknown=unknown))
+    return flip_rows(free, lambda A, rows: _bit_changes(data, A, fixed, rows))
 
 
 def flip_rows(free: np.ndarray, changes) -> int:
@@ -132,8 +132,9 @@ def flip_rows(free: np.ndarray, changes) -> int:
     return flips
 
 
-def _exact_rows(X, free: np.ndarray, fixed_bool: np.ndarray, unknown=None) -> int:
+def _exact_rows(data, free: np.ndarray, fixed_bool: np.ndarray) -> int:
     """Give every row its best pattern among all 2^k (strict gains only); returns rows changed."""
+    X, unknown = data.X, data.unknown
     k = free.shape[1]
     a, b = row_codes(free), row_codes(fixed_bool)
     F = np.bincount(b, minlength=1 << k).astype(np.int64)
@@ -156,13 +157,14 @@ def _no_cells(X):
     return csr_from_parts(np.zeros(n + 1, X.indptr.dtype), np.zeros(0, X.indices.dtype), (n, m))
 
 
-def polish_rows(X, free: np.ndarray, fixed_bool: np.ndarray, method: str, unknown=None) -> int:
+def polish_rows(data, free: np.ndarray, fixed_bool: np.ndarray, method: str) -> int:
     """One half-step of the polish: every row of ``free`` (in place) against ``fixed_bool``
-    (one row per column of X), by the resolved ``method``, counting observed cells only
-    (``unknown`` in X's orientation); returns how many moves were made."""
+    (one row per column of the data), by the resolved ``method``, counting the observed cells
+    of ``data`` (a :class:`banmf.io.Dataset`, or its transpose for the columns); returns how
+    many moves were made."""
     if method == "exact":
-        return _exact_rows(X, free, fixed_bool, unknown)
-    return _flip_rows(X, free, _Fixed(fixed_bool, free.shape[0]), unknown)
+        return _exact_rows(data, free, fixed_bool)
+    return _flip_rows(data, free, _Fixed(fixed_bool, free.shape[0]))
 
 
 def resolve_polish(method: str, shape: tuple[int, int], nnz: int, k: int) -> str:
@@ -219,7 +221,8 @@ def polish(
     >>> polish(X, [[1, 0], [0, 0], [0, 1]], [[1, 1, 0], [0, 0, 1]]).error
     0
     """
-    X, unknown = check_unknown(check_binary_matrix(X), missing, observed)
+    data = as_dataset(X, missing, observed)
+    X = data.X
     Wb, Hb = check_boolean_factors(W, H, X.shape)
     k = Wb.shape[1]
     if method not in POLISH_METHODS:
@@ -229,16 +232,12 @@ def polish(
             f"the exact polish enumerates 2^k patterns per row: k={k} exceeds {EXACT_MAX_K}; "
             "use method='flip'"
         )
-    res = polish_factors(
-        X, Wb, Hb, method, _check_rounds(max_rounds, "max_rounds"), unknown=unknown
-    )
+    res = polish_factors(data, Wb, Hb, method, _check_rounds(max_rounds, "max_rounds"))
     return Factorization.from_factors(
-        X,
+        data,
         res.W,
         res.H,
         error=res.error,
-        missing=missing,
-        observed=observed,
         method="polish",
         n_iter=res.rounds,
         params={"method": method, "max_rounds": max_rounds},
@@ -247,24 +246,16 @@ def polish(
 
 
 def polish_factors(
-    X,
-    Wb: np.ndarray,
-    Hb: np.ndarray,
-    method: str = "auto",
-    max_rounds: int = 100,
-    Xt=None,
-    unknown=None,
+    data, Wb: np.ndarray, Hb: np.ndarray, method: str = "auto", max_rounds: int = 100
 ) -> _Polished:
-    """:func:`polish` on a canonical support mask and Boolean factors (trusted); ``Xt``: the
-    mask of Xᵀ if the caller has it; ``unknown``: X's unknown cells."""
+    """:func:`polish` on a :class:`banmf.io.Dataset` and Boolean factors (trusted)."""
+    X, unknown = data.X, data.unknown
     method = resolve_polish(method, X.shape, X.nnz, Wb.shape[1])
-    Xt = transpose_mask(X) if Xt is None else Xt
-    unknown_t = None if unknown is None else unknown.T
     W, Ht = Wb.copy(), np.array(Hb.T, order="C")  # copies: the caller's factors stay as they are
     history = [mismatches(X, W, Ht.T, unknown)]
     rounds = 0
     for rounds in range(1, max_rounds + 1):
-        changed = polish_rows(X, W, Ht, method, unknown) + polish_rows(Xt, Ht, W, method, unknown_t)
+        changed = polish_rows(data, W, Ht, method) + polish_rows(data.T, Ht, W, method)
         history.append(mismatches(X, W, Ht.T, unknown))
         if changed == 0:
             break
@@ -312,7 +303,8 @@ def refine_thresholds(
     >>> res.error, res.info["threshold_w"].tolist()
     (0, [0.5, 0.1])
     """
-    X, unknown = check_unknown(check_binary_matrix(X), missing, observed)
+    data = as_dataset(X, missing, observed)
+    X = data.X
     Wf = np.asarray(W, dtype=np.float64)
     Hf = np.asarray(H, dtype=np.float64)
     if (
@@ -329,16 +321,12 @@ def refine_thresholds(
     k = Wf.shape[1]
     tw = np.broadcast_to(np.asarray(threshold_w, dtype=np.float64), (k,)).copy()
     th = np.broadcast_to(np.asarray(threshold_h, dtype=np.float64), (k,)).copy()
-    res = refine_factor_thresholds(
-        X, Wf, Hf, tw, th, _check_rounds(max_sweeps, "max_sweeps"), unknown=unknown
-    )
+    res = refine_factor_thresholds(data, Wf, Hf, tw, th, _check_rounds(max_sweeps, "max_sweeps"))
     return Factorization.from_factors(
-        X,
+        data,
         res.W,
         res.H,
         error=res.error,
-        missing=missing,
-        observed=observed,
         method="refine_thresholds",
         n_iter=len(res.history) - 1,
         params={"max_sweeps": max_sweeps},
@@ -350,12 +338,10 @@ def refine_thresholds(
     )
 
 
-def refine_factor_thresholds(
-    X, W, H, tw, th, max_sweeps: int = 100, Xt=None, unknown=None
-) -> _Thresholds:
-    """:func:`refine_thresholds` on trusted inputs; ``tw``, ``th`` (k,) are updated in place."""
-    Xt = transpose_mask(X) if Xt is None else Xt
-    unknown_t = None if unknown is None else unknown.T
+def refine_factor_thresholds(data, W, H, tw, th, max_sweeps: int = 100) -> _Thresholds:
+    """:func:`refine_thresholds` on trusted inputs (``data`` a :class:`banmf.io.Dataset`);
+    ``tw``, ``th`` (k,) are updated in place."""
+    X, unknown = data.X, data.unknown
     Ht = np.ascontiguousarray(H.T)
     Wb, Htb = W > tw, Ht > th
     history = [mismatches(X, Wb, Htb.T, unknown)]
@@ -364,8 +350,8 @@ def refine_factor_thresholds(
     w_order = [np.argsort(-W[:, l]).astype(np.int32) for l in range(W.shape[1])]
     h_order = [np.argsort(-Ht[:, l]).astype(np.int32) for l in range(W.shape[1])]
     for _ in range(max_sweeps):
-        changed = _threshold_side(X, W, Wb, Htb, tw, w_order, unknown) + _threshold_side(
-            Xt, Ht, Htb, Wb, th, h_order, unknown_t
+        changed = _threshold_side(data, W, Wb, Htb, tw, w_order) + _threshold_side(
+            data.T, Ht, Htb, Wb, th, h_order
         )
         history.append(mismatches(X, Wb, Htb.T, unknown))
         if changed == 0:
@@ -374,13 +360,7 @@ def refine_factor_thresholds(
 
 
 def _threshold_side(
-    X,
-    C: np.ndarray,
-    free: np.ndarray,
-    fixed_bool: np.ndarray,
-    t: np.ndarray,
-    orders: list,
-    unknown=None,
+    data, C: np.ndarray, free: np.ndarray, fixed_bool: np.ndarray, t: np.ndarray, orders: list
 ) -> int:
     """One sweep over the columns l of ``free = C > t`` (rows against ``fixed_bool``); returns
     how many thresholds moved. Error as a function of the cut is a prefix sum of the rows'
@@ -391,7 +371,7 @@ def _threshold_side(
     moved = 0
     for l in range(C.shape[1]):
         order = orders[l]
-        better = best_cut(C[order, l], _bit_changes(X, A, fixed, rows, l, unknown)[order, 0], t[l])
+        better = best_cut(C[order, l], _bit_changes(data, A, fixed, rows, l)[order, 0], t[l])
         if better is not None:
             t[l] = better
             free[:, l] = C[:, l] > t[l]
@@ -463,9 +443,7 @@ class _Swap:
     column: int
 
 
-def best_swap(
-    X, Xt, W: np.ndarray, Ht: np.ndarray, unknown=None
-) -> tuple[int, int, int, np.ndarray]:
+def best_swap(data, W: np.ndarray, Ht: np.ndarray) -> tuple[int, int, int, np.ndarray]:
     """The swap that lowers the error most: ``(change, factor, column, rows)``.
 
     Removing factor l changes the error by the sum over its rows of the error with bit l off
@@ -476,10 +454,10 @@ def best_swap(
     ``change >= 0`` means no swap helps. Trusted inputs: W (n, k) and Ht (m, k) bool. The new
     factor covers ones only, so unknown cells (``unknown``) change the removal costs alone.
     """
-    change, l, j = choose_swap(*factor_costs(X, Xt, W, Ht, unknown))
+    change, l, j = choose_swap(*factor_costs(data, W, Ht))
     if change >= 0:
         return change, l, j, np.empty(0, dtype=np.intp)
-    return change, l, j, swap_rows(Xt, W, Ht, l, j)
+    return change, l, j, swap_rows(data.T.X, W, Ht, l, j)
 
 
 def choose_swap(removal: np.ndarray, cover: np.ndarray) -> tuple[int, int, int]:
@@ -503,24 +481,22 @@ def swap_rows(Xt, W: np.ndarray, Ht: np.ndarray, l: int, j: int) -> np.ndarray:
     return ones[~(W[ones] & others).any(axis=1)]
 
 
-def swap_steps(
-    X, Wb: np.ndarray, Hb: np.ndarray, method: str, max_swaps: int, Xt=None, unknown=None
-):
+def swap_steps(data, Wb: np.ndarray, Hb: np.ndarray, method: str, max_swaps: int):
     """Apply the best swap (:func:`best_swap`) and polish, while that lowers the error, at
     most ``max_swaps`` times; yields a :class:`_Swap` after each (a caller that stops early
-    keeps the last). Trusted inputs; the caller's factors are not changed."""
-    Xt = transpose_mask(X) if Xt is None else Xt
-    method = resolve_polish(method, X.shape, X.nnz, Wb.shape[1])
+    keeps the last). Trusted inputs (``data`` a :class:`banmf.io.Dataset`); the caller's
+    factors are not changed."""
+    method = resolve_polish(method, data.shape, data.nnz, Wb.shape[1])
     W, Ht = Wb.copy(), np.array(Hb.T, order="C")
     for _ in range(max_swaps):
-        change, l, j, rows = best_swap(X, Xt, W, Ht, unknown)
+        change, l, j, rows = best_swap(data, W, Ht)
         if change >= 0:
             return
         W[:, l] = False
         W[rows, l] = True
         Ht[:, l] = False
         Ht[j, l] = True
-        pol = polish_factors(X, W, Ht.T, method, Xt=Xt, unknown=unknown)
+        pol = polish_factors(data, W, Ht.T, method)
         W, Ht = pol.W, np.array(pol.H.T, order="C")
         # The polish never raises the error, so each swap lowers it strictly: this ends.
         yield _Swap(W, pol.H, pol.error, l, j)
@@ -577,7 +553,8 @@ def swap_factors(
     >>> res.error, res.info["swaps"]
     (0, [(0, 2)])
     """
-    X, unknown = check_unknown(check_binary_matrix(X), missing, observed)
+    data = as_dataset(X, missing, observed)
+    X, unknown = data.X, data.unknown
     Wb, Hb = check_boolean_factors(W, H, X.shape)
     if method not in POLISH_METHODS:
         raise InvalidParameterError(f"method must be one of {POLISH_METHODS}, got {method!r}")
@@ -590,17 +567,15 @@ def swap_factors(
     history, swaps = [mismatches(X, Wb, Hb, unknown)], []
     W, H = Wb, Hb
     if Wb.shape[1]:
-        for step in swap_steps(X, Wb, Hb, method, limit, unknown=unknown):
+        for step in swap_steps(data, Wb, Hb, method, limit):
             W, H = step.W, step.H
             history.append(step.error)
             swaps.append((step.factor, step.column))
     return Factorization.from_factors(
-        X,
+        data,
         W,
         H,
         error=history[-1],
-        missing=missing,
-        observed=observed,
         method="swap_factors",
         n_iter=len(swaps),
         params={"max_swaps": max_swaps, "method": method},

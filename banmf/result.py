@@ -33,9 +33,9 @@ from ._files import (
     stored_pattern,
     versions,
 )
-from ._mdl import observed_cells
 from ._memory import check_memory
-from ._validation import check_binary_matrix, check_boolean_factors, check_cells, check_unknown
+from ._validation import check_binary_matrix, check_boolean_factors, check_cells
+from .dataset import Dataset, as_dataset
 from .exceptions import InputError
 
 __all__ = ["Factorization", "relative_error"]
@@ -211,15 +211,18 @@ class Factorization:
         """The result of Boolean factors W (n, k) and H (k, m) of the 0/1 matrix X (its
         observed ones kept in :attr:`X`; ``missing`` or ``observed`` among ``fields`` mark
         unknown cells); ``error`` is computed unless given (by a caller that knows it)."""
-        X = check_binary_matrix(X)
-        W, H = check_boolean_factors(W, H, X.shape)
-        for name in ("missing", "observed"):
-            if fields.get(name) is not None:
-                fields[name] = check_binary_matrix(fields[name], name)
-        X, unknown = check_unknown(X, fields.get("missing"), fields.get("observed"))
-        error = mismatches(X, W, H, unknown) if error is None else int(error)
+        data = as_dataset(X, fields.pop("missing", None), fields.pop("observed", None))
+        W, H = check_boolean_factors(W, H, data.shape)
+        error = mismatches(data.X, W, H, data.unknown) if error is None else int(error)
         return cls(
-            W=W, H=H, error=error, relative_error=relative_error(error, X.nnz), X=X, **fields
+            W=W,
+            H=H,
+            error=error,
+            relative_error=relative_error(error, data.nnz),
+            X=data.X,
+            missing=data.missing,
+            observed=data.observed,
+            **fields,
         )
 
     @property
@@ -230,11 +233,10 @@ class Factorization:
         n, m = self.shape
         return n * m - count_unknown(self.shape, self.missing, self.observed)
 
-    def unknown(self, X=None):
-        """The data's observed ones and its unknown cells as the fit saw them:
-        ``(X, Unknown or None)`` (X: the data, default :attr:`X`)."""
-        X = self._data(X)
-        return check_unknown(check_binary_matrix(X), self.missing, self.observed)
+    def data(self, X=None) -> Dataset:
+        """The data as the fit saw it: X (default :attr:`X`) with this result's unknown cells
+        (:attr:`missing` / :attr:`observed`), as a :class:`banmf.io.Dataset`."""
+        return as_dataset(self._data(X), self.missing, self.observed)
 
     def evaluate(self, X=None) -> dict:
         """The errors of these factors on the data X with this result's unknown cells
@@ -263,7 +265,8 @@ class Factorization:
         >>> res.replace(missing=[[1, 0, 1], [0, 0, 0]]).evaluate(X)["error"]
         0
         """
-        X, unknown = self.unknown(X)
+        data = self.data(X)
+        X, unknown = data.X, data.unknown
         hits, cover = hits_and_cover(X, *check_boolean_factors(self.W, self.H, X.shape), unknown)
         missed, covered = X.nnz - hits, cover - hits
         return {
@@ -271,7 +274,7 @@ class Factorization:
             "relative_error": relative_error(missed + covered, X.nnz),
             "false_negatives": missed,
             "false_positives": covered,
-            "unknown_cells": X.shape[0] * X.shape[1] - observed_cells(X, unknown),
+            "unknown_cells": X.shape[0] * X.shape[1] - data.n_observed,
         }
 
     def _data(self, X):
@@ -316,20 +319,20 @@ class Factorization:
         most cells are unknown: only those predicted 1 (that are not ones of X), and values
         None: a list of recommendations, not n·m cells. Nothing is unknown: none.
         """
-        data = check_binary_matrix(self._data(X))
-        _, unknown, keys, values = self._guesses(data)
+        X, unknown, keys, values = self._guesses(X)
         if unknown is None:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
         if unknown.observed:
-            return keys[~in_sorted(keys, cell_keys(data))], None
+            return keys[~in_sorted(keys, cell_keys(X))], None
         return keys, values
 
     def _guesses(self, X):
         """``(X, unknown, keys, values)``: the data's observed ones and unknown cells (as
-        :meth:`unknown`), and the product's guesses there: every unknown cell's key and value,
+        :meth:`data`), and the product's guesses there: every unknown cell's key and value,
         or, with ``observed=`` data, the keys of the product's ones off the observed zeros
         (values None)."""
-        X, unknown = self.unknown(X)
+        data = self.data(X)
+        X, unknown = data.X, data.unknown
         if unknown is None:
             return X, None, None, None
         if unknown.observed:

@@ -185,7 +185,7 @@ def votes_example(seeds: int, ks=(3, 5, 10)) -> None:
 
 def cost(repeats: int, quick: bool) -> None:
     """Median seconds per iteration with and without unknown cells, alternating, one run."""
-    from banmf._validation import check_binary_matrix, check_unknown
+    from banmf.io import Dataset
     from banmf.models._mu import MUSolver
 
     n, m, nnz, k = (10_000, 1_000, 100_000, 32) if quick else (100_000, 10_000, 1_000_000, 32)
@@ -196,18 +196,17 @@ def cost(repeats: int, quick: bool) -> None:
     rng = np.random.default_rng(0)
     W0 = (rng.random((n, k)) + 0.01).astype(np.float32)
     Ht0 = (rng.random((m, k)) + 0.01).astype(np.float32)
-    X = check_binary_matrix(X)
     cases = {
-        "no unknown cells": check_unknown(X),
-        f"missing= ({hidden.nnz:,} cells: 10 % of the ones, as many zeros)": check_unknown(
+        "no unknown cells": Dataset(X),
+        f"missing= ({hidden.nnz:,} cells: 10 % of the ones, as many zeros)": Dataset(
             X, missing=hidden
         ),
-        f"missing= ({zeros.nnz:,} zeros)": check_unknown(X, missing=zeros),
-        f"observed= ({observed.nnz:,} cells)": check_unknown(X, observed=observed),
+        f"missing= ({zeros.nnz:,} zeros)": Dataset(X, missing=zeros),
+        f"observed= ({observed.nnz:,} cells)": Dataset(X, observed=observed),
     }
     solvers = {
-        name: MUSolver(Xc, W0, Ht0, project=True, lower=1.0, upper=float(k), eps=1e-12, unknown=unk)
-        for name, (Xc, unk) in cases.items()
+        name: MUSolver(d, W0, Ht0, project=True, lower=1.0, upper=float(k), eps=1e-12)
+        for name, d in cases.items()
     }
     lams = np.zeros(5)
     times = {name: [] for name in solvers}

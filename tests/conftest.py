@@ -94,3 +94,12 @@ def wrapping_integers():
             yield
     else:
         yield
+
+
+def observed_and_unknown(X, missing=None, observed=None):
+    """X's observed ones and its unknown cells, as the layers below a fit receive them (the
+    parts of :meth:`banmf.io.Dataset.of`)."""
+    from banmf.io import Dataset
+
+    data = Dataset.of(X, missing, observed)
+    return data.X, data.unknown

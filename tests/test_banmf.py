@@ -20,6 +20,7 @@ from banmf import (
 )
 from banmf._validation import check_binary_matrix
 from banmf.datasets import load_zoo
+from banmf.io import Dataset
 from banmf.models._mu import MUSolver
 
 
@@ -42,7 +43,9 @@ def test_theorem1_exact_bmf_gives_a_fixed_zero_objective_auxiliary_solution(fact
     X = check_binary_matrix(Xd)
     y0 = Y[Xd]  # row-major boolean indexing = CSR order
     W, Ht = W0.astype(float), np.ascontiguousarray(H0.T, dtype=float)
-    solver = MUSolver(X, W, Ht, project=True, lower=1.0, upper=float(k), eps=1e-12, y=y0.copy())
+    solver = MUSolver(
+        Dataset.of(X), W, Ht, project=True, lower=1.0, upper=float(k), eps=1e-12, y=y0.copy()
+    )
     assert solver.objective() == pytest.approx(0.0, abs=1e-12)  # (c)
     solver.step_w(0.0)
     solver.step_h(0.0)
@@ -73,7 +76,7 @@ def test_theorem2_exact_auxiliary_solution_thresholds_to_exact_bmf(supports, see
     X = check_binary_matrix(Xd)
     y0 = (W @ H)[Xd]
     solver = MUSolver(
-        X,
+        Dataset.of(X),
         W.copy(),
         np.ascontiguousarray(H.T),
         project=True,
@@ -91,7 +94,7 @@ def _objective_after_each_half_step(Xd, k, n_iter, seed, upper):
     rng = np.random.default_rng(seed)
     W = rng.random((Xd.shape[0], k)) + 0.01
     Ht = rng.random((Xd.shape[1], k)) + 0.01
-    solver = MUSolver(X, W, Ht, project=True, lower=1.0, upper=upper, eps=1e-12)
+    solver = MUSolver(Dataset.of(X), W, Ht, project=True, lower=1.0, upper=upper, eps=1e-12)
     mask = Xd.astype(bool)
 
     def f():

@@ -542,15 +542,16 @@ class _Batched(GridRows):
 def test_batched_coverages_find_the_same_point(seed, k, P):
     """Asking for coverages ahead (as remote rows do) changes nothing in the search."""
     rng = np.random.default_rng(seed)
-    X = banmf._validation.check_binary_matrix(rng.random((15, 9)) < 0.4)
+    data = banmf.io.Dataset(rng.random((15, 9)) < 0.4)
+    X = data.X
     W, H = rng.random((15, k)), rng.random((k, 9))
     w_points, h_points = grid_points(W.max(), P), grid_points(H.max(), P)
     u, vt = grid_ranks(W, w_points), grid_ranks(np.ascontiguousarray(H.T), h_points)
     args = (vt, P, X.nnz, "pruned", w_points, h_points, None)
-    plain = search_grid(GridRows(X, u), *args)
-    batched = search_grid(_Batched(X, u), *args)
+    plain = search_grid(GridRows(data, u), *args)
+    batched = search_grid(_Batched(data, u), *args)
     assert plain[:3] == batched[:3]
-    exhaustive = search_grid(GridRows(X, u), vt, P, X.nnz, "exhaustive", w_points, h_points, None)
+    exhaustive = search_grid(GridRows(data, u), vt, P, X.nnz, "exhaustive", w_points, h_points, None)
     assert plain[2] == exhaustive[2]
 
 

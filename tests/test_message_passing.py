@@ -7,13 +7,14 @@ import numpy as np
 import pytest
 import reference as ref
 import scipy.sparse as sp
-from conftest import binary_matrices, run_both
+from conftest import binary_matrices, observed_and_unknown, run_both
 from hypothesis import given
 from hypothesis import strategies as st
 
 from banmf import MessagePassing, boolean_error, make_boolean
 from banmf._kernels.message_passing import mp_column_marginals, mp_decoded_errors, mp_sweep
-from banmf._validation import check_binary_matrix, check_unknown
+from banmf._validation import check_binary_matrix
+from banmf.io import Dataset
 from banmf.model_selection import held_out_scores, mask_entries
 from banmf.models.message_passing import _Cells, _Run
 
@@ -27,15 +28,15 @@ def cells_of(Xd, mask=None, form="missing"):
     dense observed mask and the cells' (rows, cols)."""
     X = check_binary_matrix(Xd)
     if mask is None or not mask.any():
-        X, unknown = check_unknown(X)
+        X, unknown = observed_and_unknown(X)
         observed = np.ones(Xd.shape, dtype=bool)
     elif form == "missing":
-        X, unknown = check_unknown(X, missing=mask)
+        X, unknown = observed_and_unknown(X, missing=mask)
         observed = ~mask
     else:
         observed = ~mask | Xd.astype(bool)  # the ones are always observed with observed=
-        X, unknown = check_unknown(X, observed=observed)
-    c = _Cells(X, unknown)
+        X, unknown = observed_and_unknown(X, observed=observed)
+    c = _Cells(Dataset.trusted(X, unknown))
     rows = np.repeat(np.arange(Xd.shape[0]), np.diff(c.indptr))
     return c, observed, rows, c.indices.astype(np.int64)
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import reference as ref
 import scipy.sparse as sp
-from conftest import binary_matrices
+from conftest import binary_matrices, observed_and_unknown
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -27,8 +27,9 @@ from banmf import (
     swap_factors,
 )
 from banmf._boolean import mismatches
-from banmf._validation import check_binary_matrix, check_unknown
+from banmf._validation import check_binary_matrix
 from banmf.exceptions import InputError
+from banmf.io import Dataset
 from banmf.model_selection import held_out_scores, hold_out, mask_entries
 from banmf.models import _mu
 from banmf.models._mu import MUSolver
@@ -62,8 +63,8 @@ def test_check_unknown_drops_the_ones_under_the_mask_and_agrees_in_both_forms():
     Xd = np.array([[1, 1, 0], [0, 1, 1]], dtype=bool)
     M = np.array([[0, 1, 1], [0, 0, 0]], dtype=bool)
     X = check_binary_matrix(Xd)
-    Xm, um = check_unknown(X, missing=M)
-    Xo, uo = check_unknown(X, observed=~M)
+    Xm, um = observed_and_unknown(X, missing=M)
+    Xo, uo = observed_and_unknown(X, observed=~M)
     for Xk in (Xm, Xo):
         assert Xk.toarray().tolist() == (Xd & ~M).tolist()
     assert (um.observed, uo.observed) == (False, True)
@@ -71,21 +72,21 @@ def test_check_unknown_drops_the_ones_under_the_mask_and_agrees_in_both_forms():
     assert uo.cells.toarray().tolist() == (~M & ~Xd).tolist()  # the observed zeros
     assert um.observed_count(Xm.nnz) == uo.observed_count(Xo.nnz) == 4
     # nothing unknown is no mask
-    assert check_unknown(X, missing=np.zeros((2, 3)))[1] is None
-    assert check_unknown(X, observed=np.ones((2, 3)))[1] is None
-    assert check_unknown(X)[1] is None
+    assert observed_and_unknown(X, missing=np.zeros((2, 3)))[1] is None
+    assert observed_and_unknown(X, observed=np.ones((2, 3)))[1] is None
+    assert observed_and_unknown(X)[1] is None
 
 
 def test_bad_masks_are_refused_with_their_name():
     X = check_binary_matrix(np.eye(3))
     with pytest.raises(ValueError, match="give missing or observed, not both"):
-        check_unknown(X, missing=np.eye(3), observed=np.eye(3))
+        observed_and_unknown(X, missing=np.eye(3), observed=np.eye(3))
     with pytest.raises(ValueError, match=r"missing has shape \(2, 3\) but X has shape \(3, 3\)"):
-        check_unknown(X, missing=np.ones((2, 3)))
+        observed_and_unknown(X, missing=np.ones((2, 3)))
     with pytest.raises(ValueError, match="observed has 1 entry that is not 0 or 1"):
-        check_unknown(X, observed=np.diag([1, 2, 1]))
+        observed_and_unknown(X, observed=np.diag([1, 2, 1]))
     with pytest.raises(TypeError, match="missing must hold numbers"):
-        check_unknown(X, missing=np.array([["a"] * 3] * 3))
+        observed_and_unknown(X, missing=np.array([["a"] * 3] * 3))
 
 
 # ------------------------------------------------------------------------ counts and search
@@ -100,7 +101,7 @@ def test_error_counts_are_over_the_observed_cells(problem, k, seed):
     fn, fp = error_counts(Xd, W, H, **masks(form, unknown))
     P = ref.boolean_product(W, H)
     assert (fn, fp) == (int((Xd & ~P & ~unknown).sum()), int((~Xd & P & ~unknown).sum()))
-    X, unk = check_unknown(check_binary_matrix(Xd), **masks(form, unknown))
+    X, unk = observed_and_unknown(Xd, **masks(form, unknown))
     assert mismatches(X, W, H, unk) == want
 
 
@@ -160,10 +161,12 @@ def test_masked_objective_matches_the_oracle_and_never_rises(small, form, projec
     Xd = rng.random((40, 30)) < 0.3
     unknown = rng.random(Xd.shape) < 0.25
     k = 4
-    X, unk = check_unknown(check_binary_matrix(Xd), **masks(form, unknown))
+    X, unk = observed_and_unknown(Xd, **masks(form, unknown))
     W, Ht = rng.random((40, k)) + 0.01, rng.random((30, k)) + 0.01
     lower, upper = (1.0, float(k)) if project else (1.0, 1.0)  # NMF: Y = X on the ones
-    solver = MUSolver(X, W, Ht, project=project, lower=1.0, upper=float(k), eps=1e-12, unknown=unk)
+    solver = MUSolver(
+        Dataset.trusted(X, unk), W, Ht, project=project, lower=1.0, upper=float(k), eps=1e-12
+    )
     values = solver.iterate(np.zeros(60))
     assert np.all(np.diff(values) <= 1e-9 * values[0])
     oracle = ref.masked_objective(Xd & ~unknown, solver.W, solver.Ht.T, lower, upper, ~unknown)
@@ -177,8 +180,10 @@ def test_the_two_forms_run_the_same_iteration(problem, k, seed):
     W, Ht = rng.random((Xd.shape[0], k)) + 0.01, rng.random((Xd.shape[1], k)) + 0.01
     runs = []
     for form in FORMS:
-        X, unk = check_unknown(check_binary_matrix(Xd), **masks(form, unknown))
-        solver = MUSolver(X, W, Ht, project=True, lower=1.0, upper=float(k), eps=1e-12, unknown=unk)
+        X, unk = observed_and_unknown(Xd, **masks(form, unknown))
+        solver = MUSolver(
+            Dataset.trusted(X, unk), W, Ht, project=True, lower=1.0, upper=float(k), eps=1e-12
+        )
         runs.append((solver.iterate(np.zeros(15)), solver.W.copy()))
     np.testing.assert_allclose(runs[0][0], runs[1][0], rtol=1e-7, atol=1e-9)
     np.testing.assert_allclose(runs[0][1], runs[1][1], rtol=1e-6, atol=1e-9)
@@ -198,13 +203,20 @@ def test_exactness_theorems_hold_on_the_observed_cells(problem, form):
     k = W0.shape[1]
     truth = ref.boolean_product(W0, H0)
     Xd = np.where(unknown, noise, truth)  # anything at all under the mask
-    X, unk = check_unknown(check_binary_matrix(Xd), **masks(form, unknown))
+    X, unk = observed_and_unknown(Xd, **masks(form, unknown))
     # Theorem 1: the exact factors with Y = W0 H0 are a fixed point of zero objective
     Y = W0.astype(float) @ H0.astype(float)
     y0 = Y[truth & ~unknown]
     W, Ht = W0.astype(float), np.ascontiguousarray(H0.T, dtype=float)
     solver = MUSolver(
-        X, W, Ht, project=True, lower=1.0, upper=float(k), eps=1e-12, y=y0.copy(), unknown=unk
+        Dataset.trusted(X, unk),
+        W,
+        Ht,
+        project=True,
+        lower=1.0,
+        upper=float(k),
+        eps=1e-12,
+        y=y0.copy(),
     )
     assert solver.objective() == pytest.approx(0.0, abs=1e-9)
     solver.iterate(np.zeros(1))

@@ -6,14 +6,15 @@ import sys
 import numpy as np
 import pytest
 import reference as ref
-from conftest import binary_matrices, run_both
+from conftest import binary_matrices, observed_and_unknown, run_both
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from banmf import ASSO, BANMF, NMF, GreConD, PaNDa, boolean_error, make_boolean, refine_thresholds
 from banmf._boolean import pack_rows, row_codes
 from banmf._kernels.polish import best_row_codes, subset_sums
-from banmf._validation import check_binary_matrix, check_unknown
+from banmf._validation import check_binary_matrix
+from banmf.io import Dataset
 from banmf.polish import _bit_changes, _Fixed, polish
 
 # The module, not the function of the same name that the package exports.
@@ -44,7 +45,7 @@ def test_best_row_codes_is_the_brute_force_row_optimum(Xd, k, n_blocks, seed, fo
     unknown = rng.random((n, m)) < (0.0 if form is None else 0.3)
     assume(not unknown.all())  # an all-unknown X is refused: there is nothing to fit
     mask = {} if form is None else {form: unknown if form == "missing" else ~unknown}
-    X, unk = check_unknown(check_binary_matrix(Xd), **mask)
+    X, unk = observed_and_unknown(Xd, **mask)
     C = X[:0] if unk is None else unk.cells  # (an empty mask when every cell is observed)
     cindptr = np.zeros(n + 1, X.indptr.dtype) if unk is None else C.indptr
     observed = unk is not None and unk.observed
@@ -142,11 +143,13 @@ def test_bit_changes_equal_the_dense_oracle(tables, Xd, k, seed):
         fixed = _Fixed(np.ascontiguousarray(H.T), n)
         assert (fixed.tables is not None) == tables
         A = pack_rows(W)
-        np.testing.assert_array_equal(_bit_changes(X, A, fixed, rows), expected)
+        np.testing.assert_array_equal(_bit_changes(Dataset.of(X), A, fixed, rows), expected)
         for l in range(k):
-            np.testing.assert_array_equal(_bit_changes(X, A, fixed, rows, l)[:, 0], expected[:, l])
+            np.testing.assert_array_equal(
+                _bit_changes(Dataset.of(X), A, fixed, rows, l)[:, 0], expected[:, l]
+            )
         sub = rows[::2]
-        np.testing.assert_array_equal(_bit_changes(X, A, fixed, sub), expected[sub])
+        np.testing.assert_array_equal(_bit_changes(Dataset.of(X), A, fixed, sub), expected[sub])
 
 
 @pytest.mark.parametrize("tables", [True, False])

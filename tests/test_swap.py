@@ -13,6 +13,7 @@ from banmf import BANMF, NMF, boolean_error, make_sparse_degrees, swap_factors
 from banmf._boolean import pack_rows, transpose_mask
 from banmf._kernels.polish import single_cover
 from banmf._validation import check_binary_matrix
+from banmf.io import Dataset
 from banmf.polish import best_swap, column_factors
 
 
@@ -38,7 +39,7 @@ def test_best_swap_is_the_brute_force_best_swap(Xd, k, seed):
     n, m = Xd.shape
     W, H = _random_factors(rng, n, m, k)
     X = check_binary_matrix(Xd)
-    change, l, j, rows = best_swap(X, transpose_mask(X), W, np.ascontiguousarray(H.T))
+    change, l, j, rows = best_swap(Dataset.of(X), W, np.ascontiguousarray(H.T))
     expected = ref.swap_changes(Xd, W, H)
     assert change == expected.min()
     if change < 0:

@@ -174,7 +174,6 @@ def test_a_dataset_is_accepted_with_its_unknown_cells():
     import scipy.sparse as sp
 
     from banmf import BANMF, factorize
-    from banmf._validation import check_binary_matrix, check_unknown
     from banmf.datasets import load_zoo
     from banmf.io import Dataset
 
@@ -184,18 +183,20 @@ def test_a_dataset_is_accepted_with_its_unknown_cells():
     assert r.row_labels == zoo.row_labels and r.col_labels == zoo.col_labels
     missing = sp.csr_array(np.eye(101, 15, dtype=bool))
     ds = Dataset(zoo.X, missing=missing)
-    X, unknown = check_unknown(check_binary_matrix(ds))
-    want_X, want = check_unknown(check_binary_matrix(zoo.X), missing)
-    assert (X != want_X).nnz == 0 and (unknown.cells != want.cells).nnz == 0
+    assert Dataset.of(ds) is ds  # validated once: passed on as it is
+    assert (ds.X != (zoo.X.astype(bool) > missing)).nnz == 0  # the ones under the mask left
+    assert (ds.unknown.cells != missing).nnz == 0 and not ds.unknown.observed
     a = BANMF(3, random_state=0, max_iter=20).fit(ds)
     b = BANMF(3, random_state=0, max_iter=20).fit(zoo.X, missing=missing)
     np.testing.assert_array_equal(a.components_, b.components_)
-    assert ds.X.__dict__.get("_banmf_unknown") is None  # the caller's matrix is left alone
+    # more unknown cells on top of a Dataset's own: both are unknown
+    more = Dataset.of(ds, missing=sp.csr_array(np.eye(101, 15, k=1, dtype=bool)))
+    assert more.unknown.cells.nnz == 29 and ds.unknown.cells.nnz == 15
 
 
 def test_a_dataframe_with_nullable_na_reads_na_as_unknown():
     pd = pytest.importorskip("pandas")
-    from banmf._validation import check_binary_matrix, check_unknown
+    from banmf.io import Dataset
 
     frame = pd.DataFrame(
         {
@@ -204,8 +205,9 @@ def test_a_dataframe_with_nullable_na_reads_na_as_unknown():
             "c": [0, 1, 1],
         }
     )
-    X, unknown = check_unknown(check_binary_matrix(frame))
-    assert X.toarray().astype(int).tolist() == [[1, 1, 0], [0, 0, 1], [0, 0, 1]]
-    assert unknown.cells.toarray().tolist() == [[0, 0, 0], [1, 0, 0], [0, 1, 0]]
-    X2, unknown2 = check_unknown(check_binary_matrix(frame), missing=np.eye(3))
-    assert sorted(zip(*unknown2.cells.nonzero())) == [(0, 0), (1, 0), (1, 1), (2, 1), (2, 2)]
+    data = Dataset.of(frame)
+    assert data.X.toarray().astype(int).tolist() == [[1, 1, 0], [0, 0, 1], [0, 0, 1]]
+    assert data.unknown.cells.toarray().tolist() == [[0, 0, 0], [1, 0, 0], [0, 1, 0]]
+    assert data.col_labels == ["a", "b", "c"] and data.row_labels == ["0", "1", "2"]
+    both = Dataset.of(frame, missing=np.eye(3))
+    assert sorted(zip(*both.unknown.cells.nonzero())) == [(0, 0), (1, 0), (1, 1), (2, 1), (2, 2)]

@@ -9,10 +9,10 @@ from pathlib import Path
 from .exits import EXIT_OK, UsageError
 from .inputs import (
     check_target,
+    input_data,
     matching_data,
     read_input,
     sha256,
-    unknown_cells,
     with_unknown_cells,
 )
 from .render import emit, plural
@@ -22,10 +22,9 @@ def cmd_info(args, out, err) -> int:
     ds = read_input(args.input, args.format)
     X = ds.X
     n, m = X.shape
-    from .._boolean import count_unknown
     from ..io import matrix_stats  # nothing of the shape's size: a huge header answers at once
 
-    unknown = count_unknown(X.shape, **unknown_cells(args, ds))
+    unknown = n * m - input_data(args, ds).n_observed
 
     record = {
         "input": args.input,
@@ -128,7 +127,6 @@ def cmd_evaluate(args, out, err) -> int:
 
 
 def cmd_complete(args, out, err) -> int:
-    from .._boolean import count_unknown
     from ..io import OUTPUT_SUFFIXES, write_matrix
     from ..result import Factorization
 
@@ -157,7 +155,7 @@ def cmd_complete(args, out, err) -> int:
     record = {
         "input": args.input,
         "result": args.result,
-        "unknown_cells": count_unknown(X.shape, fitted.missing, fitted.observed),
+        "unknown_cells": n * m - fitted.n_observed,
         "filled_ones": ones,
         "out": args.out,
     }

@@ -9,15 +9,14 @@ from .exits import EXIT_OK, UsageError
 from .inputs import (
     check_target,
     estimator_params,
+    input_data,
     read_input,
     sha256,
-    unknown_cells,
 )
 from .render import Progress, emit, fit_lines, pattern_lines, plural, refinement_lines, start_numba
 
 
 def cmd_factorize(args, out, err) -> int:
-    from .._boolean import count_unknown
     from ..api import factorize
     from ..exceptions import InputError, Interrupted
     from ..models import METHODS
@@ -33,24 +32,23 @@ def cmd_factorize(args, out, err) -> int:
         check_target(args.out, "--out", inputs=[args.input, args.missing, args.observed])
     ds = read_input(args.input, args.format)
     X = ds.X
-    masks = unknown_cells(args, ds)
-    fit_masks, hidden = masks, None
+    data = fitted = input_data(args, ds)
+    hidden = None
     if args.hold_out:
         from ..model_selection import hold_out
 
         try:
-            fit_masks, hidden = hold_out(X, args.hold_out, random_state=args.seed, **masks)
+            hidden = hold_out(data, args.hold_out, random_state=args.seed)[1]
         except InputError as exc:  # the data's masks are checked: this is about the fraction
             raise UsageError(f"--hold-out {exc}") from None
+        fitted = data.hide(hidden)
     progress = Progress(err, f"fitting {args.method}", enabled=not args.quiet)
     signalled = False
     with progress:
         start_numba()
         start = time.perf_counter()
         try:
-            result = factorize(
-                X, args.k, args.method, random_state=args.seed, **fit_masks, **params
-            )
+            result = factorize(fitted, args.k, args.method, random_state=args.seed, **params)
         except Interrupted as exc:  # the first signal: the best result so far
             result, signalled = exc.result, True
     # The fit's own time: the first run's compilation is reported apart.
@@ -63,7 +61,7 @@ def cmd_factorize(args, out, err) -> int:
     )
     counts = result.evaluate(X)  # with the unknown cells it was fitted with, hidden ones too
     fn, fp = counts["false_negatives"], counts["false_positives"]
-    unknown = count_unknown(X.shape, **masks)
+    unknown = X.shape[0] * X.shape[1] - data.n_observed
     observed_cells = result.n_observed
     # The relative error divides by the observed ones the fit saw: fewer than X's nonzeros
     # when some are unknown or held out.
@@ -113,10 +111,10 @@ def cmd_factorize(args, out, err) -> int:
 
 
 def _blocks_input(args):
-    """The input of a distributed fit: ``(blocks, data, masks)``. Row-block files (a folder or
-    a glob pattern) give ``data`` and ``masks`` None; one matrix file is read and cut into
-    blocks here, and ``data`` is its dataset, ``masks`` its unknown cells as one machine's
-    fit takes them."""
+    """The input of a distributed fit: ``(blocks, ds, data)``. Row-block files (a folder or
+    a glob pattern) give ``ds`` and ``data`` None; one matrix file is read and cut into
+    blocks here, ``ds`` is the file's dataset and ``data`` it with the unknown cells of
+    ``--missing`` / ``--observed`` as well (:func:`input_data`)."""
     from ..distributed import BlockMatrix, read_blocks
 
     path = Path(args.input)
@@ -128,8 +126,8 @@ def _blocks_input(args):
         except (FileNotFoundError, ValueError) as exc:
             raise UsageError(f"{args.input}: {exc}") from None
     ds = read_input(args.input, args.format)
-    masks = unknown_cells(args, ds)
-    return BlockMatrix.from_matrix(ds.X, **masks), ds, masks
+    data = input_data(args, ds)
+    return BlockMatrix.from_matrix(data), ds, data
 
 
 def _connect(args, err):
@@ -177,7 +175,7 @@ def _factorize_distributed(args, out, err, params) -> int:
         raise UsageError("--scheduler needs Dask: pip install 'banmf[distributed]'") from None
     if args.out:
         check_target(args.out, "--out", inputs=[args.input, args.missing, args.observed])
-    blocks, ds, masks = _blocks_input(args)
+    blocks, ds, data = _blocks_input(args)
     n, m = blocks.shape
     client, cluster = _connect(args, err)
     progress = Progress(err, "fitting banmf on the cluster", enabled=not args.quiet)
@@ -212,14 +210,19 @@ def _factorize_distributed(args, out, err, params) -> int:
     meta = {"input": str(args.input), "seed": args.seed, "scheduler": args.scheduler}
     fields = {}
     if ds is not None:
-        fields = {**masks, "row_labels": ds.row_labels, "col_labels": ds.col_labels}
+        fields = {
+            "missing": data.missing,
+            "observed": data.observed,
+            "row_labels": ds.row_labels,
+            "col_labels": ds.col_labels,
+        }
         meta["input_sha256"] = sha256(args.input)
     elif model.nnz_ <= EMBED_MAX_NNZ:
         fields = dict(zip(("X", "missing", "observed"), blocks.gather()))
     result = Factorization.from_estimator(model, method="banmf", seconds=seconds, **fields)
     result = result.replace(
         # Its observed ones, as a fit on one machine keeps them (the fit checked the masks).
-        X=result.X if ds is None else result.unknown(ds.X)[0],
+        X=result.X if ds is None else result.data(ds.X).X,
         params={k: v for k, v in result.params.items() if k != "client"},
         estimator=None,
         meta=meta,

@@ -29,11 +29,11 @@ def read_input(path: str, fmt: str | None = None):
     return read_dataset(path, format=fmt)
 
 
-def unknown_cells(args, ds) -> dict:
-    """The data's unknown cells as ``fit`` takes them (``missing=`` / ``observed=``): the
-    cells the file leaves unknown (``?``, ``NA``, blank; a mask it carries) joined with
-    ``--missing FILE``, or the cells of ``--observed FILE`` less those."""
-    from .._boolean import join_unknown
+def input_data(args, ds):
+    """The data as the command fits or scores it: the file's dataset ``ds`` with its own
+    unknown cells (``?``, ``NA``, blank; a mask it carries) and those of ``--missing FILE``
+    or ``--observed FILE`` (a :class:`banmf.io.Dataset`)."""
+    from ..dataset import Dataset
 
     n, m = ds.X.shape
     given = {}
@@ -47,17 +47,16 @@ def unknown_cells(args, ds) -> dict:
                 f"--{option} {path} is {mask.shape[0]}×{mask.shape[1]} but the data is {n}×{m}"
             )
         given[option] = mask
-    missing, observed = join_unknown(ds.missing, **given)
-    return {"missing": missing, "observed": observed}
+    return Dataset.of(ds, **given)
 
 
 def with_unknown_cells(saved, args, ds):
-    """The saved factorization with the data's unknown cells (:func:`unknown_cells`), or with
+    """The saved factorization with the data's unknown cells (:func:`input_data`), or with
     those it was fitted with when the data has none."""
-    masks = unknown_cells(args, ds)
-    if masks["missing"] is None and masks["observed"] is None:
+    data = input_data(args, ds)
+    if data.unknown is None:
         return saved
-    return saved.replace(**masks)
+    return saved.replace(missing=data.missing, observed=data.observed)
 
 
 def sha256(path: str) -> str:

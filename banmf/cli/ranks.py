@@ -6,7 +6,7 @@ import contextlib
 import logging
 
 from .exits import EXIT_OK, UsageError
-from .inputs import check_target, estimator_params, read_input, unknown_cells
+from .inputs import check_target, estimator_params, input_data, read_input
 from .render import emit, listening, rank_line, rank_table, start_numba
 
 
@@ -32,7 +32,7 @@ def cmd_select_k(args, out, err) -> int:
             args.plot, "--plot", inputs=[args.input], suffixes=tuple(f".{f}" for f in IMAGE_FORMATS)
         )
     ds = read_input(args.input, args.format)
-    masks = unknown_cells(args, ds)
+    data = input_data(args, ds)
 
     def report(row: dict) -> None:
         if not args.quiet:
@@ -49,7 +49,7 @@ def cmd_select_k(args, out, err) -> int:
     listen = contextlib.nullcontext() if args.quiet else listening(Fits())
     with listen:
         sel = select_rank(
-            ds.X,
+            data,
             args.ks,
             criteria=criteria,
             method=args.method,
@@ -58,7 +58,6 @@ def cmd_select_k(args, out, err) -> int:
             n_jobs=jobs,
             random_state=args.seed,
             callback=report,
-            **masks,
             **params,
         )
     record = {"input": args.input, "method": args.method, **jsonable(sel.to_dict())}

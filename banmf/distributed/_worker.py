@@ -24,10 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .._boolean import hits_and_cover, pack_rows, transpose_mask
+from .._boolean import hits_and_cover, pack_rows
 from .._changes import bit_changes, factor_costs
 from .._threads import thread_budget
-from .._validation import check_binary_matrix, check_unknown
 from ..booleanize import GridRows, grid_ranks
 from ..io import read_dataset
 from ..models import MUSolver
@@ -52,29 +51,32 @@ class BlockLost(LookupError):
 class _Block:
     """One row block's state on its worker."""
 
-    def __init__(self, X, unknown):
-        self.X, self.unknown = X, unknown
+    def __init__(self, data):
+        self.data = data  # the block's rows (a Dataset): its observed ones and unknown cells
         self.solver: MUSolver | None = None
         self.scaled: np.ndarray | None = None  # the current start's balanced W rows
         self.rows: GridRows | None = None  # their grid ranks, for the threshold search
         self.kept: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # start → (W scaled, W bool)
-        self._Xt = None
         self.stored: dict = {}  # rows kept between calls (the NNDSVD's)
+
+    @property
+    def X(self):
+        """The block's observed ones."""
+        return self.data.X
 
     @property
     def Xt(self):
         """The block's columns as rows (the mask of its transpose), made once when needed."""
-        if self._Xt is None:
-            self._Xt = transpose_mask(self.X)
-        return self._Xt
+        return self.data.T.X
 
     @property
     def nbytes(self) -> int:
-        arrays = [self.X.indptr, self.X.indices, self.scaled]
-        if self._Xt is not None:
-            arrays += [self._Xt.indptr, self._Xt.indices]
-        if self.unknown is not None:
-            arrays += [self.unknown.cells.indptr, self.unknown.cells.indices]
+        data = self.data
+        arrays = [data.X.indptr, data.X.indices, self.scaled]
+        if "T" in vars(data):  # the transpose, once made
+            arrays += [data.T.X.indptr, data.T.X.indices]
+        if data.unknown is not None:
+            arrays += [data.unknown.cells.indptr, data.unknown.cells.indices]
         if self.solver is not None:
             arrays += [v for v in vars(self.solver).values() if isinstance(v, np.ndarray)]
         if self.rows is not None:
@@ -149,14 +151,11 @@ def load(fit: str, b: int, source, budget: int | None) -> tuple:
     ``(rows, columns, observed ones, cells the updates visit besides them, observed cells,
     unknown-cell form)``; the form is None without unknown cells, else
     :attr:`banmf._boolean.Unknown.observed`."""
-    if isinstance(source, (str, Path)):
-        data = read_dataset(source)
-        X, unknown = check_unknown(check_binary_matrix(data.X), data.missing)
-    else:
-        X, unknown = source.X, source.unknown
+    data = read_dataset(source) if isinstance(source, (str, Path)) else source
+    X, unknown = data.X, data.unknown
     with _lock:
         _budgets[fit] = budget
-        _blocks[(fit, b)] = _Block(X, unknown)
+        _blocks[(fit, b)] = _Block(data)
         _fit_budget(fit)
     n, m = X.shape
     if unknown is None:
@@ -203,14 +202,13 @@ def begin(fit: str, b: int, Ht0: np.ndarray, start: dict) -> None:
             W0 = draw(start["stream"], start["row0"] * k, (n, k)) * start["init_scale"]
             W0 = np.maximum(W0, np.finfo(dtype).eps).astype(dtype, order="C")
         block.solver = MUSolver(
-            block.X,
+            block.data,
             W0,
             Ht0,
             project=start["project"],
             lower=start["lower"],
             upper=start["upper"],
             eps=start["eps"],
-            unknown=block.unknown,
         )
         block.scaled = block.rows = None
 
@@ -379,7 +377,7 @@ def rank(fit: str, b: int, points: np.ndarray) -> np.ndarray:
     """The block's grid ranks of W (:func:`banmf.booleanize.grid_ranks`); returns the
     distinct ranks."""
     with _use(fit, b) as block:
-        block.rows = GridRows(block.X, grid_ranks(block.scaled, points), block.unknown)
+        block.rows = GridRows(block.data, grid_ranks(block.scaled, points))
         return np.unique(block.rows.u)
 
 
@@ -432,7 +430,8 @@ def counts(fit: str, b: int, start, H: np.ndarray) -> tuple:
     """``(hits, observed cells covered)`` of the kept start's rows times H on the block."""
     with _use(fit, b) as block:
         return tuple(
-            np.int64(v) for v in hits_and_cover(block.X, block.kept[start][1], H, block.unknown)
+            np.int64(v)
+            for v in hits_and_cover(block.X, block.kept[start][1], H, block.data.unknown)
         )
 
 
@@ -447,7 +446,7 @@ def polish_rows_of(fit: str, b: int, start, Ht: np.ndarray) -> int:
     row's best single-bit flips against H (:func:`banmf.polish.polish_rows`, "flip");
     returns the flips made."""
     with _use(fit, b) as block:
-        return polish_rows(block.X, block.kept[start][1], Ht, "flip", block.unknown)
+        return polish_rows(block.data, block.kept[start][1], Ht, "flip")
 
 
 def column_changes(
@@ -457,8 +456,7 @@ def column_changes(
     packed columns ``A``) and factor l (``only``: that one), the change in error on the
     block's rows from switching bit l (:func:`banmf._changes.bit_changes`)."""
     with _use(fit, b) as block:
-        unknown = None if block.unknown is None else block.unknown.T
-        return bit_changes(block.Xt, A, block.kept[start][1], columns, unknown, only)
+        return bit_changes(block.data.T, A, block.kept[start][1], columns, only)
 
 
 def row_changes(fit: str, b: int, start, Ht: np.ndarray, l: int) -> tuple:
@@ -467,7 +465,7 @@ def row_changes(fit: str, b: int, start, Ht: np.ndarray, l: int) -> tuple:
     with _use(fit, b) as block:
         scaled, W = block.kept[start]
         rows = np.arange(W.shape[0])
-        d = bit_changes(block.X, pack_rows(W), Ht, rows, block.unknown, l)[:, 0]
+        d = bit_changes(block.data, pack_rows(W), Ht, rows, l)[:, 0]
         return scaled[:, l].copy(), d
 
 
@@ -482,7 +480,7 @@ def swap_costs(fit: str, b: int, start, Ht: np.ndarray) -> tuple:
     """The block's share of :func:`banmf._changes.factor_costs` for the kept start's rows:
     ``(removal (k,), cover (m, k + 1))``."""
     with _use(fit, b) as block:
-        return factor_costs(block.X, block.Xt, block.kept[start][1], Ht, block.unknown)
+        return factor_costs(block.data, block.kept[start][1], Ht)
 
 
 def swap_in(fit: str, b: int, start, Ht: np.ndarray, l: int, j: int) -> None:

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .._boolean import Unknown, csr_from_parts
-from .._validation import check_binary_matrix, check_unknown
+from .._boolean import csr_from_parts
+from .._validation import check_binary_matrix
+from ..dataset import as_dataset
 from ..exceptions import InputError, InvalidParameterError
 from ..io import check_output, npz_shape, write_matrix
 
@@ -23,14 +24,6 @@ BLOCK_NNZ = 2**22
 #: The fewest blocks they cut by default (fewer rows than that: one block per row), so that a
 #: few workers share even a small matrix.
 MIN_BLOCKS = 4
-
-
-@dataclass(frozen=True, eq=False)
-class Rows:
-    """One block in memory: its rows of X (observed ones) and their unknown cells."""
-
-    X: object
-    unknown: Unknown | None
 
 
 @dataclass(frozen=True, eq=False)
@@ -86,15 +79,10 @@ class BlockMatrix:
         missing, observed : array-like or sparse of shape (n, m), optional
             Unknown cells, as in :meth:`banmf.BANMF.fit`.
         """
-        X, unknown = check_unknown(check_binary_matrix(X), missing, observed)
+        data = as_dataset(X, missing, observed)
+        X = data.X
         cuts = _cuts(X.indptr, _count(n_blocks, X.shape[0], X.nnz))
-        sources = tuple(
-            Rows(
-                _rows(X, a, b),
-                None if unknown is None else Unknown(_rows(unknown.cells, a, b), unknown.observed),
-            )
-            for a, b in zip(cuts[:-1], cuts[1:], strict=True)
-        )
+        sources = tuple(data.rows(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True))
         return cls(sources, cuts, X.shape[1])
 
     def gather(self) -> tuple:
@@ -106,13 +94,9 @@ class BlockMatrix:
 
         parts, forms = [], set()
         for source in self.sources:
-            if isinstance(source, Path):
-                data = read_dataset(source)
-                X, unknown = check_unknown(check_binary_matrix(data.X), data.missing)
-            else:
-                X, unknown = source.X, source.unknown
-            parts.append((X, unknown))
-            forms.add(None if unknown is None else unknown.observed)
+            data = read_dataset(source) if isinstance(source, Path) else source
+            parts.append((data.X, data.unknown))
+            forms.add(None if data.unknown is None else data.unknown.observed)
         X = _stack([q[0] for q in parts], self.n_cols)
         if forms == {None}:
             return X, None, None
@@ -180,12 +164,6 @@ def _cuts(indptr: np.ndarray, n_blocks: int) -> np.ndarray:
     step = np.arange(1, n_blocks)
     inner = np.maximum.accumulate(np.clip(inner, step, n - n_blocks + step) - step) + step
     return np.concatenate([[0], inner, [n]]).astype(np.int64)
-
-
-def _rows(M, a: int, b: int):
-    """Rows ``a:b`` of a canonical support mask, as one."""
-    lo, hi = M.indptr[a], M.indptr[b]
-    return csr_from_parts(M.indptr[a : b + 1] - lo, M.indices[lo:hi], (b - a, M.shape[1]))
 
 
 def _natural(path: Path) -> list:

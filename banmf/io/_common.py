@@ -1,22 +1,14 @@
 """What the readers share: one-line errors naming the file and the line, DataWarnings pointed
-at the caller, a support mask from a file's coordinates, and a file's ones dropped where its
-cells are unknown."""
+at the caller, a support mask from a file's coordinates."""
 
 from __future__ import annotations
-
-import os
-import sys
-import warnings
 
 import numpy as np
 import scipy.sparse as sp
 
 from .._boolean import support_mask_from_keys
-from .._validation import check_unknown, entries, format_value
-from ..exceptions import DataWarning, InputError
-
-# banmf/, above this package: the warnings point past every banmf frame.
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+from .._validation import entries, format_value
+from ..exceptions import DataWarning, InputError, warn_user
 
 
 def fail(path, line_no, problem):
@@ -41,11 +33,8 @@ def not_binary(where: str, value, row, col, count: int) -> str:
 
 
 def warn_data(message: str) -> None:
-    # Point the warning at the first caller outside banmf: the readers sit at several depths.
-    level, frame = 2, sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
-        frame, level = frame.f_back, level + 1
-    warnings.warn(message, DataWarning, stacklevel=level)
+    """A :class:`DataWarning` pointed at the caller of the reader."""
+    warn_user(message, DataWarning)
 
 
 def warn_duplicates(path, count: int) -> None:
@@ -62,10 +51,3 @@ def support_from_coords(
     if len(unique) != len(keys):
         warn_duplicates(path, len(keys) - len(unique))
     return support_mask_from_keys(unique, shape)
-
-
-def observed_ones(X: sp.csr_array, missing) -> sp.csr_array:
-    """X without ones on unknown cells (a file's value there means nothing)."""
-    if missing is None or missing.nnz == 0:
-        return X
-    return check_unknown(X, missing)[0]

@@ -14,7 +14,6 @@ from .._files import reason_of as _reason
 from .._validation import check_binary_matrix
 from ..dataset import Dataset
 from ..exceptions import InputError, MissingDependencyError
-from ._common import observed_ones
 from ._formats import Format
 
 
@@ -46,7 +45,7 @@ def read_h5ad(path: Path) -> Dataset:
             adata.layers["missing"], name=f"{path}: layer 'missing'", one_based=True
         )
     return Dataset(
-        observed_ones(X, missing),
+        X,
         [str(v) for v in adata.obs_names],
         [str(v) for v in adata.var_names],
         path.name,

@@ -9,10 +9,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._memory import ENV_VAR
-from .._validation import check_binary_matrix, entries
-from ..dataset import Dataset
+from .._validation import entries
+from ..dataset import Dataset, as_dataset
 from ..exceptions import InputError, InvalidParameterError
-from ._common import observed_ones, warn_data
+from ._common import warn_data
 from ._formats import REGISTRY, format_of
 
 
@@ -100,7 +100,8 @@ def write_matrix(
 
     Parameters
     ----------
-    X : array-like or sparse of shape (n, m), 0/1
+    X : array-like, sparse, DataFrame or Dataset of shape (n, m), 0/1
+        A :class:`Dataset` (or a DataFrame) brings its labels and unknown cells.
     path : str or Path
         Format from the extension: .mtx (``.gz`` compresses), .npz, .csv, .tsv, .dat, .h5ad.
         A ``.dat`` file cannot tell empty trailing columns (or an all-zero matrix's width): its
@@ -111,7 +112,7 @@ def write_matrix(
     format : {"mtx", "npz", "csv", "tsv", "dat", "h5ad"} or None
         Overrides the extension.
     row_labels, col_labels : sequence of str, optional
-        Names of the rows and columns: a name column and a header row in .csv and .tsv files,
+        Names of the rows and columns (default: X's own, if it has them): a name column and a header row in .csv and .tsv files,
         obs and var names in .h5ad files (AnnData; needs ``anndata``), else the keys
         ``row_labels`` and ``col_labels`` of the sidecar ``PATH.json``.
     missing : array-like or sparse of shape (n, m), optional
@@ -122,19 +123,18 @@ def write_matrix(
     """
     path = Path(path)
     fmt = format_of(path, format)
-    X = check_binary_matrix(X)
+    data = as_dataset(X, missing)
+    if data.observed is not None:
+        raise InputError(
+            "X's unknown cells are given as its observed cells (observed=): a file lists its "
+            "unknown cells; write the cells as a matrix of their own instead"
+        )
+    X, missing = data.X, data.missing
     n, m = X.shape
-    if missing is not None:
-        missing = check_binary_matrix(missing, "missing")
-        if missing.shape != (n, m):
-            raise InputError(f"missing has shape {missing.shape} but X has shape {(n, m)}")
-        X = observed_ones(X, missing)
-        if missing.nnz == 0:
-            missing = None
     labels = {}
     for key, value, size, what in (
-        ("row_labels", row_labels, n, "rows"),
-        ("col_labels", col_labels, m, "columns"),
+        ("row_labels", data.row_labels if row_labels is None else row_labels, n, "rows"),
+        ("col_labels", data.col_labels if col_labels is None else col_labels, m, "columns"),
     ):
         if value is not None:
             value = [str(v) for v in value]

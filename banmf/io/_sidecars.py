@@ -21,7 +21,7 @@ from .._files import atomic_path
 from .._files import reason_of as _reason
 from ..dataset import Dataset
 from ..exceptions import InputError
-from ._common import observed_ones, quote, warn_data
+from ._common import quote, warn_data
 from ._formats import REGISTRY, format_of
 from ._matrices import read_dataset, write_matrix
 
@@ -215,7 +215,7 @@ def with_sidecar(path: Path, X: sp.csr_array, side: Sidecar | None = None, missi
         labels.append(None if value is None else [str(v) for v in value])
     name = meta.get("name")
     return Dataset(
-        observed_ones(X, missing),
+        X,
         labels[0],
         labels[1],
         name if isinstance(name, str) else path.name,

@@ -14,18 +14,13 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._boolean import Unknown
-from .._mdl import description_bits, observed_cells
+from .._mdl import description_bits
 from .._memory import check_memory
 from .._params import BOOLEAN, N_JOBS, RANDOM_STATE, Interval, Options, validate_params
 from .._threads import thread_budget
-from .._validation import (
-    check_binary_matrix,
-    check_n_components,
-    check_observed,
-    check_unknown,
-)
-from ..exceptions import InputError, InvalidParameterError, NotFittedError
+from .._validation import check_n_components
+from ..dataset import Dataset, as_dataset
+from ..exceptions import InputError, InvalidParameterError, NotFittedError, warn_user
 from ..polish import EXACT_MAX_K, polish_factors, polish_rows, resolve_polish
 from ..result import relative_error
 
@@ -85,10 +80,10 @@ def store_params(estimator, arguments: dict) -> None:
         setattr(estimator, name, arguments[name])
 
 
-def refuse_observed(unknown: Unknown | None, method: str) -> None:
+def refuse_observed(data: Dataset, method: str) -> None:
     """Refuse the few-observed-cells form for a greedy method that treats unknown cells as
     "don't care": nearly every cell would then be allowed in a factor."""
-    if unknown is not None and unknown.observed:
+    if data.unknown is not None and data.unknown.observed:
         raise InputError(
             f"{method} treats unknown cells as 'don't care'; with observed= (most cells "
             "unknown) a factor could take almost any cell. Give missing= (the unknown cells) "
@@ -96,12 +91,12 @@ def refuse_observed(unknown: Unknown | None, method: str) -> None:
         )
 
 
-def fit_inner(estimator, X, unknown=None) -> bool:
-    """Fit an estimator that a method runs inside its own fit (an NMF start), on X with the
-    unknown cells ``unknown``. Returns whether the first Ctrl-C cut it short, leaving its best
-    result so far; a Ctrl-C that left no result (or a second one) propagates."""
+def fit_inner(estimator, data: Dataset) -> bool:
+    """Fit an estimator that a method runs inside its own fit (an NMF start) on its data.
+    Returns whether the first Ctrl-C cut it short, leaving its best result so far; a Ctrl-C
+    that left no result (or a second one) propagates."""
     try:
-        estimator.fit(X, missing=unknown)
+        estimator.fit(data)
     except KeyboardInterrupt:
         if not hasattr(estimator, "components_"):
             raise
@@ -161,21 +156,23 @@ class BaseFactorization:
 
     def _begin(self, X, missing=None, observed=None):
         """The preamble of every fit (its parameters are checked by :func:`budgeted`): the
-        clock, X and its unknown cells validated once (:func:`check_binary_matrix`,
-        :func:`check_unknown`) and the rank (None if the method chooses it; else capped at
-        min(n, m) by :func:`check_n_components`, and refused at once if the fit's memory,
-        :meth:`_fit_bytes`, exceeds what is available). Returns
-        ``(X, unknown, k, start)``: X's observed ones and its :class:`Unknown` cells (None:
-        all observed). A method fitting another inside its own fit passes its ``Unknown`` as
-        ``missing`` (:func:`fit_inner`), with X already restricted to the observed ones."""
+        clock, the data built once (:meth:`banmf.io.Dataset.of`: a Dataset passes as it is)
+        and the rank (None if the method chooses it; else capped at min(n, m) by
+        :func:`check_n_components`, and refused at once if the fit's memory,
+        :meth:`_fit_bytes`, exceeds what is available). Returns ``(data, k, start)``."""
         start = time.perf_counter()
-        X = check_binary_matrix(X)
-        ones = X.nnz
-        if isinstance(missing, Unknown):
-            unknown = missing
-        else:
-            X, unknown = check_unknown(X, missing, observed)
-        check_observed(ones, X, unknown)
+        data = as_dataset(X, missing, observed)
+        X, unknown = data.X, data.unknown
+        if unknown is not None and data.n_observed == 0:
+            n, m = X.shape
+            how = "missing= marks all" if not unknown.observed else "observed= marks none of the"
+            raise InputError(
+                f"every cell of X is unknown ({how} {n}×{m} cells): there is nothing to fit"
+            )
+        if data.ones_given and not X.nnz:
+            warn_user(
+                f"the unknown cells hide all {data.ones_given} ones of X: only zeros are observed"
+            )
         k = None if self.n_components is None else check_n_components(self.n_components, X.shape)
         if k is not None:
             n, m = X.shape
@@ -185,7 +182,7 @@ class BaseFactorization:
                 f"{type(self).__name__}(n_components={k}) on a {n}×{m} matrix",
                 "choose a smaller n_components",
             )
-        return X, unknown, k, start
+        return data, k, start
 
     def _fit_bytes(self, n: int, m: int, cells: int, k: int) -> int:
         """Estimated peak memory of a fit with k factors on an n×m X with ``cells`` nonzeros
@@ -196,21 +193,19 @@ class BaseFactorization:
 
     def _set_result(
         self,
-        X,
+        data: Dataset,
         W,
         H,
         error: int,
         n_iter: int,
         start: float,
         interrupted: bool = False,
-        unknown: Unknown | None = None,
     ) -> None:
         """The fitted attributes every method shares (``start``: ``time.perf_counter()`` at fit;
-        ``interrupted``: Ctrl-C cut the fit short and this is the best result so far;
-        ``unknown``: X's unknown cells)."""
-        n, m = X.shape
-        observed = n * m if unknown is None else unknown.observed_count(X.nnz)
-        self._store_result(W, H, error, n_iter, start, interrupted, m, X.nnz, observed)
+        ``interrupted``: Ctrl-C cut the fit short and this is the best result so far)."""
+        self._store_result(
+            W, H, error, n_iter, start, interrupted, data.shape[1], data.nnz, data.n_observed
+        )
 
     def _store_result(
         self,
@@ -254,7 +249,7 @@ class BaseFactorization:
 
     def _finish(
         self,
-        X,
+        data: Dataset,
         W,
         H,
         error: int,
@@ -262,7 +257,6 @@ class BaseFactorization:
         start: float,
         method: str | None,
         interrupted: bool = False,
-        unknown: Unknown | None = None,
     ) -> None:
         """Polish (if ``method``) and set the fitted attributes; ``unpolished_err_`` keeps the
         error before the polish. After Ctrl-C (``interrupted``), the polish is left out and
@@ -271,11 +265,11 @@ class BaseFactorization:
         self.polish_rounds_ = 0
         if method is not None and W.shape[1] > 0 and not interrupted:
             try:
-                res = polish_factors(X, W, H, method, unknown=unknown)
+                res = polish_factors(data, W, H, method)
                 W, H, error, self.polish_rounds_ = res.W, res.H, res.error, res.rounds
             except KeyboardInterrupt:
                 interrupted = True  # the first Ctrl-C: the unpolished factors stand
-        self._set_result(X, W, H, error, n_iter, start, interrupted, unknown)
+        self._set_result(data, W, H, error, n_iter, start, interrupted)
         if interrupted:
             raise KeyboardInterrupt
 
@@ -291,16 +285,15 @@ class BaseFactorization:
         else by single-factor changes from none). ``missing`` /
         ``observed`` mark unknown cells of X as in :meth:`fit`."""
         self._check_fitted()
-        X, unknown = self._check_columns(X, missing, observed)
+        data = self._check_columns(X, missing, observed)
         k = self.components_.shape[0]
-        W = np.zeros((X.shape[0], k), dtype=bool)
+        W = np.zeros((data.shape[0], k), dtype=bool)
         if k:
             polish_rows(
-                X,
+                data,
                 W,
                 np.ascontiguousarray(self.components_.T),
-                resolve_polish("auto", X.shape, X.nnz, k),
-                unknown,
+                resolve_polish("auto", data.shape, data.nnz, k),
             )
         return W
 
@@ -330,19 +323,18 @@ class BaseFactorization:
             Negative: bits per observed cell, with the sign turned for "higher is better".
         """
         self._check_fitted()
-        W = self.transform(X, missing=missing, observed=observed)
-        X, unknown = self._check_columns(X, missing, observed)
-        cells = observed_cells(X, unknown)
-        return -sum(description_bits(X, W, self.components_, unknown)) / max(cells, 1)
+        data = self._check_columns(X, missing, observed)
+        W = self.transform(data)
+        return -sum(description_bits(data, W, self.components_)) / max(data.n_observed, 1)
 
-    def _check_columns(self, X, missing=None, observed=None):
-        """X's observed ones and its unknown cells, with as many columns as the fitted model."""
-        X = check_binary_matrix(X)
-        if X.shape[1] != self.n_features_in_:
+    def _check_columns(self, X, missing=None, observed=None) -> Dataset:
+        """The data X (:meth:`banmf.io.Dataset.of`), with as many columns as the fitted model."""
+        data = as_dataset(X, missing, observed)
+        if data.shape[1] != self.n_features_in_:
             raise InputError(
-                f"X has {X.shape[1]} columns; the model was fitted with {self.n_features_in_}"
+                f"X has {data.shape[1]} columns; the model was fitted with {self.n_features_in_}"
             )
-        return check_unknown(X, missing, observed)
+        return data
 
     def __sklearn_tags__(self):
         """What scikit-learn (1.6 and later) asks of an estimator it handles (``clone``,

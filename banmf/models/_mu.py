@@ -107,7 +107,8 @@ class MUSolver:
 
     Parameters
     ----------
-    X : canonical CSR support mask (n, m)
+    data : Dataset
+        The data (trusted): X's observed ones and its unknown cells.
     W : ndarray (n, k), the starting W (not modified)
     Ht : ndarray (m, k), the starting Hᵀ (not modified)
     project : bool
@@ -118,8 +119,8 @@ class MUSolver:
         Added to every denominator.
     y : ndarray (nnz,), optional
         Initial Y values on the support (default: ones, i.e. Y = X).
-    unknown : Unknown, optional
-        Unknown cells of X (:class:`banmf._boolean.Unknown`). Y is free there, so the Y pass
+
+    Y is free on unknown cells (``data.unknown``), so the Y pass
         sets it to WH: the iteration is then a block descent of ``½‖Y − WH‖²`` over the
         observed cells alone. With a few unknown cells, Y's values on them are kept (one per
         cell) and enter Y Hᵀ and Wᵀ Y in the same passes as the support's. With a few observed
@@ -133,7 +134,8 @@ class MUSolver:
     Problems under :data:`SMALL_WORK` use the plain-loop kernels instead.
     """
 
-    def __init__(self, X, W, Ht, *, project, lower, upper, eps, y=None, unknown=None):
+    def __init__(self, data, W, Ht, *, project, lower, upper, eps, y=None):
+        X, unknown = data.X, data.unknown
         self.indptr, self.indices = X.indptr, X.indices
         dtype = W.dtype
         n, k = W.shape

@@ -118,8 +118,9 @@ class ASSO(BaseFactorization):
         """Fit to the 0/1 matrix X (dense or sparse, (n, m)); ``missing`` marks unknown cells
         as in :meth:`BANMF.fit` (``observed`` is refused: with few cells observed, "don't care"
         leaves nothing to find)."""
-        X, unknown, k, start = self._begin(X, missing, observed)
-        refuse_observed(unknown, "ASSO")
+        data, k, start = self._begin(X, missing, observed)
+        X, unknown = data.X, data.unknown
+        refuse_observed(data, "ASSO")
         polish = self._polish_method(k)
         taus = TAU_GRID if self.tau is None else (float(self.tau),)
         w_pos, w_neg = float(self.w_pos), float(self.w_neg)
@@ -199,12 +200,12 @@ class ASSO(BaseFactorization):
         if interrupted or cancel:
             progress.done(err)
             # raises KeyboardInterrupt
-            self._finish(X, W, H, err, used, start, None, interrupted, unknown)
+            self._finish(data, W, H, err, used, start, None, interrupted)
             self.interrupted_ = True  # cancelled by :func:`banmf.fit_many`: no exception
             return self
         if polish is not None:
             progress.phase("polish")
-        self._finish(X, W, H, err, used, start, polish, unknown=unknown)
+        self._finish(data, W, H, err, used, start, polish)
         progress.done(self.reconstruction_err_)
         return self
 

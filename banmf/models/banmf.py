@@ -10,7 +10,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._boolean import mismatches, transpose_mask
+from .._boolean import mismatches
 from .._params import BOOLEAN, CALLABLE, FLOAT_DTYPE, NONE, Interval, Options, subset_of
 from .._signals import Interruptions
 from .._threads import current_threads
@@ -439,16 +439,16 @@ class BANMF(BaseFactorization):
         -------
         self
         """
-        X, unknown, k, start = self._begin(X, missing, observed)
+        data, k, start = self._begin(X, missing, observed)
+        X, unknown = data.X, data.unknown
         p = self._check_params(
             k, X.shape, X.nnz if unknown is None else X.nnz + unknown.pass_cells(X.nnz)
         )
-        p["unknown"] = unknown
-        if X.nnz == 0 and unknown is None:  # ones hidden by unknown cells: check_unknown said so
+        if X.nnz == 0 and unknown is None:  # ones hidden by unknown cells: _begin said so
             warnings.warn(
                 "X has no nonzeros: the factorization is all zeros", UserWarning, stacklevel=2
             )
-        backend = _Local(self, X, p, check_random_state(self.random_state), W, H)
+        backend = _Local(self, data, p, check_random_state(self.random_state), W, H)
         interrupts = Interruptions()
         names = [name for name in p["extra_starts"] if name != "nmf" or self._project_y]
         driver = Driver(self, backend, p, interrupts)
@@ -456,14 +456,13 @@ class BANMF(BaseFactorization):
         best = self._set_fitted(outcome, p)
         self.W_continuous_, W = driver.rows(best)
         self._set_result(
-            X,
+            data,
             W,
             best["H"],
             best["error"],
             best["n_iter"],
             start,
             outcome.interrupted or any(run["interrupted"] for _, run in outcome.kept),
-            unknown,
         )
         if interrupts.count or any(run["signalled"] for _, run in outcome.kept):
             # The model holds the best result so far; a caller's loop of fits must stop too.
@@ -514,31 +513,24 @@ class BANMF(BaseFactorization):
         unknown cells of X as in :meth:`fit`.
         """
         self._check_fitted()
-        X, unknown = self._check_columns(X, missing, observed)
+        data = self._check_columns(X, missing, observed)
         k = self.n_components_
         p = self._check_params(k)
         rng = check_random_state(self.random_state)
         dtype = p["dtype"]
-        W0 = np.maximum(rng.random((X.shape[0], k)) * self.init_scale, np.finfo(dtype).eps).astype(
-            dtype
-        )
+        W0 = np.maximum(
+            rng.random((data.shape[0], k)) * self.init_scale, np.finfo(dtype).eps
+        ).astype(dtype)
         Ht = np.ascontiguousarray(self.H_continuous_.T, dtype=dtype)
         solver = MUSolver(
-            X,
-            W0,
-            Ht,
-            project=self._project_y,
-            lower=self.lower,
-            upper=p["upper"],
-            eps=self.eps,
-            unknown=unknown,
+            data, W0, Ht, project=self._project_y, lower=self.lower, upper=p["upper"], eps=self.eps
         )
         Driver(self, None, p, None).iterate(_LocalStart(None, solver, update_h=False))
         Wb = solver.W > self.thresholds_[0]
         if p["polish"] is not None:
             # Rows are independent given H: polish the new rows against the fitted H.
             Ht = np.ascontiguousarray(self.components_.T)
-            polish_rows(X, Wb, Ht, resolve_polish(p["polish"], X.shape, X.nnz, k), unknown)
+            polish_rows(data, Wb, Ht, resolve_polish(p["polish"], data.shape, data.nnz, k))
         return Wb
 
     def inverse_transform(self, W) -> np.ndarray:
@@ -563,13 +555,12 @@ class _LocalStart:
     def threshold(self) -> dict:
         b, solver = self.backend, self.solver
         res = threshold_factors(
-            b.X,
+            b.data,
             solver.W.astype(np.float64),
             solver.Ht.T.astype(np.float64),
             b.p["n_thresholds"],
             b.model.normalize,
             "pruned",
-            b.unknown,
         )
         k = res.W.shape[1]
         return {
@@ -587,16 +578,9 @@ class _Local:
     """The one-machine backend of :mod:`banmf.engine.protocol`: X whole in this process (one
     block), the records holding W, random starts side by side on threads when they pay."""
 
-    def __init__(self, model: BANMF, X, p: dict, rng, W=None, H=None):
-        self.model, self.X, self.p, self.unknown = model, X, p, p["unknown"]
-        # Xᵀ's mask serves the threshold descent and the polish of every start.
-        refine = (
-            model.thresholds == "per-factor"
-            or p["polish"] is not None
-            or p["swap"]
-            or bool(p["extra_starts"])
-        )
-        self.Xt = transpose_mask(X) if refine else None
+    def __init__(self, model: BANMF, data, p: dict, rng, W=None, H=None):
+        self.model, self.data, self.p = model, data, p
+        X = data.X
         # The starting factors are drawn in start order from one generator, whichever thread
         # then runs the start: the same starts as one after the other. The NMF start begins
         # where the first start does if NNDSVD cannot run (a copy: the solver updates its
@@ -623,19 +607,18 @@ class _Local:
         W0, Ht0 = init
         model = self.model
         solver = MUSolver(
-            self.X,
+            self.data,
             W0,
             Ht0,
             project=project,
             lower=model.lower,
             upper=self.p["upper"],
             eps=model.eps,
-            unknown=self.unknown,
         )
         return _LocalStart(self, solver)
 
     def nmf_init(self):
-        svd = nndsvda(self.X, self.p["k"])
+        svd = nndsvda(self.data.X, self.p["k"])
         if svd is None:
             return self.first
         floor = np.finfo(self.p["dtype"]).eps
@@ -645,32 +628,24 @@ class _Local:
         if name == "grecond":
             from .grecond import GreConD
 
-            model = GreConD(k, polish=False, n_jobs=1).fit(self.X, missing=self.unknown)
+            model = GreConD(k, polish=False, n_jobs=1).fit(self.data)
             W, H = model.W_, model.components_
         else:
-            W, H = column_factors(self.Xt, k)
-        return W, H, mismatches(self.X, W, H, self.unknown)
+            W, H = column_factors(self.data.T.X, k)
+        return W, H, mismatches(self.data.X, W, H, self.data.unknown)
 
     def refine_thresholds(self, run: dict) -> dict:
         # Refined in place: on copies, so that a Ctrl-C inside leaves the grid's as they were.
         tw, th = (t.copy() for t in run["thresholds"])
-        ref = refine_factor_thresholds(
-            self.X,
-            run["W_continuous"],
-            run["H_continuous"],
-            tw,
-            th,
-            Xt=self.Xt,
-            unknown=self.unknown,
-        )
+        ref = refine_factor_thresholds(self.data, run["W_continuous"], run["H_continuous"], tw, th)
         return {"W": ref.W, "H": ref.H, "error": ref.error, "thresholds": (tw, th)}
 
     def polish(self, run: dict, method: str) -> dict:
-        pol = polish_factors(self.X, run["W"], run["H"], method, Xt=self.Xt, unknown=self.unknown)
+        pol = polish_factors(self.data, run["W"], run["H"], method)
         return {"W": pol.W, "H": pol.H, "error": pol.error, "polish_rounds": pol.rounds}
 
     def swaps(self, run: dict, method: str, most: int):
-        for step in swap_steps(self.X, run["W"], run["H"], method, most, self.Xt, self.unknown):
+        for step in swap_steps(self.data, run["W"], run["H"], method, most):
             yield {
                 "W": step.W,
                 "H": step.H,

@@ -121,9 +121,10 @@ class GreConD(BaseFactorization):
         """Fit to the 0/1 matrix X (dense or sparse, (n, m)); ``missing`` marks unknown cells
         as in :meth:`BANMF.fit` (``observed`` is refused: with few cells observed, "don't care"
         leaves nothing to find)."""
-        X, unknown, limit, start = self._begin(X, missing, observed)
+        data, limit, start = self._begin(X, missing, observed)
+        X, unknown = data.X, data.unknown
         n, m = X.shape
-        refuse_observed(unknown, "GreConD")
+        refuse_observed(data, "GreConD")
         self._polish_method(limit)  # validate before the work
         # The relation: X's ones and the unknown cells, which start covered (never counted).
         R, dont_care = (X, None) if unknown is None else with_cells(X, unknown.cells)
@@ -146,14 +147,14 @@ class GreConD(BaseFactorization):
         if interrupted or cancel:
             progress.done(err)
             self._finish(
-                X, W, H, err, len(concepts), start, None, interrupted, unknown
+                data, W, H, err, len(concepts), start, None, interrupted
             )  # raises KeyboardInterrupt
             self.interrupted_ = True  # cancelled by :func:`banmf.fit_many`: no exception
             return self
         method = self._polish_method(W.shape[1])
         if method is not None:
             progress.phase("polish")
-        self._finish(X, W, H, err, len(concepts), start, method, unknown=unknown)
+        self._finish(data, W, H, err, len(concepts), start, method)
         progress.done(self.reconstruction_err_)
         return self
 

@@ -36,7 +36,8 @@ class _Cells:
     with X's value at each (``ones``), and their CSC order (``col_indptr``, ``col_cells``: the
     CSR position of each cell of each column, rows ascending)."""
 
-    def __init__(self, X: sp.csr_array, unknown: Unknown | None):
+    def __init__(self, data):
+        X, unknown = data.X, data.unknown
         n, m = X.shape
         if unknown is not None and unknown.observed:
             # The ones and the listed zeros: sparse, never an n×m array.
@@ -215,7 +216,8 @@ class MessagePassing(BaseFactorization):
         -------
         self
         """
-        X, unknown, k, start = self._begin(X, missing, observed)
+        data, k, start = self._begin(X, missing, observed)
+        X, unknown = data.X, data.unknown
         polish = self._polish_method(k)
         n, m = X.shape
         count = n * m if unknown is None else unknown.observed_count(X.nnz)
@@ -223,7 +225,7 @@ class MessagePassing(BaseFactorization):
         rng = check_random_state(self.random_state)
         progress = StartProgress(1, 1, self.max_iter)
         progress.setup("factor graph")
-        cells = _Cells(X, unknown)
+        cells = _Cells(data)
         run = _Run(self, cells, n, m, k, rng)
         interrupted = cancel = False
         try:
@@ -243,12 +245,12 @@ class MessagePassing(BaseFactorization):
         n_iter = len(run.errors)
         if interrupted or cancel:
             progress.done(error)
-            self._finish(X, W, H, error, n_iter, start, None, interrupted, unknown)
+            self._finish(data, W, H, error, n_iter, start, None, interrupted)
             self.interrupted_ = True  # cancelled by banmf.fit_many: no exception
             return self
         if polish is not None:
             progress.phase("polish")
-        self._finish(X, W, H, error, n_iter, start, polish, unknown=unknown)
+        self._finish(data, W, H, error, n_iter, start, polish)
         progress.done(self.reconstruction_err_)
         return self
 

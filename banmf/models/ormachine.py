@@ -10,9 +10,8 @@ from numbers import Integral, Real
 from typing import ClassVar
 
 import numpy as np
-import scipy.sparse as sp
 
-from .._boolean import csr_from_parts, mismatches, transpose_mask, unique_rows, words
+from .._boolean import csr_from_parts, mismatches, unique_rows, words
 from .._kernels.ormachine import accumulate_codes, gibbs_rows
 from .._params import BOOLEAN, NONE, Interval, Options
 from .._progress import StartProgress
@@ -177,7 +176,8 @@ class OrMachine(BaseFactorization):
         """Sample the posterior of the factors of the 0/1 matrix X (dense or sparse, (n, m));
         ``missing`` / ``observed`` mark unknown cells as in :meth:`BANMF.fit`: they are left
         out of the likelihood."""
-        X, unknown, k, start = self._begin(X, missing, observed)
+        data, k, start = self._begin(X, missing, observed)
+        X, unknown = data.X, data.unknown
         polish = self._polish_method(k)
         burn_in = self.max_iter // 2 if self.burn_in is None else self.burn_in
         if burn_in >= self.max_iter:
@@ -188,8 +188,7 @@ class OrMachine(BaseFactorization):
         n, m = X.shape
         self._check_work(X, unknown, k)
         rng = check_random_state(self.random_state)
-        rows = _Side(X, None if unknown is None else unknown.cells, unknown)
-        cols = _Side(transpose_mask(X), None if unknown is None else unknown.T.cells, unknown)
+        rows, cols = _Side(data), _Side(data.T)
         n_obs = n * m if unknown is None else unknown.observed_count(X.nnz)
         interrupts = Interruptions()
 
@@ -235,12 +234,12 @@ class OrMachine(BaseFactorization):
         err = best.error
         if interrupted or done[-1].cancel:
             progress.done(err)
-            self._finish(X, W, H, err, len(best.errors), start, None, interrupted, unknown)
+            self._finish(data, W, H, err, len(best.errors), start, None, interrupted)
             self.interrupted_ = True  # cancelled by :func:`banmf.fit_many`: no exception
             return self
         if polish is not None:
             progress.phase("polish")
-        self._finish(X, W, H, err, len(best.errors), start, polish, unknown=unknown)
+        self._finish(data, W, H, err, len(best.errors), start, polish)
         progress.done(self.reconstruction_err_)
         return self
 
@@ -404,12 +403,16 @@ class _Side:
     """One side of the sampler: the rows of X (for Z) or of Xᵀ (for U), with the listed cells
     of each row and the weights that make the scores ``Σ x̃`` over the counting cells."""
 
-    def __init__(self, X: sp.csr_array, cells: sp.csr_array | None, unknown):
+    def __init__(self, data):
+        X, unknown = data.X, data.unknown
         self.X = X
-        if cells is None:
+        if unknown is None:
             n = X.shape[0]
-            cells = csr_from_parts(np.zeros(n + 1, dtype=X.indptr.dtype), X.indices[:0], X.shape)
-        self.cells = cells
+            self.cells = csr_from_parts(
+                np.zeros(n + 1, dtype=X.indptr.dtype), X.indices[:0], X.shape
+            )
+        else:
+            self.cells = unknown.cells
         # Zeros are implicit (every cell not listed and not unknown is an observed zero) unless
         # the listed cells are the observed zeros themselves.
         self.implicit = unknown is None or not unknown.observed

@@ -172,24 +172,19 @@ class PaNDa(BaseFactorization):
         """Fit to the 0/1 matrix X (dense or sparse, (n, m)); ``missing`` (the unknown cells)
         or ``observed`` (the observed zeros; every other non-one unknown) as in
         :meth:`BANMF.fit`."""
-        X, unknown, limit, start = self._begin(X, missing, observed)
+        data, limit, start = self._begin(X, missing, observed)
+        X, unknown = data.X, data.unknown
         n, m = X.shape
         self._polish_method(limit)  # validate before the work
         rng = check_random_state(self.random_state)
-        if unknown is None:
-            cells = sp.csr_array((n, m), dtype=bool)
-            cells.indices = cells.indices.astype(X.indices.dtype)
-            cells.indptr = cells.indptr.astype(X.indptr.dtype)
-            data = _Data(X, transpose_mask(X), cells, transpose_mask(cells), False)
-        else:
-            data = _Data(X, transpose_mask(X), unknown.cells, unknown.T.cells, unknown.observed)
-        self._check_work(data, limit)
+        rel = _Data.of(data)
+        self._check_work(rel, limit)
         progress = StartProgress(1, 1, limit)
         patterns: list[tuple[np.ndarray, np.ndarray]] = []
         interrupts = Interruptions()
         cancel = False
         try:
-            cancel = self._greedy(data, limit, rng, patterns, progress, interrupts)
+            cancel = self._greedy(rel, limit, rng, patterns, progress, interrupts)
         except KeyboardInterrupt:
             if not interrupts.first():
                 raise
@@ -205,7 +200,7 @@ class PaNDa(BaseFactorization):
         if interrupted or cancel:
             progress.done(err)
             try:
-                self._finish(X, W, H, err, len(patterns), start, None, interrupted, unknown)
+                self._finish(data, W, H, err, len(patterns), start, None, interrupted)
             finally:
                 self._set_cost()
             self.interrupted_ = True  # cancelled by :func:`banmf.fit_many`: no exception
@@ -213,7 +208,7 @@ class PaNDa(BaseFactorization):
         method = self._polish_method(W.shape[1])
         if method is not None:
             progress.phase("polish")
-        self._finish(X, W, H, err, len(patterns), start, method, unknown=unknown)
+        self._finish(data, W, H, err, len(patterns), start, method)
         self._set_cost()
         progress.done(self.reconstruction_err_)
         return self
@@ -342,3 +337,14 @@ class _Data:
 
     def __init__(self, X, Xt, cells, cells_t, observed: bool):
         self.X, self.Xt, self.cells, self.cells_t, self.observed = X, Xt, cells, cells_t, observed
+
+    @classmethod
+    def of(cls, data) -> _Data:
+        """The relation of a :class:`banmf.io.Dataset` (no unknown cells: empty masks)."""
+        X, unknown = data.X, data.unknown
+        if unknown is None:
+            cells = sp.csr_array(X.shape, dtype=bool)
+            cells.indices = cells.indices.astype(X.indices.dtype)
+            cells.indptr = cells.indptr.astype(X.indptr.dtype)
+            return cls(X, data.T.X, cells, transpose_mask(cells), False)
+        return cls(X, data.T.X, unknown.cells, unknown.T.cells, unknown.observed)

@@ -103,13 +103,14 @@ class PNLPF(BaseFactorization):
     def fit(self, X, y=None, *, missing=None, observed=None) -> PNLPF:
         """Fit to the 0/1 matrix X (dense or sparse, (n, m)); ``missing`` / ``observed`` mark
         unknown cells as in :meth:`BANMF.fit`: the objective counts observed cells only."""
-        X, unknown, k, start = self._begin(X, missing, observed)
+        data, k, start = self._begin(X, missing, observed)
+        X, unknown = data.X, data.unknown
         polish = self._polish_method(k)
         check_dense_budget(X.shape, self.dense_budget, "PNL-PF (about 48 bytes per entry)")
         rng = check_random_state(self.random_state)
         init = NMF(k, max_iter=self.init_iter, normalize=None, random_state=rng.integers(2**32))
         interrupted = fit_inner(
-            init, X, unknown
+            init, data
         )  # the first Ctrl-C: booleanize the factors so far; a second aborts
         W, H = balance(init.W_continuous_, init.H_continuous_)
         tiny = np.finfo(np.float64).eps
@@ -121,11 +122,11 @@ class PNLPF(BaseFactorization):
             self._iterate(Xd, weights, W, H, losses, 0 if interrupted else self.max_iter)
         except KeyboardInterrupt:
             interrupted = True
-        res = threshold_factors(X, W, H, self.n_thresholds, "balance", "pruned", unknown)
+        res = threshold_factors(data, W, H, self.n_thresholds, "balance", "pruned")
         self.W_continuous_, self.H_continuous_ = res.W_scaled, res.H_scaled
         self.thresholds_ = (res.threshold_w, res.threshold_h)
         self.loss_curve_ = np.asarray(losses)
-        self._finish(X, res.W, res.H, res.error, len(losses), start, polish, interrupted, unknown)
+        self._finish(data, res.W, res.H, res.error, len(losses), start, polish, interrupted)
         return self
 
     def _iterate(self, Xd, weights, W, H, losses, max_iter):

@@ -90,21 +90,16 @@ class ZhangThreshold(BaseFactorization):
         """Fit to the 0/1 matrix X (dense or sparse, (n, m)); ``missing`` / ``observed`` mark
         unknown cells as in :meth:`BANMF.fit`: the NMF, the thresholds and the smooth
         objective count observed cells only."""
-        X, unknown, k, start = self._begin(X, missing, observed)
+        data, k, start = self._begin(X, missing, observed)
+        X, unknown = data.X, data.unknown
         polish = self._polish_method(k)
         check_dense_budget(X.shape, self.dense_budget, "Zhang's thresholding (a dense objective)")
         nmf = NMF(k, max_iter=self.max_iter, normalize=None, random_state=self.random_state)
         interrupted = fit_inner(
-            nmf, X, unknown
+            nmf, data
         )  # the first Ctrl-C: the grid thresholds stand; a second aborts
         res = threshold_factors(
-            X,
-            nmf.W_continuous_,
-            nmf.H_continuous_,
-            self.n_thresholds,
-            "balance",
-            "pruned",
-            unknown,
+            data, nmf.W_continuous_, nmf.H_continuous_, self.n_thresholds, "balance", "pruned"
         )
         W, H = res.W_scaled, res.H_scaled
         self.refined_, steps = False, 0
@@ -128,7 +123,7 @@ class ZhangThreshold(BaseFactorization):
             Wb, Hb, u, v, err = res.W, res.H, res.threshold_w, res.threshold_h, res.error
         self.W_continuous_, self.H_continuous_ = W, H
         self.thresholds_ = (float(u), float(v))
-        self._finish(X, Wb, Hb, err, nmf.n_iter_ + steps, start, polish, interrupted, unknown)
+        self._finish(data, Wb, Hb, err, nmf.n_iter_ + steps, start, polish, interrupted)
         return self
 
     def _smooth(self, Xd, weights, W, H, u, v):
