@@ -587,6 +587,8 @@ class _Local:
     """The one-machine backend of :mod:`banmf.engine.protocol`: X whole in this process (one
     block), the records holding W, random starts side by side on threads when they pay."""
 
+    whole_columns = True  # Xᵀ's rows are X's columns whole: the exact polish, GreConD
+
     def __init__(self, model: BANMF, X, p: dict, rng, W=None, H=None):
         self.model, self.X, self.p, self.unknown = model, X, p, p["unknown"]
         # Xᵀ's mask serves the threshold descent and the polish of every start.
