@@ -28,6 +28,7 @@ from .._signals import Interruptions
 from .._threads import cancelled
 from ..exceptions import ConvergenceWarning, InvalidParameterError
 from .protocol import Backend, Start
+from .starts import auto_n_init
 
 __all__ = ["WITHOUT_WHOLE_COLUMNS", "Driver", "Outcome", "check_backend", "settled"]
 
@@ -124,11 +125,14 @@ def greedy_record(W, H: np.ndarray, error: int, name: str) -> dict:
 @dataclass
 class Outcome:
     """What a fit's starts gave: the random starts' records in start order, the extra ones'
-    by name (in the order named), and whether Ctrl-C ended the fit."""
+    by name (in the order named), whether Ctrl-C ended the fit, and the random starts it
+    asked for (``n_init="auto"`` as the first start decided, or when none ran, the most it
+    could decide)."""
 
     runs: list = field(default_factory=list)
     extra: dict = field(default_factory=dict)
     interrupted: bool = False
+    n_init: int = 0
 
     @property
     def kept(self) -> list[tuple]:
@@ -147,8 +151,8 @@ class Driver:
     Parameters
     ----------
     model : banmf.BANMF
-        The estimator: its parameters (``callback``, ``thresholds``, ``tol``, ``normalize``)
-        and its ``_auto_n_init`` rule.
+        The estimator: its parameters (``callback``, ``thresholds``, ``tol``, ``normalize``,
+        and those :func:`check_backend` reads).
     backend : Backend
         Where X is.
     p : dict
@@ -208,6 +212,8 @@ class Driver:
             ended = interrupted
         out.extra = {name: extra[name] for name in names if name in extra}
         out.interrupted = interrupted or bool(interrupts.count)
+        decided = p["auto_n_init"] and out.runs
+        out.n_init = auto_n_init(p, out.runs[0]["n_iter"]) if decided else p["n_init"]
         if not out.kept:  # Ctrl-C before any start had factors: nothing to keep
             raise KeyboardInterrupt
         return out
@@ -277,7 +283,7 @@ class Driver:
             else:
                 if i == 0 and p["auto_n_init"]:
                     # Starts past the number the first allows are not part of the fit.
-                    limit = min(limit, self.model._auto_n_init(p, run))
+                    limit = min(limit, auto_n_init(p, run["n_iter"]))
                 if run["error"] == 0:
                     # An exact fit ends the restarts: later starts stop, earlier ones run to
                     # their end.
