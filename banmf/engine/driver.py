@@ -69,6 +69,8 @@ def check_backend(model, backend) -> None:
         type(model).__name__,
     )
     if model.swap and model.polish is False:
+        # Said as banmf.distributed.BANMF has always said it: Dask's row blocks are, so far,
+        # the one backend without whole columns.
         raise InvalidParameterError(
             "swap=True polishes after each swap, and with polish=False banmf.BANMF uses its "
             "'auto' polish there, whose exact form is not distributed: set polish=True "
@@ -494,7 +496,7 @@ class Driver:
         p, backend = self.p, self.backend
         method = p["polish"]
         if method is not None and not backend.whole_columns:
-            method = "flip"  # polish=True: check_backend refused every other polish
+            method = "flip"  # polish=True ("auto"): check_backend left only flips here
         if method is not None:
             progress.phase("polish")
             pol = backend.polish(out, method)
