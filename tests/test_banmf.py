@@ -323,9 +323,10 @@ def test_stopping_early_gives_exactly_the_factors_of_that_iteration():
 
 
 def test_auto_n_init_counts_the_whole_cost_of_a_start():
+    from banmf.engine import auto_n_init
+
     def starts(shape, nnz, k, n_iter, **params):
-        model = BANMF(k, **params)
-        return model._auto_n_init(model._check_params(k, shape, nnz), {"n_iter": n_iter})
+        return auto_n_init(BANMF(k, **params)._check_params(k, shape, nnz), n_iter)
 
     # 13 iterations at 10⁶ nonzeros, k = 32: the refinements dominate; one start.
     assert starts((100_000, 10_000), 10**6, 32, 13, max_iter=13) == 1
@@ -353,7 +354,7 @@ def test_auto_n_init_starts_no_more_than_the_least_cost_of_a_start_allows():
 
 @pytest.mark.parametrize("n_jobs", [1, 2])
 def test_auto_n_init_is_decided_by_the_first_start_whatever_the_threads(n_jobs, monkeypatch):
-    from banmf.models import banmf as module
+    from banmf.engine import starts as module
 
     X, _, _ = make_boolean(40, 30, 4, 0.3, noise=0.05, random_state=2)
     monkeypatch.setattr(module, "AUTO_N_INIT", ((1, 10), (10**12, 3)))  # this X: 3 starts

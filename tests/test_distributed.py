@@ -551,7 +551,9 @@ def test_batched_coverages_find_the_same_point(seed, k, P):
     plain = search_grid(GridRows(data, u), *args)
     batched = search_grid(_Batched(data, u), *args)
     assert plain[:3] == batched[:3]
-    exhaustive = search_grid(GridRows(data, u), vt, P, X.nnz, "exhaustive", w_points, h_points, None)
+    exhaustive = search_grid(
+        GridRows(data, u), vt, P, X.nnz, "exhaustive", w_points, h_points, None
+    )
     assert plain[2] == exhaustive[2]
 
 

@@ -5,7 +5,7 @@ that loses a worker runs again from its seed after the repair.
 
 The blocks hold W's rows (balanced and Boolean) of the best start so far; the driver holds
 every start's H. Steps that need whole columns (the exact polish, GreConD) are not here:
-the estimator's parameters refuse them.
+the driver refuses them (``DaskBackend.whole_columns`` is False).
 """
 
 from __future__ import annotations
@@ -145,6 +145,8 @@ class DaskBackend:
     rng : numpy.random.Generator
         The random starts' generator.
     """
+
+    whole_columns = False  # a block holds some rows of each column; the steps sum over blocks
 
     def __init__(self, model, session: Session, p: dict, rng):
         self.model, self.session, self.p, self.rng = model, session, p, rng
@@ -341,8 +343,8 @@ class DaskBackend:
         return {"H": np.ascontiguousarray(Htb.T), "error": error, "thresholds": (tw, th)}
 
     def polish(self, run: dict, method: str) -> dict:
-        """The polish with single-bit flips, whatever ``method`` (the exact one needs whole
-        columns: the estimator allows only "flip")."""
+        """The polish with single-bit flips (``method``: the driver asks for nothing else
+        here, the exact polish needing whole columns)."""
         Ht = np.array(run["H"].T, order="C")
         error, rounds = self._polish_rounds(run["start"], Ht)
         return {"H": np.ascontiguousarray(Ht.T), "error": error, "polish_rounds": rounds}

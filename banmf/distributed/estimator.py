@@ -15,10 +15,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._params import BOOLEAN, NONE, Interval, Kind, Options, subset_of
+from .._params import BOOLEAN, NONE, Interval, Kind, Options
 from .._signals import Interruptions, deferred_interrupts
 from .._validation import check_n_components, check_random_state
-from ..engine import Driver
+from ..engine import Driver, check_backend
 from ..exceptions import InputError, InvalidParameterError, MissingDependencyError
 from ..models import budgeted, store_params
 from ..models.banmf import BANMF as _BANMF
@@ -55,7 +55,10 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
     polish : bool or "flip", default True
         True or "flip": the Boolean polish with single-bit flips (:func:`banmf.polish`,
         ``method="flip"``): rows of W on their blocks, columns of H from bit changes summed
-        over the blocks. The exact polish is not distributed.
+        over the blocks. The exact polish, and "auto" which may pick it, need whole columns
+        of X, which the blocks do not have: the driver refuses them
+        (:func:`banmf.engine.check_backend`), as it refuses ``swap=True`` with
+        ``polish=False`` (:class:`banmf.BANMF` then polishes with "auto" after each swap).
     swap : bool, default True
         The factor swaps of :class:`banmf.BANMF` (:func:`banmf.swap_factors`): each factor's
         cost and each column's gain summed over the blocks, the new factor's rows found on
@@ -63,7 +66,7 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
     extra_starts : tuple of {"nmf", "columns"}, default ("nmf", "columns")
         As in :class:`banmf.BANMF`. "nmf": its NNDSVDa, a truncated SVD of X computed as
         scipy's ``svds`` does with every product summed over the blocks. "grecond" needs
-        whole columns and is not distributed.
+        whole columns and is refused as the exact polish is.
     n_jobs : int or None, default None
         Threads per worker for the fit (None: each worker's own thread count). A worker's
         blocks share them.
@@ -152,9 +155,7 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         **_BANMF._parameter_constraints,
         "init": [Options("random")],
         "thresholds": [Options("per-factor", "global")],
-        "polish": [Options(False, True, "flip")],
         "swap": [BOOLEAN],
-        "extra_starts": [subset_of("nmf", "columns")],
         "client": [NONE, Kind("a distributed.Client", lambda v: hasattr(v, "submit"))],
         "n_blocks": [NONE, Interval(Integral, 1, None)],
         "block_memory": [Options("auto"), NONE, Interval(Real, 0, None)],
@@ -200,6 +201,8 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         self
         """
         start = time.perf_counter()
+        # The driver refuses what the blocks cannot do; asked here, before the cluster works.
+        check_backend(self, DaskBackend)
         if isinstance(X, BlockMatrix):
             if missing is not None or observed is not None:
                 raise InputError("row blocks carry their unknown cells: pass no missing/observed")
@@ -207,12 +210,6 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         else:
             blocks = BlockMatrix.from_matrix(
                 X, n_blocks=self.n_blocks, missing=missing, observed=observed
-            )
-        if self.swap and self.polish is False:
-            raise InvalidParameterError(
-                "swap=True polishes after each swap, and with polish=False banmf.BANMF uses its "
-                "'auto' polish there, whose exact form is not distributed: set polish=True "
-                "(flips) or swap=False"
             )
         client = self._client()
         session = Session(client, blocks, self.block_memory, self.n_jobs)

@@ -21,14 +21,61 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._params import Options, subset_of, validate_params
 from .._progress import StartProgress
 from .._runner import run_side_by_side
 from .._signals import Interruptions
 from .._threads import cancelled
-from ..exceptions import ConvergenceWarning
+from ..exceptions import ConvergenceWarning, InvalidParameterError
 from .protocol import Backend, Start
+from .starts import auto_n_init
 
-__all__ = ["Driver", "Outcome", "settled"]
+__all__ = ["WITHOUT_WHOLE_COLUMNS", "Driver", "Outcome", "check_backend", "settled"]
+
+#: What the parameters that choose steps needing whole columns may be on a backend without
+#: :attr:`Backend.whole_columns`: no exact polish, nor "auto" (which may pick it), no GreConD
+#: start. ``polish=True`` flips bits there.
+WITHOUT_WHOLE_COLUMNS = {
+    "polish": [Options(False, True, "flip")],
+    "extra_starts": [subset_of("nmf", "columns")],
+}
+
+
+def check_backend(model, backend) -> None:
+    """Refuse a fit of ``model`` that needs what ``backend`` cannot do, before any work.
+
+    The one place where the parameters meet a backend's capabilities: :meth:`Driver.fit`
+    calls it first, and an estimator whose backend is costly to build may call it earlier
+    with the backend's class.
+
+    Parameters
+    ----------
+    model : banmf.BANMF
+        The estimator, its parameters already checked against its own constraints.
+    backend : Backend or type
+        The backend, or its class (its capabilities are class attributes).
+
+    Raises
+    ------
+    InvalidParameterError
+        Without :attr:`~banmf.engine.protocol.Backend.whole_columns`: ``polish`` or
+        ``extra_starts`` outside :data:`WITHOUT_WHOLE_COLUMNS`, or ``swap`` with ``polish=False``.
+    """
+    if backend.whole_columns:
+        return
+    validate_params(
+        WITHOUT_WHOLE_COLUMNS,
+        {name: getattr(model, name) for name in WITHOUT_WHOLE_COLUMNS},
+        type(model).__name__,
+    )
+    if model.swap and model.polish is False:
+        # Said as banmf.distributed.BANMF has always said it: Dask's row blocks are, so far,
+        # the one backend without whole columns.
+        raise InvalidParameterError(
+            "swap=True polishes after each swap, and with polish=False banmf.BANMF uses its "
+            "'auto' polish there, whose exact form is not distributed: set polish=True "
+            "(flips) or swap=False"
+        )
 
 
 def settled(losses: list, tol: float | None, every: int) -> bool:
@@ -80,11 +127,14 @@ def greedy_record(W, H: np.ndarray, error: int, name: str) -> dict:
 @dataclass
 class Outcome:
     """What a fit's starts gave: the random starts' records in start order, the extra ones'
-    by name (in the order named), and whether Ctrl-C ended the fit."""
+    by name (in the order named), whether Ctrl-C ended the fit, and the random starts it
+    asked for (``n_init="auto"`` as the first start decided, or when none ran, the most it
+    could decide)."""
 
     runs: list = field(default_factory=list)
     extra: dict = field(default_factory=dict)
     interrupted: bool = False
+    n_init: int = 0
 
     @property
     def kept(self) -> list[tuple]:
@@ -103,8 +153,8 @@ class Driver:
     Parameters
     ----------
     model : banmf.BANMF
-        The estimator: its parameters (``callback``, ``thresholds``, ``tol``, ``normalize``)
-        and its ``_auto_n_init`` rule.
+        The estimator: its parameters (``callback``, ``thresholds``, ``tol``, ``normalize``,
+        and those :func:`check_backend` reads).
     backend : Backend
         Where X is.
     p : dict
@@ -132,7 +182,9 @@ class Driver:
         The starts without iterations run first: when one is exact, nothing can beat it and
         no other start runs. They still rank after the random starts (ties: the earlier start,
         in the order random, then as named). Raises KeyboardInterrupt when Ctrl-C came before
-        any start had factors."""
+        any start had factors; InvalidParameterError, before any start, when the fit needs
+        what the backend cannot do (:func:`check_backend`)."""
+        check_backend(self.model, self.backend)
         p, interrupts = self.p, self.interrupts
         self.names = names
         greedy = [name for name in names if name != "nmf"]
@@ -162,6 +214,8 @@ class Driver:
             ended = interrupted
         out.extra = {name: extra[name] for name in names if name in extra}
         out.interrupted = interrupted or bool(interrupts.count)
+        decided = p["auto_n_init"] and out.runs
+        out.n_init = auto_n_init(p, out.runs[0]["n_iter"]) if decided else p["n_init"]
         if not out.kept:  # Ctrl-C before any start had factors: nothing to keep
             raise KeyboardInterrupt
         return out
@@ -231,7 +285,7 @@ class Driver:
             else:
                 if i == 0 and p["auto_n_init"]:
                     # Starts past the number the first allows are not part of the fit.
-                    limit = min(limit, self.model._auto_n_init(p, run))
+                    limit = min(limit, auto_n_init(p, run["n_iter"]))
                 if run["error"] == 0:
                     # An exact fit ends the restarts: later starts stop, earlier ones run to
                     # their end.
@@ -440,16 +494,19 @@ class Driver:
         """The polish and the swaps on a start's Boolean factors, updating ``out`` after each
         step, so that Ctrl-C keeps the steps done so far."""
         p, backend = self.p, self.backend
-        if p["polish"] is not None:
+        method = p["polish"]
+        if method is not None and not backend.whole_columns:
+            method = "flip"  # polish=True ("auto"): check_backend left only flips here
+        if method is not None:
             progress.phase("polish")
-            pol = backend.polish(out, p["polish"])
+            pol = backend.polish(out, method)
             out.update(pol, refinement={**out["refinement"], "polish": pol["error"]})
         k = out["H"].shape[0]
         if p["swap"] and out["error"] > 0 and k > 0:
             progress.phase("swaps")
             # At most one swap per factor on average: each is a polish, and on sparse data
             # the first few swaps bring nearly all of the gain.
-            for step in backend.swaps(out, p["polish"] or "auto", k):
+            for step in backend.swaps(out, method or "auto", k):
                 swap = step.pop("swap")
                 out.update(
                     step,

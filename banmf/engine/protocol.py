@@ -12,12 +12,16 @@ on the blocks on Dask) until :meth:`Backend.rows`.
 Initial factors (``init``) are whatever the backend draws and takes back: the driver only
 passes them from :meth:`Backend.random_starts` or :meth:`Backend.nmf_init` to
 :meth:`Backend.begin`.
+
+A backend declares what it can do beyond per-block work and sums (:attr:`Backend.whole_columns`);
+the driver refuses, before any work, a fit that needs what its backend lacks
+(:func:`banmf.engine.driver.check_backend`), so a backend never checks the parameters itself.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
@@ -67,7 +71,20 @@ class Backend(Protocol):
 
     Every method returns what the driver needs and nothing of n's size, except
     :meth:`rows` at the end (and the record's W where the backend keeps W in it).
+
+    Attributes
+    ----------
+    whole_columns : bool
+        Whether a step may read all the rows of a column of X at once, as the exact polish
+        (its half-step on H updates each column of H against X's whole column, through Xᵀ)
+        and the GreConD start (over X whole) do; per-block work and sums over the blocks need
+        no more than a block. Declared on the class, so that an estimator can ask before it
+        builds the backend. Without it the driver refuses ``polish="exact"`` and ``"auto"``,
+        ``"grecond"`` in ``extra_starts``, and ``swap`` with ``polish=False`` (whose swaps
+        polish with "auto"); ``polish=True``, "auto" with whole columns, then flips bits.
     """
+
+    whole_columns: ClassVar[bool]
 
     def side_by_side(self, n_starts: int) -> int:
         """How many random starts run at once (threads), 1 for one after the other."""
@@ -93,11 +110,12 @@ class Backend(Protocol):
 
     def polish(self, run: dict, method: str) -> dict:
         """The Boolean polish (:func:`banmf.polish`) of the record's factors; returns its
-        new ``"H"``, ``"error"``, ``"polish_rounds"`` (and ``"W"``)."""
+        new ``"H"``, ``"error"``, ``"polish_rounds"`` (and ``"W"``). ``method`` is "flip"
+        unless the backend has :attr:`whole_columns`."""
 
     def swaps(self, run: dict, method: str, most: int) -> Iterator[dict]:
         """The factor swaps (:func:`banmf.swap_factors`), each followed by the polish
-        ``method``, at most ``most``; yields after each the record's new ``"H"``,
+        ``method`` (as in :meth:`polish`), at most ``most``; yields after each the record's new ``"H"``,
         ``"error"``, ``"swap"`` ``(factor, column)`` (and ``"W"``)."""
 
     def attempt(self, work: Callable[[], Any]) -> Any:

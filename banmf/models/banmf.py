@@ -16,7 +16,7 @@ from .._signals import Interruptions
 from .._threads import current_threads
 from .._validation import check_dtype, check_random_state
 from ..booleanize import boolean_product, threshold_factors
-from ..engine import Driver, Outcome
+from ..engine import Driver, Outcome, auto_n_init, start_cost
 from ..exceptions import InputError, InvalidParameterError
 from ..polish import (
     column_factors,
@@ -31,10 +31,6 @@ from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, store_params
 from ._mu import MUSolver, lambda_schedule, solver_bytes
 from ._nndsvd import nndsvda
 
-#: ``n_init="auto"``: (largest whole cost of a start, starts) tiers: 10 starts while a start
-#: costs well under a second, 5 up to a few seconds, else 1. See :func:`start_cost`.
-AUTO_N_INIT = ((10**9, 10), (10**10, 5))
-
 #: ``tol="auto"``: stop a start once its objective moves by less than this (relative to the
 #: first value) over ``check_every`` iterations. Measured with the default pipeline, seeds 0-2
 #: (median relative error, time against tol=None): Zoo 101×14 k=5 0.148 vs 0.146 (0.4×), k=10
@@ -42,29 +38,12 @@ AUTO_N_INIT = ((10**9, 10), (10**10, 5))
 #: was cheaper (0.3-0.6×) but raised k=10's errors (Zoo 0.047, votes 0.077).
 AUTO_TOL = 1e-4
 
-# Costs of a start in multiply-adds, for n_init="auto": an iteration's fixed Python cost (about
-# 50 µs, as much as 5·10⁴ multiply-adds here), and the threshold search, per-factor thresholds
-# and polish after the iterations (together about 200 iterations' worth: 10 ms on Zoo,
-# 0.2 s on LUCAP0 k=10, measured).
-_ITERATION_OVERHEAD = 50_000
-_REFINEMENT_ITERATIONS = 200
-
-
 #: Starts run side by side only when one costs at least this (:func:`start_cost`): below it a
 #: start is mostly Python, which holds the GIL, and threads only add contention. Measured with
 #: n_init=10 on 2 threads against 1 (small problems running 10 iterations a kernel call): 1.14×
 #: on Zoo k=5 (7.5·10⁷), 1.69× on votes k=5 (10⁸), 1.9× on LUCAP0 k=10 (5.6·10⁹); before the
 #: iterations were grouped, Zoo measured 0.84×.
 PARALLEL_STARTS_MIN_COST = 5e7
-
-
-def start_cost(n: int, m: int, nnz: int, k: int, max_iter: int) -> int:
-    """Estimated work of one start, in multiply-adds: ``max_iter`` iterations of
-    ``3·nnz·k + (n+m)·k²`` plus a fixed cost each, and the refinements after them. It decides
-    ``n_init="auto"``; it depends on the problem only, so the number of starts never depends on
-    the machine or the threads."""
-    per_iteration = 3 * nnz * k + (n + m) * k * k + _ITERATION_OVERHEAD
-    return per_iteration * (max_iter + _REFINEMENT_ITERATIONS)
 
 
 #: The paper's configuration of :class:`BANMF` (Algorithms 1-3 as published): one random start
@@ -83,12 +62,6 @@ PAPER_CONFIG = MappingProxyType(
 
 #: The starts ``extra_starts`` may name.
 EXTRA_STARTS = ("nmf", "grecond", "columns")
-
-
-def _tier(cost: float) -> int:
-    """The number of starts of ``n_init="auto"`` for a start of this cost (:data:`AUTO_N_INIT`)."""
-    tiers = [starts for limit, starts in AUTO_N_INIT if cost <= limit]
-    return tiers[0] if tiers else 1
 
 
 __all__ = ["BANMF", "PAPER_CONFIG", "relative_error", "start_cost"]
@@ -352,16 +325,16 @@ class BANMF(BaseFactorization):
         p["polish"] = self._polish_method(k)
         p["swap"] = bool(self.swap)
         p["extra_starts"] = tuple(self.extra_starts)
-        # "auto" is decided when the first start has run (:meth:`_auto_n_init`); until then up
-        # to the tier of its least possible cost may start (side by side, speculatively), so
-        # that a start that must be the only one never shares the threads with one that will
-        # be dropped.
+        # "auto" is decided when the first start has run (:func:`banmf.engine.auto_n_init`);
+        # until then up to the tier of its least possible cost may start (side by side,
+        # speculatively), so that a start that must be the only one never shares the threads
+        # with one that will be dropped.
         p["auto_n_init"] = self.n_init == "auto" and self.init == "random"
         p["shape"], p["nnz"], p["k"] = shape, nnz, k
         if self.n_init == "auto":
             # The tolerance is first checked after 2·check_every iterations.
             least = p["max_iter"] if p["tol"] is None else min(p["max_iter"], 2 * p["check_every"])
-            p["n_init"] = _tier(start_cost(*shape, nnz, k, least)) if p["auto_n_init"] else 1
+            p["n_init"] = auto_n_init(p, least) if p["auto_n_init"] else 1
         else:
             p["n_init"] = int(self.n_init)
         if self.init == "custom" and p["n_init"] > 1:
@@ -477,7 +450,7 @@ class BANMF(BaseFactorization):
         self.init_errors_ = [run["error"] for run in runs]
         self.extra_start_errors_ = {name: run["error"] for name, run in outcome.extra.items()}
         self.n_starts_ = len(outcome.kept)
-        self.n_init_ = self._auto_n_init(p, runs[0]) if p["auto_n_init"] and runs else p["n_init"]
+        self.n_init_ = outcome.n_init
         self.loss_curve_ = best["losses"]
         self.H_continuous_ = best["H_continuous"]
         self.grid_thresholds_, self.thresholds_ = best["grid_thresholds"], best["thresholds"]
@@ -488,14 +461,6 @@ class BANMF(BaseFactorization):
         self.polish_rounds_, self.refinement_ = best["polish_rounds"], best["refinement"]
         self.swaps_ = best["swaps"]
         return best
-
-    @staticmethod
-    def _auto_n_init(p: dict, first: dict) -> int:
-        """``n_init="auto"``: the starts that the whole cost of the first start allows
-        (:func:`start_cost` at the iterations it took: ``tol="auto"`` often stops a start long
-        before ``max_iter``). Depends on the data and the seed only, never on the threads."""
-        n, m = p["shape"]
-        return _tier(start_cost(n, m, p["nnz"], p["k"], first["n_iter"]))
 
     def fit_transform(
         self, X, y=None, W=None, H=None, *, missing=None, observed=None
@@ -577,6 +542,8 @@ class _LocalStart:
 class _Local:
     """The one-machine backend of :mod:`banmf.engine.protocol`: X whole in this process (one
     block), the records holding W, random starts side by side on threads when they pay."""
+
+    whole_columns = True  # Xᵀ's rows are X's columns whole: the exact polish, GreConD
 
     def __init__(self, model: BANMF, data, p: dict, rng, W=None, H=None):
         self.model, self.data, self.p = model, data, p
