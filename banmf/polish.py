@@ -22,6 +22,7 @@ else in the row's pattern covers, from subset-sum tables of the fixed factor's c
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -249,17 +250,12 @@ def polish_factors(
     data, Wb: np.ndarray, Hb: np.ndarray, method: str = "auto", max_rounds: int = 100
 ) -> _Polished:
     """:func:`polish` on a :class:`banmf.io.Dataset` and Boolean factors (trusted)."""
-    X, unknown = data.X, data.unknown
-    method = resolve_polish(method, X.shape, X.nnz, Wb.shape[1])
-    W, Ht = Wb.copy(), np.array(Hb.T, order="C")  # copies: the caller's factors stay as they are
-    history = [mismatches(X, W, Ht.T, unknown)]
-    rounds = 0
-    for rounds in range(1, max_rounds + 1):
-        changed = polish_rows(data, W, Ht, method) + polish_rows(data.T, Ht, W, method)
-        history.append(mismatches(X, W, Ht.T, unknown))
-        if changed == 0:
-            break
-    return _Polished(W, np.ascontiguousarray(Ht.T), history[-1], history, rounds, method)
+    method = resolve_polish(method, data.shape, data.nnz, Wb.shape[1])
+    rows = WholeRows(data, Wb.copy())  # copies: the caller's factors stay as they are
+    Ht = np.array(Hb.T, order="C")
+    history = [rows.error(Ht.T)]
+    rounds = polish_over(rows, Ht, method, max_rounds, history)
+    return _Polished(rows.W, np.ascontiguousarray(Ht.T), history[-1], history, rounds, method)
 
 
 def refine_thresholds(
@@ -341,46 +337,193 @@ def refine_thresholds(
 def refine_factor_thresholds(data, W, H, tw, th, max_sweeps: int = 100) -> _Thresholds:
     """:func:`refine_thresholds` on trusted inputs (``data`` a :class:`banmf.io.Dataset`);
     ``tw``, ``th`` (k,) are updated in place."""
-    X, unknown = data.X, data.unknown
+    rows = WholeRows(data, W > tw, W)
     Ht = np.ascontiguousarray(H.T)
-    Wb, Htb = W > tw, Ht > th
-    history = [mismatches(X, Wb, Htb.T, unknown)]
-    # Each factor's rows in decreasing order of value, sorted once for all sweeps (the order
-    # within ties is irrelevant: cuts fall only where the value drops).
-    w_order = [np.argsort(-W[:, l]).astype(np.int32) for l in range(W.shape[1])]
-    h_order = [np.argsort(-Ht[:, l]).astype(np.int32) for l in range(W.shape[1])]
-    for _ in range(max_sweeps):
-        changed = _threshold_side(data, W, Wb, Htb, tw, w_order) + _threshold_side(
-            data.T, Ht, Htb, Wb, th, h_order
-        )
-        history.append(mismatches(X, Wb, Htb.T, unknown))
-        if changed == 0:
-            break
-    return _Thresholds(Wb, np.ascontiguousarray(Htb.T), tw, th, history[-1], history)
+    history = [rows.error((Ht > th).T)]
+    Htb = thresholds_over(rows, Ht, tw, th, max_sweeps, history)
+    return _Thresholds(rows.W, np.ascontiguousarray(Htb.T), tw, th, history[-1], history)
 
 
-def _threshold_side(
-    data, C: np.ndarray, free: np.ndarray, fixed_bool: np.ndarray, t: np.ndarray, orders: list
+# -- the steps over W's rows, wherever they live -------------------------------------------
+#
+# The per-factor thresholds, the polish and the swaps, written once. W's rows are independent
+# given H, so each step asks its ``rows`` (all here: :class:`WholeRows`; in row blocks on
+# workers: banmf.distributed's) for per-row work and for sums over rows, and decides the rest
+# here. Integer counts throughout: where the rows live never changes a result.
+
+
+class Rows(Protocol):
+    """W's rows as the steps below see them, with the data's rows they belong to."""
+
+    def polish_rows(self, Ht: np.ndarray, method: str) -> int:
+        """The polish's row half-step against H (``Ht``, m × k): every row of W its best
+        pattern ("exact") or its best single-bit flips ("flip"), in place; the moves made."""
+
+    def exact_columns(self, Ht: np.ndarray) -> int:
+        """The exact column half-step: every row of ``Ht`` its best pattern against W, in
+        place; the columns changed. Only where the data's columns are whole (the exact
+        polish is refused elsewhere)."""
+
+    def column_changes(self, A: np.ndarray, columns: np.ndarray, only: int = -1) -> np.ndarray:
+        """Summed over W's rows: per column in ``columns`` (rows of H packed as ``A``) and
+        factor l (``only``: that one), the change in error from switching bit l."""
+
+    def fix(self, Htb: np.ndarray) -> None:
+        """The Boolean H (``Htb``, m × k) that :meth:`factor_changes` holds fixed."""
+
+    def factor_changes(self, l: int) -> tuple[np.ndarray, np.ndarray]:
+        """W's values in column l (all rows, in order) and each row's change in error from
+        having bit l on, against the fixed H."""
+
+    def set_threshold(self, l: int, t: float) -> None:
+        """Factor l of W is its values above ``t``."""
+
+    def swap_costs(self, Ht: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`factor_costs` of W against H, summed over the rows."""
+
+    def swap_in(self, Ht: np.ndarray, l: int, j: int) -> None:
+        """Factor l of W becomes the rows whose one in column j no other factor covers."""
+
+    def error(self, H: np.ndarray) -> int:
+        """The Hamming error of W ⊗ H on the observed cells."""
+
+    def stopped(self) -> bool:
+        """Whether a Ctrl-C asks the step under way to end at its next safe point."""
+
+
+class WholeRows:
+    """:class:`Rows` with W and the data whole in this process (``scaled``: W's values, for
+    the thresholds)."""
+
+    def __init__(self, data, W: np.ndarray, scaled: np.ndarray | None = None):
+        self.data, self.W, self.scaled = data, W, scaled
+        self._against_w = None  # W as the fixed side of the column changes, until W moves
+        self._against_h = None
+
+    def polish_rows(self, Ht, method):
+        self._against_w = None
+        return polish_rows(self.data, self.W, Ht, method)
+
+    def exact_columns(self, Ht):
+        return _exact_rows(self.data.T, Ht, self.W)
+
+    def column_changes(self, A, columns, only=-1):
+        if self._against_w is None:
+            self._against_w = _Fixed(self.W, self.data.shape[1])
+        return _bit_changes(self.data.T, A, self._against_w, columns, only)
+
+    def fix(self, Htb):
+        self._against_h = _Fixed(Htb, self.W.shape[0])
+
+    def factor_changes(self, l):
+        rows = np.arange(self.W.shape[0])
+        d = _bit_changes(self.data, pack_rows(self.W), self._against_h, rows, l)[:, 0]
+        return self.scaled[:, l], d
+
+    def set_threshold(self, l, t):
+        self.W[:, l] = self.scaled[:, l] > t
+        self._against_w = None
+
+    def swap_costs(self, Ht):
+        return factor_costs(self.data, self.W, Ht)
+
+    def swap_in(self, Ht, l, j):
+        rows = swap_rows(self.data.T.X, self.W, Ht, l, j)
+        self.W[:, l] = False
+        self.W[rows, l] = True
+        self._against_w = None
+
+    def error(self, H):
+        return mismatches(self.data.X, self.W, H, self.data.unknown)
+
+    def stopped(self):
+        return False
+
+
+def polish_over(
+    rows: Rows, Ht: np.ndarray, method: str, max_rounds: int = 100, history: list | None = None
 ) -> int:
-    """One sweep over the columns l of ``free = C > t`` (rows against ``fixed_bool``); returns
-    how many thresholds moved. Error as a function of the cut is a prefix sum of the rows'
-    bit-l changes taken in decreasing order of ``C[:, l]`` (``orders[l]``)."""
-    fixed = _Fixed(fixed_bool, C.shape[0])
-    A = pack_rows(free)
-    rows = np.arange(C.shape[0])
-    moved = 0
-    for l in range(C.shape[1]):
-        order = orders[l]
-        better = best_cut(C[order, l], _bit_changes(data, A, fixed, rows, l)[order, 0], t[l])
-        if better is not None:
-            t[l] = better
-            free[:, l] = C[:, l] > t[l]
-            word, bit = l >> 6, np.uint64(l & 63)
-            A[:, word] = (A[:, word] & ~(np.uint64(1) << bit)) | (
-                free[:, l].astype(np.uint64) << bit
-            )
-            moved += 1
-    return moved
+    """The Boolean polish (:func:`polish`) of W (``rows``) and H (``Ht``, m × k, in place):
+    rounds of the row half-step and the column half-step until a round changes nothing, at
+    most ``max_rounds`` (and after the round under way on Ctrl-C). Appends each round's error
+    to ``history``; returns the rounds run."""
+    rounds = 0
+    for rounds in range(1, max_rounds + 1):
+        changed = rows.polish_rows(Ht, method)
+        if method == "exact":
+            changed += rows.exact_columns(Ht)
+        else:
+            changed += flip_rows(Ht, rows.column_changes)
+        if history is not None:
+            history.append(rows.error(Ht.T))
+        if changed == 0 or rows.stopped():
+            break
+    return rounds
+
+
+def thresholds_over(
+    rows: Rows,
+    Ht: np.ndarray,
+    tw: np.ndarray,
+    th: np.ndarray,
+    max_sweeps: int = 100,
+    history: list | None = None,
+) -> np.ndarray:
+    """Per-factor thresholds (:func:`refine_thresholds`) by cyclic coordinate descent: each
+    column l of W (``rows``, from their values) and each row of H (``Ht``, H's values m × k)
+    gets the exact best cut with all else fixed; sweeps until none moves, at most
+    ``max_sweeps`` (and after the sweep under way on Ctrl-C). ``tw``, ``th`` (k,) are updated
+    in place; each sweep's error is appended to ``history``. Returns the Boolean Hᵀ."""
+    m, k = Ht.shape
+    Htb = Ht > th
+    columns = np.arange(m)
+    # H's rows in decreasing order of value per factor, sorted once (the order within ties is
+    # irrelevant: cuts fall only where the value drops).
+    h_order = [np.argsort(-Ht[:, l]) for l in range(k)]
+    for _ in range(max_sweeps):
+        moved = 0
+        rows.fix(Htb)
+        for l in range(k):
+            vals, d = rows.factor_changes(l)
+            order = np.argsort(-vals)
+            better = best_cut(vals[order], d[order], tw[l])
+            if better is not None:
+                tw[l] = better
+                rows.set_threshold(l, float(better))
+                moved += 1
+        A = pack_rows(Htb)
+        for l in range(k):
+            d = rows.column_changes(A, columns, l)[:, 0]
+            better = best_cut(Ht[h_order[l], l], d[h_order[l]], th[l])
+            if better is not None:
+                th[l] = better
+                Htb[:, l] = Ht[:, l] > better
+                A = pack_rows(Htb)
+                moved += 1
+        if history is not None:
+            history.append(rows.error(Htb.T))
+        if moved == 0 or rows.stopped():
+            break
+    return Htb
+
+
+def swaps_over(rows: Rows, Ht: np.ndarray, method: str, most: int):
+    """The swaps of :func:`swap_factors` on W (``rows``) and H (``Ht``, in place): the best
+    swap (:func:`choose_swap`) and the polish after it, while that lowers the error, at most
+    ``most`` times (none more after a Ctrl-C). Yields ``(factor, column, error)`` after each."""
+    for _ in range(most):
+        if rows.stopped():
+            return
+        change, l, j = choose_swap(*rows.swap_costs(Ht))
+        if change >= 0:
+            return
+        rows.swap_in(Ht, l, j)
+        Ht[:, l] = False
+        Ht[j, l] = True
+        history = []
+        polish_over(rows, Ht, method, history=history)
+        # The polish never raises the error, so each swap lowers it strictly: this ends.
+        yield l, j, history[-1]
 
 
 def best_cut(vals: np.ndarray, d: np.ndarray, t: float) -> float | None:
@@ -443,26 +586,17 @@ class _Swap:
     column: int
 
 
-def best_swap(data, W: np.ndarray, Ht: np.ndarray) -> tuple[int, int, int, np.ndarray]:
-    """The swap that lowers the error most: ``(change, factor, column, rows)``.
+def choose_swap(removal: np.ndarray, cover: np.ndarray) -> tuple[int, int, int]:
+    """The swap that lowers the error most, ``(change, factor, column)``, from
+    :func:`factor_costs`' results (sums over rows, so row blocks' results added serve as well);
+    ``change >= 0`` means no swap helps.
 
     Removing factor l changes the error by the sum over its rows of the error with bit l off
     minus with it on (rows are independent given H); column j then gains, as a factor of its
-    own over the ``rows`` where its ones are left uncovered, exactly those ones. So the best
-    swap over every (l, j) costs one pass over the rows and one over the columns
-    (:func:`factor_costs`): O(nnz·k), not a trial fit per pair.
-    ``change >= 0`` means no swap helps. Trusted inputs: W (n, k) and Ht (m, k) bool. The new
-    factor covers ones only, so unknown cells (``unknown``) change the removal costs alone.
-    """
-    change, l, j = choose_swap(*factor_costs(data, W, Ht))
-    if change >= 0:
-        return change, l, j, np.empty(0, dtype=np.intp)
-    return change, l, j, swap_rows(data.T.X, W, Ht, l, j)
-
-
-def choose_swap(removal: np.ndarray, cover: np.ndarray) -> tuple[int, int, int]:
-    """The best swap ``(change, factor, column)`` from :func:`factor_costs`' results (sums
-    over rows, so row blocks' results added serve as well)."""
+    own over the rows where its ones are left uncovered, exactly those ones. So the best swap
+    over every (l, j) costs one pass over the rows and one over the columns: O(nnz·k), not a
+    trial fit per pair. The new factor covers ones only, so unknown cells change the removal
+    costs alone."""
     k = len(removal)
     # gain[j, l]: the ones of column j that nothing covers once factor l is gone.
     gain = cover[:, :k] + cover[:, k:]
@@ -487,19 +621,11 @@ def swap_steps(data, Wb: np.ndarray, Hb: np.ndarray, method: str, max_swaps: int
     keeps the last). Trusted inputs (``data`` a :class:`banmf.io.Dataset`); the caller's
     factors are not changed."""
     method = resolve_polish(method, data.shape, data.nnz, Wb.shape[1])
-    W, Ht = Wb.copy(), np.array(Hb.T, order="C")
-    for _ in range(max_swaps):
-        change, l, j, rows = best_swap(data, W, Ht)
-        if change >= 0:
-            return
-        W[:, l] = False
-        W[rows, l] = True
-        Ht[:, l] = False
-        Ht[j, l] = True
-        pol = polish_factors(data, W, Ht.T, method)
-        W, Ht = pol.W, np.array(pol.H.T, order="C")
-        # The polish never raises the error, so each swap lowers it strictly: this ends.
-        yield _Swap(W, pol.H, pol.error, l, j)
+    rows = WholeRows(data, Wb.copy())
+    Ht = np.array(Hb.T, order="C")
+    for l, j, error in swaps_over(rows, Ht, method, max_swaps):
+        # Copies: the caller keeps each step's factors while the next one changes these.
+        yield _Swap(rows.W.copy(), np.ascontiguousarray(Ht.T), error, l, j)
 
 
 def swap_factors(

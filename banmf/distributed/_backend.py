@@ -14,11 +14,10 @@ import warnings
 
 import numpy as np
 
-from .._boolean import pack_rows
 from .._signals import Interruptions
 from ..booleanize import balance_scales, grid_points, grid_ranks, search_grid
 from ..models import h_step, objective_value
-from ..polish import best_cut, choose_swap, flip_rows, top_columns
+from ..polish import polish_over, swaps_over, thresholds_over, top_columns
 from . import _worker
 from ._session import Session, WorkerLost
 
@@ -303,84 +302,33 @@ class DaskBackend:
         return int(self.p["nnz_ones"] + cover - 2 * hits)
 
     def refine_thresholds(self, run: dict) -> dict:
-        """Per-factor thresholds over the blocks (:func:`banmf.refine_thresholds`), exactly
-        as on one machine: for a column of W, each block sends its rows' values and bit
-        changes (16 bytes a row) and the cut is chosen here; for a row of H, the bit changes
-        are summed over the blocks. Sweeps until no threshold moves (Ctrl-C: after the
-        sweep under way)."""
-        session, i = self.session, run["start"]
+        """Per-factor thresholds over the blocks (:func:`banmf.polish.thresholds_over`): for a
+        column of W, each block sends its rows' values and bit changes (16 bytes a row) and
+        the cut is chosen here; for a row of H, the bit changes are summed over the blocks."""
         tw, th = (t.copy() for t in run["thresholds"])
-        Ht = np.ascontiguousarray(run["H_continuous"].T)
-        Htb = Ht > th
-        m, k = Ht.shape
-        columns = np.arange(m)
-        h_order = [np.argsort(-Ht[:, l]) for l in range(k)]
-        error = run["error"]
-        for _ in range(100):
-            moved = 0
-            for l in range(k):
-                parts = session.each(_worker.row_changes, i, Htb, l)
-                vals = np.concatenate([q[0] for q in parts])
-                d = np.concatenate([q[1] for q in parts])
-                order = np.argsort(-vals)
-                better = best_cut(vals[order], d[order], tw[l])
-                if better is not None:
-                    tw[l] = better
-                    session.each(_worker.set_threshold, i, l, float(better))
-                    moved += 1
-            A = pack_rows(Htb)
-            for l in range(k):
-                d = session.sum(_worker.column_changes, i, A, columns, l)[:, 0]
-                better = best_cut(Ht[h_order[l], l], d[h_order[l]], th[l])
-                if better is not None:
-                    th[l] = better
-                    Htb[:, l] = Ht[:, l] > better
-                    A = pack_rows(Htb)
-                    moved += 1
-            error = self._error(i, Htb.T)
-            if moved == 0 or session.interrupts.count:
-                break
-        return {"H": np.ascontiguousarray(Htb.T), "error": error, "thresholds": (tw, th)}
+        history = [run["error"]]
+        Htb = thresholds_over(
+            _BlockRows(self, run["start"]),
+            np.ascontiguousarray(run["H_continuous"].T),
+            tw,
+            th,
+            history=history,
+        )
+        return {"H": np.ascontiguousarray(Htb.T), "error": history[-1], "thresholds": (tw, th)}
 
     def polish(self, run: dict, method: str) -> dict:
-        """The polish with single-bit flips (``method``: the driver asks for nothing else
-        here, the exact polish needing whole columns)."""
+        """The polish over the blocks (:func:`banmf.polish.polish_over`; the driver asks for
+        flips here, the exact polish needing whole columns)."""
         Ht = np.array(run["H"].T, order="C")
-        error, rounds = self._polish_rounds(run["start"], Ht)
-        return {"H": np.ascontiguousarray(Ht.T), "error": error, "polish_rounds": rounds}
-
-    def _polish_rounds(self, i, Ht: np.ndarray) -> tuple[int, int]:
-        """The Boolean polish over the blocks (:func:`banmf.polish.polish_factors`, "flip"):
-        every row of W against H on its own block, then every column of H (``Ht``, in place)
-        against W with its bit changes summed over the blocks; rounds until nothing moves
-        (Ctrl-C: after the round under way). Returns ``(error, rounds)``."""
-        session = self.session
-        for rounds in range(1, 101):
-            changed = sum(session.each(_worker.polish_rows_of, i, Ht))
-            changed += flip_rows(
-                Ht, lambda A, columns: session.sum(_worker.column_changes, i, A, columns)
-            )
-            error = self._error(i, Ht.T)
-            if changed == 0 or session.interrupts.count:
-                break
-        return error, rounds
+        history = [run["error"]]
+        rounds = polish_over(_BlockRows(self, run["start"]), Ht, method, history=history)
+        return {"H": np.ascontiguousarray(Ht.T), "error": history[-1], "polish_rounds": rounds}
 
     def swaps(self, run: dict, method: str, most: int):
-        """The swaps of :func:`banmf.swap_factors`: each factor's cost and each column's gain
-        summed over the blocks, the new factor's rows found on their blocks, then the polish
-        (flips) again (Ctrl-C: after the swap under way)."""
-        session, i = self.session, run["start"]
+        """The swaps over the blocks (:func:`banmf.polish.swaps_over`): each factor's cost and
+        each column's gain summed over the blocks, the new factor's rows found on theirs."""
         Ht = np.array(run["H"].T, order="C")
-        for _ in range(most):
-            if session.interrupts.count:
-                return
-            change, l, j = choose_swap(*session.sum(_worker.swap_costs, i, Ht))
-            if change >= 0:
-                return
-            session.each(_worker.swap_in, i, Ht, l, j)
-            Ht[:, l] = False
-            Ht[j, l] = True
-            error, _ = self._polish_rounds(i, Ht)
+        for l, j, error in swaps_over(_BlockRows(self, run["start"]), Ht, method, most):
             yield {"H": np.ascontiguousarray(Ht.T), "error": error, "swap": (l, j)}
 
     def attempt(self, work):
@@ -428,3 +376,43 @@ class DaskBackend:
             return np.concatenate([q[0] for q in parts]), np.concatenate([q[1] for q in parts])
 
         return self.attempt(gather)
+
+
+class _BlockRows:
+    """:class:`banmf.polish.Rows` with the kept start's rows of W in the row blocks on the
+    workers: per-row work on each block, sums over the blocks here."""
+
+    def __init__(self, backend: DaskBackend, start):
+        self.backend, self.session, self.start = backend, backend.session, start
+        self.Htb = None
+
+    def polish_rows(self, Ht, method):
+        return sum(self.session.each(_worker.polish_rows_of, self.start, Ht, method))
+
+    def exact_columns(self, Ht):
+        raise AssertionError("the exact polish needs whole columns: the driver refuses it here")
+
+    def column_changes(self, A, columns, only=-1):
+        return self.session.sum(_worker.column_changes, self.start, A, columns, only)
+
+    def fix(self, Htb):
+        self.Htb = Htb.copy()  # sent with every factor's request: H as it was fixed
+
+    def factor_changes(self, l):
+        parts = self.session.each(_worker.row_changes, self.start, self.Htb, l)
+        return np.concatenate([q[0] for q in parts]), np.concatenate([q[1] for q in parts])
+
+    def set_threshold(self, l, t):
+        self.session.each(_worker.set_threshold, self.start, l, t)
+
+    def swap_costs(self, Ht):
+        return self.session.sum(_worker.swap_costs, self.start, Ht)
+
+    def swap_in(self, Ht, l, j):
+        self.session.each(_worker.swap_in, self.start, Ht, l, j)
+
+    def error(self, H):
+        return self.backend._error(self.start, H)
+
+    def stopped(self):
+        return bool(self.session.interrupts.count)

@@ -441,12 +441,12 @@ def keep_only(fit: str, b: int, starts: list) -> None:
         block.kept = {i: v for i, v in block.kept.items() if i in starts}
 
 
-def polish_rows_of(fit: str, b: int, start, Ht: np.ndarray) -> int:
+def polish_rows_of(fit: str, b: int, start, Ht: np.ndarray, method: str) -> int:
     """The polish's row half-step on the block's rows of the kept start (in place): each
-    row's best single-bit flips against H (:func:`banmf.polish.polish_rows`, "flip");
-    returns the flips made."""
+    row's best pattern or single-bit flips against H (:func:`banmf.polish.polish_rows`);
+    returns the moves made."""
     with _use(fit, b) as block:
-        return polish_rows(block.data, block.kept[start][1], Ht, "flip")
+        return polish_rows(block.data, block.kept[start][1], Ht, method)
 
 
 def column_changes(
