@@ -144,7 +144,7 @@ def test_extra_starts_are_checked(bad):
 @pytest.mark.parametrize("k", [1, 3, 7])
 def test_nndsvda_equals_the_dense_reference(k):
     """Matrices with well separated singular values (planted blocks of different sizes)."""
-    from banmf.models._nndsvd import nndsvda
+    from banmf.engine.nndsvd import nndsvda
 
     rng = np.random.default_rng(k)
     X = np.zeros((40, 30), dtype=int)
@@ -157,7 +157,7 @@ def test_nndsvda_equals_the_dense_reference(k):
 
 
 def test_nndsvda_falls_back_where_no_svd_exists():
-    from banmf.models._nndsvd import nndsvda
+    from banmf.engine.nndsvd import nndsvda
 
     assert nndsvda(check_binary_matrix(np.zeros((5, 4), dtype=int)), 2) is None
     assert nndsvda(check_binary_matrix(np.ones((1, 4), dtype=int)), 2) is None

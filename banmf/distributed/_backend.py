@@ -16,6 +16,7 @@ import numpy as np
 
 from .._signals import Interruptions
 from ..booleanize import balance_scales, grid_points, grid_ranks, search_grid
+from ..engine.nndsvd import nonnegative_part
 from ..models import h_step, objective_value
 from ..polish import polish_over, swaps_over, thresholds_over, top_columns
 from . import _worker
@@ -213,7 +214,7 @@ class DaskBackend:
         return spec
 
     def _nndsvd(self) -> np.ndarray | None:
-        """:func:`banmf.models._nndsvd.nndsvda` over the blocks: returns Hᵀ (m, k) and keeps
+        """:func:`banmf.engine.nndsvd.nndsvda` over the blocks: returns Hᵀ (m, k) and keeps
         each block's rows of W on it (as "nmf"); None when the SVD cannot be computed.
 
         The truncated SVD is scipy's ``svds`` (ARPACK) step by step: the Lanczos iterations
@@ -265,17 +266,9 @@ class DaskBackend:
         Ht = np.zeros((m, k))
         picks: list = [None] * k
         for l, j in enumerate(np.argsort(-S, kind="stable")):
-            y = Vt[j]
-            yp, yn = np.maximum(y, 0), np.maximum(-y, 0)
-            na_p, na_n = np.sqrt(squares[0, j]), np.sqrt(squares[1, j])
-            nb_p, nb_n = np.linalg.norm(yp), np.linalg.norm(yn)
-            positive, negative = na_p * nb_p, na_n * nb_n
-            if positive >= negative:
-                side, b, na, nb, sigma = True, yp, na_p, nb_p, positive
-            else:
-                side, b, na, nb, sigma = False, yn, na_n, nb_n, negative
-            if sigma > 0:
-                scale = np.sqrt(max(S[j], 0.0) * sigma)
+            part = nonnegative_part(np.sqrt(squares[0, j]), np.sqrt(squares[1, j]), Vt[j], S[j])
+            if part is not None:
+                side, b, na, nb, scale = part
                 Ht[:, l] = scale * b / nb
                 picks[l] = (int(j), side, scale / na)
         top = max(session.each(_worker.nndsvd_rows, k, picks))

@@ -291,7 +291,7 @@ class BlockServer:
         }
 
 
-# -- the NNDSVD start (banmf.models._nndsvd, over row blocks) -------------------------------
+# -- the NNDSVD start (banmf.engine.nndsvd, over row blocks) -------------------------------
 
 
 def gram_apply(fit: str, b: int, V: np.ndarray) -> np.ndarray:

@@ -17,6 +17,7 @@ from .._threads import current_threads
 from .._validation import check_dtype, check_random_state
 from ..booleanize import boolean_product, threshold_factors
 from ..engine import Driver, Outcome, auto_n_init, start_cost
+from ..engine.nndsvd import nndsvda
 from ..exceptions import InputError, InvalidParameterError
 from ..polish import (
     column_factors,
@@ -29,7 +30,6 @@ from ..polish import (
 from ..result import relative_error
 from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, store_params
 from ._mu import MUSolver, lambda_schedule, solver_bytes
-from ._nndsvd import nndsvda
 
 #: ``tol="auto"``: stop a start once its objective moves by less than this (relative to the
 #: first value) over ``check_every`` iterations. Measured with the default pipeline, seeds 0-2
