@@ -9,7 +9,7 @@ from typing import ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from .._boolean import Unknown, cell_keys, mismatches, with_cells
+from .._boolean import cell_keys, mismatches, with_cells
 from .._kernels.message_passing import mp_column_marginals, mp_decoded_errors, mp_sweep
 from .._memory import check_memory
 from .._params import NONE, Interval
@@ -220,8 +220,7 @@ class MessagePassing(BaseFactorization):
         X, unknown = data.X, data.unknown
         polish = self._polish_method(k)
         n, m = X.shape
-        count = n * m if unknown is None else unknown.observed_count(X.nnz)
-        self._check_budget(X.shape, count, k, unknown)
+        self._check_budget(data, k)
         rng = check_random_state(self.random_state)
         progress = StartProgress(1, 1, self.max_iter)
         progress.setup("factor graph")
@@ -254,10 +253,10 @@ class MessagePassing(BaseFactorization):
         progress.done(self.reconstruction_err_)
         return self
 
-    def _check_budget(self, shape, count: int, k: int, unknown: Unknown | None) -> None:
+    def _check_budget(self, data, k: int) -> None:
         """Refuse, before allocating anything, a fit whose messages would not fit in memory or
         whose work exceeds ``work_budget``: with every cell observed, n·m cells."""
-        n, m = shape
+        (n, m), count, unknown = data.shape, data.n_observed, data.unknown
         nbytes = count * (16 * k + BYTES_PER_CELL) + 48 * (n + m) * k
         if unknown is None:
             what = f"message passing on every cell of this {n}×{m} X"

@@ -186,7 +186,7 @@ class OrMachine(BaseFactorization):
                 "take burn_in < max_iter (e.g. half of it)"
             )
         n, m = X.shape
-        self._check_work(X, unknown, k)
+        self._check_work(data, k)
         rng = check_random_state(self.random_state)
         rows, cols = _Side(data), _Side(data.T)
         n_obs = n * m if unknown is None else unknown.observed_count(X.nnz)
@@ -197,8 +197,7 @@ class OrMachine(BaseFactorization):
                 progress = StartProgress(c + 1, self.n_init, self.max_iter)
                 yield functools.partial(
                     self._chain,
-                    X,
-                    unknown,
+                    data,
                     rows,
                     cols,
                     k,
@@ -244,11 +243,12 @@ class OrMachine(BaseFactorization):
         return self
 
     def _chain(
-        self, X, unknown, rows, cols, k, n_obs, burn_in, rng, progress, interrupts: Interruptions
+        self, data, rows, cols, k, n_obs, burn_in, rng, progress, interrupts: Interruptions
     ) -> _Chain:
         """Run one chain: ``max_iter`` sweeps from a fresh start, the samples after
         ``burn_in`` averaged, and the error of its posterior means rounded. The first Ctrl-C of the fit (``interrupts``), or a cancel, ends
         it with the samples so far."""
+        X = data.X
         n, m = X.shape
         kw = words(k)
         Z = np.zeros((n, kw), dtype=np.uint64)
@@ -294,7 +294,7 @@ class OrMachine(BaseFactorization):
         out.W, out.H, out.samples = z_sum / z_samples, (u_sum / u_samples).T, u_samples
         kept = out.lambdas[burn_in:]
         out.lam = float(np.mean(kept)) if kept else float(lam)
-        out.error = mismatches(X, out.W > 0.5, out.H > 0.5, unknown)
+        out.error = mismatches(X, out.W > 0.5, out.H > 0.5, data.unknown)
         return out
 
     @staticmethod
@@ -361,12 +361,13 @@ class OrMachine(BaseFactorization):
         p = min(p, _P_MAX)
         return math.log(p / (1.0 - p))
 
-    def _check_work(self, X, unknown, k: int) -> None:
+    def _check_work(self, data, k: int) -> None:
         """Refuse up front a fit estimated over ``work_budget``. Per sweep and side: each
         listed cell tallied once, then each code a row touches (all distinct codes of the other
         factor when zeros are implicit, at most ``min(2^k, columns)``) visited about twice (a
         rescoring after a change, and the errors), k/64 words each. Measured on planted
         8000×8000 (3·10⁷ ones, k = 5): 28 s on a busy 2-core machine for an estimate of 65 s."""
+        X, unknown = data.X, data.unknown
         n, m = X.shape
         cells = 0 if unknown is None else unknown.cells.nnz
         implicit = unknown is None or not unknown.observed
