@@ -17,7 +17,6 @@ from ._boolean import (
     Packed,
     cover_count,
     hits_and_cover,
-    mismatches,
     product_at,
     product_mask,
     words,
@@ -88,9 +87,9 @@ def boolean_error(X, W, H, *, missing=None, observed=None) -> int:
     2
     """
     data = as_dataset(X, missing, observed)
-    X, unknown = data.X, data.unknown
+    X = data.X
     Wb, Hb = check_boolean_factors(W, H, X.shape)
-    return mismatches(X, Wb, Hb, unknown)
+    return data.error(Wb, Hb)
 
 
 def boolean_product(W, H) -> sp.csr_array:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
 import scipy.sparse as sp
 
 from ._boolean import (
@@ -20,6 +21,7 @@ from ._boolean import (
     in_sorted,
     mask_difference,
     mask_union,
+    mismatches,
     support_mask_from_keys,
 )
 from ._validation import check_binary_matrix, frame_labels, frame_na, is_dataframe
@@ -232,6 +234,11 @@ class Dataset:
             self.name,
             self.meta,
         )
+
+    def error(self, W: np.ndarray, H: np.ndarray) -> int:
+        """The Hamming error of Boolean factors W (n, k) and H (k, m) on the observed cells,
+        counted on the support (trusted factors: bool, of this data's shape)."""
+        return mismatches(self.X, W, H, self.unknown)
 
     def rows(self, start: int, stop: int) -> Dataset:
         """Rows ``start`` to ``stop`` (a row block) with their unknown cells, as a view of the

@@ -29,7 +29,6 @@ import numpy as np
 from ._boolean import (
     csr_from_parts,
     decode_codes,
-    mismatches,
     pack_rows,
     row_codes,
 )
@@ -434,7 +433,7 @@ class WholeRows:
         self._against_w = None
 
     def error(self, H):
-        return mismatches(self.data.X, self.W, H, self.data.unknown)
+        return self.data.error(self.W, H)
 
     def stopped(self):
         return False
@@ -680,8 +679,7 @@ def swap_factors(
     (0, [(0, 2)])
     """
     data = as_dataset(X, missing, observed)
-    X, unknown = data.X, data.unknown
-    Wb, Hb = check_boolean_factors(W, H, X.shape)
+    Wb, Hb = check_boolean_factors(W, H, data.shape)
     if method not in POLISH_METHODS:
         raise InvalidParameterError(f"method must be one of {POLISH_METHODS}, got {method!r}")
     if method == "exact" and Wb.shape[1] > EXACT_MAX_K:
@@ -690,7 +688,7 @@ def swap_factors(
             f"{EXACT_MAX_K}; use method='flip'"
         )
     limit = np.iinfo(np.int64).max if max_swaps is None else _check_rounds(max_swaps, "max_swaps")
-    history, swaps = [mismatches(X, Wb, Hb, unknown)], []
+    history, swaps = [data.error(Wb, Hb)], []
     W, H = Wb, Hb
     if Wb.shape[1]:
         for step in swap_steps(data, Wb, Hb, method, limit):

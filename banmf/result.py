@@ -17,7 +17,6 @@ from ._boolean import (
     hits_and_cover,
     in_sorted,
     mask_union,
-    mismatches,
     product_at,
     product_mask,
     support_mask_from_keys,
@@ -213,7 +212,7 @@ class Factorization:
         unknown cells); ``error`` is computed unless given (by a caller that knows it)."""
         data = as_dataset(X, fields.pop("missing", None), fields.pop("observed", None))
         W, H = check_boolean_factors(W, H, data.shape)
-        error = mismatches(data.X, W, H, data.unknown) if error is None else int(error)
+        error = data.error(W, H) if error is None else int(error)
         return cls(
             W=W,
             H=H,

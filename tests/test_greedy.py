@@ -26,6 +26,7 @@ from banmf._kernels.cover import (
 )
 from banmf._threads import cancel_with
 from banmf._validation import check_binary_matrix
+from banmf.io import Dataset
 from banmf.models import asso as asso_module
 from banmf.models import grecond as grecond_module
 from banmf.models.asso import TAU_GRID, _Association, _Greedy, _Patterns
@@ -504,7 +505,7 @@ def test_ctrl_c_in_grecond_keeps_the_factors_so_far(k, planted, monkeypatch):
 )
 def test_a_second_ctrl_c_while_finishing_aborts(make, module, planted, monkeypatch):
     interrupt_call(monkeypatch, module, "cover_concept", 2)
-    interrupt_call(monkeypatch, module, "mismatches", 1)
+    interrupt_call(monkeypatch, Dataset, "error", 1)  # the error of the factors found
     model = make()
     with pytest.raises(KeyboardInterrupt):
         model.fit(planted)

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import banmf
 from banmf import OrMachine, make_boolean
 from banmf._kernels.ormachine import accumulate_codes, all_row_scores, gibbs_rows
+from banmf.io import Dataset
 from banmf.models import ormachine as module
 
 FORMS = ["all", "missing", "observed"]
@@ -288,7 +289,7 @@ def test_the_work_estimate_counts_every_chain_and_large_k():
 
 def test_ctrl_c_between_chains_keeps_the_finished_ones_and_a_second_aborts(monkeypatch, planted):
     X = planted[0]
-    real = module.mismatches
+    real = Dataset.error
     calls = []
 
     def second_raises(*args):  # the error of chain 2, after its sweeps
@@ -297,7 +298,7 @@ def test_ctrl_c_between_chains_keeps_the_finished_ones_and_a_second_aborts(monke
             raise KeyboardInterrupt
         return real(*args)
 
-    monkeypatch.setattr(module, "mismatches", second_raises)
+    monkeypatch.setattr(Dataset, "error", second_raises)
     est = OrMachine(4, max_iter=20, n_init=3, random_state=0)
     with pytest.raises(KeyboardInterrupt):
         est.fit(X)
@@ -306,12 +307,12 @@ def test_ctrl_c_between_chains_keeps_the_finished_ones_and_a_second_aborts(monke
     np.testing.assert_array_equal(est.W_, alone.W_)
     # A first Ctrl-C in chain 1's sweeps, a second in its error: no result.
     calls.clear()
-    monkeypatch.setattr(module, "mismatches", second_raises)
+    monkeypatch.setattr(Dataset, "error", second_raises)
     sweep = module._Side.sweep
 
     def interrupted_sweep(self, *args):
         if not calls:
-            calls.append(1)  # so that the next call to mismatches is the second
+            calls.append(1)  # so that the next error counted is the second
             raise KeyboardInterrupt
         return sweep(self, *args)
 

@@ -8,7 +8,7 @@ from typing import ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from .._boolean import mismatches, transpose_mask, with_cells
+from .._boolean import transpose_mask, with_cells
 from .._kernels.cover import (
     asso_scores,
     asso_scores_rowwise,
@@ -191,7 +191,7 @@ class ASSO(BaseFactorization):
             W, H, used = greedy.W, greedy.H, greedy.n_used
             W[:, used:] = False
             H[used:] = False
-            err = mismatches(X, W, H, unknown)
+            err = data.error(W, H)
             if greedy.tau is not None:
                 self.tau_errors_[greedy.tau] = err
             if best is None or err < best[0]:

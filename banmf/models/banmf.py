@@ -10,7 +10,6 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._boolean import mismatches
 from .._params import BOOLEAN, CALLABLE, FLOAT_DTYPE, NONE, Interval, Options, subset_of
 from .._signals import Interruptions
 from .._threads import current_threads
@@ -599,7 +598,7 @@ class _Local:
             W, H = model.W_, model.components_
         else:
             W, H = column_factors(self.data.T.X, k)
-        return W, H, mismatches(self.data.X, W, H, self.data.unknown)
+        return W, H, self.data.error(W, H)
 
     def refine_thresholds(self, run: dict) -> dict:
         # Refined in place: on copies, so that a Ctrl-C inside leaves the grid's as they were.

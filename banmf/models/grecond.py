@@ -7,7 +7,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._boolean import mismatches, transpose_mask, with_cells
+from .._boolean import transpose_mask, with_cells
 from .._kernels.boolean import pack_csr_rows
 from .._kernels.cover import cover_concept, grecond_values, intent_of
 from .._memory import format_size
@@ -143,7 +143,7 @@ class GreConD(BaseFactorization):
         for l, (rows, intent) in enumerate(concepts):
             W[rows, l] = True
             H[l] = intent
-        err = mismatches(X, W, H, unknown)
+        err = data.error(W, H)
         if interrupted or cancel:
             progress.done(err)
             self._finish(

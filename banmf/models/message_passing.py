@@ -9,7 +9,7 @@ from typing import ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from .._boolean import cell_keys, mismatches, with_cells
+from .._boolean import cell_keys, with_cells
 from .._kernels.message_passing import mp_column_marginals, mp_decoded_errors, mp_sweep
 from .._memory import check_memory
 from .._params import NONE, Interval
@@ -217,7 +217,7 @@ class MessagePassing(BaseFactorization):
         self
         """
         data, k, start = self._begin(X, missing, observed)
-        X, unknown = data.X, data.unknown
+        X = data.X
         polish = self._polish_method(k)
         n, m = X.shape
         self._check_budget(data, k)
@@ -240,7 +240,7 @@ class MessagePassing(BaseFactorization):
         self.error_curve_ = np.asarray(run.errors, dtype=np.int64)
         self.best_iter_ = run.best_iter
         self.converged_ = run.converged
-        error = mismatches(X, W, H, unknown)
+        error = data.error(W, H)
         n_iter = len(run.errors)
         if interrupted or cancel:
             progress.done(error)

@@ -11,7 +11,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._boolean import csr_from_parts, mismatches, unique_rows, words
+from .._boolean import csr_from_parts, unique_rows, words
 from .._kernels.ormachine import accumulate_codes, gibbs_rows
 from .._params import BOOLEAN, NONE, Interval, Options
 from .._progress import StartProgress
@@ -294,7 +294,7 @@ class OrMachine(BaseFactorization):
         out.W, out.H, out.samples = z_sum / z_samples, (u_sum / u_samples).T, u_samples
         kept = out.lambdas[burn_in:]
         out.lam = float(np.mean(kept)) if kept else float(lam)
-        out.error = mismatches(X, out.W > 0.5, out.H > 0.5, data.unknown)
+        out.error = data.error(out.W > 0.5, out.H > 0.5)
         return out
 
     @staticmethod

@@ -10,7 +10,7 @@ from typing import ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from .._boolean import mismatches, transpose_mask, words
+from .._boolean import transpose_mask, words
 from .._kernels.panda import extend_core, find_core, residual_counts, single_patterns
 from .._params import NONE, Interval
 from .._progress import StartProgress
@@ -173,7 +173,7 @@ class PaNDa(BaseFactorization):
         or ``observed`` (the observed zeros; every other non-one unknown) as in
         :meth:`BANMF.fit`."""
         data, limit, start = self._begin(X, missing, observed)
-        X, unknown = data.X, data.unknown
+        X = data.X
         n, m = X.shape
         self._polish_method(limit)  # validate before the work
         rng = check_random_state(self.random_state)
@@ -196,7 +196,7 @@ class PaNDa(BaseFactorization):
         for l, (rows, items) in enumerate(patterns):
             W[rows, l] = True
             H[l, items] = True
-        err = mismatches(X, W, H, unknown)
+        err = data.error(W, H)
         if interrupted or cancel:
             progress.done(err)
             try:

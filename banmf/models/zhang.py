@@ -7,7 +7,6 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._boolean import mismatches
 from .._params import Interval
 from .._validation import check_dense_budget
 from ..booleanize import threshold_factors
@@ -115,7 +114,7 @@ class ZhangThreshold(BaseFactorization):
                     res.threshold_h,
                 )
                 Wb, Hb = W > u, H > v
-                err = mismatches(X, Wb, Hb, unknown)
+                err = data.error(Wb, Hb)
                 self.refined_ = err <= res.error
             except KeyboardInterrupt:
                 interrupted = True
