@@ -212,7 +212,9 @@ def test_other_bit_generators_give_the_same_start(client, bitgen):
     """MT19937 cannot jump, Philox jumps by blocks of four draws: the driver draws W's rows
     itself, in the same order; PCG64DXSM jumps as PCG64 does."""
     X, _, _ = _data(seed=4)
-    params = {**SHARED, "max_iter": 30}
+    # Two random starts: the second's rows come from the stream jumped past the first's. (No
+    # extra starts: they draw nothing.)
+    params = {**SHARED, "max_iter": 30, "extra_starts": ()}
     for estimator in (banmf.BANMF, bd.BANMF):
         params["random_state"] = np.random.Generator(bitgen(5))
         if estimator is banmf.BANMF:
@@ -228,11 +230,12 @@ def test_the_number_of_workers_does_not_matter(client):
     distributed = pytest.importorskip("distributed")
     X, missing, _ = _data(seed=5)
     params = {**SHARED, "max_iter": 40, "n_blocks": 6}  # the sums' order shows at any length
-    fits = [bd.BANMF(**params).fit(X, missing=missing)]
+    fits = []
     for n_workers in (1, 3):
         with _cluster(n_workers) as cluster, distributed.Client(cluster) as other:
             fits.append(bd.BANMF(**params, client=other).fit(X, missing=missing))
-    # The last cluster's client is the default now: a fit given the first one still runs there.
+    # 2 workers: the module's cluster. The last cluster's client is the default now: a fit
+    # given the module's client still runs there.
     fits.append(bd.BANMF(**params, client=client).fit(X, missing=missing))
     for other in fits[1:]:
         _same(fits[0], other, exact=True)
@@ -251,9 +254,15 @@ def test_files_give_the_same_fit_as_memory(client, tmp_path):
     assert bd.read_blocks(tmp_path / "big").shape == X.shape
 
 
-def test_save_and_load(client, tmp_path):
+@pytest.fixture(scope="module")
+def fitted(client):
+    """A model fitted on the module's cluster, given its client: the tests below only read it."""
     X, _, _ = _data(seed=7)
-    model = bd.BANMF(**SHARED, n_blocks=3).fit(X)
+    return X, bd.BANMF(**SHARED, n_blocks=3, client=client).fit(X)
+
+
+def test_save_and_load(fitted, tmp_path):
+    X, model = fitted
     model.save(tmp_path / "fit.npz")
     result = banmf.io.load_result(tmp_path / "fit.npz")
     assert np.array_equal(result.W, model.W_) and result.error == model.reconstruction_err_
@@ -378,11 +387,10 @@ def test_an_unreadable_block_is_an_error_not_a_lost_worker(client, tmp_path):
         bd.BANMF(**SHARED).fit(blocks)
 
 
-def test_a_fitted_model_pickles_without_its_client(client):
+def test_a_fitted_model_pickles_without_its_client(fitted):
     import pickle
 
-    X, _, _ = _data(seed=18)
-    model = bd.BANMF(**SHARED, n_blocks=2, client=client).fit(X)
+    _, model = fitted
     copy = pickle.loads(pickle.dumps(model))
     assert copy.client is None and np.array_equal(copy.W_, model.W_)
 
@@ -408,8 +416,10 @@ def test_out_of_core(client):
     in use) in memory, the rest in its local folder, and the fit is the same."""
     distributed = pytest.importorskip("distributed")
     X, missing, _ = _data(n=600, seed=10)
-    # Every iteration reads the spilled blocks back: a few iterations of one start show it.
-    params = {**SHARED, "max_iter": 15, "n_init": 1, "n_blocks": 6, "client": None}
+    # Every round trip reads the spilled blocks back (and spills others): a few iterations of
+    # one start show it, on three blocks, two of them spilled (each block more adds about a
+    # fifth to the test's time).
+    params = {**SHARED, "max_iter": 15, "n_init": 1, "n_blocks": 3, "client": None}
     with _cluster(1) as cluster, distributed.Client(cluster) as c:
         params["client"] = c
         free = bd.BANMF(**params, block_memory=None).fit(X, missing=missing)
