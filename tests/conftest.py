@@ -14,13 +14,17 @@ settings.register_profile(
 settings.load_profile("default")
 
 
+def per_profile(default, other):
+    """``default`` under the default profile (the suite's time budget), ``other`` under any
+    other, so that ``--hypothesis-profile thorough`` runs a property in full. Read when a test
+    module is imported, after pytest has loaded the profile it was given."""
+    return default if settings.get_current_profile_name() == "default" else other
+
+
 def examples(n: int) -> settings:
     """Settings of a property whose examples are expensive: ``n`` examples under the default
-    profile (the suite's time budget), the profile's own count under any other, so that
-    ``--hypothesis-profile thorough`` runs it in full."""
-    if settings.get_current_profile_name() == "default":
-        return settings(max_examples=n)
-    return settings()
+    profile, the profile's own count under any other (:func:`per_profile`)."""
+    return per_profile(settings(max_examples=n), settings())
 
 
 @st.composite

@@ -104,12 +104,23 @@ def _same(a, b, exact=False):
 # -- the same fit as one machine -----------------------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def missing_fit(client):
+    """The module cluster's fit of ``_data()`` with its missing cells: compared with one
+    machine's below, and the fit without a fault of the lost-worker test."""
+    X, missing, _ = _data()
+    return bd.BANMF(**SHARED, n_blocks=5).fit(X, missing=missing)
+
+
 @pytest.mark.parametrize("unknown", [None, "missing", "observed"])
-def test_same_factors_as_one_machine(client, unknown):
+def test_same_factors_as_one_machine(missing_fit, unknown):
     X, missing, observed = _data()
     masks = {None: {}, "missing": {"missing": missing}, "observed": {"observed": observed}}
     one = banmf.BANMF(**SHARED).fit(X, **masks[unknown])
-    many = bd.BANMF(**SHARED, n_blocks=5).fit(X, **masks[unknown])
+    if unknown == "missing":
+        many = missing_fit
+    else:
+        many = bd.BANMF(**SHARED, n_blocks=5).fit(X, **masks[unknown])
     _same(one, many)
     assert many.n_blocks_ == 5 and many.recoveries_ == 0
     assert many.traffic_["round_trips"] > many.n_iter_
@@ -212,7 +223,9 @@ def test_other_bit_generators_give_the_same_start(client, bitgen):
     """MT19937 cannot jump, Philox jumps by blocks of four draws: the driver draws W's rows
     itself, in the same order; PCG64DXSM jumps as PCG64 does."""
     X, _, _ = _data(seed=4)
-    params = {**SHARED, "max_iter": 30}
+    # Two random starts: the second's rows come from the stream jumped past the first's. (No
+    # extra starts: they draw nothing.)
+    params = {**SHARED, "max_iter": 30, "extra_starts": ()}
     for estimator in (banmf.BANMF, bd.BANMF):
         params["random_state"] = np.random.Generator(bitgen(5))
         if estimator is banmf.BANMF:
@@ -228,11 +241,12 @@ def test_the_number_of_workers_does_not_matter(client):
     distributed = pytest.importorskip("distributed")
     X, missing, _ = _data(seed=5)
     params = {**SHARED, "max_iter": 40, "n_blocks": 6}  # the sums' order shows at any length
-    fits = [bd.BANMF(**params).fit(X, missing=missing)]
+    fits = []
     for n_workers in (1, 3):
         with _cluster(n_workers) as cluster, distributed.Client(cluster) as other:
             fits.append(bd.BANMF(**params, client=other).fit(X, missing=missing))
-    # The last cluster's client is the default now: a fit given the first one still runs there.
+    # 2 workers: the module's cluster. The last cluster's client is the default now: a fit
+    # given the module's client still runs there.
     fits.append(bd.BANMF(**params, client=client).fit(X, missing=missing))
     for other in fits[1:]:
         _same(fits[0], other, exact=True)
@@ -251,9 +265,15 @@ def test_files_give_the_same_fit_as_memory(client, tmp_path):
     assert bd.read_blocks(tmp_path / "big").shape == X.shape
 
 
-def test_save_and_load(client, tmp_path):
+@pytest.fixture(scope="module")
+def fitted(client):
+    """A model fitted on the module's cluster, given its client: the tests below only read it."""
     X, _, _ = _data(seed=7)
-    model = bd.BANMF(**SHARED, n_blocks=3).fit(X)
+    return X, bd.BANMF(**SHARED, n_blocks=3, client=client).fit(X)
+
+
+def test_save_and_load(fitted, tmp_path):
+    X, model = fitted
     model.save(tmp_path / "fit.npz")
     result = banmf.io.load_result(tmp_path / "fit.npz")
     assert np.array_equal(result.W, model.W_) and result.error == model.reconstruction_err_
@@ -279,13 +299,12 @@ def test_defaults_are_one_machines_but_the_polish():
 # -- faults and memory ---------------------------------------------------------------------
 
 
-def test_a_killed_worker_is_survived():
+def test_a_killed_worker_is_survived(missing_fit):
     """A worker killed mid-fit: its blocks are read again on the other, the start runs again,
     and the result is the fit without the fault."""
     distributed = pytest.importorskip("distributed")
-    X, missing, _ = _data(seed=8)
+    X, missing, _ = _data()
     with _cluster(2) as cluster, distributed.Client(cluster) as c:
-        reference = bd.BANMF(**SHARED, n_blocks=4, client=c).fit(X, missing=missing)
         victim = sorted(c.run(os.getpid).items())[0][1]
         killed = []
 
@@ -295,9 +314,9 @@ def test_a_killed_worker_is_survived():
                 os.kill(victim, signal.SIGKILL)
 
         with pytest.warns(UserWarning, match="worker was lost"):
-            model = bd.BANMF(**SHARED, n_blocks=4, client=c, callback=kill).fit(X, missing=missing)
+            model = bd.BANMF(**SHARED, n_blocks=5, client=c, callback=kill).fit(X, missing=missing)
     assert killed and model.recoveries_ == 1
-    _same(reference, model, exact=True)
+    _same(missing_fit, model, exact=True)
 
 
 def test_ctrl_c_keeps_the_best_so_far(client):
@@ -378,11 +397,10 @@ def test_an_unreadable_block_is_an_error_not_a_lost_worker(client, tmp_path):
         bd.BANMF(**SHARED).fit(blocks)
 
 
-def test_a_fitted_model_pickles_without_its_client(client):
+def test_a_fitted_model_pickles_without_its_client(fitted):
     import pickle
 
-    X, _, _ = _data(seed=18)
-    model = bd.BANMF(**SHARED, n_blocks=2, client=client).fit(X)
+    _, model = fitted
     copy = pickle.loads(pickle.dumps(model))
     assert copy.client is None and np.array_equal(copy.W_, model.W_)
 
@@ -408,8 +426,10 @@ def test_out_of_core(client):
     in use) in memory, the rest in its local folder, and the fit is the same."""
     distributed = pytest.importorskip("distributed")
     X, missing, _ = _data(n=600, seed=10)
-    # Every iteration reads the spilled blocks back: a few iterations of one start show it.
-    params = {**SHARED, "max_iter": 15, "n_init": 1, "n_blocks": 6, "client": None}
+    # Every round trip reads the spilled blocks back (and spills others): a few iterations of
+    # one start show it, on three blocks, two of them spilled (each block more adds about a
+    # fifth to the test's time).
+    params = {**SHARED, "max_iter": 15, "n_init": 1, "n_blocks": 3, "client": None}
     with _cluster(1) as cluster, distributed.Client(cluster) as c:
         params["client"] = c
         free = bd.BANMF(**params, block_memory=None).fit(X, missing=missing)
