@@ -23,6 +23,7 @@ from ._boolean import (
     mask_union,
     mismatches,
     support_mask_from_keys,
+    transpose_mask,
 )
 from ._validation import check_binary_matrix, frame_labels, frame_na, is_dataframe
 from .exceptions import InputError
@@ -224,8 +225,6 @@ class Dataset:
     @functools.cached_property
     def T(self) -> Dataset:
         """The transpose (labels swapped), its unknown cells with it."""
-        from ._boolean import transpose_mask
-
         return Dataset.trusted(
             transpose_mask(self.X),
             None if self.unknown is None else self.unknown.T,
