@@ -6,7 +6,7 @@ import functools
 import time
 
 from ._runner import run_side_by_side
-from .dataset import as_dataset
+from .dataset import Dataset
 from .exceptions import Interrupted, InvalidParameterError
 from .models import METHODS
 from .result import Factorization
@@ -67,7 +67,7 @@ def factorize(
         raise InvalidParameterError(
             f"method {method!r} has no parameter(s) {sorted(unknown)}; valid: {sorted(valid)}"
         )
-    data = as_dataset(X, missing, observed)
+    data = Dataset.of(X, missing, observed)
     X = data.X
     labels = {
         "row_labels": data.row_labels,
@@ -129,7 +129,7 @@ def fit_many(estimators, X, *, n_jobs=None, missing=None, observed=None) -> list
     [1, 2, 3]
     """
     estimators = list(estimators)
-    data = as_dataset(X, missing, observed)
+    data = Dataset.of(X, missing, observed)
     return fit_tasks([(est, data) for est in estimators], n_jobs)
 
 

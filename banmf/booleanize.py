@@ -24,7 +24,7 @@ from ._boolean import (
 from ._kernels.boolean import pruned_grid_search, staircase_hits
 from ._threads import blocks_for, threads_for, variant
 from ._validation import check_boolean_factors, check_cells
-from .dataset import as_dataset
+from .dataset import Dataset
 from .exceptions import InputError, InvalidParameterError
 from .result import Factorization
 
@@ -53,7 +53,7 @@ def error_counts(X, W, H, *, missing=None, observed=None) -> tuple[int, int]:
     >>> error_counts([[1, 1, 0], [0, 1, 1]], [[1], [1]], [[0, 1, 1]])
     (1, 1)
     """
-    data = as_dataset(X, missing, observed)
+    data = Dataset.of(X, missing, observed)
     X, unknown = data.X, data.unknown
     Wb, Hb = check_boolean_factors(W, H, X.shape)
     hits, cover = hits_and_cover(X, Wb, Hb, unknown)
@@ -86,7 +86,7 @@ def boolean_error(X, W, H, *, missing=None, observed=None) -> int:
     >>> boolean_error(X, [[1], [1]], [[0, 1, 0]])
     2
     """
-    data = as_dataset(X, missing, observed)
+    data = Dataset.of(X, missing, observed)
     X = data.X
     Wb, Hb = check_boolean_factors(W, H, X.shape)
     return data.error(Wb, Hb)
@@ -294,7 +294,7 @@ def booleanize(
     >>> res.error
     0
     """
-    data = as_dataset(X, missing, observed)
+    data = Dataset.of(X, missing, observed)
     X = data.X
     Wf = np.asarray(W, dtype=np.float64)
     Hf = np.asarray(H, dtype=np.float64)

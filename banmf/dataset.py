@@ -28,7 +28,7 @@ from ._boolean import (
 from ._validation import check_binary_matrix, frame_labels, frame_na, is_dataframe
 from .exceptions import InputError
 
-__all__ = ["Dataset", "as_dataset"]
+__all__ = ["Dataset"]
 
 _FIELDS = ("X", "row_labels", "col_labels", "name", "meta", "missing", "observed")
 
@@ -89,8 +89,6 @@ class Dataset:
     col_labels: list | None
     name: str
     meta: dict
-    missing: sp.csr_array | None
-    observed: sp.csr_array | None
 
     def __init__(
         self,
@@ -105,7 +103,7 @@ class Dataset:
         if isinstance(X, Dataset):
             raise InputError("X is already a Dataset; use Dataset.of(X, ...) to add unknown cells")
         frame_rows, frame_cols = frame_labels(X)
-        X, unknown, ones = _build(X, missing, observed, "X")
+        X, unknown, ones = _build(X, missing, observed)
         self._init(
             X,
             unknown,
@@ -138,18 +136,15 @@ class Dataset:
         return data
 
     @classmethod
-    def of(cls, X, missing=None, observed=None, *, what: str = "X") -> Dataset:
+    def of(cls, X, missing=None, observed=None) -> Dataset:
         """The boundary of every public function: ``X`` as a Dataset, validated once.
 
         A Dataset is returned as it is (it was validated when built); with ``missing`` or
         ``observed`` too, those cells become unknown as well. Anything else (an array, a
-        sparse matrix, a DataFrame) is validated as :class:`Dataset` does; ``what`` names it
-        in error messages.
+        sparse matrix, a DataFrame) is built as :class:`Dataset` builds it.
         """
         if not isinstance(X, cls):
-            row_labels, col_labels = frame_labels(X)
-            X, unknown, ones = _build(X, missing, observed, what)
-            return cls.trusted(X, unknown, row_labels, col_labels, ones=ones)
+            return cls(X, missing=missing, observed=observed)
         if missing is None and observed is None:
             return X
         if observed is None:
@@ -163,7 +158,7 @@ class Dataset:
                 if X.unknown.observed
                 else mask_difference(O, X.unknown.cells)
             )
-        Xo, unknown, _ = _build(X.X, None, O, what)
+        Xo, unknown, _ = _build(X.X, None, O)
         return cls.trusted(Xo, unknown, X.row_labels, X.col_labels, X.name, X.meta, X.ones_given)
 
     def __setattr__(self, name, value):
@@ -285,11 +280,6 @@ class Dataset:
         return Dataset(**args)
 
 
-def as_dataset(X, missing=None, observed=None, *, what: str = "X") -> Dataset:
-    """:meth:`Dataset.of`: the one call at the boundary of a public function."""
-    return Dataset.of(X, missing, observed, what=what)
-
-
 def _rebuild(X, unknown, row_labels, col_labels, name, meta, ones) -> Dataset:
     return Dataset.trusted(X, unknown, row_labels, col_labels, name, meta, ones)
 
@@ -322,14 +312,14 @@ def _intersection(A: sp.csr_array, B: sp.csr_array) -> sp.csr_array:
     return support_mask_from_keys(keys[in_sorted(keys, cell_keys(B))], A.shape)
 
 
-def _build(X, missing, observed, what: str) -> tuple[sp.csr_array, Unknown | None, int]:
+def _build(X, missing, observed) -> tuple[sp.csr_array, Unknown | None, int]:
     """Validate X and its unknown cells: ``(observed ones, Unknown or None, ones given)``."""
     if missing is not None and observed is not None:
         raise InputError("give missing or observed, not both (one is the other's complement)")
     na = None
     if is_dataframe(X) and (found := frame_na(X)) is not None:
         X, na = found
-    X = check_binary_matrix(X, what)
+    X = check_binary_matrix(X)
     ones = X.nnz
     n, m = X.shape
     if observed is not None:

@@ -25,7 +25,7 @@ from ._validation import (
     check_random_state,
 )
 from .booleanize import predict_cells
-from .dataset import as_dataset
+from .dataset import Dataset
 from .exceptions import InputError, InvalidParameterError
 
 __all__ = [
@@ -102,7 +102,7 @@ def mask_entries(
             f"n_zeros must be a nonnegative integer or None, got {n_zeros!r}"
         )
     rng = check_random_state(random_state)
-    data = as_dataset(X, missing, observed)
+    data = Dataset.of(X, missing, observed)
     X, unknown = data.X, data.unknown
     n, m = X.shape
     ones = cell_keys(X)
@@ -163,7 +163,7 @@ def hold_out(
     >>> held_out_scores(X, res.W, res.H, hidden)["cells"] == hidden.nnz
     True
     """
-    data = as_dataset(X, missing, observed)
+    data = Dataset.of(X, missing, observed)
     hidden = mask_entries(data, fraction, random_state=random_state)
     if hidden.nnz == 0:
         raise InputError(
@@ -219,7 +219,7 @@ def held_out_scores(X, W, H, hidden) -> dict:
         ones). ``precision`` is None when no held-out cell is predicted one, ``recall`` and
         ``f1`` are None when no one is held out: a score of nothing is not a perfect score.
     """
-    X = as_dataset(X).X
+    X = Dataset.of(X).X
     cells = check_binary_matrix(hidden, "hidden")
     if cells.shape != X.shape:
         raise InputError(f"hidden has shape {cells.shape} but X has shape {X.shape}")
@@ -303,7 +303,7 @@ def description_length(X, W, H, *, missing=None, observed=None) -> float:
     Miettinen & Vreeken, "MDL4BMF: Minimum Description Length for Boolean Matrix
     Factorization", ACM TKDD 8(4), 2014 (KDD 2011).
     """
-    data = as_dataset(X, missing, observed)
+    data = Dataset.of(X, missing, observed)
     Wb, Hb = check_boolean_factors(W, H, data.shape)
     return sum(description_bits(data, Wb, Hb))
 
@@ -321,7 +321,7 @@ def cv_folds(X, folds: int = 5, *, random_state=None, missing=None, observed=Non
     -------
     list of scipy.sparse.csr_array, bool
     """
-    data = as_dataset(X, missing, observed)
+    data = Dataset.of(X, missing, observed)
     if isinstance(folds, bool) or not isinstance(folds, Integral) or folds < 2:
         raise InvalidParameterError(f"folds must be an integer >= 2, got {folds!r}")
     cells = data.n_observed
@@ -616,7 +616,7 @@ def select_rank(
             f"patience must be a positive integer or None, got {patience!r}"
         )
     cls = METHODS[method]
-    data = as_dataset(X, missing, observed)
+    data = Dataset.of(X, missing, observed)
     X = data.X
     if "cv" in criteria or "stability" in criteria:
         _check_folds(int(folds), X.nnz, criteria)

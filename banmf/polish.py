@@ -41,7 +41,7 @@ from ._kernels.polish import (
 )
 from ._threads import blocks_for, threads_for, variant
 from ._validation import check_boolean_factors
-from .dataset import as_dataset
+from .dataset import Dataset
 from .exceptions import InputError, InvalidParameterError
 from .result import Factorization
 
@@ -221,7 +221,7 @@ def polish(
     >>> polish(X, [[1, 0], [0, 0], [0, 1]], [[1, 1, 0], [0, 0, 1]]).error
     0
     """
-    data = as_dataset(X, missing, observed)
+    data = Dataset.of(X, missing, observed)
     X = data.X
     Wb, Hb = check_boolean_factors(W, H, X.shape)
     k = Wb.shape[1]
@@ -298,7 +298,7 @@ def refine_thresholds(
     >>> res.error, res.info["threshold_w"].tolist()
     (0, [0.5, 0.1])
     """
-    data = as_dataset(X, missing, observed)
+    data = Dataset.of(X, missing, observed)
     X = data.X
     Wf = np.asarray(W, dtype=np.float64)
     Hf = np.asarray(H, dtype=np.float64)
@@ -678,7 +678,7 @@ def swap_factors(
     >>> res.error, res.info["swaps"]
     (0, [(0, 2)])
     """
-    data = as_dataset(X, missing, observed)
+    data = Dataset.of(X, missing, observed)
     Wb, Hb = check_boolean_factors(W, H, data.shape)
     if method not in POLISH_METHODS:
         raise InvalidParameterError(f"method must be one of {POLISH_METHODS}, got {method!r}")

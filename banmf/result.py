@@ -34,7 +34,7 @@ from ._files import (
 )
 from ._memory import check_memory
 from ._validation import check_binary_matrix, check_boolean_factors, check_cells
-from .dataset import Dataset, as_dataset
+from .dataset import Dataset
 from .exceptions import InputError
 
 __all__ = ["Factorization", "relative_error"]
@@ -210,7 +210,7 @@ class Factorization:
         """The result of Boolean factors W (n, k) and H (k, m) of the 0/1 matrix X (its
         observed ones kept in :attr:`X`; ``missing`` or ``observed`` among ``fields`` mark
         unknown cells); ``error`` is computed unless given (by a caller that knows it)."""
-        data = as_dataset(X, fields.pop("missing", None), fields.pop("observed", None))
+        data = Dataset.of(X, fields.pop("missing", None), fields.pop("observed", None))
         W, H = check_boolean_factors(W, H, data.shape)
         error = data.error(W, H) if error is None else int(error)
         return cls(
@@ -235,7 +235,7 @@ class Factorization:
     def data(self, X=None) -> Dataset:
         """The data as the fit saw it: X (default :attr:`X`) with this result's unknown cells
         (:attr:`missing` / :attr:`observed`), as a :class:`banmf.io.Dataset`."""
-        return as_dataset(self._data(X), self.missing, self.observed)
+        return Dataset.of(self._data(X), self.missing, self.observed)
 
     def evaluate(self, X=None) -> dict:
         """The errors of these factors on the data X with this result's unknown cells

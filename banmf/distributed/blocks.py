@@ -12,7 +12,7 @@ import numpy as np
 
 from .._boolean import csr_from_parts
 from .._validation import check_binary_matrix
-from ..dataset import as_dataset
+from ..dataset import Dataset
 from ..exceptions import InputError, InvalidParameterError
 from ..io import check_output, npz_shape, write_matrix
 
@@ -79,7 +79,7 @@ class BlockMatrix:
         missing, observed : array-like or sparse of shape (n, m), optional
             Unknown cells, as in :meth:`banmf.BANMF.fit`.
         """
-        data = as_dataset(X, missing, observed)
+        data = Dataset.of(X, missing, observed)
         X = data.X
         cuts = _cuts(X.indptr, _count(n_blocks, X.shape[0], X.nnz))
         sources = tuple(data.rows(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True))

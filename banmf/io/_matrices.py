@@ -10,7 +10,7 @@ import scipy.sparse as sp
 
 from .._memory import ENV_VAR
 from .._validation import entries
-from ..dataset import Dataset, as_dataset
+from ..dataset import Dataset
 from ..exceptions import InputError, InvalidParameterError
 from ._common import warn_data
 from ._formats import REGISTRY, format_of
@@ -123,7 +123,7 @@ def write_matrix(
     """
     path = Path(path)
     fmt = format_of(path, format)
-    data = as_dataset(X, missing)
+    data = Dataset.of(X, missing)
     if data.observed is not None:
         raise InputError(
             "X's unknown cells are given as its observed cells (observed=): a file lists its "

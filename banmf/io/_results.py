@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from .._files import atomic_path
-from ..dataset import as_dataset
+from ..dataset import Dataset
 from ..exceptions import InvalidParameterError
 from ..result import Factorization
 from ._formats import REGISTRY, export_formats
@@ -106,7 +106,7 @@ def save_result(result, path, *, X=None, extra: dict | None = None) -> None:
         result = Factorization.from_estimator(result)
     changes = {}
     if X is not None:
-        changes["X"] = as_dataset(X).X
+        changes["X"] = Dataset.of(X).X
     if extra:
         changes["meta"] = {**result.meta, **extra}
     if changes:

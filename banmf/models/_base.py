@@ -19,7 +19,7 @@ from .._memory import check_memory
 from .._params import BOOLEAN, N_JOBS, RANDOM_STATE, Interval, Options, validate_params
 from .._threads import thread_budget
 from .._validation import check_n_components
-from ..dataset import Dataset, as_dataset
+from ..dataset import Dataset
 from ..exceptions import InputError, InvalidParameterError, NotFittedError, warn_user
 from ..polish import EXACT_MAX_K, polish_factors, polish_rows, resolve_polish
 from ..result import relative_error
@@ -161,7 +161,7 @@ class BaseFactorization:
         :func:`check_n_components`, and refused at once if the fit's memory,
         :meth:`_fit_bytes`, exceeds what is available). Returns ``(data, k, start)``."""
         start = time.perf_counter()
-        data = as_dataset(X, missing, observed)
+        data = Dataset.of(X, missing, observed)
         X, unknown = data.X, data.unknown
         if unknown is not None and data.n_observed == 0:
             n, m = X.shape
@@ -329,7 +329,7 @@ class BaseFactorization:
 
     def _check_columns(self, X, missing=None, observed=None) -> Dataset:
         """The data X (:meth:`banmf.io.Dataset.of`), with as many columns as the fitted model."""
-        data = as_dataset(X, missing, observed)
+        data = Dataset.of(X, missing, observed)
         if data.shape[1] != self.n_features_in_:
             raise InputError(
                 f"X has {data.shape[1]} columns; the model was fitted with {self.n_features_in_}"
