@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import functools
 import time
 
-from ._runner import run_side_by_side
+from ._runner import fit_tasks
 from .dataset import Dataset
 from .exceptions import Interrupted, InvalidParameterError
 from .models import METHODS
@@ -131,25 +130,3 @@ def fit_many(estimators, X, *, n_jobs=None, missing=None, observed=None) -> list
     estimators = list(estimators)
     data = Dataset.of(X, missing, observed)
     return fit_tasks([(est, data) for est in estimators], n_jobs)
-
-
-def fit_tasks(tasks, n_jobs=None, fitted=None) -> list:
-    """:func:`fit_many` for fits that each have their own data: ``tasks`` are
-    ``(estimator, data)`` with ``data`` a :class:`banmf.io.Dataset`.
-    ``fitted()``, if given, is called (in the calling thread) as each fit ends. Returns the
-    estimators, fitted, in order; on Ctrl-C, once the fits under way have stopped, raises
-    KeyboardInterrupt."""
-    tasks = list(tasks)
-    run = run_side_by_side(
-        [functools.partial(_fit, *task) for task in tasks],
-        n_jobs=n_jobs,
-        on_done=None if fitted is None else lambda i, est, run: fitted(),
-        name="banmf-fit",
-    )
-    if run.interrupted:
-        raise KeyboardInterrupt  # a loop of fits stops
-    return [est for est, _ in tasks]
-
-
-def _fit(est, data):
-    return est.fit(data)

@@ -19,6 +19,7 @@ import scipy.sparse as sp
 from ._boolean import cell_keys, in_sorted, support_mask_from_keys
 from ._mdl import description_bits
 from ._memory import check_memory
+from ._runner import fit_tasks
 from ._validation import (
     check_binary_matrix,
     check_boolean_factors,
@@ -27,6 +28,7 @@ from ._validation import (
 from .booleanize import predict_cells
 from .dataset import Dataset
 from .exceptions import InputError, InvalidParameterError
+from .result import METHODS, Factorization
 
 __all__ = [
     "RankSelection",
@@ -256,6 +258,8 @@ def held_out_scores(X, W, H, hidden) -> dict:
 
 #: ``criteria`` of :func:`select_rank`.
 CRITERIA = ("mdl", "cv", "stability")
+#: ``cv_rule`` of :func:`select_rank`: how the "cv" criterion picks k from the held-out error.
+CV_RULES = ("one-se", "min")
 #: A rank is stable when its fits to the folds' training cells agree at least this well: the
 #: mean, over pairs of those fits, of :func:`factor_agreement` (their worst-matched factor).
 STABLE = 0.8
@@ -417,7 +421,7 @@ class RankSelection:
     choices : dict
         criterion → the k it points to: the shortest description; the smallest k whose
         held-out error is within one standard error of the lowest (the one-standard-error
-        rule); the largest k whose fits to the folds' training cells agree at least
+        rule), or with ``cv_rule="min"`` the lowest; the largest k whose fits to the folds' training cells agree at least
         :data:`STABLE`.
     best_k : int
         The choice: the k most criteria point to (ties, and no two agreeing: the median of
@@ -508,8 +512,9 @@ def select_rank(
     ks=range(1, 21),
     *,
     criteria=CRITERIA,
-    method: str = "banmf",
+    method="banmf",
     folds: int = 5,
+    cv_rule: str = "one-se",
     patience: int | None = 3,
     missing=None,
     observed=None,
@@ -528,7 +533,8 @@ def select_rank(
       to send the factors and their errors; the rank with the fewest bits wins.
     - ``"cv"``: cross-validation: each fold's hidden cells scored by the fit that did not
       see them (:func:`held_out_scores`); the smallest k within one standard error of the
-      lowest mean held-out error rate wins.
+      lowest mean held-out error rate wins (``cv_rule="one-se"``), or the k with the lowest
+      mean (``cv_rule="min"``).
     - ``"stability"``: the agreement of the fold fits with each other, pair by pair
       (:func:`factor_agreement`: the worst-matched factor); the largest k at which they agree
       at least :data:`STABLE` (0.8) on average wins, as NMFk takes the largest k whose
@@ -546,13 +552,20 @@ def select_rank(
     ks : iterable of int, default range(1, 21)
         The ranks to try.
     criteria : sequence of {"mdl", "cv", "stability"}
-    method : str, default "banmf"
-        A key of :data:`banmf.METHODS` (with ``n_components``).
+    method : str or estimator, default "banmf"
+        A key of :data:`banmf.METHODS` (with ``n_components``), or an estimator whose
+        parameters every fit takes, but for ``n_components``, ``random_state`` and those of
+        ``**method_params``.
     folds : int, default 5
         Parts of the observed cells, and fits per k besides the one to all of them, for "cv"
         and "stability". Each part must hold at least :data:`MIN_FOLD_ONES` (10) observed
         ones: more folds than that allows are refused up front (``ValueError`` with the
         largest number that is).
+    cv_rule : {"one-se", "min"}, default "one-se"
+        The "cv" criterion's choice: the smallest k whose mean held-out error is within one
+        standard error of the lowest (no more factors than the folds can tell apart), or the
+        k with the lowest mean (ties: the smaller k), the better predictor of unknown cells
+        (``n_components="auto"`` uses it).
     patience : int or None, default 3
         Stop once "mdl" and "cv" (those asked for) have both had their best k this many ranks
         back: past that they only rise on planted data. None: try every k.
@@ -581,7 +594,9 @@ def select_rank(
     Within a rank that takes a while, the fits done so far are logged on the
     ``banmf.progress`` logger (level INFO, every :data:`FITS_EVERY_SECONDS` at most), each
     record's ``record.banmf`` ``{"event": "fits", "k", "fits_done", "n_fits"}``, beside the
-    records of the fits themselves (:mod:`banmf._progress`).
+    records of the fits themselves (:mod:`banmf._progress`); as each rank is done, a
+    ``"rank"`` record (INFO) whose ``record.banmf`` is ``{"event": "rank", "row": ...}`` with
+    that rank's evidence (as ``callback`` has it).
 
     Examples
     --------
@@ -591,19 +606,22 @@ def select_rank(
     >>> sel.best_k
     4
     """
-    from .api import fit_tasks
-    from .models import METHODS
-    from .result import Factorization
-
     start = time.perf_counter()
     criteria = tuple(criteria)
     bad = [c for c in criteria if c not in CRITERIA]
     if bad or not criteria:
         raise InvalidParameterError(f"criteria must be some of {CRITERIA}, got {criteria!r}")
-    if method not in METHODS:
-        raise InvalidParameterError(
-            f"unknown method {method!r}; choose one of {', '.join(METHODS)}"
-        )
+    if cv_rule not in CV_RULES:
+        raise InvalidParameterError(f"cv_rule must be one of {CV_RULES}, got {cv_rule!r}")
+    if isinstance(method, str):
+        if method not in METHODS:
+            raise InvalidParameterError(
+                f"unknown method {method!r}; choose one of {', '.join(METHODS)}"
+            )
+        cls, template = METHODS[method], {}
+    else:
+        # The results name their method by the estimator's class (Factorization.from_estimator).
+        cls, template, method = type(method), method.get_params(deep=False), None
     ks = sorted({int(k) for k in ks})
     if not ks or ks[0] < 1:
         raise InvalidParameterError(f"ks must be positive ranks, got {ks!r}")
@@ -615,7 +633,6 @@ def select_rank(
         raise InvalidParameterError(
             f"patience must be a positive integer or None, got {patience!r}"
         )
-    cls = METHODS[method]
     data = Dataset.of(X, missing, observed)
     X = data.X
     if "cv" in criteria or "stability" in criteria:
@@ -630,7 +647,7 @@ def select_rank(
     fold_zeros = sum(h[0].nnz for h in held) - (X.nnz if held else 0)
 
     def estimator(k, seed):
-        return cls(n_components=k, random_state=int(seed), **method_params)
+        return cls(**{**template, **method_params, "n_components": k, "random_state": int(seed)})
 
     errors, bits, held_err, held_se, stable, fits = {}, {}, {}, {}, {}, {}
     interrupted = False
@@ -667,7 +684,12 @@ def select_rank(
             ]
             held_err[k] = float(np.mean(rates))
             held_se[k] = float(np.std(rates, ddof=1) / np.sqrt(len(rates)))
-        if callback is not None and callback(_evidence(k, errors, bits, held_err, held_se, stable)):
+        row = _evidence(k, errors, bits, held_err, held_se, stable)
+        said = "" if k not in held_err else f", held-out error {held_err[k]:.4f}"
+        _progress.info(
+            "k=%d: error %d%s", k, errors[k], said, extra={"banmf": {"event": "rank", "row": row}}
+        )
+        if callback is not None and callback(row):
             break
         if patience is not None and _turned([bits, held_err], k, patience):
             break
@@ -675,7 +697,11 @@ def select_rank(
     if "mdl" in criteria:
         choices["mdl"] = min(bits, key=lambda k: (bits[k], k))
     if "cv" in criteria:
-        choices["cv"] = _one_se_choice(held_err, held_se)
+        choices["cv"] = (
+            _one_se_choice(held_err, held_se)
+            if cv_rule == "one-se"
+            else min(held_err, key=lambda k: (held_err[k], k))
+        )
     if "stability" in criteria:
         steady = [k for k in stable if stable[k] >= STABLE]
         choices["stability"] = max(steady) if steady else max(stable, key=lambda k: (stable[k], -k))

@@ -21,6 +21,7 @@ from .._threads import thread_budget
 from .._validation import check_n_components
 from ..dataset import Dataset
 from ..exceptions import InputError, InvalidParameterError, NotFittedError, warn_user
+from ..model_selection import MIN_FOLD_ONES, select_rank
 from ..polish import EXACT_MAX_K, polish_factors, polish_rows, resolve_polish
 from ..result import relative_error
 
@@ -28,9 +29,15 @@ from ..result import relative_error
 #: factors, a float copy of them and room for temporaries.
 FACTOR_ENTRY_BYTES = 32
 
+_logger = logging.getLogger("banmf")
+
+#: ``n_components="auto"``: the largest rank tried (less when X has fewer rows or columns), and
+#: the folds of its cross-validation (fewer when X has too few observed ones for that many).
+AUTO_MAX_K, AUTO_FOLDS = 20, 5
+
 #: Constraints of the parameters every method has (:mod:`banmf._params`).
 COMMON_CONSTRAINTS = {
-    "n_components": [Interval(Integral, 1, None)],
+    "n_components": [Interval(Integral, 1, None), Options("auto")],
     "polish": [BOOLEAN, Options("auto", "exact", "flip")],
     "n_jobs": [N_JOBS],
     "random_state": [RANDOM_STATE],
@@ -157,9 +164,10 @@ class BaseFactorization:
     def _begin(self, X, missing=None, observed=None):
         """The preamble of every fit (its parameters are checked by :func:`budgeted`): the
         clock, the data built once (:meth:`banmf.io.Dataset.of`: a Dataset passes as it is)
-        and the rank (None if the method chooses it; else capped at min(n, m) by
-        :func:`check_n_components`, and refused at once if the fit's memory,
-        :meth:`_fit_bytes`, exceeds what is available). Returns ``(data, k, start)``."""
+        and the rank (None if the method chooses it; "auto": chosen by :meth:`_choose_rank`;
+        else capped at min(n, m) by :func:`check_n_components`; then refused at once if the
+        fit's memory, :meth:`_fit_bytes`, exceeds what is available). Returns
+        ``(data, k, start)``."""
         start = time.perf_counter()
         data = Dataset.of(X, missing, observed)
         X, unknown = data.X, data.unknown
@@ -173,7 +181,15 @@ class BaseFactorization:
             warn_user(
                 f"the unknown cells hide all {data.ones_given} ones of X: only zeros are observed"
             )
-        k = None if self.n_components is None else check_n_components(self.n_components, X.shape)
+        if isinstance(self.n_components, str):  # "auto", the one string its constraints allow
+            k = self._choose_rank(data)
+        else:
+            vars(self).pop("rank_selection_", None)  # from an earlier fit with "auto"
+            k = (
+                None
+                if self.n_components is None
+                else check_n_components(self.n_components, X.shape)
+            )
         if k is not None:
             n, m = X.shape
             cells = X.nnz + (0 if unknown is None else unknown.cells.nnz)
@@ -183,6 +199,44 @@ class BaseFactorization:
                 "choose a smaller n_components",
             )
         return data, k, start
+
+    def _choose_rank(self, data: Dataset) -> int:
+        """The rank of ``n_components="auto"``: the k from 1 to :data:`AUTO_MAX_K` (at most
+        min(n, m)) with the lowest held-out error rate, cross-validated over
+        :data:`AUTO_FOLDS` folds of the observed cells (:func:`banmf.select_rank` with
+        ``criteria=("cv",)`` and ``cv_rule="min"``), each fit this estimator with that k.
+        The selection is kept as ``rank_selection_``. A Ctrl-C during it leaves the model
+        unfitted (the ranks done say nothing about a fit at the k they point to) and raises
+        KeyboardInterrupt again."""
+        n, m = data.shape
+        folds = min(AUTO_FOLDS, data.nnz // MIN_FOLD_ONES)
+        if folds < 2:
+            raise InputError(
+                f"n_components='auto' chooses k by the held-out error of at least 2 folds of "
+                f"{MIN_FOLD_ONES} observed ones each, and X has {data.nnz} observed ones; give "
+                "n_components"
+            )
+        # Every fit of the selection is this estimator at a fixed k (so none recurses), on its
+        # share of the thread budget in force, silent (the selection reports the ranks).
+        params = {**self.get_params(deep=False), "n_jobs": None, "verbose": 0}
+        if "callback" in params:
+            params["callback"] = None  # the user's callback follows the fit at the chosen k
+        top = min(AUTO_MAX_K, n, m)
+        _logger.info("n_components='auto': choosing k in 1..%d by held-out error", top)
+        selection = select_rank(
+            data,
+            range(1, top + 1),
+            criteria=("cv",),
+            method=type(self)(**params),
+            folds=folds,
+            cv_rule="min",
+            random_state=self.random_state,
+        )
+        if selection.interrupted:
+            raise KeyboardInterrupt
+        self.rank_selection_ = selection
+        _logger.info("n_components='auto': %s", selection.reason)
+        return selection.best_k
 
     def _fit_bytes(self, n: int, m: int, cells: int, k: int) -> int:
         """Estimated peak memory of a fit with k factors on an n×m X with ``cells`` nonzeros
