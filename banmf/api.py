@@ -30,8 +30,11 @@ def factorize(
     X : array-like, sparse or pandas DataFrame of shape (n, m)
         A DataFrame's index and columns become the result's row and column labels (and so
         the names in :func:`banmf.patterns`); one of sparse columns is not densified.
-    n_components : int or None
-        Rank k (None only for methods that choose it, e.g. ``"grecond"``).
+    n_components : int, "auto" or None
+        Rank k. "auto": the k from 1 to 20 (at most min(n, m)) with the lowest cross-validated
+        held-out error, the selection then in ``result.estimator.rank_selection_`` (see
+        :func:`banmf.select_rank`). None only for methods that choose k themselves, e.g.
+        ``"grecond"``.
     method : str, default "banmf"
         A key of :data:`banmf.METHODS`.
     random_state : None, int or Generator

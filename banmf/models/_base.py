@@ -114,7 +114,13 @@ def fit_inner(estimator, data: Dataset) -> bool:
 class BaseFactorization:
     """The base of every method, scikit-learn style: ``__init__`` only stores its keyword
     arguments; ``fit`` checks them against ``_parameter_constraints`` (one list of allowed
-    kinds per parameter, :mod:`banmf._params`) as it begins (:meth:`_begin`)."""
+    kinds per parameter, :mod:`banmf._params`) as it begins (:meth:`_begin`).
+
+    Every method takes ``n_components="auto"``: its fit first chooses k, the rank from 1 to
+    :data:`AUTO_MAX_K` (20, at most min(n, m)) whose fits predict held-out observed cells
+    best (:meth:`_choose_rank`), then fits at that k as with ``n_components=k``; the
+    selection is kept as ``rank_selection_`` (a :class:`banmf.RankSelection`) and the k as
+    ``n_components_``."""
 
     _parameter_constraints: ClassVar[dict] = {}
 
