@@ -240,9 +240,14 @@ class BaseFactorization:
         )
         if selection.interrupted:
             raise KeyboardInterrupt
-        self.rank_selection_ = selection
-        _logger.info("n_components='auto': %s", selection.reason)
-        return selection.best_k
+        self.rank_selection_, k = selection, selection.best_k
+        _logger.info(
+            "n_components='auto': k=%d, the lowest held-out error (%.4f) of k=1..%d",
+            k,
+            selection.held_out_error[k],
+            selection.ks[-1],
+        )
+        return k
 
     def _fit_bytes(self, n: int, m: int, cells: int, k: int) -> int:
         """Estimated peak memory of a fit with k factors on an n×m X with ``cells`` nonzeros
