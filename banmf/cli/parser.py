@@ -55,7 +55,7 @@ def _rank(text: str) -> int | str:
             f"expected a positive integer or auto, got {text!r}"
         ) from None
     if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer or auto, got {value}")
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
     return value
 
 
