@@ -121,7 +121,7 @@ def test_the_selection_is_reproducible_and_takes_unknown_cells():
 @settings(max_examples=10, deadline=None)
 @given(st.lists(st.integers(1, 9), min_size=1, max_size=3))
 def test_the_combined_choice_is_a_majority_or_the_median(values):
-    from banmf.model_selection import _combined_choice
+    from banmf._selection import _combined_choice
 
     choices = dict(zip(["mdl", "cv", "stability"], values))
     k, reason = _combined_choice(choices)
@@ -168,7 +168,7 @@ def test_grid_search_with_the_default_score_finds_a_planted_rank(seed):
 
 def test_more_folds_than_the_ones_fill_are_refused_before_any_fit(monkeypatch):
     """1000 folds of zoo's 1,515 cells ran 119 s at k=1: refused at once, with the most."""
-    monkeypatch.setattr(banmf.model_selection, "fit_tasks", lambda *a: pytest.fail("fitted"))
+    monkeypatch.setattr(banmf._selection, "fit_tasks", lambda *a: pytest.fail("fitted"))
     X = banmf.datasets.load_zoo().X
     most = X.nnz // MIN_FOLD_ONES
     with pytest.raises(
@@ -186,7 +186,7 @@ def test_more_folds_than_the_ones_fill_are_refused_before_any_fit(monkeypatch):
 
 
 def test_progress_within_a_rank_counts_the_fits(monkeypatch, caplog):
-    monkeypatch.setattr(banmf.model_selection, "FITS_EVERY_SECONDS", 0.0)
+    monkeypatch.setattr(banmf._selection, "FITS_EVERY_SECONDS", 0.0)
     X, _, _ = banmf.make_boolean(40, 30, 2, 0.3, random_state=0)
     with caplog.at_level(logging.INFO, logger="banmf.progress"):
         select_rank(X, [1, 2], folds=3, random_state=0, n_jobs=1, n_init=1)
@@ -220,7 +220,7 @@ def test_select_k_refuses_too_many_folds_and_says_when_the_choice_is_at_the_edge
     out, err = io.StringIO(), io.StringIO()
     assert main(["select-k", path, "--folds", "1000"], stdout=out, stderr=err) == 2
     assert "at most 66 folds; pass folds <= 66" in err.getvalue() and out.getvalue() == ""
-    monkeypatch.setattr(banmf.model_selection, "FITS_EVERY_SECONDS", 0.0)
+    monkeypatch.setattr(banmf._selection, "FITS_EVERY_SECONDS", 0.0)
     out, err = io.StringIO(), io.StringIO()
     code = main(
         ["select-k", path, "--ks", "1:2", "--folds", "3", "--param", "n_init=1"],
@@ -323,7 +323,7 @@ def test_ctrl_c_during_the_selection_leaves_the_model_unfitted(planted, monkeypa
             raise KeyboardInterrupt
         return fit_tasks(*args)
 
-    monkeypatch.setattr(banmf.model_selection, "fit_tasks", second_rank_interrupted)
+    monkeypatch.setattr(banmf._selection, "fit_tasks", second_rank_interrupted)
     model = banmf.BANMF(n_components="auto", random_state=0, **QUICK)
     with pytest.raises(KeyboardInterrupt):
         model.fit(planted)

@@ -17,11 +17,11 @@ import numpy as np
 from .._mdl import description_bits
 from .._memory import check_memory
 from .._params import BOOLEAN, N_JOBS, RANDOM_STATE, Interval, Options, validate_params
+from .._selection import MIN_FOLD_ONES, select_rank_of
 from .._threads import thread_budget
 from .._validation import check_n_components
 from ..dataset import Dataset
 from ..exceptions import InputError, InvalidParameterError, NotFittedError, warn_user
-from ..model_selection import MIN_FOLD_ONES, select_rank
 from ..polish import EXACT_MAX_K, polish_factors, polish_rows, resolve_polish
 from ..result import relative_error
 
@@ -229,11 +229,11 @@ class BaseFactorization:
             params["callback"] = None  # the user's callback follows the fit at the chosen k
         top = min(AUTO_MAX_K, n, m)
         _logger.info("n_components='auto': choosing k in 1..%d by held-out error", top)
-        selection = select_rank(
+        selection = select_rank_of(
             data,
             range(1, top + 1),
+            type(self)(**params),
             criteria=("cv",),
-            method=type(self)(**params),
             folds=folds,
             cv_rule="min",
             random_state=self.random_state,
