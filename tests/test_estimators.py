@@ -186,3 +186,15 @@ def test_the_distributed_fit_refuses_auto():
 
     with pytest.raises(InvalidParameterError, match="fits a given k: n_components='auto'"):
         bd.BANMF(n_components="auto").fit(np.eye(4))
+
+
+def test_verbose_auto_shows_the_ranks_not_the_fits_of_the_selection(capsys):
+    from banmf import BANMF
+
+    X = make_boolean(24, 14, 2, 0.4, random_state=1)[0]
+    BANMF("auto", n_init=1, max_iter=30, random_state=0, verbose=1).fit(X)
+    lines = capsys.readouterr().err.splitlines()
+    chosen = next(i for i, line in enumerate(lines) if "'auto': k=2, the lowest" in line)
+    assert any(line.startswith("banmf: k=1: error") for line in lines[:chosen])
+    assert not any("start" in line for line in lines[:chosen])  # the selection's fits
+    assert any("start" in line for line in lines[chosen:])  # the fit at k=2

@@ -4,6 +4,7 @@ fitted attributes, ``transform``/``score``, repr."""
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import inspect
 import logging
@@ -45,16 +46,32 @@ COMMON_CONSTRAINTS = {
 }
 
 
+#: Set while ``n_components="auto"`` chooses k (:meth:`BaseFactorization._choose_rank`), in the
+#: threads of its fits too (they run in a copy of the context).
+_choosing_rank: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "banmf_choosing_rank", default=False
+)
+
+
+def _not_a_selection_fit(record: logging.LogRecord) -> bool:
+    """Whether a record is not one of the selection's fits' starts (at ``verbose=1`` the
+    selection says its ranks; six fits a rank, each with its starts, would bury them)."""
+    return not (_choosing_rank.get() and "start" in getattr(record, "banmf", {}))
+
+
 @contextlib.contextmanager
 def _verbosity(verbose):
     """With ``verbose`` > 0, show the ``banmf`` logger's records on stderr for the duration:
-    phases and results (1), and every progress record, iterations included (2 and more)."""
+    phases and results (1; of ``n_components="auto"``'s fits, only the ranks), and every
+    progress record, iterations included (2 and more)."""
     if not verbose:
         yield
         return
     logger = logging.getLogger("banmf")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("banmf: %(message)s"))
+    if verbose == 1:
+        handler.addFilter(_not_a_selection_fit)
     saved = logger.level
     logger.setLevel(logging.DEBUG if verbose > 1 else logging.INFO)
     logger.addHandler(handler)
@@ -229,15 +246,19 @@ class BaseFactorization:
             params["callback"] = None  # the user's callback follows the fit at the chosen k
         top = min(AUTO_MAX_K, n, m)
         _logger.info("n_components='auto': choosing k in 1..%d by held-out error", top)
-        selection = select_rank_of(
-            data,
-            range(1, top + 1),
-            type(self)(**params),
-            criteria=("cv",),
-            folds=folds,
-            cv_rule="min",
-            random_state=self.random_state,
-        )
+        choosing = _choosing_rank.set(True)
+        try:
+            selection = select_rank_of(
+                data,
+                range(1, top + 1),
+                type(self)(**params),
+                criteria=("cv",),
+                folds=folds,
+                cv_rule="min",
+                random_state=self.random_state,
+            )
+        finally:
+            _choosing_rank.reset(choosing)
         if selection.interrupted:
             raise KeyboardInterrupt
         self.rank_selection_, k = selection, selection.best_k
