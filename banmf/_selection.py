@@ -255,9 +255,9 @@ def held_out_scores(X, W, H, hidden) -> dict:
 
 # -- choosing k ----------------------------------------------------------------------------
 
-#: ``criteria`` of :func:`select_rank`.
+#: ``criteria`` of :func:`banmf.select_rank`.
 CRITERIA = ("mdl", "cv", "stability")
-#: ``cv_rule`` of :func:`select_rank`: how the "cv" criterion picks k from the held-out error.
+#: ``cv_rule`` of :func:`banmf.select_rank`: how the "cv" criterion picks k from the held-out error.
 CV_RULES = ("one-se", "min")
 #: A rank is stable when its fits to the folds' training cells agree at least this well: the
 #: mean, over pairs of those fits, of :func:`factor_agreement` (their worst-matched factor).
@@ -265,11 +265,11 @@ STABLE = 0.8
 #: Observed zeros the cross-validation folds take at most, beside every one: on large sparse
 #: data all zeros would be n·m cells.
 FOLD_ZEROS = 5_000_000
-#: Observed ones each fold of :func:`select_rank` must hold at least: a fold with fewer scores
+#: Observed ones each fold of :func:`banmf.select_rank` must hold at least: a fold with fewer scores
 #: its fit by a handful of cells, and every fold is one more fit per rank.
 MIN_FOLD_ONES = 10
 #: Least time from a rank's start, or its last ``"fits"`` progress record, to the next one
-#: (:func:`select_rank`): a rank done sooner says nothing before its result.
+#: (:func:`banmf.select_rank`): a rank done sooner says nothing before its result.
 FITS_EVERY_SECONDS = 2.0
 
 _progress = logging.getLogger("banmf.progress")
@@ -401,7 +401,7 @@ def factor_agreement(W1, H1, W2, H2) -> float:
 
 @dataclass(frozen=True)
 class RankSelection:
-    """The evidence for each rank tried, and the rank chosen (:func:`select_rank`).
+    """The evidence for each rank tried, and the rank chosen (:func:`banmf.select_rank`).
 
     Attributes
     ----------

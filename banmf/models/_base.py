@@ -229,8 +229,8 @@ class BaseFactorization:
         :data:`AUTO_FOLDS` folds of the observed cells (:func:`banmf.select_rank` with
         ``criteria=("cv",)`` and ``cv_rule="min"``), each fit this estimator with that k.
         The selection is kept as ``rank_selection_``. A Ctrl-C during it leaves the model
-        unfitted (the ranks done say nothing about a fit at the k they point to) and raises
-        KeyboardInterrupt again."""
+        unfitted (no fit at a chosen k exists yet to keep) and raises KeyboardInterrupt
+        again."""
         n, m = data.shape
         folds = min(AUTO_FOLDS, data.nnz // MIN_FOLD_ONES)
         if folds < 2:
