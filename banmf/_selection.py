@@ -420,8 +420,8 @@ class RankSelection:
     choices : dict
         criterion → the k it points to: the shortest description; the smallest k whose
         held-out error is within one standard error of the lowest (the one-standard-error
-        rule), or with ``cv_rule="min"`` the lowest; the largest k whose fits to the folds' training cells agree at least
-        :data:`STABLE`.
+        rule), or with ``cv_rule="min"`` the lowest; the largest k whose fits to the folds'
+        training cells agree at least :data:`STABLE`.
     best_k : int
         The choice: the k most criteria point to (ties, and no two agreeing: the median of
         their choices).
