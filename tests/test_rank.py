@@ -251,7 +251,7 @@ def auto_fit(planted):
 def test_auto_finds_the_planted_rank_and_fits_there_as_a_given_k_would(planted, auto_fit):
     sel = auto_fit.rank_selection_
     assert auto_fit.n_components_ == sel.best_k == 3 and auto_fit.reconstruction_err_ == 0
-    assert sel.choices == {"cv": 3} and sel.folds == 5 and sel.ks[0] == 1
+    assert sel.choices == {"cv": 3} and sel.folds == 10 and sel.ks[0] == 1
     held = sel.held_out_error
     assert sel.best_k == min(held, key=lambda k: (held[k], k))  # the lowest, not one SE
     given = banmf.BANMF(n_components=3, random_state=0, **QUICK).fit(planted)

@@ -186,7 +186,7 @@ def _factorize_distributed(args, out, err, params) -> int:
         raise UsageError("--hold-out does not run on a cluster yet")
     if args.k == "auto":
         raise UsageError(
-            "-k auto does not run on a cluster (six fits per rank tried): choose k on a sample "
+            "-k auto does not run on a cluster (eleven fits per rank tried): choose k on a sample "
             "with banmf select-k or factorize -k auto without --scheduler, and pass it"
         )
     if args.show:

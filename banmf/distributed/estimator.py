@@ -46,7 +46,7 @@ class BANMF(_BANMF):
     Parameters
     ----------
     n_components : int, default 10
-        Rank k of the factorization. ``"auto"`` is refused: choosing k fits six models per
+        Rank k of the factorization. ``"auto"`` is refused: choosing k fits eleven models per
         rank tried; choose it on a sample with :class:`banmf.BANMF` or :func:`banmf.select_rank`.
     regularization, max_iter, tol, check_every, init_scale, lower, upper, eps, n_thresholds, \
 normalize, n_init, dtype, random_state, verbose, callback
@@ -205,9 +205,9 @@ normalize, n_init, dtype, random_state, verbose, callback
         """
         start = time.perf_counter()
         if isinstance(self.n_components, str):
-            # Choosing k fits six models per rank tried: hours on data that needs a cluster.
+            # Choosing k fits eleven models per rank tried: hours on data that needs a cluster.
             raise InvalidParameterError(
-                "banmf.distributed.BANMF fits a given k: n_components='auto' would fit six "
+                "banmf.distributed.BANMF fits a given k: n_components='auto' would fit eleven "
                 "models per rank tried on the cluster. Choose k on a sample of the rows with "
                 "banmf.BANMF(n_components='auto') or banmf.select_rank, and pass it"
             )

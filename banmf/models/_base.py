@@ -34,7 +34,10 @@ _logger = logging.getLogger("banmf")
 
 #: ``n_components="auto"``: the largest rank tried (less when X has fewer rows or columns), and
 #: the folds of its cross-validation (fewer when X has too few observed ones for that many).
-AUTO_MAX_K, AUTO_FOLDS = 20, 5
+#: Ten, not five: a fold's fit sees 90 % of the cells the final fit sees, not 80 %, and fewer
+#: cells support fewer factors; with five, the k chosen predicted hidden votes and LUCAP0 cells
+#: worse than k = 5 did (docs/choosing-k.md).
+AUTO_MAX_K, AUTO_FOLDS = 20, 10
 
 #: Constraints of the parameters every method has (:mod:`banmf._params`).
 COMMON_CONSTRAINTS = {
@@ -55,7 +58,7 @@ _choosing_rank: contextvars.ContextVar[bool] = contextvars.ContextVar(
 
 def _not_a_selection_fit(record: logging.LogRecord) -> bool:
     """Whether a record is not one of the selection's fits' starts (at ``verbose=1`` the
-    selection says its ranks; six fits a rank, each with its starts, would bury them)."""
+    selection says its ranks; eleven fits a rank, each with its starts, would bury them)."""
     return not (_choosing_rank.get() and "start" in getattr(record, "banmf", {}))
 
 
