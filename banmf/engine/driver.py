@@ -61,6 +61,11 @@ def check_backend(model, backend) -> None:
         Without :attr:`~banmf.engine.protocol.Backend.whole_columns`: ``polish`` or
         ``extra_starts`` outside :data:`WITHOUT_WHOLE_COLUMNS`, or ``swap`` with ``polish=False``.
     """
+    if model.combine and not hasattr(backend, "combine"):
+        raise InvalidParameterError(
+            f"combine=True needs every start's factors, which {type(backend).__name__} does not "
+            "keep: set combine=False"
+        )
     if backend.whole_columns:
         return
     validate_params(
@@ -212,7 +217,17 @@ class Driver:
             progress = StartProgress(number, number, p["max_iter"], name)
             run, interrupted = self._attempt_extra(name, progress, out.runs, extra)
             ended = interrupted
-        out.extra = {name: extra[name] for name in names if name in extra}
+        ended = interrupted or any(map(last_start, (*out.runs, *extra.values())))
+        if p["combine"] and not ended and not interrupts.count:
+            # Ranked after every start: it is kept only when strictly lower than all.
+            kept = [*out.runs, *(extra[name] for name in names if name in extra)]
+            self.names = [*names, "combined"]
+            number = len(kept) + 1
+            progress = StartProgress(number, number, p["max_iter"], "combined")
+            _, interrupted = self._attempt_extra(
+                "combined", progress, out.runs, extra, lambda: self.combined(kept, progress)
+            )
+        out.extra = {name: extra[name] for name in self.names if name in extra}
         out.interrupted = interrupted or bool(interrupts.count)
         decided = p["auto_n_init"] and out.runs
         out.n_init = auto_n_init(p, out.runs[0]["n_iter"]) if decided else p["n_init"]
@@ -220,10 +235,12 @@ class Driver:
             raise KeyboardInterrupt
         return out
 
-    def _attempt_extra(self, name, progress, runs: list, extra: dict):
-        """An extra start through the backend's :meth:`~Backend.attempt`; its record goes
-        into ``extra`` (if it ran) and the best so far is kept."""
-        run, interrupted = self.backend.attempt(lambda: self.extra_start(name, progress))
+    def _attempt_extra(self, name, progress, runs: list, extra: dict, work=None):
+        """An extra start (``work()``, by default :meth:`extra_start`) through the backend's
+        :meth:`~Backend.attempt`; its record goes into ``extra`` (if it ran) and the best so
+        far is kept."""
+        work = work or (lambda: self.extra_start(name, progress))
+        run, interrupted = self.backend.attempt(work)
         if run is not None:
             extra[name] = run
             self._keep_best(runs, extra)
@@ -540,7 +557,24 @@ class Driver:
             if not interrupts.first():
                 raise
             return None, True
-        run = greedy_record(W, H, error, name)
+        return self._refined(greedy_record(W, H, error, name), progress)
+
+    def combined(self, kept: list, progress: StartProgress) -> tuple[dict | None, bool]:
+        """The combination of the starts ``kept`` (:mod:`banmf.engine.pool`): k of their
+        factors chosen for the lowest error, then polished and swapped as a start; its record
+        (None if Ctrl-C came before the choice) and whether Ctrl-C cut it short."""
+        try:
+            progress.phase("combining")
+            W, H, error = self.backend.combine(kept, self.p["k"])
+        except KeyboardInterrupt:
+            if not self.interrupts.first():
+                raise
+            return None, True
+        return self._refined(greedy_record(W, H, error, "combined"), progress)
+
+    def _refined(self, run: dict, progress: StartProgress) -> tuple[dict, bool]:
+        """A start without iterations through the polish and the swaps."""
+        interrupts = self.interrupts
         try:
             self.boolean_steps(run, progress)
         except KeyboardInterrupt:  # the steps done so far stand

@@ -17,6 +17,7 @@ from .._validation import check_dtype, check_random_state
 from ..booleanize import boolean_product, threshold_factors
 from ..engine import Driver, Outcome, auto_n_init, start_cost
 from ..engine.nndsvd import nndsvda
+from ..engine.pool import combine
 from ..exceptions import InputError, InvalidParameterError
 from ..polish import (
     column_factors,
@@ -56,6 +57,7 @@ PAPER_CONFIG = MappingProxyType(
         "polish": False,
         "swap": False,
         "extra_starts": (),
+        "combine": False,
     }
 )
 
@@ -269,6 +271,7 @@ class BANMF(BaseFactorization):
         polish=True,
         swap=True,
         extra_starts=("nmf", "columns"),
+        combine=True,
         n_init="auto",
         dtype=np.float64,
         n_jobs=None,
@@ -294,6 +297,7 @@ class BANMF(BaseFactorization):
         "thresholds": [Options("per-factor", "global")],
         "swap": [BOOLEAN],
         "extra_starts": [subset_of(*EXTRA_STARTS)],
+        "combine": [BOOLEAN],
         "n_init": [Options("auto"), Interval(Integral, 1, None)],
         "dtype": [FLOAT_DTYPE],
         "callback": [NONE, CALLABLE],
@@ -324,6 +328,7 @@ class BANMF(BaseFactorization):
         p["polish"] = self._polish_method(k)
         p["swap"] = bool(self.swap)
         p["extra_starts"] = tuple(self.extra_starts)
+        p["combine"] = bool(self.combine)
         # "auto" is decided when the first start has run (:func:`banmf.engine.auto_n_init`);
         # until then up to the tier of its least possible cost may start (side by side,
         # speculatively), so that a start that must be the only one never shares the threads
@@ -621,6 +626,10 @@ class _Local:
 
     def attempt(self, work):
         return work()
+
+    def combine(self, runs: list, k: int):
+        W, H, error, _ = combine(self.data, ((run["W"], run["H"]) for run in runs), k)
+        return W, H, error
 
     def keep(self, best) -> None:
         """Every record holds its own W: nothing to drop."""
