@@ -67,7 +67,7 @@ def pools(draw, max_n=9, max_m=9, max_p=6):
     p = draw(st.integers(0, max_p))
     W = rng.random((n, p)) < rng.random(p)
     H = rng.random((p, m)) < rng.random(p)[:, None]
-    return data, Pool.of([(W, H)])
+    return data, Pool.of([(W, H)])[0]
 
 
 @examples(60)
@@ -145,8 +145,9 @@ def test_selection_is_exact_when_the_pool_fits(case, k):
 def test_pool_merges_duplicates_and_drops_empty_factors():
     W = np.array([[1, 1, 0], [1, 1, 0]], dtype=bool)
     H = np.array([[1, 0], [1, 0], [1, 1]], dtype=bool)
-    pool = Pool.of([(W, H), (W[:, :1], H[:1])])
+    pool, where = Pool.of([(W, H), (W[:, :1], H[:1])])
     assert len(pool) == 1
+    assert where == [[0, 0, -1], [0]]
     assert pool.factors([0], 2, 2, 1)[1].tolist() == [[True, False]]
 
 
@@ -157,7 +158,7 @@ def test_useful_keeps_what_may_help_and_drops_what_cannot():
     H = np.zeros((2, 6), dtype=bool)
     W[:3, 0] = H[0, :3] = True  # the block
     W[:, 1] = H[1, :] = True  # everything: 9 ones, 27 zeros
-    pool = Pool.of([(W, H)])
+    pool, _ = Pool.of([(W, H)])
     assert useful(pool, Dataset.of(X)).tolist() == [0]
     # Observed zeros given: no bound, both kept.
     assert useful(pool, Dataset.of(X, observed=X)).tolist() == [0, 1]
@@ -167,10 +168,44 @@ def test_combine_on_tiles_is_exact_and_within_budget():
     X, W0, H0 = banmf.make_sparse_tiles(400, 300, 3000, 6, random_state=1)
     data = Dataset.of(X)
     noise = np.random.default_rng(0).random(W0.shape) < 0.1
-    W, H, error, info = combine(data, [(W0 ^ noise, H0), (W0, H0)], 6)
+    runs = [{"W": W, "H": H0, "error": data.error(W, H0)} for W in (W0 ^ noise, W0)]
+    W, H, error, info = combine(data, runs, 6)
     assert error == data.error(W, H) <= data.error(W0, H0)
-    assert info["candidates"] <= info["pool"] == 12
+    assert info["candidates"] <= info["pool"]
+    assert info["pool"] >= 12  # the two starts' (merged) and the grown candidates
     assert info["bytes"] > 0
+
+
+def test_the_worked_example_of_the_docs():
+    """docs/pipeline.md: two starts that each found one block, and the single cell (0, 7)."""
+    X = np.zeros((8, 8), dtype=int)
+    X[:4, :4] = X[4:, 4:] = 1
+    X[0, 7] = 1
+    data = Dataset.of(X)
+    blocks = [(np.arange(8) < 4, np.arange(8) < 4), (np.arange(8) >= 4, np.arange(8) >= 4)]
+    cell = (np.arange(8) == 0, np.arange(8) == 7)
+    runs = []
+    for block in blocks:
+        W = np.stack([block[0], cell[0]], axis=1)
+        H = np.stack([block[1], cell[1]])
+        runs.append({"W": W, "H": H, "error": data.error(W, H)})
+    assert [run["error"] for run in runs] == [16, 16]
+    W, H, error, info = combine(data, runs, 2)
+    assert (error, info["pool"], info["new"]) == (1, 3, True)
+    assert W[:, 0].tolist() == blocks[0][0].tolist()
+    model = banmf.polish(X, W, H)
+    assert model.error == 1
+
+
+@examples(40)
+@given(pools(max_p=6), st.integers(1, 4), st.data())
+def test_selection_from_a_start_only_improves_it(case, k, draw):
+    data, pool = case
+    n, m = data.shape
+    first = [draw.draw(st.integers(-1, len(pool) - 1)) for _ in range(k)]
+    error = data.error(*pool.factors(first, n, m, k))
+    sel = select(WholePool(data, pool, k), pool, m, k, (first, error - data.X.nnz))
+    assert data.error(*pool.factors(sel.chosen, n, m, k)) == data.X.nnz + sel.change <= error
 
 
 @pytest.fixture(scope="module")

@@ -26,6 +26,7 @@ import numpy as np
 from .._boolean import words
 from .._kernels.pool import pool_gains
 from .._threads import pick
+from ..polish import top_columns
 
 __all__ = ["Pool", "PoolRows", "WholePool", "select"]
 
@@ -33,11 +34,16 @@ __all__ = ["Pool", "PoolRows", "WholePool", "select"]
 #: short binary search each), may be at most this many times nnz·k plus a floor: the pool is cut
 #: to the candidates that fall first in standalone error until it fits
 #: (:meth:`Pool.within`).
-WORK_PER_NNZ_K = 20
+WORK_PER_NNZ_K = 200
 WORK_FLOOR = 10**7
 #: Local search sweeps over the chosen factors, at most (each replaces factors while the error
 #: falls; on the evaluation's data the second sweep rarely moves one).
 MAX_SWEEPS = 3
+#: Candidates grown from columns (:func:`grown`): this many times k, from the columns with the
+#: most ones.
+GROWN_PER_K = 2
+#: Dense counts of :func:`grown`'s majorities, rows × sets, at most this many at a time.
+MAJORITY_CELLS = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -58,20 +64,26 @@ class Pool:
     col_idx: np.ndarray
 
     @classmethod
-    def of(cls, factors) -> Pool:
+    def of(cls, factors) -> tuple[Pool, list]:
         """The pool of the factors of ``factors``, an iterable of Boolean ``(W, H)`` pairs
         (n × k, k × m; k may differ), in order: empty factors dropped, and of equal ones the
-        first kept."""
-        rows, cols, seen = [], [], set()
+        first kept. Also returns, per pair, the candidate of each of its factors (-1: empty)."""
+        rows, cols, seen, where = [], [], {}, []
         for W, H in factors:
+            at = []
             for l in range(W.shape[1]):
                 r, c = np.flatnonzero(W[:, l]), np.flatnonzero(H[l])
+                if not (len(r) and len(c)):
+                    at.append(-1)
+                    continue
                 key = (r.tobytes(), c.tobytes())
-                if len(r) and len(c) and key not in seen:
-                    seen.add(key)
+                if key not in seen:
+                    seen[key] = len(rows)
                     rows.append(r)
                     cols.append(c)
-        return cls(*_compressed(rows), *_compressed(cols))
+                at.append(seen[key])
+            where.append(at)
+        return cls(*_compressed(rows), *_compressed(cols)), where
 
     def __len__(self) -> int:
         return len(self.row_ptr) - 1
@@ -176,12 +188,13 @@ class Selection:
     sweeps: int
 
 
-def select(rows: PoolRows, pool: Pool, m: int, k: int) -> Selection:
+def select(rows: PoolRows, pool: Pool, m: int, k: int, start: tuple | None = None) -> Selection:
     """Choose at most k candidates of ``pool`` for the lowest error: greedily, each the one
-    whose addition lowers the error most (ties: the earlier), while one does; then sweeps of a
-    local search, replacing the factor of each slot in turn by the candidate that lowers the
-    error most in its place, while one does (at most :data:`MAX_SWEEPS`). Exact: every change
-    is the error's."""
+    whose addition lowers the error most (ties: the earlier), while one does, or from ``start``
+    (the candidate in each slot, -1 for none, and the change in error they make); then sweeps
+    of a local search, replacing the factor of each slot in turn by the candidate that lowers
+    the error most in its place, while one does (at most :data:`MAX_SWEEPS`). Exact: every
+    change is the error's."""
     width = words(k)
     col_codes = np.zeros((m, width), dtype=np.uint64)
     none = np.zeros(width, dtype=np.uint64)
@@ -194,7 +207,12 @@ def select(rows: PoolRows, pool: Pool, m: int, k: int) -> Selection:
 
     if not len(pool):
         return Selection(chosen, change, 0)
-    for s in range(k):
+    if start is not None:
+        chosen, change = list(start[0]), start[1]
+        for s, f in enumerate(chosen):
+            if f >= 0:
+                put(s, f, True)
+    for s in range(k if start is None else 0):
         gains = rows.gains(col_codes, none)
         f = int(np.argmin(gains))
         if gains[f] >= 0:
@@ -255,27 +273,90 @@ def useful(pool: Pool, data) -> np.ndarray:
     return np.flatnonzero(pool.areas - hidden < 2 * ones)
 
 
-def combine(data, factors, k: int) -> tuple[np.ndarray, np.ndarray, int, dict]:
-    """The combination on one machine: the pool of ``factors`` (Boolean ``(W, H)`` pairs, the
-    starts' in their rank), the candidates that lower the error on their own, cut to the work
-    budget (:data:`WORK_PER_NNZ_K`), and :func:`select`'s choice among them. Returns W, H,
-    their error and what it took (``info``: pool sizes, bytes, sweeps)."""
+def grown(data, count: int, rounds: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """Candidates grown from the ``count`` columns with the most ones (ties: the lower index):
+    from a column's rows, the columns where those rows hold more ones than observed zeros, then
+    the rows that hold more ones than observed zeros in those columns, and so on, ``rounds``
+    times (rank-one alternating majorities, as ASSO's association rows grow a column into a
+    pattern). Boolean W (n, count), H (count, m); a candidate that empties stays empty."""
     n, m = data.shape
-    pool = Pool.of(factors)
+    seeds = top_columns(np.diff(data.T.X.indptr), count)
+    W = np.zeros((n, len(seeds)), dtype=bool)
+    H = np.zeros((len(seeds), m), dtype=bool)
+    H[np.arange(len(seeds)), seeds] = True
+    W[:] = _majority(data, H.T)
+    for _ in range(rounds):
+        H[:] = _majority(data.T, W).T
+        W[:] = _majority(data, H.T)
+    return W, H
+
+
+def _majority(data, S: np.ndarray) -> np.ndarray:
+    """Per row of ``data`` and set t (the columns ``S[:, t]``, bool m × T): whether the row
+    holds more ones than observed zeros in the set's columns."""
+    X, unknown = data.X, data.unknown
+    out = np.empty((X.shape[0], S.shape[1]), dtype=bool)
+    # A few sets at a time: the counts are dense, rows × sets.
+    step = max(1, MAJORITY_CELLS // max(1, X.shape[0]))
+    for t in range(0, S.shape[1], step):
+        part = S[:, t : t + step]
+        Sf = part.astype(np.float64)
+        ones = X @ Sf
+        if unknown is None:
+            out[:, t : t + step] = 2 * ones > part.sum(axis=0)
+            continue
+        cells = unknown.cells @ Sf
+        if unknown.observed:  # the cells are the observed zeros
+            out[:, t : t + step] = ones > cells
+        else:
+            out[:, t : t + step] = 2 * ones + cells > part.sum(axis=0)
+    return out
+
+
+def pool_bytes(n: int, m: int, k: int, starts: int) -> int:
+    """The most memory :func:`combine` takes for ``starts`` starts at rank k on an n × m
+    matrix: the grown candidates (bool) and their dense counts, and the pool's row and column
+    lists (8 bytes an entry, at most every entry of every start's and the grown factors)."""
+    grown_k = GROWN_PER_K * k
+    entries = (starts * k + grown_k) * (n + m)
+    return 8 * entries + (n + m) * grown_k + 2 * 8 * MAJORITY_CELLS
+
+
+def combine(data, runs: list, k: int) -> tuple[np.ndarray, np.ndarray, int, dict]:
+    """The combination on one machine: the pool of the starts' Boolean factors (``runs``, the
+    starts' records in their rank, each with "W", "H" and "error"), the candidates that lower
+    the error on their own, cut to the work budget (:data:`WORK_PER_NNZ_K`), and the better of
+    two of :func:`select`'s choices among them: greedy, and from the best start's factors.
+    Returns W, H, their error and what it took (``info``: pool sizes, bytes, sweeps, and
+    ``new``: whether the choice differs from the best start's factors)."""
+    n, m = data.shape
+    best = min(range(len(runs)), key=lambda r: runs[r]["error"])
+    more = grown(data, min(m, GROWN_PER_K * k))
+    pool, where = Pool.of([*((run["W"], run["H"]) for run in runs), more])
     info = {"pool": len(pool)}
-    pool = pool.take(useful(pool, data))
-    rows = WholePool(data, pool, k)
-    alone = rows.gains(np.zeros((m, words(k)), dtype=np.uint64), np.zeros(words(k), np.uint64))
-    # Best first (ties: the earlier), cut where the selection's work would pass the budget; in
-    # pool order again, so that the choice's ties go to the earlier start.
-    order = np.lexsort((np.arange(len(pool)), alone))
+    keep = np.union1d(useful(pool, data), [f for f in where[best] if f >= 0]).astype(np.intp)
+    alone = WholePool(data, pool.take(keep), k).gains(
+        np.zeros((m, words(k)), dtype=np.uint64), np.zeros(words(k), np.uint64)
+    )
+    # Best first (ties: the earlier), cut where the selection's work would pass the budget; the
+    # best start's factors stay. In pool order again, so that ties go to the earlier start.
+    order = np.lexsort((keep, alone))
     order = order[alone[order] < 0]
-    calls = k * (2 + MAX_SWEEPS)
+    calls = k * (3 + 2 * MAX_SWEEPS)
     budget = (WORK_PER_NNZ_K * data.nnz * k + WORK_FLOOR) / calls
-    order = order[np.cumsum(pool.areas[order]) <= budget]
-    pool = pool.take(np.sort(order))
+    areas = pool.areas[keep]
+    order = order[np.cumsum(areas[order]) <= budget]
+    keep = np.union1d(keep[order], [f for f in where[best] if f >= 0]).astype(np.intp)
+    pool = pool.take(keep)
+    renumber = {int(f): i for i, f in enumerate(keep)}
     info.update(candidates=len(pool), bytes=pool.nbytes)
-    sel = select(WholePool(data, pool, k), pool, m, k)
+    start = [renumber.get(f, -1) for f in where[best]], runs[best]["error"] - data.X.nnz
+    choices = [
+        select(WholePool(data, pool, k), pool, m, k),
+        select(WholePool(data, pool, k), pool, m, k, start),
+    ]
+    sel = min(choices, key=lambda c: c.change)
     W, H = pool.factors(sel.chosen, n, m, k)
-    info["sweeps"] = sel.sweeps
+    # The best start's own factors again: polished and swapped already, they would stay.
+    info.update(sweeps=sel.sweeps, new=set(sel.chosen) - {-1} != set(start[0]) - {-1})
     return W, H, data.X.nnz + sel.change, info

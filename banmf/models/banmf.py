@@ -17,7 +17,7 @@ from .._validation import check_dtype, check_random_state
 from ..booleanize import boolean_product, threshold_factors
 from ..engine import Driver, Outcome, auto_n_init, start_cost
 from ..engine.nndsvd import nndsvda
-from ..engine.pool import combine
+from ..engine.pool import combine, pool_bytes
 from ..exceptions import InputError, InvalidParameterError
 from ..polish import (
     column_factors,
@@ -141,6 +141,16 @@ class BANMF(BaseFactorization):
         before the random starts, and "nmf" after them, one after the other; whichever start
         is exact (error 0) ends the fit, as nothing can beat it (on Zoo 101×15 at k = 15, the
         "columns" start: 0.1 s instead of the 11 other starts' 85 s on a busy machine).
+    combine : bool, default True
+        After the starts, combine them (docs/pipeline.md, "Combining the starts"): pool the
+        Boolean factors of every start, and candidates grown from the columns with the most
+        ones (the rows and columns where a column's pattern holds more ones than zeros), and
+        choose k of them for the lowest exact error (greedily, and from the best start's
+        factors, each then improved by replacing one factor at a time while the error falls),
+        then polish and swap the choice as a start of its own, named "combined". It is kept
+        only when its error is lower than every start's, so the result is never worse; on
+        sparse data it finds what no single start has (tiles 10⁵×10⁴ at k = 10: 0.6393 →
+        0.6296). The pool is cut to a work budget of O(nnz·k). Not after an exact start.
     n_init : int or "auto", default "auto"
         Independent random initialisations; the one with the lowest final Boolean error is
         kept (ties: the earliest; an exact fit, of any start, stops the starts). The first uses the same
@@ -203,16 +213,18 @@ class BANMF(BaseFactorization):
     refinement_ : dict
         The error after each step that ran in the kept start, in order: ``"grid"``, then
         ``"per-factor thresholds"``, ``"polish"`` and ``"swaps"`` when they are on (and not cut
-        short by Ctrl-C). A greedy extra start begins with its name (``"columns"``,
-        ``"grecond"``) in place of the grid; its ``n_iter_`` is 0 and ``loss_curve_`` empty,
+        short by Ctrl-C). A greedy extra start, and the combination, begin with its name
+        (``"columns"``, ``"grecond"``, ``"combined"``) in place of the grid; its ``n_iter_`` is 0 and ``loss_curve_`` empty,
         and ``W_continuous_``, ``H_continuous_`` are its Boolean factors (thresholds 0.5).
     init_errors_ : list of int
         Final error of every random initialisation run (none when an extra start that runs
         before them was exact).
     extra_start_errors_ : dict
-        Final error of every extra start run (``extra_starts``), by name.
+        Final error of every extra start run (``extra_starts``), by name, and of the
+        combination ("combined", when ``combine`` ran).
     best_start_ : int or str
-        The start kept: an index into ``init_errors_``, or the name of an extra start.
+        The start kept: an index into ``init_errors_``, the name of an extra start, or
+        "combined".
     swaps_ : list of (int, int)
         The ``(factor, column)`` swaps made in the kept start (:func:`banmf.swap_factors`).
     n_init_ : int
@@ -352,7 +364,8 @@ class BANMF(BaseFactorization):
     def _fit_bytes(self, n: int, m: int, cells: int, k: int) -> int:
         """Peak memory of the fit: a solver per start running side by side
         (:func:`banmf.models._mu.solver_bytes`), every start's kept factors (float64 and
-        Boolean, 18 bytes an entry) and the threshold search's float64 copies."""
+        Boolean, 18 bytes an entry), the threshold search's float64 copies, and the
+        combination's pool (:func:`banmf.engine.pool.pool_bytes`)."""
         p = self._check_params(k, (n, m), cells)
         starts = p["n_init"] + len(p["extra_starts"])
         running = min(p["n_init"], current_threads())
@@ -361,6 +374,7 @@ class BANMF(BaseFactorization):
             running * solver_bytes(n, m, cells, k, p["dtype"].itemsize)
             + 18 * starts * entries
             + 4 * 8 * entries
+            + (pool_bytes(n, m, k, starts) if p["combine"] else 0)
         )
 
     def _initial_factors(self, shape, k, dtype, rng, W, H):
@@ -628,8 +642,8 @@ class _Local:
         return work()
 
     def combine(self, runs: list, k: int):
-        W, H, error, _ = combine(self.data, ((run["W"], run["H"]) for run in runs), k)
-        return W, H, error
+        W, H, error, info = combine(self.data, runs, k)
+        return W, H, error, info["new"]
 
     def keep(self, best) -> None:
         """Every record holds its own W: nothing to drop."""
