@@ -322,8 +322,8 @@ def make_sparse_tiles(
       to about ``tile_share * nnz``; its rows and columns are drawn without replacement in
       proportion to the weights, so heavy columns sit in several tiles and tiles overlap;
     - with ``overlap`` > 0, every tile after the first takes that share of its columns from
-      a random earlier tile (genres and their sub-genres in ratings, navigational paths that
-      share their first pages in click streams), the rest drawn by weight as above;
+      a random earlier tile (genres and their sub-genres in ratings, navigational paths
+      through the same pages in click streams), the rest drawn by weight as above;
     - a fraction ``dropout`` of the tiles' cells is cleared (false negatives);
     - the rest of the ``nnz`` ones are background (false positives for the tiles): a random
       bipartite graph with degrees drawn from the same weights.
@@ -374,15 +374,21 @@ def make_sparse_tiles(
     True
 
     Ratings-like data (users × items: heavy users and items, wide genres that share items,
-    each user rating part of a genre) and click-stream-like data (sessions × pages: a few
-    clicks per session, a few very popular pages, short paths that share their first pages):
+    each user rating half of a genre) and click-stream-like data (sessions × pages: about three
+    clicks per session, a few pages in a large share of the sessions, short paths that share
+    pages):
 
     >>> ratings, _, _ = make_sparse_tiles(
     ...     5000, 1000, 50_000, 10, tile_cols=(20, 200), dropout=0.5, overlap=0.3,
     ...     random_state=0)
+    >>> users = np.diff(ratings.indptr)
+    >>> float(np.median(users)), int(users.max())
+    (5.0, 497)
     >>> clicks, _, _ = make_sparse_tiles(
-    ...     20_000, 500, 60_000, 10, tile_cols=(2, 6), overlap=0.5, exponent=2.0,
-    ...     random_state=0)
+    ...     20_000, 500, 60_000, 10, tile_cols=(2, 6), overlap=0.5, rows="poisson",
+    ...     exponent=2.0, random_state=0)
+    >>> round(clicks.nnz / clicks.shape[0], 1), int(np.diff(clicks.indptr).max())
+    (2.9, 14)
     """
     for name, v in (("n", n), ("m", m), ("nnz", nnz), ("k", k)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
@@ -451,6 +457,8 @@ def _overlapping_columns(
     mine = np.flatnonzero(parent)
     shared = min(int(np.rint(overlap * width)), len(mine))
     own = rng.choice(mine, size=shared, replace=False, p=w[mine] / w[mine].sum())
+    if shared == width:
+        return own
     w[own] = 0.0  # the rest are other columns (some may be the parent's, by weight)
     rest = rng.choice(len(parent), size=width - shared, replace=False, p=w / w.sum())
     return np.concatenate((own, rest))
