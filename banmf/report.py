@@ -387,9 +387,7 @@ def _cards(result, data, found, error: int) -> str:
             ((int(shared[p.factor, o]), o) for o in range(W.shape[1]) if o != p.factor),
             key=lambda t: (-t[0], rank_of[t[1]]),
         )
-        overlaps = [
-            f"pattern {rank_of[o]} ({cells:,} cells)" for cells, o in overlaps if cells > 0
-        ]
+        overlaps = [f"pattern {rank_of[o]} ({cells:,} cells)" for cells, o in overlaps if cells > 0]
         facts = [
             ("size", f"{p.n_rows:,} rows × {p.n_cols:,} columns = {p.cells:,} cells"),
             ("precision", f"{p.precision:.3f} ({p.ones:,} ones in the tile)"),
@@ -468,10 +466,7 @@ def _sizes_only(result) -> str:
         f"<tr><td>{l}</td><td>{int(rows[l]):,}</td><td>{int(cols[l]):,}</td></tr>"
         for l in range(result.n_components)
     )
-    return (
-        "<table class=sizes><tr><th>factor</th><th>rows</th><th>columns</th></tr>"
-        f"{body}</table>"
-    )
+    return f"<table class=sizes><tr><th>factor</th><th>rows</th><th>columns</th></tr>{body}</table>"
 
 
 # -- rank selection ----------------------------------------------------------------------------
@@ -543,7 +538,7 @@ def _chart(title: str, points: list, best: int, choice) -> str:
     parts = [
         f'<text x="{width / 2}" y="14" class=title>{_e(title)}</text>',
         f'<line x1="{left}" y1="{height - bottom}" x2="{width - right}" y2="{height - bottom}" '
-        'class=axis/>',
+        "class=axis/>",
         f'<line x1="{left}" y1="{top}" x2="{left}" y2="{height - bottom}" class=axis/>',
         f'<text x="{left - 4}" y="{y(high) + 4:.1f}" class=tick text-anchor="end">{high:.4g}</text>',
         f'<text x="{left - 4}" y="{y(low) + 4:.1f}" class=tick text-anchor="end">{low:.4g}</text>',
@@ -575,8 +570,7 @@ def _chart(title: str, points: list, best: int, choice) -> str:
         parts.append(f'<circle cx="{x(k):.1f}" cy="{y(v):.1f}" r="2.5" class=dot/>')
         if k == choice:
             parts.append(
-                f'<rect x="{x(k) - 6:.1f}" y="{y(v) - 6:.1f}" width="12" height="12" '
-                "class=choice/>"
+                f'<rect x="{x(k) - 6:.1f}" y="{y(v) - 6:.1f}" width="12" height="12" class=choice/>'
             )
     return (
         f'<svg class=chart viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
