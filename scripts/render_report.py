@@ -49,7 +49,9 @@ def render(html: Path, png: Path, browser: str, width: int, height: int) -> None
         done = subprocess.run(command, capture_output=True, text=True, timeout=120)
         if done.returncode != 0 or not tmp.exists():
             tmp.unlink(missing_ok=True)
-            raise RuntimeError(f"{browser} failed ({done.returncode}): {done.stderr.strip()[-500:]}")
+            raise RuntimeError(
+                f"{browser} failed ({done.returncode}): {done.stderr.strip()[-500:]}"
+            )
         tmp.replace(png)
 
 
