@@ -32,7 +32,7 @@ __all__ = ["report_html", "write_report"]
 #: 1,200 CSS pixels wide: readable at 1280 px).
 IMAGE_WIDTH, IMAGE_HEIGHT = 1000, 700
 #: A pattern's own image (its rows × its columns, best fitting first) at most this size.
-TILE_WIDTH, TILE_HEIGHT = 200, 120
+TILE_WIDTH, TILE_HEIGHT = 240, 160
 #: Covered zeros are drawn when the factors' tiles hold at most this many cells in all (the
 #: product's support is built to count them per pixel); beyond, the summary counts them.
 PRODUCT_MAX_CELLS = 20_000_000
@@ -206,7 +206,9 @@ def _data_image(result, data, found) -> str:
     counts, drawn_false = _counts(data, W, H, bin_r, bin_c, (h, w))
     cells = np.outer(np.bincount(bin_r, minlength=h), np.bincount(bin_c, minlength=w))
     png = _png(_colour(counts, cells))
+    # Cells drawn as squares of up to 12 px; a narrow matrix's columns widened to 480 px in all.
     zoom = max(1, min(IMAGE_WIDTH // w, IMAGE_HEIGHT // h, 12))
+    zoom_x = max(zoom, min(IMAGE_WIDTH // w, 480 // w))
     outlines = []
     for rank, l in enumerate(order):
         r = np.flatnonzero(row_group[rows] == l)
@@ -254,7 +256,7 @@ def _data_image(result, data, found) -> str:
             "cells); the summary counts them."
         )
     svg = (
-        f'<svg class=matrix viewBox="0 0 {w} {h}" width="{w * zoom}" height="{h * zoom}" '
+        f'<svg class=matrix viewBox="0 0 {w} {h}" width="{w * zoom_x}" height="{h * zoom}" '
         f'preserveAspectRatio="none" role="img" aria-label="the data reordered by factor">'
         f'<image width="{w}" height="{h}" preserveAspectRatio="none" '
         f'href="data:image/png;base64,{png}"/>'
@@ -391,11 +393,7 @@ def _cards(result, data, found, error: int) -> str:
         facts = [
             ("size", f"{p.n_rows:,} rows × {p.n_cols:,} columns = {p.cells:,} cells"),
             ("precision", f"{p.precision:.3f} ({p.ones:,} ones in the tile)"),
-            (
-                "without it",
-                f"the error rises by {p.contribution:,}, from {error:,} to "
-                f"{error + p.contribution:,}; {p.ones_alone:,} ones are covered by it alone",
-            ),
+            ("without it", _without(p, error)),
             ("overlaps", ", ".join(overlaps) if overlaps else "none"),
         ]
         if p.unknown:
@@ -406,7 +404,7 @@ def _cards(result, data, found, error: int) -> str:
             f'<article class=card style="border-left-color:{colour}">'
             f"<h3>Pattern {i} <small>(factor {p.factor})</small></h3>"
             f"<div class=cardbody><table>{table}</table>{_tile_image(data, p)}</div>"
-            f"{_names('columns', p.col_names, p.n_cols)}{_names('rows', p.row_names, p.n_rows)}"
+            f"{_names('column', p.col_names, p.n_cols)}{_names('row', p.row_names, p.n_rows)}"
             "</article>"
         )
     note = (
@@ -423,6 +421,24 @@ def _cards(result, data, found, error: int) -> str:
     )
 
 
+def _without(p, error: int) -> str:
+    """What dropping the pattern does to the error, in words."""
+    change = (
+        f"the error rises by {p.contribution:,}"
+        if p.contribution >= 0
+        else f"the error falls by {-p.contribution:,} (the pattern covers more zeros than ones "
+        "no other covers)"
+    )
+    return (
+        f"{change}, from {error:,} to {error + p.contribution:,}; {_count(p.ones_alone, 'one')} "
+        "covered by it alone"
+    )
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number:,} {noun}{'' if number == 1 else 's'}"
+
+
 def _tile_image(data, p) -> str:
     """The pattern's tile of X, rows and columns best fitting first, binned to a small PNG."""
     tile = data.X[p.rows][:, p.cols]
@@ -437,10 +453,10 @@ def _tile_image(data, p) -> str:
     share = ones / cells
     rgb = _FALSE * (1 - share[..., None]) + _HIT * share[..., None]
     png = _png(np.clip(np.rint(rgb), 0, 255).astype(np.uint8))
-    zoom = max(1, min(TILE_WIDTH // w, TILE_HEIGHT // h, 8))
+    zoom_x, zoom_y = max(1, min(TILE_WIDTH // w, 16)), max(1, min(TILE_HEIGHT // h, 16))
     pixel = "a cell" if sr == sc == 1 else f"{sr:,} × {sc:,} cells"
     return (
-        f'<img class=tile width="{w * zoom}" height="{h * zoom}" '
+        f'<img class=tile width="{w * zoom_x}" height="{h * zoom_y}" '
         f'alt="the tile of the pattern: share of ones, a pixel is {pixel}" '
         f'title="a pixel is {pixel}" src="data:image/png;base64,{png}">'
     )
@@ -454,7 +470,7 @@ def _names(what: str, names: list, total: int) -> str:
         else ""
     )
     return (
-        f"<details><summary>{total:,} {what}</summary><p class=names>"
+        f"<details><summary>{_count(total, what)}</summary><p class=names>"
         f"{_e(', '.join(shown))}{_e(more)}</p></details>"
     )
 
@@ -594,7 +610,7 @@ table{border-collapse:collapse}th,td{text-align:left;vertical-align:top;padding:
 overflow-wrap:anywhere}th{font-weight:600;white-space:nowrap}
 .note,footer{color:#555;font-size:.9em}footer{margin-top:2em;border-top:1px solid #ddd}
 .figure{overflow:auto;max-width:100%}
-svg.matrix{max-width:100%;height:auto;border:1px solid #ccc}
+svg.matrix{max-width:100%;border:1px solid #ccc}
 svg.matrix image,img.tile{image-rendering:pixelated}
 .outlines rect{vector-effect:non-scaling-stroke}
 .key{margin-right:1.2em;white-space:nowrap}.swatch{display:inline-block;width:.9em;height:.9em;
@@ -602,7 +618,7 @@ margin-right:.35em;border:1px solid #999;vertical-align:-1px}
 .card{border:1px solid #ddd;border-left:6px solid #888;border-radius:4px;padding:8px 12px;
 margin:10px 0;break-inside:avoid}
 .cardbody{display:flex;gap:16px;flex-wrap:wrap;align-items:flex-start}.cardbody table{flex:1 1 520px}
-img.tile{border:1px solid #ccc;max-width:100%;height:auto}
+img.tile{border:1px solid #ccc}
 details{margin:4px 0}summary{cursor:pointer}.names{overflow-wrap:anywhere;margin:4px 0 4px 1em;
 font-size:.92em}
 .charts{display:flex;flex-wrap:wrap;gap:12px}svg.chart{border:1px solid #eee}
