@@ -172,9 +172,14 @@ def test_a_larger_sparse_matrix_is_binned_and_small(tmp_path):
     seconds = time.perf_counter() - start
     text = (tmp_path / "big.html").read_text(encoding="utf-8")
     page = check_self_contained(text)
-    assert "one pixel is 15 rows × 1 column" in page.all_text()
-    (uri,) = [a["href"] for t, a in page.elements if t == "image"]
-    assert decode_png(uri).shape == (667, 1000, 3)
+    text_ = page.all_text()
+    assert "All 10,000 rows × 1,000 columns: one pixel is 15 rows × 1 column" in text_
+    # The patterns hold a small part of the data: a second image has only their rows/columns.
+    in_rows, in_cols = int(res.W.any(axis=1).sum()), int(res.H.any(axis=0).sum())
+    assert f"Only the {in_rows:,} rows and {in_cols:,} columns in a pattern" in text_
+    whole, patterns_only = [a["href"] for t, a in page.elements if t == "image"]
+    assert decode_png(whole).shape == (667, 1000, 3)
+    assert decode_png(patterns_only).shape[1] == in_cols
     assert len(text.encode()) < 2_000_000 and seconds < 10
 
 
