@@ -352,7 +352,7 @@ class Factorization:
         the destination is checked first): a summary, the data reordered by factor as an
         image, one card per pattern and, with ``selection`` (a :class:`banmf.RankSelection`
         or the JSON of ``banmf select-k --json``), its criteria against k.
-        :func:`banmf.report.write_report` describes the parameters.
+        ``banmf.report.write_report`` describes the parameters.
 
         Examples
         --------

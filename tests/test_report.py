@@ -130,6 +130,13 @@ def test_zoo_report_from_the_command_line(tmp_path):
     assert sum(tag == "svg" and attrs.get("class") == "chart" for tag, attrs in page.elements) == 2
     scores = Factorization.load(res).evaluate(X.X)
     assert f"{scores['false_negatives']:,} ones missed" in text
+    # Data from a file (its labels), JSON on stdout.
+    code, out, err = run("report", res, "--data", ZOO, "--out", tmp_path / "d.html", "--json")
+    assert code == 0 and json.loads(out) == {
+        "result": str(res),
+        "report": str(tmp_path / "d.html"),
+        "data": True,
+    }
     # The destination is refused before any work; the input is never overwritten.
     assert run("report", res, "--out", tmp_path / "no" / "r.html")[0] == 2
     assert run("report", res, "--out", tmp_path / "r.txt")[0] == 2
