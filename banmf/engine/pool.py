@@ -322,17 +322,19 @@ def pool_bytes(n: int, m: int, k: int, starts: int) -> int:
     return 8 * entries + (n + m) * grown_k + 2 * 8 * MAJORITY_CELLS
 
 
-def combine(data, runs: list, k: int) -> tuple[np.ndarray, np.ndarray, int, dict]:
+def combine(data, runs: list, k: int, more=()) -> tuple[np.ndarray, np.ndarray, int, dict]:
     """The combination on one machine: the pool of the starts' Boolean factors (``runs``, the
-    starts' records in their rank, each with "W", "H" and "error"), the candidates that lower
+    starts' records in their rank, each with "W", "H" and "error"), other Boolean factors
+    (``more``, ``(W, H)`` pairs such as a greedy method's) and :func:`grown` candidates, the
+    candidates that lower
     the error on their own, cut to the work budget (:data:`WORK_PER_NNZ_K`), and the better of
     two of :func:`select`'s choices among them: greedy, and from the best start's factors.
     Returns W, H, their error and what it took (``info``: pool sizes, bytes, sweeps, and
     ``new``: whether the choice differs from the best start's factors)."""
     n, m = data.shape
     best = min(range(len(runs)), key=lambda r: runs[r]["error"])
-    more = grown(data, min(m, GROWN_PER_K * k))
-    pool, where = Pool.of([*((run["W"], run["H"]) for run in runs), more])
+    grown_factors = grown(data, min(m, GROWN_PER_K * k))
+    pool, where = Pool.of([*((run["W"], run["H"]) for run in runs), *more, grown_factors])
     info = {"pool": len(pool)}
     keep = np.union1d(useful(pool, data), [f for f in where[best] if f >= 0]).astype(np.intp)
     alone = WholePool(data, pool.take(keep), k).gains(
