@@ -251,3 +251,20 @@ def test_paper_config_and_the_baselines_do_not_combine(sparse):
     assert banmf.NMF().combine is False
     model = banmf.BANMF(4, **banmf.PAPER_CONFIG, random_state=0, max_iter=20).fit(sparse)
     assert "combined" not in model.extra_start_errors_
+
+
+def test_the_pool_counts_in_the_memory_budget_refused_up_front(monkeypatch):
+    """The fit's estimate holds the pool's worst case; over the budget the fit is refused
+    before any work, with the estimate, and combine=False fits where it is not."""
+    n, m, k = 3000, 800, 20
+    X = banmf.make_sparse_tiles(n, m, 20_000, 5, random_state=0)[0]
+    sizes = [fit_bytes(combine, n, m, X.nnz, k) for combine in (False, True)]
+    assert sizes[1] > sizes[0]
+    monkeypatch.setenv("BANMF_MEMORY_LIMIT", str((sizes[0] + sizes[1]) // 2))
+    with pytest.raises(banmf.exceptions.InputError, match=r"needs about .* more than the"):
+        banmf.BANMF(k, n_init=1, random_state=0).fit(X)
+    banmf.BANMF(k, n_init=1, max_iter=5, random_state=0, combine=False).fit(X)
+
+
+def fit_bytes(combine: bool, n: int, m: int, cells: int, k: int) -> int:
+    return banmf.BANMF(k, n_init=1, combine=combine)._fit_bytes(n, m, cells, k)
