@@ -11,8 +11,9 @@ than every start, so it is never worse than the best one.
 The error of adding a candidate to a selection is a sum over rows (each cell of the candidate's
 rectangle that the selection leaves uncovered counts -1 if a one, +1 if an observed zero): a
 :class:`PoolRows` computes it for all candidates at once on its rows, and blocks of rows add up.
-The search itself (:func:`select`) sees only these sums, so it is written once for every
-backend. Ties go to the earlier pool factor, and the pool's order is the starts' rank: the same
+The search itself (:func:`select`) sees only these sums, so a backend of row blocks needs only
+its own :class:`PoolRows` (Dask's has none yet: its blocks drop the W of every start but the
+best, and :class:`banmf.distributed.BANMF` does not combine). Ties go to the earlier pool factor, and the pool's order is the starts' rank: the same
 seed gives the same choice, whatever the thread count.
 """
 
@@ -28,12 +29,11 @@ from .._kernels.pool import pool_gains
 from .._threads import pick
 from ..polish import top_columns
 
-__all__ = ["Pool", "PoolRows", "WholePool", "select"]
+__all__ = ["Pool", "PoolRows", "WholePool", "combine", "grown", "pool_bytes", "select", "useful"]
 
 #: The selection's work, in cells of candidate rectangles visited (about one comparison and a
 #: short binary search each), may be at most this many times nnz·k plus a floor: the pool is cut
-#: to the candidates that fall first in standalone error until it fits
-#: (:meth:`Pool.within`).
+#: to the candidates that fall first in standalone error until it fits (:func:`combine`).
 WORK_PER_NNZ_K = 200
 WORK_FLOOR = 10**7
 #: Local search sweeps over the chosen factors, at most (each replaces factors while the error
