@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from ._anndata import anndata_dataset, is_anndata, store_result
 from ._runner import fit_tasks
 from .dataset import Dataset
 from .exceptions import Interrupted, InvalidParameterError
@@ -21,15 +22,20 @@ def factorize(
     random_state=None,
     missing=None,
     observed=None,
+    layer: str | None = None,
+    key_added: str | None = None,
     **method_params,
 ) -> Factorization:
     """Factorize the 0/1 matrix X with any registered method.
 
     Parameters
     ----------
-    X : array-like, sparse or pandas DataFrame of shape (n, m)
+    X : array-like, sparse, pandas DataFrame or AnnData of shape (n, m)
         A DataFrame's index and columns become the result's row and column labels (and so
-        the names in :func:`banmf.patterns`); one of sparse columns is not densified.
+        the names in :func:`banmf.patterns`); one of sparse columns is not densified. An
+        AnnData (needs ``anndata``) gives its ``X`` (or ``layer``), its obs and var names as
+        labels and its layer ``missing`` as unknown cells, as a ``.h5ad`` file does; the
+        result is also written into it (see ``key_added``).
     n_components : int, "auto" or None
         Rank k. "auto": the k from 1 to 20 (at most min(n, m)) with the lowest cross-validated
         held-out error, the selection then in ``result.estimator.rank_selection_`` (see
@@ -44,6 +50,12 @@ def factorize(
     observed : array-like or sparse of shape (n, m), optional
         The complement, for data where most cells are unknown: 1 marks an observed cell.
         ASSO and GreConD take ``missing`` only.
+    layer : str, optional
+        With an AnnData X: factorize this layer instead of ``X``.
+    key_added : str, optional
+        With an AnnData X, where the result goes, as scanpy's tools do: W as
+        ``adata.obsm["X_<key>"]``, Hᵀ as ``adata.varm["<key>_H"]`` and the method, k, errors
+        and parameters in ``adata.uns["<key>"]``; default ``"banmf"``.
     **method_params
         Passed to the method's estimator (see its class).
 
@@ -69,6 +81,13 @@ def factorize(
         raise InvalidParameterError(
             f"method {method!r} has no parameter(s) {sorted(unknown)}; valid: {sorted(valid)}"
         )
+    adata = X if is_anndata(X) else None
+    if adata is None and (layer is not None or key_added is not None):
+        raise InvalidParameterError(
+            f"layer= and key_added= are for an AnnData X (anndata.AnnData); got {type(X).__name__}"
+        )
+    if adata is not None:
+        X = anndata_dataset(adata, layer)
     data = Dataset.of(X, missing, observed)
     X = data.X
     labels = {
@@ -89,9 +108,12 @@ def factorize(
                 est, method=method, X=X, seconds=time.perf_counter() - start, **labels
             )
         ) from None
-    return Factorization.from_estimator(
+    result = Factorization.from_estimator(
         est, method=method, X=X, seconds=time.perf_counter() - start, **labels
     )
+    if adata is not None:
+        store_result(adata, result, "banmf" if key_added is None else key_added)
+    return result
 
 
 def fit_many(estimators, X, *, n_jobs=None, missing=None, observed=None) -> list:

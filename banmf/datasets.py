@@ -301,6 +301,7 @@ def make_sparse_tiles(
     tile_share: float = 0.5,
     tile_cols: tuple[int, int] = (2, 20),
     dropout: float = 0.0,
+    overlap: float = 0.0,
     rows: str = "powerlaw",
     cols: str = "powerlaw",
     exponent: float = 2.5,
@@ -320,6 +321,9 @@ def make_sparse_tiles(
       in proportion to a Pareto weight (a few large tiles, many small ones), the areas summing
       to about ``tile_share * nnz``; its rows and columns are drawn without replacement in
       proportion to the weights, so heavy columns sit in several tiles and tiles overlap;
+    - with ``overlap`` > 0, every tile after the first takes that share of its columns from
+      a random earlier tile (genres and their sub-genres in ratings, navigational paths
+      through the same pages in click streams), the rest drawn by weight as above;
     - a fraction ``dropout`` of the tiles' cells is cleared (false negatives);
     - the rest of the ``nnz`` ones are background (false positives for the tiles): a random
       bipartite graph with degrees drawn from the same weights.
@@ -341,6 +345,12 @@ def make_sparse_tiles(
         Least and most columns of a tile (capped at m).
     dropout : float in [0, 1), default 0.0
         Fraction of the tiles' cells cleared.
+    overlap : float in [0, 1], default 0.0
+        Share of each tile's columns (rounded, at most the earlier tile's width) taken from a
+        random earlier tile, drawn in proportion to the column weights: the tiles then nest
+        and overlap on purpose, not only through the heavy columns. 0 draws every tile on its
+        own (and gives the same matrices as before this parameter existed); 1 makes every
+        tile a subset of an earlier one where the widths allow.
     rows, cols : {"uniform", "poisson", "powerlaw"}, default "powerlaw"
     exponent : float > 1, default 2.5
         Exponent of the power laws (weights of rows, columns and tile areas).
@@ -362,6 +372,23 @@ def make_sparse_tiles(
     ((2000, 300), (2000, 5), (5, 300))
     >>> bool(abs(X.nnz - 10_000) < 1_000)
     True
+
+    Ratings-like data (users × items: heavy users and items, wide genres that share items,
+    each user rating half of a genre) and click-stream-like data (sessions × pages: about three
+    clicks per session, a few pages in a large share of the sessions, short paths that share
+    pages):
+
+    >>> ratings, _, _ = make_sparse_tiles(
+    ...     5000, 1000, 50_000, 10, tile_cols=(20, 200), dropout=0.5, overlap=0.3,
+    ...     random_state=0)
+    >>> users = np.diff(ratings.indptr)
+    >>> float(np.median(users)), int(users.max())
+    (5.0, 497)
+    >>> clicks, _, _ = make_sparse_tiles(
+    ...     20_000, 500, 60_000, 10, tile_cols=(2, 6), overlap=0.5, rows="poisson",
+    ...     exponent=2.0, random_state=0)
+    >>> round(clicks.nnz / clicks.shape[0], 1), int(np.diff(clicks.indptr).max())
+    (2.9, 14)
     """
     for name, v in (("n", n), ("m", m), ("nnz", nnz), ("k", k)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
@@ -371,7 +398,11 @@ def make_sparse_tiles(
     n, m, nnz, k = int(n), int(m), int(nnz), int(k)
     if nnz > n * m:
         raise InvalidParameterError(f"nnz={nnz} exceeds n*m={n * m}")
-    for name, v, closed in (("tile_share", tile_share, True), ("dropout", dropout, False)):
+    for name, v, closed in (
+        ("tile_share", tile_share, True),
+        ("dropout", dropout, False),
+        ("overlap", overlap, True),
+    ):
         ok = isinstance(v, (int, float, np.number)) and not isinstance(v, bool)
         if not ok or not (0 <= v <= 1 if closed else 0 <= v < 1):
             bound = "[0, 1]" if closed else "[0, 1)"
@@ -399,7 +430,10 @@ def make_sparse_tiles(
         heights = np.clip(np.rint(areas / widths), 1, n).astype(np.int64)
         for l in range(k):
             r = rng.choice(n, size=heights[l], replace=False, p=row_w)
-            c = rng.choice(m, size=widths[l], replace=False, p=col_w)
+            if overlap and l:
+                c = _overlapping_columns(rng, H[rng.integers(l)], widths[l], overlap, col_w)
+            else:
+                c = rng.choice(m, size=widths[l], replace=False, p=col_w)
             W[r, l] = True
             H[l, c] = True
             planted.append((r[:, None].astype(np.int64) * m + c[None, :]).ravel())
@@ -412,6 +446,22 @@ def make_sparse_tiles(
         col_deg = _degree_sequence(rng, m, col_w, background, n)
         keys = np.union1d(keys, _match_degrees(rng, row_deg, col_deg, col_w))
     return support_mask_from_keys(keys, (n, m)), W, H
+
+
+def _overlapping_columns(
+    rng: np.random.Generator, parent: np.ndarray, width: int, overlap: float, col_w
+) -> np.ndarray:
+    """``width`` distinct columns: ``overlap`` of them from the ``parent`` tile's, the rest
+    from all columns; both drawn in proportion to the weights (equal when None)."""
+    w = np.ones(len(parent)) if col_w is None else col_w.copy()
+    mine = np.flatnonzero(parent)
+    shared = min(int(np.rint(overlap * width)), len(mine))
+    own = rng.choice(mine, size=shared, replace=False, p=w[mine] / w[mine].sum())
+    if shared == width:
+        return own
+    w[own] = 0.0  # the rest are other columns (some may be the parent's, by weight)
+    rest = rng.choice(len(parent), size=width - shared, replace=False, p=w / w.sum())
+    return np.concatenate((own, rest))
 
 
 def _check_degree_kinds(rows, cols, exponent) -> None:

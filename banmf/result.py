@@ -347,6 +347,26 @@ class Factorization:
 
         return patterns(self, X, top=top)
 
+    def report(self, path, X=None, *, selection=None, title: str | None = None) -> None:
+        """Write a self-contained HTML report of this factorization to ``path`` (atomically;
+        the destination is checked first): a summary, the data reordered by factor as an
+        image, one card per pattern and, with ``selection`` (a :class:`banmf.RankSelection`
+        or the JSON of ``banmf select-k --json``), its criteria against k.
+        ``banmf.report.write_report`` describes the parameters.
+
+        Examples
+        --------
+        >>> import tempfile, pathlib
+        >>> from banmf import factorize, make_boolean
+        >>> X, _, _ = make_boolean(40, 30, 3, density=0.3, random_state=0)
+        >>> res = factorize(X, 3, random_state=0)
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     res.report(pathlib.Path(folder) / "report.html")
+        """
+        from .report import write_report
+
+        write_report(self, path, X, selection=selection, title=title)
+
     def replace(self, **changes) -> Factorization:
         """A copy with some fields changed (e.g. ``meta``)."""
         return dataclasses.replace(self, **changes)

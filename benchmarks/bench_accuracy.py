@@ -37,6 +37,7 @@ _STEPS = [
     ("+ extra starts", {"extra_starts": ("nmf", "columns")}),
     ("+ 3 starts", {"n_init": 3}),
     ("+ 5 starts", {"n_init": 5}),
+    ("+ combined starts", {"combine": True}),
 ]
 CONFIGS = {"paper": PAPER}
 for _name, _step in _STEPS:

@@ -1,11 +1,13 @@
 """Lowest error on large, very sparse data: the default BANMF against every other method.
 
-    python benchmarks/bench_sparse_accuracy.py [--data retail mushroom tiles-small tiles-large]
+    python benchmarks/bench_sparse_accuracy.py
+        [--data retail mushroom tiles-small tiles-large ratings clicks]
         [--ks 5 10 20 50] [--methods ...] [--jobs 1] [--out results.jsonl] [--quick]
 
 For every dataset and rank k: the relative training error |X − W⊗H| / nnz(X) and the fit time
-of the library default (``banmf``), the default with one random start (``n_init=1``; the
-extra starts still run), the paper's configuration of BANMF (one start, 1000
+of the library default (``banmf``), the default without the combination of its starts
+(``combine=False``: the default before it), the default with one random start (``n_init=1``;
+the extra starts and the combination still run), the paper's configuration of BANMF (one start, 1000
 iterations, global grid thresholds, no polish, no swaps, no extra starts), banmf's other methods
 in their defaults (``nmf``, ``reg-nmf``, ``asso``, ``grecond``) and scikit-learn's NMF (its
 defaults) booleanized by the paper's grid (``banmf.booleanize``). Seed 0 throughout. A method
@@ -17,9 +19,21 @@ The data:
 - ``mushroom``: the bundled 8,124 × 119 one-hot table (19 %), dense by comparison;
 - ``tiles-small`` / ``tiles-large``: :func:`banmf.make_sparse_tiles` at 10⁴ × 10³ with 10⁵
   ones (1 %) and 10⁵ × 10⁴ with 10⁶ ones (0.1 %), 20 planted tiles holding half the ones,
-  power-law rows and columns. For these the table also gives the error of the planted tiles
-  themselves ("truth") and each method's tile recovery: the mean over planted tiles of the best
-  Jaccard similarity (as sets of cells) with a found factor.
+  power-law rows and columns;
+- ``ratings``: ratings-like data, users × items, from :func:`banmf.make_sparse_tiles`:
+  2·10⁴ × 3·10³ with 4·10⁵ ones (0.66 %), power-law users and items (exponent 3: the most
+  rated item has 43 % of the users), 20 genres of 20–300 items sharing 30 % of their items
+  with an earlier genre, each user rating 60 % of a genre's items, the genres holding 36 % of
+  the ones; the planted genres' own error is 0.87 of the ones;
+- ``clicks``: click-stream-like data, sessions × pages: 5·10⁴ × 2·10³ with 1.5·10⁵ ones
+  (0.14 %), about 3 clicks per session (Poisson), power-law pages (exponent 2: the two most
+  visited pages are in 57 % and 33 % of the sessions), 20 paths of 2–6 pages sharing half of
+  their pages with an earlier path, 20 % of a path's clicks dropped; the planted paths' own
+  error is 0.69 of the ones.
+
+For the generated data the table also gives the error of the planted tiles themselves
+("truth") and each method's tile recovery: the mean over planted tiles of the best Jaccard
+similarity (as sets of cells) with a found factor.
 
 Every fit is timed in its own process with ``--jobs`` > 1 (then each on one thread); with
 ``--jobs 1`` (the default) they run one after the other on every thread. The machine is shared:
@@ -44,6 +58,7 @@ import banmf
 PAPER = dict(banmf.PAPER_CONFIG)
 METHODS = {
     "banmf": ("banmf", {}),
+    "banmf (no combination)": ("banmf", {"combine": False}),
     "banmf (1 start)": ("banmf", {"n_init": 1}),
     "banmf (paper)": ("banmf", PAPER),
     "nmf": ("nmf", {}),
@@ -52,18 +67,31 @@ METHODS = {
     "grecond": ("grecond", {}),
     "sklearn NMF + grid": (None, {}),
 }
-DATA = ("retail", "mushroom", "tiles-small", "tiles-large")
-TILES = {"tiles-small": (10_000, 1_000, 100_000), "tiles-large": (100_000, 10_000, 1_000_000)}
+DATA = ("retail", "mushroom", "tiles-small", "tiles-large", "ratings", "clicks")
+#: The generated data: (n, m, nnz), the --quick (n, m, nnz), make_sparse_tiles' other arguments.
+TILES = {
+    "tiles-small": ((10_000, 1_000, 100_000), (1_000, 100, 1_000), {}),
+    "tiles-large": ((100_000, 10_000, 1_000_000), (10_000, 1_000, 10_000), {}),
+    "ratings": (
+        (20_000, 3_000, 400_000),
+        (2_000, 300, 10_000),
+        {"tile_share": 0.6, "tile_cols": (20, 300), "dropout": 0.4, "overlap": 0.3, "exponent": 3},
+    ),
+    "clicks": (
+        (50_000, 2_000, 150_000),
+        (5_000, 200, 15_000),
+        {"tile_cols": (2, 6), "dropout": 0.2, "overlap": 0.5, "rows": "poisson", "exponent": 2},
+    ),
+}
 PLANTED_K = 20
 
 
 def load(name: str, quick: bool = False):
     """(X as a CSR support mask, planted W, planted H or None, None)."""
     if name in TILES:
-        n, m, nnz = TILES[name]
-        if quick:
-            n, m, nnz = n // 10, m // 10, nnz // 100
-        X, W, H = banmf.make_sparse_tiles(n, m, nnz, PLANTED_K, random_state=0)
+        full, small, params = TILES[name]
+        n, m, nnz = small if quick else full
+        X, W, H = banmf.make_sparse_tiles(n, m, nnz, PLANTED_K, random_state=0, **params)
         return X, W, H
     X = getattr(banmf.datasets, f"load_{name}")().X
     if quick:

@@ -159,6 +159,7 @@ def test_matches_dense_reference_implementation(regularization, upper, small, mo
         init="custom",
         normalize=None,
         extra_starts=(),  # the iterations' own factors, not an extra start's
+        combine=False,
     ).fit(Xd, W=W0, H=H0)
     lams = {
         None: np.zeros(n_iter),
@@ -415,14 +416,15 @@ def test_verbose_counts_every_start_on_one_scale(caplog):
     X = make_boolean(60, 40, 4, 0.3, noise=0.05, random_state=0)[0]
     with caplog.at_level(logging.INFO, logger="banmf.progress"):
         model = BANMF(4, n_init=3, max_iter=40, random_state=0).fit(X)
-    assert model.n_starts_ == 5 and model.reconstruction_err_ > 0
+    assert model.n_starts_ == 6 and model.reconstruction_err_ > 0
     done = [r.banmf for r in caplog.records if r.banmf["event"] == "done"]
     # (random starts side by side may finish in any order)
     assert sorted((d["start"], d["n_starts"], d.get("name") or "") for d in done) == [
-        (1, 5, "columns"),
-        (2, 5, ""),
-        (3, 5, ""),
-        (4, 5, ""),
-        (5, 5, "nmf"),
+        (1, 6, "columns"),
+        (2, 6, ""),
+        (3, 6, ""),
+        (4, 6, ""),
+        (5, 6, "nmf"),
+        (6, 6, "combined"),
     ]
-    assert "start 5/5 (nmf): error" in caplog.text
+    assert "start 5/6 (nmf): error" in caplog.text

@@ -57,6 +57,8 @@ def test_bench_sparse_accuracy_quick():
         "--quick",
         "--data",
         "tiles-small",
+        "ratings",
+        "clicks",
         "--ks",
         "5",
         "--methods",
@@ -65,6 +67,8 @@ def test_bench_sparse_accuracy_quick():
         "grecond",
     )
     assert "## tiles-small" in out and "truth" in out and "rec." in out
+    assert "## ratings" in out and "## clicks" in out
+    assert "refused" not in out and out.count("truth") == 3
 
 
 def test_bench_completion_quick():

@@ -1,5 +1,6 @@
 """Generators and bundled datasets."""
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -10,8 +11,16 @@ import numpy as np
 import pytest
 import reference as ref
 import scipy.sparse as sp
+from hypothesis import given
+from hypothesis import strategies as st
 
-from banmf import boolean_product, make_boolean, make_sparse_tiles, make_sparse_uniform
+from banmf import (
+    boolean_error,
+    boolean_product,
+    make_boolean,
+    make_sparse_tiles,
+    make_sparse_uniform,
+)
 from banmf.datasets import (
     load_lucap0,
     load_mushroom,
@@ -21,6 +30,7 @@ from banmf.datasets import (
     make_sparse_degrees,
     planted_probability,
 )
+from banmf.exceptions import InvalidParameterError
 
 
 def test_generator_density_is_d_in_expectation():
@@ -196,15 +206,144 @@ def test_sparse_tiles_reproducible_and_checked():
         ({"tile_cols": (0, 3)}, "tile_cols"),
         ({"tile_cols": (5, 3)}, "tile_cols"),
         ({"tile_cols": 4}, "tile_cols"),
+        ({"overlap": 1.5}, "overlap"),
+        ({"overlap": -0.1}, "overlap"),
+        ({"overlap": "half"}, "overlap"),
         ({"rows": "zipf"}, "rows must be one of"),
         ({"exponent": 1}, "exponent"),
     ):
-        with pytest.raises(ValueError, match=match):
+        with pytest.raises(InvalidParameterError, match=match):
             make_sparse_tiles(20, 20, 50, 2, **kwargs)
     with pytest.raises(ValueError, match="k must be"):
         make_sparse_tiles(20, 20, 50, -1)
     with pytest.raises(ValueError, match="exceeds"):
         make_sparse_tiles(2, 2, 5, 1)
+
+
+def _shared_with_an_earlier_tile(H):
+    """For every tile after the first: the most columns it shares with one earlier tile."""
+    common = H.astype(np.int64) @ H.T.astype(np.int64)
+    return np.array([common[l, :l].max() for l in range(1, len(H))], dtype=np.int64)
+
+
+def _assert_overlap(H, overlap):
+    """Each tile after the first shares rint(overlap * width) columns with its parent, or the
+    whole parent when narrower (and no parent is narrower than the narrowest earlier tile)."""
+    widths = H.sum(axis=1)
+    least = np.minimum(np.rint(overlap * widths[1:]), np.minimum.accumulate(widths)[:-1])
+    assert (_shared_with_an_earlier_tile(H) >= least).all()
+
+
+@given(
+    st.integers(1, 60),
+    st.integers(1, 40),
+    st.floats(0.0, 1.0),
+    st.integers(0, 6),
+    st.floats(0.0, 1.0),
+    st.integers(1, 8),
+    st.integers(0, 8),
+    st.sampled_from(KINDS),
+    st.integers(0, 2**31),
+)
+def test_sparse_tiles_overlap_property(n, m, fill, k, overlap, lo, extra, cols, seed):
+    """Any shape, size and overlap: canonical X holding every planted cell, tiles of the asked
+    widths, each after the first sharing its share of columns with an earlier one, and the
+    same draw for the same seed."""
+    nnz = int(fill * n * m)
+    kwargs = dict(tile_cols=(lo, lo + extra), overlap=overlap, cols=cols, random_state=seed)
+    X, W, H = make_sparse_tiles(n, m, nnz, k, **kwargs)
+    assert X.shape == (n, m) and W.shape == (n, k) and H.shape == (k, m)
+    assert X.has_canonical_format and X.dtype == bool and X.data.all()
+    assert not (ref.boolean_product(W, H) & ~X.toarray()).any()  # no dropout: tiles in X
+    widths, heights = H.sum(axis=1), W.sum(axis=0)
+    assert (widths >= min(lo, m)).all() and (widths <= min(lo + extra, m)).all()
+    assert (heights >= 1).all()
+    if k > 1:
+        _assert_overlap(H, overlap)
+    X2, W2, H2 = make_sparse_tiles(n, m, nnz, k, **kwargs)
+    assert (X != X2).nnz == 0 and (W == W2).all() and (H == H2).all()
+
+
+def test_sparse_tiles_without_overlap_draw_as_before():
+    """overlap=0 (the default) draws the matrices drawn before the parameter existed (seeded
+    fits of the corpus and the benchmarks stay the same); overlap > 0 changes the tiles after
+    the first."""
+    a = make_sparse_tiles(800, 150, 6000, 6, random_state=5)
+    digest = hashlib.sha256()
+    for part in (a[0].indptr, a[0].indices, np.packbits(a[1]), np.packbits(a[2])):
+        digest.update(part.astype(np.int64).tobytes())
+    assert digest.hexdigest()[:16] == "7acc79c6a9082971"  # drawn before overlap= was added
+    c = make_sparse_tiles(800, 150, 6000, 6, overlap=0.5, random_state=5)
+    assert (a[1][:, 0] == c[1][:, 0]).all() and (a[2][0] == c[2][0]).all()
+    # Without overlap, tiles share columns only where heavy columns are drawn twice.
+    assert _shared_with_an_earlier_tile(c[2]).sum() > _shared_with_an_earlier_tile(a[2]).sum()
+
+
+def _ratings(seed):
+    """Users × items as in bench_sparse_accuracy's "ratings" case, 1/4 of its size."""
+    return make_sparse_tiles(
+        5_000,
+        1_500,
+        100_000,
+        20,
+        tile_share=0.6,
+        tile_cols=(20, 300),
+        dropout=0.4,
+        overlap=0.3,
+        exponent=3,
+        random_state=seed,
+    )
+
+
+def _clicks(seed):
+    """Sessions × pages as in bench_sparse_accuracy's "clicks" case, 1/5 of its size."""
+    return make_sparse_tiles(
+        10_000,
+        1_000,
+        30_000,
+        20,
+        tile_cols=(2, 6),
+        dropout=0.2,
+        overlap=0.5,
+        rows="poisson",
+        exponent=2,
+        random_state=seed,
+    )
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_ratings_like_data(seed):
+    """Heavy users and heavy items, wide overlapping genres each rated in part, and a planted
+    truth that explains only a small share of the ones."""
+    X, W, H = _ratings(seed)
+    assert X.shape == (5_000, 1_500) and abs(X.nnz - 100_000) < 5_000
+    r, c = _degrees(X)
+    assert r.max() > 10 * r.mean() and c.max() > 8 * c.mean()  # power laws on both sides
+    assert np.median(r) < 0.75 * r.mean()  # most users rate little
+    widths = H.sum(axis=1)
+    assert widths.min() >= 20 and widths.max() <= 300
+    _assert_overlap(H, 0.3)
+    P = boolean_product(W, H)
+    rated = (X.multiply(P)).nnz / P.nnz  # 60 % kept, plus the background landing there
+    assert 0.58 < rated < 0.7
+    assert 0.75 < boolean_error(X, W, H) / X.nnz < 0.95
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_click_stream_like_data(seed):
+    """A few clicks per session, a few pages in a large share of the sessions, short paths
+    that share pages."""
+    X, W, H = _clicks(seed)
+    assert X.shape == (10_000, 1_000) and abs(X.nnz - 30_000) < 2_000
+    r, c = _degrees(X)
+    assert 2 < r.mean() < 4 and r.max() < 20  # very short rows, no heavy sessions
+    top = np.sort(c)[::-1] / X.shape[0]
+    assert top[0] > 0.25 and top[10] < 0.1  # a few very popular pages, then a long tail
+    widths = H.sum(axis=1)
+    assert widths.min() >= 2 and widths.max() <= 6
+    _assert_overlap(H, 0.5)
+    P = boolean_product(W, H)
+    assert 0.78 < X.multiply(P).nnz / P.nnz < 0.9  # paths followed to the end 80 % of clicks
 
 
 def test_bundled_datasets():

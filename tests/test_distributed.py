@@ -35,6 +35,7 @@ SHARED = {
     "polish": "flip",
     "swap": True,
     "extra_starts": ("nmf", "columns"),
+    "combine": False,  # not distributed yet
 }
 
 
@@ -282,15 +283,20 @@ def test_save_and_load(fitted, tmp_path):
     assert model.transform(X[:10]).shape == (10, 5)
 
 
-def test_defaults_are_one_machines_but_the_polish():
-    """What README and CHANGELOG say differs by default: nothing but the polish. polish=True
-    is "auto" on one machine (the exact polish where it is cheap: Zoo at k=5) and flips on a
-    cluster; every other default is banmf.BANMF's, so with polish="flip" the fits agree."""
+def test_defaults_are_one_machines_but_the_polish_and_the_combination():
+    """What README and CHANGELOG say differs by default: the polish and the combination.
+    polish=True is "auto" on one machine (the exact polish where it is cheap: Zoo at k=5) and
+    flips on a cluster; the combination of the starts is not distributed (combine=False);
+    every other default is banmf.BANMF's, so with polish="flip" and combine=False the fits
+    agree."""
     from banmf.polish import resolve_polish
 
     one, many = banmf.BANMF().get_params(), bd.BANMF().get_params()
     assert set(many) - set(one) == {"client", "n_blocks", "block_memory", "max_recoveries"}
-    assert {key: many[key] for key in one} == one
+    assert one["combine"] is True and many["combine"] is False
+    assert {key: many[key] for key in one if key != "combine"} == {
+        key: value for key, value in one.items() if key != "combine"
+    }
     zoo = banmf.datasets.load_zoo().X
     assert banmf.BANMF()._polish_method(5) == "auto"
     assert resolve_polish("auto", zoo.shape, zoo.nnz, 5) == "exact"
@@ -648,7 +654,7 @@ def test_cli_on_a_cluster_says_what_one_machine_says(client, tmp_path):
     common = ["-k", "5", "--max-iter", "50", "--param", "n_init=2"]
     runs = {}
     for where, extra in (
-        ("one", ["--param", "polish=flip"]),
+        ("one", ["--param", "polish=flip", "--param", "combine=false"]),
         ("cluster", ["--scheduler", client.scheduler.address]),
     ):
         saved = str(tmp_path / f"{where}.npz")

@@ -59,7 +59,7 @@ class Blocks:
 
 def _fit(backend, **params):
     """The driver's fit of BANMF(2, **params) (greedy starts only) over ``backend``."""
-    model = banmf.BANMF(2, **{"extra_starts": ("columns",), **params})
+    model = banmf.BANMF(2, **{"extra_starts": ("columns",), "combine": False, **params})
     p = model._check_params(2, (3, backend.m), 6)
     return Driver(model, backend, p, Interruptions()).fit(list(p["extra_starts"]))
 
@@ -97,6 +97,15 @@ def test_polish_true_flips_bits_without_whole_columns(whole_columns, polish, ask
     outcome = _fit(backend, polish=polish)
     assert ("polish", asked) in backend.asked
     assert outcome.best[1]["refinement"] == {"columns": 0, "polish": 0}
+
+
+def test_a_backend_that_cannot_combine_refuses_the_combination_before_any_work():
+    backend = Blocks(whole_columns=True)
+    with pytest.raises(InvalidParameterError, match="combine=True needs every start's factors"):
+        _fit(backend, combine=True)
+    assert backend.asked == []
+    with pytest.raises(InvalidParameterError, match="set combine=False"):
+        bd.BANMF(combine=True).fit(np.eye(4))
 
 
 @pytest.mark.parametrize("params, message", REFUSED)

@@ -252,12 +252,14 @@ def test_refine_thresholds_checks_its_inputs():
 
 def test_estimator_options():
     X, _, _ = make_boolean(50, 50, 5, 0.8, random_state=1)
-    paper = BANMF(5, random_state=1, n_init=1, tol=None, thresholds="global", polish=False).fit(X)
+    # The steps of one start: without the combination, which may keep another choice.
+    one = {"random_state": 1, "n_init": 1, "combine": False}
+    paper = BANMF(5, **one, tol=None, thresholds="global", polish=False).fit(X)
     assert paper.reconstruction_err_ == paper.booleanized_err_ == paper.unpolished_err_
-    thr = BANMF(5, random_state=1, n_init=1, polish=False).fit(X)
+    thr = BANMF(5, **one, polish=False).fit(X)
     assert thr.booleanized_err_ == paper.reconstruction_err_
     assert thr.reconstruction_err_ == thr.unpolished_err_ <= paper.reconstruction_err_
-    full = BANMF(5, random_state=1, n_init=1).fit(X)
+    full = BANMF(5, **one).fit(X)
     assert full.unpolished_err_ == thr.reconstruction_err_
     assert full.reconstruction_err_ <= thr.reconstruction_err_
     assert full.reconstruction_err_ == boolean_error(X, full.W_, full.components_)

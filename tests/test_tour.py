@@ -490,6 +490,8 @@ def test_grammar_and_info_formatting():
         "n_init=1",
         "--param",
         "extra_starts=()",
+        "--param",
+        "combine=false",
     )
     assert code == 0 and "1 iteration," in out and "1 iterations" not in out and "start)" in out
     code, out, _ = run("info", VOTES)

@@ -1,5 +1,5 @@
 """The ``banmf`` command: factorize, info, generate, evaluate, complete, select-k, show, export,
-plot.
+plot, report.
 
 Results go to stdout (a short table, or JSON with ``--json``); progress and diagnostics go to
 stderr. Exit codes: 0 ok, 2 bad usage or bad input (one line, no traceback), 1 internal error,
@@ -11,7 +11,7 @@ The package parses, renders and maps errors to exit codes; every computation is 
 :mod:`.parser` builds the options, :mod:`.inputs` turns them into the library's inputs,
 :mod:`.render` writes what is shown, and one module per command group runs it: :mod:`.fit`
 (factorize, on this machine or a cluster), :mod:`.data` (info, generate, evaluate, complete),
-:mod:`.ranks` (select-k), :mod:`.results` (show, export, plot).
+:mod:`.ranks` (select-k), :mod:`.results` (show, export, plot), :mod:`.report` (report).
 """
 
 from __future__ import annotations

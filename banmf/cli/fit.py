@@ -217,15 +217,21 @@ def _factorize_distributed(args, out, err, params) -> int:
             client.close()
             if cluster is not None:
                 cluster.close()
-    if model.polish is True and args.k > 0 and not args.quiet:
+    if args.k > 0 and not args.quiet:
         from ..polish import resolve_polish
 
-        # One machine's polish=True is "auto": the exact polish wherever it is cheap.
-        if resolve_polish("auto", (n, m), model.nnz_, args.k) == "exact":
+        # One machine's polish=True is "auto": the exact polish wherever it is cheap; and one
+        # machine combines its starts by default.
+        differ = []
+        if model.polish is True and resolve_polish("auto", (n, m), model.nnz_, args.k) == "exact":
+            differ.append(f"polishes these factors exactly (k={args.k})")
+        if "combine" not in params:
+            differ.append("combines its starts (combine=True)")
+        if differ:
             err.write(
-                f"banmf: note: on one machine banmf polishes these factors exactly (k={args.k}); "
-                "the exact polish is not distributed and the cluster flips bits, so W and H may "
-                "differ from a fit without --scheduler (with --param polish=flip they do not)\n"
+                f"banmf: note: on one machine banmf {' and '.join(differ)}; neither is "
+                "distributed, so W and H may differ from a fit without --scheduler (with "
+                "--param polish=flip --param combine=false they do not)\n"
             )
     # The data as one machine's result keeps it (banmf.io.save_result keeps a copy of small
     # data): read here from a matrix file, gathered from small row-block files.

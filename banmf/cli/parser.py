@@ -9,6 +9,7 @@ from .data import cmd_complete, cmd_evaluate, cmd_generate, cmd_info
 from .exits import UsageError
 from .fit import cmd_factorize
 from .ranks import cmd_select_k
+from .report import cmd_report
 from .results import cmd_export, cmd_plot, cmd_show
 
 
@@ -355,6 +356,21 @@ def build_parser() -> argparse.ArgumentParser:
     add_format(p, "--data")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_plot)
+
+    p = sub.add_parser(
+        "report", help="a saved factorization as one self-contained HTML page (docs/report.md)"
+    )
+    p.add_argument("result", help="a result saved by factorize --out")
+    p.add_argument("--data", help="the matrix, if not embedded in the result (and its labels)")
+    add_format(p, "--data")
+    p.add_argument(
+        "--selection",
+        metavar="SELECTION.json",
+        help="what banmf select-k --json printed: its criteria are drawn against k",
+    )
+    p.add_argument("--out", help="the .html file (default: RESULT with .html)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_report)
     return parser
 
 

@@ -60,7 +60,14 @@ def check_backend(model, backend) -> None:
     InvalidParameterError
         Without :attr:`~banmf.engine.protocol.Backend.whole_columns`: ``polish`` or
         ``extra_starts`` outside :data:`WITHOUT_WHOLE_COLUMNS`, or ``swap`` with ``polish=False``.
+        Without :meth:`~banmf.engine.protocol.Backend.combine`: ``combine=True``.
     """
+    kind = backend if isinstance(backend, type) else type(backend)
+    if model.combine and getattr(kind, "combine", None) is None:
+        raise InvalidParameterError(
+            f"combine=True needs every start's factors, which {kind.__name__} does not keep: "
+            "set combine=False"
+        )
     if backend.whole_columns:
         return
     validate_params(
@@ -177,7 +184,8 @@ class Driver:
     # -- the starts ----------------------------------------------------------------------
 
     def fit(self, names: list[str]) -> Outcome:
-        """Run the starts: the extra ones ``names`` and ``p["n_init"]`` random ones.
+        """Run the starts: the extra ones ``names`` and ``p["n_init"]`` random ones, then
+        (``p["combine"]``, unless a start was exact or Ctrl-C came) their combination.
 
         The starts without iterations run first: when one is exact, nothing can beat it and
         no other start runs. They still rank after the random starts (ties: the earlier start,
@@ -195,24 +203,36 @@ class Driver:
         for j, name in enumerate(greedy):
             if interrupts.count:  # Ctrl-C before the first start (deferred): none runs
                 break
-            total = len(greedy) + p["n_init"] + len(later)
+            total = len(greedy) + p["n_init"] + len(later) + p["combine"]
             progress = StartProgress(j + 1, total, p["max_iter"], name)
             run, interrupted = self._attempt_extra(name, progress, [], extra)
             if interrupted or (run is not None and run["error"] == 0):
                 break
         exact = any(run["error"] == 0 for run in extra.values())
         if not interrupted and not exact and not interrupts.count:
-            out.runs, interrupted = self.run_starts(extra, before=len(greedy), after=len(later))
+            out.runs, interrupted = self.run_starts(
+                extra, before=len(greedy), after=len(later) + p["combine"]
+            )
         # Ctrl-C and the callback end the fit; nothing beats an exact fit.
         ended = interrupted or any(map(last_start, (*out.runs, *extra.values())))
         for name in later:
             if ended or interrupts.count:
                 break
             number = len(greedy) + len(out.runs) + 1
-            progress = StartProgress(number, number, p["max_iter"], name)
+            progress = StartProgress(number, number + p["combine"], p["max_iter"], name)
             run, interrupted = self._attempt_extra(name, progress, out.runs, extra)
             ended = interrupted
-        out.extra = {name: extra[name] for name in names if name in extra}
+        ended = interrupted or any(map(last_start, (*out.runs, *extra.values())))
+        if p["combine"] and not ended and not interrupts.count:
+            # Ranked after every start: it is kept only when strictly lower than all.
+            kept = [*out.runs, *(extra[name] for name in names if name in extra)]
+            self.names = [*names, "combined"]
+            number = len(kept) + 1
+            progress = StartProgress(number, number, p["max_iter"], "combined")
+            _, interrupted = self._attempt_extra(
+                "combined", progress, out.runs, extra, lambda: self.combined(kept, progress)
+            )
+        out.extra = {name: extra[name] for name in self.names if name in extra}
         out.interrupted = interrupted or bool(interrupts.count)
         decided = p["auto_n_init"] and out.runs
         out.n_init = auto_n_init(p, out.runs[0]["n_iter"]) if decided else p["n_init"]
@@ -220,10 +240,12 @@ class Driver:
             raise KeyboardInterrupt
         return out
 
-    def _attempt_extra(self, name, progress, runs: list, extra: dict):
-        """An extra start through the backend's :meth:`~Backend.attempt`; its record goes
-        into ``extra`` (if it ran) and the best so far is kept."""
-        run, interrupted = self.backend.attempt(lambda: self.extra_start(name, progress))
+    def _attempt_extra(self, name, progress, runs: list, extra: dict, work=None):
+        """An extra start (``work()``, by default :meth:`extra_start`) through the backend's
+        :meth:`~Backend.attempt`; its record goes into ``extra`` (if it ran) and the best so
+        far is kept."""
+        work = work or (lambda: self.extra_start(name, progress))
+        run, interrupted = self.backend.attempt(work)
         if run is not None:
             extra[name] = run
             self._keep_best(runs, extra)
@@ -540,7 +562,30 @@ class Driver:
             if not interrupts.first():
                 raise
             return None, True
-        run = greedy_record(W, H, error, name)
+        return self._refined(greedy_record(W, H, error, name), progress)
+
+    def combined(self, kept: list, progress: StartProgress) -> tuple[dict | None, bool]:
+        """The combination of the starts ``kept`` (:mod:`banmf.engine.pool`): k of their
+        factors chosen for the lowest error, then polished and swapped as a start unless they
+        are the best start's own; its record (None if Ctrl-C came before the choice) and
+        whether Ctrl-C cut it short."""
+        try:
+            progress.phase("combining")
+            W, H, error, new = self.backend.combine(kept, self.p["k"])
+        except KeyboardInterrupt:
+            if not self.interrupts.first():
+                raise
+            return None, True
+        run = greedy_record(W, H, error, "combined")
+        if new:
+            return self._refined(run, progress)
+        # The best start's own factors: its polish and swaps ended where they are.
+        progress.done(error)
+        return run, False
+
+    def _refined(self, run: dict, progress: StartProgress) -> tuple[dict, bool]:
+        """A start without iterations through the polish and the swaps."""
+        interrupts = self.interrupts
         try:
             self.boolean_steps(run, progress)
         except KeyboardInterrupt:  # the steps done so far stand

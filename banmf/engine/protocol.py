@@ -13,7 +13,8 @@ Initial factors (``init``) are whatever the backend draws and takes back: the dr
 passes them from :meth:`Backend.random_starts` or :meth:`Backend.nmf_init` to
 :meth:`Backend.begin`.
 
-A backend declares what it can do beyond per-block work and sums (:attr:`Backend.whole_columns`);
+A backend declares what it can do beyond per-block work and sums (:attr:`Backend.whole_columns`,
+and :meth:`Backend.combine` where it keeps every start's factors);
 the driver refuses, before any work, a fit that needs what its backend lacks
 (:func:`banmf.engine.driver.check_backend`), so a backend never checks the parameters itself.
 """
@@ -103,6 +104,12 @@ class Backend(Protocol):
     def greedy(self, name: str, k: int) -> tuple[np.ndarray | None, np.ndarray, int]:
         """A greedy start's Boolean factors (``"columns"``, ``"grecond"``): ``(W or None when
         the backend keeps W's rows, H, error)``."""
+
+    def combine(self, runs: list, k: int) -> tuple[np.ndarray | None, np.ndarray, int, bool]:
+        """The combination of the starts' records ``runs`` (:mod:`banmf.engine.pool`):
+        ``(W or None, H, error, new)``, ``new`` False when the choice is the best start's own
+        factors. Optional: without it the driver refuses ``combine=True``
+        (:func:`banmf.engine.driver.check_backend`)."""
 
     def refine_thresholds(self, run: dict) -> dict:
         """Per-factor thresholds from the grid's (:func:`banmf.refine_thresholds`); returns

@@ -8,55 +8,31 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from .._anndata import MISSING_LAYER, anndata_dataset, anndata_module
 from .._files import atomic_path
 from .._files import check_readable as _check_readable
 from .._files import reason_of as _reason
-from .._validation import check_binary_matrix
 from ..dataset import Dataset
-from ..exceptions import InputError, MissingDependencyError
+from ..exceptions import InputError
 from ._formats import Format
-
-
-def _anndata():
-    try:
-        import anndata
-    except ImportError:
-        raise MissingDependencyError(
-            ".h5ad files need anndata: pip install anndata (or banmf[anndata])"
-        ) from None
-    return anndata
 
 
 def read_h5ad(path: Path) -> Dataset:
     """An AnnData file's X (sparse or dense, 0/1), with obs names as row labels and var names
-    as column labels."""
-    anndata = _anndata()
+    as column labels (:func:`banmf._anndata.anndata_dataset`)."""
+    anndata = anndata_module()
     _check_readable(path)
     try:
         adata = anndata.read_h5ad(path)
     except (OSError, KeyError, ValueError, TypeError) as exc:  # TypeError: unexpected keys
         raise InputError(f"{path}: not a readable .h5ad file ({_reason(exc)})") from None
-    if adata.X is None:
-        raise InputError(f"{path}: the AnnData file has no X matrix")
-    X = check_binary_matrix(adata.X, name=f"{path}: X", one_based=True)
-    missing = None
-    if "missing" in adata.layers:
-        missing = check_binary_matrix(
-            adata.layers["missing"], name=f"{path}: layer 'missing'", one_based=True
-        )
-    return Dataset(
-        X,
-        [str(v) for v in adata.obs_names],
-        [str(v) for v in adata.var_names],
-        path.name,
-        missing=missing,
-    )
+    return anndata_dataset(adata, where=f"{path}: ", name=path.name, one_based=True)
 
 
 def _write_h5ad(X: sp.csr_array, tmp: Path, labels: dict, missing=None) -> None:
     """X as uint8 CSR (what single-cell tools expect of counts), labels as obs and var names,
     unknown cells as the layer ``missing``."""
-    anndata = _anndata()
+    anndata = anndata_module()
     import pandas as pd
 
     n, m = X.shape
@@ -66,13 +42,13 @@ def _write_h5ad(X: sp.csr_array, tmp: Path, labels: dict, missing=None) -> None:
     def counts(M):
         return sp.csr_matrix((np.ones(M.nnz, np.uint8), M.indices, M.indptr), shape=(n, m))
 
-    layers = {} if missing is None else {"missing": counts(missing)}
+    layers = {} if missing is None else {MISSING_LAYER: counts(missing)}
     anndata.AnnData(X=counts(X), obs=obs, var=var, layers=layers).write_h5ad(tmp)
 
 
 def write_h5ad(X: sp.csr_array, path: Path, labels: dict, missing) -> None:
     """The registry's writer (anndata checked for before anything is written)."""
-    _anndata()  # before anything is written
+    anndata_module()  # before anything is written
     with atomic_path(path) as tmp:
         _write_h5ad(X, tmp, labels, missing)
 

@@ -27,7 +27,7 @@ from ._base import (
 #: dense data); the first, over all rows, costs the most.
 CALLS_PER_FACTOR = 3
 
-__all__ = ["GreConD"]
+__all__ = ["GreConD", "grecond_work"]
 
 
 def _packed(mask: np.ndarray, words: int) -> np.ndarray:
@@ -36,6 +36,20 @@ def _packed(mask: np.ndarray, words: int) -> np.ndarray:
     packed = np.packbits(mask, bitorder="little")
     out[: len(packed)] = packed
     return out.view("<u8")
+
+
+def grecond_work(X, limit: int | None) -> float:
+    """GreConD's estimated work on the relation X (a CSR mask) for ``limit`` factors (None:
+    min(n, m)). Each factor costs a few calls of :func:`grecond_values`: the first, over all
+    rows, Σ deg(i)² + nnz, the others a pass over the columns' rows (on packed columns, each
+    call m words and two per one of a row for each column)."""
+    n, m = X.shape
+    deg = np.diff(X.indptr).astype(np.float64)
+    per_factor = float(deg @ deg) + CALLS_PER_FACTOR * (X.nnz + m)
+    words = -(-n // 64)
+    if m * words <= X.nnz:
+        per_factor = min(per_factor, CALLS_PER_FACTOR * (m * words + 2.0 * X.nnz / max(1, n) * m))
+    return (limit or min(n, m)) * per_factor
 
 
 class GreConD(BaseFactorization):
@@ -159,18 +173,8 @@ class GreConD(BaseFactorization):
         return self
 
     def _check_work(self, X, limit) -> None:
-        """Refuse up front a fit estimated over ``work_budget``. Each factor costs a few calls
-        of :func:`grecond_values`: the first, over all rows, Σ deg(i)² + nnz, the others a
-        pass over the columns' rows (on packed columns, each call m words and two per one of a
-        row for each column). Without a limit, min(n, m) factors."""
+        """Refuse up front a fit estimated over ``work_budget`` (:func:`grecond_work`)."""
         n, m = X.shape
-        deg = np.diff(X.indptr).astype(np.float64)
-        per_factor = float(deg @ deg) + CALLS_PER_FACTOR * (X.nnz + m)
-        words = -(-n // 64)
-        if m * words <= X.nnz:
-            per_factor = min(
-                per_factor, CALLS_PER_FACTOR * (m * words + 2.0 * X.nnz / max(1, n) * m)
-            )
         factors = limit or min(n, m)
         what = f"GreConD on this {n}×{m} X ({X.nnz:,} ones) with n_components={limit}"
         if limit is None:
@@ -178,7 +182,7 @@ class GreConD(BaseFactorization):
             fix = "set n_components (each factor costs about the same)"
         else:
             fix = "pass a smaller n_components"
-        check_work(factors * per_factor, self.work_budget, what, fix)
+        check_work(grecond_work(X, limit), self.work_budget, what, fix)
 
     @staticmethod
     def _greedy(X, dont_care, limit, concepts: list, progress: StartProgress) -> bool:

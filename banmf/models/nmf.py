@@ -39,6 +39,7 @@ class RegularizedBANMF(BANMF):
         polish=True,
         swap=True,
         extra_starts=("nmf", "columns"),
+        combine=True,
         n_init="auto",
         dtype=np.float64,
         n_jobs=None,
@@ -55,7 +56,7 @@ class NMF(BANMF):
     This is BANMF with Y frozen at X (no projection), sharing its sparse kernels: O(nnz·k)
     per iteration. Parameters and attributes are those of :class:`BANMF` (``lower`` and
     ``upper`` are unused), but as a baseline it defaults to the paper's configuration:
-    ``thresholds="global"``, ``polish=False``, ``swap=False``, ``extra_starts=()``,
+    ``thresholds="global"``, ``polish=False``, ``swap=False``, ``extra_starts=()``, ``combine=False``,
     ``n_init=1``, ``tol=None``. ``regularization``
     adds Zhang et al.'s penalty ``(λ/2)(‖W²−W‖² + ‖H²−H‖²)``.
 
@@ -86,6 +87,7 @@ class NMF(BANMF):
         polish=False,
         swap=False,
         extra_starts=(),
+        combine=False,
         n_init=1,
         dtype=np.float64,
         n_jobs=None,
@@ -118,6 +120,7 @@ class RegularizedNMF(NMF):
         polish=False,
         swap=False,
         extra_starts=(),
+        combine=False,
         n_init=1,
         dtype=np.float64,
         n_jobs=None,

@@ -1,0 +1,56 @@
+"""``banmf report``: a saved factorization as one self-contained HTML page."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .exits import EXIT_OK, UsageError
+from .inputs import check_target, matching_data, read_input
+from .render import emit
+
+
+def cmd_report(args, out, err) -> int:
+    from ..result import Factorization
+
+    target = args.out or str(Path(args.result).with_suffix(".html"))
+    check_target(
+        target,
+        "--out",
+        inputs=[args.result, args.data, args.selection],
+        suffixes=(".html", ".htm"),
+    )
+    saved = Factorization.load(args.result)
+    X = saved.X
+    if args.data:
+        ds = read_input(args.data, args.format)
+        X = ds.X
+        matching_data(X, args.data, saved, args.result)
+        if saved.row_labels is None and saved.col_labels is None:
+            saved = saved.replace(row_labels=ds.row_labels, col_labels=ds.col_labels)
+    selection = None
+    if args.selection:
+        selection = _selection(args.selection)
+    saved.report(target, X, selection=selection)
+    args.written = target
+    emit(
+        args,
+        {"result": args.result, "report": target, "data": X is not None},
+        [f"wrote {target}"]
+        + ([] if X is not None else ["(no data at hand: summary and factor sizes only)"]),
+        out,
+    )
+    return EXIT_OK
+
+
+def _selection(path: str) -> dict:
+    """The JSON that ``banmf select-k --json`` printed, read from ``path``."""
+    if not Path(path).exists():
+        raise FileNotFoundError(f"{path}: no such file")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise UsageError(
+            f"--selection {path}: not the JSON of banmf select-k --json ({exc})"
+        ) from None

@@ -1,0 +1,270 @@
+"""The combination of the starts: the pool's kernel against numpy, the selection against brute
+force, and the default fit with it (never worse than the best start, same result on any thread
+count, unknown cells)."""
+
+import itertools
+
+import numpy as np
+import pytest
+from conftest import binary_matrices, examples, run_both
+from hypothesis import given
+from hypothesis import strategies as st
+
+import banmf
+from banmf._boolean import pack_rows
+from banmf._kernels.pool import pool_gains
+from banmf.engine.pool import Pool, WholePool, combine, select, useful
+from banmf.io import Dataset
+
+
+def unknown_forms(draw, X):
+    """(missing, observed): none, some unknown cells, or a few observed cells."""
+    form = draw(st.sampled_from(["none", "missing", "observed"]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    mask = rng.random(X.shape) < 0.3
+    if form == "missing":
+        return mask, None
+    if form == "observed":
+        return None, mask | (rng.random(X.shape) < 0.3)
+    return None, None
+
+
+def observed_matrix(data: Dataset) -> tuple[np.ndarray, np.ndarray]:
+    """Dense X and the observed cells of ``data``."""
+    X = data.X.toarray().astype(bool)
+    u = data.unknown
+    if u is None:
+        return X, np.ones(X.shape, dtype=bool)
+    cells = u.cells.toarray().astype(bool)
+    return X, (X | cells) if u.observed else ~cells
+
+
+def reference_gains(data, pool: Pool, chosen: list, skip: int = -1) -> np.ndarray:
+    """Per candidate: the error with it added to the chosen candidates (slot ``skip`` left out)
+    minus the error without it, by dense Boolean products."""
+    X, seen = observed_matrix(data)
+    n, m = X.shape
+    cover = np.zeros((n, m), dtype=bool)
+    for s, f in enumerate(chosen):
+        if f >= 0 and s != skip:
+            W, H = pool.factors([f], n, m, 1)
+            cover |= W @ H
+    out = []
+    for f in range(len(pool)):
+        W, H = pool.factors([f], n, m, 1)
+        more = cover | (W @ H)
+        out.append(int(((more != X) & seen).sum()) - int(((cover != X) & seen).sum()))
+    return np.array(out, dtype=np.int64)
+
+
+@st.composite
+def pools(draw, max_n=9, max_m=9, max_p=6):
+    X = draw(binary_matrices(max_n=max_n, max_m=max_m))
+    missing, observed = unknown_forms(draw, X)
+    data = Dataset.of(X, missing, observed)
+    n, m = X.shape
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    p = draw(st.integers(0, max_p))
+    W = rng.random((n, p)) < rng.random(p)
+    H = rng.random((p, m)) < rng.random(p)[:, None]
+    return data, Pool.of([(W, H)])[0]
+
+
+@examples(60)
+@given(pools(), st.integers(1, 70), st.data())
+def test_kernel_against_numpy(case, k, draw):
+    """Every candidate's change of error, with any chosen slots (k past 64: two words) and any
+    slot left out, including empty rows and columns and k = 1."""
+    data, pool = case
+    rows = WholePool(data, pool, k)
+    n, m = data.shape
+    chosen = [draw.draw(st.integers(-1, len(pool) - 1)) for _ in range(k)]
+    skip = draw.draw(st.integers(-1, k - 1))
+    W, H = pool.factors(chosen, n, m, k)
+    rows.codes[:] = pack_rows(W)
+    skip_bits = pack_rows(np.arange(k)[None, :] == skip)[0]
+    X, u = data.X, data.unknown
+    cells, mode = (X, 0) if u is None else (u.cells, 2 if u.observed else 1)
+    out = np.empty(len(pool), dtype=np.int64)
+    args = (X.indptr, X.indices, cells.indptr, cells.indices, mode, pool.row_ptr, pool.row_idx)
+    got = run_both(
+        pool_gains, *args, pool.col_ptr, pool.col_idx, rows.codes, pack_rows(H.T), skip_bits, out
+    )
+    assert got is None
+    np.testing.assert_array_equal(out, reference_gains(data, pool, chosen, skip))
+
+
+def brute_force(data, pool: Pool, k: int) -> int:
+    n, m = data.shape
+    return min(
+        data.error(*pool.factors([*subset, *[-1] * (k - r)], n, m, k))
+        for r in range(k + 1)
+        for subset in itertools.combinations(range(len(pool)), r)
+    )
+
+
+@examples(80)
+@given(pools(max_p=7), st.integers(1, 4))
+def test_selection_against_brute_force(case, k):
+    """The choice's error is what it says; k = 1 (greedy) is the best single candidate and any
+    choice is no worse than the best of all k-subsets by more than a local optimum allows: no
+    single replacement in a slot (or emptying it) lowers the error."""
+    data, pool = case
+    n, m = data.shape
+    sel = select(WholePool(data, pool, k), pool, m, k)
+    W, H = pool.factors(sel.chosen, n, m, k)
+    error = data.error(W, H)
+    assert error == data.X.nnz + sel.change
+    best = brute_force(data, pool, k)
+    assert error >= best
+    if k == 1 or len(pool) <= 1:
+        assert error == best
+    for s in range(k):
+        for f in range(-1, len(pool)):
+            other = list(sel.chosen)
+            other[s] = f
+            assert data.error(*pool.factors(other, n, m, k)) >= error
+
+
+@examples(40)
+@given(pools(max_p=5), st.integers(1, 3))
+def test_selection_is_exact_when_the_pool_fits(case, k):
+    """With no more candidates than slots, the greedy choice and its sweeps reach the best
+    subset whenever only disjoint candidates are pooled (their gains add up)."""
+    data, pool = case
+    n, m = data.shape
+    W, H = (f.astype(int) for f in pool.factors(range(len(pool)), n, m, max(len(pool), 1)))
+    overlapping = (W.T @ W) * (H @ H.T)
+    np.fill_diagonal(overlapping, 0)
+    sel = select(WholePool(data, pool, k), pool, m, k)
+    error = data.error(*pool.factors(sel.chosen, n, m, k))
+    if not overlapping.any() and len(pool) <= k:
+        assert error == brute_force(data, pool, k)
+
+
+def test_pool_merges_duplicates_and_drops_empty_factors():
+    W = np.array([[1, 1, 0], [1, 1, 0]], dtype=bool)
+    H = np.array([[1, 0], [1, 0], [1, 1]], dtype=bool)
+    pool, where = Pool.of([(W, H), (W[:, :1], H[:1])])
+    assert len(pool) == 1
+    assert where == [[0, 0, -1], [0]]
+    assert pool.factors([0], 2, 2, 1)[1].tolist() == [[True, False]]
+
+
+def test_useful_keeps_what_may_help_and_drops_what_cannot():
+    X = np.zeros((6, 6), dtype=int)
+    X[:3, :3] = 1
+    W = np.zeros((6, 2), dtype=bool)
+    H = np.zeros((2, 6), dtype=bool)
+    W[:3, 0] = H[0, :3] = True  # the block
+    W[:, 1] = H[1, :] = True  # everything: 9 ones, 27 zeros
+    pool, _ = Pool.of([(W, H)])
+    assert useful(pool, Dataset.of(X)).tolist() == [0]
+    # Observed zeros given: no bound, both kept.
+    assert useful(pool, Dataset.of(X, observed=X)).tolist() == [0, 1]
+
+
+def test_combine_on_tiles_is_exact_and_within_budget():
+    X, W0, H0 = banmf.make_sparse_tiles(400, 300, 3000, 6, random_state=1)
+    data = Dataset.of(X)
+    noise = np.random.default_rng(0).random(W0.shape) < 0.1
+    runs = [{"W": W, "H": H0, "error": data.error(W, H0)} for W in (W0 ^ noise, W0)]
+    W, H, error, info = combine(data, runs, 6)
+    assert error == data.error(W, H) <= data.error(W0, H0)
+    assert info["candidates"] <= info["pool"]
+    assert info["pool"] >= 12  # the two starts' (merged) and the grown candidates
+    assert info["bytes"] > 0
+
+
+def test_the_worked_example_of_the_docs():
+    """docs/pipeline.md: two starts that each found one block, and the single cell (0, 7)."""
+    X = np.zeros((8, 8), dtype=int)
+    X[:4, :4] = X[4:, 4:] = 1
+    X[0, 7] = 1
+    data = Dataset.of(X)
+    blocks = [(np.arange(8) < 4, np.arange(8) < 4), (np.arange(8) >= 4, np.arange(8) >= 4)]
+    cell = (np.arange(8) == 0, np.arange(8) == 7)
+    runs = []
+    for block in blocks:
+        W = np.stack([block[0], cell[0]], axis=1)
+        H = np.stack([block[1], cell[1]])
+        runs.append({"W": W, "H": H, "error": data.error(W, H)})
+    assert [run["error"] for run in runs] == [16, 16]
+    W, H, error, info = combine(data, runs, 2)
+    assert (error, info["pool"], info["new"]) == (1, 3, True)
+    assert W[:, 0].tolist() == blocks[0][0].tolist()
+    model = banmf.polish(X, W, H)
+    assert model.error == 1
+
+
+@examples(40)
+@given(pools(max_p=6), st.integers(1, 4), st.data())
+def test_selection_from_a_start_only_improves_it(case, k, draw):
+    data, pool = case
+    n, m = data.shape
+    first = [draw.draw(st.integers(-1, len(pool) - 1)) for _ in range(k)]
+    error = data.error(*pool.factors(first, n, m, k))
+    sel = select(WholePool(data, pool, k), pool, m, k, (first, error - data.X.nnz))
+    assert data.error(*pool.factors(sel.chosen, n, m, k)) == data.X.nnz + sel.change <= error
+
+
+@pytest.fixture(scope="module")
+def sparse():
+    return banmf.make_sparse_tiles(600, 200, 4000, 8, random_state=3)[0]
+
+
+def test_default_is_never_worse_than_its_best_start(sparse):
+    with_it = banmf.BANMF(8, random_state=0, max_iter=60).fit(sparse)
+    without = banmf.BANMF(8, random_state=0, max_iter=60, combine=False).fit(sparse)
+    starts = [*with_it.init_errors_, *without.extra_start_errors_.values()]
+    assert with_it.reconstruction_err_ == min(with_it.reconstruction_err_, *starts)
+    assert with_it.reconstruction_err_ <= without.reconstruction_err_
+    assert "combined" in with_it.extra_start_errors_
+    if with_it.best_start_ == "combined":
+        assert with_it.extra_start_errors_["combined"] < without.reconstruction_err_
+        assert list(with_it.refinement_)[0] == "combined"
+        assert with_it.n_iter_ == 0
+
+
+def test_same_result_on_any_thread_count(sparse):
+    fits = [banmf.BANMF(8, random_state=1, max_iter=60, n_jobs=jobs).fit(sparse) for jobs in (1, 2)]
+    np.testing.assert_array_equal(fits[0].W_, fits[1].W_)
+    np.testing.assert_array_equal(fits[0].components_, fits[1].components_)
+    assert fits[0].extra_start_errors_ == fits[1].extra_start_errors_
+
+
+def test_unknown_cells_are_never_read(sparse):
+    """Values under the unknown cells change nothing: the combination counts observed cells."""
+    rng = np.random.default_rng(0)
+    missing = rng.random(sparse.shape) < 0.1
+    flipped = sparse.toarray().astype(bool) ^ missing
+    fits = [
+        banmf.BANMF(8, random_state=0, max_iter=40).fit(X, missing=missing)
+        for X in (sparse, flipped)
+    ]
+    np.testing.assert_array_equal(fits[0].components_, fits[1].components_)
+    assert fits[0].extra_start_errors_ == fits[1].extra_start_errors_
+
+
+def test_paper_config_and_the_baselines_do_not_combine(sparse):
+    assert banmf.PAPER_CONFIG["combine"] is False
+    assert banmf.NMF().combine is False
+    model = banmf.BANMF(4, **banmf.PAPER_CONFIG, random_state=0, max_iter=20).fit(sparse)
+    assert "combined" not in model.extra_start_errors_
+
+
+def test_the_pool_counts_in_the_memory_budget_refused_up_front(monkeypatch):
+    """The fit's estimate holds the pool's worst case; over the budget the fit is refused
+    before any work, with the estimate, and combine=False fits where it is not."""
+    n, m, k = 3000, 800, 20
+    X = banmf.make_sparse_tiles(n, m, 20_000, 5, random_state=0)[0]
+    sizes = [fit_bytes(combine, n, m, X.nnz, k) for combine in (False, True)]
+    assert sizes[1] > sizes[0]
+    monkeypatch.setenv("BANMF_MEMORY_LIMIT", str((sizes[0] + sizes[1]) // 2))
+    with pytest.raises(banmf.exceptions.InputError, match=r"needs about .* more than the"):
+        banmf.BANMF(k, n_init=1, random_state=0).fit(X)
+    banmf.BANMF(k, n_init=1, max_iter=5, random_state=0, combine=False).fit(X)
+
+
+def fit_bytes(combine: bool, n: int, m: int, cells: int, k: int) -> int:
+    return banmf.BANMF(k, n_init=1, combine=combine)._fit_bytes(n, m, cells, k)

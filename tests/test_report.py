@@ -1,0 +1,251 @@
+"""The HTML report: self-contained, parseable, escaped, its image counts right, the CLI."""
+
+import base64
+import io
+import json
+import shutil
+import struct
+import subprocess
+import sys
+import time
+import zlib
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from banmf import Factorization, InputError, factorize, make_boolean, make_sparse_tiles
+from banmf.cli import main
+from banmf.datasets import data_dir, load_votes
+from banmf.io import read_dataset
+from banmf.report import report_html
+
+ZOO = str(data_dir() / "zoo_101x15.mtx")
+VOTES = str(data_dir() / "votes_435x16_yes.mtx")
+VOTES_MASK = str(data_dir() / "votes_435x16_missing_mask.mtx")
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "render_report.py"
+
+
+def run(*argv):
+    out, err = io.StringIO(), io.StringIO()
+    code = main([str(a) for a in argv], stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+class Page(HTMLParser):
+    """Every element with its attributes, the text, and the scripts' text."""
+
+    def __init__(self, text: str):
+        super().__init__(convert_charrefs=True)
+        self.elements, self.text, self.scripts, self._in_script = [], [], [], False
+        self.feed(text)
+        self.close()
+
+    def handle_starttag(self, tag, attrs):
+        self.elements.append((tag, dict(attrs)))
+        self._in_script = tag == "script"
+
+    def handle_startendtag(self, tag, attrs):
+        self.elements.append((tag, dict(attrs)))
+
+    def handle_endtag(self, tag):
+        self._in_script = False
+
+    def handle_data(self, data):
+        (self.scripts if self._in_script else self.text).append(data)
+
+    def all_text(self) -> str:
+        return "".join(self.text)
+
+
+def decode_png(uri: str) -> np.ndarray:
+    """An inline PNG (data URI) of ours back to its (h, w, 3) pixels."""
+    assert uri.startswith("data:image/png;base64,")
+    png = base64.b64decode(uri.split(",", 1)[1], validate=True)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, chunks = 8, {}
+    while pos < len(png):
+        (length,) = struct.unpack(">I", png[pos : pos + 4])
+        tag, body = png[pos + 4 : pos + 8], png[pos + 8 : pos + 8 + length]
+        (crc,) = struct.unpack(">I", png[pos + 8 + length : pos + 12 + length])
+        assert crc == zlib.crc32(tag + body) & 0xFFFFFFFF
+        chunks[tag] = chunks.get(tag, b"") + body
+        pos += 12 + length
+    w, h, depth, kind = struct.unpack(">IIBB", chunks[b"IHDR"][:10])
+    assert (depth, kind) == (8, 2)
+    raw = np.frombuffer(zlib.decompress(chunks[b"IDAT"]), np.uint8).reshape(h, 3 * w + 1)
+    assert (raw[:, 0] == 0).all()
+    return raw[:, 1:].reshape(h, w, 3)
+
+
+def check_self_contained(text: str, *, images: bool = True, hostile: bool = False) -> Page:
+    """Parses; no reference leaves the file; every image is an inline PNG (there are some
+    when ``images``); one script (ours); no URL at all unless the labels hold some."""
+    page = Page(text)
+    found = 0
+    for tag, attrs in page.elements:
+        for key in ("src", "href", "xlink:href", "action", "data"):
+            value = attrs.get(key)
+            if value is not None:
+                assert not value.lower().startswith(("http:", "https:", "//", "file:")), value
+        if tag in ("img", "image"):
+            decode_png(attrs.get("src") or attrs.get("href"))
+            found += 1
+        assert tag not in ("link", "iframe", "object", "embed")
+    assert (found >= 1) == images
+    assert sum(tag == "script" for tag, _ in page.elements) == 1
+    assert hostile or ("http://" not in text and "https://" not in text)
+    return page
+
+
+def test_zoo_report_from_the_command_line(tmp_path):
+    res, sel, html_ = tmp_path / "zoo.npz", tmp_path / "sel.json", tmp_path / "zoo.html"
+    assert run("factorize", ZOO, "-k", "4", "-q", "--out", res)[0] == 0
+    # A rank selection's JSON as select-k prints it (written here: select-k itself is slow).
+    X = read_dataset(ZOO)
+    selection = {
+        "ks": [1, 2, 3, 4],
+        "per_k": [
+            {
+                "k": k,
+                "training_error": 400 - 60 * k,
+                "held_out_error": 0.3 - k / 50,
+                "held_out_se": 0.01,
+            }
+            for k in (1, 2, 3, 4)
+        ],
+        "choices": {"cv": 3},
+        "best_k": 3,
+        "reason": "cv points to 3",
+    }
+    sel.write_text(json.dumps(selection))
+    code, out, err = run("report", res, "--selection", sel, "--out", html_)
+    assert code == 0, err
+    assert out.strip() == f"wrote {html_}"
+    page = check_self_contained(html_.read_text(encoding="utf-8"))
+    text = page.all_text()
+    assert "101 rows × 15 columns" in text and "Rank selection: k = 3" in text
+    assert text.count("Pattern ") >= 4 and "aardvark" in text and "feathers" in text
+    assert sum(tag == "svg" and attrs.get("class") == "chart" for tag, attrs in page.elements) == 2
+    scores = Factorization.load(res).evaluate(X.X)
+    assert f"{scores['false_negatives']:,} ones missed" in text
+    # Data from a file (its labels), JSON on stdout.
+    code, out, err = run("report", res, "--data", ZOO, "--out", tmp_path / "d.html", "--json")
+    assert code == 0 and json.loads(out) == {
+        "result": str(res),
+        "report": str(tmp_path / "d.html"),
+        "data": True,
+    }
+    # The destination is refused before any work; the input is never overwritten.
+    assert run("report", res, "--out", tmp_path / "no" / "r.html")[0] == 2
+    assert run("report", res, "--out", tmp_path / "r.txt")[0] == 2
+    assert run("report", res, "--selection", res, "--out", tmp_path / "r.html")[0] == 2
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_the_image_counts_every_cell_of_a_small_matrix():
+    X, W, H = make_boolean(50, 30, 3, density=0.3, noise=0.1, random_state=1)
+    res = Factorization.from_factors(X, W, H)
+    page = Page(report_html(res))
+    (uri,) = [a["href"] for t, a in page.elements if t == "image"]
+    pixels = decode_png(uri).reshape(-1, 3)
+    assert len(pixels) == 50 * 30  # one pixel a cell
+    colours = {tuple(c): n for c, n in zip(*np.unique(pixels, axis=0, return_counts=True))}
+    scores = res.evaluate()
+    assert colours.get((30, 110, 230), 0) == scores["false_negatives"]
+    assert colours.get((225, 55, 40), 0) == scores["false_positives"]
+    assert colours.get((25, 25, 25), 0) == X.nnz - scores["false_negatives"]
+    assert "one pixel is one cell" in page.all_text()
+
+
+def test_votes_with_unknown_cells():
+    votes = load_votes("435")
+    res = factorize(votes, 3, random_state=0, max_iter=50)
+    text = report_html(res)
+    page = check_self_contained(text)
+    assert "unknown cells392" in page.all_text()  # the summary's row
+    assert "unknown cell" in page.all_text()  # the legend's key
+    (uri,) = [a["href"] for t, a in page.elements if t == "image"]
+    pixels = decode_png(uri).reshape(-1, 3)
+    assert (pixels == (185, 185, 185)).all(axis=1).sum() == 392
+
+
+def test_a_larger_sparse_matrix_is_binned_and_small(tmp_path):
+    X, W, H = make_sparse_tiles(10_000, 1_000, 60_000, 8, random_state=0)
+    res = Factorization.from_factors(X, W, H)
+    start = time.perf_counter()
+    res.report(tmp_path / "big.html")
+    seconds = time.perf_counter() - start
+    text = (tmp_path / "big.html").read_text(encoding="utf-8")
+    page = check_self_contained(text)
+    text_ = page.all_text()
+    assert "All 10,000 rows × 1,000 columns: one pixel is 15 rows × 1 column" in text_
+    # The patterns hold a small part of the data: a second image has only their rows/columns.
+    in_rows, in_cols = int(res.W.any(axis=1).sum()), int(res.H.any(axis=0).sum())
+    assert f"Only the {in_rows:,} rows and {in_cols:,} columns in a pattern" in text_
+    whole, patterns_only = [a["href"] for t, a in page.elements if t == "image"]
+    assert decode_png(whole).shape == (667, 1000, 3)
+    assert decode_png(patterns_only).shape[1] == in_cols
+    assert len(text.encode()) < 2_000_000 and seconds < 10
+
+
+def test_a_result_without_labels_or_data():
+    X, W, H = make_boolean(20, 12, 2, density=0.4, random_state=2)
+    res = Factorization.from_factors(X, W, H)
+    text = Page(report_html(res)).all_text()
+    assert "(factor 0)" in text and "rows × " in text
+    without = res.replace(X=None)
+    page = check_self_contained(report_html(without), images=False)
+    assert "holds no copy of its data" in page.all_text()
+
+
+def test_hostile_labels_are_text(tmp_path):
+    X, W, H = make_boolean(6, 5, 2, density=0.5, random_state=4)
+    W[:, 0] = H[0] = True  # every label is in a pattern
+    hostile = [
+        "<script>alert(1)</script>",
+        "a\"b'c",
+        "x" * 5000,
+        "é ß 漢字 🙂",
+        "</details><img src=https://example.com/x.png>",
+        "&amp;",
+    ]
+    res = Factorization.from_factors(X, W, H, row_labels=hostile, col_labels=hostile[:5])
+    res = res.replace(meta={"input": "<b>in.mtx</b>"}, method="<i>m</i>")
+    res.report(tmp_path / "h.html", title="<title>t</title>")
+    text = (tmp_path / "h.html").read_text(encoding="utf-8")
+    page = check_self_contained(text, hostile=True)
+    body = page.all_text()
+    for label in hostile:
+        assert label in body  # the parser gives back the names as they were: text, not markup
+    assert "<script>alert" not in text and "<img src=https" not in text
+    assert "<b>in.mtx</b>" in body and "<i>m</i>" in body
+
+
+def test_a_bad_selection_or_other_data_is_refused(tmp_path):
+    X, W, H = make_boolean(8, 6, 2, density=0.4, random_state=0)
+    res = Factorization.from_factors(X, W, H)
+    with pytest.raises(InputError, match="not a rank selection"):
+        report_html(res, selection={"ks": [1]})
+    with pytest.raises(InputError, match="factorization is of a 8×6"):
+        report_html(res, np.ones((8, 7)))
+    with pytest.raises(FileNotFoundError):
+        res.report(tmp_path / "missing" / "r.html")
+
+
+@pytest.mark.skipif(
+    not any(shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome")),
+    reason="no headless Chromium installed",
+)
+def test_the_report_renders_in_a_browser(tmp_path):
+    X, W, H = make_boolean(60, 40, 3, density=0.3, random_state=0)
+    Factorization.from_factors(X, W, H).report(tmp_path / "r.html")
+    png = tmp_path / "r.png"
+    subprocess.run(
+        [sys.executable, str(SCRIPT), str(tmp_path / "r.html"), str(png)], check=True, timeout=120
+    )
+    image = png.read_bytes()
+    assert image[:8] == b"\x89PNG\r\n\x1a\n"
+    (width,) = struct.unpack(">I", image[16:20])
+    assert width == 1280
