@@ -17,6 +17,7 @@ second one aborts (``KeyboardInterrupt`` propagates).
 from __future__ import annotations
 
 import contextvars
+import functools
 import queue
 import threading
 from collections.abc import Callable, Iterable, Sized
@@ -25,7 +26,7 @@ from typing import Generic, TypeVar
 from ._signals import Interruptions
 from ._threads import cancel_with, thread_budget
 
-__all__ = ["Run", "run_side_by_side"]
+__all__ = ["Run", "fit_tasks", "run_side_by_side"]
 
 T = TypeVar("T")
 
@@ -254,6 +255,28 @@ def _in_threads(tasks, run: Run, on_done, on_interrupt, interrupts, name: str) -
     if failed:
         raise next(iter(failed.values()))  # the first to fail (a dict keeps the order of writes)
     run.results = {i: finished[i] for i in sorted(finished) if run.wanted(i)}
+
+
+def fit_tasks(tasks, n_jobs=None, fitted=None) -> list:
+    """:func:`banmf.fit_many` for fits that each have their own data (:func:`banmf.select_rank`'s
+    folds): ``tasks`` are ``(estimator, data)`` with ``data`` a :class:`banmf.io.Dataset`.
+    ``fitted()``, if given, is called (in the calling thread) as each fit ends. Returns the
+    estimators, fitted, in order; on Ctrl-C, once the fits under way have stopped, raises
+    KeyboardInterrupt."""
+    tasks = list(tasks)
+    run = run_side_by_side(
+        [functools.partial(_fit, *task) for task in tasks],
+        n_jobs=n_jobs,
+        on_done=None if fitted is None else lambda i, est, run: fitted(),
+        name="banmf-fit",
+    )
+    if run.interrupted:
+        raise KeyboardInterrupt  # a loop of fits stops
+    return [est for est, _ in tasks]
+
+
+def _fit(est, data):
+    return est.fit(data)
 
 
 def _join(threads: list[threading.Thread], run: Run, on_interrupt, interrupts) -> None:

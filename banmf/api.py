@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import functools
 import time
 
 from ._anndata import anndata_dataset, is_anndata, store_result
-from ._runner import run_side_by_side
+from ._runner import fit_tasks
 from .dataset import Dataset
 from .exceptions import Interrupted, InvalidParameterError
 from .models import METHODS
@@ -37,8 +36,11 @@ def factorize(
         AnnData (needs ``anndata``) gives its ``X`` (or ``layer``), its obs and var names as
         labels and its layer ``missing`` as unknown cells, as a ``.h5ad`` file does; the
         result is also written into it (see ``key_added``).
-    n_components : int or None
-        Rank k (None only for methods that choose it, e.g. ``"grecond"``).
+    n_components : int, "auto" or None
+        Rank k. "auto": the k from 1 to 20 (at most min(n, m)) with the lowest cross-validated
+        held-out error, the selection then in ``result.estimator.rank_selection_`` (see
+        :func:`banmf.select_rank`). None only for methods that choose k themselves, e.g.
+        ``"grecond"``.
     method : str, default "banmf"
         A key of :data:`banmf.METHODS`.
     random_state : None, int or Generator
@@ -153,25 +155,3 @@ def fit_many(estimators, X, *, n_jobs=None, missing=None, observed=None) -> list
     estimators = list(estimators)
     data = Dataset.of(X, missing, observed)
     return fit_tasks([(est, data) for est in estimators], n_jobs)
-
-
-def fit_tasks(tasks, n_jobs=None, fitted=None) -> list:
-    """:func:`fit_many` for fits that each have their own data: ``tasks`` are
-    ``(estimator, data)`` with ``data`` a :class:`banmf.io.Dataset`.
-    ``fitted()``, if given, is called (in the calling thread) as each fit ends. Returns the
-    estimators, fitted, in order; on Ctrl-C, once the fits under way have stopped, raises
-    KeyboardInterrupt."""
-    tasks = list(tasks)
-    run = run_side_by_side(
-        [functools.partial(_fit, *task) for task in tasks],
-        n_jobs=n_jobs,
-        on_done=None if fitted is None else lambda i, est, run: fitted(),
-        name="banmf-fit",
-    )
-    if run.interrupted:
-        raise KeyboardInterrupt  # a loop of fits stops
-    return [est for est, _ in tasks]
-
-
-def _fit(est, data):
-    return est.fit(data)

@@ -8,27 +8,32 @@ them), and :func:`held_out_scores` compares its prediction with the hidden truth
 
 from __future__ import annotations
 
-import logging
-import time
-from dataclasses import dataclass, field
-from numbers import Integral, Real
-
-import numpy as np
-import scipy.sparse as sp
-
-from ._boolean import cell_keys, in_sorted, support_mask_from_keys
-from ._mdl import description_bits
-from ._memory import check_memory
-from ._validation import (
-    check_binary_matrix,
-    check_boolean_factors,
-    check_random_state,
+from ._selection import (
+    CRITERIA,
+    CV_RULES,
+    FITS_EVERY_SECONDS,
+    FOLD_ZEROS,
+    MIN_FOLD_ONES,
+    STABLE,
+    RankSelection,
+    cv_folds,
+    description_length,
+    factor_agreement,
+    held_out_scores,
+    hold_out,
+    mask_entries,
+    select_rank_of,
 )
-from .booleanize import predict_cells
-from .dataset import Dataset
-from .exceptions import InputError, InvalidParameterError
+from .exceptions import InvalidParameterError
+from .models import METHODS
 
 __all__ = [
+    "CRITERIA",
+    "CV_RULES",
+    "FITS_EVERY_SECONDS",
+    "FOLD_ZEROS",
+    "MIN_FOLD_ONES",
+    "STABLE",
     "RankSelection",
     "cv_folds",
     "description_length",
@@ -39,477 +44,15 @@ __all__ = [
     "select_rank",
 ]
 
-# Random cells are drawn in batches of this many times the number still needed (zeros are
-# drawn by rejection: a cell drawn at random is a zero with the zeros' share of the cells).
-_OVERDRAW = 2
-
-
-def mask_entries(
-    X,
-    fraction: float,
-    *,
-    random_state=None,
-    missing=None,
-    observed=None,
-    n_zeros: int | None = None,
-) -> sp.csr_array:
-    """Choose observed cells of X to hide, as many ones as zeros in proportion.
-
-    ``round(fraction · ones)`` of X's observed ones and ``round(fraction · zeros)`` of its
-    observed zeros (or ``n_zeros`` of them), drawn uniformly without replacement. Nothing dense
-    is formed: on large sparse data the zeros are drawn by rejection.
-
-    Parameters
-    ----------
-    X : array-like or sparse of shape (n, m)
-        0/1 data.
-    fraction : float in [0, 1)
-        Share of the observed ones (and zeros) to hide.
-    random_state : None, int or Generator
-    missing : array-like or sparse of shape (n, m), optional
-        Cells already unknown: never chosen.
-    observed : array-like or sparse of shape (n, m), optional
-        Or the cells observed (all others unknown): only these are chosen.
-    n_zeros : int, optional
-        Hide this many zeros instead of ``fraction`` of them: on very sparse data a fraction of
-        all zeros is n·m cells' worth, far more than the ones.
-
-    Returns
-    -------
-    scipy.sparse.csr_array of shape (n, m), bool
-        The hidden cells; fit with ``missing=`` set to them (joined with ``missing``, if any:
-        ``hidden + missing``; or with ``observed=`` less them: ``observed > hidden``) and score
-        with :func:`held_out_scores`.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from banmf import factorize, make_boolean
-    >>> X, _, _ = make_boolean(60, 40, 3, density=0.3, random_state=0)
-    >>> hidden = mask_entries(X, 0.2, random_state=0)
-    >>> hidden.nnz == round(0.2 * X.nnz) + round(0.2 * (60 * 40 - X.nnz))
-    True
-    >>> res = factorize(X, 3, missing=hidden, random_state=0)
-    >>> held_out_scores(X, res.W, res.H, hidden)["cells"] == hidden.nnz
-    True
-    """
-    if isinstance(fraction, bool) or not isinstance(fraction, Real) or not 0 <= fraction < 1:
-        raise InvalidParameterError(f"fraction must be a number in [0, 1), got {fraction!r}")
-    if n_zeros is not None and (
-        isinstance(n_zeros, bool) or not isinstance(n_zeros, Integral) or n_zeros < 0
-    ):
-        raise InvalidParameterError(
-            f"n_zeros must be a nonnegative integer or None, got {n_zeros!r}"
-        )
-    rng = check_random_state(random_state)
-    data = Dataset.of(X, missing, observed)
-    X, unknown = data.X, data.unknown
-    n, m = X.shape
-    ones = cell_keys(X)
-    if unknown is not None and unknown.observed:
-        # The observed zeros are listed: draw from them directly.
-        zeros = cell_keys(unknown.cells)
-        want = round(fraction * len(zeros)) if n_zeros is None else int(n_zeros)
-        if want > len(zeros):
-            raise InvalidParameterError(
-                f"n_zeros={want} exceeds the {len(zeros)} observed zeros of X"
-            )
-        hide_ones = rng.choice(ones, size=round(fraction * len(ones)), replace=False)
-        hide_zeros = rng.choice(zeros, size=want, replace=False)
-        return support_mask_from_keys(np.union1d(hide_ones, hide_zeros), X.shape)
-    unknown_keys = np.zeros(0, np.int64) if unknown is None else cell_keys(unknown.cells)
-    available = n * m - len(ones) - len(unknown_keys)
-    want = round(fraction * available) if n_zeros is None else int(n_zeros)
-    if want > available:
-        raise InvalidParameterError(f"n_zeros={want} exceeds the {available} observed zeros of X")
-    hide_ones = rng.choice(ones, size=round(fraction * len(ones)), replace=False)
-    taken = np.union1d(ones, unknown_keys)
-    hide_zeros = _draw_zeros(rng, n * m, taken, want)
-    return support_mask_from_keys(np.union1d(hide_ones, hide_zeros), X.shape)
-
-
-def hold_out(
-    X, fraction: float, *, random_state=None, missing=None, observed=None
-) -> tuple[dict, sp.csr_array]:
-    """Hide a share of X's observed cells from a fit, to score it on them: the cells of
-    :func:`mask_entries` (the same draws), and the unknown cells to fit X with.
-
-    Parameters
-    ----------
-    X, fraction, random_state, missing, observed
-        As in :func:`mask_entries`: the data, the share of its observed ones (and zeros) to
-        hide, the seed, and its unknown cells (never hidden).
-
-    Returns
-    -------
-    fit_masks : dict
-        ``missing`` and ``observed`` for the fit (``factorize(X, k, **fit_masks)``): X's
-        unknown cells and the hidden ones, in the form X's are given (``missing`` joined with
-        the hidden cells, or ``observed`` less them; none given: ``missing`` the hidden cells).
-    hidden : scipy.sparse.csr_array of shape (n, m), bool
-        The hidden cells, to score the fit on with :func:`held_out_scores`.
-
-    Raises
-    ------
-    banmf.exceptions.InputError
-        ``fraction`` of X's observed cells rounds to no cell at all (a ``ValueError``).
-
-    Examples
-    --------
-    >>> from banmf import factorize, make_boolean
-    >>> X, _, _ = make_boolean(60, 40, 3, density=0.3, random_state=0)
-    >>> fit_masks, hidden = hold_out(X, 0.2, random_state=0)
-    >>> res = factorize(X, 3, random_state=0, **fit_masks)
-    >>> held_out_scores(X, res.W, res.H, hidden)["cells"] == hidden.nnz
-    True
-    """
-    data = Dataset.of(X, missing, observed)
-    hidden = mask_entries(data, fraction, random_state=random_state)
-    if hidden.nnz == 0:
-        raise InputError(
-            f"{fraction:g} holds out no cell of the {data.n_observed} observed cells; give a "
-            "larger fraction"
-        )
-    fit = data.hide(hidden)
-    return {"missing": fit.missing, "observed": fit.observed}, hidden
-
-
-def _draw_zeros(rng: np.random.Generator, cells: int, taken: np.ndarray, want: int) -> np.ndarray:
-    """``want`` distinct cells in [0, cells) outside the sorted ``taken``, uniformly."""
-    available = cells - len(taken)
-    if want == 0:
-        return np.zeros(0, np.int64)
-    if 2 * want > available:
-        # Most of what is left: list it (drawing by rejection would keep hitting the same).
-        check_memory(8 * cells, f"hiding {want:,} of {available:,} zeros")
-        free = np.setdiff1d(np.arange(cells, dtype=np.int64), taken, assume_unique=True)
-        return rng.choice(free, size=want, replace=False)
-    # Rejection: draw, drop the taken and the repeats (keeping the first draw of each, in
-    # draw order, so the result depends on the seed alone), until there are enough.
-    chosen = np.zeros(0, np.int64)
-    while len(chosen) < want:
-        share = available / cells
-        draw = rng.integers(0, cells, size=int(_OVERDRAW * (want - len(chosen)) / share) + 16)
-        draw = draw[~in_sorted(draw, taken)]
-        merged = np.concatenate([chosen, draw])
-        _, first = np.unique(merged, return_index=True)
-        chosen = merged[np.sort(first)]
-    return chosen[:want]
-
-
-def held_out_scores(X, W, H, hidden) -> dict:
-    """How well Boolean factors predict the cells ``hidden`` from a fit: their Hamming error
-    there, and accuracy, precision, recall and F1 of the predicted ones.
-
-    Parameters
-    ----------
-    X : array-like or sparse of shape (n, m)
-        The true 0/1 data, hidden cells included.
-    W : array-like of shape (n, k), Boolean
-    H : array-like of shape (k, m), Boolean
-    hidden : array-like or sparse of shape (n, m)
-        The held-out cells (e.g. from :func:`mask_entries`).
-
-    Returns
-    -------
-    dict
-        ``cells`` (held out), ``errors`` (cells predicted wrong), ``error_rate``
-        (errors / cells), ``accuracy`` (1 − error_rate), ``ones`` (true ones among them),
-        ``predicted_ones``, ``true_positives``, ``precision``, ``recall`` and ``f1`` (of the
-        ones). ``precision`` is None when no held-out cell is predicted one, ``recall`` and
-        ``f1`` are None when no one is held out: a score of nothing is not a perfect score.
-    """
-    X = Dataset.of(X).X
-    cells = check_binary_matrix(hidden, "hidden")
-    if cells.shape != X.shape:
-        raise InputError(f"hidden has shape {cells.shape} but X has shape {X.shape}")
-    keys = cell_keys(cells)
-    truth = in_sorted(keys, cell_keys(X))
-    m = X.shape[1]
-    guess = predict_cells(W, H, keys // m, keys % m)
-    total, ones, predicted = len(keys), int(truth.sum()), int(guess.sum())
-    tp = int((truth & guess).sum())
-    errors = int((truth ^ guess).sum())
-    precision = tp / predicted if predicted else None
-    recall = tp / ones if ones else None
-    if recall is None:
-        f1 = None
-    else:
-        # No one predicted where ones were held out: every one missed, F1 0.
-        f1 = 2 * tp / (predicted + ones)
-    rate = errors / total if total else 0.0
-    return {
-        "cells": total,
-        "errors": errors,
-        "error_rate": rate,
-        "accuracy": 1.0 - rate,
-        "ones": ones,
-        "predicted_ones": predicted,
-        "true_positives": tp,
-        "precision": precision,
-        "recall": recall,
-        "f1": f1,
-    }
-
-
-# -- choosing k ----------------------------------------------------------------------------
-
-#: ``criteria`` of :func:`select_rank`.
-CRITERIA = ("mdl", "cv", "stability")
-#: A rank is stable when its fits to the folds' training cells agree at least this well: the
-#: mean, over pairs of those fits, of :func:`factor_agreement` (their worst-matched factor).
-STABLE = 0.8
-#: Observed zeros the cross-validation folds take at most, beside every one: on large sparse
-#: data all zeros would be n·m cells.
-FOLD_ZEROS = 5_000_000
-#: Observed ones each fold of :func:`select_rank` must hold at least: a fold with fewer scores
-#: its fit by a handful of cells, and every fold is one more fit per rank.
-MIN_FOLD_ONES = 10
-#: Least time from a rank's start, or its last ``"fits"`` progress record, to the next one
-#: (:func:`select_rank`): a rank done sooner says nothing before its result.
-FITS_EVERY_SECONDS = 2.0
-
-_progress = logging.getLogger("banmf.progress")
-
-
-def description_length(X, W, H, *, missing=None, observed=None) -> float:
-    """Bits to send X as Boolean factors and their errors: the minimum description length of a
-    Boolean factorization (after Miettinen & Vreeken's MDL4BMF, typed XOR, data to model).
-
-    ``L = L(k) + Σ_l [L(|W_l|) + log₂ C(n, |W_l|)] + Σ_l [L(|H_l|) + log₂ C(m, |H_l|)]
-    + L(|E⁻|) + log₂ C(c₀, |E⁻|) + L(|E⁺|) + log₂ C(c₁, |E⁺|)``:
-    k by Rissanen's universal code; each factor's column of W (row of H) as its number of
-    ones (log₂(n + 1) bits) and which they are; then the errors typed: the ones missed E⁻,
-    among the c₀ observed cells W⊗H leaves 0, and the zeros covered E⁺, among the c₁ observed
-    cells it covers, each as a count (log₂(c + 1) bits) and which. Unknown cells are neither
-    sent nor counted. Lower is better: a factor pays for itself when the errors it removes
-    cost more bits than it does.
-
-    Parameters
-    ----------
-    X : array-like or sparse of shape (n, m)
-    W : array-like of shape (n, k), Boolean
-    H : array-like of shape (k, m), Boolean
-    missing, observed : array-like or sparse of shape (n, m), optional
-        Unknown cells, as in :meth:`banmf.BANMF.fit`.
-
-    Returns
-    -------
-    float
-        Bits.
-
-    References
-    ----------
-    Miettinen & Vreeken, "MDL4BMF: Minimum Description Length for Boolean Matrix
-    Factorization", ACM TKDD 8(4), 2014 (KDD 2011).
-    """
-    data = Dataset.of(X, missing, observed)
-    Wb, Hb = check_boolean_factors(W, H, data.shape)
-    return sum(description_bits(data, Wb, Hb))
-
-
-def cv_folds(X, folds: int = 5, *, random_state=None, missing=None, observed=None) -> list:
-    """Split the observed cells of X into ``folds`` parts of as equal size as can be, ones and
-    zeros each spread evenly (the held-out sets of a cross-validation).
-
-    Every observed cell is in exactly one part, unless X has more than
-    :data:`FOLD_ZEROS` observed zeros: then every one is, and that many zeros drawn at random
-    (on large sparse data all zeros would be n·m cells; documented in the result). More
-    folds than observed cells are refused (a part would be empty).
-
-    Returns
-    -------
-    list of scipy.sparse.csr_array, bool
-    """
-    data = Dataset.of(X, missing, observed)
-    if isinstance(folds, bool) or not isinstance(folds, Integral) or folds < 2:
-        raise InvalidParameterError(f"folds must be an integer >= 2, got {folds!r}")
-    cells = data.n_observed
-    if folds > cells:
-        fix = f"pass folds <= {cells}" if cells >= 2 else "there is nothing to split"
-        raise InvalidParameterError(
-            f"folds={folds} is more than the {cells} observed cells of X (a fold would be "
-            f"empty); {fix}"
-        )
-    return [
-        support_mask_from_keys(keys, data.shape)
-        for keys in _fold_keys(data, int(folds), check_random_state(random_state))
-    ]
-
-
-def _fold_keys(data, folds: int, rng) -> list:
-    """The row-major keys of each fold's cells (sorted), for :func:`cv_folds`."""
-    X, unknown = data.X, data.unknown
-    n, m = X.shape
-    ones = cell_keys(X)
-    if unknown is not None and unknown.observed:
-        zeros = cell_keys(unknown.cells)
-        if len(zeros) > FOLD_ZEROS:
-            zeros = rng.choice(zeros, size=FOLD_ZEROS, replace=False)
-    else:
-        taken = ones if unknown is None else np.union1d(ones, cell_keys(unknown.cells))
-        available = n * m - len(taken)
-        zeros = _draw_zeros(rng, n * m, taken, min(available, FOLD_ZEROS))
-    parts = []
-    for keys in (ones, zeros):
-        keys = rng.permutation(keys)
-        parts.append([keys[f::folds] for f in range(folds)])
-    # Ones and zeros dealt in turn, zeros from the last fold back: fold sizes differ by one.
-    return [np.sort(np.concatenate([parts[0][f], parts[1][folds - 1 - f]])) for f in range(folds)]
-
-
-def factor_agreement(W1, H1, W2, H2) -> float:
-    """How well two Boolean factorizations of one matrix agree, factor for factor: the largest
-    t such that their factors pair off one to one with every pair's tiles (as sets of cells)
-    at Jaccard similarity t or more.
-
-    1 means the same factors; a factor that one has and the other lacks brings it near 0,
-    however well the others match (an empty tile is no pattern: it matches nothing).
-    """
-    from scipy.sparse import csr_array
-    from scipy.sparse.csgraph import maximum_bipartite_matching
-
-    W1, W2 = (np.asarray(W, dtype=np.int64) for W in (W1, W2))
-    H1, H2 = (np.asarray(H, dtype=np.int64) for H in (H1, H2))
-    k = W1.shape[1]
-    if k == 0:
-        return 1.0
-    inter = (W1.T @ W2) * (H1 @ H2.T)
-    size1 = W1.sum(axis=0) * H1.sum(axis=1)
-    size2 = W2.sum(axis=0) * H2.sum(axis=1)
-    union = size1[:, None] + size2[None, :] - inter
-    sim = np.where(union > 0, inter / np.maximum(union, 1), 0.0)
-
-    def pairs_off(t) -> bool:
-        match = maximum_bipartite_matching(csr_array(sim >= t), perm_type="column")
-        return bool(np.all(match >= 0))
-
-    # The bottleneck matching: binary search over the similarities that occur.
-    levels = np.unique(sim)
-    low, high = 0, len(levels) - 1  # levels[0] always pairs off (every pair qualifies)
-    while low < high:
-        mid = (low + high + 1) // 2
-        if pairs_off(levels[mid]):
-            low = mid
-        else:
-            high = mid - 1
-    return float(levels[low])
-
-
-@dataclass(frozen=True)
-class RankSelection:
-    """The evidence for each rank tried, and the rank chosen (:func:`select_rank`).
-
-    Attributes
-    ----------
-    ks : list of int
-        The ranks fitted, in order (a search that stopped early leaves the rest out).
-    training_error : dict
-        k → Hamming error of the fit on all observed cells.
-    description_length : dict or None
-        k → bits of that fit (:func:`description_length`); None without "mdl".
-    held_out_error, held_out_se : dict or None
-        k → mean held-out error rate over the folds, and its standard error; None without
-        "cv".
-    stability : dict or None
-        k → mean :func:`factor_agreement` over the pairs of fits to the folds' training
-        cells; None without "stability".
-    choices : dict
-        criterion → the k it points to: the shortest description; the smallest k whose
-        held-out error is within one standard error of the lowest (the one-standard-error
-        rule); the largest k whose fits to the folds' training cells agree at least
-        :data:`STABLE`.
-    best_k : int
-        The choice: the k most criteria point to (ties, and no two agreeing: the median of
-        their choices).
-    reason : str
-        Why, in words.
-    fits : dict
-        k → the :class:`banmf.Factorization` on all observed cells.
-    folds : int
-        Folds the observed cells were split into (0 with "mdl" alone); ``fold_zeros`` the
-        observed zeros they hold (all, or a sample on large data: see :func:`cv_folds`).
-    seconds : float
-    interrupted : bool
-        Ctrl-C ended the search early: the ranks in ``ks`` are those done.
-    edge : str or None
-        When ``best_k`` is the largest rank tried (the search ran out of ranks, or was
-        interrupted, before the criteria turned), or the smallest one above 1: in words, with
-        the ranks to try next; it also ends ``reason``. None otherwise.
-    """
-
-    ks: list
-    training_error: dict
-    description_length: dict | None
-    held_out_error: dict | None
-    held_out_se: dict | None
-    stability: dict | None
-    choices: dict
-    best_k: int
-    reason: str
-    fits: dict = field(repr=False)
-    folds: int = 0
-    fold_zeros: int = 0
-    seconds: float = 0.0
-    interrupted: bool = False
-    edge: str | None = None
-
-    def to_dict(self) -> dict:
-        """Plain values (for JSON): the per-k evidence as rows, the choices and the reason."""
-        curves = [
-            c or {}
-            for c in (
-                self.description_length,
-                self.held_out_error,
-                self.held_out_se,
-                self.stability,
-            )
-        ]
-        rows = [_evidence(k, self.training_error, *curves) for k in self.ks]
-        return {
-            "ks": list(self.ks),
-            "per_k": rows,
-            "choices": dict(self.choices),
-            "best_k": self.best_k,
-            "reason": self.reason,
-            "folds": self.folds,
-            "fold_zeros": self.fold_zeros,
-            "seconds": self.seconds,
-            "interrupted": self.interrupted,
-            "edge": self.edge,
-        }
-
-
-def _one_se_choice(means: dict, ses: dict) -> int:
-    """The smallest k whose mean is within one standard error of the lowest mean."""
-    best = min(means, key=lambda k: (means[k], k))
-    return min(k for k in means if means[k] <= means[best] + ses[best])
-
-
-def _combined_choice(choices: dict) -> tuple[int, str]:
-    """The k most criteria point to; ties and no agreement: the median of the choices."""
-    values = sorted(choices.values())
-    counts = {k: values.count(k) for k in values}
-    top = max(counts.values())
-    agreeing = sorted(k for k, c in counts.items() if c == top)
-    named = ", ".join(f"{name}: {k}" for name, k in choices.items())
-    if len(agreeing) == 1 and (top > 1 or len(values) == 1):
-        k = agreeing[0]
-        who = [name for name, v in choices.items() if v == k]
-        if len(who) == len(choices):
-            return k, f"every criterion points to k={k} ({named})"
-        return k, f"{' and '.join(who)} point to k={k} ({named})"
-    k = values[(len(values) - 1) // 2]
-    return k, f"the criteria disagree; k={k} is the median of their choices ({named})"
-
 
 def select_rank(
     X,
     ks=range(1, 21),
     *,
     criteria=CRITERIA,
-    method: str = "banmf",
+    method="banmf",
     folds: int = 5,
+    cv_rule: str = "one-se",
     patience: int | None = 3,
     missing=None,
     observed=None,
@@ -528,7 +71,8 @@ def select_rank(
       to send the factors and their errors; the rank with the fewest bits wins.
     - ``"cv"``: cross-validation: each fold's hidden cells scored by the fit that did not
       see them (:func:`held_out_scores`); the smallest k within one standard error of the
-      lowest mean held-out error rate wins.
+      lowest mean held-out error rate wins (``cv_rule="one-se"``), or the k with the lowest
+      mean (``cv_rule="min"``).
     - ``"stability"``: the agreement of the fold fits with each other, pair by pair
       (:func:`factor_agreement`: the worst-matched factor); the largest k at which they agree
       at least :data:`STABLE` (0.8) on average wins, as NMFk takes the largest k whose
@@ -546,13 +90,20 @@ def select_rank(
     ks : iterable of int, default range(1, 21)
         The ranks to try.
     criteria : sequence of {"mdl", "cv", "stability"}
-    method : str, default "banmf"
-        A key of :data:`banmf.METHODS` (with ``n_components``).
+    method : str or estimator, default "banmf"
+        A key of :data:`banmf.METHODS` (with ``n_components``), or an estimator whose
+        parameters every fit takes, but for ``n_components``, ``random_state`` and those of
+        ``**method_params``.
     folds : int, default 5
         Parts of the observed cells, and fits per k besides the one to all of them, for "cv"
         and "stability". Each part must hold at least :data:`MIN_FOLD_ONES` (10) observed
         ones: more folds than that allows are refused up front (``ValueError`` with the
         largest number that is).
+    cv_rule : {"one-se", "min"}, default "one-se"
+        The "cv" criterion's choice: the smallest k whose mean held-out error is within one
+        standard error of the lowest (no more factors than the folds can tell apart), or the
+        k with the lowest mean (ties: the smaller k), the better predictor of unknown cells
+        (``n_components="auto"`` uses it).
     patience : int or None, default 3
         Stop once "mdl" and "cv" (those asked for) have both had their best k this many ranks
         back: past that they only rise on planted data. None: try every k.
@@ -581,7 +132,9 @@ def select_rank(
     Within a rank that takes a while, the fits done so far are logged on the
     ``banmf.progress`` logger (level INFO, every :data:`FITS_EVERY_SECONDS` at most), each
     record's ``record.banmf`` ``{"event": "fits", "k", "fits_done", "n_fits"}``, beside the
-    records of the fits themselves (:mod:`banmf._progress`).
+    records of the fits themselves (:mod:`banmf._progress`); as each rank is done, a
+    ``"rank"`` record (INFO) whose ``record.banmf`` is ``{"event": "rank", "row": ...}`` with
+    that rank's evidence (as ``callback`` has it).
 
     Examples
     --------
@@ -591,195 +144,25 @@ def select_rank(
     >>> sel.best_k
     4
     """
-    from .api import fit_tasks
-    from .models import METHODS
-    from .result import Factorization
-
-    start = time.perf_counter()
-    criteria = tuple(criteria)
-    bad = [c for c in criteria if c not in CRITERIA]
-    if bad or not criteria:
-        raise InvalidParameterError(f"criteria must be some of {CRITERIA}, got {criteria!r}")
-    if method not in METHODS:
-        raise InvalidParameterError(
-            f"unknown method {method!r}; choose one of {', '.join(METHODS)}"
-        )
-    ks = sorted({int(k) for k in ks})
-    if not ks or ks[0] < 1:
-        raise InvalidParameterError(f"ks must be positive ranks, got {ks!r}")
-    if isinstance(folds, bool) or not isinstance(folds, Integral) or folds < 2:
-        raise InvalidParameterError(f"folds must be an integer >= 2, got {folds!r}")
-    if patience is not None and (
-        isinstance(patience, bool) or not isinstance(patience, Integral) or patience < 1
-    ):
-        raise InvalidParameterError(
-            f"patience must be a positive integer or None, got {patience!r}"
-        )
-    cls = METHODS[method]
-    data = Dataset.of(X, missing, observed)
-    X = data.X
-    if "cv" in criteria or "stability" in criteria:
-        _check_folds(int(folds), X.nnz, criteria)
-    rng = check_random_state(random_state)
-    seeds = rng.integers(0, 2**31, size=1 + folds)
-    held = []  # per fold: (the fold's cells, the data it is fitted to)
-    if "cv" in criteria or "stability" in criteria:
-        for keys in _fold_keys(data, int(folds), rng):
-            cells = support_mask_from_keys(keys, X.shape)
-            held.append((cells, data.hide(cells)))
-    fold_zeros = sum(h[0].nnz for h in held) - (X.nnz if held else 0)
-
-    def estimator(k, seed):
-        return cls(n_components=k, random_state=int(seed), **method_params)
-
-    errors, bits, held_err, held_se, stable, fits = {}, {}, {}, {}, {}, {}
-    interrupted = False
-    for k in ks:
-        tasks = [(estimator(k, seeds[0]), data)]
-        tasks += [(estimator(k, s), fold) for s, (_, fold) in zip(seeds[1:], held)]
-        try:
-            done = fit_tasks(tasks, n_jobs, _FitsProgress(k, len(tasks)))
-        except KeyboardInterrupt:
-            if not errors:
-                raise
-            interrupted = True  # this k's fits are not all there: the ranks before it stand
-            break
-        if any(getattr(est, "interrupted_", False) for est in done):
-            interrupted = True  # cancelled from outside (fit_many): the same
-            break
-        full = done[0]
-        fits[k] = Factorization.from_estimator(full, method=method, X=X)
-        errors[k] = int(full.reconstruction_err_)
-        if "mdl" in criteria:
-            bits[k] = sum(description_bits(data, full.W_, full.components_))
-        runs = done[1:]  # the fold fits
-        if "stability" in criteria:
-            pairs = [
-                factor_agreement(a.W_, a.components_, b.W_, b.components_)
-                for i, a in enumerate(runs)
-                for b in runs[i + 1 :]
-            ]
-            stable[k] = float(np.mean(pairs))
-        if "cv" in criteria:
-            rates = [
-                held_out_scores(X, est.W_, est.components_, cells)["error_rate"]
-                for est, (cells, _) in zip(runs, held)
-            ]
-            held_err[k] = float(np.mean(rates))
-            held_se[k] = float(np.std(rates, ddof=1) / np.sqrt(len(rates)))
-        if callback is not None and callback(_evidence(k, errors, bits, held_err, held_se, stable)):
-            break
-        if patience is not None and _turned([bits, held_err], k, patience):
-            break
-    choices = {}
-    if "mdl" in criteria:
-        choices["mdl"] = min(bits, key=lambda k: (bits[k], k))
-    if "cv" in criteria:
-        choices["cv"] = _one_se_choice(held_err, held_se)
-    if "stability" in criteria:
-        steady = [k for k in stable if stable[k] >= STABLE]
-        choices["stability"] = max(steady) if steady else max(stable, key=lambda k: (stable[k], -k))
-    best, reason = _combined_choice(choices)
-    tried = list(errors)
-    edge = _edge(best, tried)
-    if edge is not None:
-        reason += f"; {edge}"
-    return RankSelection(
-        ks=tried,
-        training_error=errors,
-        description_length=bits if "mdl" in criteria else None,
-        held_out_error=held_err if "cv" in criteria else None,
-        held_out_se=held_se if "cv" in criteria else None,
-        stability=stable if "stability" in criteria else None,
-        choices=choices,
-        best_k=best,
-        reason=reason,
-        fits=fits,
-        folds=len(held),
-        fold_zeros=fold_zeros,
-        seconds=time.perf_counter() - start,
-        interrupted=interrupted,
-        edge=edge,
-    )
-
-
-def _check_folds(folds: int, ones: int, criteria) -> None:
-    """Refuse more folds than X's observed ``ones`` fill with :data:`MIN_FOLD_ONES` each."""
-    most = ones // MIN_FOLD_ONES
-    if most < 2:
-        asked = " and ".join(repr(c) for c in criteria if c in ("cv", "stability"))
-        raise InputError(
-            f"X has {ones} observed ones: too few for {asked}, which need at least 2 folds of "
-            f"{MIN_FOLD_ONES} ones each; pass criteria=['mdl']"
-        )
-    if folds > most:
-        raise InvalidParameterError(
-            f"folds={folds} is more than X supports: each fold must hold at least "
-            f"{MIN_FOLD_ONES} of its {ones} observed ones, so at most {most} folds; pass "
-            f"folds <= {most}"
-        )
-
-
-class _FitsProgress:
-    """Called as each fit of rank k ends: a ``"fits"`` record of the ``banmf.progress`` logger
-    (INFO) with ``k``, ``fits_done`` and ``n_fits``, at most every :data:`FITS_EVERY_SECONDS`
-    and not before."""
-
-    def __init__(self, k: int, n_fits: int):
-        self.k, self.n_fits, self.done, self.last = k, n_fits, 0, time.monotonic()
-
-    def __call__(self) -> None:  # in the calling thread (banmf._runner), one fit at a time
-        self.done += 1
-        now = time.monotonic()
-        if now - self.last < FITS_EVERY_SECONDS:
-            return
-        self.last = now
-        if _progress.isEnabledFor(logging.INFO):
-            _progress.info(
-                "k=%d: %d/%d fits done",
-                self.k,
-                self.done,
-                self.n_fits,
-                extra={
-                    "banmf": {
-                        "event": "fits",
-                        "k": self.k,
-                        "fits_done": self.done,
-                        "n_fits": self.n_fits,
-                    }
-                },
+    if isinstance(method, str):
+        if method not in METHODS:
+            raise InvalidParameterError(
+                f"unknown method {method!r}; choose one of {', '.join(METHODS)}"
             )
-
-
-def _edge(best: int, ks: list) -> str | None:
-    """Words for a choice at the edge of the ranks tried (the best may lie beyond), or None."""
-    if best == ks[-1]:
-        return f"k={best} is the largest rank tried: try larger k"
-    if best == ks[0] and best > 1:
-        return f"k={best} is the smallest rank tried: try smaller k"
-    return None
-
-
-def _evidence(k, errors, bits, held_err, held_se, stable) -> dict:
-    """One k's row of :meth:`RankSelection.to_dict`: the criteria it has."""
-    row = {"k": k, "training_error": errors[k]}
-    if k in bits:
-        row["description_length"] = bits[k]
-    if k in held_err:
-        row["held_out_error"], row["held_out_se"] = held_err[k], held_se[k]
-    if k in stable:
-        row["stability"] = stable[k]
-    return row
-
-
-def _turned(curves: list, k: int, patience: int) -> bool:
-    """Has every curve given (non-empty) had its minimum at least ``patience`` ranks back?"""
-    used = [c for c in curves if c]
-    if not used:
-        return False
-    for curve in used:
-        ranks = list(curve)
-        best = min(ranks, key=lambda r: (curve[r], r))
-        if ranks.index(k) - ranks.index(best) < patience:
-            return False
-    return True
+        estimator = METHODS[method](**method_params)
+    else:
+        estimator = type(method)(**{**method.get_params(deep=False), **method_params})
+    return select_rank_of(
+        X,
+        ks,
+        estimator,
+        criteria=criteria,
+        folds=folds,
+        cv_rule=cv_rule,
+        patience=patience,
+        missing=missing,
+        observed=observed,
+        n_jobs=n_jobs,
+        random_state=random_state,
+        callback=callback,
+    )

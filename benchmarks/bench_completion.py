@@ -1,7 +1,8 @@
 """Completion: how well each method predicts cells it did not see, and what unknown cells cost.
 
     python benchmarks/bench_completion.py [--part accuracy votes cost] [--data ...]
-        [--fractions 0.1 0.3 0.5] [--seeds 10] [--jobs 2] [--out records.jsonl] [--quick]
+        [--fractions 0.1 0.3 0.5] [--ks 5 10 auto] [--seeds 10] [--jobs 2]
+        [--out records.jsonl] [--quick]
 
 ``accuracy``: hide a share of the observed cells, ones and zeros alike
 (:func:`banmf.model_selection.mask_entries`, seeded), fit the rest with the hidden cells as
@@ -14,6 +15,9 @@ column majority of the observed cells (``majority``). Data: the paper's generato
 k; the data and the hidden cells are drawn with the seed), and the bundled LUCAP0 (k = 10),
 mushroom (k = 10) and votes (all 435 members, k = 5; its own 392 unknown votes stay unknown).
 For generated data the table also counts the seeds whose hidden cells were all predicted right.
+``--ks`` fits every data set at each of these ranks instead of its own; ``auto`` lets each
+method choose k by held-out error on the fitted cells (``n_components="auto"``; the table gives
+the median k chosen).
 
 ``votes``: the worked example. The 435 members' votes at k = 3, 5, 10, with the ``?`` votes
 as unknown cells, as 0 and as 1; 10 % of the known votes held out (5 seeds) to score each
@@ -28,6 +32,7 @@ every other cell unknown (user-item data). Medians of alternating repeats.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
 import time
@@ -86,12 +91,13 @@ def fit(method: str, X, unknown, k: int, seed: int, asso_budget: float):
 
 
 def run(task) -> dict:
-    data, fraction, seed, method, asso_budget, threads = task
+    data, fraction, seed, method, asso_budget, threads, k_asked = task
     import numba
 
     if threads:
         numba.set_num_threads(threads)
     X, known_unknown, k = load(data, seed)
+    k = k if k_asked is None else k_asked
     hidden = mask_entries(X, fraction, random_state=seed, missing=known_unknown)
     unknown = hidden if known_unknown is None else mask_union(hidden, known_unknown)
     rec = {"data": data, "fraction": fraction, "seed": seed, "method": method, "k": k}
@@ -104,6 +110,7 @@ def run(task) -> dict:
         return {**rec, "refused": str(exc).split(";")[0][:90]}
     scores = held_out_scores(X, W, H, hidden)
     rec.update(
+        k_fitted=W.shape[1],
         seconds=round(time.perf_counter() - start, 3),
         error=scores["errors"],
         cells=scores["cells"],
@@ -114,12 +121,12 @@ def run(task) -> dict:
 
 
 def accuracy_tables(records, datasets, fractions, methods) -> None:
-    for data in datasets:
-        rows = [r for r in records if r["data"] == data]
-        if not rows:
+    for data, k in dict.fromkeys((r["data"], r["k"]) for r in records):
+        if data not in datasets:
             continue
+        rows = [r for r in records if r["data"] == data and r["k"] == k]
         seeds = sorted({r["seed"] for r in rows})
-        print(f"\n### {data} (k={rows[0]['k']}, {len(seeds)} seeds)\n")
+        print(f"\n### {data} (k={k}, {len(seeds)} seeds)\n")
         head = ["method", *(f"{int(100 * f)} % hidden" for f in fractions)]
         print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
         best = {}
@@ -150,6 +157,8 @@ def accuracy_tables(records, datasets, fractions, methods) -> None:
                 text += f", F1 {np.median([r['f1'] for r in done]):.3f}"
                 if data in GENERATED:
                     text += f", exact {sum(r['error'] == 0 for r in done)}/{len(done)}"
+                if k == "auto" and m != "majority":
+                    text += f", k {np.median([r['k_fitted'] for r in done]):g}"
                 text += f" ({np.median([r['seconds'] for r in done]):.2f} s)"
                 cells.append(text)
             print("| " + " | ".join(cells) + " |")
@@ -237,6 +246,12 @@ def main(argv=None) -> int:
     parser.add_argument("--data", nargs="+", default=list(DATA), choices=DATA)
     parser.add_argument("--fractions", type=float, nargs="+", default=[0.1, 0.3, 0.5])
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=CHOICES)
+    parser.add_argument(
+        "--ks",
+        nargs="+",
+        type=lambda text: text if text == "auto" else int(text),
+        help="ranks to fit every data set at (integers or auto; default: each one's own)",
+    )
     parser.add_argument("--seeds", type=int, default=10, help="seeds of gen50 (default 10)")
     parser.add_argument(
         "--large-seeds",
@@ -259,11 +274,11 @@ def main(argv=None) -> int:
             seeds = (
                 2 if args.quick else args.seeds if data.startswith("gen50") else args.large_seeds
             )
-            for fraction in args.fractions:
-                for seed in range(seeds):
-                    for method in args.methods:
-                        threads = 1 if args.jobs > 1 else 0
-                        tasks.append((data, fraction, seed, method, args.asso_budget, threads))
+            for k, fraction, seed, method in itertools.product(
+                args.ks or [None], args.fractions, range(seeds), args.methods
+            ):
+                threads = 1 if args.jobs > 1 else 0
+                tasks.append((data, fraction, seed, method, args.asso_budget, threads, k))
         records = run_tasks(run, tasks, args.jobs, args.out)
         print("\nheld-out error rate (median over seeds), F1 on the ones, seeds predicted exactly")
         accuracy_tables(records, datasets, args.fractions, args.methods)

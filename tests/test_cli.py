@@ -492,3 +492,33 @@ def test_select_k_table_json_and_plot(tmp_path):
     assert code == 2 and "expected positive ranks" in err
     code, _, err = run("select-k", str(data), "--criteria", "aic")
     assert code == 2 and "--criteria: choose among mdl, cv, stability" in err
+
+
+def test_factorize_k_auto_chooses_by_held_out_error_end_to_end(tmp_path):
+    data = tmp_path / "p.mtx"
+    code, _, _ = run("generate", str(data), "-n", "60", "-m", "40", "-k", "3", "--density", "0.35")
+    assert code == 0
+    res = tmp_path / "p.npz"
+    argv = ("factorize", str(data), "-k", "auto", "--param", "n_init=2", "--max-iter", "200")
+    code, out, err = run(*argv, "--out", str(res))
+    assert code == 0, err
+    assert "method          banmf, k=3," in out
+    assert "chosen k        3 (-k auto): the lowest held-out error, 0.0000, of k=1.." in out
+    assert load_result(res).n_components == 3
+    code, out, _ = run(*argv, "--json", "--hold-out", "0.1", "-q")
+    rec = json.loads(out)
+    assert code == 0 and rec["n_components"] == 3 and rec["n_components_asked"] == "auto"
+    assert rec["rank_selection"]["best_k"] == 3 and rec["rank_selection"]["choices"] == {"cv": 3}
+    assert rec["held_out"]["errors"] == 0  # the selection's folds come from the fitted cells
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["factorize", ZOO, "-k", "many"], "argument -k: expected a positive integer or auto"),
+        (["factorize", ZOO, "-k", "auto", "--scheduler", "local"], "-k auto does not run on a"),
+    ],
+)
+def test_k_auto_refusals_exit_2(argv, message):
+    code, out, err = run(*argv)
+    assert code == 2 and message in err and out == ""

@@ -154,3 +154,51 @@ def test_a_k_that_would_not_fit_in_memory_is_refused_before_the_fit(name, monkey
     monkeypatch.setenv("BANMF_MEMORY_LIMIT", "1M")
     with pytest.raises(ValueError, match=r"n_components=300\) on a 400×300 matrix needs about"):
         METHODS[name](n_components=300, random_state=0).fit(X)
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_every_method_chooses_k_with_auto(name):
+    X = make_boolean(24, 14, 2, 0.4, random_state=1)[0]
+    extra = {"max_iter": 30} if "max_iter" in METHODS[name]._param_names() else {}
+    model = METHODS[name](n_components="auto", random_state=0, **extra).fit(X)
+    held = model.rank_selection_.held_out_error
+    k = model.n_components_
+    assert k == model.rank_selection_.best_k == min(held, key=lambda r: (held[r], r))
+    # one factor misses a planted one; past 2, noisy fold fits of some methods may tie lower
+    assert k >= 2 and held[1] > held[k]
+    assert model.components_.shape == (k, 14) and model.n_components == "auto"
+    # a refit at a given k keeps no selection of an earlier one
+    assert not hasattr(model.set_params(n_components=1).fit(X), "rank_selection_")
+
+
+def test_auto_follows_scikit_learn_and_no_other_string_passes():
+    pytest.importorskip("sklearn", minversion="1.6")
+    from sklearn.base import clone
+
+    from banmf import BANMF
+
+    model = BANMF(n_components="auto", random_state=0)
+    assert clone(model).get_params() == model.get_params()
+    assert repr(model) == "BANMF(n_components='auto', random_state=0)"
+    with pytest.raises(InvalidParameterError, match=r"n_components must be .* or 'auto'"):
+        BANMF(n_components="Auto").fit(np.eye(3))
+
+
+def test_the_distributed_fit_refuses_auto():
+    pytest.importorskip("distributed")
+    import banmf.distributed as bd
+
+    with pytest.raises(InvalidParameterError, match="fits a given k: n_components='auto'"):
+        bd.BANMF(n_components="auto").fit(np.eye(4))
+
+
+def test_verbose_auto_shows_the_ranks_not_the_fits_of_the_selection(capsys):
+    from banmf import BANMF
+
+    X = make_boolean(24, 14, 2, 0.4, random_state=1)[0]
+    BANMF("auto", n_init=1, max_iter=30, random_state=0, verbose=1).fit(X)
+    lines = capsys.readouterr().err.splitlines()
+    chosen = next(i for i, line in enumerate(lines) if "'auto': k=2, the lowest" in line)
+    assert any(line.startswith("banmf: k=1: error") for line in lines[:chosen])
+    assert not any("start" in line for line in lines[:chosen])  # the selection's fits
+    assert any("start" in line for line in lines[chosen:])  # the fit at k=2

@@ -121,7 +121,7 @@ def test_the_selection_is_reproducible_and_takes_unknown_cells():
 @settings(max_examples=10, deadline=None)
 @given(st.lists(st.integers(1, 9), min_size=1, max_size=3))
 def test_the_combined_choice_is_a_majority_or_the_median(values):
-    from banmf.model_selection import _combined_choice
+    from banmf._selection import _combined_choice
 
     choices = dict(zip(["mdl", "cv", "stability"], values))
     k, reason = _combined_choice(choices)
@@ -168,9 +168,7 @@ def test_grid_search_with_the_default_score_finds_a_planted_rank(seed):
 
 def test_more_folds_than_the_ones_fill_are_refused_before_any_fit(monkeypatch):
     """1000 folds of zoo's 1,515 cells ran 119 s at k=1: refused at once, with the most."""
-    import banmf.api
-
-    monkeypatch.setattr(banmf.api, "fit_tasks", lambda *a: pytest.fail("fitted"))
+    monkeypatch.setattr(banmf._selection, "fit_tasks", lambda *a: pytest.fail("fitted"))
     X = banmf.datasets.load_zoo().X
     most = X.nnz // MIN_FOLD_ONES
     with pytest.raises(
@@ -188,7 +186,7 @@ def test_more_folds_than_the_ones_fill_are_refused_before_any_fit(monkeypatch):
 
 
 def test_progress_within_a_rank_counts_the_fits(monkeypatch, caplog):
-    monkeypatch.setattr(banmf.model_selection, "FITS_EVERY_SECONDS", 0.0)
+    monkeypatch.setattr(banmf._selection, "FITS_EVERY_SECONDS", 0.0)
     X, _, _ = banmf.make_boolean(40, 30, 2, 0.3, random_state=0)
     with caplog.at_level(logging.INFO, logger="banmf.progress"):
         select_rank(X, [1, 2], folds=3, random_state=0, n_jobs=1, n_init=1)
@@ -222,7 +220,7 @@ def test_select_k_refuses_too_many_folds_and_says_when_the_choice_is_at_the_edge
     out, err = io.StringIO(), io.StringIO()
     assert main(["select-k", path, "--folds", "1000"], stdout=out, stderr=err) == 2
     assert "at most 66 folds; pass folds <= 66" in err.getvalue() and out.getvalue() == ""
-    monkeypatch.setattr(banmf.model_selection, "FITS_EVERY_SECONDS", 0.0)
+    monkeypatch.setattr(banmf._selection, "FITS_EVERY_SECONDS", 0.0)
     out, err = io.StringIO(), io.StringIO()
     code = main(
         ["select-k", path, "--ks", "1:2", "--folds", "3", "--param", "n_init=1"],
@@ -232,3 +230,109 @@ def test_select_k_refuses_too_many_folds_and_says_when_the_choice_is_at_the_edge
     assert code == 0, err.getvalue()
     assert "banmf: k=1: 2/4 fits done" in err.getvalue()
     assert "k=2 is the largest rank tried: try larger k" in out.getvalue()
+
+
+# -- n_components="auto" ---------------------------------------------------------------------
+
+# A clean planted matrix and a quick BANMF: every fit of the selection is one of these.
+QUICK = {"n_init": 2, "max_iter": 200}
+
+
+@pytest.fixture(scope="module")
+def planted():
+    return banmf.make_boolean(60, 40, 3, 0.35, random_state=4)[0].toarray()
+
+
+@pytest.fixture(scope="module")
+def auto_fit(planted):
+    return banmf.BANMF(n_components="auto", random_state=0, **QUICK).fit(planted)
+
+
+def test_auto_finds_the_planted_rank_and_fits_there_as_a_given_k_would(planted, auto_fit):
+    sel = auto_fit.rank_selection_
+    assert auto_fit.n_components_ == sel.best_k == 3 and auto_fit.reconstruction_err_ == 0
+    assert sel.choices == {"cv": 3} and sel.folds == 10 and sel.ks[0] == 1
+    held = sel.held_out_error
+    assert sel.best_k == min(held, key=lambda k: (held[k], k))  # the lowest, not one SE
+    given = banmf.BANMF(n_components=3, random_state=0, **QUICK).fit(planted)
+    np.testing.assert_array_equal(auto_fit.W_, given.W_)
+    np.testing.assert_array_equal(auto_fit.components_, given.components_)
+
+
+def test_auto_is_reproducible(planted, auto_fit):
+    again = banmf.BANMF(n_components="auto", random_state=0, **QUICK).fit(planted)
+    assert again.rank_selection_.held_out_error == auto_fit.rank_selection_.held_out_error
+    np.testing.assert_array_equal(again.components_, auto_fit.components_)
+
+
+def test_auto_never_reads_unknown_cells(planted):
+    unknown = np.random.default_rng(1).random(planted.shape) < 0.15
+    flipped = planted.copy()
+    flipped[unknown] = 1 - flipped[unknown]  # what is under the mask changes nothing
+    fits = [
+        banmf.factorize(X, "auto", random_state=2, missing=unknown, **QUICK)
+        for X in (planted, flipped)
+    ]
+    a, b = (f.estimator for f in fits)
+    assert a.rank_selection_.to_dict() | {"seconds": 0} == b.rank_selection_.to_dict() | {
+        "seconds": 0
+    }
+    assert fits[0].n_components == 3
+    np.testing.assert_array_equal(fits[0].H, fits[1].H)
+
+
+def test_the_one_se_rule_and_the_lowest_held_out_error(planted):
+    kw = {"criteria": ["cv"], "folds": 3, "random_state": 0, "n_init": 1, "max_iter": 100}
+    one_se = select_rank(planted, range(1, 5), **kw)
+    lowest = select_rank(planted, range(1, 5), cv_rule="min", **kw)
+    assert one_se.held_out_error == lowest.held_out_error  # the same fits, another rule
+    held = lowest.held_out_error
+    assert lowest.best_k == min(held, key=lambda k: (held[k], k))
+    with pytest.raises(ValueError, match="cv_rule must be one of"):
+        select_rank(planted, [1], cv_rule="lowest")
+
+
+def test_a_method_given_as_an_estimator_fits_with_its_parameters(planted):
+    template = banmf.BANMF(n_components="auto", n_init=1, max_iter=100, polish=False)
+    kw = {"criteria": ["mdl"], "random_state": 0}
+    by_estimator = select_rank(planted, [2, 3], method=template, **kw)
+    by_name = select_rank(planted, [2, 3], n_init=1, max_iter=100, polish=False, **kw)
+    assert by_estimator.to_dict() | {"seconds": 0} == by_name.to_dict() | {"seconds": 0}
+    assert by_estimator.fits[3].method == "banmf" and by_estimator.fits[3].params["polish"] is False
+
+
+def test_auto_reports_each_rank_and_the_choice(planted, caplog):
+    with caplog.at_level(logging.INFO, logger="banmf"):
+        model = banmf.GreConD(n_components="auto", random_state=0).fit(planted)
+    rows = [
+        r.banmf["row"] for r in caplog.records if getattr(r, "banmf", {}).get("event") == "rank"
+    ]
+    assert [row["k"] for row in rows] == model.rank_selection_.ks
+    assert "choosing k in 1..20 by held-out error" in caplog.text
+    assert f"'auto': k={model.n_components_}, the lowest held-out error" in caplog.text
+
+
+def test_ctrl_c_during_the_selection_leaves_the_model_unfitted(planted, monkeypatch):
+    from banmf._runner import fit_tasks
+
+    calls = []
+
+    def second_rank_interrupted(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return fit_tasks(*args)
+
+    monkeypatch.setattr(banmf._selection, "fit_tasks", second_rank_interrupted)
+    model = banmf.BANMF(n_components="auto", random_state=0, **QUICK)
+    with pytest.raises(KeyboardInterrupt):
+        model.fit(planted)
+    assert len(calls) == 2 and not hasattr(model, "components_")
+    assert not hasattr(model, "rank_selection_")
+
+
+def test_auto_with_too_few_ones_for_two_folds_is_refused():
+    few = np.zeros((30, 30), dtype=bool)
+    few[0, :15] = True
+    with pytest.raises(banmf.InputError, match="X has 15 observed ones; give n_components"):
+        banmf.BANMF(n_components="auto").fit(few)

@@ -100,6 +100,13 @@ def cmd_factorize(args, out, err) -> int:
             f"held out        {scores['cells']} observed cells ({100 * args.hold_out:g} %): "
             f"{scores['errors']} wrong (accuracy {scores['accuracy']:.4f}, F1 on the ones {f1})"
         )
+    selection = getattr(result.estimator, "rank_selection_", None)
+    if selection is not None:  # -k auto
+        from ..io import jsonable
+
+        record["rank_selection"] = jsonable(selection.to_dict())
+        method_line = next(i for i, line in enumerate(lines) if line.startswith("method"))
+        lines.insert(method_line + 1, _auto_line(selection))
     lines += refinement_lines(result.info, record)
     lines += _ending_lines(args, record, signalled)
     if args.show:
@@ -108,6 +115,16 @@ def cmd_factorize(args, out, err) -> int:
         lines += ["", *pattern_lines(found)]
     emit(args, record, lines, out)
     return args.signals.exit_code if signalled else EXIT_OK
+
+
+def _auto_line(selection) -> str:
+    """The summary's line for the k that ``-k auto`` chose (:func:`banmf.select_rank`)."""
+    k, ks, rates = selection.best_k, selection.ks, selection.held_out_error
+    line = (
+        f"chosen k        {k} (-k auto): the lowest held-out error, {rates[k]:.4f}, of k="
+        f"{ks[0]}..{ks[-1]} ({selection.folds} folds, {selection.seconds:.1f} s)"
+    )
+    return line + (f"; {selection.edge}" if selection.edge else "")
 
 
 def _blocks_input(args):
@@ -167,6 +184,11 @@ def _factorize_distributed(args, out, err, params) -> int:
         raise UsageError(f"--scheduler: only banmf runs on a cluster, not {args.method}")
     if args.hold_out:
         raise UsageError("--hold-out does not run on a cluster yet")
+    if args.k == "auto":
+        raise UsageError(
+            "-k auto does not run on a cluster (eleven fits per rank tried): choose k on a sample "
+            "with banmf select-k or factorize -k auto without --scheduler, and pass it"
+        )
     if args.show:
         raise UsageError("--show needs the data in memory: run banmf show on the saved result")
     try:

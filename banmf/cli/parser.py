@@ -45,6 +45,21 @@ def _int_at_least(low: int, what: str):
     return parse
 
 
+def _rank(text: str) -> int | str:
+    """``-k`` of a fit: a positive integer, or ``auto`` (chosen by held-out error)."""
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive integer or auto, got {text!r}"
+        ) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
 def _fraction(low_open: bool):
     def parse(text: str) -> float:
         try:
@@ -124,7 +139,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("factorize", help="factorize a 0/1 matrix file")
     p.add_argument("input", help=f"matrix file: {extensions} (.gz looked through)")
-    p.add_argument("-k", type=positive, required=True, help="rank (number of factors)")
+    p.add_argument(
+        "-k",
+        type=_rank,
+        required=True,
+        help="rank (number of factors), or auto: the k in 1..20 whose fits predict held-out "
+        "cells best (cross-validated; see banmf select-k)",
+    )
     p.add_argument(
         "--method",
         default="banmf",

@@ -46,6 +46,10 @@ class Progress(logging.Handler):
         data = getattr(record, "banmf", None)
         if data is None:
             return
+        if data["event"] in ("fits", "rank"):  # a rank selection's (-k auto): no start of its own
+            with self._state:
+                self.status = f"{self.what}, choosing k: {record.getMessage()}"
+            return
         with self._state:
             i, self.n_starts = data["start"], data["n_starts"]
             label = f"start {i}/{self.n_starts}" if self.n_starts > 1 else self.what

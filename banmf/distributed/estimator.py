@@ -45,8 +45,11 @@ class BANMF(_BANMF):
 
     Parameters
     ----------
-    n_components, regularization, max_iter, tol, check_every, init_scale, lower, upper, eps, \
-n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
+    n_components : int, default 10
+        Rank k of the factorization. ``"auto"`` is refused: choosing k fits eleven models per
+        rank tried; choose it on a sample with :class:`banmf.BANMF` or :func:`banmf.select_rank`.
+    regularization, max_iter, tol, check_every, init_scale, lower, upper, eps, n_thresholds, \
+normalize, n_init, dtype, random_state, verbose, callback
         As in :class:`banmf.BANMF`.
     init : {"random"}, default "random"
     thresholds : {"per-factor", "global"}, default "per-factor"
@@ -205,6 +208,13 @@ n_thresholds, normalize, n_init, dtype, random_state, verbose, callback
         self
         """
         start = time.perf_counter()
+        if isinstance(self.n_components, str):
+            # Choosing k fits eleven models per rank tried: hours on data that needs a cluster.
+            raise InvalidParameterError(
+                "banmf.distributed.BANMF fits a given k: n_components='auto' would fit eleven "
+                "models per rank tried on the cluster. Choose k on a sample of the rows with "
+                "banmf.BANMF(n_components='auto') or banmf.select_rank, and pass it"
+            )
         # The driver refuses what the blocks cannot do; asked here, before the cluster works.
         check_backend(self, DaskBackend)
         if isinstance(X, BlockMatrix):

@@ -4,6 +4,7 @@ fitted attributes, ``transform``/``score``, repr."""
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import inspect
 import logging
@@ -17,6 +18,7 @@ import numpy as np
 from .._mdl import description_bits
 from .._memory import check_memory
 from .._params import BOOLEAN, N_JOBS, RANDOM_STATE, Interval, Options, validate_params
+from .._selection import MIN_FOLD_ONES, select_rank_of
 from .._threads import thread_budget
 from .._validation import check_n_components
 from ..dataset import Dataset
@@ -28,9 +30,18 @@ from ..result import relative_error
 #: factors, a float copy of them and room for temporaries.
 FACTOR_ENTRY_BYTES = 32
 
+_logger = logging.getLogger("banmf")
+
+#: ``n_components="auto"``: the largest rank tried (less when X has fewer rows or columns), and
+#: the folds of its cross-validation (fewer when X has too few observed ones for that many).
+#: Ten, not five: a fold's fit sees 90 % of the cells the final fit sees, not 80 %, and fewer
+#: cells support fewer factors; with five, the k chosen predicted hidden votes and LUCAP0 cells
+#: worse than k = 5 did (docs/choosing-k.md).
+AUTO_MAX_K, AUTO_FOLDS = 20, 10
+
 #: Constraints of the parameters every method has (:mod:`banmf._params`).
 COMMON_CONSTRAINTS = {
-    "n_components": [Interval(Integral, 1, None)],
+    "n_components": [Interval(Integral, 1, None), Options("auto")],
     "polish": [BOOLEAN, Options("auto", "exact", "flip")],
     "n_jobs": [N_JOBS],
     "random_state": [RANDOM_STATE],
@@ -38,16 +49,32 @@ COMMON_CONSTRAINTS = {
 }
 
 
+#: Set while ``n_components="auto"`` chooses k (:meth:`BaseFactorization._choose_rank`), in the
+#: threads of its fits too (they run in a copy of the context).
+_choosing_rank: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "banmf_choosing_rank", default=False
+)
+
+
+def _not_a_selection_fit(record: logging.LogRecord) -> bool:
+    """Whether a record is not one of the selection's fits' starts (at ``verbose=1`` the
+    selection says its ranks; eleven fits a rank, each with its starts, would bury them)."""
+    return not (_choosing_rank.get() and "start" in getattr(record, "banmf", {}))
+
+
 @contextlib.contextmanager
 def _verbosity(verbose):
     """With ``verbose`` > 0, show the ``banmf`` logger's records on stderr for the duration:
-    phases and results (1), and every progress record, iterations included (2 and more)."""
+    phases and results (1; of ``n_components="auto"``'s fits, only the ranks), and every
+    progress record, iterations included (2 and more)."""
     if not verbose:
         yield
         return
     logger = logging.getLogger("banmf")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("banmf: %(message)s"))
+    if verbose == 1:
+        handler.addFilter(_not_a_selection_fit)
     saved = logger.level
     logger.setLevel(logging.DEBUG if verbose > 1 else logging.INFO)
     logger.addHandler(handler)
@@ -107,7 +134,13 @@ def fit_inner(estimator, data: Dataset) -> bool:
 class BaseFactorization:
     """The base of every method, scikit-learn style: ``__init__`` only stores its keyword
     arguments; ``fit`` checks them against ``_parameter_constraints`` (one list of allowed
-    kinds per parameter, :mod:`banmf._params`) as it begins (:meth:`_begin`)."""
+    kinds per parameter, :mod:`banmf._params`) as it begins (:meth:`_begin`).
+
+    Every method takes ``n_components="auto"``: its fit first chooses k, the rank from 1 to
+    :data:`AUTO_MAX_K` (20, at most min(n, m)) whose fits predict held-out observed cells
+    best (:meth:`_choose_rank`), then fits at that k as with ``n_components=k``; the
+    selection is kept as ``rank_selection_`` (a :class:`banmf.RankSelection`) and the k as
+    ``n_components_``."""
 
     _parameter_constraints: ClassVar[dict] = {}
 
@@ -157,9 +190,10 @@ class BaseFactorization:
     def _begin(self, X, missing=None, observed=None):
         """The preamble of every fit (its parameters are checked by :func:`budgeted`): the
         clock, the data built once (:meth:`banmf.io.Dataset.of`: a Dataset passes as it is)
-        and the rank (None if the method chooses it; else capped at min(n, m) by
-        :func:`check_n_components`, and refused at once if the fit's memory,
-        :meth:`_fit_bytes`, exceeds what is available). Returns ``(data, k, start)``."""
+        and the rank (None if the method chooses it; "auto": chosen by :meth:`_choose_rank`;
+        else capped at min(n, m) by :func:`check_n_components`; then refused at once if the
+        fit's memory, :meth:`_fit_bytes`, exceeds what is available). Returns
+        ``(data, k, start)``."""
         start = time.perf_counter()
         data = Dataset.of(X, missing, observed)
         X, unknown = data.X, data.unknown
@@ -173,7 +207,15 @@ class BaseFactorization:
             warn_user(
                 f"the unknown cells hide all {data.ones_given} ones of X: only zeros are observed"
             )
-        k = None if self.n_components is None else check_n_components(self.n_components, X.shape)
+        if isinstance(self.n_components, str):  # "auto", the one string its constraints allow
+            k = self._choose_rank(data)
+        else:
+            vars(self).pop("rank_selection_", None)  # from an earlier fit with "auto"
+            k = (
+                None
+                if self.n_components is None
+                else check_n_components(self.n_components, X.shape)
+            )
         if k is not None:
             n, m = X.shape
             cells = X.nnz + (0 if unknown is None else unknown.cells.nnz)
@@ -183,6 +225,53 @@ class BaseFactorization:
                 "choose a smaller n_components",
             )
         return data, k, start
+
+    def _choose_rank(self, data: Dataset) -> int:
+        """The rank of ``n_components="auto"``: the k from 1 to :data:`AUTO_MAX_K` (at most
+        min(n, m)) with the lowest held-out error rate, cross-validated over
+        :data:`AUTO_FOLDS` folds of the observed cells (:func:`banmf.select_rank` with
+        ``criteria=("cv",)`` and ``cv_rule="min"``), each fit this estimator with that k.
+        The selection is kept as ``rank_selection_``. A Ctrl-C during it leaves the model
+        unfitted (no fit at a chosen k exists yet to keep) and raises KeyboardInterrupt
+        again."""
+        n, m = data.shape
+        folds = min(AUTO_FOLDS, data.nnz // MIN_FOLD_ONES)
+        if folds < 2:
+            raise InputError(
+                f"n_components='auto' chooses k by the held-out error of at least 2 folds of "
+                f"{MIN_FOLD_ONES} observed ones each, and X has {data.nnz} observed ones; give "
+                "n_components"
+            )
+        # Every fit of the selection is this estimator at a fixed k (so none recurses), on its
+        # share of the thread budget in force, silent (the selection reports the ranks).
+        params = {**self.get_params(deep=False), "n_jobs": None, "verbose": 0}
+        if "callback" in params:
+            params["callback"] = None  # the user's callback follows the fit at the chosen k
+        top = min(AUTO_MAX_K, n, m)
+        _logger.info("n_components='auto': choosing k in 1..%d by held-out error", top)
+        choosing = _choosing_rank.set(True)
+        try:
+            selection = select_rank_of(
+                data,
+                range(1, top + 1),
+                type(self)(**params),
+                criteria=("cv",),
+                folds=folds,
+                cv_rule="min",
+                random_state=self.random_state,
+            )
+        finally:
+            _choosing_rank.reset(choosing)
+        if selection.interrupted:
+            raise KeyboardInterrupt
+        self.rank_selection_, k = selection, selection.best_k
+        _logger.info(
+            "n_components='auto': k=%d, the lowest held-out error (%.4f) of k=1..%d",
+            k,
+            selection.held_out_error[k],
+            selection.ks[-1],
+        )
+        return k
 
     def _fit_bytes(self, n: int, m: int, cells: int, k: int) -> int:
         """Estimated peak memory of a fit with k factors on an n×m X with ``cells`` nonzeros

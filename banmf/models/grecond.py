@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from numbers import Integral, Real
+from numbers import Real
 from typing import ClassVar
 
 import numpy as np
@@ -114,7 +114,7 @@ class GreConD(BaseFactorization):
 
     _parameter_constraints: ClassVar[dict] = {
         **COMMON_CONSTRAINTS,
-        "n_components": [NONE, Interval(Integral, 1, None)],
+        "n_components": [NONE, *COMMON_CONSTRAINTS["n_components"]],
         "work_budget": [NONE, Interval(Real, 0, None, closed="neither")],
     }
 

@@ -143,7 +143,7 @@ class PaNDa(BaseFactorization):
 
     _parameter_constraints: ClassVar[dict] = {
         **COMMON_CONSTRAINTS,
-        "n_components": [NONE, Interval(Integral, 1, None)],
+        "n_components": [NONE, *COMMON_CONSTRAINTS["n_components"]],
         "eps_row": [Interval(Real, 0, 1)],
         "eps_col": [Interval(Real, 0, 1)],
         "rho": [Interval(Real, 0, np.inf, closed="left")],
