@@ -22,10 +22,28 @@ threads.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 import time
 
 logger = logging.getLogger("banmf.progress")
+
+# Set while a method runs as a step of another's start (GreConD's factors for a BANMF start or
+# its combination): the outer start reports, the inner fit's own "start 1/1" would mislead.
+_inside: contextvars.ContextVar[bool] = contextvars.ContextVar("banmf_inside", default=False)
+
+
+@contextlib.contextmanager
+def inside_a_start():
+    """Silence the progress of the fits run in this scope: they are a step of a start that
+    reports for them."""
+    token = _inside.set(True)
+    try:
+        yield
+    finally:
+        _inside.reset(token)
+
 
 #: Least time between two iteration records of one start.
 EVERY_SECONDS = 0.2
@@ -42,6 +60,8 @@ class StartProgress:
         self.last = -EVERY_SECONDS
 
     def _emit(self, level: int, event: str, message: str, **fields) -> None:
+        if _inside.get():
+            return
         data = {"event": event, "start": self.start, "n_starts": self.n_starts, **fields}
         label = f"start {self.start}/{self.n_starts}"
         if self.name:

@@ -368,13 +368,13 @@ def test_extra_starts_on_the_command_line():
     )
     assert code == 0, err
     line = next(x for x in out.splitlines() if x.startswith("refinement"))
-    assert line.endswith("best of 1 start + nmf, columns)")
+    assert line.endswith("best of 1 start + nmf, columns, combined)")
     code, out, err = run(
         "factorize", ZOO, "-k", "3", "--param", "n_init=1", "--param", "extra_starts=grecond,"
     )
     assert code == 0, err
     line = next(x for x in out.splitlines() if x.startswith("refinement"))
-    assert "+ grecond)" in line
+    assert "+ grecond, combined)" in line
     code, out, err = run("factorize", ZOO, "-k", "3", "--json", "--param", "extra_starts=()")
     rec = json.loads(out)
     assert code == 0 and "extra" not in str(rec["refinement"])

@@ -88,9 +88,11 @@ def test_verbose_shows_progress_on_stderr(X, capsys, verbose, iterations):
 
     BANMF(3, max_iter=30, n_init=1, random_state=0, verbose=verbose).fit(X)
     err = capsys.readouterr().err
-    # One count over the starts: "columns" first, the random one, then "nmf".
-    assert "banmf: start 1/3 (columns): error" in err
-    assert "banmf: start 2/3: threshold search" in err and "banmf: start 2/3: error" in err
+    # One count over the starts: "columns" first, the random one, "nmf", then the combination
+    # (GreConD's factors for its pool report as part of it, not as a start of their own).
+    assert "banmf: start 1/4 (columns): error" in err
+    assert "banmf: start 2/4: threshold search" in err and "banmf: start 2/4: error" in err
+    assert "banmf: start 4/4 (combined): combining" in err and "start 1/1" not in err
     assert ("iteration" in err) is iterations
     assert not logging.getLogger("banmf").handlers  # taken down after the fit
     BANMF(3, max_iter=30, n_init=1, random_state=0).fit(X)

@@ -11,6 +11,7 @@ from typing import ClassVar
 import numpy as np
 
 from .._params import BOOLEAN, CALLABLE, FLOAT_DTYPE, NONE, Interval, Options, subset_of
+from .._progress import inside_a_start
 from .._signals import Interruptions
 from .._threads import current_threads
 from .._validation import check_dtype, check_random_state
@@ -621,7 +622,8 @@ class _Local:
         if name == "grecond":
             from .grecond import GreConD
 
-            model = GreConD(k, polish=False, n_jobs=1).fit(self.data)
+            with inside_a_start():
+                model = GreConD(k, polish=False, n_jobs=1).fit(self.data)
             W, H = model.W_, model.components_
         else:
             W, H = column_factors(self.data.T.X, k)
