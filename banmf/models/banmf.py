@@ -90,8 +90,10 @@ class BANMF(BaseFactorization):
 
     Parameters
     ----------
-    n_components : int, default 10
-        Rank k of the factorization.
+    n_components : int or "auto", default 10
+        Rank k of the factorization. "auto": chosen by the lowest held-out error over 10
+        folds of the observed cells, k = 1 to 20 (docs/choosing-k.md); the choice is
+        ``n_components_``, the selection ``rank_selection_``.
     regularization : None, float or "logspace", default None
         None: plain BANMF. A float: constant λ. "logspace": λ ramps as
         ``np.logspace(-4, 10, max_iter)`` over the iterations.
