@@ -179,6 +179,18 @@ def _summary(result, data, scores) -> str:
     ):
         if meta.get(key) is not None:
             rows.append((label, str(meta[key])))
+    held = meta.get("held_out")
+    if isinstance(held, dict) and "cells" in held:
+        # From banmf factorize --hold-out: cells hidden from the fit, scored after it.
+        f1 = "n/a, no ones held out" if held.get("f1") is None else f"{held['f1']:.4f}"
+        rows.append(
+            (
+                "held out",
+                f"{held['cells']} observed cells ({100 * held['fraction']:g} %, seed "
+                f"{held['seed']}): {held['errors']} wrong (accuracy {held['accuracy']:.4f}, "
+                f"F1 on the ones {f1})",
+            )
+        )
     found = meta.get("versions")
     if isinstance(found, dict):
         rows.append(("versions", ", ".join(f"{k} {v}" for k, v in found.items())))

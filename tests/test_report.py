@@ -144,6 +144,19 @@ def test_zoo_report_from_the_command_line(tmp_path):
     assert not (tmp_path / "r.html").exists()
 
 
+def test_held_out_scores_go_with_the_result_into_the_report(tmp_path):
+    """factorize --hold-out keeps its scores with the result; the report shows them as the
+    command line did."""
+    res, page = tmp_path / "h.npz", tmp_path / "h.html"
+    code, out, err = run("factorize", ZOO, "-k", "3", "--hold-out", "0.2", "--out", res, "--json")
+    assert code == 0, err
+    held = json.loads(out)["held_out"]
+    assert Factorization.load(res).meta["held_out"] == held
+    assert run("report", res, "--out", page)[0] == 0
+    text = check_self_contained(page.read_text(encoding="utf-8")).all_text()
+    assert f"{held['cells']} observed cells (20 %, seed 0): {held['errors']} wrong" in text
+
+
 def test_the_image_counts_every_cell_of_a_small_matrix():
     X, W, H = make_boolean(50, 30, 3, density=0.3, noise=0.1, random_state=1)
     res = Factorization.from_factors(X, W, H)

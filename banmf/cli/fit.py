@@ -53,11 +53,15 @@ def cmd_factorize(args, out, err) -> int:
             result, signalled = exc.result, True
     # The fit's own time: the first run's compilation is reported apart.
     seconds = time.perf_counter() - start - progress.compile_seconds
+    meta = {"input": str(args.input), "input_sha256": sha256(args.input), "seed": args.seed}
+    if hidden is not None:
+        from ..model_selection import held_out_scores
+
+        scores = held_out_scores(X, result.W, result.H, hidden)
+        # Kept with the result, so that the report shows them.
+        meta["held_out"] = {"fraction": args.hold_out, "seed": args.seed, **scores}
     result = result.replace(
-        seconds=seconds,
-        row_labels=ds.row_labels,
-        col_labels=ds.col_labels,
-        meta={"input": str(args.input), "input_sha256": sha256(args.input), "seed": args.seed},
+        seconds=seconds, row_labels=ds.row_labels, col_labels=ds.col_labels, meta=meta
     )
     counts = result.evaluate(X)  # with the unknown cells it was fitted with, hidden ones too
     fn, fp = counts["false_negatives"], counts["false_positives"]
@@ -91,10 +95,7 @@ def cmd_factorize(args, out, err) -> int:
         compiling=compiling,
     )
     if hidden is not None:
-        from ..model_selection import held_out_scores
-
-        scores = held_out_scores(X, result.W, result.H, hidden)
-        record["held_out"] = {"fraction": args.hold_out, "seed": args.seed, **scores}
+        record["held_out"] = meta["held_out"]
         f1 = "n/a, no ones held out" if scores["f1"] is None else f"{scores['f1']:.4f}"
         lines.append(
             f"held out        {scores['cells']} observed cells ({100 * args.hold_out:g} %): "
