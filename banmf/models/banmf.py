@@ -63,11 +63,13 @@ PAPER_CONFIG = MappingProxyType(
 )
 
 #: The combination (``combine=True``) pools GreConD's factors too when its estimated work is
-#: at most this share of the starts' (:meth:`_Local._grecond_pays`): on narrow data it costs
-#: next to nothing (mushroom: 0.2 s of a 30 s fit) and its concepts, which never cover a zero,
-#: complement the starts' factors (mushroom k = 20: 46242 → 45891 combined with the best
-#: start alone); on wide data it can cost a quarter of the fit (tiles 10⁴×10³ at k = 50).
-GRECOND_SHARE = 0.1
+#: at most this share of the starts' (:meth:`_Local._grecond_pays`). The estimate counts word
+#: operations, which cost far more than the iterations' multiply-adds: measured (a busy 2-core
+#: machine), mushroom k = 20 at a share of 1.5·10⁻⁵ took 0.2 s of a 30 s fit, retail k = 10 at
+#: 0.005 took 5 s of 26 s, tiles 10⁴×10³ k = 50 at 0.002 took 13 s of 56 s. So narrow data
+#: only, where its concepts, which never cover a zero, complement the starts' factors
+#: (mushroom k = 20: 46242 → 45891 combined with the best start alone).
+GRECOND_SHARE = 5e-4
 
 #: The starts ``extra_starts`` may name.
 EXTRA_STARTS = ("nmf", "grecond", "columns")
@@ -153,10 +155,9 @@ class BANMF(BaseFactorization):
         "columns" start: 0.1 s instead of the 11 other starts' 85 s on a busy machine).
     combine : bool, default True
         After the starts, combine them (docs/pipeline.md, "Combining the starts"): pool the
-        Boolean factors of every start, GreConD's where it costs at most a tenth of the starts,
-        and candidates grown from the columns with the most ones (the rows and columns where a
-        column's pattern holds more ones than zeros), and
-        choose k of them for the lowest exact error (greedily, and from the best start's
+        Boolean factors of every start, GreConD's where it costs little beside the starts
+        (narrow data), and candidates grown from the columns with the most ones (the rows and
+        columns where a column's pattern holds more ones than zeros), and choose k of them for the lowest exact error (greedily, and from the best start's
         factors, each then improved by replacing one factor at a time while the error falls),
         then polish and swap the choice as a start of its own, named "combined". It is kept
         only when its error is lower than every start's, so the result is never worse; on
