@@ -74,6 +74,7 @@ _PAPER_CONFIG = {
     "polish": False,
     "swap": False,
     "extra_starts": (),
+    "combine": False,
 }
 CASES = {
     "zoo": {

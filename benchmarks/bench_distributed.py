@@ -9,7 +9,8 @@ columns, generated once per ``--nnz`` and written once as ``--blocks`` row-block
 ``read_blocks``, so the workers read their rows from the files (X is not sent to them).
 
 Both sides fit the paper's single start: ``thresholds="global"``, ``polish=False``,
-``swap=False``, ``extra_starts=()``, ``n_init=1``, ``tol=None``, ``random_state=0``; the single
+``swap=False``, ``extra_starts=()``, ``combine=False``, ``n_init=1``, ``tol=None``,
+``random_state=0``; the single
 machine with ``n_jobs=2``, the cluster (``LocalCluster(n_workers=w, threads_per_worker=
 max(1, 2 // w), processes=True)``, one per measurement, created here) with each worker's threads.
 Per-iteration seconds are (t(T2) - t(T1)) / (T2 - T1) for fits of T1 and T2 iterations
@@ -64,6 +65,7 @@ PARAMS = {
     "polish": False,
     "swap": False,
     "extra_starts": (),
+    "combine": False,
     "n_init": 1,
     "tol": None,
     "random_state": 0,
