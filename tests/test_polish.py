@@ -287,7 +287,13 @@ def test_estimator_options():
 
 def test_restarts_keep_the_best_and_are_reproducible():
     X, _, _ = make_boolean(40, 40, 5, 0.8, random_state=4)
-    params = {"max_iter": 100, "polish": False, "thresholds": "global", "random_state": 7}
+    params = {
+        "max_iter": 100,
+        "polish": False,
+        "thresholds": "global",
+        "random_state": 7,
+        "combine": False,
+    }
     one = BANMF(5, n_init=1, **params).fit(X)
     assert BANMF(5, **params).fit(X).n_init_ == 10  # "auto" on a small problem
     many = BANMF(5, n_init=4, **params).fit(X)
@@ -296,6 +302,10 @@ def test_restarts_keep_the_best_and_are_reproducible():
     again = BANMF(5, n_init=4, **params).fit(X)
     np.testing.assert_array_equal(again.W_, many.W_)
     assert again.init_errors_ == many.init_errors_
+    # The combination of the same starts: never worse than the best, here lower (8 < 10).
+    combined = BANMF(5, n_init=4, **{**params, "combine": True}).fit(X)
+    assert combined.init_errors_ == many.init_errors_
+    assert combined.reconstruction_err_ <= many.reconstruction_err_
     with pytest.raises(ValueError, match="n_init"):
         BANMF(5, n_init=0).fit(X)
     with pytest.raises(ValueError, match="n_init > 1"):
