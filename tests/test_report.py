@@ -144,6 +144,32 @@ def test_zoo_report_from_the_command_line(tmp_path):
     assert not (tmp_path / "r.html").exists()
 
 
+def test_select_k_saves_the_selection_the_report_draws(tmp_path):
+    res, sel, page = tmp_path / "z.npz", tmp_path / "sel.json", tmp_path / "z.html"
+    assert run("factorize", ZOO, "-k", "3", "-q", "--out", res)[0] == 0
+    # The destination is checked before any fit.
+    assert run("select-k", ZOO, "--ks", "1:3", "--out", tmp_path / "sel.txt")[0] == 2
+    code, out, err = run(
+        "select-k",
+        ZOO,
+        "--ks",
+        "1:3",
+        "--criteria",
+        "cv",
+        "--max-iter",
+        "30",
+        "-q",
+        "--json",
+        "--out",
+        sel,
+    )
+    assert code == 0, err
+    assert json.loads(sel.read_text(encoding="utf-8")) == json.loads(out)
+    assert run("report", res, "--selection", sel, "--out", page)[0] == 0
+    text = check_self_contained(page.read_text(encoding="utf-8")).all_text()
+    assert f"Rank selection: k = {json.loads(out)['best_k']}" in text
+
+
 def test_held_out_scores_go_with_the_result_into_the_report(tmp_path):
     """factorize --hold-out keeps its scores with the result; the report shows them as the
     command line did."""

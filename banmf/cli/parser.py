@@ -330,6 +330,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--plot", metavar="IMAGE", help="also draw every criterion against k: .png, .pdf or .svg"
     )
+    p.add_argument(
+        "--out",
+        metavar="SELECTION.json",
+        help="also save the selection (the --json record), for banmf report --selection",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_select_k)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 
 from .exits import EXIT_OK, UsageError
@@ -31,6 +32,8 @@ def cmd_select_k(args, out, err) -> int:
         check_target(
             args.plot, "--plot", inputs=[args.input], suffixes=tuple(f".{f}" for f in IMAGE_FORMATS)
         )
+    if args.out:
+        check_target(args.out, "--out", inputs=[args.input], suffixes=(".json",))
     ds = read_input(args.input, args.format)
     data = input_data(args, ds)
 
@@ -72,6 +75,15 @@ def cmd_select_k(args, out, err) -> int:
     ]
     if sel.interrupted:
         lines.append("interrupted     the ranks done so far decided")
+    if args.out:
+        # The record as --json prints it: what banmf report --selection reads.
+        from ..io import atomic_path
+
+        with atomic_path(args.out) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(record, fh, indent=1)
+            fh.write("\n")
+        args.written = args.out
+        lines.append(f"saved           {args.out}")
     if args.plot:
         from ..plotting import plot_rank_selection
 
