@@ -158,3 +158,35 @@ def test_ctrl_c_in_a_baselines_polish_keeps_the_unpolished_factors(X, monkeypatc
     model = fit_interrupted(ZhangThreshold(3, max_iter=50, random_state=0, polish=True), X)
     assert_usable(model, X)
     assert model.reconstruction_err_ == model.unpolished_err_
+
+
+def test_ctrl_c_in_the_combination_keeps_the_best_start(X, monkeypatch):
+    """The starts are done: Ctrl-C while their factors are combined keeps the best of them."""
+    plain = BANMF(3, n_init=2, max_iter=50, random_state=0, n_jobs=1, combine=False).fit(X)
+    interrupt_call(monkeypatch, "combine", 1)
+    model = fit_interrupted(BANMF(3, n_init=2, max_iter=50, random_state=0, n_jobs=1), X)
+    assert_usable(model, X)
+    assert "combined" not in model.extra_start_errors_
+    assert model.init_errors_ == plain.init_errors_
+    np.testing.assert_array_equal(model.components_, plain.components_)
+
+
+def test_ctrl_c_in_the_combinations_polish_keeps_the_choice(X, monkeypatch):
+    """Ctrl-C in the polish of the combination's choice: the choice stands as a start, kept
+    only if lower than the others."""
+    real = banmf_module.combine
+
+    def new_choice(data, runs, k, more=()):
+        W, H, error, info = real(data, runs, k, more)
+        return W, H, error, {**info, "new": True}  # so that it is polished
+
+    monkeypatch.setattr(banmf_module, "combine", new_choice)
+    calls = interrupt_call(monkeypatch, "polish_factors", 5)
+    model = fit_interrupted(BANMF(3, n_init=2, max_iter=50, random_state=0, n_jobs=1), X)
+    assert len(calls) == 5  # "columns", two random starts, "nmf", the combination's polish
+    assert_usable(model, X)
+    errors = [*model.init_errors_, *model.extra_start_errors_.values()]
+    assert model.reconstruction_err_ == min(errors)
+    assert "combined" in model.extra_start_errors_
+    if model.best_start_ == "combined":
+        assert list(model.refinement_) == ["combined"]  # the polish did not finish
