@@ -77,6 +77,23 @@ def check_target(path: str, option: str, inputs=(), suffixes=(".npz",)) -> None:
     check_output(path, inputs=[p for p in inputs if p])
 
 
+def saved_with_data(args):
+    """The factorization saved in ``args.result`` and its data: the copy kept in the file, or
+    ``--data`` (``args.data``, of the result's shape), whose labels the result takes when it
+    has none. Returns ``(saved, X)``; X is None when neither holds the data."""
+    from ..result import Factorization
+
+    saved = Factorization.load(args.result)
+    X = saved.X
+    if args.data:
+        ds = read_input(args.data, args.format)
+        X = ds.X
+        matching_data(X, args.data, saved, args.result)
+        if saved.row_labels is None and saved.col_labels is None:
+            saved = saved.replace(row_labels=ds.row_labels, col_labels=ds.col_labels)
+    return saved, X
+
+
 def matching_data(X, data_path: str, saved, result_path: str) -> None:
     """Refuse data of another shape than the saved factorization's; warn if it is not the file
     the factorization was made from (its sha256 is recorded)."""

@@ -6,12 +6,11 @@ import json
 from pathlib import Path
 
 from .exits import EXIT_OK, UsageError
-from .inputs import check_target, matching_data, read_input
+from .inputs import check_target, saved_with_data
 from .render import emit
 
 
 def cmd_report(args, out, err) -> int:
-    from ..result import Factorization
 
     target = args.out or str(Path(args.result).with_suffix(".html"))
     check_target(
@@ -20,14 +19,7 @@ def cmd_report(args, out, err) -> int:
         inputs=[args.result, args.data, args.selection],
         suffixes=(".html", ".htm"),
     )
-    saved = Factorization.load(args.result)
-    X = saved.X
-    if args.data:
-        ds = read_input(args.data, args.format)
-        X = ds.X
-        matching_data(X, args.data, saved, args.result)
-        if saved.row_labels is None and saved.col_labels is None:
-            saved = saved.replace(row_labels=ds.row_labels, col_labels=ds.col_labels)
+    saved, X = saved_with_data(args)
     selection = None
     if args.selection:
         selection = _selection(args.selection)

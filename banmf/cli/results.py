@@ -6,21 +6,13 @@ import csv
 from pathlib import Path
 
 from .exits import EXIT_OK, UsageError
-from .inputs import check_target, matching_data, read_input
+from .inputs import check_target, matching_data, read_input, saved_with_data
 from .render import emit, pattern_lines
 
 
 def cmd_show(args, out, err) -> int:
-    from ..result import Factorization
 
-    saved = Factorization.load(args.result)
-    X = saved.X
-    if args.data:
-        ds = read_input(args.data, args.format)
-        X = ds.X
-        matching_data(X, args.data, saved, args.result)
-        if saved.row_labels is None and saved.col_labels is None:
-            saved = saved.replace(row_labels=ds.row_labels, col_labels=ds.col_labels)
+    saved, X = saved_with_data(args)
     if X is None:
         raise UsageError(
             f"{args.result} holds no copy of its data (it is too large to keep): give --data"
