@@ -719,3 +719,9 @@ def _turned(curves: list, k: int, patience: int) -> bool:
         if ranks.index(k) - ranks.index(best) < patience:
             return False
     return True
+
+
+# Its public home, where the API reference documents it (and where pickles name it): the
+# machinery lives here, below the models, only so that n_components="auto" needs no import of
+# the method registry.
+RankSelection.__module__ = "banmf.model_selection"
