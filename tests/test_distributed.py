@@ -717,3 +717,47 @@ def test_cli_scheduler_refusals(tmp_path, extra, message):
     argv = ["factorize", str(tmp_path / "big"), "-k", "2", "--scheduler", "local", *extra]
     code, _, err = _cli(*argv)
     assert code != 0 and message in err
+
+
+# -- a fitted model cloned, a hung worker, the threshold search's cache in the budget --------
+
+
+def test_a_fitted_model_clones_and_copies_with_its_client(fitted):
+    """sklearn's clone and copy.deepcopy share the client (a handle to the cluster, not a
+    value: deep-copying it would copy its sockets); the clone is unfitted and fits there."""
+    import copy
+
+    sklearn_base = pytest.importorskip("sklearn.base")
+    X, model = fitted
+    twin = sklearn_base.clone(model)
+    assert twin.client is model.client is not None and not hasattr(twin, "W_")
+    params = model.get_params(deep=False)
+    assert twin.get_params(deep=False).keys() == params.keys()
+    assert all(twin.get_params(deep=False)[name] == value for name, value in params.items())
+    assert np.array_equal(twin.fit(X).W_, model.W_)
+    deep = copy.deepcopy(model)
+    assert deep.client is model.client and np.array_equal(deep.W_, model.W_)
+    assert deep.W_ is not model.W_ and deep.traffic_ is not model.traffic_
+    assert copy.copy(model).client is model.client
+
+
+def test_a_pickled_model_loads_and_predicts_without_dask(fitted, tmp_path):
+    """Loaded in a process where Dask cannot even be imported: no client, the same
+    prediction."""
+    import pickle
+    import subprocess
+    import sys
+
+    X, model = fitted
+    (tmp_path / "model.pickle").write_bytes(pickle.dumps(model))
+    np.save(tmp_path / "rows.npy", X[:10].toarray())
+    code = (
+        "import sys, pickle, numpy as np; sys.modules['distributed'] = None; "
+        f"folder = {str(tmp_path)!r}; "
+        "model = pickle.load(open(folder + '/model.pickle', 'rb')); "
+        "assert model.client is None; "
+        "np.save(folder + '/W.npy', model.transform(np.load(folder + '/rows.npy')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert np.array_equal(np.load(tmp_path / "W.npy"), model.transform(X[:10]))
