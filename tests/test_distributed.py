@@ -761,3 +761,87 @@ def test_a_pickled_model_loads_and_predicts_without_dask(fitted, tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert np.array_equal(np.load(tmp_path / "W.npy"), model.transform(X[:10]))
+
+
+def test_a_hung_worker_is_survived(missing_fit, monkeypatch):
+    """A worker stopped mid-fit (SIGSTOP: alive to the scheduler, silent to the fit) misses
+    its round's deadline and counts as lost: its blocks are read again on the other worker,
+    the start runs again, and the result is the fit without the fault. Nothing waits on the
+    stopped worker afterwards (its memory's peak, the clean-up)."""
+    import re
+
+    distributed = pytest.importorskip("distributed")
+    from banmf.distributed import _session
+
+    # Rounds here take milliseconds: the deadline is the floor, shrunk from a minute.
+    monkeypatch.setattr(_session, "DEADLINE_FLOOR", 5.0)
+    X, missing, _ = _data()
+    with _cluster(2) as cluster, distributed.Client(cluster) as c:
+        victim, pid = sorted(c.run(os.getpid).items())[0]
+        stopped = []
+
+        def stop(iteration, objective):
+            if iteration == 40 and not stopped:
+                stopped.append(iteration)
+                os.kill(pid, signal.SIGSTOP)
+
+        try:
+            with pytest.warns(UserWarning, match=re.escape(f"{victim} did not answer")):
+                model = bd.BANMF(**SHARED, n_blocks=5, client=c, callback=stop).fit(
+                    X, missing=missing
+                )
+        finally:
+            os.kill(pid, signal.SIGCONT)
+    assert stopped and model.recoveries_ == 1
+    _same(missing_fit, model, exact=True)
+
+
+class _Answer:
+    """A future that is done: its value, or its error raised."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def done(self):
+        return True
+
+    def result(self, timeout=None):
+        if isinstance(self.value, Exception):
+            raise self.value
+        return self.value
+
+
+class _Silent:
+    """A future that never completes (a hung worker's call)."""
+
+    def done(self):
+        return False
+
+    def result(self, timeout=None):
+        import time
+
+        time.sleep(timeout)
+        raise TimeoutError
+
+
+def test_the_deadline_follows_the_rounds_and_names_the_late_worker(monkeypatch):
+    from collections import deque
+
+    from banmf.distributed import _session
+
+    monkeypatch.setattr(_session, "DEADLINE_FLOOR", 0.05)
+    session = Session(None, bd.BlockMatrix.from_matrix(np.eye(4), n_blocks=2), None, None)
+    assert session.deadline("step") == _session.DEADLINE_FIRST  # nothing timed yet
+    session.times["step"] = deque([0.001, 0.03, 0.002])
+    assert session.deadline("step") == 0.05  # the floor over 10 × the median
+    session.times["step"].extend([0.03, 0.03])
+    assert session.deadline("step") == pytest.approx(10 * 0.03)
+    monkeypatch.setattr(_session, "DEADLINE_FACTOR", 1.0)
+    futures = {"tcp://a": _Answer(1), "tcp://b": _Silent(), "tcp://c": _Silent()}
+    with pytest.raises(bd.WorkerLost, match="tcp://b, tcp://c did not answer a round of step"):
+        session._wait(futures, "step")
+    assert session.hung == {"tcp://b", "tcp://c"}
+    # A call that raised TimeoutError itself answered: its error is the work's, not a hang.
+    with pytest.raises(TimeoutError):
+        session._wait({"tcp://a": _Answer(TimeoutError("slow disk"))}, "load")
+    assert session._wait({"tcp://a": _Answer(2)}, "load") == [2] and len(session.times["load"]) == 1

@@ -24,7 +24,6 @@ from ..exceptions import InputError, InvalidParameterError, MissingDependencyErr
 from ..models import budgeted, store_params
 from ..models.banmf import BANMF as _BANMF
 from ..result import Factorization
-from . import _worker
 from ._backend import DaskBackend
 from ._session import Session
 from .blocks import BlockMatrix
@@ -291,7 +290,7 @@ normalize, n_init, dtype, random_state, verbose, callback
         hits, cover = backend.error_counts
         self.false_negatives_, self.false_positives_ = int(nnz - hits), int(cover - hits)
         self.n_blocks_ = blocks.n_blocks
-        self.peak_block_bytes_ = max(session.client.run(_worker.peak_bytes, session.fit).values())
+        self.peak_block_bytes_ = session.peak_bytes()
         self._store_result(
             W,
             best["H"],
