@@ -845,3 +845,39 @@ def test_the_deadline_follows_the_rounds_and_names_the_late_worker(monkeypatch):
     with pytest.raises(TimeoutError):
         session._wait({"tcp://a": _Answer(TimeoutError("slow disk"))}, "load")
     assert session._wait({"tcp://a": _Answer(2)}, "load") == [2] and len(session.times["load"]) == 1
+
+
+def test_the_threshold_search_cache_counts_in_the_budget():
+    """A block's cache of packed W (the threshold search's coverages) is part of what its
+    budget checks: without a budget it keeps every threshold asked for (its bytes counted);
+    with a budget it gets the room the block leaves, or none (each request then packs W
+    again); the counts are the same every way."""
+    from banmf._boolean import Packed
+
+    rng = np.random.default_rng(0)
+    data = banmf.io.Dataset(sp.random(300, 60, density=0.2, random_state=1, format="csr") > 0)
+    P, k = 12, 6
+    u = grid_ranks(rng.random((300, k)), grid_points(1.0, P))
+    vt = grid_ranks(rng.random((60, k)), grid_points(1.0, P))
+    requests = [(s, [Packed.of(vt, t) for t in range(0, P, 3)]) for s in range(P)]
+    expected = [c for row in GridRows(data, u).covers(requests, P) for c in row]
+    packed_w = sum(Packed.of(u, s).nbytes for s in range(P))
+
+    def run(budget):
+        fit = f"cache-{budget}"
+        _worker.load(fit, 0, data, budget)
+        with _worker._use(fit, 0) as block:
+            block.rows = GridRows(block.data, u)
+            own = block.nbytes
+        try:
+            for pair in requests:  # one round trip per threshold, as the search asks
+                assert _worker.covers(fit, 0, [pair], P).tolist() == expected[4 * pair[0] :][:4]
+            return own, _worker.peak_bytes(fit)
+        finally:
+            _worker.forget(fit)
+
+    own, free = run(None)
+    assert free - own >= packed_w  # every threshold's packed W, counted
+    budget = own + (free - own) // 2
+    assert own < run(budget)[1] <= budget  # part of the cache, within the budget
+    assert run(own // 2)[1] == own  # no room: no cache (the block in use stays)
