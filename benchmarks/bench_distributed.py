@@ -302,14 +302,13 @@ def _row(rec: dict) -> None:
 def _inside_table(records: list) -> None:
     print("\nWhere the time goes (medians over one T2 fit's rounds; seconds):\n")
     print(
-        "| nnz | workers | single s/it | distributed s/it | round s | slowest worker s "
+        "| nnz, workers | single s/it | distributed s/it | round s | slowest worker s "
         "| fastest worker s | round - slowest s | driver s |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for rec in records:
         cells = [
-            _nnz(rec["nnz"]),
-            rec["workers"],
+            f"{_nnz(rec['nnz'])}, {rec['workers']}",
             *(
                 f"{rec[key]:.4g}"
                 for key in ("single", "distributed", "round_s", "slowest_s", "fastest_s")
