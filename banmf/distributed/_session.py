@@ -3,7 +3,6 @@ blocks by one fixed tree, and the repair of a lost worker."""
 
 from __future__ import annotations
 
-import contextlib
 import time
 import uuid
 from collections import deque
@@ -143,20 +142,18 @@ class Session:
         for future in futures.values():
             while True:
                 try:
-                    if not _ready(future, began + limit):
-                        late = sorted(w for w, f in futures.items() if not f.done())
-                        self.hung.update(late)
-                        raise WorkerLost(
-                            f"{', '.join(late)} did not answer a round of {kind} within its "
-                            f"deadline, {limit:.3g} s; counted as lost"
-                        )
-                    values.append(future.result())
+                    values.append(_result(future, began + limit))
                     break
+                except _Late:
+                    late = sorted(w for w, f in futures.items() if not f.done())
+                    self.hung.update(late)
+                    raise WorkerLost(
+                        f"{', '.join(late)} did not answer a round of {kind} within its "
+                        f"deadline, {limit:.3g} s; counted as lost"
+                    ) from None
                 except KeyboardInterrupt:
                     if self.interrupts is None or not self.interrupts.first():
                         raise
-                except WorkerLost:
-                    raise
                 except Exception as exc:
                     if _is_lost(exc):
                         raise WorkerLost(f"{type(exc).__name__}: {exc}") from None
@@ -236,14 +233,24 @@ class Session:
             pass
 
 
-def _ready(future, limit: float) -> bool:
-    """Whether ``future`` is done by ``limit`` (a ``time.monotonic()``), waiting until then."""
+class _Late(Exception):
+    """A call not answered by its round's deadline."""
+
+
+def _result(future, limit: float):
+    """``future``'s result, waiting until ``limit`` (a ``time.monotonic()``) at most; raises
+    :class:`_Late` if it is not done by then."""
     remaining = limit - time.monotonic()
-    if not future.done() and remaining > 0:
-        # A call that failed is done too: the caller's result() raises its error.
-        with contextlib.suppress(Exception):
-            future.result(timeout=remaining)
-    return future.done()
+    if future.done():
+        return future.result()
+    if remaining > 0:
+        try:
+            return future.result(timeout=remaining)
+        except TimeoutError:
+            # Done as the wait ended, or its work raised TimeoutError: result() says which.
+            if future.done():
+                return future.result()
+    raise _Late
 
 
 def _payload(obj) -> int:
