@@ -88,9 +88,11 @@ normalize, n_init, dtype, random_state, verbose, callback
         its local folder (out of core). "auto": half the worker's memory limit, none without
         one. None: no limit.
     max_recoveries : int, default 3
-        Worker losses a fit survives. After one, the lost blocks are read again on the live
-        workers and the start under way runs again from its beginning (its starting factors
-        come from the seed, so the result is the same); one more loss raises ``RuntimeError``.
+        Worker losses a fit survives: a worker that died, or that did not answer a round
+        within its deadline (a hung worker: docs/SCALING.md), which the fit then leaves
+        alone. After a loss, the lost blocks are read again on the live workers and the
+        start under way runs again from its beginning (its starting factors come from the
+        seed, so the result is the same); one more loss raises ``RuntimeError``.
 
     Attributes
     ----------
