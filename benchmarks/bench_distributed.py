@@ -39,8 +39,9 @@ Where the time goes (a second table, one more fit of T2 iterations per cluster, 
   and W step, and their sums), the slowest and the fastest of the workers;
 - round - slowest s: what the round costs beyond the slowest worker's compute: the round trip,
   the serialization of Hᵀ, HHᵀ and the partial sums, the actor's dispatch;
-- driver s: distributed s/it less the round: the H step and the objective, between rounds;
-medians over the fit's rounds. The timing wraps ``BlockServer.sums`` on the workers and
+- driver s: the time between two rounds of the iterations: the H step and the objective;
+medians over the fit's rounds (so their sum is that fit's time per iteration, which the
+repeats' differences of fits measure apart). The timing wraps ``BlockServer.sums`` on the workers and
 ``Session.sum`` here (private classes: this is instrumentation, not API).
 
 ``--busy``: after those, the single machine and the 2-worker cluster once more while one
@@ -158,7 +159,7 @@ def _time_worker_calls(start: bool = True):
 
 @contextlib.contextmanager
 def _timed_rounds():
-    """The driver's wall time of each ``Session.sum`` (call name, seconds), while in the block."""
+    """Each ``Session.sum`` at the driver, while in the block: ``(call name, start, end)``."""
     from banmf.distributed._session import Session
 
     plain, rounds = Session.sum, []
@@ -168,7 +169,7 @@ def _timed_rounds():
         try:
             return plain(self, func, *args)
         finally:
-            rounds.append((func.__name__, time.perf_counter() - began))
+            rounds.append((func.__name__, began, time.perf_counter()))
 
     Session.sum = timed
     try:
@@ -188,7 +189,9 @@ def where_time_goes(client, make, X) -> dict:
         for calls in client.run(_time_worker_calls, False).values()
     ]
     per_worker = [times for times in per_worker if times]
-    walls = [t for name, t in rounds if name == "step"]
+    walls = [end - start for name, start, end in rounds if name == "step"]
+    # The driver's work between two rounds of the iterations (no other call between them).
+    gaps = [b[1] - a[2] for a, b in zip(rounds, rounds[1:]) if a[0] == "step" and b[0] == "step"]
     n = min(len(walls), *(len(times) for times in per_worker))
     slowest = [max(times[i] for times in per_worker) for i in range(n)]
     fastest = [min(times[i] for times in per_worker) for i in range(n)]
@@ -197,6 +200,7 @@ def where_time_goes(client, make, X) -> dict:
         "slowest_s": _median(slowest),
         "fastest_s": _median(fastest),
         "beyond_s": _median([w - c for w, c in zip(walls[:n], slowest, strict=True)]),
+        "driver_s": _median(gaps),
         "rounds": n,
     }
 
@@ -314,7 +318,7 @@ def _inside_table(records: list) -> None:
                 for key in ("single", "distributed", "round_s", "slowest_s", "fastest_s")
             ),
             f"{rec['beyond_s']:.4g}",
-            f"{rec['distributed'] - rec['round_s']:.4g}",
+            f"{rec['driver_s']:.4g}",
         ]
         print("| " + " | ".join(str(c) for c in cells) + " |", flush=True)
 
