@@ -33,6 +33,17 @@ Columns:
 - same factors: every distributed fit's ``W_`` and ``components_`` equal those of the single
   machine's fit with the same T (yes/no).
 
+Where the time goes (a second table, one more fit of T2 iterations per cluster, timed inside):
+- round s: the driver's wall time of an iteration's round trip (``Session.sum`` of the step);
+- slowest / fastest worker s: the time a worker spends in that round's call (its blocks' Y pass
+  and W step, and their sums), the slowest and the fastest of the workers;
+- round - slowest s: what the round costs beyond the slowest worker's compute: the round trip,
+  the serialization of Hᵀ, HHᵀ and the partial sums, the actor's dispatch;
+- driver s: the time between two rounds of the iterations: the H step and the objective;
+medians over the fit's rounds (so their sum is that fit's time per iteration, which the
+repeats' differences of fits measure apart). The timing wraps ``BlockServer.sums`` on the workers and
+``Session.sum`` here (private classes: this is instrumentation, not API).
+
 ``--busy``: after those, the single machine and the 2-worker cluster once more while one
 CPU-burning subprocess (``python -c "while True: pass"``) runs beside them (started before the
 single-machine fits and killed after the cluster's), in a second table. The machine has 2
@@ -123,6 +134,77 @@ def single_machine(X, k, iters, repeats, label) -> dict:
     return {"single": _median(per_iter), "single_all": per_iter, "refs": refs}
 
 
+def _time_worker_calls(start: bool = True):
+    """(Run on each worker.) With ``start``, time every ``BlockServer.sums`` call from now on
+    (wrapping the class once); else return the ``(call, seconds)`` timed so far."""
+    from banmf.distributed import _worker
+
+    server = _worker.BlockServer
+    if not hasattr(server, "bench_times"):
+        plain = server.sums
+
+        def sums(self, func, *args, **kwargs):
+            began = time.perf_counter()
+            try:
+                return plain(self, func, *args, **kwargs)
+            finally:
+                server.bench_times.append((func.__name__, time.perf_counter() - began))
+
+        server.sums, server.bench_times = sums, []
+    if start:
+        server.bench_times.clear()
+        return None
+    return list(server.bench_times)
+
+
+@contextlib.contextmanager
+def _timed_rounds():
+    """Each ``Session.sum`` at the driver, while in the block: ``(call name, start, end)``."""
+    from banmf.distributed._session import Session
+
+    plain, rounds = Session.sum, []
+
+    def timed(self, func, *args):
+        began = time.perf_counter()
+        try:
+            return plain(self, func, *args)
+        finally:
+            rounds.append((func.__name__, began, time.perf_counter()))
+
+    Session.sum = timed
+    try:
+        yield rounds
+    finally:
+        Session.sum = plain
+
+
+def where_time_goes(client, make, X) -> dict:
+    """One fit, timed inside: per round of the iterations, the driver's wall time and each
+    worker's time in its call (medians over the rounds)."""
+    client.run(_time_worker_calls, True)
+    with _timed_rounds() as rounds:
+        make().fit(X)
+    per_worker = [
+        [t for name, t in calls if name == "step"]
+        for calls in client.run(_time_worker_calls, False).values()
+    ]
+    per_worker = [times for times in per_worker if times]
+    walls = [end - start for name, start, end in rounds if name == "step"]
+    # The driver's work between two rounds of the iterations (no other call between them).
+    gaps = [b[1] - a[2] for a, b in zip(rounds, rounds[1:]) if a[0] == "step" and b[0] == "step"]
+    n = min(len(walls), *(len(times) for times in per_worker))
+    slowest = [max(times[i] for times in per_worker) for i in range(n)]
+    fastest = [min(times[i] for times in per_worker) for i in range(n)]
+    return {
+        "round_s": _median(walls[:n]),
+        "slowest_s": _median(slowest),
+        "fastest_s": _median(fastest),
+        "beyond_s": _median([w - c for w, c in zip(walls[:n], slowest, strict=True)]),
+        "driver_s": _median(gaps),
+        "rounds": n,
+    }
+
+
 def distributed(folder, workers, k, iters, repeats, refs, label) -> dict:
     """Per-iteration seconds and traffic of ``banmf.distributed.BANMF`` on a fresh local
     cluster of ``workers`` processes reading the row blocks in ``folder``."""
@@ -169,7 +251,10 @@ def distributed(folder, workers, k, iters, repeats, refs, label) -> dict:
                 f"  {label} {workers} worker(s), repeat {r + 1}: T={T1} {times[T1]:.2f} s, "
                 f"T={T2} {times[T2]:.2f} s: {per_iter[-1]:.4g} s/it; same factors: {same[-2:]}"
             )
+        inside = where_time_goes(client, make(T2), X)
+        log(f"  {label} {workers} worker(s), timed inside: {inside}")
         return {
+            **inside,
             "distributed": _median(per_iter),
             "distributed_all": per_iter,
             "sent_mb": _median(sent) / 1e6,
@@ -216,6 +301,26 @@ def _row(rec: dict) -> None:
         "yes" if rec["same_factors"] else "no",
     ]
     print("| " + " | ".join(str(c) for c in cells) + " |", flush=True)
+
+
+def _inside_table(records: list) -> None:
+    print("\nWhere the time goes (medians over one T2 fit's rounds; seconds):\n")
+    print(
+        "| nnz, workers | single s/it | distributed s/it | round s | slowest worker s "
+        "| fastest worker s | round - slowest s | driver s |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for rec in records:
+        cells = [
+            f"{_nnz(rec['nnz'])}, {rec['workers']}",
+            *(
+                f"{rec[key]:.4g}"
+                for key in ("single", "distributed", "round_s", "slowest_s", "fastest_s")
+            ),
+            f"{rec['beyond_s']:.4g}",
+            f"{rec['driver_s']:.4g}",
+        ]
+        print("| " + " | ".join(str(c) for c in cells) + " |", flush=True)
 
 
 def _nnz(nnz: int) -> str:
@@ -331,6 +436,7 @@ def main(argv=None) -> int:
         _header(title)
         for rec in results[name]:
             _row(rec)
+        _inside_table(results[name])
         print()
         for rec in results[name]:
             if rec["workers"] == 2:

@@ -717,3 +717,167 @@ def test_cli_scheduler_refusals(tmp_path, extra, message):
     argv = ["factorize", str(tmp_path / "big"), "-k", "2", "--scheduler", "local", *extra]
     code, _, err = _cli(*argv)
     assert code != 0 and message in err
+
+
+# -- a fitted model cloned, a hung worker, the threshold search's cache in the budget --------
+
+
+def test_a_fitted_model_clones_and_copies_with_its_client(fitted):
+    """sklearn's clone and copy.deepcopy share the client (a handle to the cluster, not a
+    value: deep-copying it would copy its sockets); the clone is unfitted and fits there."""
+    import copy
+
+    sklearn_base = pytest.importorskip("sklearn.base")
+    X, model = fitted
+    twin = sklearn_base.clone(model)
+    assert twin.client is model.client is not None and not hasattr(twin, "W_")
+    params = model.get_params(deep=False)
+    assert twin.get_params(deep=False).keys() == params.keys()
+    assert all(twin.get_params(deep=False)[name] == value for name, value in params.items())
+    assert np.array_equal(twin.fit(X).W_, model.W_)
+    deep = copy.deepcopy(model)
+    assert deep.client is model.client and np.array_equal(deep.W_, model.W_)
+    assert deep.W_ is not model.W_ and deep.traffic_ is not model.traffic_
+    assert copy.copy(model).client is model.client
+
+
+def test_a_pickled_model_loads_and_predicts_without_dask(fitted, tmp_path):
+    """Loaded in a process where Dask cannot even be imported: no client, the same
+    prediction."""
+    import pickle
+    import subprocess
+    import sys
+
+    X, model = fitted
+    (tmp_path / "model.pickle").write_bytes(pickle.dumps(model))
+    np.save(tmp_path / "rows.npy", X[:10].toarray())
+    code = (
+        "import sys, pickle, numpy as np; sys.modules['distributed'] = None; "
+        f"folder = {str(tmp_path)!r}; "
+        "model = pickle.load(open(folder + '/model.pickle', 'rb')); "
+        "assert model.client is None; "
+        "np.save(folder + '/W.npy', model.transform(np.load(folder + '/rows.npy')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert np.array_equal(np.load(tmp_path / "W.npy"), model.transform(X[:10]))
+
+
+def test_a_hung_worker_is_survived(missing_fit, monkeypatch):
+    """A worker stopped mid-fit (SIGSTOP: alive to the scheduler, silent to the fit) misses
+    its round's deadline and counts as lost: its blocks are read again on the other worker,
+    the start runs again, and the result is the fit without the fault. Nothing waits on the
+    stopped worker afterwards (its memory's peak, the clean-up)."""
+    import re
+
+    distributed = pytest.importorskip("distributed")
+    from banmf.distributed import _session
+
+    # Rounds here take milliseconds: the deadline is the floor, shrunk from a minute.
+    monkeypatch.setattr(_session, "DEADLINE_FLOOR", 5.0)
+    X, missing, _ = _data()
+    with _cluster(2) as cluster, distributed.Client(cluster) as c:
+        victim, pid = sorted(c.run(os.getpid).items())[0]
+        stopped = []
+
+        def stop(iteration, objective):
+            if iteration == 40 and not stopped:
+                stopped.append(iteration)
+                os.kill(pid, signal.SIGSTOP)
+
+        try:
+            with pytest.warns(UserWarning, match=re.escape(f"{victim} did not answer")):
+                model = bd.BANMF(**SHARED, n_blocks=5, client=c, callback=stop).fit(
+                    X, missing=missing
+                )
+        finally:
+            os.kill(pid, signal.SIGCONT)
+    assert stopped and model.recoveries_ == 1
+    _same(missing_fit, model, exact=True)
+
+
+class _Answer:
+    """A future that is done: its value, or its error raised."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def done(self):
+        return True
+
+    def result(self, timeout=None):
+        if isinstance(self.value, Exception):
+            raise self.value
+        return self.value
+
+
+class _Silent:
+    """A future that never completes (a hung worker's call)."""
+
+    def done(self):
+        return False
+
+    def result(self, timeout=None):
+        import time
+
+        time.sleep(timeout)
+        raise TimeoutError
+
+
+def test_the_deadline_follows_the_rounds_and_names_the_late_worker(monkeypatch):
+    from collections import deque
+
+    from banmf.distributed import _session
+
+    monkeypatch.setattr(_session, "DEADLINE_FLOOR", 0.05)
+    session = Session(None, bd.BlockMatrix.from_matrix(np.eye(4), n_blocks=2), None, None)
+    assert session.deadline("step") == _session.DEADLINE_FIRST  # nothing timed yet
+    session.times["step"] = deque([0.001, 0.03, 0.002])
+    assert session.deadline("step") == 0.05  # the floor over 10 × the median
+    session.times["step"].extend([0.03, 0.03])
+    assert session.deadline("step") == pytest.approx(10 * 0.03)
+    monkeypatch.setattr(_session, "DEADLINE_FACTOR", 1.0)
+    futures = {"tcp://a": _Answer(1), "tcp://b": _Silent(), "tcp://c": _Silent()}
+    with pytest.raises(bd.WorkerLost, match="tcp://b, tcp://c did not answer a round of step"):
+        session._wait(futures, "step")
+    assert session.hung == {"tcp://b", "tcp://c"}
+    # A call that raised TimeoutError itself answered: its error is the work's, not a hang.
+    with pytest.raises(TimeoutError):
+        session._wait({"tcp://a": _Answer(TimeoutError("slow disk"))}, "load")
+    assert session._wait({"tcp://a": _Answer(2)}, "load") == [2] and len(session.times["load"]) == 1
+
+
+def test_the_threshold_search_cache_counts_in_the_budget():
+    """A block's cache of packed W (the threshold search's coverages) is part of what its
+    budget checks: without a budget it keeps every threshold asked for (its bytes counted);
+    with a budget it gets the room the block leaves, or none (each request then packs W
+    again); the counts are the same every way."""
+    from banmf._boolean import Packed
+
+    rng = np.random.default_rng(0)
+    data = banmf.io.Dataset(sp.random(300, 60, density=0.2, random_state=1, format="csr") > 0)
+    P, k = 12, 6
+    u = grid_ranks(rng.random((300, k)), grid_points(1.0, P))
+    vt = grid_ranks(rng.random((60, k)), grid_points(1.0, P))
+    requests = [(s, [Packed.of(vt, t) for t in range(0, P, 3)]) for s in range(P)]
+    expected = [c for row in GridRows(data, u).covers(requests, P) for c in row]
+    packed_w = sum(Packed.of(u, s).nbytes for s in range(P))
+
+    def run(budget):
+        fit = f"cache-{budget}"
+        _worker.load(fit, 0, data, budget)
+        with _worker._use(fit, 0) as block:
+            block.rows = GridRows(block.data, u)
+            own = block.nbytes
+        try:
+            for pair in requests:  # one round trip per threshold, as the search asks
+                assert _worker.covers(fit, 0, [pair], P).tolist() == expected[4 * pair[0] :][:4]
+            return own, _worker.peak_bytes(fit)
+        finally:
+            _worker.forget(fit)
+
+    own, free = run(None)
+    assert free - own >= packed_w  # every threshold's packed W, counted
+    budget = own + (free - own) // 2
+    assert own < run(budget)[1] <= budget  # part of the cache, within the budget
+    assert run(own // 2)[1] == own  # no room: no cache (the block in use stays)

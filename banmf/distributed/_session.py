@@ -3,7 +3,9 @@ blocks by one fixed tree, and the repair of a lost worker."""
 
 from __future__ import annotations
 
+import time
 import uuid
+from collections import deque
 
 import numpy as np
 
@@ -13,9 +15,20 @@ from .blocks import BlockMatrix
 
 __all__ = ["Session", "WorkerLost"]
 
+#: A round's deadline (docs/SCALING.md, "A hung worker"): DEADLINE_FACTOR times the median of
+#: the last DEADLINE_HISTORY rounds of the same call, never less than DEADLINE_FLOOR seconds;
+#: a call not timed yet (its first round, or its first after a repair) waits DEADLINE_FIRST
+#: seconds, as it may read the blocks or compile the worker's kernels. A worker that has not
+#: answered by then counts as lost.
+DEADLINE_FACTOR = 10.0
+DEADLINE_FLOOR = 60.0
+DEADLINE_FIRST = 600.0
+DEADLINE_HISTORY = 9
+
 
 class WorkerLost(Exception):
-    """A worker holding row blocks died (or its blocks are gone) during the fit."""
+    """A worker holding row blocks died, hung (missed a round's deadline) or lost its blocks
+    during the fit."""
 
 
 def _is_lost(exc: BaseException) -> bool:
@@ -34,8 +47,9 @@ class Session:
     """One fit's row blocks on the workers: one :class:`BlockServer` actor per worker holding
     blocks, calls on every block, the sums over blocks, and the repair of a lost worker.
 
-    Every call waits for its answers: a worker's death fails its actor's call at once, and
-    :class:`WorkerLost` says so."""
+    Every call waits for its answers: a worker's death fails its actor's call at once, a
+    worker that does not answer by the round's deadline (:meth:`deadline`) counts as lost
+    from then on, and :class:`WorkerLost` says so."""
 
     def __init__(self, client, blocks: BlockMatrix, budget, n_jobs):
         self.client, self.blocks = client, blocks
@@ -47,13 +61,16 @@ class Session:
         # Bytes of arrays sent to and received from the workers, and round trips.
         self.sent = self.received = self.calls = 0
         self.loads: dict[int, tuple] = {}  # block → what its load reported
+        self.times: dict[str, deque] = {}  # call → its last rounds' times (seconds)
+        self.hung: set[str] = set()  # workers that missed a deadline: lost to this fit
 
     def _workers(self) -> dict[str, dict]:
+        """The live workers: the scheduler's, but those that missed a deadline."""
         try:
             info = self.client.scheduler_info(n_workers=-1)
         except TypeError:  # distributed before 2025 lists every worker anyway
             info = self.client.scheduler_info()
-        return info["workers"]
+        return {w: v for w, v in info["workers"].items() if w not in self.hung}
 
     def place(self, blocks) -> None:
         """Read ``blocks`` on the live workers, in contiguous runs (the other blocks stay)."""
@@ -80,7 +97,7 @@ class Session:
             # An actor's handle binds to the current client when it arrives: this fit's, even
             # when another client is the default.
             with self.client.as_current():
-                self.servers[w] = self._wait([future])[0]
+                self.servers[w] = self._wait({w: future}, "BlockServer")[0]
         by_worker = self._by_worker(blocks)
         calls = {
             w: self.servers[w].each(
@@ -90,7 +107,7 @@ class Session:
             )
             for w, mine in by_worker.items()
         }
-        for w, values in self._answers(calls).items():
+        for w, values in self._answers(calls, "load").items():
             self.loads.update(zip(by_worker[w], values, strict=True))
 
     def _budget(self, worker: dict) -> int | None:
@@ -107,15 +124,33 @@ class Session:
             out.setdefault(self.where[b], []).append(b)
         return out
 
-    def _wait(self, futures: list) -> list:
-        """The futures' results; a first Ctrl-C is noted (the fit then stops at its next
-        step) and the wait goes on, so that no block is left half-way through a step."""
+    def deadline(self, kind: str) -> float:
+        """Seconds a round of the call ``kind`` may take (module constants ``DEADLINE_*``)."""
+        times = self.times.get(kind)
+        if not times:
+            return DEADLINE_FIRST
+        return max(DEADLINE_FLOOR, DEADLINE_FACTOR * float(np.median(times)))
+
+    def _wait(self, futures: dict, kind: str) -> list:
+        """The results of ``futures`` (worker → its call of ``kind``), timed for the deadline
+        of the next such round. Workers that have not answered by this one's are lost to the
+        fit (:attr:`hung`). A first Ctrl-C is noted (the fit then stops at its next step) and
+        the wait goes on, so that no block is left half-way through a step."""
+        began = time.monotonic()
+        limit = self.deadline(kind)
         values = []
-        for future in futures:
+        for future in futures.values():
             while True:
                 try:
-                    values.append(future.result())
+                    values.append(_result(future, began + limit))
                     break
+                except _Late:
+                    late = sorted(w for w, f in futures.items() if not f.done())
+                    self.hung.update(late)
+                    raise WorkerLost(
+                        f"{', '.join(late)} did not answer a round of {kind} within its "
+                        f"deadline, {limit:.3g} s; counted as lost"
+                    ) from None
                 except KeyboardInterrupt:
                     if self.interrupts is None or not self.interrupts.first():
                         raise
@@ -123,12 +158,13 @@ class Session:
                     if _is_lost(exc):
                         raise WorkerLost(f"{type(exc).__name__}: {exc}") from None
                     raise
+        self.times.setdefault(kind, deque(maxlen=DEADLINE_HISTORY)).append(time.monotonic() - began)
         return values
 
-    def _answers(self, calls: dict, args=(), own=None) -> dict:
-        """Each worker's answer to its call; counts the arrays sent (``args`` to each worker,
-        ``own`` once: each block's to its worker) and received."""
-        answers = dict(zip(calls, self._wait(list(calls.values())), strict=True))
+    def _answers(self, calls: dict, kind: str, args=(), own=None) -> dict:
+        """Each worker's answer to its call of ``kind``; counts the arrays sent (``args`` to
+        each worker, ``own`` once: each block's to its worker) and received."""
+        answers = dict(zip(calls, self._wait(calls, kind), strict=True))
         self.sent += len(calls) * _payload(args) + _payload(own)
         self.received += _payload(list(answers.values()))
         self.calls += 1
@@ -142,7 +178,7 @@ class Session:
             for w, mine in by_worker.items()
         }
         out = {}
-        for w, values in self._answers(calls, args, own).items():
+        for w, values in self._answers(calls, func.__name__, args, own).items():
             out.update(zip(by_worker[w], values, strict=True))
         return [out[b] for b in range(self.blocks.n_blocks)]
 
@@ -156,13 +192,13 @@ class Session:
             for w, mine in self._by_worker().items()
         }
         nodes = {}
-        for part in self._answers(calls, args).values():
+        for part in self._answers(calls, func.__name__, args).values():
             nodes.update(part)
         # Every block lies in a node some worker added.
         return _worker.node_sum(0, n_blocks, None, nodes)
 
     def repair(self) -> None:
-        """Read the blocks of workers that left again on the live ones."""
+        """Read the blocks of workers that left (or hung) again on the live ones."""
         alive = set(self._workers())
         for w in [w for w in self.servers if w not in alive]:
             del self.servers[w]
@@ -172,18 +208,49 @@ class Session:
             # read every block again.
             lost = list(self.where)
             self.servers.clear()
-            self.client.run(_worker.forget, self.fit)
+            self.client.run(_worker.forget, self.fit, workers=sorted(alive))
         for b in lost:
             del self.where[b]
+        # The workers now hold more blocks each: their rounds are timed again.
+        self.times.clear()
         self.place(lost)
 
+    def peak_bytes(self) -> int:
+        """The most bytes of the fit's blocks a live worker held in memory at once."""
+        return max(
+            self.client.run(_worker.peak_bytes, self.fit, workers=sorted(self.servers)).values()
+        )
+
     def close(self) -> None:
-        """Drop the fit's blocks from every worker."""
+        """Drop the fit's blocks from every live worker. (A hung worker is not asked: the
+        call would hang too. It keeps them until it restarts.)"""
         self.servers.clear()
         try:
-            self.client.run(_worker.forget, self.fit)
+            live = sorted(self._workers())
+            if live:
+                self.client.run(_worker.forget, self.fit, workers=live)
         except Exception:  # the cluster may be gone; there is nothing left to free then
             pass
+
+
+class _Late(Exception):
+    """A call not answered by its round's deadline."""
+
+
+def _result(future, limit: float):
+    """``future``'s result, waiting until ``limit`` (a ``time.monotonic()``) at most; raises
+    :class:`_Late` if it is not done by then."""
+    remaining = limit - time.monotonic()
+    if future.done():
+        return future.result()
+    if remaining > 0:
+        try:
+            return future.result(timeout=remaining)
+        except TimeoutError:
+            # Done as the wait ended, or its work raised TimeoutError: result() says which.
+            if future.done():
+                return future.result()
+    raise _Late
 
 
 def _payload(obj) -> int:

@@ -8,8 +8,9 @@ died and the task ran on another, or the fit was cleaned up) raises :class:`Bloc
 which the driver takes as a lost block. Tasks return only sums over the block's rows (k×k,
 m×k, grid counts) or, at the end, the block's rows of W.
 
-Out of core: a worker keeps at most ``budget`` bytes of blocks in memory; the least recently
-used ones beyond it wait in the worker's local folder (pickled) until a task needs them.
+Out of core: a worker keeps at most ``budget`` bytes of blocks in memory (with their caches
+of packed W for the threshold search); the least recently used ones beyond it wait in the
+worker's local folder (pickled, without their caches) until a task needs them.
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ import os
 import pickle
 import tempfile
 import threading
+import weakref
 from collections import Counter, OrderedDict
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
-from .._boolean import hits_and_cover, pack_rows
+from .._boolean import hits_and_cover, pack_rows, words
 from .._changes import bit_changes, factor_costs
 from .._threads import thread_budget
 from ..booleanize import GridRows, grid_ranks
@@ -41,6 +43,9 @@ _budgets: dict[str, int | None] = {}
 _peaks: dict[str, int] = {}
 #: Tasks using each block now: a block in use is never spilled.
 _busy: Counter = Counter()
+#: The cache of packed W that each block's ranks (a GridRows) keep for the threshold search,
+#: as :func:`covers` sized it; it goes with them (new ranks, or the block spilled).
+_caches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class BlockLost(LookupError):
@@ -126,12 +131,32 @@ def _use(fit: str, b: int):
                 del _busy[key]
 
 
+class _Cache:
+    """A block's cache of packed W (:meth:`GridRows.covers`): at most ``entries`` thresholds,
+    at most ``entry`` bytes each; ``seen``, the thresholds asked for so far. Its LRU evicts only
+    when full, so it holds ``min(entries, len(seen))`` of them."""
+
+    def __init__(self, entries: int, entry: int):
+        self.entries, self.entry = entries, entry
+        self.seen: set[int] = set()
+
+    @property
+    def nbytes(self) -> int:
+        return min(self.entries, len(self.seen)) * self.entry
+
+
+def _resident_bytes(state: _Block) -> int:
+    """A block's bytes in memory: its state and its cache of packed W."""
+    cache = None if state.rows is None else _caches.get(state.rows)
+    return state.nbytes + (0 if cache is None else cache.nbytes)
+
+
 def _fit_budget(fit: str) -> None:
-    """Spill the fit's least recently used blocks not in use until those resident fit its
-    budget (call with the lock held)."""
+    """Spill the fit's least recently used blocks not in use until those resident, with their
+    caches of packed W, fit its budget (call with the lock held)."""
     budget = _budgets.get(fit)
     resident = [(key, s) for key, s in _blocks.items() if key[0] == fit and isinstance(s, _Block)]
-    total = sum(s.nbytes for _, s in resident)
+    total = sum(_resident_bytes(s) for _, s in resident)
     if budget is not None:
         for key, state in resident:
             if total <= budget:
@@ -142,7 +167,7 @@ def _fit_budget(fit: str) -> None:
             with open(path, "wb") as fh:
                 pickle.dump(state, fh, protocol=5)
             _blocks[key] = path
-            total -= state.nbytes
+            total -= _resident_bytes(state)
     _peaks[fit] = max(_peaks.get(fit, 0), total)
 
 
@@ -397,10 +422,41 @@ def packed_bytes(fit: str, b: int, P: int) -> int:
 
 def covers(fit: str, b: int, requests: list, cache: int) -> np.ndarray:
     """The ones on the block of ``(u > s) ⊗ H`` for each request ``(s, packed Hs)`` and each
-    H in it, in one array."""
+    H in it, in one array.
+
+    The block's cache of packed W (up to ``cache`` thresholds, as the search sizes it) counts
+    in the fit's budget: it gets an even share of the room the worker's blocks leave there,
+    and none when they do not fit (each request then packs W again: the same counts, more
+    work)."""
     with _use(fit, b) as block:
-        counts = block.rows.covers(requests, cache)
+        rows = block.rows
+        with _lock:
+            held = _caches.get(rows)
+            if held is None:
+                held = _caches[rows] = _Cache(*_cache_room(fit, rows, cache))
+            held.seen.update(int(s) for s, _ in requests)
+        counts = rows.covers(requests, held.entries)
+        with _lock:
+            _fit_budget(fit)  # the cache grew: its peak, and room for it
         return np.array([c for row in counts for c in row], dtype=np.int64)
+
+
+def _cache_room(fit: str, rows: GridRows, cache: int) -> tuple[int, int]:
+    """``(entries, bytes per entry)`` for a block's cache of packed W of ``rows`` (call with
+    the lock held): ``cache`` entries without a budget; else the budget less the fit's blocks
+    on this worker, shared evenly by them (none if some wait on disk already)."""
+    # At most: W's codes, bits and counts (:meth:`GridRows.packed_bytes` above every rank)
+    # and its distinct rows (at most one per row, as long as a code).
+    n, k = rows.u.shape
+    entry = max(rows.packed_bytes(int(rows.u.max(initial=0))) + 8 * n * words(k), 1)
+    budget = _budgets.get(fit)
+    if budget is None:
+        return cache, entry
+    mine = [state for key, state in _blocks.items() if key[0] == fit]
+    if any(isinstance(state, Path) for state in mine):
+        return 0, entry
+    room = (budget - sum(state.nbytes for state in mine)) // len(mine)
+    return int(min(cache, max(room, 0) // entry)), entry
 
 
 def keep(fit: str, b: int, start: int, s: int) -> None:

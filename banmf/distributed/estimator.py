@@ -7,6 +7,7 @@ fit is :class:`banmf.engine.Driver`'s, over the Dask backend
 
 from __future__ import annotations
 
+import copy
 import time
 import warnings
 from numbers import Integral, Real
@@ -23,7 +24,6 @@ from ..exceptions import InputError, InvalidParameterError, MissingDependencyErr
 from ..models import budgeted, store_params
 from ..models.banmf import BANMF as _BANMF
 from ..result import Factorization
-from . import _worker
 from ._backend import DaskBackend
 from ._session import Session
 from .blocks import BlockMatrix
@@ -77,7 +77,9 @@ normalize, n_init, dtype, random_state, verbose, callback
         Threads per worker for the fit (None: each worker's own thread count). A worker's
         blocks share them.
     client : distributed.Client or None, default None
-        The cluster. None: the current client (``distributed.get_client()``).
+        The cluster. None: the current client (``distributed.get_client()``). Kept by
+        reference: ``sklearn.base.clone`` and ``copy.deepcopy`` give a model sharing this
+        client; a pickled model leaves it out (None once loaded).
     n_blocks : int or None, default None
         Blocks to cut a matrix given in memory into (:meth:`BlockMatrix.from_matrix`); row
         blocks read from files are used as they are.
@@ -86,9 +88,11 @@ normalize, n_init, dtype, random_state, verbose, callback
         its local folder (out of core). "auto": half the worker's memory limit, none without
         one. None: no limit.
     max_recoveries : int, default 3
-        Worker losses a fit survives. After one, the lost blocks are read again on the live
-        workers and the start under way runs again from its beginning (its starting factors
-        come from the seed, so the result is the same); one more loss raises ``RuntimeError``.
+        Worker losses a fit survives: a worker that died, or that did not answer a round
+        within its deadline (a hung worker: docs/SCALING.md), which the fit then leaves
+        alone. After a loss, the lost blocks are read again on the live workers and the
+        start under way runs again from its beginning (its starting factors come from the
+        seed, so the result is the same); one more loss raises ``RuntimeError``.
 
     Attributes
     ----------
@@ -170,8 +174,32 @@ normalize, n_init, dtype, random_state, verbose, callback
     }
 
     def __getstate__(self) -> dict:
-        # A client holds sockets and threads: a pickled or copied model leaves it out.
+        # A client holds sockets and threads, and means nothing in another process: a pickled
+        # model leaves it out (loaded, it predicts without a cluster; fitted again, it uses
+        # the current client).
         return {**self.__dict__, "client": None}
+
+    def __copy__(self) -> BANMF:
+        copied = type(self).__new__(type(self))
+        copied.__dict__.update(self.__dict__)
+        return copied
+
+    def __deepcopy__(self, memo: dict) -> BANMF:
+        # In the same process the client is a handle to the same cluster, not a value: the
+        # copy shares it (deep-copying it would copy its sockets).
+        if self.client is not None:
+            memo.setdefault(id(self.client), self.client)
+        copied = type(self).__new__(type(self))
+        memo[id(self)] = copied
+        copied.__dict__.update(copy.deepcopy(self.__dict__, memo))
+        return copied
+
+    def __sklearn_clone__(self) -> BANMF:
+        """An unfitted model with the same parameters, as ``sklearn.base.clone`` makes one:
+        each parameter deep-copied, but the client, which the clone shares."""
+        return type(self)(
+            **copy.deepcopy(self.get_params(deep=False), {id(self.client): self.client})
+        )
 
     def _client(self):
         if self.client is not None:
@@ -264,7 +292,7 @@ normalize, n_init, dtype, random_state, verbose, callback
         hits, cover = backend.error_counts
         self.false_negatives_, self.false_positives_ = int(nnz - hits), int(cover - hits)
         self.n_blocks_ = blocks.n_blocks
-        self.peak_block_bytes_ = max(session.client.run(_worker.peak_bytes, session.fit).values())
+        self.peak_block_bytes_ = session.peak_bytes()
         self._store_result(
             W,
             best["H"],
