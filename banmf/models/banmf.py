@@ -247,7 +247,8 @@ class BANMF(BaseFactorization):
         The ``(factor, column)`` swaps made in the kept start (:func:`banmf.swap_factors`).
     predictor_ : Predictor or None
         How the unknown cells are predicted, for a fit with unknown cells (``missing=`` or
-        ``observed=``; None otherwise, and with ``init="custom"``): its ``kind``, "product"
+        ``observed=``; None otherwise, with ``init="custom"``, and when a single start ran,
+        which leaves W⊗H alone to choose): its ``kind``, "product"
         (``W⊗H``), "vote" (the share of the starts whose product is 1) or "nmf" (the NMF
         start's continuous product), its ``threshold``, its calibration and its ``report``,
         chosen by the fewest errors on a fifth of the observed cells left out of an inner fit
@@ -481,7 +482,8 @@ class BANMF(BaseFactorization):
             starts = _start_factors(outcome, unknown.observed)
             if not choosing():
                 self._starts = starts  # for the fit choosing the predictor
-            elif not interrupted and self.init == "random":
+            elif not interrupted and self.init == "random" and len(starts) > 1:
+                # One start (the paper's configuration, NMF's default): W⊗H is all there is.
                 self.predictor_ = self._choose_predictor(data, k, starts)
         return self
 
