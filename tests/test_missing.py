@@ -707,3 +707,15 @@ def test_best_threshold_has_the_fewest_errors(values, seed):
     assert np.isclose(
         probabilities[np.searchsorted(edges, scores, side="right")].sum(), truth.sum()
     )
+
+
+def test_the_html_report_names_the_predictor():
+    from banmf.report import report_html
+
+    Xd, unknown, fit_masks = noisy_problem("missing")
+    res = factorize(Xd, 3, random_state=0, max_iter=60, n_init=3, **fit_masks)
+    report = res.predictor.report
+    assert (
+        f"{res.predictor.kind}, threshold {res.predictor.threshold:.4g}: chosen on "
+        f"{report['held_out_cells']} observed cells" in report_html(res)
+    )
