@@ -316,7 +316,12 @@ def main(argv=None) -> int:
     parser.add_argument("--part", nargs="+", default=["accuracy", "votes", "cost"])
     parser.add_argument("--data", nargs="+", default=list(DATA), choices=DATA)
     parser.add_argument("--fractions", type=float, nargs="+", default=[0.1, 0.2, 0.3, 0.5])
-    parser.add_argument("--methods", nargs="+", default=list(CHOICES), choices=CHOICES)
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        choices=CHOICES,
+        help="default: every one (--quick: banmf, banmf (paper), nmf, asso and majority)",
+    )
     parser.add_argument(
         "--ks",
         nargs="+",
@@ -338,6 +343,7 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="small data, two seeds")
     args = parser.parse_args(argv)
     datasets = [d for d in args.data if d in QUICK] if args.quick else args.data
+    args.methods = args.methods or list(METHODS if args.quick else CHOICES)
     print(f"{os.cpu_count()} CPUs, --jobs {args.jobs}")
     if "accuracy" in args.part:
         tasks = []
