@@ -73,7 +73,7 @@ def load(name: str, seed: int):
         X, _, _ = banmf.make_boolean(n, n, k, d, random_state=seed)
         return X, None, k
     if name == "ratings":
-        X = banmf.make_sparse_tiles(
+        X, _, _ = banmf.make_sparse_tiles(
             2000, 500, 40_000, 10, overlap=0.3, dropout=0.2, random_state=seed
         )
         return X, None, NOISY[name]
