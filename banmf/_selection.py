@@ -18,6 +18,7 @@ import scipy.sparse as sp
 from ._boolean import cell_keys, in_sorted, support_mask_from_keys
 from ._mdl import description_bits
 from ._memory import check_memory
+from ._predictor import without_choice
 from ._runner import fit_tasks
 from ._validation import (
     check_binary_matrix,
@@ -565,7 +566,9 @@ def select_rank_of(
         tasks = [(estimator(k, seeds[0]), data)]
         tasks += [(estimator(k, s), fold) for s, (_, fold) in zip(seeds[1:], held)]
         try:
-            done = fit_tasks(tasks, n_jobs, _FitsProgress(k, len(tasks)))
+            # Scored by their factors: no fit chooses a predictor of its unknown cells.
+            with without_choice():
+                done = fit_tasks(tasks, n_jobs, _FitsProgress(k, len(tasks)))
         except KeyboardInterrupt:
             if not errors:
                 raise

@@ -191,6 +191,18 @@ def _summary(result, data, scores) -> str:
                 f"F1 on the ones {f1})",
             )
         )
+    if result.predictor is not None:
+        # The fit chose how to predict its unknown cells (docs/missing.md, "The predictor").
+        report = result.predictor.report
+        rates = ", ".join(f"{kind} {rate:.4f}" for kind, rate in report["error_rates"].items())
+        rows.append(
+            (
+                "predictor",
+                f"{result.predictor.kind}, threshold {result.predictor.threshold:.4g}: chosen "
+                f"on {report['held_out_cells']} observed cells left out of an inner fit (error "
+                f"rate {rates}; Brier score {report['brier']:.4f})",
+            )
+        )
     found = meta.get("versions")
     if isinstance(found, dict):
         rows.append(("versions", ", ".join(f"{k} {v}" for k, v in found.items())))

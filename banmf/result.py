@@ -33,6 +33,7 @@ from ._files import (
     versions,
 )
 from ._memory import check_memory
+from ._predictor import KINDS, Predictor
 from ._validation import check_binary_matrix, check_boolean_factors, check_cells
 from .dataset import Dataset
 from .exceptions import InputError
@@ -125,6 +126,11 @@ class Factorization:
         cell was unknown. At most one of the two is set; neither: every cell was observed.
     estimator : object or None
         The fitted estimator (not saved).
+    predictor : Predictor or None
+        How :meth:`predict`, :meth:`complete` and :meth:`filled` guess unknown cells, when the
+        fit chose one (BANMF with unknown cells: its ``predictor_``; saved): ``kind``
+        ("product", "vote" or "nmf"), ``threshold``, and the calibration behind
+        :meth:`predict_proba` with its ``report``. None: ``W⊗H``.
     """
 
     W: np.ndarray
@@ -145,6 +151,7 @@ class Factorization:
     missing: sp.csr_array | None = None
     observed: sp.csr_array | None = None
     estimator: object = None
+    predictor: Predictor | None = None
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -202,6 +209,7 @@ class Factorization:
             info=info,
             X=X,
             estimator=estimator,
+            predictor=getattr(estimator, "predictor_", None),
             **fields,
         )
 
@@ -284,10 +292,43 @@ class Factorization:
         return X
 
     def predict(self, rows, cols) -> np.ndarray:
-        """The Boolean product ``W⊗H`` at the cells ``(rows[q], cols[q])``: the factorization's
-        guess for cells whose value was unknown (:func:`banmf.predict_cells`)."""
+        """The guess (bool) at the cells ``(rows[q], cols[q])`` for cells whose value was
+        unknown: by :attr:`predictor` when the fit chose one, else the Boolean product
+        ``W⊗H`` (:func:`banmf.predict_cells`)."""
         Wb, Hb = check_boolean_factors(self.W, self.H)
-        return product_at(Wb, Hb, *check_cells(rows, cols, self.shape))
+        rows, cols = check_cells(rows, cols, self.shape)
+        if self.predictor is None:
+            return product_at(Wb, Hb, rows, cols)
+        return self.predictor.predict(Wb, Hb, rows, cols)
+
+    def predict_proba(self, rows, cols) -> np.ndarray:
+        """The probability that each cell ``(rows[q], cols[q])`` is 1: the :attr:`predictor`'s
+        score calibrated on the observed cells its choice left out (docs/missing.md).
+
+        Raises
+        ------
+        banmf.exceptions.InputError
+            The result has no predictor (a fit without unknown cells, a method other than
+            BANMF, or a result saved before banmf had them).
+
+        Examples
+        --------
+        >>> import banmf
+        >>> from banmf.model_selection import hold_out
+        >>> X, _, _ = banmf.make_boolean(60, 40, 3, density=0.3, noise=0.05, random_state=0)
+        >>> masks, hidden = hold_out(X, 0.1, random_state=0)
+        >>> res = banmf.factorize(X, 3, random_state=0, **masks)
+        >>> p = res.predict_proba([0, 1], [0, 0])
+        >>> bool(((p >= 0) & (p <= 1)).all())
+        True
+        """
+        if self.predictor is None:
+            raise InputError(
+                "this result has no calibrated predictor: fit BANMF with unknown cells "
+                "(missing= or observed=)"
+            )
+        Wb, Hb = check_boolean_factors(self.W, self.H)
+        return self.predictor.predict_proba(Wb, Hb, *check_cells(rows, cols, self.shape))
 
     def complete(self, X=None) -> sp.csr_array:
         """The data with its unknown cells filled in by ``W⊗H``: observed cells keep their
@@ -335,8 +376,17 @@ class Factorization:
         if unknown is None:
             return X, None, None, None
         if unknown.observed:
-            product = cell_keys(product_mask(*check_boolean_factors(self.W, self.H)))
-            return X, unknown, product[~in_sorted(product, cell_keys(unknown.cells))], None
+            # Cells no start covers score 0 in a vote: the candidates are the products' ones.
+            if self.predictor is not None and self.predictor.kind == "vote":
+                factors = zip(*self.predictor.factors)
+            else:
+                factors = [check_boolean_factors(self.W, self.H)]
+            product = np.unique(np.concatenate([cell_keys(product_mask(*f)) for f in factors]))
+            product = product[~in_sorted(product, cell_keys(unknown.cells))]
+            if self.predictor is not None and self.predictor.kind == "vote":
+                m = X.shape[1]
+                product = product[self.predict(product // m, product % m)]
+            return X, unknown, product, None
         keys = cell_keys(unknown.cells)
         m = X.shape[1]
         return X, unknown, keys, self.predict(keys // m, keys % m)
@@ -426,7 +476,7 @@ _FIELD_KEYS = (
     "interrupted",
     "info",
 )
-_FORMAT_KEYS = ("format", "format_version", "shape", "n_components", "labels")
+_FORMAT_KEYS = ("format", "format_version", "shape", "n_components", "labels", "predictor")
 
 
 def _write(result, path) -> None:
@@ -449,6 +499,12 @@ def _write(result, path) -> None:
     arrays = {"W": np.packbits(W, axis=1), "H": np.packbits(H, axis=1)}
     if result.loss_curve is not None:
         arrays["loss_curve"] = np.asarray(result.loss_curve, dtype=np.float64)
+    if result.predictor is not None:
+        meta["predictor"] = result.predictor.to_json()
+        for name, factor in zip(("W", "H"), result.predictor.factors):
+            # A vote's stacked Boolean factors as bits; the NMF start's as float64.
+            vote = result.predictor.kind == "vote"
+            arrays[f"predictor_{name}"] = np.packbits(factor, axis=2) if vote else factor
     for name, M in (("X", result.X), ("missing", result.missing), ("observed", result.observed)):
         if M is None:
             continue
@@ -514,6 +570,7 @@ def _read(path) -> Factorization:
             len(headers["loss_curve"][0]) != 1 or headers["loss_curve"][1].kind != "f"
         ):
             raise not_result("the loss curve is not a list of numbers")
+        predictor = _predictor_of(meta, headers, (n, m, k), not_result)
         matrices = [
             name
             for name in ("X", "missing", "observed")
@@ -525,18 +582,13 @@ def _read(path) -> Factorization:
             for key in embedded
         ):
             raise not_result("damaged embedded matrix")
-        stored = sum(
-            nbytes(headers[key]) for key in ("W", "H", "loss_curve", *embedded) if key in headers
-        )
+        parts = ("W", "H", "loss_curve", "predictor_W", "predictor_H", *embedded)
+        stored = sum(nbytes(headers[key]) for key in parts if key in headers)
         nnz = sum(int(headers[f"{name}_indices"][0][0]) for name in matrices)
         # The packed arrays, the unpacked factors (a byte per entry), the embedded matrices.
         check_memory(stored + (n + m) * k + 8 * (nnz + 2 * (n + 1)), f"{path}: the factorization")
         try:
-            data = {
-                key: npz_array(zf, key)
-                for key in ("W", "H", "loss_curve", *embedded)
-                if key in headers
-            }
+            data = {key: npz_array(zf, key) for key in parts if key in headers}
         except Exception as exc:
             raise not_result(f"damaged: {reason_of(exc)}") from None
     W = np.unpackbits(data["W"], axis=1, count=k).astype(bool)
@@ -547,7 +599,58 @@ def _read(path) -> Factorization:
         supports[name] = stored_pattern(indptr, indices, (n, m))
         if supports[name] is None:
             raise not_result("damaged embedded matrix")
-    return _factorization_of(meta, W, H, data.get("loss_curve"), supports, not_result)
+    if predictor is not None:
+        kind = predictor["kind"]
+        factors = () if kind == "product" else (data["predictor_W"], data["predictor_H"])
+        if kind == "vote":
+            factors = tuple(
+                np.unpackbits(f, axis=2, count=count).astype(bool)
+                for f, count in zip(factors, (k, m))
+            )
+        predictor = Predictor(
+            predictor["kind"],
+            predictor["threshold"],
+            np.asarray(predictor["edges"], dtype=np.float64),
+            np.asarray(predictor["probabilities"], dtype=np.float64),
+            predictor["report"],
+            factors,
+        )
+    result = _factorization_of(meta, W, H, data.get("loss_curve"), supports, not_result)
+    return result if predictor is None else result.replace(predictor=predictor)
+
+
+def _predictor_of(meta: dict, headers: dict, nmk: tuple, not_result) -> dict | None:
+    """A result file's predictor metadata, checked against its arrays' headers (None when the
+    file has none, as every file before banmf had predictors)."""
+    saved = meta.get("predictor")
+    if saved is None:
+        return None
+    n, m, k = nmk
+    if not (
+        isinstance(saved, dict)
+        and saved.get("kind") in KINDS
+        and isinstance(saved.get("threshold"), (int, float))
+        and isinstance(saved.get("edges"), list)
+        and isinstance(saved.get("probabilities"), list)
+        and len(saved["probabilities"]) == len(saved["edges"]) + 1
+        and all(isinstance(v, (int, float)) for v in saved["edges"] + saved["probabilities"])
+        and isinstance(saved.get("report"), dict)
+    ):
+        raise not_result("corrupt metadata: predictor")
+    kind = saved["kind"]
+    if kind == "product":
+        want = {}
+    elif kind == "vote":
+        stacked = headers.get("predictor_W", ((),))[0]
+        s = stacked[0] if len(stacked) == 3 else -1
+        want = {"W": ((s, n, -(-k // 8)), "u"), "H": ((s, k, -(-m // 8)), "u")}
+    else:
+        want = {"W": ((n, k), "f"), "H": ((k, m), "f")}
+    for name, (shape, dtype_kind) in want.items():
+        header = headers.get(f"predictor_{name}")
+        if header is None or header[0] != shape or header[1].kind != dtype_kind:
+            raise not_result(f"damaged predictor: {name}")
+    return saved
 
 
 def _factorization_of(meta: dict, W, H, loss_curve, supports: dict, not_result):

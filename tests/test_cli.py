@@ -522,3 +522,32 @@ def test_factorize_k_auto_chooses_by_held_out_error_end_to_end(tmp_path):
 def test_k_auto_refusals_exit_2(argv, message):
     code, out, err = run(*argv)
     assert code == 2 and message in err and out == ""
+
+
+def test_complete_says_its_predictor_and_gives_calibrated_probabilities(tmp_path):
+    res = tmp_path / "v.npz"
+    code, out, _ = run("factorize", VOTES, "-k", "3", "--missing", VOTES_MASK, "--out", str(res))
+    assert code == 0, out
+    predictor = load_result(res).predictor
+    assert predictor is not None
+    code, out, err = run("complete", VOTES, str(res), "--proba", "-v")
+    lines = out.splitlines()
+    assert code == 0 and lines[0] == "row,column,value,probability" and len(lines) == 393
+    values = [(int(line.split(",")[-2]), float(line.split(",")[-1])) for line in lines[1:]]
+    assert all(0 <= p <= 1 for _, p in values)
+    assert "392 unknown cells filled in (" in err and "Brier score" in err
+    assert f"predictor chosen on {predictor.report['held_out_cells']} observed cells" in err
+    code, out, _ = run("complete", VOTES, str(res), "--json", "--proba")
+    rec = json.loads(out)
+    assert rec["predictor"]["kind"] == predictor.kind
+    assert [e["value"] for e in rec["filled"]] == [v for v, _ in values]
+    # A result without a predictor (one start: W⊗H alone) has no probabilities to give.
+    one = tmp_path / "one.npz"
+    code, out, _ = run(
+        "factorize", VOTES, "-k", "3", "--missing", VOTES_MASK, "--method", "nmf", "--out", str(one)
+    )
+    assert code == 0, out
+    code, out, err = run("complete", VOTES, str(one))
+    assert code == 0 and "(W⊗H)" in err
+    code, _, err = run("complete", VOTES, str(one), "--proba")
+    assert code == 2 and "no calibrated predictor" in err

@@ -535,3 +535,188 @@ def test_factorize_keeps_the_unknown_cells_a_dataset_carries():
     assert res.missing is not None and (res.missing != votes.missing).nnz == 0
     assert res.error == given.error and res.n_observed == given.n_observed < 435 * 16
     assert res.row_labels == votes.row_labels and res.col_labels == votes.col_labels
+
+
+# ------------------------------------------------------------------------- the predictor
+
+
+def noisy_problem(form, seed=0, share=0.2):
+    """Planted data with noise, a share of its cells unknown, and the fit's keywords."""
+    X, _, _ = banmf.make_boolean(80, 50, 3, 0.3, noise=0.05, random_state=seed)
+    unknown = np.random.default_rng(seed).random(X.shape) < share
+    return X.toarray().astype(bool), unknown, masks(form, unknown)
+
+
+def small_banmf(**params):
+    return BANMF(3, max_iter=60, n_init=3, **{"random_state": 0, **params})
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_the_predictor_choice_never_reads_the_unknown_cells(form):
+    Xd, unknown, fit_masks = noisy_problem(form)
+    rows, cols = np.nonzero(unknown)
+    results = []
+    for values in (Xd, np.where(unknown, ~Xd, Xd), Xd | unknown):
+        model = small_banmf().fit(values, **fit_masks)
+        res = banmf.Factorization.from_estimator(model)
+        results.append((model.predictor_, res.predict(rows, cols), res.predict_proba(rows, cols)))
+    first = results[0][0]
+    assert first is not None and first.kind in ("product", "vote", "nmf")
+    for predictor, guess, proba in results[1:]:
+        assert predictor.to_json() == first.to_json()
+        np.testing.assert_array_equal(guess, results[0][1])
+        np.testing.assert_array_equal(proba, results[0][2])
+
+
+def test_the_predictor_is_the_same_for_a_seed_whatever_the_threads():
+    Xd, unknown, fit_masks = noisy_problem("missing", seed=1)
+    rows, cols = np.nonzero(unknown)
+    fits = [small_banmf(n_jobs=jobs).fit(Xd, **fit_masks) for jobs in (1, 2, 1)]
+    for model in fits[1:]:
+        assert model.predictor_.to_json() == fits[0].predictor_.to_json()
+        for a, b in zip(model.predictor_.factors, fits[0].predictor_.factors):
+            np.testing.assert_array_equal(a, b)
+    other = small_banmf(random_state=5).fit(Xd, **fit_masks).predictor_
+    assert other.report != fits[0].predictor_.report  # another seed, another inner split
+
+
+def test_no_predictor_without_unknown_cells_or_with_one_start():
+    Xd, unknown, fit_masks = noisy_problem("missing")
+    assert small_banmf().fit(Xd).predictor_ is None
+    res = factorize(Xd, 3, "nmf", random_state=0, **fit_masks)  # one start: W⊗H alone
+    assert res.predictor is None
+    with pytest.raises(InputError, match="no calibrated predictor"):
+        res.predict_proba([0], [0])
+    np.testing.assert_array_equal(
+        res.predict([0, 1], [2, 3]), predict_cells(res.W, res.H, [0, 1], [2, 3])
+    )
+
+
+def test_predict_proba_is_calibrated_on_planted_data():
+    X, _, _ = banmf.make_boolean(300, 120, 4, 0.3, noise=0.08, random_state=3)
+    hidden = mask_entries(X, 0.3, random_state=0)
+    res = factorize(X, 4, random_state=0, missing=hidden)
+    rows, cols = hidden.nonzero()
+    truth = X.toarray().astype(bool)[rows, cols]
+    proba = res.predict_proba(rows, cols)
+    assert ((proba >= 0) & (proba <= 1)).all()
+    # On cells the choice never saw, the mean score of a bin is near its frequency of ones.
+    for value in np.unique(proba):
+        inside = proba == value
+        if inside.sum() >= 200:
+            assert abs(truth[inside].mean() - value) < 0.06, value
+    base = truth.mean()
+    assert np.mean((proba - truth) ** 2) < 0.5 * base * (1 - base)  # beats the base rate
+    report = res.predictor.report
+    assert sum(b["cells"] for b in report["bins"]) == report["held_out_cells"]
+    assert 0 <= report["brier"] < 0.25
+    assert res.predictor.kind in report["error_rates"]
+
+
+def test_the_predictor_is_no_worse_than_the_product_where_it_was_chosen():
+    from banmf.datasets import load_votes
+
+    votes = load_votes("435")
+    fit_masks, hidden = hold_out(votes, 0.2, random_state=0, missing=votes.missing)
+    res = factorize(votes.X, 5, random_state=0, **fit_masks)
+    rows, cols = hidden.nonzero()
+    truth = votes.X.toarray().astype(bool)[rows, cols]
+    chosen = (res.predict(rows, cols) != truth).mean()
+    product = (predict_cells(res.W, res.H, rows, cols) != truth).mean()
+    assert res.predictor.kind != "product" and chosen < product - 0.01
+
+
+def test_the_observed_form_lists_the_cells_the_vote_predicts_one():
+    Xd, unknown, fit_masks = noisy_problem("observed", share=0.5)
+    res = factorize(Xd, 3, random_state=0, max_iter=60, n_init=3, **fit_masks)
+    if res.predictor.kind != "vote":  # the test is about a vote: make this one one
+        res = res.replace(predictor=small_banmf().fit(Xd, **fit_masks).predictor_)
+    assert res.predictor.kind == "vote"
+    n, m = Xd.shape
+    rows, cols = np.divmod(np.arange(n * m), m)
+    guess = res.predict(rows, cols).reshape(n, m)
+    keys, values = res.filled()
+    assert values is None
+    # X's ones under the unknown cells are never read: every unknown cell guessed 1 is listed.
+    np.testing.assert_array_equal(keys, np.flatnonzero(unknown & guess))
+    np.testing.assert_array_equal(res.complete().toarray(), (Xd & ~unknown) | (unknown & guess))
+
+
+@pytest.mark.parametrize("kind", ["vote", "nmf", "product"])
+def test_a_predictor_saves_and_loads_with_the_result(tmp_path, kind):
+    from banmf._predictor import Predictor
+
+    Xd, unknown, fit_masks = noisy_problem("missing")
+    res = factorize(Xd, 3, random_state=0, max_iter=60, n_init=3, **fit_masks)
+    rng = np.random.default_rng(0)
+    factors = {
+        "vote": (rng.random((4, 80, 3)) < 0.3, rng.random((4, 3, 50)) < 0.3),
+        "nmf": (rng.random((80, 3)), rng.random((3, 50))),
+        "product": (),
+    }[kind]
+    predictor = Predictor(
+        kind, 0.4, np.array([0.2, 0.6]), np.array([0.1, 0.5, 0.9]), {"a": 1}, factors
+    )
+    res = res.replace(predictor=predictor)
+    res.save(tmp_path / "r.npz")
+    back = banmf.Factorization.load(tmp_path / "r.npz")
+    assert back.predictor.to_json() == predictor.to_json()
+    rows, cols = np.nonzero(unknown)
+    np.testing.assert_array_equal(back.predict(rows, cols), res.predict(rows, cols))
+    np.testing.assert_array_equal(back.predict_proba(rows, cols), res.predict_proba(rows, cols))
+    np.testing.assert_array_equal(back.complete().toarray(), res.complete().toarray())
+    assert "predictor" not in back.meta
+
+
+def test_a_damaged_predictor_is_refused(tmp_path):
+    import json
+
+    Xd, unknown, fit_masks = noisy_problem("missing")
+    res = factorize(Xd, 3, random_state=0, max_iter=60, n_init=3, **fit_masks)
+    assert res.predictor.kind != "product"  # it has arrays to lose
+    res.save(tmp_path / "r.npz")
+    with np.load(tmp_path / "r.npz") as f:
+        arrays = dict(f)
+    meta = json.loads(bytes(arrays["meta"]).decode())
+    meta["predictor"]["kind"] = "oracle"
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    np.savez(tmp_path / "bad.npz", **arrays)
+    with pytest.raises(InputError, match="corrupt metadata: predictor"):
+        banmf.Factorization.load(tmp_path / "bad.npz")
+    meta["predictor"]["kind"] = res.predictor.kind
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    arrays.pop("predictor_W", None)
+    arrays.pop("predictor_H", None)
+    np.savez(tmp_path / "bad.npz", **arrays)
+    with pytest.raises(InputError, match="damaged predictor"):
+        banmf.Factorization.load(tmp_path / "bad.npz")
+
+
+@given(st.lists(st.integers(0, 4), min_size=1, max_size=30), st.integers(0, 2**32 - 1))
+def test_best_threshold_has_the_fewest_errors(values, seed):
+    from banmf._predictor import best_threshold, calibrate
+
+    scores = np.array(values, dtype=np.float64) / 4
+    truth = np.random.default_rng(seed).random(len(scores)) < 0.5
+    threshold, errors = best_threshold(scores, truth)
+    assert errors == ((scores > threshold) != truth).sum()
+    for t in np.concatenate([[-1.0], scores]):  # every way to cut the scores
+        assert errors <= ((scores > t) != truth).sum()
+    edges, probabilities = calibrate(scores, truth)
+    assert (np.diff(probabilities) >= 0).all() and len(probabilities) == len(edges) + 1
+    # Pooled to be nondecreasing, the calibration keeps the share of ones.
+    assert np.isclose(
+        probabilities[np.searchsorted(edges, scores, side="right")].sum(), truth.sum()
+    )
+
+
+def test_the_html_report_names_the_predictor():
+    from banmf.report import report_html
+
+    Xd, unknown, fit_masks = noisy_problem("missing")
+    res = factorize(Xd, 3, random_state=0, max_iter=60, n_init=3, **fit_masks)
+    report = res.predictor.report
+    assert (
+        f"{res.predictor.kind}, threshold {res.predictor.threshold:.4g}: chosen on "
+        f"{report['held_out_cells']} observed cells" in report_html(res)
+    )

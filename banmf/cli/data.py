@@ -152,23 +152,32 @@ def cmd_complete(args, out, err) -> int:
     rows_named = ds.row_labels or saved.row_labels
     cols_named = ds.col_labels or saved.col_labels
     ones = int(len(keys) if values is None else values.sum())
+    predictor = fitted.predictor
     record = {
         "input": args.input,
         "result": args.result,
         "unknown_cells": n * m - fitted.n_observed,
         "filled_ones": ones,
+        "predictor": None if predictor is None else predictor.to_json(),
         "out": args.out,
     }
+    if args.proba and predictor is None:
+        raise UsageError(
+            f"{args.result} has no calibrated predictor for --proba (BANMF's fits with unknown "
+            "cells and more than one start have one)"
+        )
     if args.out:
         completed = fitted.complete(X)
         write_matrix(completed, args.out, row_labels=rows_named, col_labels=cols_named)
         args.written = args.out
     if args.json or not args.out:
+        proba = fitted.predict_proba(keys // m, keys % m) if args.proba else None
         entries = [
             {
                 "row": rows_named[i] if rows_named else int(i),
                 "column": cols_named[j] if cols_named else int(j),
                 "value": 1 if values is None else int(values[q]),
+                **({} if proba is None else {"probability": float(proba[q])}),
             }
             for q, (i, j) in enumerate(zip(keys // m, keys % m))
         ]
@@ -178,15 +187,48 @@ def cmd_complete(args, out, err) -> int:
         out.write(json.dumps(record, indent=2, default=str) + "\n")
         return EXIT_OK
     what = "unobserved cells predicted 1" if values is None else "unknown cells filled in"
+    how = "W⊗H" if predictor is None else _PREDICTORS[predictor.kind]
+    if predictor is not None and predictor.kind != "product":
+        how += f" above {predictor.threshold:.4g}"
+    report = _calibration_lines(predictor) if args.verbose and predictor is not None else []
     if args.out:
         out.write(
             f"wrote {args.out}: {n}×{m}, {plural(record['unknown_cells'], 'unknown cell')} "
-            f"filled in by {saved.method} (k={saved.n_components}), {ones} of them as 1\n"
+            f"filled in by {saved.method} (k={saved.n_components}; {how}), {ones} of them as 1\n"
         )
+        out.writelines(report)
         return EXIT_OK
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["row", "column", "value"])
+    writer.writerow(["row", "column", "value", *(["probability"] if args.proba else [])])
     for entry in entries:
-        writer.writerow([entry["row"], entry["column"], entry["value"]])
-    err.write(f"banmf: {len(entries)} {what}\n")
+        writer.writerow(list(entry.values()))
+    err.write(f"banmf: {len(entries)} {what} ({how})\n")
+    err.writelines(report)
     return EXIT_OK
+
+
+#: How ``banmf complete`` names each kind of predictor.
+_PREDICTORS = {
+    "product": "W⊗H",
+    "vote": "the share of the starts predicting 1",
+    "nmf": "the NMF start's continuous product",
+}
+
+
+def _calibration_lines(predictor) -> list[str]:
+    """The predictor's choice and calibration report (``banmf complete --verbose``)."""
+    report = predictor.report
+    rates = ", ".join(f"{kind} {rate:.4f}" for kind, rate in report["error_rates"].items())
+    lines = [
+        f"predictor chosen on {report['held_out_cells']} observed cells left out of an inner "
+        f"fit: error rate {rates}\n",
+        f"calibration on them (out of sample): Brier score {report['brier']:.4f}\n",
+        "  probability   cells  mean score  frequency of ones\n",
+    ]
+    for row in report["bins"]:
+        low, high = row["bin"]
+        lines.append(
+            f"  {low:.1f}-{high:.1f}  {row['cells']:>9}  {row['mean_probability']:>10.3f}"
+            f"  {row['frequency']:>17.3f}\n"
+        )
+    return lines

@@ -255,6 +255,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="write the completed matrix here (any matrix format; default: print the filled-in "
         "cells as CSV: row, column, value)",
     )
+    p.add_argument(
+        "--proba",
+        action="store_true",
+        help="add each filled-in cell's calibrated probability of a 1 (a column of the CSV, a "
+        "key of --json; the result must have a predictor: BANMF's, fitted with unknown cells)",
+    )
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also print how the predictor was chosen and its calibration report",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_complete)
 

@@ -10,7 +10,9 @@ from typing import ClassVar
 
 import numpy as np
 
+from .._boolean import cell_keys, in_sorted
 from .._params import BOOLEAN, CALLABLE, FLOAT_DTYPE, NONE, Interval, Options, subset_of
+from .._predictor import Predictor, choose, choosing, without_choice
 from .._progress import inside_a_start
 from .._signals import Interruptions
 from .._threads import current_threads
@@ -70,6 +72,10 @@ PAPER_CONFIG = MappingProxyType(
 #: only, where its concepts, which never cover a zero, complement the starts' factors
 #: (mushroom k = 20: 46242 → 45891 combined with the best start alone).
 GRECOND_SHARE = 5e-4
+
+#: The share of the observed cells (ones and zeros alike) an inner fit leaves out, to choose
+#: the predictor of unknown cells on them (:meth:`BANMF._choose_predictor`).
+INNER_HOLD_OUT = 0.2
 
 #: The starts ``extra_starts`` may name.
 EXTRA_STARTS = ("nmf", "grecond", "columns")
@@ -239,6 +245,14 @@ class BANMF(BaseFactorization):
         "combined".
     swaps_ : list of (int, int)
         The ``(factor, column)`` swaps made in the kept start (:func:`banmf.swap_factors`).
+    predictor_ : Predictor or None
+        How the unknown cells are predicted, for a fit with unknown cells (``missing=`` or
+        ``observed=``; None otherwise, with ``init="custom"``, and when a single start ran,
+        which leaves W⊗H alone to choose): its ``kind``, "product"
+        (``W⊗H``), "vote" (the share of the starts whose product is 1) or "nmf" (the NMF
+        start's continuous product), its ``threshold``, its calibration and its ``report``,
+        chosen by the fewest errors on a fifth of the observed cells left out of an inner fit
+        (docs/missing.md, "The predictor"). :attr:`banmf.Factorization.predictor` holds it.
     n_init_ : int
         The number of initialisations asked for (``n_init`` resolved; "auto" as decided, or
         when an extra start was exact before any random one ran, the most it could decide).
@@ -458,19 +472,56 @@ class BANMF(BaseFactorization):
         outcome = driver.fit(names)
         best = self._set_fitted(outcome, p)
         self.W_continuous_, W = driver.rows(best)
-        self._set_result(
-            data,
-            W,
-            best["H"],
-            best["error"],
-            best["n_iter"],
-            start,
-            outcome.interrupted or any(run["interrupted"] for _, run in outcome.kept),
-        )
+        interrupted = outcome.interrupted or any(run["interrupted"] for _, run in outcome.kept)
+        self._set_result(data, W, best["H"], best["error"], best["n_iter"], start, interrupted)
+        self.predictor_ = None
         if interrupts.count or any(run["signalled"] for _, run in outcome.kept):
             # The model holds the best result so far; a caller's loop of fits must stop too.
             raise KeyboardInterrupt
+        if unknown is not None:
+            starts = _start_factors(outcome, unknown.observed)
+            if not choosing():
+                self._starts = starts  # for the fit choosing the predictor
+            elif not interrupted and self.init == "random" and len(starts) > 1:
+                # One start (the paper's configuration, NMF's default): W⊗H is all there is.
+                self.predictor_ = self._choose_predictor(data, k, starts)
         return self
+
+    def _choose_predictor(self, data, k: int, starts: dict) -> Predictor | None:
+        """The predictor of the unknown cells (:attr:`predictor_`): fit again with
+        :data:`INNER_HOLD_OUT` of the observed cells left out as well (drawn with a seed from
+        ``random_state``; the unknown cells are never drawn, and their values never read),
+        score every kind the fit's ``starts`` give on those cells, and keep the one with the
+        fewest errors, with its threshold and calibration, on the factors of this fit."""
+        from .._selection import mask_entries
+
+        seed = int(check_random_state(self.random_state).integers(2**31 - 1))
+        hidden = mask_entries(data, INNER_HOLD_OUT, random_state=seed)
+        if hidden.nnz == 0:  # too few observed cells to leave any out
+            return None
+        params = self.get_params(deep=False)
+        params.update(n_components=k, random_state=seed, verbose=0, callback=None)
+        inner = type(self)(**params)
+        try:
+            with without_choice(), inside_a_start():
+                inner.fit(data.hide(hidden))
+        except KeyboardInterrupt:
+            self.interrupted_ = True  # the fit stands, with W⊗H as its predictor
+            raise
+        keys = cell_keys(hidden)
+        m = data.shape[1]
+        rows, cols = keys // m, keys % m
+        truth = in_sorted(keys, cell_keys(data.X))
+        scores = {
+            kind: Predictor(kind, 0.5, np.zeros(0), np.zeros(1), factors=factors).score(
+                inner.W_, inner.components_, rows, cols
+            )
+            for kind, factors in inner._starts.items()
+            if kind in starts
+        }
+        order = np.random.default_rng(seed).permutation(len(keys))
+        kind, threshold, edges, probabilities, report = choose(scores, truth, order)
+        return Predictor(kind, threshold, edges, probabilities, report, starts[kind])
 
     def _set_fitted(self, outcome: Outcome, p: dict) -> dict:
         """The fitted attributes of the starts (all but W's and the shared ones of
@@ -532,6 +583,27 @@ class BANMF(BaseFactorization):
         """The Boolean product ``W⊗H`` (a CSR support mask) for Boolean W of shape (n, k)."""
         self._check_fitted()
         return boolean_product(W, self.components_)
+
+
+def _start_factors(outcome: Outcome, observed: bool) -> dict:
+    """The factors of each kind of predictor a fit's starts give (:class:`Predictor`):
+    "product" always; "vote" with two starts or more (every start's Boolean factors); "nmf"
+    when the NMF start ran and the unknown cells were given as ``missing=`` (with
+    ``observed=`` the predicted ones off the observed cells are listed, which a continuous
+    product, nonzero almost everywhere, cannot do sparsely)."""
+    runs = [run for _, run in outcome.kept]
+    kinds: dict = {"product": ()}
+    if len(runs) > 1:
+        kinds["vote"] = (
+            np.stack([np.asarray(run["W"], dtype=bool) for run in runs]),
+            np.stack([np.asarray(run["H"], dtype=bool) for run in runs]),
+        )
+    nmf = outcome.extra.get("nmf")
+    if nmf is not None and not observed:
+        kinds["nmf"] = tuple(
+            np.asarray(nmf[f"{name}_continuous"], dtype=np.float64) for name in ("W", "H")
+        )
+    return kinds
 
 
 class _LocalStart:

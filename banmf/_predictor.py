@@ -1,0 +1,228 @@
+"""The predictor of unknown cells a fit chooses (docs/missing.md, "The predictor"): a raw
+score per cell from the fit's factors, the threshold that turns it into a 0/1 guess, and the
+calibration that turns it into a probability, all chosen on observed cells held out from an
+inner fit.
+
+A leaf: it knows numpy and the Boolean helpers only, so that the result type can hold one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ._boolean import product_at
+
+#: The kinds of predictor, in the order a tie on the held-out cells is broken: the kept start's
+#: product, the share of the starts whose product is 1, the NMF start's continuous product.
+KINDS = ("product", "vote", "nmf")
+#: Score bins of the calibration (at most; fewer where the score takes fewer values).
+CALIBRATION_BINS = 10
+#: Reliability bins of the calibration report: equal widths of [0, 1].
+REPORT_BINS = 10
+#: Cells scored at a time (bounds the n·k temporaries of the continuous product).
+_CHUNK = 1 << 18
+
+
+@dataclass(frozen=True, eq=False)
+class Predictor:
+    """How a fit predicts unknown cells: ``score(cell) > threshold``.
+
+    Attributes
+    ----------
+    kind : {"product", "vote", "nmf"}
+        "product": the Boolean product ``W⊗H`` of the kept start (the score is 0 or 1).
+        "vote": the share of the fit's starts whose Boolean product is 1 at the cell.
+        "nmf": the NMF start's balanced continuous product ``(W H)[i, j]``.
+    threshold : float
+        A cell is predicted 1 when its score is above it (strictly).
+    edges, probabilities : ndarray
+        The calibration: a score in bin ``searchsorted(edges, score, side="right")`` has
+        probability ``probabilities[bin]`` of being 1 (nondecreasing in the score).
+    report : dict
+        What the choice saw on the held-out cells (:func:`choose`).
+    factors : tuple of ndarray
+        What the score needs besides the result's W and H: ``(Ws, Hs)`` stacked Boolean factors
+        of the starts ("vote"), ``(W, H)`` continuous factors ("nmf"), none ("product").
+    """
+
+    kind: str
+    threshold: float
+    edges: np.ndarray
+    probabilities: np.ndarray
+    report: dict = field(default_factory=dict)
+    factors: tuple = ()
+
+    def score(self, W, H, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """The raw score at the trusted cells ``(rows[q], cols[q])``; ``W`` and ``H`` are the
+        result's Boolean factors (read by "product" only)."""
+        if self.kind == "product":
+            return product_at(W, H, rows, cols).astype(np.float64)
+        if self.kind == "vote":
+            Ws, Hs = self.factors
+            votes = np.zeros(len(rows), dtype=np.float64)
+            for Wi, Hi in zip(Ws, Hs):
+                votes += product_at(Wi, Hi, rows, cols)
+            return votes / len(Ws)
+        Wc, Hc = self.factors
+        out = np.empty(len(rows), dtype=np.float64)
+        for s in range(0, len(rows), _CHUNK):
+            r, c = rows[s : s + _CHUNK], cols[s : s + _CHUNK]
+            out[s : s + _CHUNK] = np.einsum("qk,kq->q", Wc[r], Hc[:, c])
+        return out
+
+    def predict(self, W, H, rows, cols) -> np.ndarray:
+        """The 0/1 guess (bool) at the trusted cells."""
+        return self.score(W, H, rows, cols) > self.threshold
+
+    def predict_proba(self, W, H, rows, cols) -> np.ndarray:
+        """The calibrated probability of a one at the trusted cells."""
+        return self.calibrated(self.score(W, H, rows, cols))
+
+    def calibrated(self, scores: np.ndarray) -> np.ndarray:
+        """The calibrated probability of raw ``scores``."""
+        return self.probabilities[np.searchsorted(self.edges, scores, side="right")]
+
+    def to_json(self) -> dict:
+        """Everything but the factors, as JSON (a result file's metadata)."""
+        return {
+            "kind": self.kind,
+            "threshold": float(self.threshold),
+            "edges": [float(e) for e in self.edges],
+            "probabilities": [float(p) for p in self.probabilities],
+            "report": self.report,
+        }
+
+    def __repr__(self) -> str:
+        return f"Predictor({self.kind}, threshold={self.threshold:g})"
+
+
+def best_threshold(scores: np.ndarray, truth: np.ndarray) -> tuple[float, int]:
+    """``(threshold, errors)``: the threshold with the fewest errors of ``scores > threshold``
+    against the 0/1 ``truth`` (ties: the one nearest 0.5), midway between two scores seen."""
+    order = np.argsort(scores, kind="stable")
+    s, y = scores[order], truth[order].astype(np.int64)
+    last = np.flatnonzero(np.append(s[1:] != s[:-1], True))  # the last cell of each value
+    ones_below = np.cumsum(y)[last]  # ones at or below each value: predicted 0, wrong
+    zeros_above = (len(y) - y.sum()) - (last + 1 - ones_below)  # zeros above: predicted 1
+    errors = np.concatenate([[len(y) - y.sum()], ones_below + zeros_above])
+    values = s[last]
+    cuts = np.concatenate([[values[0] - 1.0], (values[:-1] + values[1:]) / 2, [values[-1] + 1.0]])
+    fewest = errors.min()
+    tied = np.flatnonzero(errors == fewest)
+    pick = tied[np.argmin(np.abs(cuts[tied] - 0.5))]
+    return float(cuts[pick]), int(fewest)
+
+
+def calibrate(scores: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(edges, probabilities)``: histogram binning of ``scores`` (each distinct value, or
+    up to :data:`CALIBRATION_BINS` quantile bins) made nondecreasing by pooling adjacent
+    violators, the frequency of ones per bin (a bin no cell fell in takes its left neighbour's,
+    the first nonempty one's at the start)."""
+    values = np.unique(scores)
+    if len(values) <= CALIBRATION_BINS:
+        edges = (values[:-1] + values[1:]) / 2
+    else:
+        inner = np.linspace(0, 1, CALIBRATION_BINS + 1)[1:-1]
+        edges = np.unique(np.quantile(scores, inner))
+    bins = np.searchsorted(edges, scores, side="right")
+    cells = np.bincount(bins, minlength=len(edges) + 1).astype(np.float64)
+    ones = np.bincount(bins, weights=truth.astype(np.float64), minlength=len(edges) + 1)
+    seen = np.flatnonzero(cells)
+    pooled = _pool_adjacent_violators(ones[seen] / cells[seen], cells[seen])
+    probabilities = np.empty(len(cells))
+    probabilities[seen] = pooled
+    # An empty bin takes the nearest nonempty one on its left (the first one's at the start).
+    fill = np.maximum.accumulate(np.where(cells > 0, np.arange(len(cells)), -1))
+    probabilities = probabilities[np.where(fill < 0, seen[0], fill)]
+    return edges, probabilities
+
+
+def _pool_adjacent_violators(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The nondecreasing sequence nearest ``values`` in weighted least squares."""
+    blocks: list[list[float]] = []  # [mean, weight, length]
+    for v, w in zip(values, weights):
+        blocks.append([v, w, 1])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            v2, w2, n2 = blocks.pop()
+            v1, w1, n1 = blocks[-1]
+            blocks[-1] = [(v1 * w1 + v2 * w2) / (w1 + w2), w1 + w2, n1 + n2]
+    return np.concatenate([np.full(int(n), v) for v, _, n in blocks])
+
+
+def reliability(probabilities: np.ndarray, truth: np.ndarray) -> dict:
+    """The calibration report of ``probabilities`` against the 0/1 ``truth``: the Brier score
+    and, per nonempty bin of :data:`REPORT_BINS` equal widths, its cells, mean probability and
+    frequency of ones."""
+    y = truth.astype(np.float64)
+    bins = np.minimum((probabilities * REPORT_BINS).astype(np.int64), REPORT_BINS - 1)
+    rows = []
+    for b in np.unique(bins):
+        inside = bins == b
+        rows.append(
+            {
+                "bin": [b / REPORT_BINS, (b + 1) / REPORT_BINS],
+                "cells": int(inside.sum()),
+                "mean_probability": float(probabilities[inside].mean()),
+                "frequency": float(y[inside].mean()),
+            }
+        )
+    return {"brier": float(np.mean((probabilities - y) ** 2)), "bins": rows}
+
+
+def choose(candidates: dict, truth: np.ndarray, order: np.ndarray) -> tuple:
+    """``(kind, threshold, edges, probabilities, report)``: the kind of predictor, its
+    threshold, its calibration (:func:`calibrate`) and the report, from the raw ``candidates``
+    (kind → scores on the held-out cells) and the held-out cells' 0/1 ``truth``.
+
+    The kind with the fewest held-out errors wins (ties: in :data:`KINDS` order; "product"
+    keeps the threshold 0.5, W⊗H itself). The report's reliability is out of sample: the
+    calibration is fitted on one half of the cells (``order``, a permutation of them, splits
+    them) and scored on the other, both ways round; the predictor's own calibration is then
+    fitted on them all.
+    """
+    thresholds, errors = {}, {}
+    for kind in KINDS:
+        if kind not in candidates:
+            continue
+        if kind == "product":
+            thresholds[kind] = 0.5
+            errors[kind] = int(((candidates[kind] > 0.5) != truth).sum())
+        else:
+            thresholds[kind], errors[kind] = best_threshold(candidates[kind], truth)
+    kind = min(errors, key=lambda name: (errors[name], KINDS.index(name)))
+    scores = candidates[kind]
+    out_of_sample = np.empty(len(scores))
+    halves = np.array_split(order, 2)
+    for fit, score in (halves, halves[::-1]) if len(order) > 1 else ((order, order),):
+        edges, probs = calibrate(scores[fit], truth[fit])
+        out_of_sample[score] = probs[np.searchsorted(edges, scores[score], side="right")]
+    report = {
+        "held_out_cells": len(truth),
+        "error_rates": {name: errors[name] / len(truth) for name in errors},
+        **reliability(out_of_sample, truth),
+    }
+    return kind, thresholds[kind], *calibrate(scores, truth), report
+
+
+_choosing: contextvars.ContextVar[bool] = contextvars.ContextVar("banmf_predictor", default=True)
+
+
+def choosing() -> bool:
+    """Whether a fit with unknown cells chooses its predictor here (not inside
+    :func:`without_choice`)."""
+    return _choosing.get()
+
+
+@contextlib.contextmanager
+def without_choice():
+    """Fits in this scope keep W⊗H as their predictor and choose none: the inner fit of the
+    choice itself, and fits scored by their factors alone (the folds of a rank selection)."""
+    token = _choosing.set(False)
+    try:
+        yield
+    finally:
+        _choosing.reset(token)
