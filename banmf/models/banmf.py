@@ -239,6 +239,13 @@ class BANMF(BaseFactorization):
         "combined".
     swaps_ : list of (int, int)
         The ``(factor, column)`` swaps made in the kept start (:func:`banmf.swap_factors`).
+    timings_ : dict
+        Where the time went: ``{start: {phase: seconds}}`` for every start that ran (keyed as
+        ``best_start_``), its phases among ``"setup"``, ``"iterations"``, ``"threshold
+        search"``, ``"per-factor thresholds"``, ``"greedy factors"``, ``"combining"``,
+        ``"polish"`` and ``"swaps"``, and ``timings_["fit"]["starts"]``, the wall time of all
+        the starts (less than their sum when they ran side by side). The rest of
+        ``fit_seconds_`` is checking the data and forming the result.
     n_init_ : int
         The number of initialisations asked for (``n_init`` resolved; "auto" as decided, or
         when an extra start was exact before any random one ran, the most it could decide).
@@ -490,6 +497,7 @@ class BANMF(BaseFactorization):
         )
         self.polish_rounds_, self.refinement_ = best["polish_rounds"], best["refinement"]
         self.swaps_ = best["swaps"]
+        self.timings_ = {**outcome.timings, "fit": {"starts": outcome.seconds}}
         return best
 
     def fit_transform(
