@@ -32,7 +32,7 @@ from ..exceptions import ConvergenceWarning, InvalidParameterError
 from .protocol import Backend, Start
 from .starts import auto_n_init
 
-__all__ = ["WITHOUT_WHOLE_COLUMNS", "Driver", "Outcome", "check_backend", "settled", "timed"]
+__all__ = ["WITHOUT_WHOLE_COLUMNS", "Driver", "Outcome", "check_backend", "settled"]
 
 #: What the parameters that choose steps needing whole columns may be on a backend without
 #: :attr:`Backend.whole_columns`: no exact polish, nor "auto" (which may pick it), no GreConD
