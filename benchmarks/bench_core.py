@@ -1,7 +1,8 @@
 """Per-iteration cost of BANMF against scikit-learn's NMF and numpy/scipy versions of its iteration.
 
     python benchmarks/bench_core.py [--quick] [--dtype float32] [--sizes i i5 ii iii] [--ks 10 32 64]
-                                    [--degrees [equal uniform poisson ... retail]] [--no-extras]
+                                    [--degrees [equal uniform poisson ... retail]]
+                                    [--kernels [poisson powerlaw ...]] [--no-extras]
 
 Every measurement runs in its own fresh process, so "peak MB" is that process's peak resident
 memory (data generation included). Times are medians over the timed iterations; ratios compare
@@ -27,7 +28,10 @@ Then: the same per-iteration comparison on data shaped like users' data (``--deg
 (``banmf.datasets.make_sparse_degrees``, exponent 2.5) and on the bundled FIMI retail matrix
 (88,162×16,470, 908,576 nonzeros: Poisson-like baskets, power-law items), each beside
 scikit-learn's MU on the same matrix, and against our time on ``make_sparse_uniform`` (equal
-row counts, the size-ii data above) at the same k. Then start-up (a fresh process importing
+row counts, the size-ii data above) at the same k. Then each kernel of the iteration
+(``--kernels``: the Y pass, the W and H updates, the scatter of Wᵀ Y) on those shapes, with the
+share it reaches of the machine's memory bandwidth (a STREAM-like triad measured in the same
+run) and of its multiply-add peak (the matmul above). Then start-up (a fresh process importing
 banmf and reaching its first iteration, with an empty and with a warm kernel cache), and the
 targets of ``docs/PERFORMANCE.md``: LUCAP0 at k=10 (1000 iterations + booleanization) and
 500×500, d=0.5, k=5 against PNL-PF.
@@ -153,6 +157,115 @@ def machine_peak(dtype) -> float:
         a @ a
         times.append(time.perf_counter() - t0)
     return 2 * 2000**3 / np.median(times) / 1e9
+
+
+def stream_triad() -> float:
+    """GB/s of a STREAM-like triad ``a = b + s·c`` over 2²⁴ float64 (3 × 128 MiB, far past
+    the caches) with Numba on every thread: the machine's memory bandwidth as a kernel sees it
+    (bytes counted: two reads and one write per element, no write-allocate)."""
+    from numba import njit, prange
+
+    @njit(parallel=True, cache=False)
+    def triad(a, b, c, s):
+        for i in prange(a.shape[0]):
+            a[i] = b[i] + s * c[i]
+
+    n = 1 << 24
+    a, b, c = np.zeros(n), np.ones(n), np.full(n, 2.0)
+    triad(a, b, c, 3.0)
+    times = []
+    for _ in range(9):
+        t0 = time.perf_counter()
+        triad(a, b, c, 3.0)
+        times.append(time.perf_counter() - t0)
+    return 3 * 8 * n / np.median(times) / 1e9
+
+
+def kernel_costs(n, m, nnz, k, itemsize) -> dict:
+    """Per MU kernel: (multiply-adds, bytes at least moved from memory) of one call, counting
+    each stream once: indices and Y per nonzero, a row of k values per row of W (read, and
+    written where updated) and of Y Hᵀ or the Wᵀ Y partial; the gathered rows of Hᵀ (m rows)
+    are counted once, as if cached."""
+    row = k * itemsize
+    return {
+        # Y pass: W[i]·Ht[j] and y·Ht[j] per nonzero; reads indices, y, W, Ht; writes y, Y Hᵀ.
+        "Y pass": (2 * nnz * k, nnz * (4 + 2 * itemsize) + n * 2 * row + m * row),
+        # W update: the k×k Gram against each row, and WᵀW; reads W and Y Hᵀ, writes W.
+        "W update": (2 * n * k * k, 3 * n * row),
+        # Scatter: y·W[i] into a partial row per nonzero; reads indices, y, W, the partials.
+        "scatter": (nnz * k, nnz * (4 + itemsize) + n * row + 2 * m * row),
+        "H update": (2 * m * k * k, 3 * m * row),
+    }
+
+
+def run_kernels(k, dtype, degrees, iters) -> dict:
+    """Median seconds of each MU kernel call of an iteration (the library's own solver, on the
+    budget's threads), alternating the kernels within each iteration."""
+    from banmf.io import Dataset
+    from banmf.models._mu import MUSolver
+
+    X = _data(*DEGREES_SIZE[:3], degrees)
+    n, m = X.shape
+    rng = np.random.default_rng(0)
+    W0 = (rng.random((n, k)) + 0.01).astype(dtype)
+    Ht0 = (rng.random((m, k)) + 0.01).astype(dtype)
+    solver = MUSolver(Dataset(X), W0, Ht0, project=True, lower=1.0, upper=float(k), eps=1e-12)
+    calls = {
+        "Y pass": solver.step_y,
+        "W update": lambda: solver._update_w(
+            solver._W, solver.YHt, solver.HHt_t, 0.0, solver.eps, solver.WtW_blocks
+        ),
+        "scatter": lambda: solver._scatter_pass(
+            solver.indptr, solver.indices, solver.y, solver.WtY, True
+        ),
+        "H update": lambda: solver.step_h(0.0),
+    }
+    times: dict[str, list] = {name: [] for name in calls}
+    for _ in range(iters + 1):  # the first round compiles
+        for name, call in calls.items():
+            t0 = time.perf_counter()
+            call()
+            times[name].append(time.perf_counter() - t0)
+    return {
+        "n": n,
+        "m": m,
+        "nnz": X.nnz,
+        **{n_: float(np.median(t[1:])) for n_, t in times.items()},
+    }
+
+
+def kernel_table(kinds, ks, dtype, quick=False) -> None:
+    """Each MU kernel's time, and the share of the measured memory bandwidth (STREAM-like
+    triad) and multiply-add peak (dense matmul) it reaches, on data shaped like users' data."""
+    iters = 5 if quick else 15
+    bandwidth = _in_child(stream_triad)
+    peak = _in_child(machine_peak, dtype)
+    print(
+        f"\nKernels of one iteration ({iters} calls each, median; same data as the degree table): "
+        f"measured memory bandwidth {bandwidth:.1f} GB/s (triad), multiply-add peak "
+        f"{peak:.1f} GFLOP/s (matmul); a kernel's GB/s counts the bytes it must at least move, "
+        "its GFLOP/s two per multiply-add",
+        flush=True,
+    )
+    print("| data | k | kernel | ms | GB/s | % bandwidth | GFLOP/s | % peak |")
+    print("|---|---|---|---|---|---|---|---|", flush=True)
+    for kind in kinds:
+        for k in ks:
+            t = _in_child(run_kernels, k, dtype, kind, iters)
+            costs = kernel_costs(t["n"], t["m"], t["nnz"], k, dtype.itemsize)
+            for name, (fma, nbytes) in costs.items():
+                gb, gf = nbytes / t[name] / 1e9, 2 * fma / t[name] / 1e9
+                cells = [
+                    DEGREES[kind][0],
+                    k,
+                    name,
+                    f"{1e3 * t[name]:.3g}",
+                    f"{gb:.1f}",
+                    f"{100 * gb / bandwidth:.0f} %",
+                    f"{gf:.1f}",
+                    f"{100 * gf / peak:.0f} %",
+                ]
+                print("| " + " | ".join(str(c) for c in cells) + " |", flush=True)
 
 
 def flops(n, m, nnz, k) -> float:
@@ -320,6 +433,14 @@ def main(argv=None) -> int:
         default=list(DEGREES),
         help="data shapes of the degree table (10⁶ nonzeros and retail); give none to skip it",
     )
+    parser.add_argument(
+        "--kernels",
+        nargs="*",
+        choices=[kind for kind in DEGREES if kind != "retail"],
+        default=["poisson", "powerlaw"],
+        help="data shapes of the kernel table (each kernel's share of the measured bandwidth "
+        "and peak); give none to skip it",
+    )
     parser.add_argument("--no-extras", action="store_true", help="skip start-up and target rows")
     args = parser.parse_args(argv)
     sizes = [s for s in args.sizes if not (args.quick and s == "iii")]
@@ -376,6 +497,8 @@ def main(argv=None) -> int:
             print("| " + " | ".join(str(c) for c in cells) + " |", flush=True)
     if args.degrees:
         degree_table(args.degrees, args.ks, dtype, quick=args.quick)
+    if args.kernels:
+        kernel_table(args.kernels, args.ks, dtype, quick=args.quick)
     if not args.no_extras:
         st = startup()
         print(

@@ -215,6 +215,18 @@ def test_fitted_attributes_and_reported_error():
     assert "regularization='logspace'" in repr(model)
 
 
+def test_timings_cover_every_start_and_phase_that_ran():
+    X, _, _ = make_boolean(40, 25, 3, 0.4, noise=0.05, random_state=1)
+    model = BANMF(3, random_state=0, n_init=2).fit(X)
+    timings = model.timings_
+    starts = [*range(len(model.init_errors_)), *model.extra_start_errors_]
+    assert list(timings) == [*starts, "fit"]
+    assert {"iterations", "threshold search", "per-factor thresholds", "polish"} <= set(timings[0])
+    assert "greedy factors" in timings["columns"] and "setup" in timings["nmf"]
+    assert all(s >= 0 for phases in timings.values() for s in phases.values())
+    assert 0 < timings["fit"]["starts"] <= model.fit_seconds_
+
+
 def test_transform_recovers_planted_rows():
     X, _, _ = make_boolean(40, 30, 3, 0.4, random_state=0)
     model = BANMF(3, max_iter=500, random_state=0).fit(X)

@@ -26,6 +26,14 @@ def test_bench_polish_small():
     assert len(rows) == 2 and "flip" in rows[1]
 
 
+def test_bench_scale_quick():
+    out = _run(BENCH / "bench_scale.py", "--quick", "--threads", "1")
+    row = next(line for line in out.splitlines() if line.startswith("| 2e4 | 4 | 1 |"))
+    cells = row.split(" | ")
+    # Iterations, thresholds, polish and the combination ran and were timed.
+    assert all(float(cells[i].split()[0]) > 0 for i in (3, 5, 6, 7, 12)), row
+
+
 def test_bench_accuracy_quick():
     out = _run(BENCH / "bench_accuracy.py", "--quick", "--jobs", "2")
     assert "## 3. Real data" in out and "zoo 101×14" in out

@@ -22,6 +22,7 @@ from banmf._kernels.mu import (
     cross_gram,
     padded_width,
     project_spmm,
+    row_parts,
     row_width,
     scatter_rows,
     update_rows,
@@ -150,6 +151,59 @@ def test_project_spmm(Xd, k, project, seed, dtype, loops, share):
         np.testing.assert_allclose(cy, cy_ref, rtol=tol)
     np.testing.assert_allclose(YHt[:, :k], YHt_ref, rtol=tol, atol=tol)
     assert not YHt[:, k:].any()
+    np.testing.assert_allclose(sq, sq_ref, rtol=tol, atol=tol)
+
+
+@given(
+    st.lists(st.integers(0, 50), min_size=0, max_size=300),
+    st.integers(1, 80),
+    st.booleans(),
+    st.integers(0, 2**31),
+)
+def test_row_parts(degrees, parts, cells, seed):
+    """Contiguous ranges covering every row once, each of at most an equal share of the work
+    (nonzeros, unknown cells, one per row) plus one row's."""
+    rng = np.random.default_rng(seed)
+    indptr = np.concatenate([[0], np.cumsum(degrees)]).astype(np.int32)
+    extra = rng.integers(0, 5, len(degrees)) if cells else np.zeros(len(degrees), int)
+    cindptr = np.concatenate([[0], np.cumsum(extra)]).astype(np.int32) if cells else None
+    bounds = row_parts(indptr, cindptr, parts)
+    n = len(degrees)
+    assert len(bounds) == max(1, min(parts, n)) + 1
+    assert bounds[0] == 0 and bounds[-1] == n and np.all(np.diff(bounds) >= 0)
+    cost = np.asarray(degrees, int) + extra + 1
+    per_part = np.add.reduceat(np.append(cost, 0), bounds[:-1])[: len(bounds) - 1]
+    per_part[np.diff(bounds) == 0] = 0
+    share = cost.sum() / (len(bounds) - 1) if n else 0
+    assert np.all(per_part <= share + cost.max(initial=0) + 1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k", [9, 33])
+def test_project_spmm_rows_sorted_by_degree(dtype, k):
+    """Rows sorted by degree (the heavy ones first) and more rows than the Y pass's parts of
+    equal work: every row computed once, the same serial and parallel, as the oracle."""
+    rng = np.random.default_rng(k)
+    n, m = 400, 60
+    degrees = np.sort(np.minimum(m, (rng.pareto(1.5, n) * 3).astype(int)))[::-1]
+    Xd = np.zeros((n, m), np.int8)
+    for i, d in enumerate(degrees):
+        Xd[i, rng.choice(m, d, replace=False)] = 1
+    X = check_binary_matrix(Xd)
+    kp, width = _layout(k, dtype, False)
+    W = rng.random((n, k)).astype(dtype)
+    Ht = rng.random((m, k)).astype(dtype)
+    y = np.ones(X.nnz, dtype)
+    YHt = np.full((n, kp), np.nan, dtype)
+    sq = np.full((n, 2), np.nan)
+    y_ref, _, YHt_ref, sq_ref = ref.project_spmm(
+        Xd, W.astype(float), Ht.astype(float), 1.0, float(k), True, y.astype(float), None
+    )
+    args = (X.indptr, X.indices, _padded(W, kp), _padded(Ht, kp), 1.0, float(k), True, y)
+    run_both(project_spmm(width), *args, YHt, sq, None, None, None, width, rounding=(9,))
+    tol = 1e-12 if dtype == np.float64 else 1e-4
+    np.testing.assert_allclose(y, y_ref, rtol=tol)
+    np.testing.assert_allclose(YHt[:, :k], YHt_ref, rtol=tol, atol=tol)
     np.testing.assert_allclose(sq, sq_ref, rtol=tol, atol=tol)
 
 

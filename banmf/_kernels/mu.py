@@ -58,6 +58,40 @@ _CHUNK_BYTES = 16384
 #: Widest factor row kept in registers by the Y pass and the scatter: four AVX2 registers.
 MAX_REGISTER_BYTES = 4 * VBYTES
 
+# Parts of equal work that the Y pass's rows are split into. Numba hands each thread an equal
+# run of a prange's iterations: over rows, the thread with the heavy rows would finish last
+# (rows sorted by degree, as exported data often is, put them all in one thread's run).
+_PARTS = 64
+
+
+@njit(cache=True, nogil=True)
+def row_parts(indptr, cindptr, parts):
+    """Boundaries (``parts + 1`` row indices, fewer for fewer rows) of contiguous row ranges
+    of about equal work: each row costs its nonzeros (and unknown cells: ``cindptr``, or None)
+    plus one for the row itself. Where rows compute independently, any split gives the same
+    bits; this one gives each thread of a prange over the parts an equal share of the work."""
+    n = len(indptr) - 1
+    parts = max(1, min(parts, n))
+    extra = 0 if cindptr is None else cindptr[n] - cindptr[0]
+    total = indptr[n] - indptr[0] + extra + n
+    bounds = np.empty(parts + 1, dtype=np.int64)
+    bounds[0], bounds[parts] = 0, n
+    for c in range(1, parts):
+        # The first row whose cost before it reaches c/parts of the total (costs only grow).
+        target = total * c // parts
+        lo, hi = bounds[c - 1], n
+        while lo < hi:
+            mid = (lo + hi) // 2
+            cost = indptr[mid] - indptr[0] + mid
+            if cindptr is not None:
+                cost += cindptr[mid] - cindptr[0]
+            if cost < target:
+                lo = mid + 1
+            else:
+                hi = mid
+        bounds[c] = lo
+    return bounds
+
 
 def padded_width(k: int, dtype) -> int:
     """k rounded up to whole vectors of ``dtype``: the width the solver stores its factor rows
@@ -439,47 +473,49 @@ def _project_spmm_registers(
     # vector width); the objective terms stay float64.
     lo, up = W.dtype.type(lower), W.dtype.type(upper)
     zero = W.dtype.type(0)
-    for i in prange(W.shape[0]):
-        vz = vsplatw(zero, width)
-        res = 0.0
-        s2 = 0.0
-        p, hi = indptr[i], indptr[i + 1]
-        # The rows of W and of Y Hᵀ stay in registers across the row's nonzeros, and each row
-        # of Hᵀ is loaded once for both its uses. Two nonzeros at a time: with four, the rows
-        # in flight overflow the sixteen AVX2 registers at k = 32 float32 (1.1× slower).
-        w, acc = vloadw(W, i, 0, width), vz
-        while p + 1 < hi:
-            if pf:
-                prefetch_ahead(Ht, indices, p, 2, False, width.lanes)
-            h0, h1 = (
-                vloadw(Ht, indices[np.uintp(p)], 0, width),
-                vloadw(Ht, indices[np.uintp(p + 1)], 0, width),
-            )
-            d0, d1 = vdot_partial(w, h0), vdot_partial(w, h1)
-            s0, s1, _, _ = hsum4(d0, d1, d0, d1)
-            v0, v1, r, q = _project2(y, p, project, lo, up, s0, s1)
-            res += r
-            s2 += q
-            acc = vfma(vsplatw(v0, width), h0, vfma(vsplatw(v1, width), h1, acc))
-            p += 2
-        if p < hi:
-            h0 = vloadw(Ht, indices[np.uintp(p)], 0, width)
-            d0 = vdot_partial(w, h0)
-            v, r, q = _project1(y, p, project, lo, up, hsum4(d0, d0, d0, d0)[0])
-            res += r
-            s2 += q
-            acc = vfma(vsplatw(v, width), h0, acc)
-        if cindptr is not None:  # (None: no unknown cells, compiled out)
-            for c in range(cindptr[i], cindptr[i + 1]):
-                h0 = vloadw(Ht, cindices[c], 0, width)
+    bounds = row_parts(indptr, cindptr, _PARTS)
+    for part in prange(len(bounds) - 1):
+        for i in range(bounds[part], bounds[part + 1]):
+            vz = vsplatw(zero, width)
+            res = 0.0
+            s2 = 0.0
+            p, hi = indptr[i], indptr[i + 1]
+            # The rows of W and of Y Hᵀ stay in registers across the row's nonzeros, and each row
+            # of Hᵀ is loaded once for both its uses. Two nonzeros at a time: with four, the rows
+            # in flight overflow the sixteen AVX2 registers at k = 32 float32 (1.1× slower).
+            w, acc = vloadw(W, i, 0, width), vz
+            while p + 1 < hi:
+                if pf:
+                    prefetch_ahead(Ht, indices, p, 2, False, width.lanes)
+                h0, h1 = (
+                    vloadw(Ht, indices[np.uintp(p)], 0, width),
+                    vloadw(Ht, indices[np.uintp(p + 1)], 0, width),
+                )
+                d0, d1 = vdot_partial(w, h0), vdot_partial(w, h1)
+                s0, s1, _, _ = hsum4(d0, d1, d0, d1)
+                v0, v1, r, q = _project2(y, p, project, lo, up, s0, s1)
+                res += r
+                s2 += q
+                acc = vfma(vsplatw(v0, width), h0, vfma(vsplatw(v1, width), h1, acc))
+                p += 2
+            if p < hi:
+                h0 = vloadw(Ht, indices[np.uintp(p)], 0, width)
                 d0 = vdot_partial(w, h0)
-                s = hsum4(d0, d0, d0, d0)[0]
-                cy[c] = s
-                s2 += s * s
-                acc = vfma(vsplatw(s, width), h0, acc)
-        vstore(YHt, i, 0, acc)
-        sq[i, 0] = res
-        sq[i, 1] = s2
+                v, r, q = _project1(y, p, project, lo, up, hsum4(d0, d0, d0, d0)[0])
+                res += r
+                s2 += q
+                acc = vfma(vsplatw(v, width), h0, acc)
+            if cindptr is not None:  # (None: no unknown cells, compiled out)
+                for c in range(cindptr[i], cindptr[i + 1]):
+                    h0 = vloadw(Ht, cindices[c], 0, width)
+                    d0 = vdot_partial(w, h0)
+                    s = hsum4(d0, d0, d0, d0)[0]
+                    cy[c] = s
+                    s2 += s * s
+                    acc = vfma(vsplatw(s, width), h0, acc)
+            vstore(YHt, i, 0, acc)
+            sq[i, 0] = res
+            sq[i, 1] = s2
 
 
 @kernel(fastmath=_FAST)
@@ -488,60 +524,62 @@ def _project_spmm_loops(
 ):
     """The Y pass (:func:`project_spmm`) with loops over k (any k; ``width`` is unused). No
     prefetch: at float64 k = 32 it made this pass 1.3× slower (bench_devices.py)."""
-    n, k = W.shape
+    k = W.shape[1]
     zero = W.dtype.type(0)
     lo, up = W.dtype.type(lower), W.dtype.type(upper)
-    for i in prange(n):
-        res = 0.0
-        s2 = 0.0
-        p, hi = indptr[i], indptr[i + 1]
-        for l in range(k):
-            YHt[i, l] = 0.0
-        # Four nonzeros at a time: four independent dot products hide each one's reduction
-        # latency, and Y Hᵀ's row is read and written once per four (1.3-1.7× over one).
-        while p + 3 < hi:
-            j0, j1, j2, j3 = (
-                indices[np.uintp(p)],
-                indices[np.uintp(p + 1)],
-                indices[np.uintp(p + 2)],
-                indices[np.uintp(p + 3)],
-            )
-            s0 = s1 = s2_ = s3 = zero
+    bounds = row_parts(indptr, cindptr, _PARTS)
+    for part in prange(len(bounds) - 1):
+        for i in range(bounds[part], bounds[part + 1]):
+            res = 0.0
+            s2 = 0.0
+            p, hi = indptr[i], indptr[i + 1]
             for l in range(k):
-                wl = W[i, l]
-                s0 += wl * Ht[j0, l]
-                s1 += wl * Ht[j1, l]
-                s2_ += wl * Ht[j2, l]
-                s3 += wl * Ht[j3, l]
-            v0, v1, v2, v3, r, q = _project4(y, p, project, lo, up, s0, s1, s2_, s3)
-            res += r
-            s2 += q
-            for l in range(k):
-                YHt[i, l] += v0 * Ht[j0, l] + v1 * Ht[j1, l] + v2 * Ht[j2, l] + v3 * Ht[j3, l]
-            p += 4
-        while p < hi:
-            j = indices[np.uintp(p)]
-            s = zero
-            for l in range(k):
-                s += W[i, l] * Ht[j, l]
-            v, r, q = _project1(y, p, project, lo, up, s)
-            res += r
-            s2 += q
-            for l in range(k):
-                YHt[i, l] += v * Ht[j, l]
-            p += 1
-        if cindptr is not None:  # (None: no unknown cells, compiled out)
-            for c in range(cindptr[i], cindptr[i + 1]):
-                j = cindices[c]
+                YHt[i, l] = 0.0
+            # Four nonzeros at a time: four independent dot products hide each one's reduction
+            # latency, and Y Hᵀ's row is read and written once per four (1.3-1.7× over one).
+            while p + 3 < hi:
+                j0, j1, j2, j3 = (
+                    indices[np.uintp(p)],
+                    indices[np.uintp(p + 1)],
+                    indices[np.uintp(p + 2)],
+                    indices[np.uintp(p + 3)],
+                )
+                s0 = s1 = s2_ = s3 = zero
+                for l in range(k):
+                    wl = W[i, l]
+                    s0 += wl * Ht[j0, l]
+                    s1 += wl * Ht[j1, l]
+                    s2_ += wl * Ht[j2, l]
+                    s3 += wl * Ht[j3, l]
+                v0, v1, v2, v3, r, q = _project4(y, p, project, lo, up, s0, s1, s2_, s3)
+                res += r
+                s2 += q
+                for l in range(k):
+                    YHt[i, l] += v0 * Ht[j0, l] + v1 * Ht[j1, l] + v2 * Ht[j2, l] + v3 * Ht[j3, l]
+                p += 4
+            while p < hi:
+                j = indices[np.uintp(p)]
                 s = zero
                 for l in range(k):
                     s += W[i, l] * Ht[j, l]
-                cy[c] = s
-                s2 += s * s
+                v, r, q = _project1(y, p, project, lo, up, s)
+                res += r
+                s2 += q
                 for l in range(k):
-                    YHt[i, l] += s * Ht[j, l]
-        sq[i, 0] = res
-        sq[i, 1] = s2
+                    YHt[i, l] += v * Ht[j, l]
+                p += 1
+            if cindptr is not None:  # (None: no unknown cells, compiled out)
+                for c in range(cindptr[i], cindptr[i + 1]):
+                    j = cindices[c]
+                    s = zero
+                    for l in range(k):
+                        s += W[i, l] * Ht[j, l]
+                    cy[c] = s
+                    s2 += s * s
+                    for l in range(k):
+                        YHt[i, l] += s * Ht[j, l]
+            sq[i, 0] = res
+            sq[i, 1] = s2
 
 
 # -- unknown cells --------------------------------------------------------------------------

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -97,16 +99,27 @@ def settled(losses: list, tol: float | None, every: int) -> bool:
     return abs(losses[-1 - every] - losses[-1]) <= tol * max(losses[0], np.finfo(float).tiny)
 
 
+@contextmanager
+def timed(seconds: dict, phase: str):
+    """Add the wall time of the enclosed code to ``seconds[phase]`` (also when it raises, so
+    that a phase cut short by Ctrl-C still counts). Reading the clock changes no result."""
+    begin = time.perf_counter()
+    try:
+        yield
+    finally:
+        seconds[phase] = seconds.get(phase, 0.0) + time.perf_counter() - begin
+
+
 def last_start(run: dict) -> bool:
     """Does this start end the restarts? Ctrl-C and the callback stop the whole fit, and
     nothing beats an exact fit."""
     return run["interrupted"] or run["stopped"] or run["error"] == 0
 
 
-def greedy_record(W, H: np.ndarray, error: int, name: str) -> dict:
+def greedy_record(W, H: np.ndarray, error: int, name: str, seconds: dict) -> dict:
     """A start's record for Boolean factors found without iterations (a greedy start), before
     its polish and swaps; its "continuous" factors are the Boolean ones, thresholded at 0.5
-    (W None: the backend keeps W's rows)."""
+    (W None: the backend keeps W's rows). ``seconds``: the times of its phases so far."""
     k = H.shape[0]
     run = {
         "start": name,
@@ -125,6 +138,7 @@ def greedy_record(W, H: np.ndarray, error: int, name: str) -> dict:
         "error": error,
         "interrupted": False,
         "signalled": False,
+        "seconds": seconds,
     }
     if W is not None:
         run.update(W=W, W_continuous=W.astype(np.float64))
@@ -134,14 +148,30 @@ def greedy_record(W, H: np.ndarray, error: int, name: str) -> dict:
 @dataclass
 class Outcome:
     """What a fit's starts gave: the random starts' records in start order, the extra ones'
-    by name (in the order named), whether Ctrl-C ended the fit, and the random starts it
+    by name (in the order named), whether Ctrl-C ended the fit, the random starts it
     asked for (``n_init="auto"`` as the first start decided, or when none ran, the most it
-    could decide)."""
+    could decide), and the wall time of all the starts.
+
+    Every record's ``"seconds"`` holds the wall time of each of its phases
+    (:attr:`timings`)."""
 
     runs: list = field(default_factory=list)
     extra: dict = field(default_factory=dict)
     interrupted: bool = False
     n_init: int = 0
+    seconds: float = 0.0
+
+    @property
+    def timings(self) -> dict:
+        """``{start: {phase: seconds}}`` for every start that ran, ranked as :attr:`kept`.
+
+        The phases, in the order they run: ``"setup"`` (the NMF start's NNDSVD),
+        ``"iterations"`` (the solver's set-up included), ``"threshold search"``,
+        ``"per-factor thresholds"``, ``"greedy factors"`` (a greedy start's own work),
+        ``"combining"`` (the combination's choice), ``"polish"``, ``"swaps"``; only those
+        that ran. Starts side by side each count their own wall time.
+        """
+        return {start: dict(run["seconds"]) for start, run in self.kept}
 
     @property
     def kept(self) -> list[tuple]:
@@ -193,6 +223,7 @@ class Driver:
         any start had factors; InvalidParameterError, before any start, when the fit needs
         what the backend cannot do (:func:`check_backend`)."""
         check_backend(self.model, self.backend)
+        begin = time.perf_counter()
         p, interrupts = self.p, self.interrupts
         self.names = names
         greedy = [name for name in names if name != "nmf"]
@@ -238,6 +269,7 @@ class Driver:
         out.n_init = auto_n_init(p, out.runs[0]["n_iter"]) if decided else p["n_init"]
         if not out.kept:  # Ctrl-C before any start had factors: nothing to keep
             raise KeyboardInterrupt
+        out.seconds = time.perf_counter() - begin
         return out
 
     def _attempt_extra(self, name, progress, runs: list, extra: dict, work=None):
@@ -371,8 +403,10 @@ class Driver:
         interrupts: Interruptions | None = None,
         needed: bool = True,
         project: bool | None = None,
+        setup: dict | None = None,
     ) -> dict | None:
         """One start from ``init``: iterate, threshold, refine the thresholds, polish, swap.
+        ``setup``: the times of the phases that prepared ``init`` (:attr:`Outcome.timings`).
 
         The first Ctrl-C of the fit (``interrupts``) ends the iterations, or cuts the
         refinements short (the steps done so far stand). In the threshold search, it drops the
@@ -380,16 +414,19 @@ class Driver:
         then the search runs again and only a second Ctrl-C stops it.
         """
         project = self.model._project_y if project is None else project
-        start = self.backend.begin(key, init, project)
-        losses, n_iter, interrupted, stopped = self.iterate(
-            start, progress=progress, lock=lock, interrupts=interrupts
-        )
+        seconds = {} if setup is None else dict(setup)
+        with timed(seconds, "iterations"):
+            start = self.backend.begin(key, init, project)
+            losses, n_iter, interrupted, stopped = self.iterate(
+                start, progress=progress, lock=lock, interrupts=interrupts
+            )
 
         def absorbed() -> bool:  # in an except KeyboardInterrupt block: go on (True) or abort
             return not interrupted and interrupts is not None and interrupts.first()
 
         def search() -> dict:
-            run = start.threshold()
+            with timed(seconds, "threshold search"):
+                run = start.threshold()
             run.update(
                 start=key,
                 losses=losses,
@@ -400,6 +437,7 @@ class Driver:
                 polish_rounds=0,
                 swaps=[],
                 refinement={"grid": run["error"]},
+                seconds=seconds,
             )
             return run
 
@@ -409,7 +447,8 @@ class Driver:
             out = search()
             if self.model.thresholds == "per-factor":
                 progress.phase("per-factor thresholds")
-                ref = self.backend.refine_thresholds(out)
+                with timed(seconds, "per-factor thresholds"):
+                    ref = self.backend.refine_thresholds(out)
                 # One call, so that a Ctrl-C lands before or after the whole step.
                 out.update(
                     ref,
@@ -521,20 +560,22 @@ class Driver:
             method = "flip"  # polish=True ("auto"): check_backend left only flips here
         if method is not None:
             progress.phase("polish")
-            pol = backend.polish(out, method)
+            with timed(out["seconds"], "polish"):
+                pol = backend.polish(out, method)
             out.update(pol, refinement={**out["refinement"], "polish": pol["error"]})
         k = out["H"].shape[0]
         if p["swap"] and out["error"] > 0 and k > 0:
             progress.phase("swaps")
             # At most one swap per factor on average: each is a polish, and on sparse data
             # the first few swaps bring nearly all of the gain.
-            for step in backend.swaps(out, method or "auto", k):
-                swap = step.pop("swap")
-                out.update(
-                    step,
-                    swaps=[*out["swaps"], swap],
-                    refinement={**out["refinement"], "swaps": step["error"]},
-                )
+            with timed(out["seconds"], "swaps"):
+                for step in backend.swaps(out, method or "auto", k):
+                    swap = step.pop("swap")
+                    out.update(
+                        step,
+                        swaps=[*out["swaps"], swap],
+                        refinement={**out["refinement"], "swaps": step["error"]},
+                    )
 
     def extra_start(self, name: str, progress: StartProgress) -> tuple[dict | None, bool]:
         """One of ``extra_starts``, refined as every start is: its record (None if it did not
@@ -545,38 +586,50 @@ class Driver:
             if not self.model._project_y:  # NMF itself: the first start was this start
                 return None, False
             progress.setup("NNDSVD")
+            seconds: dict = {}
             try:
-                init = self.backend.nmf_init()
+                with timed(seconds, "setup"):
+                    init = self.backend.nmf_init()
             except KeyboardInterrupt:
                 if not interrupts.first():
                     raise
                 return None, True
             run = self.fit_one(
-                name, init, progress, interrupts=interrupts, needed=False, project=False
+                name,
+                init,
+                progress,
+                interrupts=interrupts,
+                needed=False,
+                project=False,
+                setup=seconds,
             )
             return run, run is None or run["interrupted"]
+        seconds: dict = {}
         try:
             progress.phase("greedy factors")
-            W, H, error = self.backend.greedy(name, self.p["k"])
+            with timed(seconds, "greedy factors"):
+                W, H, error = self.backend.greedy(name, self.p["k"])
         except KeyboardInterrupt:
             if not interrupts.first():
                 raise
             return None, True
-        return self._refined(greedy_record(W, H, error, name), progress)
+        return self._refined(greedy_record(W, H, error, name, seconds), progress)
 
     def combined(self, kept: list, progress: StartProgress) -> tuple[dict | None, bool]:
         """The combination of the starts ``kept`` (:mod:`banmf.engine.pool`): k of their
         factors chosen for the lowest error, then polished and swapped as a start unless they
         are the best start's own; its record (None if Ctrl-C came before the choice) and
         whether Ctrl-C cut it short."""
+        seconds: dict = {}
         try:
             progress.phase("combining")
-            W, H, error, new = self.backend.combine(kept, self.p["k"])
+            with timed(seconds, "combining"):
+                W, H, error, new = self.backend.combine(kept, self.p["k"])
         except KeyboardInterrupt:
             if not self.interrupts.first():
                 raise
             return None, True
-        run = greedy_record(W, H, error, "combined")
+        run = greedy_record(W, H, error, "combined", seconds)
         if new:
             return self._refined(run, progress)
         # The best start's own factors: its polish and swaps ended where they are.

@@ -253,6 +253,13 @@ class BANMF(BaseFactorization):
         start's continuous product), its ``threshold``, its calibration and its ``report``,
         chosen by the fewest errors on a fifth of the observed cells left out of an inner fit
         (docs/missing.md, "The predictor"). :attr:`banmf.Factorization.predictor` holds it.
+    timings_ : dict
+        Where the time went: ``{start: {phase: seconds}}`` for every start that ran (keyed as
+        ``best_start_``), its phases among ``"setup"``, ``"iterations"``, ``"threshold
+        search"``, ``"per-factor thresholds"``, ``"greedy factors"``, ``"combining"``,
+        ``"polish"`` and ``"swaps"``, and ``timings_["fit"]["starts"]``, the wall time of all
+        the starts (less than their sum when they ran side by side). The rest of
+        ``fit_seconds_`` is checking the data and forming the result.
     n_init_ : int
         The number of initialisations asked for (``n_init`` resolved; "auto" as decided, or
         when an extra start was exact before any random one ran, the most it could decide).
@@ -541,6 +548,7 @@ class BANMF(BaseFactorization):
         )
         self.polish_rounds_, self.refinement_ = best["polish_rounds"], best["refinement"]
         self.swaps_ = best["swaps"]
+        self.timings_ = {**outcome.timings, "fit": {"starts": outcome.seconds}}
         return best
 
     def fit_transform(

@@ -1,0 +1,298 @@
+"""The default pipeline at scale: where a user's wait goes, phase by phase.
+
+    python benchmarks/bench_scale.py [--quick] [--sizes 1e6 1e7 [1e8]] [--ks 10 32]
+                                     [--threads 2 1] [--busy] [--out records.jsonl]
+
+``banmf.BANMF(k, random_state=0, n_jobs=threads)`` with every other parameter at its default
+(restarts, extra starts, per-factor thresholds, polish, swaps, the combination of the starts) on
+power-law matrices (``make_sparse_degrees(rows="powerlaw", cols="powerlaw")``, exponent 2.5):
+10⁶ nonzeros on 100,000×10,000, 10⁷ on 1,000,000×100,000 and, when asked for (``--sizes 1e8``:
+about 2 GB and long), 10⁸ on 10,000,000×1,000,000. Each fit runs in a fresh process after a
+small fit that compiles the kernels (not timed); ``--busy`` runs each fit beside a second
+process that keeps one core busy.
+
+The phases come from the fit itself (``BANMF.timings_``), summed over the starts:
+``iterations`` (random starts; the first one's alone beside it), ``thresholds`` (the grid search
+and the per-factor thresholds), ``polish`` and ``swaps`` (of the random starts), each extra start
+whole (``columns``, ``grecond``, ``nmf``: greedy factors or NNDSVD and iterations, then its
+own thresholds, polish and swaps), ``combined`` (the choice among the starts' factors and its
+polish and swaps), and ``final``: the rest of ``fit_seconds_`` (checking the data, the kept
+start's rows, the final error). Starts that run side by side each count their own wall time,
+so the phases may add up to more than the fit. Peak memory: the highest resident size during
+each phase, above the resident size before the fit (the data and the compiled kernels), sampled
+every 10 ms and placed in phases by the fit's progress records.
+
+The second table divides each phase by the random starts' iterations (the cost that grows as
+nnz·k per iteration), and the whole fit's time per nonzero·k by that of the smallest size at the
+same k and threads: > 1 means it grew faster than nnz·k.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import multiprocessing as mp
+import os
+import sys
+import threading
+import time
+
+import numpy as np
+from _records import run_tasks
+
+#: Size label: (n, m, nnz).
+SIZES = {
+    "2e4": (4_000, 1_000, 20_000),
+    "1e6": (100_000, 10_000, 1_000_000),
+    "1e7": (1_000_000, 100_000, 10_000_000),
+    "1e8": (10_000_000, 1_000_000, 100_000_000),
+}
+
+#: Table columns: the phases, in the order a fit runs them.
+PHASES = ("iterations", "thresholds", "polish", "swaps", "columns", "grecond", "nmf", "combined")
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+class _Sampler:
+    """Resident size every ``every`` seconds in a thread, and the fit's progress records, both
+    stamped with ``time.monotonic()`` (the clock of the log records' own stamps is the wall
+    clock: these are taken here instead)."""
+
+    def __init__(self, every: float = 0.01):
+        self.every, self.samples, self.events = every, [], []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.samples.append((time.monotonic(), _rss_mb()))
+            self._stop.wait(self.every)
+
+    def emit(self, record):  # a logging handler's
+        data = getattr(record, "banmf", None)
+        if data is not None:
+            self.events.append((time.monotonic(), data))
+
+    def __enter__(self):
+        handler = logging.Handler(logging.DEBUG)
+        handler.emit = self.emit
+        self._handler, logger = handler, logging.getLogger("banmf.progress")
+        self._level = logger.level
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)  # the iteration records mark when a start begins
+        self.begin = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.end = time.monotonic()
+        self._stop.set()
+        self._thread.join()
+        logger = logging.getLogger("banmf.progress")
+        logger.removeHandler(self._handler)
+        logger.setLevel(self._level)
+
+    def peaks(self, baseline: float) -> dict:
+        """Peak resident MB above ``baseline`` in each phase (the columns of :data:`PHASES`
+        and ``final``), from the windows between one start's progress records."""
+        windows: list[tuple[str, float, float]] = []
+        by_start: dict = {}
+        for stamp, data in self.events:
+            by_start.setdefault((data["start"], data.get("name")), []).append((stamp, data))
+        ends = []
+        for (_, name), records in by_start.items():
+            last, phase = None, "iterations"
+            for stamp, data in records:
+                event = data["event"]
+                if last is None:
+                    last = stamp
+                if event in ("phase", "done"):
+                    windows.append((_column(name, phase), last, stamp))
+                    last = stamp
+                    phase = data.get("phase", phase)
+            ends.append(records[-1][0])
+        windows.append(("final", max(ends, default=self.begin), self.end))
+        stamps = np.array([s for s, _ in self.samples])
+        rss = np.array([r for _, r in self.samples])
+        out: dict[str, float] = {}
+        for column, lo, hi in windows:
+            # The sample just before the window too: a short phase may fall between samples.
+            i, j = max(0, np.searchsorted(stamps, lo) - 1), np.searchsorted(stamps, hi, "right")
+            if j > i:
+                out[column] = max(out.get(column, 0.0), float(rss[i:j].max()) - baseline)
+        return out
+
+
+def _column(name: str | None, phase: str) -> str:
+    """The table column of a phase of a start (``name``: None for a random start)."""
+    if name is not None:
+        return name  # an extra start or the combination: whole
+    if phase in ("threshold search", "per-factor thresholds"):
+        return "thresholds"
+    return phase
+
+
+def phase_seconds(timings: dict) -> dict:
+    """Seconds per column of :data:`PHASES` from a fit's ``timings_``, plus ``first
+    iterations`` (the first random start's) and ``starts wall`` (all the starts)."""
+    out = dict.fromkeys(PHASES, 0.0)
+    for start, phases in timings.items():
+        if start == "fit":
+            continue
+        for phase, seconds in phases.items():
+            column = _column(start if isinstance(start, str) else None, phase)
+            out[column] += seconds
+    out["first iterations"] = timings.get(0, {}).get("iterations", 0.0)
+    out["starts wall"] = timings["fit"]["starts"]
+    return out
+
+
+def _busy(stop):
+    while not stop.is_set():
+        sum(range(10_000))
+
+
+def run_fit(task: dict) -> dict:
+    """One default fit in this (fresh) process: its phases, their peak memory, the error."""
+    import banmf
+    from banmf.datasets import make_sparse_degrees
+
+    n, m, nnz = SIZES[task["size"]]
+    # Compile every kernel the fit needs outside the timing: the same pipeline, small, same k.
+    warm = make_sparse_degrees(2000, 500, 20_000, rows="powerlaw", cols="powerlaw", random_state=1)
+    banmf.BANMF(task["k"], random_state=0, n_jobs=task["threads"]).fit(warm)
+    X = make_sparse_degrees(n, m, nnz, rows="powerlaw", cols="powerlaw", random_state=0)
+    baseline = _rss_mb()
+    with _Sampler() as sampler:
+        model = banmf.BANMF(task["k"], random_state=0, n_jobs=task["threads"]).fit(X)
+    seconds = phase_seconds(model.timings_)
+    seconds["final"] = model.fit_seconds_ - seconds["starts wall"]
+    random_starts = [s for s in model.timings_ if isinstance(s, int)]
+    return {
+        **task,
+        "n": n,
+        "m": m,
+        "nnz": int(X.nnz),
+        "fit": model.fit_seconds_,
+        "seconds": seconds,
+        "peak_mb": sampler.peaks(baseline),
+        "baseline_mb": baseline,
+        "random_starts": len(random_starts),
+        "n_iter": model.n_iter_,
+        "extra": sorted(s for s in model.timings_ if isinstance(s, str) and s != "fit"),
+        "best_start": str(model.best_start_),
+        "relative_error": model.relative_error_,
+        "timings": {str(key): value for key, value in model.timings_.items()},
+    }
+
+
+def _in_child(task: dict) -> dict:
+    """:func:`run_fit` in a fresh process (its own peak memory), beside a process that keeps a
+    core busy when ``task["busy"]``."""
+    ctx = mp.get_context("spawn")
+    stop = ctx.Event()
+    busy = ctx.Process(target=_busy, args=(stop,), daemon=True) if task["busy"] else None
+    if busy is not None:
+        busy.start()
+    try:
+        with ctx.Pool(1) as pool:
+            return pool.apply(run_fit, (task,))
+    finally:
+        if busy is not None:
+            stop.set()
+            busy.join()
+
+
+def _fmt(seconds: float) -> str:
+    return "—" if seconds == 0 else f"{seconds:.3g}"
+
+
+def print_tables(records: list[dict]) -> None:
+    print(
+        "| nnz | k | threads | fit s | random starts | iterations s (first) | thresholds s "
+        "| polish s | swaps s | columns s | grecond s | nmf s | combined s | final s "
+        "| peak MB over data (phase) | error |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for rec in records:
+        s, peak = rec["seconds"], rec["peak_mb"]
+        top = max(peak, key=peak.get) if peak else "—"
+        cells = [
+            f"{rec['nnz']:.0e}".replace("+0", ""),
+            rec["k"],
+            f"{rec['threads']}{' + busy' if rec['busy'] else ''}",
+            f"{rec['fit']:.3g}",
+            rec["random_starts"],
+            f"{s['iterations']:.3g} ({s['first iterations']:.3g})",
+            *(_fmt(s[c]) for c in PHASES[1:]),
+            _fmt(s["final"]),
+            f"{peak.get(top, 0):.0f} ({top})",
+            f"{rec['relative_error']:.4f}",
+        ]
+        print("| " + " | ".join(str(c) for c in cells) + " |")
+    print(
+        "\nEach phase over the random starts' iterations, and the fit's time per nonzero·k over "
+        "the smallest size's at the same k and threads (> 1: grew faster than nnz·k)\n"
+    )
+    print("| nnz | k | threads | " + " | ".join(PHASES[1:]) + " | final | growth over nnz·k |")
+    print("|---|---|---|" + "---|" * (len(PHASES) + 1))
+    smallest: dict = {}
+    for rec in sorted(records, key=lambda r: r["nnz"]):
+        key = (rec["k"], rec["threads"], rec["busy"])
+        unit = rec["fit"] / (rec["nnz"] * rec["k"])
+        smallest.setdefault(key, unit)
+    for rec in records:
+        s = rec["seconds"]
+        it = max(s["iterations"], 1e-12)
+        key = (rec["k"], rec["threads"], rec["busy"])
+        growth = rec["fit"] / (rec["nnz"] * rec["k"]) / smallest[key]
+        cells = [
+            f"{rec['nnz']:.0e}".replace("+0", ""),
+            rec["k"],
+            f"{rec['threads']}{' + busy' if rec['busy'] else ''}",
+            *(f"{s[c] / it:.2f}" if s[c] else "—" for c in PHASES[1:]),
+            f"{s['final'] / it:.2f}",
+            f"{growth:.2f}",
+        ]
+        print("| " + " | ".join(str(c) for c in cells) + " |")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--sizes", nargs="+", choices=list(SIZES), default=["1e6", "1e7"], help="nonzeros"
+    )
+    parser.add_argument("--ks", nargs="+", type=int, default=[10, 32])
+    parser.add_argument("--threads", nargs="+", type=int, default=[2, 1])
+    parser.add_argument("--busy", action="store_true", help="each fit beside a busy process")
+    parser.add_argument(
+        "--quick", action="store_true", help="a 4000×1000 matrix of 2·10⁴ nonzeros, k = 4"
+    )
+    parser.add_argument("--out", help="append each record to this JSON-lines file")
+    args = parser.parse_args(argv)
+    sizes, ks = (["2e4"], [4]) if args.quick else (args.sizes, args.ks)
+    tasks = [
+        {"size": size, "k": k, "threads": threads, "busy": args.busy}
+        for size in sizes
+        for k in ks
+        for threads in args.threads
+    ]
+    print(
+        f"The default pipeline on power-law matrices: {', '.join(sizes)} nonzeros, k = "
+        f"{', '.join(map(str, ks))}, threads {', '.join(map(str, args.threads))}"
+        f"{', beside a busy process' if args.busy else ''}\n",
+        flush=True,
+    )
+    records = run_tasks(_in_child, tasks, 1, args.out)
+    print_tables(records)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
