@@ -95,6 +95,19 @@ class Pool:
         picks, where = unique([_row_keys(W) for W, _ in factors], [H for _, H in factors])
         return _picked(factors, picks), where
 
+    @classmethod
+    def of_lists(cls, rows: list, cols: list) -> Pool:
+        """The pool of candidates with rows ``rows[f]`` and columns ``cols[f]`` (sorted)."""
+        return cls(*_compressed(rows), *_compressed(cols))
+
+    @classmethod
+    def counted(cls, sizes: np.ndarray, cols: list) -> Pool:
+        """The pool of candidates whose rows live elsewhere: ``sizes[f]`` of them, and columns
+        ``cols[f]``."""
+        row_ptr = np.zeros(len(sizes) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=row_ptr[1:])
+        return cls(row_ptr, None, *_compressed(cols))
+
     def __len__(self) -> int:
         return len(self.row_ptr) - 1
 
@@ -112,10 +125,7 @@ class Pool:
         """The candidates ``keep`` (indices, in that order)."""
         cols = [self.col_idx[self.col_ptr[f] : self.col_ptr[f + 1]] for f in keep]
         if self.row_idx is None:
-            sizes = np.diff(self.row_ptr)[np.asarray(keep, dtype=np.intp)]
-            row_ptr = np.zeros(len(sizes) + 1, dtype=np.int64)
-            np.cumsum(sizes, out=row_ptr[1:])
-            return Pool(row_ptr, None, *_compressed(cols))
+            return Pool.counted(np.diff(self.row_ptr)[np.asarray(keep, dtype=np.intp)], cols)
         rows = [self.row_idx[self.row_ptr[f] : self.row_ptr[f + 1]] for f in keep]
         return Pool(*_compressed(rows), *_compressed(cols))
 
@@ -172,8 +182,7 @@ def _row_keys(W: np.ndarray) -> tuple[list, list]:
 def _picked(sets: list, picks: list) -> Pool:
     """The pool of factors ``picks`` (``(set, factor)``) of ``(W, H)`` pairs ``sets``."""
     rows = [np.flatnonzero(sets[s][0][:, l]) for s, l in picks]
-    cols = [np.flatnonzero(sets[s][1][l]) for s, l in picks]
-    return Pool(*_compressed(rows), *_compressed(cols))
+    return Pool.of_lists(rows, [np.flatnonzero(sets[s][1][l]) for s, l in picks])
 
 
 def _compressed(parts: list) -> tuple[np.ndarray, np.ndarray]:
