@@ -389,7 +389,8 @@ def test_the_block_budget_counts_the_starts_kept_for_the_combination():
     _worker.load(fit, 0, Dataset.of(X[:100]), None)
     try:
         block = _worker._blocks[(fit, 0)]
-        block.Xt  # the transpose the "columns" start makes, counted from here on
+        # The transpose the "columns" start makes, counted from here on.
+        assert block.Xt.shape == (300, 100)
         alone = block.nbytes
         for start in range(3):
             _worker.keep_columns(fit, 0, start, np.arange(start, start + k), k)
