@@ -35,13 +35,16 @@ from .._threads import pick
 from ..polish import top_columns
 
 __all__ = [
+    "GrowRows",
     "Pool",
     "PoolRows",
     "PoolSource",
     "WholePool",
     "WholeSource",
+    "bounded",
     "choose",
     "combine",
+    "decide",
     "grow",
     "grown",
     "majority",
@@ -49,6 +52,7 @@ __all__ = [
     "pool_bytes",
     "segment_sums",
     "select",
+    "unique",
     "useful",
 ]
 
@@ -126,8 +130,9 @@ class Pool:
         cols = [self.col_idx[self.col_ptr[f] : self.col_ptr[f + 1]] for f in keep]
         if self.row_idx is None:
             return Pool.counted(np.diff(self.row_ptr)[np.asarray(keep, dtype=np.intp)], cols)
-        rows = [self.row_idx[self.row_ptr[f] : self.row_ptr[f + 1]] for f in keep]
-        return Pool(*_compressed(rows), *_compressed(cols))
+        return Pool.of_lists(
+            [self.row_idx[self.row_ptr[f] : self.row_ptr[f + 1]] for f in keep], cols
+        )
 
     def factors(self, chosen, n: int, m: int, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Boolean W (n, k), H (k, m) with factor s the candidate ``chosen[s]`` (-1: empty)."""
