@@ -759,7 +759,7 @@ def test_cli_on_a_cluster_says_what_one_machine_says(client, tmp_path):
     common = ["-k", "5", "--max-iter", "50", "--param", "n_init=2"]
     runs = {}
     for where, extra in (
-        ("one", ["--param", "polish=flip", "--param", "combine=false"]),
+        ("one", ["--param", "polish=flip"]),
         ("cluster", ["--scheduler", client.scheduler.address]),
     ):
         saved = str(tmp_path / f"{where}.npz")
