@@ -333,31 +333,34 @@ def test_combined_as_on_one_machine(client, unknown, k, best):
     )
 
 
-def test_a_worker_lost_during_the_combination(monkeypatch):
+def test_a_worker_lost_during_or_after_the_combination(monkeypatch):
     """A worker killed as the combination begins: its blocks are read again, the starts whose
-    rows they held run again, the combination again, and the result is the fit without the
-    fault."""
+    rows they held run again, the combination again. Killed as the kept "combined" start's
+    rows are gathered: the combination (and the starts before it) runs again. Either way the
+    result is the fit without the fault."""
     from banmf.distributed import _backend
 
     distributed = pytest.importorskip("distributed")
     X, masks = _tiles()
     with _cluster(2) as cluster, distributed.Client(cluster) as c:
         reference = bd.BANMF(**COMBINED, n_blocks=4, client=c).fit(X, **masks["missing"])
-        victim = sorted(c.run(os.getpid).items())[0][1]
-        row_keys = _backend._BlockSource.row_keys
-        killed = []
+        assert reference.best_start_ == "combined"
+        for owner, name in ((_backend._BlockSource, "row_keys"), (_backend.DaskBackend, "rows")):
+            victim = sorted(c.run(os.getpid).items())[0][1]
+            original, killed = getattr(owner, name), []
 
-        def kill_first(self, sets):
-            if not killed:
-                killed.append(True)
-                os.kill(victim, signal.SIGKILL)
-            return row_keys(self, sets)
+            def kill_first(self, *args, original=original, killed=killed, victim=victim):
+                if not killed:
+                    killed.append(True)
+                    os.kill(victim, signal.SIGKILL)
+                return original(self, *args)
 
-        monkeypatch.setattr(_backend._BlockSource, "row_keys", kill_first)
-        with pytest.warns(UserWarning, match="worker was lost"):
-            model = bd.BANMF(**COMBINED, n_blocks=4, client=c).fit(X, **masks["missing"])
-    assert killed and model.recoveries_ == 1 and model.best_start_ == "combined"
-    _same(reference, model, exact=True)
+            with monkeypatch.context() as patch:
+                patch.setattr(owner, name, kill_first)
+                with pytest.warns(UserWarning, match="worker was lost"):
+                    model = bd.BANMF(**COMBINED, n_blocks=4, client=c).fit(X, **masks["missing"])
+            assert killed and model.recoveries_ == 1
+            _same(reference, model, exact=True)
 
 
 def test_ctrl_c_during_the_combination_keeps_the_best_start(client, monkeypatch):
