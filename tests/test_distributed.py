@@ -307,8 +307,8 @@ def test_defaults_are_one_machines_but_the_polish():
 COMBINED = {**SHARED, "n_components": 6, "max_iter": 60, "swap": True, "combine": True}
 
 
-def _tiles():
-    X = banmf.make_sparse_tiles(400, 300, 3000, 6, random_state=1)[0]
+def _tiles(shape=(400, 300), nnz=3000, seed=1):
+    X = banmf.make_sparse_tiles(*shape, nnz, 6, random_state=seed)[0]
     rng = np.random.default_rng(0)
     missing = sp.csr_matrix(rng.random(X.shape) < 0.1)
     observed = sp.csr_matrix(rng.random(X.shape) < 0.7)
@@ -316,13 +316,18 @@ def _tiles():
 
 
 @pytest.mark.parametrize(
-    ("unknown", "k", "best"),
-    [("missing", 6, "combined"), ("observed", 6, "combined"), (None, 1, 0)],
+    ("unknown", "k", "best", "data"),
+    [
+        ("missing", 6, "combined", {}),
+        ("observed", 6, "combined", {}),
+        (None, 1, 0, {}),
+        (None, 8, "nmf", {"shape": (600, 200), "nnz": 4000, "seed": 3}),
+    ],
 )
-def test_combined_as_on_one_machine(client, unknown, k, best):
+def test_combined_as_on_one_machine(client, unknown, k, best, data):
     """GreConD does not pay on these data on one machine (its pool has no GreConD factors
     either), so both pools are the starts' and the grown candidates."""
-    X, masks = _tiles()
+    X, masks = _tiles(**data)
     params = {**COMBINED, "n_components": k}
     one = banmf.BANMF(**params).fit(X, **masks[unknown])
     many = bd.BANMF(**params, n_blocks=4).fit(X, **masks[unknown])
