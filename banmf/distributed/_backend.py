@@ -358,8 +358,9 @@ class DaskBackend:
         holds runs again first (``again(run, init)``), from its seed: the same rows. None
         when a deferred Ctrl-C came during the choice: the starts stand."""
         session = self.session
+        lost = set().union(*session.each(_worker.lacks, [run["start"] for run in runs]))
         for run in runs:
-            if not all(session.each(_worker.holds, run["start"])):
+            if run["start"] in lost:
                 self._run_again(again, run)
         try:
             _, H, error, info = choose(_BlockSource(self, k), runs, k)

@@ -516,6 +516,13 @@ def holds(fit: str, b: int, start) -> bool:
         return start in block.kept
 
 
+def lacks(fit: str, b: int, starts: list) -> list:
+    """The starts of ``starts`` whose rows the block does not hold (a block read again holds
+    none)."""
+    with _use(fit, b) as block:
+        return [start for start in starts if start not in block.kept]
+
+
 def rows_of(fit: str, b: int, start: int) -> tuple[np.ndarray, np.ndarray]:
     """The kept start's rows: ``(W balanced, W Boolean)``."""
     with _use(fit, b) as block:
