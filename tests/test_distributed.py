@@ -23,6 +23,7 @@ from banmf.distributed import _worker
 from banmf.distributed._session import Session
 from banmf.distributed.blocks import _cuts
 from banmf.engine import Driver
+from banmf.io import Dataset
 
 # The parameters both estimators share in these tests: what bd.BANMF runs (global thresholds,
 # no polish, no swaps, the columns start), two random starts, few iterations.
@@ -35,7 +36,7 @@ SHARED = {
     "polish": "flip",
     "swap": True,
     "extra_starts": ("nmf", "columns"),
-    "combine": False,  # not distributed yet
+    "combine": False,  # the combination's own tests below
 }
 
 
@@ -283,23 +284,135 @@ def test_save_and_load(fitted, tmp_path):
     assert model.transform(X[:10]).shape == (10, 5)
 
 
-def test_defaults_are_one_machines_but_the_polish_and_the_combination():
-    """What README and CHANGELOG say differs by default: the polish and the combination.
-    polish=True is "auto" on one machine (the exact polish where it is cheap: Zoo at k=5) and
-    flips on a cluster; the combination of the starts is not distributed (combine=False);
-    every other default is banmf.BANMF's, so with polish="flip" and combine=False the fits
-    agree."""
+def test_defaults_are_one_machines_but_the_polish():
+    """What README and CHANGELOG say differs by default: the polish. polish=True is "auto" on
+    one machine (the exact polish where it is cheap: Zoo at k=5) and flips on a cluster;
+    every other default is banmf.BANMF's (the combination too), so with polish="flip" the
+    fits agree."""
     from banmf.polish import resolve_polish
 
     one, many = banmf.BANMF().get_params(), bd.BANMF().get_params()
     assert set(many) - set(one) == {"client", "n_blocks", "block_memory", "max_recoveries"}
-    assert one["combine"] is True and many["combine"] is False
-    assert {key: many[key] for key in one if key != "combine"} == {
-        key: value for key, value in one.items() if key != "combine"
-    }
+    assert many["combine"] is True
+    assert {key: many[key] for key in one} == one
     zoo = banmf.datasets.load_zoo().X
     assert banmf.BANMF()._polish_method(5) == "auto"
     assert resolve_polish("auto", zoo.shape, zoo.nnz, 5) == "exact"
+
+
+# -- the combination of the starts --------------------------------------------------------
+
+# Sparse tiles where the combination beats every start with unknown cells (the choice is new,
+# then polished and swapped on the blocks), and where it keeps the best start's factors.
+COMBINED = {**SHARED, "n_components": 6, "max_iter": 60, "swap": True, "combine": True}
+
+
+def _tiles(shape=(400, 300), nnz=3000, seed=1):
+    X = banmf.make_sparse_tiles(*shape, nnz, 6, random_state=seed)[0]
+    rng = np.random.default_rng(0)
+    missing = sp.csr_matrix(rng.random(X.shape) < 0.1)
+    observed = sp.csr_matrix(rng.random(X.shape) < 0.7)
+    return X, {"missing": {"missing": missing}, "observed": {"observed": observed}, None: {}}
+
+
+@pytest.mark.parametrize(
+    ("unknown", "k", "best", "data"),
+    [
+        ("missing", 6, "combined", {}),
+        ("observed", 6, "combined", {}),
+        (None, 1, 0, {}),
+        (None, 8, "nmf", {"shape": (600, 200), "nnz": 4000, "seed": 3}),
+    ],
+)
+def test_combined_as_on_one_machine(client, unknown, k, best, data):
+    """GreConD does not pay on these data on one machine (its pool has no GreConD factors
+    either), so both pools are the starts' and the grown candidates."""
+    X, masks = _tiles(**data)
+    params = {**COMBINED, "n_components": k}
+    one = banmf.BANMF(**params).fit(X, **masks[unknown])
+    many = bd.BANMF(**params, n_blocks=4).fit(X, **masks[unknown])
+    _same(one, many)
+    assert many.best_start_ == best and "combined" in many.extra_start_errors_
+    assert many.reconstruction_err_ == banmf.boolean_error(
+        X, many.W_, many.components_, **masks[unknown]
+    )
+
+
+def test_a_worker_lost_during_or_after_the_combination(monkeypatch):
+    """A worker killed as the combination begins: its blocks are read again, the starts whose
+    rows they held run again, the combination again. Killed as the kept "combined" start's
+    rows are gathered: the combination (and the starts before it) runs again. Either way the
+    result is the fit without the fault."""
+    from banmf.distributed import _backend
+
+    distributed = pytest.importorskip("distributed")
+    X, masks = _tiles()
+    with _cluster(2) as cluster, distributed.Client(cluster) as c:
+        reference = bd.BANMF(**COMBINED, n_blocks=4, client=c).fit(X, **masks["missing"])
+        assert reference.best_start_ == "combined"
+        for owner, name in ((_backend._BlockSource, "row_keys"), (_backend.DaskBackend, "rows")):
+            victim = sorted(c.run(os.getpid).items())[0][1]
+            original, killed = getattr(owner, name), []
+
+            def kill_first(self, *args, original=original, killed=killed, victim=victim):
+                if not killed:
+                    killed.append(True)
+                    os.kill(victim, signal.SIGKILL)
+                return original(self, *args)
+
+            with monkeypatch.context() as patch:
+                patch.setattr(owner, name, kill_first)
+                with pytest.warns(UserWarning, match="worker was lost"):
+                    model = bd.BANMF(**COMBINED, n_blocks=4, client=c).fit(X, **masks["missing"])
+            assert killed and model.recoveries_ == 1
+            _same(reference, model, exact=True)
+
+
+def test_ctrl_c_during_the_combination_keeps_the_best_start(client, monkeypatch):
+    from banmf.distributed import _backend
+
+    X, masks = _tiles()
+    row_keys = _backend._BlockSource.row_keys
+
+    def interrupted(self, sets):
+        os.kill(os.getpid(), signal.SIGINT)
+        return row_keys(self, sets)
+
+    without = bd.BANMF(**{**COMBINED, "combine": False}, n_blocks=4).fit(X, **masks["missing"])
+    monkeypatch.setattr(_backend._BlockSource, "row_keys", interrupted)
+    model = bd.BANMF(**COMBINED, n_blocks=4)
+    with pytest.raises(KeyboardInterrupt):
+        model.fit(X, **masks["missing"])
+    assert model.interrupted_ and "combined" not in model.extra_start_errors_
+    assert model.best_start_ == without.best_start_
+    assert np.array_equal(model.W_, without.W_)
+
+
+def test_the_block_budget_counts_the_starts_kept_for_the_combination():
+    """A block's bytes (what ``block_memory`` bounds) count every start's Boolean rows kept
+    for the combination, and the combination's own state; a start no longer the best keeps
+    only its Boolean rows, and without the combination none."""
+    X, _ = _tiles()
+    fit, k = "budget-test", 6
+    _worker.load(fit, 0, Dataset.of(X[:100]), None)
+    try:
+        block = _worker._blocks[(fit, 0)]
+        # The transpose the "columns" start makes, counted from here on.
+        assert block.Xt.shape == (300, 100)
+        alone = block.nbytes
+        for start in range(3):
+            _worker.keep_columns(fit, 0, start, np.arange(start, start + k), k)
+        rows = 100 * k  # one start's rows, Boolean
+        assert block.nbytes == alone + 3 * 9 * rows  # float64 scaled and Boolean
+        _worker.keep_only(fit, 0, [1], True)
+        assert block.nbytes == alone + 9 * rows + 2 * rows
+        _worker.grow_rows(fit, 0, np.eye(2 * k, 300, dtype=bool))
+        assert block.nbytes == alone + 9 * rows + 2 * rows + 100 * 2 * k
+        _worker.keep_only(fit, 0, [1])
+        _worker.pool_end(fit, 0, None, None, k)
+        assert block.nbytes == alone + 9 * rows
+    finally:
+        _worker.forget(fit)
 
 
 # -- faults and memory ---------------------------------------------------------------------
@@ -654,7 +767,7 @@ def test_cli_on_a_cluster_says_what_one_machine_says(client, tmp_path):
     common = ["-k", "5", "--max-iter", "50", "--param", "n_init=2"]
     runs = {}
     for where, extra in (
-        ("one", ["--param", "polish=flip", "--param", "combine=false"]),
+        ("one", ["--param", "polish=flip"]),
         ("cluster", ["--scheduler", client.scheduler.address]),
     ):
         saved = str(tmp_path / f"{where}.npz")

@@ -104,8 +104,6 @@ def test_a_backend_that_cannot_combine_refuses_the_combination_before_any_work()
     with pytest.raises(InvalidParameterError, match="combine=True needs every start's factors"):
         _fit(backend, combine=True)
     assert backend.asked == []
-    with pytest.raises(InvalidParameterError, match="set combine=False"):
-        bd.BANMF(combine=True).fit(np.eye(4))
 
 
 @pytest.mark.parametrize("params, message", REFUSED)

@@ -221,18 +221,13 @@ def _factorize_distributed(args, out, err, params) -> int:
     if args.k > 0 and not args.quiet:
         from ..polish import resolve_polish
 
-        # One machine's polish=True is "auto": the exact polish wherever it is cheap; and one
-        # machine combines its starts by default.
-        differ = []
+        # One machine's polish=True is "auto": the exact polish wherever it is cheap.
         if model.polish is True and resolve_polish("auto", (n, m), model.nnz_, args.k) == "exact":
-            differ.append(f"polishes these factors exactly (k={args.k})")
-        if "combine" not in params:
-            differ.append("combines its starts (combine=True)")
-        if differ:
             err.write(
-                f"banmf: note: on one machine banmf {' and '.join(differ)}; neither is "
-                "distributed, so W and H may differ from a fit without --scheduler (with "
-                "--param polish=flip --param combine=false they do not)\n"
+                f"banmf: note: on one machine banmf polishes these factors exactly (k={args.k}), "
+                "which is not distributed, so W and H may differ from a fit without --scheduler "
+                "(with --param polish=flip they agree, unless one machine pools GreConD's "
+                "factors in the combination of the starts, which it does on narrow data)\n"
             )
     # The data as one machine's result keeps it (banmf.io.save_result keeps a copy of small
     # data): read here from a matrix file, gathered from small row-block files.

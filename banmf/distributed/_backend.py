@@ -3,9 +3,13 @@
 (:mod:`banmf.distributed._worker`) and sums over the blocks by one fixed tree, and a start
 that loses a worker runs again from its seed after the repair.
 
-The blocks hold W's rows (balanced and Boolean) of the best start so far; the driver holds
-every start's H. Steps that need whole columns (the exact polish, GreConD) are not here:
-the driver refuses them (``DaskBackend.whole_columns`` is False).
+The blocks hold W's rows (balanced and Boolean) of the best start so far, and with
+``combine`` every other start's Boolean rows too; the driver holds every start's H. The
+combination (:func:`banmf.engine.pool.choose`) runs over the blocks' rows
+(:class:`_BlockSource`). Steps that need whole columns (the exact polish, GreConD) are not
+here: the driver refuses them (``DaskBackend.whole_columns`` is False), and GreConD's factors
+never join the combination's pool here (one machine adds them only on narrow data, where they
+cost little: :meth:`banmf.models.banmf._Local._grecond_pays`).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import numpy as np
 from .._signals import Interruptions
 from ..booleanize import balance_scales, grid_points, grid_ranks, search_grid
 from ..engine.nndsvd import nonnegative_part
+from ..engine.pool import Pool, bounded, choose
 from ..models import h_step, objective_value
 from ..polish import polish_over, swaps_over, thresholds_over, top_columns
 from . import _worker
@@ -346,9 +351,38 @@ class DaskBackend:
                 )
                 self.session.repair()
 
+    def combine(self, runs: list, k: int, again):
+        """The combination over the blocks (:func:`banmf.engine.pool.choose` with
+        :class:`_BlockSource`); the choice's rows stay on the blocks as the start
+        "combined". A start whose rows a block read again (after a lost worker) no longer
+        holds runs again first (``again(run, init)``), from its seed: the same rows. None
+        when a deferred Ctrl-C came during the choice: the starts stand."""
+        session = self.session
+        lost = set().union(*session.each(_worker.lacks, [run["start"] for run in runs]))
+        for run in runs:
+            if run["start"] in lost:
+                self._run_again(again, run)
+        try:
+            _, H, error, info = choose(_BlockSource(self, k), runs, k)
+        except _Stopped:
+            session.each(_worker.pool_end, None, None, k)
+            return None
+        return None, H, error, info["new"]
+
+    def _run_again(self, again, run: dict) -> None:
+        """``again(run, init)`` with the run again's own interruptions (none) seen by the
+        steps' safe points."""
+        counted, self.session.interrupts = self.session.interrupts, Interruptions()
+        try:
+            again(run, self.specs.get(run["start"]))
+        finally:
+            self.session.interrupts = counted
+
     def keep(self, best) -> None:
-        """Only the best start so far keeps its rows on the blocks."""
-        self.attempt(lambda: self.session.each(_worker.keep_only, [best]))
+        """Only the best start so far keeps its rows on the blocks (with ``combine``, the
+        others keep their Boolean rows)."""
+        combine = self.p["combine"]
+        self.attempt(lambda: self.session.each(_worker.keep_only, [best], combine))
 
     def rows(self, best: dict, again) -> tuple[np.ndarray, np.ndarray]:
         """The kept start's rows from every block, and the error's two parts
@@ -358,12 +392,7 @@ class DaskBackend:
         def gather():
             i = best["start"]
             if not all(self.session.each(_worker.holds, i)):
-                # The steps' safe points see the run again's own interruptions: none.
-                counted, self.session.interrupts = self.session.interrupts, Interruptions()
-                try:
-                    again(self.specs.get(i))
-                finally:
-                    self.session.interrupts = counted
+                self._run_again(lambda run, init: again(init), best)
             parts = self.session.each(_worker.rows_of, i)
             self.error_counts = self.session.sum(_worker.counts, i, best["H"])
             return np.concatenate([q[0] for q in parts]), np.concatenate([q[1] for q in parts])
@@ -409,3 +438,89 @@ class _BlockRows:
 
     def stopped(self):
         return bool(self.session.interrupts.count)
+
+
+class _Stopped(Exception):
+    """A deferred Ctrl-C came during the combination's choice."""
+
+
+class _BlockSource:
+    """:class:`banmf.engine.pool.PoolSource` over the row blocks: the starts' Boolean rows
+    kept on them, the candidates' rows built there, every count summed over the blocks. A
+    factor set is a start's key (None: the grown candidates) with its H; a candidate's rows
+    are known across blocks by their count and hashes summed over the blocks."""
+
+    def __init__(self, backend: DaskBackend, k: int):
+        self.session, self.k = backend.session, k
+        self.shape = self.session.blocks.shape
+        self.nnz, self.observed = backend.p["nnz_ones"], backend.p["observed"]
+        self.counts: list = []  # per set, its factors' row counts (:meth:`row_keys`)
+
+    def column_ones(self):
+        return self.session.sum(_worker.column_counts)
+
+    def grow_rows(self, H):
+        self.session.each(_worker.grow_rows, H)
+
+    def grow_columns(self, t0, t1):
+        return self.session.sum(_worker.grow_columns, t0, t1)
+
+    def set_of(self, run):
+        return run["start"], run["H"]
+
+    def grown_set(self, H):
+        return None, H
+
+    def row_keys(self, sets):
+        offsets = self.session.blocks.offsets
+        counts, hashes = self.session.sum(_worker.pool_keys, [key for key, _ in sets], offsets)
+        out, at = [], 0
+        self.counts = []
+        for _, H in sets:
+            q = H.shape[0]
+            part = counts[at : at + q].tolist()
+            keys = [(c, *h) for c, h in zip(part, hashes[at : at + q].tolist(), strict=True)]
+            out.append((keys, part))
+            self.counts.append(part)
+            at += q
+        return out
+
+    def pool(self, sets, picks):
+        cols = [np.flatnonzero(sets[s][1][l]) for s, l in picks]
+        keys = [key for key, _ in sets]
+        self.session.each(_worker.pool_build, keys, picks, cols)
+        return Pool.counted(np.array([self.counts[s][l] for s, l in picks], dtype=np.int64), cols)
+
+    def useful(self, pool):
+        if self.observed:
+            return np.arange(len(pool))
+        ones, row_ones, hidden, row_hidden = self.session.sum(_worker.pool_bounds)
+        return bounded(pool, (ones, row_ones), (hidden, row_hidden))
+
+    def take(self, pool, keep):
+        self.session.each(_worker.pool_take, keep, self.k)
+        return pool.take(keep)
+
+    def rows(self, pool, k):
+        return _BlockPool(self.session)
+
+    def w(self, pool, chosen, k):
+        self.session.each(_worker.pool_end, "combined", chosen, k)
+
+
+class _BlockPool:
+    """:class:`banmf.engine.pool.PoolRows` over the blocks: the gains summed over them; the
+    slot changes go to the blocks with the next gains asked for (one round trip each)."""
+
+    def __init__(self, session: Session):
+        self.session, self.fresh, self.moves = session, True, []
+
+    def gains(self, col_codes, skip):
+        if self.session.interrupts is not None and self.session.interrupts.count:
+            raise _Stopped
+        out = self.session.sum(_worker.pool_gains, self.fresh, self.moves, col_codes, skip)
+        self.fresh, self.moves = False, []
+        return out
+
+    def assign(self, slot, f, on):
+        self.moves.append((slot, f, on))

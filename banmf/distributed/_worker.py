@@ -30,6 +30,7 @@ from .._boolean import hits_and_cover, pack_rows, words
 from .._changes import bit_changes, factor_costs
 from .._threads import thread_budget
 from ..booleanize import GridRows, grid_ranks
+from ..engine.pool import Pool, WholePool, majority, majority_counts, segment_sums
 from ..io import read_dataset
 from ..models import MUSolver
 from ..polish import columns_as_factors, polish_rows, swap_rows
@@ -61,8 +62,15 @@ class _Block:
         self.solver: MUSolver | None = None
         self.scaled: np.ndarray | None = None  # the current start's balanced W rows
         self.rows: GridRows | None = None  # their grid ranks, for the threshold search
-        self.kept: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # start → (W scaled, W bool)
+        # start → (W scaled, W bool); a start no longer the best keeps only its Boolean rows
+        # when the starts are combined (its scaled ones None).
+        self.kept: dict = {}
         self.stored: dict = {}  # rows kept between calls (the NNDSVD's)
+        # The combination's state (:mod:`banmf.engine.pool`): the grown candidates' rows, the
+        # whole pool's rows on this block, and the candidates taken with their slots.
+        self.grown: np.ndarray | None = None
+        self.pool: Pool | None = None
+        self.candidates: WholePool | None = None
 
     @property
     def X(self):
@@ -88,6 +96,12 @@ class _Block:
             arrays.append(self.rows.u)
         for pair in self.kept.values():
             arrays += list(pair)
+        arrays.append(self.grown)
+        for pool in (self.pool, self.candidates and self.candidates.pool):
+            if pool is not None:
+                arrays += [pool.row_ptr, pool.row_idx, pool.col_ptr, pool.col_idx]
+        if self.candidates is not None:
+            arrays.append(self.candidates.codes)
         return sum(a.nbytes for a in arrays if a is not None)
 
 
@@ -491,10 +505,14 @@ def counts(fit: str, b: int, start, H: np.ndarray) -> tuple:
         )
 
 
-def keep_only(fit: str, b: int, starts: list) -> None:
-    """Drop the kept starts other than ``starts``."""
+def keep_only(fit: str, b: int, starts: list, boolean: bool = False) -> None:
+    """Drop the kept starts other than ``starts``; with ``boolean`` (the starts are to be
+    combined), keep the others' Boolean rows."""
     with _use(fit, b) as block:
-        block.kept = {i: v for i, v in block.kept.items() if i in starts}
+        if boolean:
+            block.kept = {i: v if i in starts else (None, v[1]) for i, v in block.kept.items()}
+        else:
+            block.kept = {i: v for i, v in block.kept.items() if i in starts}
 
 
 def polish_rows_of(fit: str, b: int, start, Ht: np.ndarray, method: str) -> int:
@@ -554,9 +572,126 @@ def holds(fit: str, b: int, start) -> bool:
         return start in block.kept
 
 
+def lacks(fit: str, b: int, starts: list) -> list:
+    """The starts of ``starts`` whose rows the block does not hold (a block read again holds
+    none)."""
+    with _use(fit, b) as block:
+        return [start for start in starts if start not in block.kept]
+
+
 def rows_of(fit: str, b: int, start: int) -> tuple[np.ndarray, np.ndarray]:
     """The kept start's rows: ``(W balanced, W Boolean)``."""
     with _use(fit, b) as block:
         if start not in block.kept:
             raise BlockLost(f"row block {b} no longer holds start {start}")
         return block.kept[start]
+
+
+# -- the combination of the starts (banmf.engine.pool, over row blocks) -----------------------
+
+#: Seeds of the two 64-bit row hashes (splitmix64) that identify a candidate's rows across
+#: blocks: summed over its rows and over the blocks, with its row count.
+_HASH_SEEDS = np.array([0x9E3779B97F4A7C15, 0xD1B54A32D192ED03], dtype=np.uint64)
+
+
+def _row_hashes(rows: np.ndarray) -> np.ndarray:
+    """Two 64-bit hashes (splitmix64's finalizer) of each row index: (len(rows), 2)."""
+    z = rows.astype(np.uint64)[:, None] + _HASH_SEEDS
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def _set_rows(block: _Block, b: int, key) -> np.ndarray:
+    """The Boolean rows of a factor set: a kept start's, or (None) the grown candidates'."""
+    if key is None:
+        return block.grown
+    if key not in block.kept:
+        raise BlockLost(f"row block {b} no longer holds start {key}")
+    return block.kept[key][1]
+
+
+def grow_rows(fit: str, b: int, H: np.ndarray) -> None:
+    """The grown candidates' rows on the block against their columns ``H``
+    (:func:`banmf.engine.pool.majority`)."""
+    with _use(fit, b) as block:
+        block.grown = majority(block.data, H.T)
+
+
+def grow_columns(fit: str, b: int, t0: int, t1: int) -> tuple:
+    """The block's share of the grown candidates ``t0:t1``'s column counts
+    (:func:`banmf.engine.pool.majority_counts` of the transpose; zeros without unknown cells)."""
+    with _use(fit, b) as block:
+        ones, cells, sizes = majority_counts(block.data.T, block.grown[:, t0:t1])
+        return ones, np.zeros_like(ones) if cells is None else cells, sizes
+
+
+def pool_keys(fit: str, b: int, keys: list, offsets: np.ndarray) -> tuple:
+    """Per factor of the sets ``keys`` (in order, all factors in one array): its rows on the
+    block, and the sum of their hashes (wrapping; (F, 2) uint64)."""
+    with _use(fit, b) as block:
+        hashes = _row_hashes(np.arange(offsets[b], offsets[b + 1]))
+        counts, sums = [], []
+        for key in keys:
+            W = _set_rows(block, b, key)
+            counts.append(W.sum(axis=0).astype(np.int64))
+            sums += [hashes[W[:, l]].sum(axis=0, dtype=np.uint64) for l in range(W.shape[1])]
+        return np.concatenate(counts), np.stack(sums)
+
+
+def pool_build(fit: str, b: int, keys: list, picks: list, cols: list) -> None:
+    """The pool on the block: candidate f is factor ``picks[f] = (set, l)`` of the sets
+    ``keys``, its rows this block's (local indices), its columns ``cols[f]``. The grown
+    candidates' rows go."""
+    with _use(fit, b) as block:
+        sets = [_set_rows(block, b, key) for key in keys]
+        block.pool = Pool.of_lists([np.flatnonzero(sets[s][:, l]) for s, l in picks], cols)
+        block.grown = None
+
+
+def pool_bounds(fit: str, b: int) -> tuple:
+    """The block's share of :func:`banmf.engine.pool.bounded`'s counts: ones per column and
+    per candidate over its rows, and the same of the unknown cells."""
+    with _use(fit, b) as block:
+        pool, X, unknown = block.pool, block.X, block.data.unknown
+        m = X.shape[1]
+        ones = np.bincount(X.indices, minlength=m).astype(np.int64)
+        row_ones = segment_sums(np.diff(X.indptr)[pool.row_idx], pool.row_ptr)
+        if unknown is None:
+            return ones, row_ones, np.zeros(m, dtype=np.int64), np.zeros_like(row_ones)
+        cells = unknown.cells
+        hidden = np.bincount(cells.indices, minlength=m).astype(np.int64)
+        return (
+            ones,
+            row_ones,
+            hidden,
+            segment_sums(np.diff(cells.indptr)[pool.row_idx], pool.row_ptr),
+        )
+
+
+def pool_take(fit: str, b: int, keep: np.ndarray, k: int) -> None:
+    """The candidates ``keep`` of the block's pool, no slot assigned."""
+    with _use(fit, b) as block:
+        block.candidates = WholePool(block.data, block.pool.take(keep), k)
+
+
+def pool_gains(fit: str, b: int, fresh: bool, moves: list, col_codes, skip) -> np.ndarray:
+    """The block's share of :meth:`banmf.engine.pool.PoolRows.gains`, after the slot changes
+    ``moves`` (``(slot, candidate, on)``, in order; ``fresh``: from no slot assigned)."""
+    with _use(fit, b) as block:
+        rows = block.candidates
+        if fresh:
+            rows.codes[:] = 0
+        for slot, f, on in moves:
+            rows.assign(slot, f, on)
+        return rows.gains(col_codes, skip)
+
+
+def pool_end(fit: str, b: int, start, chosen: list | None, k: int) -> None:
+    """The combination's state goes; with ``chosen`` (candidate per slot, -1: none), the
+    block keeps their rows as the start ``start``."""
+    with _use(fit, b) as block:
+        if chosen is not None:
+            W = block.candidates.pool.w(chosen, block.X.shape[0], k)
+            block.kept[start] = (W.astype(np.float64), W)
+        block.grown = block.pool = block.candidates = None

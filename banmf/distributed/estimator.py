@@ -70,9 +70,12 @@ normalize, n_init, dtype, random_state, verbose, callback
         As in :class:`banmf.BANMF`. "nmf": its NNDSVDa, a truncated SVD of X computed as
         scipy's ``svds`` does with every product summed over the blocks. "grecond" needs
         whole columns and is refused as the exact polish is.
-    combine : bool, default False
-        :class:`banmf.BANMF`'s combination of the starts is not distributed yet (it needs
-        every start's W, which the blocks drop once a better start is found): True is refused.
+    combine : bool, default True
+        As in :class:`banmf.BANMF`, over the blocks: they keep every start's Boolean rows
+        (k bits a row and start, counted in ``block_memory``) until the combination, each
+        candidate factor's rows are built on them, and the choice's error changes are sums
+        over them; GreConD's factors never join the pool (one machine adds them on narrow
+        data only). The same factors as one machine's.
     n_jobs : int or None, default None
         Threads per worker for the fit (None: each worker's own thread count). A worker's
         blocks share them.
@@ -148,7 +151,7 @@ normalize, n_init, dtype, random_state, verbose, callback
         polish=True,
         swap=True,
         extra_starts=("nmf", "columns"),
-        combine=False,
+        combine=True,
         n_init="auto",
         dtype=np.float64,
         n_jobs=None,

@@ -210,6 +210,7 @@ class Driver:
         self.model, self.backend, self.p, self.interrupts = model, backend, p, interrupts
         self.deferred = deferred
         self.names: list[str] = []  # the extra starts, in the order ranked
+        self.pooled: list[dict] = []  # the starts the combination pooled, ranked
 
     # -- the starts ----------------------------------------------------------------------
 
@@ -257,6 +258,7 @@ class Driver:
         if p["combine"] and not ended and not interrupts.count:
             # Ranked after every start: it is kept only when strictly lower than all.
             kept = [*out.runs, *(extra[name] for name in names if name in extra)]
+            self.pooled = kept
             self.names = [*names, "combined"]
             number = len(kept) + 1
             progress = StartProgress(number, number, p["max_iter"], "combined")
@@ -375,12 +377,15 @@ class Driver:
         """Run the kept start ``best`` again from ``init`` (its initial factors; None for an
         extra start), for a backend that lost its rows: exactly the iterations it ran (Ctrl-C,
         the callback or the tolerance may have ended it), with neither the callback nor Ctrl-C
-        cutting the run short. Raises RuntimeError if it ends elsewhere."""
+        cutting the run short; "combined", the combination of the same starts. Raises
+        RuntimeError if it ends elsewhere."""
         key = best["start"]
         p = {**self.p, "max_iter": best["n_iter"], "tol": None, "rerun": True}
         driver = Driver(self.model, self.backend, p, Interruptions(), self.deferred)
         progress = StartProgress(1, 1, p["max_iter"], key if isinstance(key, str) else None)
-        if isinstance(key, str):
+        if key == "combined":
+            run, _ = driver.combined(self.pooled, progress)
+        elif isinstance(key, str):
             run, _ = driver.extra_start(key, progress)
         else:
             run = driver.fit_one(key, init, progress, interrupts=driver.interrupts)
@@ -624,11 +629,14 @@ class Driver:
         try:
             progress.phase("combining")
             with timed(seconds, "combining"):
-                W, H, error, new = self.backend.combine(kept, self.p["k"])
+                chosen = self.backend.combine(kept, self.p["k"], self.rerun)
         except KeyboardInterrupt:
             if not self.interrupts.first():
                 raise
             return None, True
+        if chosen is None:  # a deferred Ctrl-C during the choice: the starts stand
+            return None, True
+        W, H, error, new = chosen
         run = greedy_record(W, H, error, "combined", seconds)
         if new:
             return self._refined(run, progress)

@@ -11,10 +11,15 @@ than every start, so it is never worse than the best one.
 The error of adding a candidate to a selection is a sum over rows (each cell of the candidate's
 rectangle that the selection leaves uncovered counts -1 if a one, +1 if an observed zero): a
 :class:`PoolRows` computes it for all candidates at once on its rows, and blocks of rows add up.
-The search itself (:func:`select`) sees only these sums, so a backend of row blocks needs only
-its own :class:`PoolRows` (Dask's has none yet: its blocks drop the W of every start but the
-best, and :class:`banmf.distributed.BANMF` does not combine). Ties go to the earlier pool factor, and the pool's order is the starts' rank: the same
-seed gives the same choice, whatever the thread count.
+The search itself (:func:`select`) sees only these sums, and so does everything else the
+combination asks of the rows: :func:`choose` is written once over a :class:`PoolSource`, the
+rows where they are. On one machine (:class:`WholeSource`) that is the data and the starts'
+records; on Dask (``banmf.distributed._backend``) it is the row blocks, which keep every
+start's Boolean rows until the combination, build each candidate's rows on their own rows
+(a candidate's identity across blocks is its row count and a 128-bit hash of its rows, summed
+over the blocks, with its columns), and send per-candidate sums. Ties go to the earlier pool
+factor, and the pool's order is the starts' rank: the same seed gives the same choice,
+whatever the thread count or the number of blocks.
 """
 
 from __future__ import annotations
@@ -29,7 +34,27 @@ from .._kernels.pool import pool_gains
 from .._threads import pick
 from ..polish import top_columns
 
-__all__ = ["Pool", "PoolRows", "WholePool", "combine", "grown", "pool_bytes", "select", "useful"]
+__all__ = [
+    "GrowRows",
+    "Pool",
+    "PoolRows",
+    "PoolSource",
+    "WholePool",
+    "WholeSource",
+    "bounded",
+    "choose",
+    "combine",
+    "decide",
+    "grow",
+    "grown",
+    "majority",
+    "majority_counts",
+    "pool_bytes",
+    "segment_sums",
+    "select",
+    "unique",
+    "useful",
+]
 
 #: The selection's work, in cells of candidate rectangles visited (about one comparison and a
 #: short binary search each), may be at most this many times nnz·k plus a floor: the pool is cut
@@ -53,13 +78,15 @@ class Pool:
     Attributes
     ----------
     row_ptr, row_idx : ndarray of int64
-        Candidate f's rows are ``row_idx[row_ptr[f]:row_ptr[f + 1]]`` (sorted).
+        Candidate f's rows are ``row_idx[row_ptr[f]:row_ptr[f + 1]]`` (sorted). ``row_idx`` is
+        None where the rows live elsewhere (a backend's row blocks): ``row_ptr`` still counts
+        them.
     col_ptr, col_idx : ndarray of int64
         Its columns, the same way.
     """
 
     row_ptr: np.ndarray
-    row_idx: np.ndarray
+    row_idx: np.ndarray | None
     col_ptr: np.ndarray
     col_idx: np.ndarray
 
@@ -68,22 +95,22 @@ class Pool:
         """The pool of the factors of ``factors``, an iterable of Boolean ``(W, H)`` pairs
         (n × k, k × m; k may differ), in order: empty factors dropped, and of equal ones the
         first kept. Also returns, per pair, the candidate of each of its factors (-1: empty)."""
-        rows, cols, seen, where = [], [], {}, []
-        for W, H in factors:
-            at = []
-            for l in range(W.shape[1]):
-                r, c = np.flatnonzero(W[:, l]), np.flatnonzero(H[l])
-                if not (len(r) and len(c)):
-                    at.append(-1)
-                    continue
-                key = (r.tobytes(), c.tobytes())
-                if key not in seen:
-                    seen[key] = len(rows)
-                    rows.append(r)
-                    cols.append(c)
-                at.append(seen[key])
-            where.append(at)
-        return cls(*_compressed(rows), *_compressed(cols)), where
+        factors = list(factors)
+        picks, where = unique([_row_keys(W) for W, _ in factors], [H for _, H in factors])
+        return _picked(factors, picks), where
+
+    @classmethod
+    def of_lists(cls, rows: list, cols: list) -> Pool:
+        """The pool of candidates with rows ``rows[f]`` and columns ``cols[f]`` (sorted)."""
+        return cls(*_compressed(rows), *_compressed(cols))
+
+    @classmethod
+    def counted(cls, sizes: np.ndarray, cols: list) -> Pool:
+        """The pool of candidates whose rows live elsewhere: ``sizes[f]`` of them, and columns
+        ``cols[f]``."""
+        row_ptr = np.zeros(len(sizes) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=row_ptr[1:])
+        return cls(row_ptr, None, *_compressed(cols))
 
     def __len__(self) -> int:
         return len(self.row_ptr) - 1
@@ -95,23 +122,72 @@ class Pool:
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.row_ptr, self.row_idx, self.col_ptr, self.col_idx))
+        parts = (self.row_ptr, self.row_idx, self.col_ptr, self.col_idx)
+        return sum(a.nbytes for a in parts if a is not None)
 
     def take(self, keep: np.ndarray) -> Pool:
         """The candidates ``keep`` (indices, in that order)."""
-        rows = [self.row_idx[self.row_ptr[f] : self.row_ptr[f + 1]] for f in keep]
         cols = [self.col_idx[self.col_ptr[f] : self.col_ptr[f + 1]] for f in keep]
-        return Pool(*_compressed(rows), *_compressed(cols))
+        if self.row_idx is None:
+            return Pool.counted(np.diff(self.row_ptr)[np.asarray(keep, dtype=np.intp)], cols)
+        return Pool.of_lists(
+            [self.row_idx[self.row_ptr[f] : self.row_ptr[f + 1]] for f in keep], cols
+        )
 
     def factors(self, chosen, n: int, m: int, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Boolean W (n, k), H (k, m) with factor s the candidate ``chosen[s]`` (-1: empty)."""
+        return self.w(chosen, n, k), self.h(chosen, m, k)
+
+    def w(self, chosen, n: int, k: int) -> np.ndarray:
+        """Boolean W (n, k): column s the rows of candidate ``chosen[s]`` (-1: none)."""
         W = np.zeros((n, k), dtype=bool)
-        H = np.zeros((k, m), dtype=bool)
         for s, f in enumerate(chosen):
             if f >= 0:
                 W[self.row_idx[self.row_ptr[f] : self.row_ptr[f + 1]], s] = True
+        return W
+
+    def h(self, chosen, m: int, k: int) -> np.ndarray:
+        """Boolean H (k, m): row s the columns of candidate ``chosen[s]`` (-1: none)."""
+        H = np.zeros((k, m), dtype=bool)
+        for s, f in enumerate(chosen):
+            if f >= 0:
                 H[s, self.col_idx[self.col_ptr[f] : self.col_ptr[f + 1]]] = True
-        return W, H
+        return H
+
+
+def unique(rows: list, Hs: list) -> tuple[list, list]:
+    """The candidates of factor sets, duplicates merged: set s's factor l has rows known by
+    ``rows[s] = (keys, counts)`` (a key per factor that equal row sets share, and the row
+    count) and columns ``Hs[s][l]``. Returns the candidates ``(s, l)`` in order (of equal ones
+    the first; empty ones dropped) and, per set, each factor's candidate (-1: empty)."""
+    seen: dict = {}
+    picks, where = [], []
+    for (keys, counts), H in zip(rows, Hs, strict=True):
+        at = []
+        for l, (key, count) in enumerate(zip(keys, counts, strict=True)):
+            c = np.flatnonzero(H[l])
+            if not (count and len(c)):
+                at.append(-1)
+                continue
+            key = (key, c.tobytes())
+            if key not in seen:
+                seen[key] = len(picks)
+                picks.append((len(where), l))
+            at.append(seen[key])
+        where.append(at)
+    return picks, where
+
+
+def _row_keys(W: np.ndarray) -> tuple[list, list]:
+    """Per column of a Boolean W, its rows as bytes and their count (:func:`unique`)."""
+    rows = [np.flatnonzero(W[:, l]) for l in range(W.shape[1])]
+    return [r.tobytes() for r in rows], [len(r) for r in rows]
+
+
+def _picked(sets: list, picks: list) -> Pool:
+    """The pool of factors ``picks`` (``(set, factor)``) of ``(W, H)`` pairs ``sets``."""
+    rows = [np.flatnonzero(sets[s][0][:, l]) for s, l in picks]
+    return Pool.of_lists(rows, [np.flatnonzero(sets[s][1][l]) for s, l in picks])
 
 
 def _compressed(parts: list) -> tuple[np.ndarray, np.ndarray]:
@@ -119,6 +195,13 @@ def _compressed(parts: list) -> tuple[np.ndarray, np.ndarray]:
     np.cumsum([len(p) for p in parts], out=ptr[1:])
     idx = np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
     return ptr, idx
+
+
+def segment_sums(values: np.ndarray, ptr: np.ndarray) -> np.ndarray:
+    """Per segment ``ptr[f]:ptr[f + 1]`` of ``values``, its sum (0 when empty)."""
+    total = np.zeros(len(values) + 1, dtype=np.int64)
+    np.cumsum(values, out=total[1:])
+    return total[ptr[1:]] - total[ptr[:-1]]
 
 
 class PoolRows(Protocol):
@@ -258,58 +341,99 @@ def useful(pool: Pool, data) -> np.ndarray:
     X, unknown = data.X, data.unknown
     if unknown is not None and unknown.observed:
         return np.arange(len(pool))
+    ones = (np.diff(data.T.X.indptr), segment_sums(np.diff(X.indptr)[pool.row_idx], pool.row_ptr))
+    hidden = None
+    if unknown is not None:
+        by_rows = np.diff(unknown.cells.indptr)[pool.row_idx]
+        hidden = (np.diff(unknown.T.cells.indptr), segment_sums(by_rows, pool.row_ptr))
+    return bounded(pool, ones, hidden)
 
-    def most(col_counts: np.ndarray, row_counts: np.ndarray) -> np.ndarray:
-        by_cols = np.add.reduceat(col_counts[pool.col_idx], pool.col_ptr[:-1])
-        by_rows = np.add.reduceat(row_counts[pool.row_idx], pool.row_ptr[:-1])
-        return np.minimum(by_cols, by_rows)
 
-    ones = most(np.diff(data.T.X.indptr), np.diff(X.indptr))
-    hidden = (
-        0
-        if unknown is None
-        else most(np.diff(unknown.T.cells.indptr), np.diff(unknown.cells.indptr))
-    )
-    return np.flatnonzero(pool.areas - hidden < 2 * ones)
+def bounded(pool: Pool, ones: tuple, hidden: tuple | None) -> np.ndarray:
+    """:func:`useful`'s bound from the counts: ``ones`` is the ones per column (m,) and per
+    candidate over its rows (summed over them), ``hidden`` the same of the unknown cells (None:
+    none)."""
+
+    def most(counts: tuple) -> np.ndarray:
+        by_cols = segment_sums(counts[0][pool.col_idx], pool.col_ptr)
+        return np.minimum(by_cols, counts[1])
+
+    cover = most(ones)
+    unseen = 0 if hidden is None else most(hidden)
+    return np.flatnonzero(pool.areas - unseen < 2 * cover)
+
+
+class GrowRows(Protocol):
+    """The rows of :func:`grow`'s candidates, where the data's rows are."""
+
+    def grow_rows(self, H: np.ndarray) -> None:
+        """Each candidate's rows: those with more ones than observed zeros in the columns of
+        its row of ``H`` (:func:`majority`), kept for :meth:`grow_columns`."""
+
+    def grow_columns(self, t0: int, t1: int) -> tuple:
+        """Summed over the rows: :func:`majority_counts` of the transpose for candidates
+        ``t0:t1`` of the rows kept (ones and unknown cells per column and candidate, and each
+        candidate's rows)."""
+
+
+def grow(rows: GrowRows, seeds: np.ndarray, m: int, observed: bool, rounds: int = 3):
+    """Candidates grown from the columns ``seeds``: from a column's rows, the columns where
+    those rows hold more ones than observed zeros, then the rows that hold more ones than
+    observed zeros in those columns, and so on, ``rounds`` times (rank-one alternating
+    majorities, as ASSO's association rows grow a column into a pattern). Returns their
+    Boolean H (len(seeds), m); their rows stay with ``rows``. ``observed``: the unknown
+    cells are given as the observed zeros."""
+    count = len(seeds)
+    H = np.zeros((count, m), dtype=bool)
+    H[np.arange(count), seeds] = True
+    rows.grow_rows(H)
+    step = max(1, MAJORITY_CELLS // max(1, m))
+    for _ in range(rounds):
+        for t in range(0, count, step):
+            H[t : t + step] = decide(*rows.grow_columns(t, t + step), observed).T
+        rows.grow_rows(H)
+    return H
 
 
 def grown(data, count: int, rounds: int = 3) -> tuple[np.ndarray, np.ndarray]:
-    """Candidates grown from the ``count`` columns with the most ones (ties: the lower index):
-    from a column's rows, the columns where those rows hold more ones than observed zeros, then
-    the rows that hold more ones than observed zeros in those columns, and so on, ``rounds``
-    times (rank-one alternating majorities, as ASSO's association rows grow a column into a
-    pattern). Boolean W (n, count), H (count, m); a candidate that empties stays empty."""
-    n, m = data.shape
-    seeds = top_columns(np.diff(data.T.X.indptr), count)
-    W = np.zeros((n, len(seeds)), dtype=bool)
-    H = np.zeros((len(seeds), m), dtype=bool)
-    H[np.arange(len(seeds)), seeds] = True
-    W[:] = _majority(data, H.T)
-    for _ in range(rounds):
-        H[:] = _majority(data.T, W).T
-        W[:] = _majority(data, H.T)
-    return W, H
+    """:func:`grow` on one machine from the ``count`` columns with the most ones (ties: the
+    lower index). Boolean W (n, count), H (count, m); a candidate that empties stays empty."""
+    source = WholeSource(data)
+    seeds = top_columns(source.column_ones(), count)
+    H = grow(source, seeds, data.shape[1], source.observed, rounds)
+    return source.grown_set(H)
 
 
-def _majority(data, S: np.ndarray) -> np.ndarray:
+def majority_counts(data, S: np.ndarray) -> tuple:
+    """Per row of ``data`` and set t (the columns ``S[:, t]``, bool m × T): its ones in the
+    set's columns, its unknown cells there (None without them; the observed zeros with
+    ``observed=``), and the sets' sizes."""
+    X, unknown = data.X, data.unknown
+    Sf = S.astype(np.float64)
+    cells = None if unknown is None else unknown.cells @ Sf
+    return X @ Sf, cells, S.sum(axis=0)
+
+
+def decide(ones: np.ndarray, cells, sizes: np.ndarray, observed: bool) -> np.ndarray:
+    """Whether each row holds more ones than observed zeros in a set, from
+    :func:`majority_counts` (or their sums over blocks of rows)."""
+    if observed:  # the cells are the observed zeros
+        return ones > cells
+    if cells is None:
+        return 2 * ones > sizes
+    return 2 * ones + cells > sizes
+
+
+def majority(data, S: np.ndarray) -> np.ndarray:
     """Per row of ``data`` and set t (the columns ``S[:, t]``, bool m × T): whether the row
     holds more ones than observed zeros in the set's columns."""
     X, unknown = data.X, data.unknown
+    observed = unknown is not None and unknown.observed
     out = np.empty((X.shape[0], S.shape[1]), dtype=bool)
     # A few sets at a time: the counts are dense, rows × sets.
     step = max(1, MAJORITY_CELLS // max(1, X.shape[0]))
     for t in range(0, S.shape[1], step):
-        part = S[:, t : t + step]
-        Sf = part.astype(np.float64)
-        ones = X @ Sf
-        if unknown is None:
-            out[:, t : t + step] = 2 * ones > part.sum(axis=0)
-            continue
-        cells = unknown.cells @ Sf
-        if unknown.observed:  # the cells are the observed zeros
-            out[:, t : t + step] = ones > cells
-        else:
-            out[:, t : t + step] = 2 * ones + cells > part.sum(axis=0)
+        out[:, t : t + step] = decide(*majority_counts(data, S[:, t : t + step]), observed)
     return out
 
 
@@ -322,22 +446,116 @@ def pool_bytes(n: int, m: int, k: int, starts: int) -> int:
     return 8 * entries + (n + m) * grown_k + 2 * 8 * MAJORITY_CELLS
 
 
+class PoolSource(GrowRows, Protocol):
+    """What :func:`choose` asks of the data's rows and the starts' factors: the data whole
+    (:class:`WholeSource`), or a backend's row blocks. A factor set is whatever the source
+    knows a start's factors by (a pair ``(W, H)``, or a start's key with its H)."""
+
+    shape: tuple[int, int]
+    #: Observed ones.
+    nnz: int
+    #: The unknown cells are given as the observed zeros (``observed=``).
+    observed: bool
+
+    def column_ones(self) -> np.ndarray:
+        """Ones per column (m,)."""
+
+    def set_of(self, run: dict):
+        """The factor set of a start's record."""
+
+    def grown_set(self, H: np.ndarray):
+        """The factor set of :func:`grow`'s candidates, their rows as last grown."""
+
+    def row_keys(self, sets: list) -> list[tuple[list, np.ndarray]]:
+        """Per set, per factor: a key that equal row sets share, and the row count
+        (:func:`unique`)."""
+
+    def pool(self, sets: list, picks: list) -> Pool:
+        """The pool of the factors ``picks`` (``(set, factor)``, in order) of ``sets``."""
+
+    def useful(self, pool: Pool) -> np.ndarray:
+        """:func:`useful` of the pool."""
+
+    def take(self, pool: Pool, keep: np.ndarray) -> Pool:
+        """The candidates ``keep`` of ``pool`` (the pool of :meth:`pool`), in that order."""
+
+    def rows(self, pool: Pool, k: int) -> PoolRows:
+        """The :class:`PoolRows` of ``pool`` (the last taken), no slot assigned."""
+
+    def w(self, pool: Pool, chosen: list, k: int) -> np.ndarray | None:
+        """W with factor s the rows of candidate ``chosen[s]`` (-1: none), or None where the
+        source keeps W's rows (as the start "combined")."""
+
+
+class WholeSource:
+    """:class:`PoolSource` with the data whole in this process: the starts' records hold W."""
+
+    def __init__(self, data):
+        self.data, self.shape, self.nnz = data, data.shape, data.nnz
+        self.observed = data.unknown is not None and data.unknown.observed
+        self.W = None  # the grown candidates' rows
+
+    def column_ones(self):
+        return np.diff(self.data.T.X.indptr)
+
+    def grow_rows(self, H):
+        self.W = majority(self.data, H.T)
+
+    def grow_columns(self, t0, t1):
+        return majority_counts(self.data.T, self.W[:, t0:t1])
+
+    def set_of(self, run):
+        return run["W"], run["H"]
+
+    def grown_set(self, H):
+        return self.W, H
+
+    def row_keys(self, sets):
+        return [_row_keys(W) for W, _ in sets]
+
+    def pool(self, sets, picks):
+        return _picked(sets, picks)
+
+    def useful(self, pool):
+        return useful(pool, self.data)
+
+    def take(self, pool, keep):
+        return pool.take(keep)
+
+    def rows(self, pool, k):
+        return WholePool(self.data, pool, k)
+
+    def w(self, pool, chosen, k):
+        return pool.w(chosen, self.shape[0], k)
+
+
 def combine(data, runs: list, k: int, more=()) -> tuple[np.ndarray, np.ndarray, int, dict]:
-    """The combination on one machine: the pool of the starts' Boolean factors (``runs``, the
-    starts' records in their rank, each with "W", "H" and "error"), other Boolean factors
-    (``more``, ``(W, H)`` pairs such as a greedy method's) and :func:`grown` candidates, the
-    candidates that lower
-    the error on their own, cut to the work budget (:data:`WORK_PER_NNZ_K`), and the better of
-    two of :func:`select`'s choices among them: greedy, and from the best start's factors.
-    Returns W, H, their error and what it took (``info``: pool sizes, bytes, sweeps, and
-    ``new``: whether the choice differs from the best start's factors)."""
-    n, m = data.shape
+    """The combination on one machine: :func:`choose` over :class:`WholeSource`."""
+    return choose(WholeSource(data), runs, k, more)
+
+
+def choose(
+    source: PoolSource, runs: list, k: int, more=()
+) -> tuple[np.ndarray | None, np.ndarray, int, dict]:
+    """The combination: the pool of the starts' Boolean factors (``runs``, the starts'
+    records in their rank, each with "H" and "error"), other factor sets of the source
+    (``more``, such as a greedy method's) and :func:`grow`'s candidates from the columns with
+    the most ones, the candidates that lower the error on their own, cut to the work budget
+    (:data:`WORK_PER_NNZ_K`), and the better of two of :func:`select`'s choices among them:
+    greedy, and from the best start's factors. Returns W (None where the source keeps it), H,
+    their error and what it took (``info``: pool sizes, bytes, sweeps, and ``new``: whether
+    the choice differs from the best start's factors)."""
+    n, m = source.shape
     best = min(range(len(runs)), key=lambda r: runs[r]["error"])
-    grown_factors = grown(data, min(m, GROWN_PER_K * k))
-    pool, where = Pool.of([*((run["W"], run["H"]) for run in runs), *more, grown_factors])
+    seeds = top_columns(source.column_ones(), min(m, GROWN_PER_K * k))
+    sets = [*(source.set_of(run) for run in runs), *more]
+    sets.append(source.grown_set(grow(source, seeds, m, source.observed)))
+    picks, where = unique(source.row_keys(sets), [H for _, H in sets])
+    pool = source.pool(sets, picks)
     info = {"pool": len(pool)}
-    keep = np.union1d(useful(pool, data), [f for f in where[best] if f >= 0]).astype(np.intp)
-    alone = WholePool(data, pool.take(keep), k).gains(
+    ours = [f for f in where[best] if f >= 0]
+    keep = np.union1d(source.useful(pool), ours).astype(np.intp)
+    alone = source.rows(source.take(pool, keep), k).gains(
         np.zeros((m, words(k)), dtype=np.uint64), np.zeros(words(k), np.uint64)
     )
     # Best first (ties: the earlier), cut where the selection's work would pass the budget; the
@@ -345,20 +563,20 @@ def combine(data, runs: list, k: int, more=()) -> tuple[np.ndarray, np.ndarray, 
     order = np.lexsort((keep, alone))
     order = order[alone[order] < 0]
     calls = k * (3 + 2 * MAX_SWEEPS)
-    budget = (WORK_PER_NNZ_K * data.nnz * k + WORK_FLOOR) / calls
+    budget = (WORK_PER_NNZ_K * source.nnz * k + WORK_FLOOR) / calls
     areas = pool.areas[keep]
     order = order[np.cumsum(areas[order]) <= budget]
-    keep = np.union1d(keep[order], [f for f in where[best] if f >= 0]).astype(np.intp)
-    pool = pool.take(keep)
+    keep = np.union1d(keep[order], ours).astype(np.intp)
+    pool = source.take(pool, keep)
     renumber = {int(f): i for i, f in enumerate(keep)}
     info.update(candidates=len(pool), bytes=pool.nbytes)
-    start = [renumber.get(f, -1) for f in where[best]], runs[best]["error"] - data.X.nnz
+    start = [renumber.get(f, -1) for f in where[best]], runs[best]["error"] - source.nnz
     choices = [
-        select(WholePool(data, pool, k), pool, m, k),
-        select(WholePool(data, pool, k), pool, m, k, start),
+        select(source.rows(pool, k), pool, m, k),
+        select(source.rows(pool, k), pool, m, k, start),
     ]
     sel = min(choices, key=lambda c: c.change)
-    W, H = pool.factors(sel.chosen, n, m, k)
+    W, H = source.w(pool, sel.chosen, k), pool.h(sel.chosen, m, k)
     # The best start's own factors again: polished and swapped already, they would stay.
     info.update(sweeps=sel.sweeps, new=set(sel.chosen) - {-1} != set(start[0]) - {-1})
-    return W, H, data.X.nnz + sel.change, info
+    return W, H, source.nnz + sel.change, info

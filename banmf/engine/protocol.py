@@ -14,7 +14,7 @@ passes them from :meth:`Backend.random_starts` or :meth:`Backend.nmf_init` to
 :meth:`Backend.begin`.
 
 A backend declares what it can do beyond per-block work and sums (:attr:`Backend.whole_columns`,
-and :meth:`Backend.combine` where it keeps every start's factors);
+and :meth:`Backend.combine` where it keeps every start's Boolean factors);
 the driver refuses, before any work, a fit that needs what its backend lacks
 (:func:`banmf.engine.driver.check_backend`), so a backend never checks the parameters itself.
 """
@@ -105,10 +105,14 @@ class Backend(Protocol):
         """A greedy start's Boolean factors (``"columns"``, ``"grecond"``): ``(W or None when
         the backend keeps W's rows, H, error)``."""
 
-    def combine(self, runs: list, k: int) -> tuple[np.ndarray | None, np.ndarray, int, bool]:
+    def combine(
+        self, runs: list, k: int, again: Callable[[dict, Any], None]
+    ) -> tuple[np.ndarray | None, np.ndarray, int, bool] | None:
         """The combination of the starts' records ``runs`` (:mod:`banmf.engine.pool`):
         ``(W or None, H, error, new)``, ``new`` False when the choice is the best start's own
-        factors. Optional: without it the driver refuses ``combine=True``
+        factors; None when a deferred Ctrl-C stopped it (the starts stand). ``again(run,
+        init)`` runs a start again exactly (as in :meth:`rows`), for a backend that lost its
+        rows. Optional: without it the driver refuses ``combine=True``
         (:func:`banmf.engine.driver.check_backend`)."""
 
     def refine_thresholds(self, run: dict) -> dict:

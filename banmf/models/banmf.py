@@ -734,7 +734,8 @@ class _Local:
     def attempt(self, work):
         return work()
 
-    def combine(self, runs: list, k: int):
+    def combine(self, runs: list, k: int, again=None):
+        # Every record holds its W: nothing runs again here.
         more = []
         if all(run["start"] != "grecond" for run in runs) and self._grecond_pays(runs, k):
             more.append(self.greedy("grecond", k)[:2])
