@@ -31,6 +31,7 @@ from ._boolean import (
     decode_codes,
     pack_rows,
     row_codes,
+    unique_rows,
 )
 from ._changes import Fixed as _Fixed
 from ._changes import factor_costs
@@ -39,8 +40,10 @@ from ._kernels.polish import (
     best_row_codes,
     lone_bit_lines,
     subset_sums,
+    support_uncovered,
+    uncovered_by_codes,
 )
-from ._threads import blocks_for, threads_for, variant
+from ._threads import blocks_for, pick, threads_for, variant
 from ._validation import check_boolean_factors
 from .dataset import Dataset
 from .exceptions import InputError, InvalidParameterError
@@ -63,6 +66,10 @@ POLISH_METHODS = ("auto", "exact", "flip")
 #: power-law 10⁶ and 10⁷ nonzeros, k = 10 and 32, one thread (minima of 7, load average 12):
 #: 0.4-2.6×, the lines dearer from W's side (n free rows at random), cheaper from H's.
 LINE_COST = 2
+#: The distinct codes of the fixed rows with a bit (:func:`lone_uncovered`) serve every free
+#: row while there are at most this many per log2 of the free rows (against sorting them):
+#: measured at 10⁶ nonzeros, k = 32, the crossover fell at 1.7-3 (one thread, load 12).
+CODES_PER_SORT = 2
 
 
 @dataclass(frozen=True)
@@ -464,39 +471,60 @@ def set_bits(A: np.ndarray, l: int, column: np.ndarray) -> None:
     A[:, w] |= column.astype(np.uint64) << shift
 
 
-def lone_ones(M, A: np.ndarray, fixed: _Fixed, lines: np.ndarray, l: int) -> np.ndarray:
-    """Per free row (packed ``A``): the cells of the mask that bit l alone covers or would
-    cover, other bits as in A, read from the lines of ``M`` (the mask seen from the fixed
-    factor's side: one row per row of the fixed factor) that ``lines`` names, the fixed rows
-    with bit l. Integer counts, as :func:`banmf._changes.fixed_changes`'s for one bit."""
-    ends = np.cumsum(M.indptr[lines + 1] - M.indptr[lines])
+def lone_ones(M, Mt, A: np.ndarray, fixed: _Fixed, lines: np.ndarray, l: int) -> np.ndarray:
+    """Per free row (packed ``A``): the cells of the mask ``M`` (one row per free row) that bit
+    l alone covers or would cover, other bits as in A. Read from the lines of ``Mt`` (the
+    mask seen from the fixed side: one row per row of the fixed factor) that ``lines`` names,
+    the fixed rows with bit l; or, when those hold over 1 / :data:`LINE_COST` of the cells,
+    from every row of M, in order. Integer counts, as
+    :func:`banmf._changes.fixed_changes`'s for one bit."""
+    ends = np.cumsum(Mt.indptr[lines + 1] - Mt.indptr[lines])
     total = int(ends[-1]) if len(ends) else 0
-    threads = threads_for(total * fixed.codes.shape[1])
+    words = fixed.codes.shape[1]
+    if LINE_COST * total >= M.nnz and M.nnz:
+        out = np.empty((A.shape[0], 1), dtype=np.int64)
+        rows = np.arange(A.shape[0])
+        work = M.nnz * words * 4  # as fixed_changes counts a row pass
+        pick(support_uncovered, work)(M.indptr, M.indices, A, fixed.codes, rows, l, out)
+        return out[:, 0]
+    threads = threads_for(total * words)
     # One row of counts per thread, each a share of the lines of about equal ones.
     parts = min(threads, max(1, len(lines)))
     bounds = np.searchsorted(ends, total * np.arange(parts + 1) // parts, side="left")
     bounds[0], bounds[-1] = 0, len(lines)
     out = np.zeros((parts, A.shape[0]), dtype=np.int64)
-    variant(lone_bit_lines, threads)(M.indptr, M.indices, lines, bounds, A, fixed.codes, l, out)
+    variant(lone_bit_lines, threads)(Mt.indptr, Mt.indices, lines, bounds, A, fixed.codes, l, out)
     return out[0] if parts == 1 else out.sum(axis=0)
+
+
+def lone_uncovered(A: np.ndarray, fixed: _Fixed, lines: np.ndarray, l: int) -> np.ndarray:
+    """Per free row (packed ``A``): the columns with bit l that no other bit of its pattern
+    covers, ``fixed.uncovered(A, l)[:, 0]``. Without the fixed factor's tables, from the
+    distinct codes of its rows with bit l (``lines``) when they are few against the sort of
+    A's rows that the bitsets need (:data:`CODES_PER_SORT`)."""
+    if fixed.tables is None:
+        codes = fixed.codes[lines]
+        codes[:, l >> 6] &= ~(np.uint64(1) << np.uint64(l & 63))
+        distinct, _, counts = unique_rows(codes)
+        if distinct.size <= CODES_PER_SORT * np.log2(A.shape[0] + 1):
+            out = np.empty(A.shape[0], dtype=np.int64)
+            pick(uncovered_by_codes, A.shape[0] * distinct.size)(A, distinct, counts, out)
+            return out
+    return fixed.uncovered(A, l)[:, 0]
 
 
 def lone_changes(data, other, A, fixed: _Fixed, lines: np.ndarray, l: int) -> np.ndarray:
     """``d[i]`` of :func:`banmf._changes.fixed_changes` for bit l and every free row (packed
-    ``A``), the same integers, with the ones and unknown cells counted from ``other`` (``data``
-    seen from the fixed side: its transpose) over the fixed rows with bit l (``lines``) only:
-    a factor's share of the ones instead of all of them (all of them, in the free rows' order,
-    when the share is over 1 / :data:`LINE_COST`)."""
-    M = other.X
-    if LINE_COST * int((M.indptr[lines + 1] - M.indptr[lines]).sum()) >= M.nnz:
-        # A factor over most of the ones: the pass over every free row reads them in order.
-        return _bit_changes(data, A, fixed, np.arange(A.shape[0]), l)[:, 0]
+    ``A``, the rows of ``data``), the same integers, with ``other`` (``data`` seen from the
+    fixed side: its transpose) and the fixed rows with bit l (``lines``): a factor's share of
+    the ones (:func:`lone_ones`) and of the fixed rows (:func:`lone_uncovered`) instead of all
+    of them."""
     unknown = data.unknown
-    sup = lone_ones(M, A, fixed, lines, l)
+    sup = lone_ones(data.X, other.X, A, fixed, lines, l)
     if unknown is None:
-        return fixed.uncovered(A, l)[:, 0] - 2 * sup
-    cells = lone_ones(other.unknown.cells, A, fixed, lines, l)
-    every = None if unknown.observed else fixed.uncovered(A, l)[:, 0]
+        return lone_uncovered(A, fixed, lines, l) - 2 * sup
+    cells = lone_ones(unknown.cells, other.unknown.cells, A, fixed, lines, l)
+    every = None if unknown.observed else lone_uncovered(A, fixed, lines, l)
     return unknown.covered(every, sup, cells) - 2 * sup
 
 

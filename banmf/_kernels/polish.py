@@ -222,3 +222,26 @@ def lone_bit_lines(indptr, indices, lines, bounds, A, B, l, out):
                         break
                 if alone:
                     out[b, i] += 1
+
+
+@kernel()
+def uncovered_by_codes(A, codes, counts, out):
+    """``out[i] = sum of counts[c] over the codes c that meet A[i] in no bit``.
+
+    With ``codes`` the distinct rows of the fixed factor that hold bit l, bit l cleared, and
+    ``counts`` how many rows hold each: the columns with bit l that no other bit of the
+    pattern ``A[i]`` covers, :func:`uncovered_counts`'s ``only=l`` for every row, without
+    the distinct patterns of A. Cost O(rows · codes · words).
+    """
+    words = A.shape[1]
+    for i in prange(A.shape[0]):
+        total = 0
+        for c in range(codes.shape[0]):
+            meets = False
+            for w in range(words):
+                if A[i, w] & codes[c, w]:
+                    meets = True
+                    break
+            if not meets:
+                total += counts[c]
+        out[i] = total
