@@ -31,15 +31,19 @@ from ._boolean import (
     decode_codes,
     pack_rows,
     row_codes,
+    unique_rows,
 )
 from ._changes import Fixed as _Fixed
 from ._changes import factor_costs
 from ._changes import fixed_changes as _bit_changes
 from ._kernels.polish import (
     best_row_codes,
+    lone_bit_lines,
     subset_sums,
+    support_uncovered,
+    uncovered_by_codes,
 )
-from ._threads import blocks_for, threads_for, variant
+from ._threads import blocks_for, pick, threads_for, variant
 from ._validation import check_boolean_factors
 from .dataset import Dataset
 from .exceptions import InputError, InvalidParameterError
@@ -57,6 +61,15 @@ EXACT_MAX_K = 16
 #: 66454 → 65964 at 0.95×, 1.1×. At 10⁷ the flips took over from k = 12 on such data.
 EXACT_MIN_BUDGET = 10**8
 POLISH_METHODS = ("auto", "exact", "flip")
+#: A one read from the fixed factor's lines (:func:`lone_ones`: its free row at random) costs
+#: about this many ones read row by row (:func:`banmf._changes.fixed_changes`). Measured on
+#: power-law 10⁶ and 10⁷ nonzeros, k = 10 and 32, one thread (minima of 7, load average 12):
+#: 0.4-2.6×, the lines dearer from W's side (n free rows at random), cheaper from H's.
+LINE_COST = 2
+#: The distinct codes of the fixed rows with a bit (:func:`lone_uncovered`) serve every free
+#: row while there are at most this many per log2 of the free rows (against sorting them):
+#: measured at 10⁶ nonzeros, k = 32, the crossover fell at 1.7-3 (one thread, load 12).
+CODES_PER_SORT = 2
 
 
 @dataclass(frozen=True)
@@ -371,8 +384,8 @@ class Rows(Protocol):
         """The Boolean H (``Htb``, m × k) that :meth:`factor_changes` holds fixed."""
 
     def factor_changes(self, l: int) -> tuple[np.ndarray, np.ndarray]:
-        """W's values in column l (all rows, in order) and each row's change in error from
-        having bit l on, against the fixed H."""
+        """W's values in column l (all rows, in order: the same at every call) and each
+        row's change in error from having bit l on, against the fixed H."""
 
     def set_threshold(self, l: int, t: float) -> None:
         """Factor l of W is its values above ``t``."""
@@ -398,9 +411,11 @@ class WholeRows:
         self.data, self.W, self.scaled = data, W, scaled
         self._against_w = None  # W as the fixed side of the column changes, until W moves
         self._against_h = None
+        self._h_lines = None  # per factor, the columns of the fixed H that hold it
+        self._packed = None  # W packed, kept in step by set_threshold
 
     def polish_rows(self, Ht, method):
-        self._against_w = None
+        self._against_w = self._packed = None
         return polish_rows(self.data, self.W, Ht, method)
 
     def exact_columns(self, Ht):
@@ -409,18 +424,27 @@ class WholeRows:
     def column_changes(self, A, columns, only=-1):
         if self._against_w is None:
             self._against_w = _Fixed(self.W, self.data.shape[1])
+        if only >= 0 and len(columns) == self.data.shape[1]:
+            # One factor over every column (the thresholds): from W's rows with the bit.
+            lines = np.flatnonzero(self.W[:, only])
+            d = lone_changes(self.data.T, self.data, A, self._against_w, lines, only)
+            return d[columns, None]
         return _bit_changes(self.data.T, A, self._against_w, columns, only)
 
     def fix(self, Htb):
         self._against_h = _Fixed(Htb, self.W.shape[0])
+        self._h_lines = [np.flatnonzero(column) for column in Htb.T]
 
     def factor_changes(self, l):
-        rows = np.arange(self.W.shape[0])
-        d = _bit_changes(self.data, pack_rows(self.W), self._against_h, rows, l)[:, 0]
+        if self._packed is None:
+            self._packed = pack_rows(self.W)
+        d = lone_changes(self.data, self.data.T, self._packed, self._against_h, self._h_lines[l], l)
         return self.scaled[:, l], d
 
     def set_threshold(self, l, t):
         self.W[:, l] = self.scaled[:, l] > t
+        if self._packed is not None:
+            set_bits(self._packed, l, self.W[:, l])
         self._against_w = None
 
     def swap_costs(self, Ht):
@@ -430,13 +454,78 @@ class WholeRows:
         rows = swap_rows(self.data.T.X, self.W, Ht, l, j)
         self.W[:, l] = False
         self.W[rows, l] = True
-        self._against_w = None
+        self._against_w = self._packed = None
 
     def error(self, H):
         return self.data.error(self.W, H)
 
     def stopped(self):
         return False
+
+
+def set_bits(A: np.ndarray, l: int, column: np.ndarray) -> None:
+    """Bit l of the packed rows ``A`` (:func:`banmf._boolean.pack_rows`) becomes ``column``
+    (one bool per row), in place: a factor's move without packing the others again."""
+    w, shift = l >> 6, np.uint64(l & 63)
+    A[:, w] &= ~(np.uint64(1) << shift)
+    A[:, w] |= column.astype(np.uint64) << shift
+
+
+def lone_ones(M, Mt, A: np.ndarray, fixed: _Fixed, lines: np.ndarray, l: int) -> np.ndarray:
+    """Per free row (packed ``A``): the cells of the mask ``M`` (one row per free row) that bit
+    l alone covers or would cover, other bits as in A. Read from the lines of ``Mt`` (the
+    mask seen from the fixed side: one row per row of the fixed factor) that ``lines`` names,
+    the fixed rows with bit l; or, when those hold over 1 / :data:`LINE_COST` of the cells,
+    from every row of M, in order. Integer counts, as
+    :func:`banmf._changes.fixed_changes`'s for one bit."""
+    ends = np.cumsum(Mt.indptr[lines + 1] - Mt.indptr[lines])
+    total = int(ends[-1]) if len(ends) else 0
+    words = fixed.codes.shape[1]
+    if LINE_COST * total >= M.nnz and M.nnz:
+        out = np.empty((A.shape[0], 1), dtype=np.int64)
+        rows = np.arange(A.shape[0])
+        work = M.nnz * words * 4  # as fixed_changes counts a row pass
+        pick(support_uncovered, work)(M.indptr, M.indices, A, fixed.codes, rows, l, out)
+        return out[:, 0]
+    threads = threads_for(total * words)
+    # One row of counts per thread, each a share of the lines of about equal ones.
+    parts = min(threads, max(1, len(lines)))
+    bounds = np.searchsorted(ends, total * np.arange(parts + 1) // parts, side="left")
+    bounds[0], bounds[-1] = 0, len(lines)
+    out = np.zeros((parts, A.shape[0]), dtype=np.int64)
+    variant(lone_bit_lines, threads)(Mt.indptr, Mt.indices, lines, bounds, A, fixed.codes, l, out)
+    return out[0] if parts == 1 else out.sum(axis=0)
+
+
+def lone_uncovered(A: np.ndarray, fixed: _Fixed, lines: np.ndarray, l: int) -> np.ndarray:
+    """Per free row (packed ``A``): the columns with bit l that no other bit of its pattern
+    covers, ``fixed.uncovered(A, l)[:, 0]``. Without the fixed factor's tables, from the
+    distinct codes of its rows with bit l (``lines``) when they are few against the sort of
+    A's rows that the bitsets need (:data:`CODES_PER_SORT`)."""
+    if fixed.tables is None:
+        codes = fixed.codes[lines]
+        codes[:, l >> 6] &= ~(np.uint64(1) << np.uint64(l & 63))
+        distinct, _, counts = unique_rows(codes)
+        if distinct.size <= CODES_PER_SORT * np.log2(A.shape[0] + 1):
+            out = np.empty(A.shape[0], dtype=np.int64)
+            pick(uncovered_by_codes, A.shape[0] * distinct.size)(A, distinct, counts, out)
+            return out
+    return fixed.uncovered(A, l)[:, 0]
+
+
+def lone_changes(data, other, A, fixed: _Fixed, lines: np.ndarray, l: int) -> np.ndarray:
+    """``d[i]`` of :func:`banmf._changes.fixed_changes` for bit l and every free row (packed
+    ``A``, the rows of ``data``), the same integers, with ``other`` (``data`` seen from the
+    fixed side: its transpose) and the fixed rows with bit l (``lines``): a factor's share of
+    the ones (:func:`lone_ones`) and of the fixed rows (:func:`lone_uncovered`) instead of all
+    of them."""
+    unknown = data.unknown
+    sup = lone_ones(data.X, other.X, A, fixed, lines, l)
+    if unknown is None:
+        return lone_uncovered(A, fixed, lines, l) - 2 * sup
+    cells = lone_ones(unknown.cells, other.unknown.cells, A, fixed, lines, l)
+    every = None if unknown.observed else lone_uncovered(A, fixed, lines, l)
+    return unknown.covered(every, sup, cells) - 2 * sup
 
 
 def polish_over(
@@ -479,13 +568,18 @@ def thresholds_over(
     # H's rows in decreasing order of value per factor, sorted once (the order within ties is
     # irrelevant: cuts fall only where the value drops).
     h_order = [np.argsort(-Ht[:, l]) for l in range(k)]
+    # W's, on the first sweep: its values are the same at every sweep.
+    w_order: list = [None] * k
     for _ in range(max_sweeps):
         moved = 0
         rows.fix(Htb)
         for l in range(k):
             vals, d = rows.factor_changes(l)
-            order = np.argsort(-vals)
-            better = best_cut(vals[order], d[order], tw[l])
+            if w_order[l] is None:
+                order = np.argsort(-vals)
+                w_order[l] = order, vals[order]
+            order, ordered = w_order[l]
+            better = best_cut(ordered, d[order], tw[l])
             if better is not None:
                 tw[l] = better
                 rows.set_threshold(l, float(better))
@@ -497,7 +591,7 @@ def thresholds_over(
             if better is not None:
                 th[l] = better
                 Htb[:, l] = Ht[:, l] > better
-                A = pack_rows(Htb)
+                set_bits(A, l, Htb[:, l])
                 moved += 1
         if history is not None:
             history.append(rows.error(Htb.T))

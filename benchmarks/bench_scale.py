@@ -24,7 +24,8 @@ every 10 ms and placed in phases by the fit's progress records.
 
 The second table divides each phase by the random starts' iterations (the cost that grows as
 nnz·k per iteration), and the whole fit's time per nonzero·k by that of the smallest size at the
-same k and threads: > 1 means it grew faster than nnz·k.
+same k and threads: > 1 means it grew faster than nnz·k. The third divides each later phase of
+an extra start that iterates (the NMF start) by that start's own iterations.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ SIZES = {
 
 #: Table columns: the phases, in the order a fit runs them.
 PHASES = ("iterations", "thresholds", "polish", "swaps", "columns", "grecond", "nmf", "combined")
+#: An extra start's own phases after its iterations (``BANMF.timings_``), in the order they run.
+START_PHASES = ("threshold search", "per-factor thresholds", "polish", "swaps")
 
 
 def _rss_mb() -> float:
@@ -259,6 +262,28 @@ def print_tables(records: list[dict]) -> None:
             f"{growth:.2f}",
         ]
         print("| " + " | ".join(str(c) for c in cells) + " |")
+    print("\nEach extra start's own phases: seconds, and over that start's own iterations\n")
+    print("| nnz | k | threads | start | iterations s | " + " | ".join(START_PHASES) + " |")
+    print("|---|---|---|---|---|" + "---|" * len(START_PHASES))
+    for rec in records:
+        for start, phases in rec["timings"].items():
+            own = phases.get("iterations", 0.0)
+            # Random starts are in the tables above; greedy starts, the combination and the
+            # fit's own record do not iterate.
+            if start.isdigit() or not own:
+                continue
+            cells = [
+                f"{rec['nnz']:.0e}".replace("+0", ""),
+                rec["k"],
+                f"{rec['threads']}{' + busy' if rec['busy'] else ''}",
+                start,
+                f"{own:.3g}",
+                *(
+                    f"{phases[p]:.3g} ({phases[p] / own:.2f}×)" if phases.get(p) else "—"
+                    for p in START_PHASES
+                ),
+            ]
+            print("| " + " | ".join(str(c) for c in cells) + " |")
 
 
 def main(argv=None) -> int:

@@ -12,7 +12,12 @@ from hypothesis import strategies as st
 
 from banmf import ASSO, BANMF, NMF, GreConD, PaNDa, boolean_error, make_boolean, refine_thresholds
 from banmf._boolean import pack_rows, row_codes
-from banmf._kernels.polish import best_row_codes, subset_sums
+from banmf._kernels.polish import (
+    best_row_codes,
+    lone_bit_lines,
+    subset_sums,
+    uncovered_by_codes,
+)
 from banmf._validation import check_binary_matrix
 from banmf.io import Dataset
 from banmf.polish import _bit_changes, _Fixed, polish
@@ -364,3 +369,134 @@ def test_auto_takes_the_exact_update_by_its_work_not_by_k():
     ]
     wide = check_binary_matrix(np.eye(2, 4000, dtype=int))
     assert bp.resolve_polish("auto", wide.shape, wide.nnz, 12) == "flip"  # 4002·12·4096 > 10⁸
+
+
+@contextlib.contextmanager
+def _paths(lines: bool, codes: bool):
+    """Force the per-factor thresholds' counts (:func:`banmf.polish.lone_changes`) through
+    the fixed factor's lines or every free row, and through the distinct codes or the
+    bitsets (where there are no tables), whatever their work."""
+    saved = bp.LINE_COST, bp.CODES_PER_SORT
+    bp.LINE_COST = 0 if lines else 10**9
+    bp.CODES_PER_SORT = 10**9 if codes else -1
+    try:
+        yield
+    finally:
+        bp.LINE_COST, bp.CODES_PER_SORT = saved
+
+
+def _masked_flip_oracle(Xd, W, H, observed):
+    """d[i, l] over the ``observed`` cells (dense bool; None: all), by brute force."""
+    n, k = W.shape
+    d = np.zeros((n, k), dtype=np.int64)
+    for i in range(n):
+        for l in range(k):
+            on, off = W.copy(), W.copy()
+            on[i, l], off[i, l] = True, False
+            d[i, l] = ref.boolean_error(Xd, on, H, observed) - ref.boolean_error(
+                Xd, off, H, observed
+            )
+    return d
+
+
+@pytest.mark.parametrize(("lines", "codes"), [(True, True), (True, False), (False, True)])
+@pytest.mark.parametrize("tables", [True, False])
+@given(
+    binary_matrices(max_n=9, max_m=9),
+    st.sampled_from([1, 2, 3, 66]),
+    st.integers(0, 2**31),
+    st.sampled_from([None, "missing", "observed"]),
+)
+@pytest.mark.filterwarnings("ignore:the unknown cells hide all")
+def test_one_factors_bit_changes_equal_the_dense_oracle(lines, codes, tables, Xd, k, seed, form):
+    """:func:`banmf.polish.lone_changes`, both sides (W's rows against H, H's columns against
+    W), every way of counting, with unknown cells either way, any word count."""
+    if tables and k > bc.TABLE_MAX_K:
+        return
+    rng = np.random.default_rng(seed)
+    n, m = Xd.shape
+    W, H = rng.random((n, k)) < 0.3, rng.random((k, m)) < 0.3
+    unknown = rng.random((n, m)) < (0.0 if form is None else 0.3)
+    assume(not unknown.all())
+    mask = {} if form is None else {form: unknown if form == "missing" else ~unknown}
+    data = Dataset.of(check_binary_matrix(Xd), **mask)
+    observed = None if form is None else ~unknown
+    Ht = np.ascontiguousarray(H.T)
+    sides = [
+        (data, data.T, W, Ht, _masked_flip_oracle(Xd, W, H, observed)),
+        (
+            data.T,
+            data,
+            Ht,
+            W,
+            _masked_flip_oracle(Xd.T, Ht, W.T, None if form is None else ~unknown.T),
+        ),
+    ]
+    with _tables(tables), _paths(lines, codes):
+        for free_data, other, free, fixed_bool, expected in sides:
+            fixed = _Fixed(fixed_bool, free.shape[0])
+            A = pack_rows(free)
+            for l in range(k):
+                got = bp.lone_changes(
+                    free_data, other, A, fixed, np.flatnonzero(fixed_bool[:, l]), l
+                )
+                np.testing.assert_array_equal(got, expected[:, l])
+
+
+@given(
+    binary_matrices(max_n=9, max_m=9),
+    st.sampled_from([1, 2, 66]),
+    st.integers(1, 3),
+    st.integers(0, 2**31),
+)
+def test_lone_bit_lines_against_numpy(Md, k, parts, seed):
+    """Per free row, the ones of the fixed rows ``lines`` (those with bit l) whose code meets
+    the row's pattern in no bit but l; any split of the lines into blocks."""
+    rng = np.random.default_rng(seed)
+    c, r = Md.shape  # one line per fixed row, listing free rows
+    A, B = rng.random((r, k)) < 0.4, rng.random((c, k)) < 0.4
+    l = int(rng.integers(k))
+    lines = np.flatnonzero(B[:, l])
+    others = np.ones(k, dtype=bool)
+    others[l] = False
+    shared = ((A & others).astype(int) @ (B & others).T.astype(int)) > 0  # (r, c)
+    expected = (Md[lines].T.astype(bool) & ~shared[:, lines]).sum(axis=1)
+    cuts = np.sort(rng.integers(0, len(lines) + 1, size=parts - 1))
+    bounds = np.concatenate(([0], cuts, [len(lines)])).astype(np.int64)
+    Mt = check_binary_matrix(Md)
+    out = np.zeros((parts, r), dtype=np.int64)
+    run_both(
+        lone_bit_lines, Mt.indptr, Mt.indices, lines, bounds, pack_rows(A), pack_rows(B), l, out
+    )
+    np.testing.assert_array_equal(out.sum(axis=0), expected)
+
+
+@given(st.integers(0, 12), st.integers(0, 6), st.sampled_from([1, 2, 66]), st.integers(0, 2**31))
+def test_uncovered_by_codes_against_numpy(r, c, k, seed):
+    """The counts of the codes that meet each row's pattern in no bit (none: zeros)."""
+    rng = np.random.default_rng(seed)
+    A, C = rng.random((r, k)) < 0.3, rng.random((c, k)) < 0.3
+    counts = rng.integers(1, 5, size=c).astype(np.int64)
+    meets = (A.astype(int) @ C.T.astype(int)) > 0
+    expected = (~meets * counts).sum(axis=1)
+    out = np.full(r, -1, dtype=np.int64)
+    run_both(uncovered_by_codes, pack_rows(A), pack_rows(C), counts, out)
+    np.testing.assert_array_equal(out, expected)
+
+
+@given(binary_matrices(max_n=10, max_m=10), st.integers(1, 3), st.integers(0, 2**31))
+def test_refined_thresholds_whatever_the_way_of_counting(Xd, k, seed):
+    """The fixed factor's lines and distinct codes give the very thresholds of the pass over
+    every free row with bitsets (the counts are the same integers)."""
+    rng = np.random.default_rng(seed)
+    n, m = Xd.shape
+    W, H = rng.random((n, k)).round(1), rng.random((k, m)).round(1)
+    results = []
+    for lines, codes in [(False, False), (True, True), (True, False)]:
+        with _tables(False), _paths(lines, codes):
+            res = refine_thresholds(Xd, W, H, 0.5, 0.5)
+        results.append((res.info["history"], res.info["threshold_w"], res.info["threshold_h"]))
+    for history, tw, th in results[1:]:
+        assert history == results[0][0]
+        np.testing.assert_array_equal(tw, results[0][1])
+        np.testing.assert_array_equal(th, results[0][2])

@@ -190,3 +190,58 @@ def single_cover(indptr, indices, A, B, out):
                     x = A[r, w] & B[j, w]
                     if x:
                         out[r, (w << 6) + _low_bit(x)] += 1
+
+
+@kernel()
+def lone_bit_lines(indptr, indices, lines, bounds, A, B, l, out):
+    """Ones of X that bit l alone would cover, counted from the fixed factor's side.
+
+    The mask (``indptr``, ``indices``) has one line per row of the fixed factor (codes ``B``,
+    k bits in words) listing free rows; ``lines`` are the fixed rows with bit l. For each free
+    row i with pattern ``A[i]``: ``out[b, i] += #{j in lines : i in line j, and A[i] and B[j]
+    share no bit other than l}``, which is :func:`support_uncovered`'s ``out[:, 0]`` for
+    ``only=l`` over every free row (a line without bit l adds nothing there). Lines
+    ``bounds[b]:bounds[b + 1]`` go to block b, one row of ``out`` each (integer counts: the
+    blocks' sum does not depend on the split). Cost O(ones in the lines · words), not
+    O(nnz · words).
+    """
+    words = A.shape[1]
+    wl, bit = l >> 6, _ONE << np.uint64(l & 63)
+    for b in prange(len(bounds) - 1):
+        for q in range(bounds[b], bounds[b + 1]):
+            j = lines[q]
+            for p in range(indptr[j], indptr[j + 1]):
+                i = indices[p]
+                alone = True
+                for w in range(words):
+                    shared = A[i, w] & B[j, w]
+                    if w == wl:
+                        shared &= ~bit
+                    if shared:
+                        alone = False
+                        break
+                if alone:
+                    out[b, i] += 1
+
+
+@kernel()
+def uncovered_by_codes(A, codes, counts, out):
+    """``out[i] = sum of counts[c] over the codes c that meet A[i] in no bit``.
+
+    With ``codes`` the distinct rows of the fixed factor that hold bit l, bit l cleared, and
+    ``counts`` how many rows hold each: the columns with bit l that no other bit of the
+    pattern ``A[i]`` covers, :func:`uncovered_counts`'s ``only=l`` for every row, without
+    the distinct patterns of A. Cost O(rows · codes · words).
+    """
+    words = A.shape[1]
+    for i in prange(A.shape[0]):
+        total = 0
+        for c in range(codes.shape[0]):
+            meets = False
+            for w in range(words):
+                if A[i, w] & codes[c, w]:
+                    meets = True
+                    break
+            if not meets:
+                total += counts[c]
+        out[i] = total
