@@ -608,15 +608,14 @@ def select_rank_of(
                 for b in runs[i + 1 :]
             ]
             stable[k] = float(np.mean(pairs))
-        if by_predictor and all(est in kept for est in runs):
-            kinds[k], rates = _predictor_rates(X, runs, [cells for cells, _ in held], kept)
-            held_err[k] = float(np.mean(rates))
-            held_se[k] = float(np.std(rates, ddof=1) / np.sqrt(len(rates)))
-        elif "cv" in criteria:
-            rates = [
-                held_out_scores(X, est.W_, est.components_, cells)["error_rate"]
-                for est, (cells, _) in zip(runs, held)
-            ]
+        if "cv" in criteria:
+            if by_predictor and all(est in kept for est in runs):
+                kinds[k], rates = _predictor_rates(X, runs, [cells for cells, _ in held], kept)
+            else:
+                rates = [
+                    held_out_scores(X, est.W_, est.components_, cells)["error_rate"]
+                    for est, (cells, _) in zip(runs, held)
+                ]
             held_err[k] = float(np.mean(rates))
             held_se[k] = float(np.std(rates, ddof=1) / np.sqrt(len(rates)))
         row = _evidence(k, errors, bits, held_err, held_se, stable, kinds)

@@ -270,11 +270,12 @@ class BaseFactorization:
         if selection.interrupted:
             raise KeyboardInterrupt
         self.rank_selection_, k = selection, selection.best_k
+        kind = (selection.predictor or {}).get(k)
         _logger.info(
             "n_components='auto': k=%d, the lowest held-out error (%.4f%s) of k=1..%d",
             k,
             selection.held_out_error[k],
-            f", by the {selection.predictor[k]} predictor" if selection.predictor else "",
+            f", by the {kind} predictor" if kind else "",
             selection.ks[-1],
         )
         return k
