@@ -173,6 +173,26 @@ def reliability(probabilities: np.ndarray, truth: np.ndarray) -> dict:
     return {"brier": float(np.mean((probabilities - y) ** 2)), "bins": rows}
 
 
+def kind_threshold(kind: str, scores: np.ndarray, truth: np.ndarray) -> tuple[float, int]:
+    """``(threshold, errors)`` of a kind of predictor on held-out cells: "product" keeps 0.5
+    (W⊗H itself), the others take :func:`best_threshold`."""
+    if kind == "product":
+        return 0.5, int(((scores > 0.5) != truth).sum())
+    return best_threshold(scores, truth)
+
+
+def candidate_scores(starts: dict, W, H, rows: np.ndarray, cols: np.ndarray) -> dict:
+    """kind → the raw scores at the cells ``(rows[q], cols[q])`` of every kind of predictor a
+    fit's ``starts`` give (kind → its :attr:`Predictor.factors`); ``W`` and ``H`` are the
+    fit's Boolean factors."""
+    return {
+        kind: Predictor(kind, 0.5, np.zeros(0), np.zeros(1), factors=factors).score(
+            W, H, rows, cols
+        )
+        for kind, factors in starts.items()
+    }
+
+
 def choose(candidates: dict, truth: np.ndarray, order: np.ndarray) -> tuple:
     """``(kind, threshold, edges, probabilities, report)``: the kind of predictor, its
     threshold, its calibration (:func:`calibrate`) and the report, from the raw ``candidates``
@@ -186,13 +206,8 @@ def choose(candidates: dict, truth: np.ndarray, order: np.ndarray) -> tuple:
     """
     thresholds, errors = {}, {}
     for kind in KINDS:
-        if kind not in candidates:
-            continue
-        if kind == "product":
-            thresholds[kind] = 0.5
-            errors[kind] = int(((candidates[kind] > 0.5) != truth).sum())
-        else:
-            thresholds[kind], errors[kind] = best_threshold(candidates[kind], truth)
+        if kind in candidates:
+            thresholds[kind], errors[kind] = kind_threshold(kind, candidates[kind], truth)
     kind = min(errors, key=lambda name: (errors[name], KINDS.index(name)))
     scores = candidates[kind]
     out_of_sample = np.empty(len(scores))
@@ -208,6 +223,36 @@ def choose(candidates: dict, truth: np.ndarray, order: np.ndarray) -> tuple:
     return kind, thresholds[kind], *calibrate(scores, truth), report
 
 
+def choose_over_folds(candidates: list, truths: list) -> tuple[str, list]:
+    """``(kind, rates)``: the kind of predictor that scores a rank's fold fits in a rank
+    selection for completion (:func:`banmf.model_selection.select_rank_of`), and each fold's
+    held-out error rate by it. ``candidates`` holds each fold fit's raw scores (kind → its
+    scores on the fold's held-out cells, :func:`candidate_scores`), ``truths`` those cells'
+    0/1 values.
+
+    Each kind that every fold fit gives is scored with one threshold over the cells of all
+    the folds (:func:`kind_threshold` on them pooled), and the kind with the lowest mean error
+    rate over the folds wins (ties: in :data:`KINDS` order). One kind and one threshold per
+    rank, chosen on every held-out cell: the optimism of choosing them on the cells they are
+    scored on is small, and alike at every rank, where a threshold per fold would fit each
+    fold's few cells.
+    """
+    truth = np.concatenate(truths)
+    rates = {}
+    for kind in KINDS:
+        if not all(kind in scores for scores in candidates):
+            continue
+        threshold, _ = kind_threshold(
+            kind, np.concatenate([scores[kind] for scores in candidates]), truth
+        )
+        rates[kind] = [
+            int(((scores[kind] > threshold) != fold).sum()) / len(fold)
+            for scores, fold in zip(candidates, truths)
+        ]
+    kind = min(rates, key=lambda name: (float(np.mean(rates[name])), KINDS.index(name)))
+    return kind, rates[kind]
+
+
 _choosing: contextvars.ContextVar[bool] = contextvars.ContextVar("banmf_predictor", default=True)
 
 
@@ -219,10 +264,39 @@ def choosing() -> bool:
 
 @contextlib.contextmanager
 def without_choice():
-    """Fits in this scope keep W⊗H as their predictor and choose none: the inner fit of the
-    choice itself, and fits scored by their factors alone (the folds of a rank selection)."""
+    """Fits in this scope keep W⊗H as their predictor and choose none: fits scored by their
+    factors alone (a rank selection's), and those of :func:`keeping_starts`."""
     token = _choosing.set(False)
     try:
         yield
     finally:
         _choosing.reset(token)
+
+
+_kept: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
+    "banmf_predictor_starts", default=None
+)
+
+
+@contextlib.contextmanager
+def keeping_starts():
+    """Fits in this scope choose no predictor (as in :func:`without_choice`), and a fit with
+    unknown cells leaves in the dict this yields, under its estimator, the factors of each kind
+    of predictor its starts give (kind → :attr:`Predictor.factors`, :func:`hand_over`): the
+    inner fit of the choice, and the fold fits of a rank selection scored by their predictor.
+    Nothing is kept on the estimators; the fits' threads share the dict (they run in a copy
+    of this context)."""
+    kept: dict = {}
+    token = _kept.set(kept)
+    try:
+        with without_choice():
+            yield kept
+    finally:
+        _kept.reset(token)
+
+
+def hand_over(estimator, starts: dict) -> None:
+    """Give a fit's ``starts`` to the :func:`keeping_starts` scope it runs in, if any."""
+    kept = _kept.get()
+    if kept is not None:
+        kept[estimator] = starts

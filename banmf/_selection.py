@@ -18,7 +18,7 @@ import scipy.sparse as sp
 from ._boolean import cell_keys, in_sorted, support_mask_from_keys
 from ._mdl import description_bits
 from ._memory import check_memory
-from ._predictor import without_choice
+from ._predictor import candidate_scores, choose_over_folds, keeping_starts, without_choice
 from ._runner import fit_tasks
 from ._validation import (
     check_binary_matrix,
@@ -414,7 +414,7 @@ class RankSelection:
         k → bits of that fit (:func:`description_length`); None without "mdl".
     held_out_error, held_out_se : dict or None
         k → mean held-out error rate over the folds, and its standard error; None without
-        "cv".
+        "cv". With ``predictor``, the error rates of that predictor of the unknown cells.
     stability : dict or None
         k → mean :func:`factor_agreement` over the pairs of fits to the folds' training
         cells; None without "stability".
@@ -440,6 +440,11 @@ class RankSelection:
         When ``best_k`` is the largest rank tried (the search ran out of ranks, or was
         interrupted, before the criteria turned), or the smallest one above 1: in words, with
         the ranks to try next; it also ends ``reason``. None otherwise.
+    predictor : dict or None
+        k → the kind of predictor of unknown cells (:attr:`banmf.BANMF.predictor_`:
+        "product", "vote" or "nmf") whose errors ``held_out_error`` holds, when the fold fits
+        were scored by the predictor a fit with unknown cells chooses (``n_components="auto"``
+        on data with unknown cells, docs/choosing-k.md); None when they were scored by W⊗H.
     """
 
     ks: list
@@ -457,6 +462,7 @@ class RankSelection:
     seconds: float = 0.0
     interrupted: bool = False
     edge: str | None = None
+    predictor: dict | None = None
 
     def to_dict(self) -> dict:
         """Plain values (for JSON): the per-k evidence as rows, the choices and the reason."""
@@ -467,6 +473,7 @@ class RankSelection:
                 self.held_out_error,
                 self.held_out_se,
                 self.stability,
+                self.predictor,
             )
         ]
         rows = [_evidence(k, self.training_error, *curves) for k in self.ks]
@@ -521,10 +528,18 @@ def select_rank_of(
     n_jobs=None,
     random_state=None,
     callback=None,
+    by_predictor: bool = False,
 ) -> RankSelection:
     """:func:`banmf.model_selection.select_rank` with the method given as an ``estimator``
     (unfitted): every fit is one of its class with its parameters, but for ``n_components``
-    (the rank) and ``random_state`` (a seed of the selection's)."""
+    (the rank) and ``random_state`` (a seed of the selection's).
+
+    ``by_predictor``: score the fold fits for "cv" by the predictor of unknown cells their
+    starts give (:func:`banmf._predictor.choose_over_folds`: one kind and threshold per rank,
+    named in ``RankSelection.predictor``) rather than by W⊗H, as a fit with unknown cells
+    predicts them (``n_components="auto"`` on such data). No extra fit: the fold fits hand
+    their starts' factors over (:func:`banmf._predictor.keeping_starts`). A method whose fits
+    hand none over is scored by W⊗H."""
     start = time.perf_counter()
     criteria = tuple(criteria)
     bad = [c for c in criteria if c not in CRITERIA]
@@ -561,13 +576,16 @@ def select_rank_of(
         return cls(**{**template, "n_components": k, "random_state": int(seed)})
 
     errors, bits, held_err, held_se, stable, fits = {}, {}, {}, {}, {}, {}
+    kinds = {}  # k → the predictor that scored it (by_predictor)
+    by_predictor = by_predictor and "cv" in criteria
     interrupted = False
     for k in ks:
         tasks = [(estimator(k, seeds[0]), data)]
         tasks += [(estimator(k, s), fold) for s, (_, fold) in zip(seeds[1:], held)]
         try:
-            # Scored by their factors: no fit chooses a predictor of its unknown cells.
-            with without_choice():
+            # No fit chooses a predictor of its unknown cells: scored by their factors, or by
+            # the predictors their starts give.
+            with keeping_starts() if by_predictor else without_choice() as kept:
                 done = fit_tasks(tasks, n_jobs, _FitsProgress(k, len(tasks)))
         except KeyboardInterrupt:
             if not errors:
@@ -591,14 +609,18 @@ def select_rank_of(
             ]
             stable[k] = float(np.mean(pairs))
         if "cv" in criteria:
-            rates = [
-                held_out_scores(X, est.W_, est.components_, cells)["error_rate"]
-                for est, (cells, _) in zip(runs, held)
-            ]
+            if by_predictor and all(est in kept for est in runs):
+                kinds[k], rates = _predictor_rates(X, runs, [cells for cells, _ in held], kept)
+            else:
+                rates = [
+                    held_out_scores(X, est.W_, est.components_, cells)["error_rate"]
+                    for est, (cells, _) in zip(runs, held)
+                ]
             held_err[k] = float(np.mean(rates))
             held_se[k] = float(np.std(rates, ddof=1) / np.sqrt(len(rates)))
-        row = _evidence(k, errors, bits, held_err, held_se, stable)
+        row = _evidence(k, errors, bits, held_err, held_se, stable, kinds)
         said = "" if k not in held_err else f", held-out error {held_err[k]:.4f}"
+        said += f" ({kinds[k]})" if k in kinds else ""
         _progress.info(
             "k=%d: error %d%s", k, errors[k], said, extra={"banmf": {"event": "rank", "row": row}}
         )
@@ -639,7 +661,21 @@ def select_rank_of(
         seconds=time.perf_counter() - start,
         interrupted=interrupted,
         edge=edge,
+        predictor=kinds or None,
     )
+
+
+def _predictor_rates(X, runs: list, held: list, kept: dict) -> tuple[str, list]:
+    """``(kind, rates)`` of :func:`banmf._predictor.choose_over_folds` for the fold fits
+    ``runs``, each scored on its fold's cells (``held``) by every kind of predictor its starts
+    give (``kept``, from :func:`banmf._predictor.keeping_starts`)."""
+    ones, m = cell_keys(X), X.shape[1]
+    candidates, truths = [], []
+    for est, cells in zip(runs, held):
+        keys = cell_keys(cells)
+        candidates.append(candidate_scores(kept[est], est.W_, est.components_, keys // m, keys % m))
+        truths.append(in_sorted(keys, ones))
+    return choose_over_folds(candidates, truths)
 
 
 def _check_folds(folds: int, ones: int, criteria) -> None:
@@ -699,13 +735,16 @@ def _edge(best: int, ks: list) -> str | None:
     return None
 
 
-def _evidence(k, errors, bits, held_err, held_se, stable) -> dict:
-    """One k's row of :meth:`RankSelection.to_dict`: the criteria it has."""
+def _evidence(k, errors, bits, held_err, held_se, stable, kinds) -> dict:
+    """One k's row of :meth:`RankSelection.to_dict`: the criteria it has (and the predictor
+    that scored its held-out error, if one did)."""
     row = {"k": k, "training_error": errors[k]}
     if k in bits:
         row["description_length"] = bits[k]
     if k in held_err:
         row["held_out_error"], row["held_out_se"] = held_err[k], held_se[k]
+    if k in kinds:
+        row["predictor"] = kinds[k]
     if k in stable:
         row["stability"] = stable[k]
     return row

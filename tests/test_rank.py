@@ -265,7 +265,7 @@ def test_auto_is_reproducible(planted, auto_fit):
     np.testing.assert_array_equal(again.components_, auto_fit.components_)
 
 
-def test_auto_never_reads_unknown_cells(planted):
+def test_auto_never_reads_unknown_cells_and_keeps_no_starts(planted):
     unknown = np.random.default_rng(1).random(planted.shape) < 0.15
     flipped = planted.copy()
     flipped[unknown] = 1 - flipped[unknown]  # what is under the mask changes nothing
@@ -277,8 +277,74 @@ def test_auto_never_reads_unknown_cells(planted):
     assert a.rank_selection_.to_dict() | {"seconds": 0} == b.rank_selection_.to_dict() | {
         "seconds": 0
     }
+    # Scored by the predictor the fit at the chosen k uses, named per k.
+    assert set(a.rank_selection_.predictor) == set(a.rank_selection_.ks)
+    assert all("predictor" in row for row in a.rank_selection_.to_dict()["per_k"])
     assert fits[0].n_components == 3
     np.testing.assert_array_equal(fits[0].H, fits[1].H)
+    # The starts reach the scorer through keeping_starts(): no fit keeps them.
+    for model in (a, *(fit.estimator for fit in a.rank_selection_.fits.values())):
+        assert not any("start" in name and name.startswith("_") for name in vars(model))
+
+
+# Noisy planted data with a fifth of its cells unknown: the predictor beats W⊗H there.
+def noisy_selection(by_predictor, n_jobs=None):
+    from banmf._selection import select_rank_of
+
+    X, _, _ = banmf.make_boolean(80, 50, 3, 0.3, noise=0.05, random_state=0)
+    unknown = np.random.default_rng(0).random(X.shape) < 0.2
+    return select_rank_of(
+        X,
+        [2, 3, 5],
+        banmf.BANMF(max_iter=60, n_init=3),
+        criteria=("cv",),
+        folds=3,
+        cv_rule="min",
+        patience=None,
+        missing=unknown,
+        random_state=0,
+        n_jobs=n_jobs,
+        by_predictor=by_predictor,
+    )
+
+
+def test_with_unknown_cells_the_folds_are_scored_by_the_predictor():
+    by_product = noisy_selection(False)
+    serial, parallel = (noisy_selection(True, n_jobs) for n_jobs in (1, 2))
+    assert by_product.predictor is None
+    # The same fits, whatever the threads: only their scoring differs.
+    assert serial.training_error == by_product.training_error
+    assert serial.to_dict() | {"seconds": 0} == parallel.to_dict() | {"seconds": 0}
+    for k in serial.ks:
+        # W⊗H is one of the kinds: the one chosen is never worse, and equal when it is W⊗H.
+        if serial.predictor[k] == "product":
+            assert serial.held_out_error[k] == by_product.held_out_error[k]
+        else:
+            assert serial.held_out_error[k] <= by_product.held_out_error[k]
+    assert any(serial.held_out_error[k] < by_product.held_out_error[k] for k in serial.ks)
+
+
+def test_a_kind_of_predictor_scores_the_folds_with_one_threshold():
+    from banmf._predictor import choose_over_folds
+
+    rng = np.random.default_rng(0)
+    truths = [rng.random(size) < 0.4 for size in (40, 41, 41)]
+    product = [t ^ (rng.random(len(t)) < 0.3) for t in truths]  # W⊗H: 30 % wrong
+    vote = [np.where(t, 0.75, 0.25) + 0.5 * (rng.random(len(t)) < 0.1) for t in truths]
+    candidates = [{"product": p.astype(float), "vote": v} for p, v in zip(product, vote)]
+    kind, rates = choose_over_folds(candidates, truths)
+    assert kind == "vote"
+    # The vote's one threshold is the best single cut of all the folds' cells.
+    every = np.concatenate(vote)
+    truth = np.concatenate(truths)
+    fewest = min(((every > t) != truth).sum() for t in np.concatenate([[-1.0], every]))
+    assert sum(r * len(t) for r, t in zip(rates, truths)) == pytest.approx(fewest)
+    # Without a kind every fold gives, W⊗H scores them, at 0.5.
+    kind, rates = choose_over_folds(
+        [candidates[0], {"product": product[1].astype(float)}], truths[:2]
+    )
+    assert kind == "product"
+    assert rates == [((p > 0.5) != t).mean() for p, t in zip(product[:2], truths[:2])]
 
 
 def test_the_one_se_rule_and_the_lowest_held_out_error(planted):

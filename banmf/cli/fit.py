@@ -121,9 +121,12 @@ def cmd_factorize(args, out, err) -> int:
 def _auto_line(selection) -> str:
     """The summary's line for the k that ``-k auto`` chose (:func:`banmf.select_rank`)."""
     k, ks, rates = selection.best_k, selection.ks, selection.held_out_error
+    # With unknown cells the folds are scored by the predictor the fit would use.
+    kind = (selection.predictor or {}).get(k)
+    by = f" (by the {kind} predictor)" if kind else ""
     line = (
-        f"chosen k        {k} (-k auto): the lowest held-out error, {rates[k]:.4f}, of k="
-        f"{ks[0]}..{ks[-1]} ({selection.folds} folds, {selection.seconds:.1f} s)"
+        f"chosen k        {k} (-k auto): the lowest held-out error{by}, {rates[k]:.4f}, of "
+        f"k={ks[0]}..{ks[-1]} ({selection.folds} folds, {selection.seconds:.1f} s)"
     )
     return line + (f"; {selection.edge}" if selection.edge else "")
 

@@ -231,7 +231,11 @@ class BaseFactorization:
         min(n, m)) with the lowest held-out error rate, cross-validated over
         :data:`AUTO_FOLDS` folds of the observed cells (:func:`banmf.select_rank` with
         ``criteria=("cv",)`` and ``cv_rule="min"``), each fit this estimator with that k.
-        The selection is kept as ``rank_selection_``. A Ctrl-C during it leaves the model
+        On data with unknown cells, which the fit at the chosen k predicts by the predictor
+        its starts give (BANMF's :attr:`predictor_`), the fold fits are scored by that
+        predictor too (``RankSelection.predictor`` names it per k), not by W⊗H: the
+        predictor favours larger k than W⊗H does. The selection is kept as
+        ``rank_selection_``. A Ctrl-C during it leaves the model
         unfitted (no fit at a chosen k exists yet to keep) and raises KeyboardInterrupt
         again."""
         n, m = data.shape
@@ -259,16 +263,19 @@ class BaseFactorization:
                 folds=folds,
                 cv_rule="min",
                 random_state=self.random_state,
+                by_predictor=data.unknown is not None,
             )
         finally:
             _choosing_rank.reset(choosing)
         if selection.interrupted:
             raise KeyboardInterrupt
         self.rank_selection_, k = selection, selection.best_k
+        kind = (selection.predictor or {}).get(k)
         _logger.info(
-            "n_components='auto': k=%d, the lowest held-out error (%.4f) of k=1..%d",
+            "n_components='auto': k=%d, the lowest held-out error (%.4f%s) of k=1..%d",
             k,
             selection.held_out_error[k],
+            f", by the {kind} predictor" if kind else "",
             selection.ks[-1],
         )
         return k

@@ -12,7 +12,7 @@ import numpy as np
 
 from .._boolean import cell_keys, in_sorted
 from .._params import BOOLEAN, CALLABLE, FLOAT_DTYPE, NONE, Interval, Options, subset_of
-from .._predictor import Predictor, choose, choosing, without_choice
+from .._predictor import Predictor, candidate_scores, choose, choosing, hand_over, keeping_starts
 from .._progress import inside_a_start
 from .._signals import Interruptions
 from .._threads import current_threads
@@ -487,9 +487,8 @@ class BANMF(BaseFactorization):
             raise KeyboardInterrupt
         if unknown is not None:
             starts = _start_factors(outcome, unknown.observed)
-            if not choosing():
-                self._starts = starts  # for the fit choosing the predictor
-            elif not interrupted and self.init == "random" and len(starts) > 1:
+            hand_over(self, starts)  # to a scope that scores them (keeping_starts), if any
+            if choosing() and not interrupted and self.init == "random" and len(starts) > 1:
                 # One start (the paper's configuration, NMF's default): W⊗H is all there is.
                 self.predictor_ = self._choose_predictor(data, k, starts)
         return self
@@ -510,7 +509,7 @@ class BANMF(BaseFactorization):
         params.update(n_components=k, random_state=seed, verbose=0, callback=None)
         inner = type(self)(**params)
         try:
-            with without_choice(), inside_a_start():
+            with keeping_starts() as kept, inside_a_start():
                 inner.fit(data.hide(hidden))
         except KeyboardInterrupt:
             self.interrupted_ = True  # the fit stands, with W⊗H as its predictor
@@ -519,13 +518,8 @@ class BANMF(BaseFactorization):
         m = data.shape[1]
         rows, cols = keys // m, keys % m
         truth = in_sorted(keys, cell_keys(data.X))
-        scores = {
-            kind: Predictor(kind, 0.5, np.zeros(0), np.zeros(1), factors=factors).score(
-                inner.W_, inner.components_, rows, cols
-            )
-            for kind, factors in inner._starts.items()
-            if kind in starts
-        }
+        offered = {kind: f for kind, f in kept[inner].items() if kind in starts}
+        scores = candidate_scores(offered, inner.W_, inner.components_, rows, cols)
         order = np.random.default_rng(seed).permutation(len(keys))
         kind, threshold, edges, probabilities, report = choose(scores, truth, order)
         return Predictor(kind, threshold, edges, probabilities, report, starts[kind])
