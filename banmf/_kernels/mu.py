@@ -105,8 +105,8 @@ def row_width(k: int, dtype) -> Width:
     stored values.
 
     ``Width(k)`` when a row fits in four registers: the kernels are then compiled for that k,
-    with the rows held in registers (with :func:`padded_width` rows that is at most three
-    versions per dtype: 1, 2 or 4 registers). Otherwise ``Width(0)``: one version for every
+    with the rows held in registers (with :func:`padded_width` rows that is at most four
+    versions per dtype: 1 to 4 registers). Otherwise ``Width(0)``: one version for every
     wider k, with loops.
     """
     return Width(k if k * np.dtype(dtype).itemsize <= MAX_REGISTER_BYTES else 0)
