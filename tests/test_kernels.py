@@ -44,12 +44,13 @@ pytestmark = pytest.mark.usefixtures("wrapping_integers")
 # Every path of the row updates' vector tiles: k below one vector, whole vectors (8 float32 or
 # 4 float64 lanes), one or two vectors per tile, with and without zero padding.
 ks = st.sampled_from([1, 2, 3, 4, 7, 8, 9, 16, 17, 33, 36])
-# The Y pass and the scatter are compiled once per padded width up to four registers (8, 16, 32
-# float32; 4, 8, 16 float64), then once for every wider k: each width drawn costs a compilation
-# of each variant, for each dtype and with or without unknown cells. The default profile draws
-# k = 1 (one register: 8 float32, 4 float64), 3 (the loops' remainder), 9 (several registers:
-# 2 float32, 4 float64) and 33 (past four registers: the loops); any other profile every width.
-all_width_ks = [1, 3, 8, 9, 17, 33]
+# The Y pass and the scatter are compiled once per padded width up to four registers (8, 16,
+# 24, 32 float32; 4, 8, 12, 16 float64), then once for every wider k: each width drawn costs a
+# compilation of each variant, for each dtype and with or without unknown cells. The default
+# profile draws k = 1 (one register: 8 float32, 4 float64), 3 (the loops' remainder), 9 (several
+# registers: 2 float32, and 3 float64, held as vectors of 8 and 4) and 33 (past four registers:
+# the loops); any other profile every width.
+all_width_ks = [1, 3, 8, 9, 16, 17, 33]
 width_ks = st.sampled_from(per_profile([1, 3, 9, 33], all_width_ks))
 dtypes = st.sampled_from([np.float64, np.float32])
 
@@ -74,10 +75,11 @@ def _layout(k, dtype, loops):
 def test_padded_width(dtype, lanes):
     widths = {k: padded_width(k, dtype) for k in range(1, 100)}
     assert all(k <= kp < k + 2 * lanes and kp % lanes == 0 for k, kp in widths.items())
-    assert 3 * lanes not in widths.values()  # 3-register rows are stored as 4
+    assert all(kp - k < lanes for k, kp in widths.items())  # whole vectors, none to spare
     assert {kp for kp in widths.values() if row_width(kp, dtype).lanes} == {
         lanes,
         2 * lanes,
+        3 * lanes,
         4 * lanes,
     }
     assert row_width(5 * lanes, dtype).lanes == 0

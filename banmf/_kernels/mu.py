@@ -95,14 +95,9 @@ def row_parts(indptr, cindptr, parts):
 
 def padded_width(k: int, dtype) -> int:
     """k rounded up to whole vectors of ``dtype``: the width the solver stores its factor rows
-    with (the extra columns are zeros, which the kernels never change).
-
-    Three vectors are rounded up to four: LLVM handles a 3-register vector (24 float32) so
-    badly that the Y pass ran 1.9× slower than with 4 registers of which 8 lanes are zeros.
-    """
+    with (the extra columns are zeros, which the kernels never change)."""
     lanes = VBYTES // np.dtype(dtype).itemsize
-    vectors = -(-k // lanes)
-    return (4 if vectors == 3 else vectors) * lanes
+    return -(-k // lanes) * lanes
 
 
 def row_width(k: int, dtype) -> Width:
@@ -110,8 +105,8 @@ def row_width(k: int, dtype) -> Width:
     stored values.
 
     ``Width(k)`` when a row fits in four registers: the kernels are then compiled for that k,
-    with the rows held in registers (with :func:`padded_width` rows that is at most three
-    versions per dtype: 1, 2 or 4 registers). Otherwise ``Width(0)``: one version for every
+    with the rows held in registers (with :func:`padded_width` rows that is at most four
+    versions per dtype: 1 to 4 registers). Otherwise ``Width(0)``: one version for every
     wider k, with loops.
     """
     return Width(k if k * np.dtype(dtype).itemsize <= MAX_REGISTER_BYTES else 0)
@@ -179,9 +174,10 @@ def _mu_rows(F, k, i0, c, numer, G, lam, eps, rows, o, lin):
     wide), rows past c and columns past k zero.
 
     ``F[i] <- F[i] * (numer[i] + 3 lam F[i]^2) / (F[i] @ G + 2 lam F[i]^3 + lam F[i] + eps)``;
-    ``lam = 0`` is the plain Lee-Seung step.
+    ``lam = 0`` is the plain Lee-Seung step. ``F @ G`` is formed up to column k rounded up
+    to a whole vector, not over the whole padding of wider rows (zeros).
     """
-    kp = rows.shape[1]
+    kp = padded(k, rows)
     L = lanes(rows)
     for t in range(_R):
         for l in range(k):
@@ -229,18 +225,19 @@ def _accumulate_tile(acc, o, l, L, two, tile):
 
 
 @njit(cache=True, nogil=True, inline="always", fastmath=_FAST)
-def _gram_flush(acc, chunk, cnt):
+def _gram_flush(acc, chunk, cnt, k):
     """``acc += chunk[:cnt]ᵀ chunk[:cnt]`` on and above the diagonal (``acc`` (kp, kp) float64,
-    ``chunk`` (rows, kp) zero past k).
+    ``chunk`` (rows, kp) zero past k), up to row k and column k rounded up to a whole vector: the
+    scratch may be wider (the stored rows' padding), and its zeros are skipped.
 
     Tiles of four rows of the Gram by two vectors of columns, summed over the chunk's rows in
     registers (in the factors' dtype), then widened and added to ``acc`` a vector at a time.
     Tiles start at the vector holding the diagonal, so only about half the matrix is formed.
     """
-    kp = chunk.shape[1]
+    kp = padded(k, chunk)
     L = lanes(chunk)
     # Rows q0..q0+3 of the Gram, columns l..: (chunk[:cnt, q0:q0+4])ᵀ chunk[:cnt, l:...].
-    for q0 in range(0, kp, _R):
+    for q0 in range(0, k, _R):
         l = q0 // L * L
         while l + 2 * L <= kp:
             _accumulate_tile(acc, q0, l, L, True, _row_tile(chunk, q0, chunk, l, cnt, True, True))
@@ -271,7 +268,7 @@ def _update_block(F, k, numer, Gp, lam, eps, gram, lo, hi, chunk, lin, acc):
         _mu_rows(F, k, i0, c, numer, Gp, lam, eps, chunk, cnt, lin)
         cnt += _R
         if cnt + _R > chunk.shape[0] or i0 + c >= hi:
-            _gram_flush(acc, chunk, cnt)
+            _gram_flush(acc, chunk, cnt, k)
             cnt = 0
     # The upper triangle, mirrored.
     for q in range(k):

@@ -72,7 +72,9 @@ class Vec(types.Type):
     """A vector of ``lanes`` values of a float dtype (default: one register, ``VBYTES``).
 
     Wider vectors are several registers that LLVM handles as one value: a whole factor row of
-    up to four registers can be loaded, multiplied and accumulated in one expression.
+    up to four registers can be loaded, multiplied and accumulated in one expression. A lane
+    count that is not a power of two is held as power-of-two vectors side by side (12: 8 and
+    4; see ``_VecModel``).
 
     A Vec lives in local variables only (registers, or stack slots LLVM aligns itself): never
     put one in a list or another heap container, whose storage is not aligned to the vector
@@ -143,11 +145,61 @@ def _width(dtype, width):
     return None
 
 
+def _pieces(lanes: int) -> list[int]:
+    """The power-of-two lane counts a Vec of ``lanes`` lanes is made of, widest first (12: 8
+    and 4)."""
+    return [1 << b for b in reversed(range(lanes.bit_length())) if lanes >> b & 1]
+
+
 @register_model(Vec)
 class _VecModel(models.PrimitiveModel):
+    """An LLVM vector, or for a lane count that is not a power of two a struct of power-of-two
+    vectors (:func:`_pieces`). LLVM widens a vector of 12 float64 to 16 lanes and, where it is
+    carried around a loop (a row's sum in the Y pass), splits it into pairs of lanes shuffled
+    through the stack: that pass ran 2.5× slower on rows of 12 than on rows of 16 (k = 10
+    float64); as 8 and 4 lanes every operation is whole registers."""
+
     def __init__(self, dmm, fe_type):
         scalar = dmm.lookup(fe_type.dtype).get_value_type()
-        super().__init__(dmm, fe_type, ir.VectorType(scalar, fe_type.lanes))
+        parts = [ir.VectorType(scalar, n) for n in _pieces(fe_type.lanes)]
+        super().__init__(dmm, fe_type, parts[0] if len(parts) == 1 else ir.LiteralStructType(parts))
+
+
+def _parts(builder, v):
+    """The power-of-two vectors of a Vec value, widest first."""
+    if isinstance(v.type, ir.VectorType):
+        return [v]
+    return [builder.extract_value(v, r) for r in range(len(v.type.elements))]
+
+
+def _whole(builder, ty, parts):
+    """The Vec value of LLVM type ``ty`` made of ``parts`` (:func:`_parts`'s inverse)."""
+    if isinstance(ty, ir.VectorType):
+        return parts[0]
+    v = ir.Constant(ty, ir.Undefined)
+    for r, part in enumerate(parts):
+        v = builder.insert_value(v, part, r)
+    return v
+
+
+def _piecewise(builder, op, *vecs):
+    """``op(builder, *pieces)`` on the matching pieces of Vec values of one type."""
+    pieces = [_parts(builder, v) for v in vecs]
+    return _whole(builder, vecs[0].type, [op(builder, *ps) for ps in zip(*pieces)])
+
+
+def _piece_pointers(context, builder, sig, args, ty):
+    """Pointers to where each piece of a Vec of LLVM type ``ty`` goes in ``arr[i, l:]`` (the
+    first three of ``args``)."""
+    aryty, ity, lty = sig.args[:3]
+    l = context.cast(builder, args[2], lty, types.intp)
+    pointers, offset = [], 0
+    for piece in ty.elements if isinstance(ty, ir.LiteralStructType) else [ty]:
+        col = builder.add(l, context.get_constant(types.intp, offset))
+        ptr = item_pointer(context, builder, aryty, args[0], (args[1], col), (ity, types.intp))
+        pointers.append(builder.bitcast(ptr, piece.as_pointer()))
+        offset += piece.count
+    return pointers
 
 
 def _float_array(arr, ndim):
@@ -191,9 +243,10 @@ def _load(arr, width):
         return None
 
     def codegen(context, builder, sig, args):
-        ptr = item_pointer(context, builder, sig.args[0], args[0], args[1:3], sig.args[1:3])
-        ptr = builder.bitcast(ptr, context.get_value_type(vt).as_pointer())
-        return builder.load(ptr, align=arr.dtype.bitwidth // 8)
+        ty = context.get_value_type(vt)
+        pointers = _piece_pointers(context, builder, sig, args, ty)
+        align = arr.dtype.bitwidth // 8
+        return _whole(builder, ty, [builder.load(ptr, align=align) for ptr in pointers])
 
     return vt, codegen
 
@@ -236,10 +289,9 @@ def vstore(typingctx, arr, i, l, v):
         return None
 
     def codegen(context, builder, sig, args):
-        ptr = item_pointer(context, builder, sig.args[0], args[0], args[1:3], sig.args[1:3])
-        builder.store(
-            args[3], builder.bitcast(ptr, args[3].type.as_pointer()), align=arr.dtype.bitwidth // 8
-        )
+        pointers = _piece_pointers(context, builder, sig, args, args[3].type)
+        for part, ptr in zip(_parts(builder, args[3]), pointers):
+            builder.store(part, ptr, align=arr.dtype.bitwidth // 8)
         return context.get_dummy_value()
 
     return types.void(arr, i, l, v), codegen
@@ -258,11 +310,12 @@ def vaccumulate(typingctx, arr, i, l, v):
         return None
 
     def codegen(context, builder, sig, args):
-        ptr = item_pointer(context, builder, sig.args[0], args[0], args[1:3], sig.args[1:3])
-        wide = ir.VectorType(ir.DoubleType(), v.lanes)
-        ptr = builder.bitcast(ptr, wide.as_pointer())
-        x = args[3] if v.dtype == types.float64 else builder.fpext(args[3], wide)
-        builder.store(builder.fadd(builder.load(ptr, align=8), x), ptr, align=8)
+        parts = _parts(builder, args[3])
+        wide = [ir.VectorType(ir.DoubleType(), part.type.count) for part in parts]
+        ty = wide[0] if len(wide) == 1 else ir.LiteralStructType(wide)
+        for part, w, ptr in zip(parts, wide, _piece_pointers(context, builder, sig, args, ty)):
+            x = part if v.dtype == types.float64 else builder.fpext(part, w)
+            builder.store(builder.fadd(builder.load(ptr, align=8), x), ptr, align=8)
         return context.get_dummy_value()
 
     return types.void(arr, i, l, v), codegen
@@ -273,11 +326,14 @@ def _splat(x, width):
 
     def codegen(context, builder, sig, args):
         ty = context.get_value_type(vt)
-        v = builder.insert_element(
-            ir.Constant(ty, ir.Undefined), args[0], ir.Constant(ir.IntType(32), 0)
-        )
-        zeros = ir.Constant(ir.VectorType(ir.IntType(32), vt.lanes), [0] * vt.lanes)
-        return builder.shuffle_vector(v, ir.Constant(ty, ir.Undefined), zeros)
+        parts = []
+        for piece in ty.elements if isinstance(ty, ir.LiteralStructType) else [ty]:
+            v = builder.insert_element(
+                ir.Constant(piece, ir.Undefined), args[0], ir.Constant(ir.IntType(32), 0)
+            )
+            zeros = ir.Constant(ir.VectorType(ir.IntType(32), piece.count), [0] * piece.count)
+            parts.append(builder.shuffle_vector(v, ir.Constant(piece, ir.Undefined), zeros))
+        return _whole(builder, ty, parts)
 
     return vt, codegen
 
@@ -322,7 +378,10 @@ def vfma(typingctx, a, b, c):
         return None
 
     def codegen(context, builder, sig, args):
-        return builder.fadd(builder.fmul(args[0], args[1], flags=_FLAGS), args[2], flags=_FLAGS)
+        def fma(builder, a, b, c):
+            return builder.fadd(builder.fmul(a, b, flags=_FLAGS), c, flags=_FLAGS)
+
+        return _piecewise(builder, fma, *args)
 
     return a(a, b, c), codegen
 
@@ -347,8 +406,28 @@ def _pairwise_fold(builder, a, b, n):
 
 
 def _to_register(builder, v, lanes):
-    """A one-register vector with the same lane sum as v: v zero-padded to whole registers,
-    whose pieces are then added."""
+    """A one-register vector with the same lane sum as the Vec value v: each of its
+    power-of-two vectors folded so (:func:`_fold_to_register`), then added."""
+    return _add_pairwise(
+        builder, [_fold_to_register(builder, p, lanes) for p in _parts(builder, v)]
+    )
+
+
+def _add_pairwise(builder, pieces):
+    """The sum of ``pieces`` (vectors of one type), pairwise so that the adds are independent."""
+    while len(pieces) > 1:
+        pieces = [
+            builder.fadd(pieces[r], pieces[r + 1], flags=_FLAGS)
+            if r + 1 < len(pieces)
+            else pieces[r]
+            for r in range(0, len(pieces), 2)
+        ]
+    return pieces[0]
+
+
+def _fold_to_register(builder, v, lanes):
+    """A one-register vector with the same lane sum as the LLVM vector v: v zero-padded to
+    whole registers, whose pieces are then added."""
     i32 = ir.IntType(32)
     count = v.type.count
     total = -(-count // lanes) * lanes
@@ -366,14 +445,7 @@ def _to_register(builder, v, lanes):
         if total > lanes
         else [v]
     )
-    while len(pieces) > 1:  # pairwise, so the adds are independent
-        pieces = [
-            builder.fadd(pieces[r], pieces[r + 1], flags=_FLAGS)
-            if r + 1 < len(pieces)
-            else pieces[r]
-            for r in range(0, len(pieces), 2)
-        ]
-    return pieces[0]
+    return _add_pairwise(builder, pieces)
 
 
 def _py_vdot_partial(a, b):
@@ -390,7 +462,10 @@ def vdot_partial(typingctx, a, b):
     rt = Vec(a.dtype)
 
     def codegen(context, builder, sig, args):
-        return _to_register(builder, builder.fmul(args[0], args[1], flags=_FLAGS), rt.lanes)
+        def mul(builder, a, b):
+            return builder.fmul(a, b, flags=_FLAGS)
+
+        return _to_register(builder, _piecewise(builder, mul, args[0], args[1]), rt.lanes)
 
     return rt(a, b), codegen
 
