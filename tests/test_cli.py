@@ -458,7 +458,7 @@ def test_hold_out_scores_the_fits_predictor_and_names_w_h_beside_it(tmp_path):
     assert (held["errors"], held["product"]["errors"]) == (by_predictor, by_product)
     assert by_predictor != by_product and held["cells"] == len(rows) == 1313
     assert f"held out        1313 observed cells (20 %): {by_predictor} wrong" in out
-    assert "by the fit's predictor (the share of the starts predicting 1 above" in out
+    assert "by the fit's predictor (vote, threshold " in out
     assert f"held out W⊗H    {by_product} wrong" in out
 
 

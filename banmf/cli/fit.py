@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from .data import _PREDICTORS
 from .exits import EXIT_OK, UsageError
 from .inputs import (
     check_target,
@@ -138,7 +137,7 @@ def _held_out_lines(held: dict, predictor) -> list[str]:
     if "product" not in held:
         return [line + wrong(held)]
     return [
-        line + f"{wrong(held)} by the fit's predictor ({_PREDICTORS[predictor.kind]} above "
+        line + f"{wrong(held)} by the fit's predictor ({predictor.kind}, threshold "
         f"{predictor.threshold:.4g})",
         f"held out W⊗H    {wrong(held['product'])} by the kept start's product alone",
     ]
