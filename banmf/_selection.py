@@ -23,6 +23,7 @@ from ._runner import fit_tasks
 from ._validation import (
     check_binary_matrix,
     check_boolean_factors,
+    check_cells,
     check_random_state,
 )
 from .booleanize import predict_cells
@@ -199,9 +200,9 @@ def _draw_zeros(rng: np.random.Generator, cells: int, taken: np.ndarray, want: i
     return chosen[:want]
 
 
-def held_out_scores(X, W, H, hidden) -> dict:
-    """How well Boolean factors predict the cells ``hidden`` from a fit: their Hamming error
-    there, and accuracy, precision, recall and F1 of the predicted ones.
+def held_out_scores(X, W, H, hidden, *, predictor=None) -> dict:
+    """How well Boolean factors, or the fit's predictor, predict the cells ``hidden`` from a
+    fit: the Hamming error there, and accuracy, precision, recall and F1 of the predicted ones.
 
     Parameters
     ----------
@@ -211,6 +212,10 @@ def held_out_scores(X, W, H, hidden) -> dict:
     H : array-like of shape (k, m), Boolean
     hidden : array-like or sparse of shape (n, m)
         The held-out cells (e.g. from :func:`mask_entries`).
+    predictor : optional
+        How the fit of ``W`` and ``H`` predicts its unknown cells
+        (:attr:`banmf.Factorization.predictor`, BANMF's ``predictor_``), as
+        :meth:`banmf.Factorization.predict` does. None (default): ``W⊗H``.
 
     Returns
     -------
@@ -228,7 +233,12 @@ def held_out_scores(X, W, H, hidden) -> dict:
     keys = cell_keys(cells)
     truth = in_sorted(keys, cell_keys(X))
     m = X.shape[1]
-    guess = predict_cells(W, H, keys // m, keys % m)
+    rows, cols = keys // m, keys % m
+    if predictor is None:
+        guess = predict_cells(W, H, rows, cols)
+    else:
+        Wb, Hb = check_boolean_factors(W, H)
+        guess = predictor.predict(Wb, Hb, *check_cells(rows, cols, (len(Wb), Hb.shape[1])))
     total, ones, predicted = len(keys), int(truth.sum()), int(guess.sum())
     tp = int((truth & guess).sum())
     errors = int((truth ^ guess).sum())

@@ -435,6 +435,33 @@ def test_votes_with_their_unknown_cells_fit_complete_and_hold_out(tmp_path):
     assert 0 <= held["errors"] <= held["cells"] and rec["unknown_cells"] == 392
 
 
+def test_hold_out_scores_the_fits_predictor_and_names_w_h_beside_it(tmp_path):
+    from banmf import predict_cells
+    from banmf.datasets import load_votes
+    from banmf.io import Dataset
+    from banmf.model_selection import hold_out
+
+    res = tmp_path / "h.npz"
+    argv = ("factorize", VOTES, "-k", "5", "--missing", VOTES_MASK, "--hold-out", "0.2")
+    code, out, err = run(*argv, "--seed", "2", "--param", "n_init=3", "-q", "--out", str(res))
+    assert code == 0, err
+    saved = load_result(res)
+    held = saved.meta["held_out"]
+    assert held["predictor"] == saved.predictor.kind == "vote"
+    # By hand through the Python API: the same hidden cells, guessed as predict guesses them.
+    votes = load_votes("435")
+    hidden = hold_out(Dataset.of(votes.X, missing=votes.missing), 0.2, random_state=2)[1]
+    rows, cols = hidden.nonzero()
+    truth = votes.X.toarray()[rows, cols].astype(bool)
+    by_predictor = int((saved.predict(rows, cols) != truth).sum())
+    by_product = int((predict_cells(saved.W, saved.H, rows, cols) != truth).sum())
+    assert (held["errors"], held["product"]["errors"]) == (by_predictor, by_product)
+    assert by_predictor != by_product and held["cells"] == len(rows) == 1313
+    assert f"held out        1313 observed cells (20 %): {by_predictor} wrong" in out
+    assert "by the fit's predictor (vote, threshold " in out
+    assert f"held out W⊗H    {by_product} wrong" in out
+
+
 def test_unknown_cells_in_a_csv_file_and_the_complete_command_refusals(tmp_path):
     data = tmp_path / "d.csv"
     data.write_text("1,1,0\n1,?,0\n0,0,1\n1,1,NA\n")

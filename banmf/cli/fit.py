@@ -57,9 +57,20 @@ def cmd_factorize(args, out, err) -> int:
     if hidden is not None:
         from ..model_selection import held_out_scores
 
-        scores = held_out_scores(X, result.W, result.H, hidden)
+        # The hidden cells are unknown cells of the fit: scored as predict and complete guess
+        # them, by the predictor it chose, and by W⊗H beside it when that is another.
+        predictor = result.predictor
+        scores = held_out_scores(X, result.W, result.H, hidden, predictor=predictor)
+        kind = "product" if predictor is None else predictor.kind
         # Kept with the result, so that the report shows them.
-        meta["held_out"] = {"fraction": args.hold_out, "seed": args.seed, **scores}
+        meta["held_out"] = {
+            "fraction": args.hold_out,
+            "seed": args.seed,
+            **scores,
+            "predictor": kind,
+        }
+        if kind != "product":
+            meta["held_out"]["product"] = held_out_scores(X, result.W, result.H, hidden)
     result = result.replace(
         seconds=seconds, row_labels=ds.row_labels, col_labels=ds.col_labels, meta=meta
     )
@@ -96,11 +107,7 @@ def cmd_factorize(args, out, err) -> int:
     )
     if hidden is not None:
         record["held_out"] = meta["held_out"]
-        f1 = "n/a, no ones held out" if scores["f1"] is None else f"{scores['f1']:.4f}"
-        lines.append(
-            f"held out        {scores['cells']} observed cells ({100 * args.hold_out:g} %): "
-            f"{scores['errors']} wrong (accuracy {scores['accuracy']:.4f}, F1 on the ones {f1})"
-        )
+        lines += _held_out_lines(meta["held_out"], predictor)
     selection = getattr(result.estimator, "rank_selection_", None)
     if selection is not None:  # -k auto
         from ..io import jsonable
@@ -116,6 +123,24 @@ def cmd_factorize(args, out, err) -> int:
         lines += ["", *pattern_lines(found)]
     emit(args, record, lines, out)
     return args.signals.exit_code if signalled else EXIT_OK
+
+
+def _held_out_lines(held: dict, predictor) -> list[str]:
+    """The summary's lines for ``--hold-out``: the hidden cells predicted wrong by the fit's
+    predictor, and by W⊗H alone when the predictor is another (``held``: meta["held_out"])."""
+
+    def wrong(scores: dict) -> str:
+        f1 = "n/a, no ones held out" if scores["f1"] is None else f"{scores['f1']:.4f}"
+        return f"{scores['errors']} wrong (accuracy {scores['accuracy']:.4f}, F1 on the ones {f1})"
+
+    line = f"held out        {held['cells']} observed cells ({100 * held['fraction']:g} %): "
+    if "product" not in held:
+        return [line + wrong(held)]
+    return [
+        line + f"{wrong(held)} by the fit's predictor ({predictor.kind}, threshold "
+        f"{predictor.threshold:.4g})",
+        f"held out W⊗H    {wrong(held['product'])} by the kept start's product alone",
+    ]
 
 
 def _auto_line(selection) -> str:
