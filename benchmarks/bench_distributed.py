@@ -55,7 +55,9 @@ repeats' differences of fits measure apart). The timing wraps ``BlockServer.sums
 The work (a third table): CPU seconds per iteration, which a busy machine inflates much less
 than wall time, so that the two sides' work compares even under load:
 - single CPU s/it: the single machine's process CPU time (both threads) per iteration, from the
-  same differences of fits as its wall time (medians over the repeats);
+  same differences of fits as its wall time, less what the process spends while it waits (the
+  cluster's scheduler and the client run in it: their CPU per second, measured over 5 s
+  before the repeats, times the wall time); medians over the repeats;
 - workers' CPU s/it: the workers' CPU time in a round, summed over the workers, plus the
   driver's time between rounds (the H step); medians over the timed fit's rounds (one thread
   per worker: with more, the kernels' other threads are not counted);
@@ -259,6 +261,7 @@ def distributed(folder, workers, k, iters, repeats, single, label) -> dict:
         os.environ.clear()
         os.environ.update(saved)
         X = bd.read_blocks(folder)
+        background = _idle_cpu()
 
         def make(T):
             return lambda: bd.BANMF(k, max_iter=T, client=client, **PARAMS)
@@ -290,7 +293,8 @@ def distributed(folder, workers, k, iters, repeats, single, label) -> dict:
             **inside,
             "single": _median([wall for wall, _ in alone]),
             "single_all": [wall for wall, _ in alone],
-            "single_cpu_s": _median([cpu for _, cpu in alone]),
+            "single_cpu_s": _median([cpu - background * wall for wall, cpu in alone]),
+            "background_cpu": background,
             "distributed": _median(per_iter),
             "distributed_all": per_iter,
             "sent_mb": _median(sent) / 1e6,
@@ -300,6 +304,14 @@ def distributed(folder, workers, k, iters, repeats, single, label) -> dict:
             "n_blocks": blocks,
             "peak_block_mb": peak / 1e6,
         }
+
+
+def _idle_cpu(seconds: float = 5.0) -> float:
+    """This process's CPU seconds per second while it waits: the local cluster's scheduler and
+    the client run in it, beside the single machine's fits."""
+    start, cpu = time.perf_counter(), time.process_time()
+    time.sleep(seconds)
+    return (time.process_time() - cpu) / (time.perf_counter() - start)
 
 
 @contextlib.contextmanager
