@@ -24,7 +24,8 @@ even negative.
 
 Columns:
 - nnz, workers: the data's nonzeros (as asked) and the Dask workers;
-- single s/it: ``banmf.BANMF`` per iteration (n_jobs=2), measured in the same run;
+- single s/it: ``banmf.BANMF`` per iteration (n_jobs=2), in the repeats alternated with the
+  cluster's;
 - distributed s/it: ``banmf.distributed.BANMF`` per iteration on that many workers;
 - ratio: distributed / single (> 1: the cluster is slower);
 - MB sent/it, MB received/it, round trips/it: ``traffic_`` of the T2 fit minus that of the
@@ -33,6 +34,10 @@ Columns:
 - same factors: every distributed fit's ``W_`` and ``components_`` equal those of the single
   machine's fit with the same T (yes/no).
 
+The single machine and the cluster alternate: each repeat fits the single machine's T1 and T2,
+then the cluster's, so that both sides see the same load; the ratio is that of the two sides'
+medians over the repeats.
+
 Where the time goes (a second table, one more fit of T2 iterations per cluster, timed inside):
 - round s: the driver's wall time of an iteration's round trip (``Session.sum`` of the step);
 - slowest / fastest worker s: the time a worker spends in that round's call (its blocks' Y pass
@@ -40,9 +45,23 @@ Where the time goes (a second table, one more fit of T2 iterations per cluster, 
 - round - slowest s: what the round costs beyond the slowest worker's compute: the round trip,
   the serialization of Hᵀ, HHᵀ and the partial sums, the actor's dispatch;
 - driver s: the time between two rounds of the iterations: the H step and the objective;
+- slowest worker CPU s: the CPU time of the slowest worker's call (of the thread running it:
+  with one thread per worker, all its compute), below its wall time when a busy machine takes
+  the core from it;
 medians over the fit's rounds (so their sum is that fit's time per iteration, which the
 repeats' differences of fits measure apart). The timing wraps ``BlockServer.sums`` on the workers and
 ``Session.sum`` here (private classes: this is instrumentation, not API).
+
+The work (a third table): CPU seconds per iteration, which a busy machine inflates much less
+than wall time, so that the two sides' work compares even under load:
+- single CPU s/it: the single machine's process CPU time (both threads) per iteration, from the
+  same differences of fits as its wall time, less what the process spends while it waits (the
+  cluster's scheduler and the client run in it: their CPU per second, measured over 5 s
+  before the repeats, times the wall time); medians over the repeats;
+- workers' CPU s/it: the workers' CPU time in a round, summed over the workers, plus the
+  driver's time between rounds (the H step); medians over the timed fit's rounds (one thread
+  per worker: with more, the kernels' other threads are not counted);
+- work ratio: workers' / single (1: the cluster does the single machine's work, no more).
 
 ``--busy``: after those, the single machine and the 2-worker cluster once more while one
 CPU-burning subprocess (``python -c "while True: pass"``) runs beside them (started before the
@@ -95,9 +114,10 @@ def _count(text: str) -> int:
 
 
 def _timed(make, X):
-    start = time.perf_counter()
+    """Wall and process CPU seconds of ``make().fit(X)``, and the model."""
+    start, cpu = time.perf_counter(), time.process_time()
     model = make().fit(X)
-    return time.perf_counter() - start, model
+    return time.perf_counter() - start, time.process_time() - cpu, model
 
 
 def _same(model, ref: tuple) -> bool:
@@ -109,34 +129,41 @@ def _median(values) -> float:
     return float(np.median(values))
 
 
-def single_machine(X, k, iters, repeats, label) -> dict:
-    """Per-iteration seconds of ``banmf.BANMF`` and its fits' factors (per T)."""
+def single_machine(X, k, iters, label):
+    """A function running one repeat of ``banmf.BANMF``'s fits (n_jobs=2) of T1 and T2
+    iterations: it returns their per-iteration wall and CPU seconds, and keeps the fits'
+    Boolean factors (per T) in its ``refs``; after one untimed warm-up fit."""
     T1, T2 = iters
 
     def make(T):
         return lambda: banmf.BANMF(k, max_iter=T, n_jobs=2, **PARAMS)
 
-    seconds, _ = _timed(make(T1), X)
+    seconds, _, _ = _timed(make(T1), X)
     log(f"  {label} single machine: warm-up fit {seconds:.1f} s")
-    per_iter, refs = [], {}
-    for r in range(repeats):
-        times = {}
+
+    def pair() -> tuple[float, float]:
+        times, cpus = {}, {}
         for T in iters:
-            times[T], model = _timed(make(T), X)
+            times[T], cpus[T], model = _timed(make(T), X)
             # Only the Boolean factors are kept (at 1e8 a whole model holds GBs).
-            refs.setdefault(T, (model.W_, model.components_))
+            pair.refs.setdefault(T, (model.W_, model.components_))
             del model
-        per_iter.append((times[T2] - times[T1]) / (T2 - T1))
+        per_iter = (times[T2] - times[T1]) / (T2 - T1)
         log(
-            f"  {label} single machine, repeat {r + 1}: T={T1} {times[T1]:.2f} s, "
-            f"T={T2} {times[T2]:.2f} s: {per_iter[-1]:.4g} s/it"
+            f"  {label} single machine: T={T1} {times[T1]:.2f} s, "
+            f"T={T2} {times[T2]:.2f} s: {per_iter:.4g} s/it"
         )
-    return {"single": _median(per_iter), "single_all": per_iter, "refs": refs}
+        return per_iter, (cpus[T2] - cpus[T1]) / (T2 - T1)
+
+    pair.refs = {}
+    return pair
 
 
 def _time_worker_calls(start: bool = True):
     """(Run on each worker.) With ``start``, time every ``BlockServer.sums`` call from now on
-    (wrapping the class once); else return the ``(call, seconds)`` timed so far."""
+    (wrapping the class once); else return the ``(call, seconds, CPU seconds)`` timed so far:
+    the CPU time of the thread running the call (all the call's compute with one thread per
+    worker; the kernels' other threads are not counted with more)."""
     from banmf.distributed import _worker
 
     server = _worker.BlockServer
@@ -144,11 +171,13 @@ def _time_worker_calls(start: bool = True):
         plain = server.sums
 
         def sums(self, func, *args, **kwargs):
-            began = time.perf_counter()
+            began, cpu = time.perf_counter(), time.thread_time()
             try:
                 return plain(self, func, *args, **kwargs)
             finally:
-                server.bench_times.append((func.__name__, time.perf_counter() - began))
+                server.bench_times.append(
+                    (func.__name__, time.perf_counter() - began, time.thread_time() - cpu)
+                )
 
         server.sums, server.bench_times = sums, []
     if start:
@@ -185,7 +214,7 @@ def where_time_goes(client, make, X) -> dict:
     with _timed_rounds() as rounds:
         make().fit(X)
     per_worker = [
-        [t for name, t in calls if name == "step"]
+        [(t, cpu) for name, t, cpu in calls if name == "step"]
         for calls in client.run(_time_worker_calls, False).values()
     ]
     per_worker = [times for times in per_worker if times]
@@ -195,19 +224,24 @@ def where_time_goes(client, make, X) -> dict:
     n = min(len(walls), *(len(times) for times in per_worker))
     slowest = [max(times[i] for times in per_worker) for i in range(n)]
     fastest = [min(times[i] for times in per_worker) for i in range(n)]
+    driver = _median(gaps)
     return {
         "round_s": _median(walls[:n]),
-        "slowest_s": _median(slowest),
-        "fastest_s": _median(fastest),
-        "beyond_s": _median([w - c for w, c in zip(walls[:n], slowest, strict=True)]),
-        "driver_s": _median(gaps),
+        "slowest_s": _median([t for t, _ in slowest]),
+        "slowest_cpu_s": _median([cpu for _, cpu in slowest]),
+        "fastest_s": _median([t for t, _ in fastest]),
+        "beyond_s": _median([w - c[0] for w, c in zip(walls[:n], slowest, strict=True)]),
+        "driver_s": driver,
+        "workers_cpu_s": _median([sum(times[i][1] for times in per_worker) for i in range(n)])
+        + driver,
         "rounds": n,
     }
 
 
-def distributed(folder, workers, k, iters, repeats, refs, label) -> dict:
+def distributed(folder, workers, k, iters, repeats, single, label) -> dict:
     """Per-iteration seconds and traffic of ``banmf.distributed.BANMF`` on a fresh local
-    cluster of ``workers`` processes reading the row blocks in ``folder``."""
+    cluster of ``workers`` processes reading the row blocks in ``folder``, each repeat after
+    one of the single machine's (``single``, from :func:`single_machine`)."""
     from dask.distributed import Client, LocalCluster
 
     T1, T2 = iters
@@ -227,19 +261,21 @@ def distributed(folder, workers, k, iters, repeats, refs, label) -> dict:
         os.environ.clear()
         os.environ.update(saved)
         X = bd.read_blocks(folder)
+        background = _idle_cpu()
 
         def make(T):
             return lambda: bd.BANMF(k, max_iter=T, client=client, **PARAMS)
 
-        seconds, _ = _timed(make(T1), X)
+        seconds, _, _ = _timed(make(T1), X)
         log(f"  {label} {workers} worker(s) × {threads} thread(s): warm-up fit {seconds:.1f} s")
-        per_iter, sent, received, trips, same = [], [], [], [], []
+        per_iter, sent, received, trips, same, alone = [], [], [], [], [], []
         for r in range(repeats):
+            alone.append(single())
             times, traffic = {}, {}
             for T in iters:
-                times[T], model = _timed(make(T), X)
+                times[T], _, model = _timed(make(T), X)
                 traffic[T] = model.traffic_
-                same.append(_same(model, refs[T]))
+                same.append(_same(model, single.refs[T]))
                 blocks, peak = model.n_blocks_, model.peak_block_bytes_
                 del model
             steps = T2 - T1
@@ -255,6 +291,10 @@ def distributed(folder, workers, k, iters, repeats, refs, label) -> dict:
         log(f"  {label} {workers} worker(s), timed inside: {inside}")
         return {
             **inside,
+            "single": _median([wall for wall, _ in alone]),
+            "single_all": [wall for wall, _ in alone],
+            "single_cpu_s": _median([cpu - background * wall for wall, cpu in alone]),
+            "background_cpu": background,
             "distributed": _median(per_iter),
             "distributed_all": per_iter,
             "sent_mb": _median(sent) / 1e6,
@@ -264,6 +304,14 @@ def distributed(folder, workers, k, iters, repeats, refs, label) -> dict:
             "n_blocks": blocks,
             "peak_block_mb": peak / 1e6,
         }
+
+
+def _idle_cpu(seconds: float = 5.0) -> float:
+    """This process's CPU seconds per second while it waits: the local cluster's scheduler and
+    the client run in it, beside the single machine's fits."""
+    start, cpu = time.perf_counter(), time.process_time()
+    time.sleep(seconds)
+    return (time.process_time() - cpu) / (time.perf_counter() - start)
 
 
 @contextlib.contextmanager
@@ -307,18 +355,25 @@ def _inside_table(records: list) -> None:
     print("\nWhere the time goes (medians over one T2 fit's rounds; seconds):\n")
     print(
         "| nnz, workers | single s/it | distributed s/it | round s | slowest worker s "
-        "| fastest worker s | round - slowest s | driver s |"
+        "| fastest worker s | round - slowest s | driver s | slowest worker CPU s |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for rec in records:
+        keys = ("single", "distributed", "round_s", "slowest_s", "fastest_s", "beyond_s")
+        cells = [
+            f"{_nnz(rec['nnz'])}, {rec['workers']}",
+            *(f"{rec[key]:.4g}" for key in (*keys, "driver_s", "slowest_cpu_s")),
+        ]
+        print("| " + " | ".join(str(c) for c in cells) + " |", flush=True)
+    print("\nThe work (CPU seconds per iteration):\n")
+    print("| nnz, workers | single CPU s/it | workers' CPU s/it | work ratio |")
+    print("|---|---|---|---|")
     for rec in records:
         cells = [
             f"{_nnz(rec['nnz'])}, {rec['workers']}",
-            *(
-                f"{rec[key]:.4g}"
-                for key in ("single", "distributed", "round_s", "slowest_s", "fastest_s")
-            ),
-            f"{rec['beyond_s']:.4g}",
-            f"{rec['driver_s']:.4g}",
+            f"{rec['single_cpu_s']:.4g}",
+            f"{rec['workers_cpu_s']:.4g}",
+            f"{rec['work_ratio']:.2f}×",
         ]
         print("| " + " | ".join(str(c) for c in cells) + " |", flush=True)
 
@@ -365,14 +420,16 @@ def measure(nnz, args) -> dict:
                 kind, w = task
                 rec = {**common, "busy": busy, "kind": kind, "workers": w}
                 if kind == "single":
-                    single.update(single_machine(X, k, args.iters, args.repeats, tag))
-                    rec.update(single=single["single"], single_all=single["single_all"])
+                    # The warm-up, and the factors of a first repeat to compare the cluster's with.
+                    single["pair"] = single_machine(X, k, args.iters, tag)
+                    seconds, cpu = single["pair"]()
+                    rec.update(single=seconds, single_cpu_s=cpu)
                 else:
-                    dist = distributed(folder, w, k, args.iters, args.repeats, single["refs"], tag)
+                    dist = distributed(folder, w, k, args.iters, args.repeats, single["pair"], tag)
                     rec.update(
-                        single=single["single"],
                         **dist,
-                        ratio=dist["distributed"] / single["single"],
+                        ratio=dist["distributed"] / dist["single"],
+                        work_ratio=dist["workers_cpu_s"] / dist["single_cpu_s"],
                     )
                 rec["loadavg"] = round(os.getloadavg()[0], 2)
                 return rec
