@@ -80,6 +80,16 @@ def client():
         yield c
 
 
+@pytest.fixture(scope="module")
+def lone_client(client):
+    """A client of a one-worker cluster, for the tests that need one and stop none of its
+    workers. Not the default client: the tests that fit without naming one stay on the
+    module's two workers."""
+    distributed = pytest.importorskip("distributed")
+    with _cluster(1) as cluster, distributed.Client(cluster, set_as_default=False) as c:
+        yield c
+
+
 def _same(a, b, exact=False):
     """The two fits agree: Boolean factors and errors exactly, the continuous factors and the
     objective to rounding (bit for bit with ``exact``)."""
@@ -237,19 +247,18 @@ def test_other_bit_generators_give_the_same_start(client, bitgen):
     _same(one, many)
 
 
-def test_the_number_of_workers_does_not_matter(client):
+def test_the_number_of_workers_does_not_matter(client, lone_client):
     """Same blocks, 1, 2 or 3 workers: the same result bit for bit (every sum over blocks is
     added by the same tree)."""
     distributed = pytest.importorskip("distributed")
     X, missing, _ = _data(seed=5)
-    params = {**SHARED, "max_iter": 40, "n_blocks": 6}  # the sums' order shows at any length
-    fits = []
-    for n_workers in (1, 3):
-        with _cluster(n_workers) as cluster, distributed.Client(cluster) as other:
-            fits.append(bd.BANMF(**params, client=other).fit(X, missing=missing))
-    # 2 workers: the module's cluster. The last cluster's client is the default now: a fit
-    # given the module's client still runs there.
-    fits.append(bd.BANMF(**params, client=client).fit(X, missing=missing))
+    params = {**SHARED, "max_iter": 20, "n_blocks": 6}  # the sums' order shows at any length
+    fits = [bd.BANMF(**params, client=lone_client).fit(X, missing=missing)]
+    with _cluster(3) as cluster, distributed.Client(cluster) as other:
+        fits.append(bd.BANMF(**params, client=other).fit(X, missing=missing))
+        # 2 workers: the module's cluster. The 3 workers' client is the default now: a fit
+        # given the module's client still runs there.
+        fits.append(bd.BANMF(**params, client=client).fit(X, missing=missing))
     for other in fits[1:]:
         _same(fits[0], other, exact=True)
 
@@ -315,6 +324,14 @@ def _tiles(shape=(400, 300), nnz=3000, seed=1):
     return X, {"missing": {"missing": missing}, "observed": {"observed": observed}, None: {}}
 
 
+@pytest.fixture(scope="module")
+def combined_fit(client):
+    """The module cluster's combined fit of ``_tiles()`` with its missing cells: compared with
+    one machine's below, and the fit without a fault of the lost-worker test."""
+    X, masks = _tiles()
+    return bd.BANMF(**COMBINED, n_blocks=4).fit(X, **masks["missing"])
+
+
 @pytest.mark.parametrize(
     ("unknown", "k", "best", "data"),
     [
@@ -324,13 +341,16 @@ def _tiles(shape=(400, 300), nnz=3000, seed=1):
         (None, 8, "nmf", {"shape": (600, 200), "nnz": 4000, "seed": 3}),
     ],
 )
-def test_combined_as_on_one_machine(client, unknown, k, best, data):
+def test_combined_as_on_one_machine(combined_fit, unknown, k, best, data):
     """GreConD does not pay on these data on one machine (its pool has no GreConD factors
     either), so both pools are the starts' and the grown candidates."""
     X, masks = _tiles(**data)
     params = {**COMBINED, "n_components": k}
     one = banmf.BANMF(**params).fit(X, **masks[unknown])
-    many = bd.BANMF(**params, n_blocks=4).fit(X, **masks[unknown])
+    if (unknown, k, data) == ("missing", COMBINED["n_components"], {}):
+        many = combined_fit
+    else:
+        many = bd.BANMF(**params, n_blocks=4).fit(X, **masks[unknown])
     _same(one, many)
     assert many.best_start_ == best and "combined" in many.extra_start_errors_
     assert many.reconstruction_err_ == banmf.boolean_error(
@@ -338,18 +358,19 @@ def test_combined_as_on_one_machine(client, unknown, k, best, data):
     )
 
 
-def test_a_worker_lost_during_or_after_the_combination(monkeypatch):
+def test_a_worker_lost_during_or_after_the_combination(combined_fit, monkeypatch):
     """A worker killed as the combination begins: its blocks are read again, the starts whose
     rows they held run again, the combination again. Killed as the kept "combined" start's
     rows are gathered: the combination (and the starts before it) runs again. Either way the
-    result is the fit without the fault."""
+    result is the fit without the fault (the module cluster's: the number of workers does not
+    matter)."""
     from banmf.distributed import _backend
 
     distributed = pytest.importorskip("distributed")
     X, masks = _tiles()
+    reference = combined_fit
+    assert reference.best_start_ == "combined"
     with _cluster(2) as cluster, distributed.Client(cluster) as c:
-        reference = bd.BANMF(**COMBINED, n_blocks=4, client=c).fit(X, **masks["missing"])
-        assert reference.best_start_ == "combined"
         for owner, name in ((_backend._BlockSource, "row_keys"), (_backend.DaskBackend, "rows")):
             victim = sorted(c.run(os.getpid).items())[0][1]
             original, killed = getattr(owner, name), []
@@ -540,20 +561,17 @@ def test_too_many_losses_fail_clearly(client, monkeypatch):
     assert len(calls) == 3
 
 
-def test_out_of_core(client):
+def test_out_of_core(lone_client):
     """A budget below the blocks' size: the worker keeps at most the budget (plus the block
     in use) in memory, the rest in its local folder, and the fit is the same."""
-    distributed = pytest.importorskip("distributed")
     X, missing, _ = _data(n=600, seed=10)
     # Every round trip reads the spilled blocks back (and spills others): a few iterations of
     # one start show it, on three blocks, two of them spilled (each block more adds about a
-    # fifth to the test's time).
-    params = {**SHARED, "max_iter": 15, "n_init": 1, "n_blocks": 3, "client": None}
-    with _cluster(1) as cluster, distributed.Client(cluster) as c:
-        params["client"] = c
-        free = bd.BANMF(**params, block_memory=None).fit(X, missing=missing)
-        budget = free.peak_block_bytes_ // 3
-        tight = bd.BANMF(**params, block_memory=budget).fit(X, missing=missing)
+    # fifth to the test's time). One worker holds them all.
+    params = {**SHARED, "max_iter": 15, "n_init": 1, "n_blocks": 3, "client": lone_client}
+    free = bd.BANMF(**params, block_memory=None).fit(X, missing=missing)
+    budget = free.peak_block_bytes_ // 3
+    tight = bd.BANMF(**params, block_memory=budget).fit(X, missing=missing)
     _same(free, tight, exact=True)
     assert tight.peak_block_bytes_ <= budget + free.peak_block_bytes_ // 4
     assert tight.peak_block_bytes_ < free.peak_block_bytes_ / 2
