@@ -80,16 +80,6 @@ def client():
         yield c
 
 
-@pytest.fixture(scope="module")
-def lone_client(client):
-    """A client of a one-worker cluster, for the tests that need one and stop none of its
-    workers. Not the default client: the tests that fit without naming one stay on the
-    module's two workers."""
-    distributed = pytest.importorskip("distributed")
-    with _cluster(1) as cluster, distributed.Client(cluster, set_as_default=False) as c:
-        yield c
-
-
 def _same(a, b, exact=False):
     """The two fits agree: Boolean factors and errors exactly, the continuous factors and the
     objective to rounding (bit for bit with ``exact``)."""
@@ -247,18 +237,19 @@ def test_other_bit_generators_give_the_same_start(client, bitgen):
     _same(one, many)
 
 
-def test_the_number_of_workers_does_not_matter(client, lone_client):
+def test_the_number_of_workers_does_not_matter(client):
     """Same blocks, 1, 2 or 3 workers: the same result bit for bit (every sum over blocks is
     added by the same tree)."""
     distributed = pytest.importorskip("distributed")
     X, missing, _ = _data(seed=5)
-    params = {**SHARED, "max_iter": 20, "n_blocks": 6}  # the sums' order shows at any length
-    fits = [bd.BANMF(**params, client=lone_client).fit(X, missing=missing)]
-    with _cluster(3) as cluster, distributed.Client(cluster) as other:
-        fits.append(bd.BANMF(**params, client=other).fit(X, missing=missing))
-        # 2 workers: the module's cluster. The 3 workers' client is the default now: a fit
-        # given the module's client still runs there.
-        fits.append(bd.BANMF(**params, client=client).fit(X, missing=missing))
+    params = {**SHARED, "max_iter": 40, "n_blocks": 6}  # the sums' order shows at any length
+    fits = []
+    for n_workers in (1, 3):
+        with _cluster(n_workers) as cluster, distributed.Client(cluster) as other:
+            fits.append(bd.BANMF(**params, client=other).fit(X, missing=missing))
+    # 2 workers: the module's cluster. The last cluster's client is the default now: a fit
+    # given the module's client still runs there.
+    fits.append(bd.BANMF(**params, client=client).fit(X, missing=missing))
     for other in fits[1:]:
         _same(fits[0], other, exact=True)
 
@@ -561,17 +552,20 @@ def test_too_many_losses_fail_clearly(client, monkeypatch):
     assert len(calls) == 3
 
 
-def test_out_of_core(lone_client):
+def test_out_of_core(client):
     """A budget below the blocks' size: the worker keeps at most the budget (plus the block
     in use) in memory, the rest in its local folder, and the fit is the same."""
+    distributed = pytest.importorskip("distributed")
     X, missing, _ = _data(n=600, seed=10)
     # Every round trip reads the spilled blocks back (and spills others): a few iterations of
     # one start show it, on three blocks, two of them spilled (each block more adds about a
-    # fifth to the test's time). One worker holds them all.
-    params = {**SHARED, "max_iter": 15, "n_init": 1, "n_blocks": 3, "client": lone_client}
-    free = bd.BANMF(**params, block_memory=None).fit(X, missing=missing)
-    budget = free.peak_block_bytes_ // 3
-    tight = bd.BANMF(**params, block_memory=budget).fit(X, missing=missing)
+    # fifth to the test's time).
+    params = {**SHARED, "max_iter": 15, "n_init": 1, "n_blocks": 3, "client": None}
+    with _cluster(1) as cluster, distributed.Client(cluster) as c:
+        params["client"] = c
+        free = bd.BANMF(**params, block_memory=None).fit(X, missing=missing)
+        budget = free.peak_block_bytes_ // 3
+        tight = bd.BANMF(**params, block_memory=budget).fit(X, missing=missing)
     _same(free, tight, exact=True)
     assert tight.peak_block_bytes_ <= budget + free.peak_block_bytes_ // 4
     assert tight.peak_block_bytes_ < free.peak_block_bytes_ / 2
