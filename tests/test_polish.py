@@ -120,15 +120,18 @@ def _tables(on: bool):
         bc.TABLE_WORK_RATIO = saved
 
 
-def _flip_oracle(Xd, W, H):
-    """d[i, l] = error with W[i, l] on minus error with it off (dense brute force)."""
+def _flip_oracle(Xd, W, H, observed=None):
+    """d[i, l] = error with W[i, l] on minus error with it off, over the ``observed`` cells
+    (dense bool; None: all), by dense brute force."""
     n, k = W.shape
     d = np.zeros((n, k), dtype=np.int64)
     for i in range(n):
         for l in range(k):
             on, off = W.copy(), W.copy()
             on[i, l], off[i, l] = True, False
-            d[i, l] = ref.boolean_error(Xd, on, H) - ref.boolean_error(Xd, off, H)
+            d[i, l] = ref.boolean_error(Xd, on, H, observed) - ref.boolean_error(
+                Xd, off, H, observed
+            )
     return d
 
 
@@ -385,20 +388,6 @@ def _paths(lines: bool, codes: bool):
         bp.LINE_COST, bp.CODES_PER_SORT = saved
 
 
-def _masked_flip_oracle(Xd, W, H, observed):
-    """d[i, l] over the ``observed`` cells (dense bool; None: all), by brute force."""
-    n, k = W.shape
-    d = np.zeros((n, k), dtype=np.int64)
-    for i in range(n):
-        for l in range(k):
-            on, off = W.copy(), W.copy()
-            on[i, l], off[i, l] = True, False
-            d[i, l] = ref.boolean_error(Xd, on, H, observed) - ref.boolean_error(
-                Xd, off, H, observed
-            )
-    return d
-
-
 @pytest.mark.parametrize(("lines", "codes"), [(True, True), (True, False), (False, True)])
 @pytest.mark.parametrize("tables", [True, False])
 @given(
@@ -423,13 +412,13 @@ def test_one_factors_bit_changes_equal_the_dense_oracle(lines, codes, tables, Xd
     observed = None if form is None else ~unknown
     Ht = np.ascontiguousarray(H.T)
     sides = [
-        (data, data.T, W, Ht, _masked_flip_oracle(Xd, W, H, observed)),
+        (data, data.T, W, Ht, _flip_oracle(Xd, W, H, observed)),
         (
             data.T,
             data,
             Ht,
             W,
-            _masked_flip_oracle(Xd.T, Ht, W.T, None if form is None else ~unknown.T),
+            _flip_oracle(Xd.T, Ht, W.T, None if form is None else ~unknown.T),
         ),
     ]
     with _tables(tables), _paths(lines, codes):
