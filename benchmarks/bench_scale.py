@@ -25,7 +25,9 @@ every 10 ms and placed in phases by the fit's progress records.
 The second table divides each phase by the random starts' iterations (the cost that grows as
 nnz·k per iteration), and the whole fit's time per nonzero·k by that of the smallest size at the
 same k and threads: > 1 means it grew faster than nnz·k. The third divides each later phase of
-an extra start that iterates (the NMF start) by that start's own iterations.
+an extra start that iterates (the NMF start) by that start's own iterations. The fourth gives the
+coverages each start's grid threshold search computed (``n_evaluated``: the points its lower
+bound did not rule out), counted by wrapping :func:`banmf.booleanize.search_grid`.
 """
 
 from __future__ import annotations
