@@ -237,11 +237,11 @@ def pair_counts(ranks: np.ndarray, n_thresholds: int) -> np.ndarray:
     hist = variant(pair_histograms, threads)(ranks, n_thresholds, blocks_for(threads, n)).sum(
         axis=0
     )
+    # Each pair was counted once, one way round: both ways, the diagonal once.
+    hist += hist.transpose(0, 2, 1)
+    hist[:, np.arange(k), np.arange(k)] //= 2
     # Rows whose minimum rank is above s, for every s: a suffix sum over the ranks.
-    upper = hist[:, :, ::-1].cumsum(axis=2)[:, :, ::-1][:, :, 1:]
-    full = upper + upper.transpose(1, 0, 2)
-    full[np.arange(k), np.arange(k)] = upper[np.arange(k), np.arange(k)]
-    return np.ascontiguousarray(full.transpose(2, 0, 1))
+    return np.ascontiguousarray(hist[::-1].cumsum(axis=0)[::-1][1:])
 
 
 def booleanize(

@@ -221,30 +221,41 @@ def pair_histograms(ranks, n_points, n_blocks):
 
     ``ranks[i, l]`` is how many grid thresholds lie strictly below entry (i, l), so row i holds
     factors l and l' together at threshold s iff ``min(ranks[i, l], ranks[i, l']) > s``.
-    ``out[b, l, l', r]`` (l ≤ l'; the diagonal is l = l') counts the rows of block b whose
-    minimum is r; rows are split in ``n_blocks`` contiguous blocks with one array each
-    (integer counts: order-free). Only a row's nonzero ranks are paired, so a sparse factor
-    costs its nonzeros' pairs. Returns shape (n_blocks, k, k, n_points + 1).
+    ``out[b, r, l, l']`` counts the rows of block b where ``ranks[i, l] = r`` is the minimum of
+    the pair, l' before l in the row's order (rank descending, then factor); each pair counts
+    once, either way round, and a factor alone goes on the diagonal. Rows are split in
+    ``n_blocks`` contiguous blocks with one array each (integer counts: order-free). Sorting a
+    row's nonzero ranks first makes each factor's pairs one contiguous run of increments, and a
+    sparse factor costs only its nonzeros' pairs. Returns shape (n_blocks, n_points + 1, k, k).
     """
     n, k = ranks.shape
-    out = np.zeros((n_blocks, k, k, n_points + 1), dtype=np.int64)
+    out = np.zeros((n_blocks, n_points + 1, k, k), dtype=np.int64)
     for blk in prange(n_blocks):
         lo = blk * n // n_blocks
         hi = (blk + 1) * n // n_blocks
         held = np.empty(k, dtype=np.int64)
+        rank = np.empty(k, dtype=np.int64)
         H = out[blk]
         for i in range(lo, hi):
+            # insertion sort of the row's nonzero ranks, descending (stable)
             cnt = 0
             for l in range(k):
-                if ranks[i, l] > 0:
-                    held[cnt] = l
-                    cnt += 1
-            for a in range(cnt):
-                la = held[a]
-                ra = ranks[i, la]
-                for b in range(a, cnt):
-                    lb = held[b]
-                    H[la, lb, min(ra, ranks[i, lb])] += 1
+                r = np.int64(ranks[i, l])
+                if r == 0:
+                    continue
+                q = cnt
+                while q > 0 and rank[q - 1] < r:
+                    rank[q] = rank[q - 1]
+                    held[q] = held[q - 1]
+                    q -= 1
+                rank[q] = r
+                held[q] = l
+                cnt += 1
+            for b in range(cnt):
+                # every factor before b in the order has a rank at least b's
+                row = H[rank[b], held[b]]
+                for a in range(b + 1):
+                    row[held[a]] += 1
     return out
 
 
