@@ -21,7 +21,12 @@ from ._boolean import (
     product_mask,
     words,
 )
-from ._kernels.boolean import pruned_grid_search, staircase_hits
+from ._kernels.boolean import (
+    pair_cover_bound,
+    pair_histograms,
+    pruned_grid_search,
+    staircase_hits,
+)
 from ._threads import blocks_for, threads_for, variant
 from ._validation import check_boolean_factors, check_cells
 from .dataset import Dataset
@@ -224,6 +229,21 @@ def active_counts(ranks: np.ndarray, n_thresholds: int) -> np.ndarray:
     return out
 
 
+def pair_counts(ranks: np.ndarray, n_thresholds: int) -> np.ndarray:
+    """``out[s, l, l'] = #{rows r : ranks[r, l] > s and ranks[r, l'] > s}``: the rows two
+    factors share at every grid threshold (symmetric; the diagonal is :func:`active_counts`)."""
+    n, k = ranks.shape
+    threads = threads_for(n * k)
+    hist = variant(pair_histograms, threads)(ranks, n_thresholds, blocks_for(threads, n)).sum(
+        axis=0
+    )
+    # Each pair was counted once, one way round: both ways, the diagonal once.
+    hist += hist.transpose(0, 2, 1)
+    hist[:, np.arange(k), np.arange(k)] //= 2
+    # Rows whose minimum rank is above s, for every s: a suffix sum over the ranks.
+    return np.ascontiguousarray(hist[::-1].cumsum(axis=0)[::-1][1:])
+
+
 def booleanize(
     X,
     W,
@@ -249,8 +269,9 @@ def booleanize(
 
     The hit counts of every grid point come from one pass over the nonzeros (each nonzero
     covers a staircase of grid points). ``search="pruned"`` then computes the exact error only
-    where a lower bound (misses, plus the largest single rectangle as a floor on coverage) does
-    not rule the point out; the result is identical to ``search="exhaustive"``, which evaluates
+    where a lower bound (misses, plus a floor on coverage from pairs of factors: each
+    rectangle, largest first, less its overlaps with the larger ones) does not rule the point
+    out; the result is identical to ``search="exhaustive"``, which evaluates
     every point and also returns the error grid. ``search="coordinate"`` alternates exact 1-D
     scans of δ_W and δ_H from the grid point nearest 0.5 (docs/algorithms.md, "Coordinate
     search"): O(P) coverage evaluations per sweep, a coordinate-wise optimum that may miss the
@@ -420,6 +441,10 @@ class GridRows:
         """:func:`active_counts` of the ranks."""
         return active_counts(self.u, P)
 
+    def pair_counts(self, P: int) -> np.ndarray:
+        """:func:`pair_counts` of the ranks."""
+        return pair_counts(self.u, P)
+
     def distinct_ranks(self) -> np.ndarray:
         """The distinct rank values of W."""
         return np.unique(self.u)
@@ -459,6 +484,7 @@ def threshold_factors(data, W, H, P, normalize, search) -> _Booleanization:
         normalize,
         None if unknown is None else unknown.observed,
         small,
+        pairs=True,
     )
     return _Booleanization(
         W=u > s,
@@ -474,14 +500,27 @@ def threshold_factors(data, W, H, P, normalize, search) -> _Booleanization:
 
 
 def search_grid(
-    rows, vt, P, nnz, search, w_points, h_points, normalize, observed=None, small=False
+    rows,
+    vt,
+    P,
+    nnz,
+    search,
+    w_points,
+    h_points,
+    normalize,
+    observed=None,
+    small=False,
+    pairs=False,
 ) -> tuple[int, int, int, int, np.ndarray | None]:
     """The best grid point ``(s, t)`` of the threshold search: ``(s, t, error, n_evaluated,
     error grid or None)``; ``rows``: the rows' counts (:class:`GridRows` or one that sums them
     over row blocks); ``vt``: H's ranks (m, k); ``nnz``: X's observed ones; ``observed``: None
     without unknown cells, else their :attr:`Unknown.observed`; ``small``: run the pruned
-    search as one kernel (``rows`` holds all ranks in ``rows.u``). Ties go to the first point
-    in row-major order, whichever way it is searched."""
+    search as one kernel (``rows`` holds all ranks in ``rows.u``); ``pairs``: the pruned search
+    bounds the coverage from pairs of factors (:func:`pair_cover_bound`; ``rows`` has
+    :meth:`GridRows.pair_counts`), else from the largest single one. Any lower bound gives the
+    same point, only the number of coverages computed changes. Ties go to the first point in
+    row-major order, whichever way it is searched."""
     diff, cell_diff = rows.hit_diffs(vt, P)
     hits = _grid_counts(diff, P)
     cell_hits = np.zeros_like(hits) if cell_diff is None else _grid_counts(cell_diff, P)
@@ -497,14 +536,24 @@ def search_grid(
         grid = nnz - hits + cell_hits
         best_idx = int(np.argmin(grid))
         return point(best_idx, grid.flat[best_idx], 0, grid if search == "exhaustive" else None)
-    cw = rows.active_counts(P)
-    ch = active_counts(vt, P)
-    # Observed coverage is at least the hits, and at least the largest single rectangle less
-    # the unknown cells covered.
-    rect = (
-        (cw[:, :, None] * ch[:, None, :]).max(axis=0) if cw.shape[0] else np.zeros((P, P), np.int64)
-    )
-    bound = nnz - 2 * hits + np.maximum(hits, rect - cell_hits)
+    if pairs and search == "pruned":
+        # Pairs of factors: never below the largest rectangle, and far above it where the
+        # rectangles overlap little (NMF's factors), so that fewer coverages are computed.
+        k = vt.shape[1]
+        covered = variant(pair_cover_bound, threads_for(P * P * k * k))(
+            rows.pair_counts(P), pair_counts(vt, P)
+        )
+    else:
+        cw = rows.active_counts(P)
+        ch = active_counts(vt, P)
+        covered = (  # the largest single rectangle
+            (cw[:, :, None] * ch[:, None, :]).max(axis=0)
+            if cw.shape[0]
+            else np.zeros((P, P), np.int64)
+        )
+    # Observed coverage is at least the hits, and at least the coverage's lower bound less the
+    # unknown cells covered (the covered cells are the observed ones and those).
+    bound = nnz - 2 * hits + np.maximum(hits, covered - cell_hits)
 
     # Thresholds with no factor value between them give the same Boolean factors: pack each
     # distinct factor once (near-binary factors make most of the grid tie). Hits are known for
@@ -555,7 +604,7 @@ def search_grid(
         # Coverage only shrinks as thresholds rise: an exact coverage C at (s, t) is a floor for
         # every point at or below it in both thresholds. Visit points by (static bound, index);
         # once one cannot beat or tie-win the best so far, none after it can.
-        floor = np.maximum(hits, rect - cell_hits)
+        floor = np.maximum(hits, covered - cell_hits)
         flat = bound.ravel()
         order = np.lexsort((np.arange(flat.size), flat))
         if small:

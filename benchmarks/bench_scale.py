@@ -25,12 +25,15 @@ every 10 ms and placed in phases by the fit's progress records.
 The second table divides each phase by the random starts' iterations (the cost that grows as
 nnz·k per iteration), and the whole fit's time per nonzero·k by that of the smallest size at the
 same k and threads: > 1 means it grew faster than nnz·k. The third divides each later phase of
-an extra start that iterates (the NMF start) by that start's own iterations.
+an extra start that iterates (the NMF start) by that start's own iterations. The fourth gives the
+coverages each start's grid threshold search computed (``n_evaluated``: the points its lower
+bound did not rule out), counted by wrapping :func:`banmf.booleanize.search_grid`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import multiprocessing as mp
 import os
@@ -67,6 +70,7 @@ class _Sampler:
 
     def __init__(self, every: float = 0.01):
         self.every, self.samples, self.events = every, [], []
+        self.last = {}  # each thread's last progress record (a start runs on one thread)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -79,6 +83,7 @@ class _Sampler:
         data = getattr(record, "banmf", None)
         if data is not None:
             self.events.append((time.monotonic(), data))
+            self.last[threading.get_ident()] = data
 
     def __enter__(self):
         handler = logging.Handler(logging.DEBUG)
@@ -154,6 +159,30 @@ def phase_seconds(timings: dict) -> dict:
     return out
 
 
+@contextlib.contextmanager
+def _counting_coverages(sampler: _Sampler):
+    """The coverages each grid threshold search computes (its ``n_evaluated``, which the fit
+    does not record), as ``{start: [counts]}``: an extra start by name, the random starts under
+    ``"random"``, told apart by the last progress record of the thread that runs the search."""
+    import banmf  # noqa: F401 (loads the module below; its name is shadowed by the function)
+
+    booleanize = sys.modules["banmf.booleanize"]
+    counts: dict[str, list[int]] = {}
+    search_grid = booleanize.search_grid
+
+    def counted(*args, **kwargs):
+        out = search_grid(*args, **kwargs)
+        data = sampler.last.get(threading.get_ident(), {})
+        counts.setdefault(data.get("name") or "random", []).append(int(out[3]))
+        return out
+
+    booleanize.search_grid = counted
+    try:
+        yield counts
+    finally:
+        booleanize.search_grid = search_grid
+
+
 def _busy(stop):
     while not stop.is_set():
         sum(range(10_000))
@@ -170,7 +199,7 @@ def run_fit(task: dict) -> dict:
     banmf.BANMF(task["k"], random_state=0, n_jobs=task["threads"]).fit(warm)
     X = make_sparse_degrees(n, m, nnz, rows="powerlaw", cols="powerlaw", random_state=0)
     baseline = _rss_mb()
-    with _Sampler() as sampler:
+    with _Sampler() as sampler, _counting_coverages(sampler) as coverages:
         model = banmf.BANMF(task["k"], random_state=0, n_jobs=task["threads"]).fit(X)
     seconds = phase_seconds(model.timings_)
     seconds["final"] = model.fit_seconds_ - seconds["starts wall"]
@@ -189,6 +218,7 @@ def run_fit(task: dict) -> dict:
         "extra": sorted(s for s in model.timings_ if isinstance(s, str) and s != "fit"),
         "best_start": str(model.best_start_),
         "relative_error": model.relative_error_,
+        "coverages": coverages,
         "timings": {str(key): value for key, value in model.timings_.items()},
     }
 
@@ -284,6 +314,17 @@ def print_tables(records: list[dict]) -> None:
                 ),
             ]
             print("| " + " | ".join(str(c) for c in cells) + " |")
+    print("\nCoverages each start's grid threshold search computed\n")
+    print("| nnz | k | threads | start: coverages |")
+    print("|---|---|---|---|")
+    for rec in records:
+        cells = [
+            f"{rec['nnz']:.0e}".replace("+0", ""),
+            rec["k"],
+            f"{rec['threads']}{' + busy' if rec['busy'] else ''}",
+            ", ".join(f"{start}: {counts}" for start, counts in rec.get("coverages", {}).items()),
+        ]
+        print("| " + " | ".join(str(c) for c in cells) + " |")
 
 
 def main(argv=None) -> int:

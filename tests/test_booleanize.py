@@ -5,12 +5,13 @@ import sys
 import numpy as np
 import pytest
 import reference as ref
-from conftest import binary_matrices
-from hypothesis import given
+from conftest import binary_matrices, run_both
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from banmf import balance, boolean_error, boolean_product, booleanize
 from banmf._boolean import unique_rows
+from banmf._kernels.boolean import pair_cover_bound, pair_histograms
 
 bz = sys.modules["banmf.booleanize"]
 
@@ -142,3 +143,76 @@ def test_factor_without_zeros_can_be_kept_whole():
     rng = np.random.default_rng(0)
     res = booleanize(np.ones((5, 4)), 1 + rng.random((5, 1)), 1 + rng.random((1, 4)))
     assert res.error == 0
+
+
+def _ranks(rng, n, k, P):
+    """Grid ranks 0..P, a third of them 0 (factors absent from the row)."""
+    ranks = rng.integers(0, P + 1, size=(n, k)).astype(np.int32)
+    ranks[rng.random((n, k)) < 1 / 3] = 0
+    return ranks
+
+
+@given(st.integers(0, 40), st.sampled_from([1, 2, 5, 33]), st.integers(1, 9), st.integers(0, 2**31))
+def test_pair_counts_match_numpy(n, k, P, seed):
+    ranks = _ranks(np.random.default_rng(seed), n, k, P)
+    ranks[: n // 4] = 0  # empty rows
+    want = np.array(
+        [
+            [[np.sum((ranks[:, a] > s) & (ranks[:, b] > s)) for b in range(k)] for a in range(k)]
+            for s in range(P)
+        ]
+    ).reshape(P, k, k)
+    np.testing.assert_array_equal(bz.pair_counts(ranks, P), want)
+    # Any split into row blocks: the same sums (serial and parallel alike).
+    blocks = run_both(pair_histograms, ranks, P, max(1, min(3, n)))
+    np.testing.assert_array_equal(blocks.sum(axis=0), pair_histograms.serial(ranks, P, 1)[0])
+
+
+@given(
+    st.integers(0, 12),
+    st.integers(0, 12),
+    st.sampled_from([1, 2, 4, 9]),
+    st.integers(1, 6),
+    st.integers(0, 2**31),
+)
+def test_pair_cover_bound_is_a_lower_bound_above_the_rectangle_and_bonferroni(n, m, k, P, seed):
+    rng = np.random.default_rng(seed)
+    u, vt = _ranks(rng, n, k, P), _ranks(rng, m, k, P)
+    A, B = bz.pair_counts(u, P), bz.pair_counts(vt, P)
+    bound = run_both(pair_cover_bound, A, B)
+    assert bound.shape == (P, P)
+    for s in range(P):
+        for t in range(P):
+            cover = int(ref.boolean_product(u > s, (vt > t).T).sum())
+            sizes = np.diag(A[s]) * np.diag(B[t])
+            overlaps = np.triu(A[s] * B[t], 1).sum()
+            assert max(sizes.max(initial=0), sizes.sum() - overlaps) <= bound[s, t] <= cover
+
+
+@settings(max_examples=60)
+@given(
+    binary_matrices(max_n=10, max_m=10),
+    st.sampled_from([1, 2, 4]),
+    st.sampled_from([1, 2, 7, 12]),
+    st.sampled_from([0.0, 0.2, 0.6]),
+    st.integers(0, 2**31),
+)
+def test_pruned_search_with_the_pair_bound_equals_the_exhaustive_search(Xd, k, P, hidden, seed):
+    """Any lower bound gives the exhaustive search's point (the first of the lowest error), with
+    unknown cells too: the bound holds for the observed coverage."""
+    rng = np.random.default_rng(seed)
+    n, m = Xd.shape
+    W = rng.random((n, k)) * (rng.random((n, k)) < 0.7)
+    H = rng.random((k, m)) * 3 * (rng.random((k, m)) < 0.7)
+    W[: n // 3], H[:, : m // 3] = 0, 0  # empty rows and columns of the factors
+    unknown = rng.random(Xd.shape) < hidden
+    Ws, Hs = balance(W, H)
+    grid = ref.grid_errors(Xd, Ws, Hs, P, ~unknown)
+    s, t = divmod(int(np.argmin(grid)), P)
+    for small in (True, False):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(bz, "SMALL_COVER", bz.SMALL_COVER if small else -1)
+            res = booleanize(Xd, W, H, P, missing=unknown)
+        assert res.error == grid.min() == ref.boolean_error(Xd, res.W, res.H, ~unknown)
+        np.testing.assert_array_equal(res.W, Ws > np.linspace(0, Ws.max(), P)[s])
+        np.testing.assert_array_equal(res.H, Hs > np.linspace(0, Hs.max(), P)[t])

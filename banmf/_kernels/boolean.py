@@ -212,3 +212,98 @@ def pruned_grid_search(u, vt, order, bound, hits, cell_hits, floor, nnz, key_w, 
         if err < best_err or (err == best_err and idx < best_idx):
             best_err, best_idx = err, idx
     return best_err, best_idx, evaluated
+
+
+@kernel()
+def pair_histograms(ranks, n_points, n_blocks):
+    """Histograms of the pairwise minima of a factor's grid ranks, for the pair bound of the
+    threshold search.
+
+    ``ranks[i, l]`` is how many grid thresholds lie strictly below entry (i, l), so row i holds
+    factors l and l' together at threshold s iff ``min(ranks[i, l], ranks[i, l']) > s``.
+    ``out[b, r, l, l']`` counts the rows of block b where ``ranks[i, l] = r`` is the minimum of
+    the pair, l' before l in the row's order (rank descending, then factor); each pair counts
+    once, either way round, and a factor alone goes on the diagonal. Rows are split in
+    ``n_blocks`` contiguous blocks with one array each (integer counts: order-free). Sorting a
+    row's nonzero ranks first makes each factor's pairs one contiguous run of increments, and a
+    sparse factor costs only its nonzeros' pairs. Returns shape (n_blocks, n_points + 1, k, k).
+    """
+    n, k = ranks.shape
+    out = np.zeros((n_blocks, n_points + 1, k, k), dtype=np.int64)
+    for blk in prange(n_blocks):
+        lo = blk * n // n_blocks
+        hi = (blk + 1) * n // n_blocks
+        held = np.empty(k, dtype=np.int64)
+        rank = np.empty(k, dtype=np.int64)
+        H = out[blk]
+        for i in range(lo, hi):
+            # insertion sort of the row's nonzero ranks, descending (stable)
+            cnt = 0
+            for l in range(k):
+                r = np.int64(ranks[i, l])
+                if r == 0:
+                    continue
+                q = cnt
+                while q > 0 and rank[q - 1] < r:
+                    rank[q] = rank[q - 1]
+                    held[q] = held[q - 1]
+                    q -= 1
+                rank[q] = r
+                held[q] = l
+                cnt += 1
+            for b in range(cnt):
+                # every factor before b in the order has a rank at least b's
+                row = H[rank[b], held[b]]
+                for a in range(b + 1):
+                    row[held[a]] += 1
+    return out
+
+
+@kernel()
+def pair_cover_bound(A, B):
+    """A lower bound on the ones of W⊗H at every grid point, from pairs of factors.
+
+    ``A[s, l, l']`` is how many rows hold factors l and l' together at W's threshold s (the
+    diagonal: factor l's rows), ``B[t, l, l']`` the same for H's columns at t (both symmetric).
+    Rectangle l covers ``A[s, l, l]·B[t, l, l]`` cells and overlaps rectangle l' on
+    ``A[s, l, l']·B[t, l, l']``. Taken largest first, each rectangle adds at least its cells
+    less its overlaps with those before it, and never less than 0:
+
+        cover(s, t) ≥ Σ_q max(0, |R_q| − Σ_{q' < q} |R_q ∩ R_q'|),
+
+    at least the largest rectangle (its first term) and at least the Bonferroni bound
+    ``Σ|R_l| − Σ_{l<l'} |R_l ∩ R_l'|`` (each term is at least its part of that sum). Ties of
+    size go to the lower factor. Returns shape (P_W, P_H), int64.
+    """
+    PW, k = A.shape[0], A.shape[1]
+    PH = B.shape[0]
+    out = np.zeros((PW, PH), dtype=np.int64)
+    for s in prange(PW):
+        size = np.empty(k, dtype=np.int64)
+        order = np.empty(k, dtype=np.int64)
+        for t in range(PH):
+            # insertion sort of the factors by rectangle size, descending (stable)
+            for l in range(k):
+                d = A[s, l, l] * B[t, l, l]
+                q = l
+                while q > 0 and size[q - 1] < d:
+                    size[q] = size[q - 1]
+                    order[q] = order[q - 1]
+                    q -= 1
+                size[q] = d
+                order[q] = l
+            total = 0
+            for q in range(k):
+                if size[q] == 0:
+                    break  # the rest are empty too
+                la = order[q]
+                add = size[q]
+                for r in range(q):
+                    lb = order[r]
+                    add -= A[s, la, lb] * B[t, la, lb]
+                    if add <= 0:
+                        break
+                if add > 0:
+                    total += add
+            out[s, t] = total
+    return out
