@@ -270,6 +270,11 @@ def held_out_scores(X, W, H, hidden, *, predictor=None) -> dict:
 CRITERIA = ("mdl", "cv", "stability")
 #: ``cv_rule`` of :func:`banmf.select_rank`: how the "cv" criterion picks k from the held-out error.
 CV_RULES = ("one-se", "min")
+#: The kinds of predictor of unknown cells that grow no worse with k for long: a vote over
+#: starts, an NMF product with its threshold chosen on held-out cells (not W⊗H, which fits
+#: more noise with every factor). Among near-equal ranks, ``cv_margin`` takes the largest
+#: that such a kind scored.
+REGULARIZED_KINDS = ("vote", "nmf")
 #: A rank is stable when its fits to the folds' training cells agree at least this well: the
 #: mean, over pairs of those fits, of :func:`factor_agreement` (their worst-matched factor).
 STABLE = 0.8
@@ -455,6 +460,12 @@ class RankSelection:
         "product", "vote" or "nmf") whose errors ``held_out_error`` holds, when the fold fits
         were scored by the predictor a fit with unknown cells chooses (``n_components="auto"``
         on data with unknown cells, docs/choosing-k.md); None when they were scored by W⊗H.
+    cv_margin : dict or None
+        How "cv" chose among near-equal ranks, when it did (``n_components="auto"`` on data
+        with unknown cells, docs/choosing-k.md): ``margin`` (in standard errors),
+        ``lowest_k`` (the k of the lowest held-out error), ``bound`` (that error plus
+        ``margin`` times its standard error) and ``k`` (the largest rank within the bound
+        scored by a vote or NMF predictor, or ``lowest_k``). None otherwise.
     """
 
     ks: list
@@ -473,6 +484,7 @@ class RankSelection:
     interrupted: bool = False
     edge: str | None = None
     predictor: dict | None = None
+    cv_margin: dict | None = None
 
     def to_dict(self) -> dict:
         """Plain values (for JSON): the per-k evidence as rows, the choices and the reason."""
@@ -498,6 +510,7 @@ class RankSelection:
             "seconds": self.seconds,
             "interrupted": self.interrupted,
             "edge": self.edge,
+            "cv_margin": None if self.cv_margin is None else dict(self.cv_margin),
         }
 
 
@@ -505,6 +518,24 @@ def _one_se_choice(means: dict, ses: dict) -> int:
     """The smallest k whose mean is within one standard error of the lowest mean."""
     best = min(means, key=lambda k: (means[k], k))
     return min(k for k in means if means[k] <= means[best] + ses[best])
+
+
+def margin_choice(means: dict, ses: dict, kinds: dict, margin: float) -> dict:
+    """The "cv" choice among near-equal ranks for a predictor that regularizes: the largest k
+    whose mean held-out error is at most the lowest mean plus ``margin`` times its standard
+    error, among the ranks scored by a kind in :data:`REGULARIZED_KINDS` (``kinds``:
+    k → kind); the lowest's own k when none is larger. Returns
+    :attr:`RankSelection.cv_margin`: ``margin``, ``lowest_k``, ``bound`` and ``k``.
+
+    Why: scored by such a predictor the held-out error is flat over a range of ranks, so its
+    lowest point is a draw among them, while a vote over more factors predicts no worse; the
+    reverse of the one-standard-error rule, which guards W⊗H, whose error rises with k.
+    """
+    lowest = min(means, key=lambda k: (means[k], k))
+    bound = means[lowest] + margin * ses[lowest]
+    near = [k for k in means if means[k] <= bound and kinds.get(k) in REGULARIZED_KINDS]
+    k = max([lowest, *near])
+    return {"margin": float(margin), "lowest_k": lowest, "bound": float(bound), "k": k}
 
 
 def _combined_choice(choices: dict) -> tuple[int, str]:
@@ -539,6 +570,7 @@ def select_rank_of(
     random_state=None,
     callback=None,
     by_predictor: bool = False,
+    cv_margin: float | None = None,
 ) -> RankSelection:
     """:func:`banmf.model_selection.select_rank` with the method given as an ``estimator``
     (unfitted): every fit is one of its class with its parameters, but for ``n_components``
@@ -641,16 +673,24 @@ def select_rank_of(
     choices = {}
     if "mdl" in criteria:
         choices["mdl"] = min(bits, key=lambda k: (bits[k], k))
+    margin = None
     if "cv" in criteria:
-        choices["cv"] = (
-            _one_se_choice(held_err, held_se)
-            if cv_rule == "one-se"
-            else min(held_err, key=lambda k: (held_err[k], k))
-        )
+        if cv_rule == "one-se":
+            choices["cv"] = _one_se_choice(held_err, held_se)
+        elif cv_margin is not None and kinds:
+            margin = margin_choice(held_err, held_se, kinds, cv_margin)
+            choices["cv"] = margin["k"]
+        else:
+            choices["cv"] = min(held_err, key=lambda k: (held_err[k], k))
     if "stability" in criteria:
         steady = [k for k in stable if stable[k] >= STABLE]
         choices["stability"] = max(steady) if steady else max(stable, key=lambda k: (stable[k], -k))
     best, reason = _combined_choice(choices)
+    if margin is not None and margin["k"] != margin["lowest_k"]:
+        reason += (
+            f"; the largest k within {margin['margin']:g} standard errors of the lowest "
+            f"held-out error (k={margin['lowest_k']}, {held_err[margin['lowest_k']]:.4f})"
+        )
     tried = list(errors)
     edge = _edge(best, tried)
     if edge is not None:
@@ -672,6 +712,7 @@ def select_rank_of(
         interrupted=interrupted,
         edge=edge,
         predictor=kinds or None,
+        cv_margin=margin,
     )
 
 

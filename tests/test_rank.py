@@ -5,6 +5,7 @@ import io
 import itertools
 import json
 import logging
+import pickle
 
 import numpy as np
 import pytest
@@ -277,8 +278,9 @@ def test_auto_never_reads_unknown_cells_and_keeps_no_starts(planted):
     assert a.rank_selection_.to_dict() | {"seconds": 0} == b.rank_selection_.to_dict() | {
         "seconds": 0
     }
-    # Scored by the predictor the fit at the chosen k uses, named per k.
+    # Scored by the predictor the fit at the chosen k uses, named per k; the margin recorded.
     assert set(a.rank_selection_.predictor) == set(a.rank_selection_.ks)
+    assert a.rank_selection_.cv_margin["k"] == a.rank_selection_.best_k
     assert all("predictor" in row for row in a.rank_selection_.to_dict()["per_k"])
     assert fits[0].n_components == 3
     np.testing.assert_array_equal(fits[0].H, fits[1].H)
@@ -288,7 +290,7 @@ def test_auto_never_reads_unknown_cells_and_keeps_no_starts(planted):
 
 
 # Noisy planted data with a fifth of its cells unknown: the predictor beats W⊗H there.
-def noisy_selection(by_predictor, n_jobs=None):
+def noisy_selection(by_predictor, n_jobs=None, cv_margin=None):
     from banmf._selection import select_rank_of
 
     X, _, _ = banmf.make_boolean(80, 50, 3, 0.3, noise=0.05, random_state=0)
@@ -305,6 +307,7 @@ def noisy_selection(by_predictor, n_jobs=None):
         random_state=0,
         n_jobs=n_jobs,
         by_predictor=by_predictor,
+        cv_margin=cv_margin,
     )
 
 
@@ -322,6 +325,62 @@ def test_with_unknown_cells_the_folds_are_scored_by_the_predictor():
         else:
             assert serial.held_out_error[k] <= by_product.held_out_error[k]
     assert any(serial.held_out_error[k] < by_product.held_out_error[k] for k in serial.ks)
+
+
+def test_the_margin_takes_the_largest_near_equal_rank_the_same_on_any_threads():
+    from banmf._selection import margin_choice
+
+    lowest = noisy_selection(True)
+    serial, parallel = (noisy_selection(True, n_jobs, cv_margin=1.0) for n_jobs in (1, 2))
+    assert serial.to_dict() | {"seconds": 0} == parallel.to_dict() | {"seconds": 0}
+    # The same fits and scores as the lowest's; only the choice among them differs.
+    assert serial.held_out_error == lowest.held_out_error and lowest.cv_margin is None
+    record = margin_choice(serial.held_out_error, serial.held_out_se, serial.predictor, 1.0)
+    assert serial.cv_margin == record and serial.best_k == record["k"]
+    assert record["lowest_k"] == lowest.best_k
+    assert serial.to_dict()["cv_margin"] == record
+    # Without unknown cells there is no predictor to score by: the lowest, nothing recorded.
+    X, _, _ = banmf.make_boolean(40, 30, 3, 0.3, noise=0.05, random_state=0)
+    plain = select_rank(
+        X, [1, 2, 3], criteria=["cv"], folds=3, cv_rule="min", random_state=0, **QUICK
+    )
+    assert plain.cv_margin is None and plain.to_dict()["cv_margin"] is None
+    # A selection pickled before cv_margin existed loads, without one.
+    state = pickle.loads(pickle.dumps(serial)).__dict__.copy()
+    del state["cv_margin"]
+    old = object.__new__(type(serial))
+    old.__dict__.update(state)
+    assert old.cv_margin is None and old.to_dict()["best_k"] == serial.best_k
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(0, 20), min_size=1, max_size=8),
+    st.lists(st.integers(0, 6), min_size=8, max_size=8),
+    st.lists(st.sampled_from(["product", "vote", "nmf"]), min_size=8, max_size=8),
+    st.sampled_from([0.0, 0.5, 1.0, 2.0]),
+)
+def test_the_margin_choice_against_brute_force(errors, ses, kinds, margin):
+    from banmf._selection import margin_choice
+
+    ks = [2 * i + 1 for i in range(len(errors))]  # ranks need not be consecutive
+    means = {k: e / 100 for k, e in zip(ks, errors)}
+    se = {k: s / 100 for k, s in zip(ks, ses)}
+    kind = dict(zip(ks, kinds))
+    got = margin_choice(means, se, kind, margin)
+    # The lowest mean (ties: the smaller k); then every rank, largest first, is checked.
+    lowest = next(k for k in ks if means[k] == min(means.values()))
+    for k in reversed(ks):
+        near = means[k] <= means[lowest] + margin * se[lowest]
+        if k == lowest or (near and kind[k] in ("vote", "nmf")):
+            break
+    assert got == {
+        "margin": margin,
+        "lowest_k": lowest,
+        "bound": means[lowest] + margin * se[lowest],
+        "k": k,
+    }
+    assert got["k"] >= lowest
 
 
 def test_a_kind_of_predictor_scores_the_folds_with_one_threshold():

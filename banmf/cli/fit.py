@@ -149,8 +149,18 @@ def _auto_line(selection) -> str:
     # With unknown cells the folds are scored by the predictor the fit would use.
     kind = (selection.predictor or {}).get(k)
     by = f" (by the {kind} predictor)" if kind else ""
+    # Among near-equal ranks scored by a vote or NMF predictor, the largest (cv_margin).
+    margin = selection.cv_margin
+    if margin is None or margin["k"] == margin["lowest_k"]:
+        how = f"the lowest held-out error{by}, {rates[k]:.4f},"
+    else:
+        low = margin["lowest_k"]
+        how = (
+            f"held-out error {rates[k]:.4f}{by}, the largest k within {margin['margin']:g} SE "
+            f"of the lowest (k={low}, {rates[low]:.4f}),"
+        )
     line = (
-        f"chosen k        {k} (-k auto): the lowest held-out error{by}, {rates[k]:.4f}, of "
+        f"chosen k        {k} (-k auto): {how} of "
         f"k={ks[0]}..{ks[-1]} ({selection.folds} folds, {selection.seconds:.1f} s)"
     )
     return line + (f"; {selection.edge}" if selection.edge else "")

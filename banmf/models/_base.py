@@ -38,6 +38,13 @@ _logger = logging.getLogger("banmf")
 #: cells support fewer factors; with five, the k chosen predicted hidden votes and LUCAP0 cells
 #: worse than k = 5 did (docs/choosing-k.md).
 AUTO_MAX_K, AUTO_FOLDS = 20, 10
+#: ``n_components="auto"`` with unknown cells, the folds scored by the predictor: the largest
+#: rank within this many standard errors of the lowest held-out error, among those a vote or
+#: NMF predictor scored (:func:`banmf._selection.margin_choice`). One, the mirror of the
+#: one-standard-error rule: that rule guards W⊗H, whose error rises with k; a vote over the
+#: starts does not, and its curve is flat over a range of ranks whose lowest point is a draw
+#: (docs/choosing-k.md).
+AUTO_MARGIN = 1.0
 
 #: Constraints of the parameters every method has (:mod:`banmf._params`).
 COMMON_CONSTRAINTS = {
@@ -264,6 +271,7 @@ class BaseFactorization:
                 cv_rule="min",
                 random_state=self.random_state,
                 by_predictor=data.unknown is not None,
+                cv_margin=AUTO_MARGIN,
             )
         finally:
             _choosing_rank.reset(choosing)
@@ -271,9 +279,13 @@ class BaseFactorization:
             raise KeyboardInterrupt
         self.rank_selection_, k = selection, selection.best_k
         kind = (selection.predictor or {}).get(k)
+        margin = selection.cv_margin
         _logger.info(
-            "n_components='auto': k=%d, the lowest held-out error (%.4f%s) of k=1..%d",
+            "n_components='auto': k=%d, %s (%.4f%s) of k=1..%d",
             k,
+            "the lowest held-out error"
+            if margin is None or margin["k"] == margin["lowest_k"]
+            else f"the largest within {margin['margin']:g} SE of the lowest (k={margin['lowest_k']})",
             selection.held_out_error[k],
             f", by the {kind} predictor" if kind else "",
             selection.ks[-1],
