@@ -45,9 +45,9 @@ def n_row_blocks(n: int, m: int, k: int, itemsize: int, parts: int = 1) -> int:
 
     With ``parts`` > 1 the n rows are one of that many row blocks, each with its own solver
     (:mod:`banmf.distributed`): each then gets its share of the blocks, at least one, so that
-    all of them together zero and add about as many m×k partials as one solver over all the
-    rows. The count depends on the shapes and ``parts`` only (never on the threads or on where
-    the blocks run)."""
+    up to 4 of them together zero and add as many m×k partials as one solver over all the rows,
+    and more of them one each. The count depends on the shapes and ``parts`` only (never on the
+    threads or on where the blocks run)."""
     fit = _SCATTER_BUDGET_BYTES // max(1, m * k * itemsize)
     return int(max(1, min(_MAX_BLOCKS, fit, n) // max(1, parts)))
 
