@@ -163,7 +163,8 @@ def _time_worker_calls(start: bool = True):
     """(Run on each worker.) With ``start``, time every ``BlockServer.sums`` call from now on
     (wrapping the class once); else return the ``(call, seconds, CPU seconds)`` timed so far:
     the CPU time of the thread running the call (all the call's compute with one thread per
-    worker; the kernels' other threads are not counted with more)."""
+    worker; with more, the kernels' other threads and the threads running blocks side by side
+    are not counted)."""
     from banmf.distributed import _worker
 
     server = _worker.BlockServer

@@ -1008,3 +1008,69 @@ def test_the_threshold_search_cache_counts_in_the_budget():
     budget = own + (free - own) // 2
     assert own < run(budget)[1] <= budget  # part of the cache, within the budget
     assert run(own // 2)[1] == own  # no room: no cache (the block in use stays)
+
+
+# -- a worker's blocks cost what their rows cost in one solver -------------------------------
+
+
+def test_the_blocks_share_out_one_solvers_partials():
+    """Each block's solver has its share of the W pass's Wᵀ Y partials: all the blocks together
+    about as many as one solver over all the rows, at least one each."""
+    from banmf.models._mu import n_row_blocks
+
+    assert n_row_blocks(10**6, 10**4, 16, 8) == 4
+    shares = [n_row_blocks(10**6, 10**4, 16, 8, parts) for parts in (1, 2, 3, 4, 8)]
+    assert shares == [4, 2, 1, 1, 1]
+    assert n_row_blocks(10**6, 10**6, 16, 8, 2) == 1  # the 256 MB cap comes first
+
+
+def test_a_workers_blocks_side_by_side_give_the_same_sums():
+    """A worker with at least as many blocks as threads runs them side by side, each on one
+    thread: the same partial sums, bit for bit, as in turn on all its threads, and (to
+    rounding) one solver's over all the rows."""
+    from banmf._threads import current_threads
+    from banmf.models import MUSolver
+
+    X = banmf.make_boolean(2000, 200, 10, density=0.3, noise=0.02, random_state=3)[0]
+    blocks = bd.BlockMatrix.from_matrix(X, n_blocks=4)
+    rng = np.random.default_rng(0)
+    W0, Ht0 = rng.random((2000, 10)), rng.random((200, 10))
+    box = {"project": True, "lower": 0.0, "upper": 1.0, "eps": 1e-9}
+    budgets = {}
+
+    def step(fit, b, h, lam):
+        budgets[b] = current_threads()
+        return _worker.step(fit, b, h, lam)
+
+    sums = {}
+    for threads in (1, 2):
+        fit = f"side-by-side-{threads}"
+        server = _worker.BlockServer(fit, threads)
+        try:
+            for b in range(4):
+                _worker.load(fit, b, blocks.sources[b], None)
+                rows = W0[blocks.offsets[b] : blocks.offsets[b + 1]]
+                _worker.begin(fit, b, Ht0, {"W": rows, **box, "parts": 4})
+                with _worker._use(fit, b) as block:
+                    assert block.solver.WtY_blocks.shape[0] == 1  # 4 blocks: one partial each
+            sums[threads] = server.sums(step, [0, 1, 2, 3], 4, (None, 0.0))[(0, 4)]
+            assert set(budgets.values()) == {1}  # side by side (2 threads) or in turn (1)
+        finally:
+            _worker.forget(fit)
+    for one, two in zip(sums[1], sums[2], strict=True):
+        assert np.array_equal(one, two)
+    whole = MUSolver(Dataset(X), W0, Ht0, **box)
+    assert whole.WtY_blocks.shape[0] == 4
+    whole.step_w(0.0)
+    np.testing.assert_allclose(sums[2][0], whole.WtY_partial, rtol=1e-12)
+    np.testing.assert_allclose(sums[2][1], whole.WtW, rtol=1e-12)
+
+
+def test_several_blocks_per_worker_give_the_factors_of_one_block_each(client):
+    """3 blocks on each of the 2 workers (one partial each), 1 block each (2 partials each)
+    and one machine (4 partials): the same Boolean factors and errors."""
+    X, missing, _ = _data(seed=11)
+    params = {**SHARED, "max_iter": 40}
+    one = banmf.BANMF(**params).fit(X, missing=missing)
+    for n_blocks in (2, 6):
+        _same(one, bd.BANMF(**params, n_blocks=n_blocks).fit(X, missing=missing))

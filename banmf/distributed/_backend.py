@@ -200,7 +200,7 @@ class DaskBackend:
         own = {}
         for b in range(self.session.blocks.n_blocks):
             start = {name: v for name, v in init.items() if name not in ("rows", "Ht")}
-            start.update(row0=int(offsets[b]), project=project)
+            start.update(row0=int(offsets[b]), project=project, parts=self.session.blocks.n_blocks)
             if "rows" in init:
                 start["W"] = init["rows"][b]
             own[b] = (start,)

@@ -21,6 +21,7 @@ import tempfile
 import threading
 import weakref
 from collections import Counter, OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -248,6 +249,7 @@ def begin(fit: str, b: int, Ht0: np.ndarray, start: dict) -> None:
             lower=start["lower"],
             upper=start["upper"],
             eps=start["eps"],
+            parts=start["parts"],
         )
         block.scaled = block.rows = None
 
@@ -305,8 +307,12 @@ def tree_nodes(lo: int, hi: int, owned) -> list[tuple[int, int]]:
 
 class BlockServer:
     """A fit's row blocks on one worker, as a Dask actor: the driver calls it directly (no
-    scheduler between), and it runs a task on each of its blocks in turn, on the worker's
-    threads.
+    scheduler between), and it runs a task on each of its blocks: in turn, each on all the
+    worker's threads, or, when the worker holds at least as many blocks as threads, side by
+    side, each on one thread. Each block's W pass has only its share of the Wᵀ Y partials
+    (:class:`banmf.models.MUSolver`'s ``parts``), often one, which one thread adds
+    serially: side by side, the worker's blocks still use all its threads. The results are the
+    same either way.
 
     :meth:`sums` returns the blocks' partials already added over every node of the tree over
     all blocks (:func:`node_sum`) that lies within this worker's blocks: the driver adds the
@@ -318,8 +324,15 @@ class BlockServer:
 
     def each(self, func, blocks: list, args: tuple = (), own: dict | None = None) -> list:
         """``func(fit, b, *args, *own[b])`` for each block; the results in block order."""
-        with thread_budget(self.threads):
-            return [func(self.fit, b, *args, *(own[b] if own else ())) for b in blocks]
+
+        def run(b, threads):
+            with thread_budget(threads):
+                return func(self.fit, b, *args, *(own[b] if own else ()))
+
+        if self.threads > 1 and len(blocks) >= self.threads:
+            with ThreadPoolExecutor(self.threads) as pool:
+                return list(pool.map(run, blocks, [1] * len(blocks)))
+        return [run(b, self.threads) for b in blocks]
 
     def sums(self, func, blocks: list, n_blocks: int, args: tuple = ()) -> dict:
         """The tree nodes within this worker's blocks: ``{(lo, hi): sum}``."""

@@ -40,10 +40,16 @@ _SCATTER_BUDGET_BYTES = 2**28
 SMALL_WORK = 100_000
 
 
-def n_row_blocks(n: int, m: int, k: int, itemsize: int) -> int:
-    """Blocks for the W pass: up to 4, fewer when their Wᵀ Y partials would exceed 256 MB."""
+def n_row_blocks(n: int, m: int, k: int, itemsize: int, parts: int = 1) -> int:
+    """Blocks for the W pass: up to 4, fewer when their Wᵀ Y partials would exceed 256 MB.
+
+    With ``parts`` > 1 the n rows are one of that many row blocks, each with its own solver
+    (:mod:`banmf.distributed`): each then gets its share of the blocks, at least one, so that
+    up to 4 of them together zero and add as many m×k partials as one solver over all the rows,
+    and more of them one each. The count depends on the shapes and ``parts`` only (never on the
+    threads or on where the blocks run)."""
     fit = _SCATTER_BUDGET_BYTES // max(1, m * k * itemsize)
-    return int(max(1, min(_MAX_BLOCKS, fit, n)))
+    return int(max(1, min(_MAX_BLOCKS, fit, n) // max(1, parts)))
 
 
 def solver_bytes(n: int, m: int, cells: int, k: int, itemsize: int) -> int:
@@ -119,6 +125,9 @@ class MUSolver:
         Added to every denominator.
     y : ndarray (nnz,), optional
         Initial Y values on the support (default: ones, i.e. Y = X).
+    parts : int, optional
+        The rows are one of ``parts`` row blocks, each with its own solver (default 1: all
+        the rows): the W pass's Wᵀ Y partials are then its share (:func:`n_row_blocks`).
 
     Y is free on unknown cells (``data.unknown``), so the Y pass
         sets it to WH: the iteration is then a block descent of ``½‖Y − WH‖²`` over the
@@ -134,7 +143,7 @@ class MUSolver:
     Problems under :data:`SMALL_WORK` use the plain-loop kernels instead.
     """
 
-    def __init__(self, data, W, Ht, *, project, lower, upper, eps, y=None):
+    def __init__(self, data, W, Ht, *, project, lower, upper, eps, y=None, parts=1):
         X, unknown = data.X, data.unknown
         self.indptr, self.indices = X.indptr, X.indices
         dtype = W.dtype
@@ -165,7 +174,7 @@ class MUSolver:
             self.oindptr, self.oindices = O.indptr, O.indices
             nnz += 2 * O.nnz
         self.small = 3 * nnz * k + (n + m) * k * k < SMALL_WORK
-        nb = 1 if self.small else n_row_blocks(n, m, kp, dtype.itemsize)
+        nb = 1 if self.small else n_row_blocks(n, m, kp, dtype.itemsize, parts)
         self.width = row_width(kp, dtype)
         self.YHt = zeros_line_aligned((n, kp), dtype)
         self.WtY_blocks = zeros_line_aligned((nb, m, kp), dtype)
