@@ -43,6 +43,19 @@ def pack_cols_above(R, s, out):
                 out[j, i >> 6] |= _ONE << np.uint64(i & 63)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _insert_descending(keys, vals, cnt, key, val):
+    """Insert (key, val) into the first ``cnt`` entries of ``keys``/``vals``, kept sorted by key
+    descending; after any equal keys, so that a sort by insertion is stable."""
+    q = cnt
+    while q > 0 and keys[q - 1] < key:
+        keys[q] = keys[q - 1]
+        vals[q] = vals[q - 1]
+        q -= 1
+    keys[q] = key
+    vals[q] = val
+
+
 @kernel()
 def support_hits(indptr, indices, a, b, out):
     """``out[i] = #{p in row i : a[i] & b[indices[p]] != 0}``: ones of X covered by W⊗H."""
@@ -111,13 +124,7 @@ def staircase_hits(indptr, indices, u, v, n_points, n_blocks):
                     b = np.int64(v[j, l])
                     if a == 0 or b == 0:
                         continue
-                    q = cnt
-                    while q > 0 and uu[q - 1] < a:
-                        uu[q] = uu[q - 1]
-                        vv[q] = vv[q - 1]
-                        q -= 1
-                    uu[q] = a
-                    vv[q] = b
+                    _insert_descending(uu, vv, cnt, a, b)
                     cnt += 1
                 vmax = 0
                 for r in range(cnt):
@@ -243,13 +250,7 @@ def pair_histograms(ranks, n_points, n_blocks):
                 r = np.int64(ranks[i, l])
                 if r == 0:
                     continue
-                q = cnt
-                while q > 0 and rank[q - 1] < r:
-                    rank[q] = rank[q - 1]
-                    held[q] = held[q - 1]
-                    q -= 1
-                rank[q] = r
-                held[q] = l
+                _insert_descending(rank, held, cnt, r, l)
                 cnt += 1
             for b in range(cnt):
                 # every factor before b in the order has a rank at least b's
@@ -284,14 +285,7 @@ def pair_cover_bound(A, B):
         for t in range(PH):
             # insertion sort of the factors by rectangle size, descending (stable)
             for l in range(k):
-                d = A[s, l, l] * B[t, l, l]
-                q = l
-                while q > 0 and size[q - 1] < d:
-                    size[q] = size[q - 1]
-                    order[q] = order[q - 1]
-                    q -= 1
-                size[q] = d
-                order[q] = l
+                _insert_descending(size, order, l, A[s, l, l] * B[t, l, l], l)
             total = 0
             for q in range(k):
                 if size[q] == 0:
