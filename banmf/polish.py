@@ -172,7 +172,7 @@ def drifted(slack: np.ndarray | None, shape: tuple[int, int], moved) -> np.ndarr
     """:func:`flip_rows`'s ``slack`` for free rows of ``shape`` after the fixed factor moved:
     ``moved[l]`` (or ``moved`` for every bit) at least the fixed rows that changed and hold
     bit l before or after. New bounds (-1: unknown) if there were none, else lowered in
-    place. Such a fixed row adds to a free row's change from flipping bit l the one cell they
+    place, a negative one kept as -1 (it only says that the flip may lower the error). Such a fixed row adds to a free row's change from flipping bit l the one cell they
     share (covered by bit l alone or not), so it moves that change by at most one; a fixed
     row without bit l adds nothing to it."""
     if slack is None:
