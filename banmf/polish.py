@@ -121,9 +121,9 @@ class _Thresholds:
     history: list
 
 
-def _flip_rows(data, free: np.ndarray, fixed_bool: np.ndarray, slack=None) -> int:
-    """Apply each row's best single-bit flip until no flip lowers its error; returns flips.
-    ``slack``: as :func:`flip_rows`'s. The fixed factor's forms are built only if a row asks."""
+def _flip_rows(data, free: np.ndarray, fixed_bool: np.ndarray, slack=None) -> tuple[int, int]:
+    """Apply each row's best single-bit flip until no flip lowers its error; returns the flips
+    and the change in error, as :func:`flip_rows`. ``slack``: as :func:`flip_rows`'s. The fixed factor's forms are built only if a row asks."""
     fixed = None
 
     def changes(A, rows):
@@ -135,10 +135,11 @@ def _flip_rows(data, free: np.ndarray, fixed_bool: np.ndarray, slack=None) -> in
     return flip_rows(free, changes, slack)
 
 
-def flip_rows(free: np.ndarray, changes, slack: np.ndarray | None = None) -> int:
+def flip_rows(free: np.ndarray, changes, slack: np.ndarray | None = None) -> tuple[int, int]:
     """:func:`_flip_rows` with the rows' bit changes from ``changes(A, rows)`` (A: ``free``
     packed, :func:`banmf._boolean.pack_rows`; the result as :func:`_bit_changes`'s): sums
-    over row blocks of X elsewhere serve as well as X here. Returns the flips made.
+    over row blocks of X elsewhere serve as well as X here. Returns the flips made and the
+    change in error they made (the sum of their changes: exact, rows being independent).
 
     ``slack`` (the shape of ``free``, in place), when given: a lower bound on each row's
     change in error from flipping each bit (:func:`drifted`). Only rows with a negative bound
@@ -147,21 +148,23 @@ def flip_rows(free: np.ndarray, changes, slack: np.ndarray | None = None) -> int
     """
     rows = np.arange(free.shape[0]) if slack is None else np.flatnonzero((slack < 0).any(axis=1))
     if not len(rows):
-        return 0
+        return 0, 0
     A = pack_rows(free)
-    flips = 0
+    flips = total = 0
     while len(rows):
         d = changes(A, rows)
         change = np.where(free[rows], -d, d)
         best = change.argmin(axis=1)
-        move = change[np.arange(len(rows)), best] < 0
+        least = change[np.arange(len(rows)), best]
+        move = least < 0
+        total += int(least[move].sum())
         if slack is not None:
             slack[rows[~move]] = np.minimum(change[~move], SLACK_MAX)
         rows, best = rows[move], best[move]
         free[rows, best] ^= True
         A[rows] = pack_rows(free[rows])
         flips += len(rows)
-    return flips
+    return flips, total
 
 
 #: :func:`flip_rows`' bounds are kept as int16, the larger changes as this (still a bound).
@@ -221,7 +224,7 @@ def polish_rows(data, free: np.ndarray, fixed_bool: np.ndarray, method: str) -> 
     many moves were made."""
     if method == "exact":
         return _exact_rows(data, free, fixed_bool)
-    return _flip_rows(data, free, fixed_bool)
+    return _flip_rows(data, free, fixed_bool)[0]
 
 
 def resolve_polish(method: str, shape: tuple[int, int], nnz: int, k: int) -> str:
@@ -462,6 +465,7 @@ class WholeRows:
         # only by the flips.
         self._slack = self._counted = None
         self.moved = None  # per bit, W's rows that the last flips changed (:func:`moved_bits`)
+        self.gain = None  # and the change in error they made
 
     def polish_rows(self, Ht, method):
         self._against_w = self._packed = None
@@ -471,7 +475,7 @@ class WholeRows:
         self._slack = drifted(self._slack, self.W.shape, moved)
         self._counted = Ht.copy()
         before = self.W.copy()
-        flips = _flip_rows(self.data, self.W, Ht, self._slack)
+        flips, self.gain = _flip_rows(self.data, self.W, Ht, self._slack)
         self.moved = moved_bits(before, self.W)
         return flips
 
@@ -594,17 +598,23 @@ def polish_over(
     to ``history``; returns the rounds run."""
     rounds = 0
     slack = None  # the columns' bounds for the flips (:func:`flip_rows`), kept over rounds
+    # Here the flips of W say what they changed: the rows per bit, and the error.
+    whole = isinstance(rows, WholeRows) and method == "flip"
     for rounds in range(1, max_rounds + 1):
         changed = rows.polish_rows(Ht, method)
+        gain = None
         if method == "exact":
             changed += rows.exact_columns(Ht)
         else:
             # The rows of W that changed, per bit where known, else the row half-step's moves.
-            moved = rows.moved if isinstance(rows, WholeRows) and method == "flip" else changed
-            slack = drifted(slack, Ht.shape, moved)
-            changed += flip_rows(Ht, rows.column_changes, slack)
+            slack = drifted(slack, Ht.shape, rows.moved if whole else changed)
+            flips, column_gain = flip_rows(Ht, rows.column_changes, slack)
+            changed += flips
+            if whole:
+                gain = rows.gain + column_gain
         if history is not None:
-            history.append(rows.error(Ht.T))
+            # Counted whole unless the flips' changes, exact, add up to it from the last.
+            history.append(rows.error(Ht.T) if gain is None or not history else history[-1] + gain)
         if changed == 0 or rows.stopped():
             break
     return rounds

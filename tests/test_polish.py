@@ -513,13 +513,16 @@ def test_flip_bounds_skip_only_rows_that_would_not_move(Xd, k, seed, form):
     history = [data.error(Wr, Htr.T)]
     for _ in range(100):
         moves = bp.polish_rows(data, Wr, Htr, "flip")
-        moves += bp.flip_rows(Htr, lambda A, c: bc.bit_changes(data.T, A, Wr, c))
+        moves += bp.flip_rows(Htr, lambda A, c: bc.bit_changes(data.T, A, Wr, c))[0]
         history.append(data.error(Wr, Htr.T))
         if moves == 0:
             break
     np.testing.assert_array_equal(res.W, Wr)
     np.testing.assert_array_equal(res.H, Htr.T)
     assert res.history == history
+    # After each swap the polish's errors are added up from the flips' changes as well.
+    swapped = bp.swap_factors(Xd, W, H, method="flip", **mask)
+    assert swapped.info["history"][-1] == data.error(swapped.W, swapped.H)
 
 
 @given(binary_matrices(max_n=10, max_m=10), st.sampled_from([1, 2, 66]), st.integers(0, 2**31))
