@@ -121,9 +121,12 @@ class _Thresholds:
     history: list
 
 
-def _flip_rows(data, free: np.ndarray, fixed_bool: np.ndarray, slack=None) -> tuple[int, int]:
+def _flip_rows(
+    data, free: np.ndarray, fixed_bool: np.ndarray, slack: np.ndarray | None = None
+) -> tuple[int, int]:
     """Apply each row's best single-bit flip until no flip lowers its error; returns the flips
-    and the change in error, as :func:`flip_rows`. ``slack``: as :func:`flip_rows`'s. The fixed factor's forms are built only if a row asks."""
+    and the change in error, as :func:`flip_rows` (``slack``: as there). The fixed factor's
+    forms are built only if a row is counted."""
     fixed = None
 
     def changes(A, rows):
@@ -175,9 +178,10 @@ def drifted(slack: np.ndarray | None, shape: tuple[int, int], moved) -> np.ndarr
     """:func:`flip_rows`'s ``slack`` for free rows of ``shape`` after the fixed factor moved:
     ``moved[l]`` (or ``moved`` for every bit) at least the fixed rows that changed and hold
     bit l before or after. New bounds (-1: unknown) if there were none, else lowered in
-    place, a negative one kept as -1 (it only says that the flip may lower the error). Such a fixed row adds to a free row's change from flipping bit l the one cell they
-    share (covered by bit l alone or not), so it moves that change by at most one; a fixed
-    row without bit l adds nothing to it."""
+    place, a negative one kept as -1 (it only says that the flip may lower the error). Such
+    a fixed row adds to a free row's change from flipping bit l the one cell they share
+    (covered by bit l alone or not), so it moves that change by at most one; a fixed row
+    without bit l adds nothing to it."""
     if slack is None:
         return np.full(shape, -1, dtype=np.int16)
     slack -= np.minimum(moved, SLACK_MAX).astype(np.int16)
@@ -460,7 +464,7 @@ class WholeRows:
         self._against_h = None
         self._h_lines = None  # per factor, the columns of the fixed H that hold it
         self._packed = None  # W packed, kept in step by set_threshold
-        # The flips' bounds on each row's least change (:func:`flip_rows`) and H as they
+        # The flips' bounds on each row's change per bit (:func:`flip_rows`) and H as they
         # were counted against: kept from one row half-step to the next while W moves
         # only by the flips.
         self._slack = self._counted = None
