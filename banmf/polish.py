@@ -121,28 +121,79 @@ class _Thresholds:
     history: list
 
 
-def _flip_rows(data, free: np.ndarray, fixed: _Fixed) -> int:
-    """Apply each row's best single-bit flip until no flip lowers its error; returns flips."""
-    return flip_rows(free, lambda A, rows: _bit_changes(data, A, fixed, rows))
+def _flip_rows(
+    data, free: np.ndarray, fixed_bool: np.ndarray, slack: np.ndarray | None = None
+) -> tuple[int, int]:
+    """Apply each row's best single-bit flip until no flip lowers its error; returns the flips
+    and the change in error, as :func:`flip_rows` (``slack``: as there). The fixed factor's
+    forms are built only if a row is counted."""
+    fixed = None
+
+    def changes(A, rows):
+        nonlocal fixed
+        if fixed is None:
+            fixed = _Fixed(fixed_bool, free.shape[0])
+        return _bit_changes(data, A, fixed, rows)
+
+    return flip_rows(free, changes, slack)
 
 
-def flip_rows(free: np.ndarray, changes) -> int:
+def flip_rows(free: np.ndarray, changes, slack: np.ndarray | None = None) -> tuple[int, int]:
     """:func:`_flip_rows` with the rows' bit changes from ``changes(A, rows)`` (A: ``free``
     packed, :func:`banmf._boolean.pack_rows`; the result as :func:`_bit_changes`'s): sums
-    over row blocks of X elsewhere serve as well as X here. Returns the flips made."""
+    over row blocks of X elsewhere serve as well as X here. Returns the flips made and the
+    change in error they made (the sum of their changes: exact, rows being independent).
+
+    ``slack`` (the shape of ``free``, in place), when given: a lower bound on each row's
+    change in error from flipping each bit (:func:`drifted`). Only rows with a negative bound
+    are counted (a row flips only on a negative change, so the others would not move); every
+    row counted leaves its changes there.
+    """
+    rows = np.arange(free.shape[0]) if slack is None else np.flatnonzero((slack < 0).any(axis=1))
+    if not len(rows):
+        return 0, 0
     A = pack_rows(free)
-    rows = np.arange(free.shape[0])
-    flips = 0
+    flips = total = 0
     while len(rows):
         d = changes(A, rows)
         change = np.where(free[rows], -d, d)
         best = change.argmin(axis=1)
-        move = change[np.arange(len(rows)), best] < 0
+        least = change[np.arange(len(rows)), best]
+        move = least < 0
+        total += int(least[move].sum())
+        if slack is not None:
+            slack[rows[~move]] = np.minimum(change[~move], SLACK_MAX)
         rows, best = rows[move], best[move]
         free[rows, best] ^= True
         A[rows] = pack_rows(free[rows])
         flips += len(rows)
-    return flips
+    return flips, total
+
+
+#: :func:`flip_rows`' bounds are kept as int16, the larger changes as this (still a bound).
+SLACK_MAX = np.iinfo(np.int16).max
+
+
+def drifted(slack: np.ndarray | None, shape: tuple[int, int], moved) -> np.ndarray:
+    """:func:`flip_rows`'s ``slack`` for free rows of ``shape`` after the fixed factor moved:
+    ``moved[l]`` (or ``moved`` for every bit) at least the fixed rows that changed and hold
+    bit l before or after. New bounds (-1: unknown) if there were none, else lowered in
+    place, a negative one kept as -1 (it only says that the flip may lower the error). Such
+    a fixed row adds to a free row's change from flipping bit l the one cell they share
+    (covered by bit l alone or not), so it moves that change by at most one; a fixed row
+    without bit l adds nothing to it."""
+    if slack is None:
+        return np.full(shape, -1, dtype=np.int16)
+    slack -= np.minimum(moved, SLACK_MAX).astype(np.int16)
+    np.maximum(slack, -1, out=slack)  # negative is all that counts: no wrapping around
+    return slack
+
+
+def moved_bits(before: np.ndarray, after: np.ndarray) -> np.ndarray:
+    """Per bit l: the rows that changed between the Boolean ``before`` and ``after`` and hold
+    bit l in either (:func:`drifted`'s ``moved``)."""
+    changed = (before != after).any(axis=1)
+    return np.count_nonzero(before[changed] | after[changed], axis=0)
 
 
 def _exact_rows(data, free: np.ndarray, fixed_bool: np.ndarray) -> int:
@@ -177,7 +228,7 @@ def polish_rows(data, free: np.ndarray, fixed_bool: np.ndarray, method: str) -> 
     many moves were made."""
     if method == "exact":
         return _exact_rows(data, free, fixed_bool)
-    return _flip_rows(data, free, _Fixed(fixed_bool, free.shape[0]))
+    return _flip_rows(data, free, fixed_bool)[0]
 
 
 def resolve_polish(method: str, shape: tuple[int, int], nnz: int, k: int) -> str:
@@ -413,10 +464,24 @@ class WholeRows:
         self._against_h = None
         self._h_lines = None  # per factor, the columns of the fixed H that hold it
         self._packed = None  # W packed, kept in step by set_threshold
+        # The flips' bounds on each row's change per bit (:func:`flip_rows`) and H as they
+        # were counted against: kept from one row half-step to the next while W moves
+        # only by the flips.
+        self._slack = self._counted = None
+        self.moved = None  # per bit, W's rows that the last flips changed (:func:`moved_bits`)
+        self.gain = None  # and the change in error they made
 
     def polish_rows(self, Ht, method):
         self._against_w = self._packed = None
-        return polish_rows(self.data, self.W, Ht, method)
+        if method != "flip":
+            return polish_rows(self.data, self.W, Ht, method)
+        moved = None if self._slack is None else moved_bits(self._counted, Ht)
+        self._slack = drifted(self._slack, self.W.shape, moved)
+        self._counted = Ht.copy()
+        before = self.W.copy()
+        flips, self.gain = _flip_rows(self.data, self.W, Ht, self._slack)
+        self.moved = moved_bits(before, self.W)
+        return flips
 
     def exact_columns(self, Ht):
         return _exact_rows(self.data.T, Ht, self.W)
@@ -445,7 +510,7 @@ class WholeRows:
         self.W[:, l] = self.scaled[:, l] > t
         if self._packed is not None:
             set_bits(self._packed, l, self.W[:, l])
-        self._against_w = None
+        self._against_w = self._slack = None
 
     def swap_costs(self, Ht):
         return factor_costs(self.data, self.W, Ht)
@@ -454,7 +519,7 @@ class WholeRows:
         rows = swap_rows(self.data.T.X, self.W, Ht, l, j)
         self.W[:, l] = False
         self.W[rows, l] = True
-        self._against_w = self._packed = None
+        self._against_w = self._packed = self._slack = None
 
     def error(self, H):
         return self.data.error(self.W, H)
@@ -536,14 +601,24 @@ def polish_over(
     most ``max_rounds`` (and after the round under way on Ctrl-C). Appends each round's error
     to ``history``; returns the rounds run."""
     rounds = 0
+    slack = None  # the columns' bounds for the flips (:func:`flip_rows`), kept over rounds
+    # Here the flips of W say what they changed: the rows per bit, and the error.
+    whole = isinstance(rows, WholeRows) and method == "flip"
     for rounds in range(1, max_rounds + 1):
         changed = rows.polish_rows(Ht, method)
+        gain = None
         if method == "exact":
             changed += rows.exact_columns(Ht)
         else:
-            changed += flip_rows(Ht, rows.column_changes)
+            # The rows of W that changed, per bit where known, else the row half-step's moves.
+            slack = drifted(slack, Ht.shape, rows.moved if whole else changed)
+            flips, column_gain = flip_rows(Ht, rows.column_changes, slack)
+            changed += flips
+            if whole:
+                gain = rows.gain + column_gain
         if history is not None:
-            history.append(rows.error(Ht.T))
+            # Counted whole unless the flips' changes, exact, add up to it from the last.
+            history.append(rows.error(Ht.T) if gain is None or not history else history[-1] + gain)
         if changed == 0 or rows.stopped():
             break
     return rounds

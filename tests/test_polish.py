@@ -489,3 +489,59 @@ def test_refined_thresholds_whatever_the_way_of_counting(Xd, k, seed):
         assert history == results[0][0]
         np.testing.assert_array_equal(tw, results[0][1])
         np.testing.assert_array_equal(th, results[0][2])
+
+
+@given(
+    binary_matrices(max_n=10, max_m=10),
+    st.sampled_from([1, 2, 3, 66]),
+    st.integers(0, 2**31),
+    st.sampled_from([None, "missing", "observed"]),
+)
+@pytest.mark.filterwarnings("ignore:the unknown cells hide all")
+def test_flip_bounds_skip_only_rows_that_would_not_move(Xd, k, seed, form):
+    # The polish keeps bounds on each row's flips over the rounds and counts only rows that
+    # may move; rounds that count every row must give the same flips, rounds and errors.
+    rng = np.random.default_rng(seed)
+    n, m = Xd.shape
+    W, H = rng.random((n, k)) < 0.4, rng.random((k, m)) < 0.4
+    unknown = rng.random((n, m)) < (0.0 if form is None else 0.3)
+    assume(not unknown.all())
+    mask = {} if form is None else {form: unknown if form == "missing" else ~unknown}
+    data = Dataset.of(Xd, **mask)
+    res = bp.polish_factors(data, W, H, "flip")
+    Wr, Htr = W.copy(), np.array(H.T, order="C")
+    history = [data.error(Wr, Htr.T)]
+    for _ in range(100):
+        moves = bp.polish_rows(data, Wr, Htr, "flip")
+        moves += bp.flip_rows(Htr, lambda A, c: bc.bit_changes(data.T, A, Wr, c))[0]
+        history.append(data.error(Wr, Htr.T))
+        if moves == 0:
+            break
+    np.testing.assert_array_equal(res.W, Wr)
+    np.testing.assert_array_equal(res.H, Htr.T)
+    assert res.history == history
+    # After each swap the polish's errors are added up from the flips' changes as well.
+    swapped = bp.swap_factors(Xd, W, H, method="flip", **mask)
+    assert swapped.info["history"][-1] == data.error(swapped.W, swapped.H)
+
+
+@given(binary_matrices(max_n=10, max_m=10), st.sampled_from([1, 2, 66]), st.integers(0, 2**31))
+def test_a_flips_change_moves_by_at_most_the_fixed_rows_that_moved_with_its_bit(Xd, k, seed):
+    # The bound behind the skipped rows (bp.drifted): the change from flipping bit l moves by
+    # at most the fixed rows that changed and hold bit l before or after.
+    rng = np.random.default_rng(seed)
+    n, m = Xd.shape
+    W, H = rng.random((n, k)) < 0.4, rng.random((k, m)) < 0.4
+    H2 = H ^ (rng.random((k, m)) < 0.2)
+    data = Dataset.of(Xd)
+    A, rows = pack_rows(W), np.arange(n)
+    before = bc.bit_changes(data, A, H.T, rows)
+    after = bc.bit_changes(data, A, H2.T, rows)
+    moved = bp.moved_bits(H.T, H2.T)
+    assert (np.abs(after - before) <= moved).all()
+    slack = bp.drifted(None, W.shape, None)
+    assert (slack == -1).all()
+    slack[:] = np.minimum(np.where(W, -before, before), bp.SLACK_MAX)
+    bp.drifted(slack, W.shape, moved)
+    # Negative bounds are kept as -1: all that counts is that a flip may lower the error.
+    assert ((slack == -1) | ((slack >= 0) & (slack <= np.where(W, -after, after)))).all()
