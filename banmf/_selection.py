@@ -466,6 +466,12 @@ class RankSelection:
         ``lowest_k`` (the k of the lowest held-out error), ``bound`` (that error plus
         ``margin`` times its standard error) and ``k`` (the largest rank within the bound
         scored by a vote or NMF predictor, or ``lowest_k``). None otherwise.
+    stopped : dict or None
+        When the patience stop ended the search (ranks of ``ks`` were left untried):
+        ``patience`` and ``from_k``, the rank it counted from (the latest rank a criterion
+        chose by the curve so far: its lowest point, or with ``cv_margin`` the rank the
+        margin rule took). None when the search ran through the ranks, was interrupted or
+        stopped by the callback, or was pickled before this was recorded.
     """
 
     ks: list
@@ -485,6 +491,7 @@ class RankSelection:
     edge: str | None = None
     predictor: dict | None = None
     cv_margin: dict | None = None
+    stopped: dict | None = None
 
     def to_dict(self) -> dict:
         """Plain values (for JSON): the per-k evidence as rows, the choices and the reason."""
@@ -511,6 +518,7 @@ class RankSelection:
             "interrupted": self.interrupted,
             "edge": self.edge,
             "cv_margin": None if self.cv_margin is None else dict(self.cv_margin),
+            "stopped": None if self.stopped is None else dict(self.stopped),
         }
 
 
@@ -620,7 +628,7 @@ def select_rank_of(
     errors, bits, held_err, held_se, stable, fits = {}, {}, {}, {}, {}, {}
     kinds = {}  # k → the predictor that scored it (by_predictor)
     by_predictor = by_predictor and "cv" in criteria
-    interrupted = False
+    interrupted, stopped = False, None
     for k in ks:
         tasks = [(estimator(k, seeds[0]), data)]
         tasks += [(estimator(k, s), fold) for s, (_, fold) in zip(seeds[1:], held)]
@@ -668,8 +676,11 @@ def select_rank_of(
         )
         if callback is not None and callback(row):
             break
-        if patience is not None and _turned([bits, held_err], k, patience):
-            break
+        if patience is not None:
+            since = _patience_from(bits, held_err, held_se, kinds, cv_rule, cv_margin)
+            if since is not None and k != ks[-1] and ks.index(k) - ks.index(since) >= patience:
+                stopped = {"patience": int(patience), "from_k": since}
+                break
     choices = {}
     if "mdl" in criteria:
         choices["mdl"] = min(bits, key=lambda k: (bits[k], k))
@@ -713,6 +724,7 @@ def select_rank_of(
         edge=edge,
         predictor=kinds or None,
         cv_margin=margin,
+        stopped=stopped,
     )
 
 
@@ -801,17 +813,21 @@ def _evidence(k, errors, bits, held_err, held_se, stable, kinds) -> dict:
     return row
 
 
-def _turned(curves: list, k: int, patience: int) -> bool:
-    """Has every curve given (non-empty) had its minimum at least ``patience`` ranks back?"""
-    used = [c for c in curves if c]
-    if not used:
-        return False
-    for curve in used:
-        ranks = list(curve)
-        best = min(ranks, key=lambda r: (curve[r], r))
-        if ranks.index(k) - ranks.index(best) < patience:
-            return False
-    return True
+def _patience_from(
+    bits: dict, held_err: dict, held_se: dict, kinds: dict, cv_rule: str, cv_margin
+) -> int | None:
+    """The rank the patience of :func:`select_rank_of` counts from: of the criteria's curves
+    so far (``bits``, ``held_err``; the empty ones say nothing), the latest rank one of them
+    would choose by its lowest point, or None when no curve has a point. With ``cv_margin``
+    (and ranks scored by a predictor, ``kinds``) the held-out curve's rank is the one
+    :func:`margin_choice` takes, which may lie past its lowest point: counting from the lowest,
+    the scan would stop before the farther near-lowest ranks that rule could take."""
+    chosen = [min(bits, key=lambda k: (bits[k], k))] if bits else []
+    if held_err and cv_rule == "min" and cv_margin is not None and kinds:
+        chosen.append(margin_choice(held_err, held_se, kinds, cv_margin)["k"])
+    elif held_err:
+        chosen.append(min(held_err, key=lambda k: (held_err[k], k)))
+    return max(chosen, default=None)
 
 
 # Its public home, where the API reference documents it (and where pickles name it): the

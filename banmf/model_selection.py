@@ -106,7 +106,9 @@ def select_rank(
         (``n_components="auto"`` uses it).
     patience : int or None, default 3
         Stop once "mdl" and "cv" (those asked for) have both had their best k this many ranks
-        back: past that they only rise on planted data. None: try every k.
+        back: past that they only rise on planted data (the best k of "cv" is its lowest,
+        or with ``n_components="auto"`` on data with unknown cells the one its margin rule
+        takes: docs/choosing-k.md). None: try every k.
     missing, observed : array-like or sparse of shape (n, m), optional
         Unknown cells, as in :meth:`banmf.BANMF.fit`: never fitted, never held out.
     n_jobs : int or None

@@ -290,19 +290,23 @@ def test_auto_never_reads_unknown_cells_and_keeps_no_starts(planted):
 
 
 # Noisy planted data with a fifth of its cells unknown: the predictor beats W⊗H there.
-def noisy_selection(by_predictor, n_jobs=None, cv_margin=None):
+def noisy_selection(
+    by_predictor, n_jobs=None, cv_margin=None, ks=(2, 3, 5), patience=None, flip=False
+):
     from banmf._selection import select_rank_of
 
     X, _, _ = banmf.make_boolean(80, 50, 3, 0.3, noise=0.05, random_state=0)
     unknown = np.random.default_rng(0).random(X.shape) < 0.2
+    if flip:  # other values under the unknown cells
+        X = np.where(unknown, 1 - X.toarray(), X.toarray())
     return select_rank_of(
         X,
-        [2, 3, 5],
+        list(ks),
         banmf.BANMF(max_iter=60, n_init=3),
         criteria=("cv",),
         folds=3,
         cv_rule="min",
-        patience=None,
+        patience=patience,
         missing=unknown,
         random_state=0,
         n_jobs=n_jobs,
@@ -381,6 +385,96 @@ def test_the_margin_choice_against_brute_force(errors, ses, kinds, margin):
         "k": k,
     }
     assert got["k"] >= lowest
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.integers(0, 12), min_size=2, max_size=8),
+    st.lists(st.integers(0, 4), min_size=8, max_size=8),
+    st.lists(st.sampled_from(["product", "vote", "nmf"]), min_size=8, max_size=8),
+    st.sampled_from([None, 1.0]),
+    st.integers(1, 3),
+)
+def test_the_scan_stops_patience_ranks_past_the_rank_the_rule_takes(
+    errors, spreads, kinds, margin, patience
+):
+    import banmf._selection as selection
+
+    # A constructed fold-error curve: rank k's two folds score mean ± spread, by kind[k].
+    ks = list(range(1, len(errors) + 1))
+    rates = {k: [(e - d) / 100, (e + d) / 100] for k, e, d in zip(ks, errors, spreads)}
+    kind = dict(zip(ks, kinds))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(
+            selection,
+            "_predictor_rates",
+            lambda X, runs, held, kept: (kind[runs[0].n_components], rates[runs[0].n_components]),
+        )
+        X, _, _ = banmf.make_boolean(30, 20, 2, 0.3, random_state=0)
+        unknown = np.random.default_rng(0).random(X.shape) < 0.1
+        got = selection.select_rank_of(
+            X,
+            ks,
+            banmf.BANMF(max_iter=5, n_init=1),
+            criteria=("cv",),
+            folds=2,
+            cv_rule="min",
+            patience=patience,
+            missing=unknown,
+            random_state=0,
+            by_predictor=True,
+            cv_margin=margin,
+        )
+    mean = {k: float(np.mean(r)) for k, r in rates.items()}
+    se = {k: float(np.std(r, ddof=1) / np.sqrt(2)) for k, r in rates.items()}
+
+    def taken(upto):  # the rank the rule takes on ranks 1..upto, brute force
+        lowest = min(range(1, upto + 1), key=lambda k: (mean[k], k))
+        if margin is None:
+            return lowest
+        near = [
+            k
+            for k in range(1, upto + 1)
+            if mean[k] <= mean[lowest] + margin * se[lowest] and kind[k] in ("vote", "nmf")
+        ]
+        return max([lowest, *near])
+
+    # The scan tries rank after rank until one is `patience` past the rank taken so far.
+    last = next((k for k in ks if k - taken(k) >= patience), ks[-1])
+    assert got.ks == ks[:last]
+    assert got.best_k == taken(last)
+    stopped = {"patience": patience, "from_k": taken(last)} if last < ks[-1] else None
+    assert got.stopped == stopped and got.to_dict()["stopped"] == stopped
+
+
+def test_the_stop_reads_no_unknown_cell_and_is_the_same_on_any_threads():
+    from banmf._selection import margin_choice
+
+    runs = [
+        noisy_selection(True, n_jobs, 1.0, range(1, 9), 1, flip)
+        for n_jobs, flip in ((1, False), (2, False), (1, True))
+    ]
+    for other in runs[1:]:
+        assert other.to_dict() | {"seconds": 0} == runs[0].to_dict() | {"seconds": 0}
+    got = runs[0]
+    tried = got.ks
+    record = margin_choice(got.held_out_error, got.held_out_se, got.predictor, 1.0)
+    assert got.best_k == record["k"]
+    # One rank past the rank the margin took, here past its lowest: counted from the lowest,
+    # the scan stops sooner, on the same fits.
+    assert record["k"] > record["lowest_k"]
+    assert got.stopped == {"patience": 1, "from_k": record["k"]}
+    assert tried == list(range(1, record["k"] + 2))
+    lowest = noisy_selection(True, None, None, range(1, 9), 1)
+    assert lowest.stopped == {"patience": 1, "from_k": record["lowest_k"]}
+    assert lowest.ks == list(range(1, record["lowest_k"] + 2))
+    assert all(lowest.held_out_error[k] == got.held_out_error[k] for k in lowest.ks)
+    # A selection pickled before `stopped` existed loads, without one.
+    state = pickle.loads(pickle.dumps(got)).__dict__.copy()
+    del state["stopped"]
+    old = object.__new__(type(got))
+    old.__dict__.update(state)
+    assert old.stopped is None and old.to_dict()["stopped"] is None
 
 
 def test_a_kind_of_predictor_scores_the_folds_with_one_threshold():
