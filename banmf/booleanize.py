@@ -484,7 +484,6 @@ def threshold_factors(data, W, H, P, normalize, search) -> _Booleanization:
         normalize,
         None if unknown is None else unknown.observed,
         small,
-        pairs=True,
     )
     return _Booleanization(
         W=u > s,
@@ -510,16 +509,15 @@ def search_grid(
     normalize,
     observed=None,
     small=False,
-    pairs=False,
 ) -> tuple[int, int, int, int, np.ndarray | None]:
     """The best grid point ``(s, t)`` of the threshold search: ``(s, t, error, n_evaluated,
     error grid or None)``; ``rows``: the rows' counts (:class:`GridRows` or one that sums them
     over row blocks); ``vt``: H's ranks (m, k); ``nnz``: X's observed ones; ``observed``: None
     without unknown cells, else their :attr:`Unknown.observed`; ``small``: run the pruned
-    search as one kernel (``rows`` holds all ranks in ``rows.u``); ``pairs``: the pruned search
-    bounds the coverage from pairs of factors (:func:`pair_cover_bound`; ``rows`` has
-    :meth:`GridRows.pair_counts`), else from the largest single one. Any lower bound gives the
-    same point, only the number of coverages computed changes. Ties go to the first point in
+    search as one kernel (``rows`` holds all ranks in ``rows.u``). The pruned search bounds the
+    coverage from pairs of factors (:func:`pair_cover_bound`, from ``rows.pair_counts``), the
+    exhaustive one from the largest single factor (it computes every coverage anyway). Any
+    lower bound gives the same point, only the number of coverages computed changes. Ties go to the first point in
     row-major order, whichever way it is searched."""
     diff, cell_diff = rows.hit_diffs(vt, P)
     hits = _grid_counts(diff, P)
@@ -536,7 +534,7 @@ def search_grid(
         grid = nnz - hits + cell_hits
         best_idx = int(np.argmin(grid))
         return point(best_idx, grid.flat[best_idx], 0, grid if search == "exhaustive" else None)
-    if pairs and search == "pruned":
+    if search == "pruned":
         # Pairs of factors: never below the largest rectangle, and far above it where the
         # rectangles overlap little (NMF's factors), so that fewer coverages are computed.
         k = vt.shape[1]

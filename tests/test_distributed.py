@@ -731,6 +731,66 @@ def test_batched_coverages_find_the_same_point(seed, k, P):
     assert plain[2] == exhaustive[2]
 
 
+class _InProcess:
+    """A session whose blocks are this process's: ``sum`` adds them by the fixed tree, as the
+    workers and the driver do between them."""
+
+    def __init__(self, fit: str, n_blocks: int):
+        self.fit, self.n_blocks = fit, n_blocks
+
+    def each(self, func, *args):
+        return [func(self.fit, b, *args) for b in range(self.n_blocks)]
+
+    def sum(self, func, *args):
+        return _worker.node_sum(0, self.n_blocks, lambda b: func(self.fit, b, *args))
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 2**16),
+    k=st.integers(1, 5),
+    P=st.integers(2, 10),
+    n_blocks=st.integers(1, 4),
+    form=st.sampled_from([None, "missing", "observed"]),
+)
+def test_the_blocks_search_as_the_whole_matrix(seed, k, P, n_blocks, form):
+    """The threshold search over row blocks (their sizes and pairs' counts summed, as the
+    workers send them) finds the point, the error and the number of coverages of the search
+    over all the rows, asking as many ahead: the pairs' floor is the same sum whatever the
+    blocks."""
+    from banmf.booleanize import pair_counts
+    from banmf.distributed._backend import _Rows
+
+    rng = np.random.default_rng(seed)
+    dense = rng.random((16, 9)) < rng.choice([0.0, 0.2, 0.6])
+    dense[:, 0] = dense[0, :] = False  # an empty row and column
+    hidden = rng.random(dense.shape) < 0.2
+    unknown = {None: {}, "missing": {"missing": hidden}, "observed": {"observed": ~hidden}}[form]
+    data = banmf.io.Dataset.of(dense, unknown.get("missing"), unknown.get("observed"))
+    W, H = rng.random((16, k)), rng.random((k, 9))
+    w_points, h_points = grid_points(W.max(), P), grid_points(H.max(), P)
+    u, vt = grid_ranks(W, w_points), grid_ranks(np.ascontiguousarray(H.T), h_points)
+    observed = None if data.unknown is None else data.unknown.observed
+    args = (vt, P, data.X.nnz, "pruned", w_points, h_points, None, observed)
+    # As many coverages asked ahead as the remote rows ask (n_evaluated counts them).
+    expected = search_grid(_Batched(data, u), *args)
+
+    blocks = bd.BlockMatrix.from_matrix(dense, n_blocks=n_blocks, **unknown)
+    fit = f"pairs-{seed}-{n_blocks}"
+    try:
+        for b in range(n_blocks):
+            _worker.load(fit, b, blocks.sources[b], None)
+            with _worker._use(fit, b) as block:
+                block.rows = GridRows(block.data, u[blocks.offsets[b] : blocks.offsets[b + 1]])
+        session = _InProcess(fit, n_blocks)
+        rows = _Rows(session, np.unique(u), pairs=not observed)
+        assert search_grid(rows, *args)[:4] == expected[:4]
+        if not observed:
+            assert np.array_equal(rows.pair_counts(P), pair_counts(u, P))
+    finally:
+        _worker.forget(fit)
+
+
 def test_worker_functions_refuse_a_block_they_do_not_hold():
     with pytest.raises(LookupError, match="not on this worker"):
         _worker.column_counts("no-such-fit", 0)

@@ -37,17 +37,21 @@ class _Rows:
     #: Coverages asked for in one round trip (:func:`banmf.booleanize.search_grid`).
     batch = 16
 
-    def __init__(self, session: Session, distinct: np.ndarray):
-        self.s, self.distinct = session, distinct
-        self.sizes = None
+    def __init__(self, session: Session, distinct: np.ndarray, pairs: bool):
+        self.s, self.distinct, self.pairs = session, distinct, pairs
+        self.sizes = self.shared = None
 
     def hit_diffs(self, vt, P):
-        hits, cells, self.sizes = self.s.sum(_worker.grid_sums, vt, P)
+        # The factors' sizes and pair counts come in the same round trip: search_grid asks
+        # for the hits first. Integer sums: the same whatever the blocks' grouping.
+        hits, cells, self.sizes, self.shared = self.s.sum(_worker.grid_sums, vt, P, self.pairs)
         return hits, cells
 
     def active_counts(self, P):
-        # search_grid asks for the hit counts first: the same sums brought these.
         return self.sizes
+
+    def pair_counts(self, P):
+        return self.shared
 
     def distinct_ranks(self):
         return self.distinct
@@ -114,8 +118,10 @@ class _DaskStart:
         h_points = grid_points(H.max() if H.size else 0.0, P)
         vt = grid_ranks(np.ascontiguousarray(H.T), h_points)
         distinct = np.unique(np.concatenate(session.each(_worker.rank, w_points)))
+        # The pruned search needs the pairs' counts unless few observed cells make every
+        # point's error known from the hits alone.
         s, t, error, _, _ = search_grid(
-            _Rows(session, distinct),
+            _Rows(session, distinct, pairs=not p["observed"]),
             vt,
             P,
             p["nnz_ones"],

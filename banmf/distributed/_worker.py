@@ -433,12 +433,16 @@ def rank(fit: str, b: int, points: np.ndarray) -> np.ndarray:
         return np.unique(block.rows.u)
 
 
-def grid_sums(fit: str, b: int, vt: np.ndarray, P: int) -> tuple:
-    """The block's hit difference arrays (ones; unknown cells or zeros) and factor sizes."""
+def grid_sums(fit: str, b: int, vt: np.ndarray, P: int, pairs: bool) -> tuple:
+    """The block's hit difference arrays (ones; unknown cells or zeros), factor sizes and,
+    with ``pairs``, the rows each pair of factors shares (:meth:`GridRows.pair_counts`,
+    P·k² integers: a temporary the size of a few m×k arrays, not counted in the budget; an
+    empty array without)."""
     with _use(fit, b) as block:
         hits, cells = block.rows.hit_diffs(vt, P)
         sizes = block.rows.active_counts(P)
-        return hits, np.zeros_like(hits) if cells is None else cells, sizes
+        shared = block.rows.pair_counts(P) if pairs else np.zeros(0, np.int64)
+        return hits, np.zeros_like(hits) if cells is None else cells, sizes, shared
 
 
 def packed_bytes(fit: str, b: int, P: int) -> int:
