@@ -517,8 +517,8 @@ def search_grid(
     search as one kernel (``rows`` holds all ranks in ``rows.u``). The pruned search bounds the
     coverage from pairs of factors (:func:`pair_cover_bound`, from ``rows.pair_counts``), the
     exhaustive one from the largest single factor (it computes every coverage anyway). Any
-    lower bound gives the same point, only the number of coverages computed changes. Ties go to the first point in
-    row-major order, whichever way it is searched."""
+    lower bound gives the same point, only the number of coverages computed changes. Ties go
+    to the first point in row-major order, whichever way it is searched."""
     diff, cell_diff = rows.hit_diffs(vt, P)
     hits = _grid_counts(diff, P)
     cell_hits = np.zeros_like(hits) if cell_diff is None else _grid_counts(cell_diff, P)
