@@ -732,7 +732,8 @@ def select_rank_of(
     if margin is not None and margin["k"] != margin["lowest_k"]:
         reason += (
             f"; the largest k within {margin['margin']:g} standard errors of the lowest "
-            f"held-out error (k={margin['lowest_k']}, {held_err[margin['lowest_k']]:.4f})"
+            f"held-out error (k={margin['lowest_k']}, {held_err[margin['lowest_k']]:.4f}), "
+            "paired fold by fold"
         )
     tried = list(errors)
     edge = _edge(best, tried)

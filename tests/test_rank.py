@@ -484,7 +484,7 @@ def test_the_stop_reads_no_unknown_cell_and_is_the_same_on_any_threads():
     from banmf._selection import margin_choice
 
     runs = [
-        noisy_selection(True, n_jobs, 1.0, range(1, 9), 1, flip)
+        noisy_selection(True, n_jobs, 1.0, range(1, 11), 3, flip)
         for n_jobs, flip in ((1, False), (2, False), (1, True))
     ]
     for other in runs[1:]:
@@ -493,15 +493,16 @@ def test_the_stop_reads_no_unknown_cell_and_is_the_same_on_any_threads():
     tried = got.ks
     record = margin_choice(got.fold_errors, got.predictor, 1.0)
     assert got.best_k == record["k"]
-    # One rank past the rank the margin took, here past its lowest: counted from the lowest,
-    # the scan stops sooner, on the same fits.
+    # Three ranks past the rank the margin took, here past its lowest: counted from the
+    # lowest, the scan stops sooner, on the same fits.
     assert record["k"] > record["lowest_k"]
-    assert got.stopped == {"patience": 1, "from_k": record["k"]}
-    assert tried == list(range(1, record["k"] + 2))
-    lowest = noisy_selection(True, None, None, range(1, 9), 1)
-    assert lowest.stopped == {"patience": 1, "from_k": record["lowest_k"]}
-    assert lowest.ks == list(range(1, record["lowest_k"] + 2))
+    assert got.stopped == {"patience": 3, "from_k": record["k"]}
+    assert tried == list(range(1, record["k"] + 4))
+    lowest = noisy_selection(True, None, None, range(1, 11), 3)
+    assert lowest.stopped == {"patience": 3, "from_k": record["lowest_k"]}
+    assert lowest.ks == list(range(1, record["lowest_k"] + 4))
     assert all(lowest.held_out_error[k] == got.held_out_error[k] for k in lowest.ks)
+    assert all(lowest.fold_errors[k] == got.fold_errors[k] for k in lowest.ks)
     # A selection pickled before `stopped` existed loads, without one.
     state = pickle.loads(pickle.dumps(got)).__dict__.copy()
     del state["stopped"]
