@@ -462,16 +462,23 @@ class RankSelection:
         on data with unknown cells, docs/choosing-k.md); None when they were scored by W⊗H.
     cv_margin : dict or None
         How "cv" chose among near-equal ranks, when it did (``n_components="auto"`` on data
-        with unknown cells, docs/choosing-k.md): ``margin`` (in standard errors),
-        ``lowest_k`` (the k of the lowest held-out error), ``bound`` (that error plus
-        ``margin`` times its standard error) and ``k`` (the largest rank within the bound
-        scored by a vote or NMF predictor, or ``lowest_k``). None otherwise.
+        with unknown cells, docs/choosing-k.md; :func:`margin_choice`): ``margin`` (in
+        standard errors), ``lowest_k`` (the k of the lowest held-out error), ``k`` (the
+        largest rank scored by a vote or NMF predictor whose fold errors exceed the lowest's
+        by at most ``margin`` standard errors of their differences, paired fold by fold; or
+        ``lowest_k``), and that rank's mean paired ``difference`` and its standard error
+        ``se``. Selections pickled before the pairing hold ``bound`` (the lowest error plus
+        ``margin`` times its standard error) instead of the last two. None otherwise.
     stopped : dict or None
         When the patience stop ended the search (ranks of ``ks`` were left untried):
         ``patience`` and ``from_k``, the rank it counted from (the latest rank a criterion
         chose by the curve so far: its lowest point, or with ``cv_margin`` the rank the
         margin rule took). None when the search ran through the ranks, was interrupted or
         stopped by the callback, or was pickled before this was recorded.
+    fold_errors : dict or None
+        k → its held-out error rate on each fold, in the folds' order (the same folds for
+        every rank; ``held_out_error`` is their mean): what :func:`margin_choice` pairs. None
+        without "cv", or when pickled before this was recorded.
     """
 
     ks: list
@@ -492,6 +499,7 @@ class RankSelection:
     predictor: dict | None = None
     cv_margin: dict | None = None
     stopped: dict | None = None
+    fold_errors: dict | None = None
 
     def to_dict(self) -> dict:
         """Plain values (for JSON): the per-k evidence as rows, the choices and the reason."""
@@ -503,6 +511,7 @@ class RankSelection:
                 self.held_out_se,
                 self.stability,
                 self.predictor,
+                self.fold_errors,
             )
         ]
         rows = [_evidence(k, self.training_error, *curves) for k in self.ks]
@@ -528,22 +537,43 @@ def _one_se_choice(means: dict, ses: dict) -> int:
     return min(k for k in means if means[k] <= means[best] + ses[best])
 
 
-def margin_choice(means: dict, ses: dict, kinds: dict, margin: float) -> dict:
+def margin_choice(fold_errors: dict, kinds: dict, margin: float) -> dict:
     """The "cv" choice among near-equal ranks for a predictor that regularizes: the largest k
-    whose mean held-out error is at most the lowest mean plus ``margin`` times its standard
-    error, among the ranks scored by a kind in :data:`REGULARIZED_KINDS` (``kinds``:
-    k → kind); the lowest's own k when none is larger. Returns
-    :attr:`RankSelection.cv_margin`: ``margin``, ``lowest_k``, ``bound`` and ``k``.
+    whose held-out errors, paired fold by fold with those of the rank of the lowest mean
+    (``fold_errors``: k → its errors on the folds, in fold order), exceed them on average by at
+    most ``margin`` standard errors of those differences, among the ranks scored by a kind in
+    :data:`REGULARIZED_KINDS` (``kinds``: k → kind); the lowest's own k when none is larger.
+    Returns :attr:`RankSelection.cv_margin`: ``margin``, ``lowest_k``, ``k``, and the chosen
+    rank's mean paired ``difference`` and its standard error ``se``.
 
     Why: scored by such a predictor the held-out error is flat over a range of ranks, so its
     lowest point is a draw among them, while a vote over more factors predicts no worse; the
-    reverse of the one-standard-error rule, which guards W⊗H, whose error rises with k.
+    reverse of the one-standard-error rule, which guards W⊗H, whose error rises with k. Why
+    paired: every rank is scored on the same folds, whose cells differ in how hard they are
+    to predict; that part of a fold's error is common to the ranks and cancels in their
+    differences, which vary less than each rank's mean does.
     """
+    means = {k: float(np.mean(errors)) for k, errors in fold_errors.items()}
     lowest = min(means, key=lambda k: (means[k], k))
-    bound = means[lowest] + margin * ses[lowest]
-    near = [k for k in means if means[k] <= bound and kinds.get(k) in REGULARIZED_KINDS]
+    base = np.asarray(fold_errors[lowest], dtype=np.float64)
+    paired = {}
+    for k in fold_errors:
+        gaps = np.asarray(fold_errors[k], dtype=np.float64) - base
+        paired[k] = (float(gaps.mean()), float(gaps.std(ddof=1) / np.sqrt(len(gaps))))
+    near = [
+        k
+        for k, (difference, se) in paired.items()
+        if difference <= margin * se and kinds.get(k) in REGULARIZED_KINDS
+    ]
     k = max([lowest, *near])
-    return {"margin": float(margin), "lowest_k": lowest, "bound": float(bound), "k": k}
+    difference, se = paired[k]
+    return {
+        "margin": float(margin),
+        "lowest_k": lowest,
+        "k": k,
+        "difference": difference,
+        "se": se,
+    }
 
 
 def _combined_choice(choices: dict) -> tuple[int, str]:
@@ -626,6 +656,7 @@ def select_rank_of(
         return cls(**{**template, "n_components": k, "random_state": int(seed)})
 
     errors, bits, held_err, held_se, stable, fits = {}, {}, {}, {}, {}, {}
+    fold_err = {}  # k → its error on each fold, in fold order (the folds are every rank's)
     kinds = {}  # k → the predictor that scored it (by_predictor)
     by_predictor = by_predictor and "cv" in criteria
     interrupted, stopped = False, None
@@ -666,9 +697,10 @@ def select_rank_of(
                     held_out_scores(X, est.W_, est.components_, cells)["error_rate"]
                     for est, (cells, _) in zip(runs, held)
                 ]
+            fold_err[k] = [float(rate) for rate in rates]
             held_err[k] = float(np.mean(rates))
             held_se[k] = float(np.std(rates, ddof=1) / np.sqrt(len(rates)))
-        row = _evidence(k, errors, bits, held_err, held_se, stable, kinds)
+        row = _evidence(k, errors, bits, held_err, held_se, stable, kinds, fold_err)
         said = "" if k not in held_err else f", held-out error {held_err[k]:.4f}"
         said += f" ({kinds[k]})" if k in kinds else ""
         _progress.info(
@@ -677,7 +709,7 @@ def select_rank_of(
         if callback is not None and callback(row):
             break
         if patience is not None:
-            since = _patience_from(bits, held_err, held_se, kinds, cv_rule, cv_margin)
+            since = _patience_from(bits, held_err, fold_err, kinds, cv_rule, cv_margin)
             if since is not None and k != ks[-1] and ks.index(k) - ks.index(since) >= patience:
                 stopped = {"patience": int(patience), "from_k": since}
                 break
@@ -689,7 +721,7 @@ def select_rank_of(
         if cv_rule == "one-se":
             choices["cv"] = _one_se_choice(held_err, held_se)
         elif cv_margin is not None and kinds:
-            margin = margin_choice(held_err, held_se, kinds, cv_margin)
+            margin = margin_choice(fold_err, kinds, cv_margin)
             choices["cv"] = margin["k"]
         else:
             choices["cv"] = min(held_err, key=lambda k: (held_err[k], k))
@@ -700,7 +732,8 @@ def select_rank_of(
     if margin is not None and margin["k"] != margin["lowest_k"]:
         reason += (
             f"; the largest k within {margin['margin']:g} standard errors of the lowest "
-            f"held-out error (k={margin['lowest_k']}, {held_err[margin['lowest_k']]:.4f})"
+            f"held-out error (k={margin['lowest_k']}, {held_err[margin['lowest_k']]:.4f}), "
+            "paired fold by fold"
         )
     tried = list(errors)
     edge = _edge(best, tried)
@@ -712,6 +745,7 @@ def select_rank_of(
         description_length=bits if "mdl" in criteria else None,
         held_out_error=held_err if "cv" in criteria else None,
         held_out_se=held_se if "cv" in criteria else None,
+        fold_errors=fold_err if "cv" in criteria else None,
         stability=stable if "stability" in criteria else None,
         choices=choices,
         best_k=best,
@@ -798,7 +832,7 @@ def _edge(best: int, ks: list) -> str | None:
     return None
 
 
-def _evidence(k, errors, bits, held_err, held_se, stable, kinds) -> dict:
+def _evidence(k, errors, bits, held_err, held_se, stable, kinds, fold_err) -> dict:
     """One k's row of :meth:`RankSelection.to_dict`: the criteria it has (and the predictor
     that scored its held-out error, if one did)."""
     row = {"k": k, "training_error": errors[k]}
@@ -806,6 +840,8 @@ def _evidence(k, errors, bits, held_err, held_se, stable, kinds) -> dict:
         row["description_length"] = bits[k]
     if k in held_err:
         row["held_out_error"], row["held_out_se"] = held_err[k], held_se[k]
+    if k in fold_err:
+        row["fold_errors"] = list(fold_err[k])
     if k in kinds:
         row["predictor"] = kinds[k]
     if k in stable:
@@ -814,7 +850,7 @@ def _evidence(k, errors, bits, held_err, held_se, stable, kinds) -> dict:
 
 
 def _patience_from(
-    bits: dict, held_err: dict, held_se: dict, kinds: dict, cv_rule: str, cv_margin
+    bits: dict, held_err: dict, fold_err: dict, kinds: dict, cv_rule: str, cv_margin
 ) -> int | None:
     """The rank the patience of :func:`select_rank_of` counts from: of the criteria's curves
     so far (``bits``, ``held_err``; the empty ones say nothing), the latest rank one of them
@@ -824,7 +860,7 @@ def _patience_from(
     the scan would stop before the farther near-lowest ranks that rule could take."""
     chosen = [min(bits, key=lambda k: (bits[k], k))] if bits else []
     if held_err and cv_rule == "min" and cv_margin is not None and kinds:
-        chosen.append(margin_choice(held_err, held_se, kinds, cv_margin)["k"])
+        chosen.append(margin_choice(fold_err, kinds, cv_margin)["k"])
     elif held_err:
         chosen.append(min(held_err, key=lambda k: (held_err[k], k)))
     return max(chosen, default=None)

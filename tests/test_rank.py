@@ -339,8 +339,13 @@ def test_the_margin_takes_the_largest_near_equal_rank_the_same_on_any_threads():
     assert serial.to_dict() | {"seconds": 0} == parallel.to_dict() | {"seconds": 0}
     # The same fits and scores as the lowest's; only the choice among them differs.
     assert serial.held_out_error == lowest.held_out_error and lowest.cv_margin is None
-    record = margin_choice(serial.held_out_error, serial.held_out_se, serial.predictor, 1.0)
+    record = margin_choice(serial.fold_errors, serial.predictor, 1.0)
     assert serial.cv_margin == record and serial.best_k == record["k"]
+    # Every rank's errors on the same folds, in their order: the mean is held_out_error.
+    for k, errors in serial.fold_errors.items():
+        assert len(errors) == serial.folds
+        assert serial.held_out_error[k] == pytest.approx(np.mean(errors))
+        assert serial.to_dict()["per_k"][serial.ks.index(k)]["fold_errors"] == errors
     assert record["lowest_k"] == lowest.best_k
     assert serial.to_dict()["cv_margin"] == record
     # Without unknown cells there is no predictor to score by: the lowest, nothing recorded.
@@ -355,36 +360,71 @@ def test_the_margin_takes_the_largest_near_equal_rank_the_same_on_any_threads():
     old = object.__new__(type(serial))
     old.__dict__.update(state)
     assert old.cv_margin is None and old.to_dict()["best_k"] == serial.best_k
+    # And one pickled before the fold errors were kept.
+    state = pickle.loads(pickle.dumps(serial)).__dict__.copy()
+    del state["fold_errors"]
+    old = object.__new__(type(serial))
+    old.__dict__.update(state)
+    assert old.fold_errors is None
+    assert all("fold_errors" not in row for row in old.to_dict()["per_k"])
+
+
+def paired_choice(fold_errors, kind, margin):
+    """:func:`banmf._selection.margin_choice`, brute force: each rank's fold errors less the
+    lowest mean rank's, fold by fold; the largest rank within the margin, checked downwards."""
+    ks = sorted(fold_errors)
+    means = {k: np.mean(fold_errors[k]) for k in ks}
+    lowest = next(k for k in ks if means[k] == min(means.values()))
+    for k in reversed(ks):
+        gaps = np.array(fold_errors[k]) - np.array(fold_errors[lowest])
+        mean, se = gaps.mean(), gaps.std(ddof=1) / np.sqrt(len(gaps))
+        if k == lowest or (mean <= margin * se and kind[k] in ("vote", "nmf")):
+            return lowest, k, mean, se
 
 
 @settings(max_examples=200, deadline=None)
 @given(
-    st.lists(st.integers(0, 20), min_size=1, max_size=8),
-    st.lists(st.integers(0, 6), min_size=8, max_size=8),
+    st.lists(st.lists(st.integers(0, 24), min_size=3, max_size=3), min_size=1, max_size=8),
+    st.lists(st.integers(-16, 16), min_size=3, max_size=3),
     st.lists(st.sampled_from(["product", "vote", "nmf"]), min_size=8, max_size=8),
     st.sampled_from([0.0, 0.5, 1.0, 2.0]),
 )
-def test_the_margin_choice_against_brute_force(errors, ses, kinds, margin):
+def test_the_margin_choice_against_brute_force(errors, hardness, kinds, margin):
     from banmf._selection import margin_choice
 
+    # Rates in 64ths (exact in binary): sums and differences carry no rounding.
     ks = [2 * i + 1 for i in range(len(errors))]  # ranks need not be consecutive
-    means = {k: e / 100 for k, e in zip(ks, errors)}
-    se = {k: s / 100 for k, s in zip(ks, ses)}
+    fold_errors = {k: [e / 64 for e in row] for k, row in zip(ks, errors)}
     kind = dict(zip(ks, kinds))
-    got = margin_choice(means, se, kind, margin)
-    # The lowest mean (ties: the smaller k); then every rank, largest first, is checked.
-    lowest = next(k for k in ks if means[k] == min(means.values()))
-    for k in reversed(ks):
-        near = means[k] <= means[lowest] + margin * se[lowest]
-        if k == lowest or (near and kind[k] in ("vote", "nmf")):
-            break
-    assert got == {
-        "margin": margin,
-        "lowest_k": lowest,
-        "bound": means[lowest] + margin * se[lowest],
-        "k": k,
-    }
+    got = margin_choice(fold_errors, kind, margin)
+    lowest, k, mean, se = paired_choice(fold_errors, kind, margin)
+    assert got == pytest.approx(
+        {"margin": margin, "lowest_k": lowest, "k": k, "difference": mean, "se": se}
+    )
     assert got["k"] >= lowest
+    # Paired: a fold harder or easier for every rank alike changes nothing.
+    harder = {k: [e + h / 64 for e, h in zip(row, hardness)] for k, row in fold_errors.items()}
+    assert margin_choice(harder, kind, margin) == got
+
+
+def test_the_margin_pairs_the_ranks_fold_by_fold():
+    from banmf._selection import margin_choice
+
+    # Folds of very unequal difficulty: each rank's own standard error is large.
+    hardness = np.array([0.10, 0.30, 0.20, 0.40])
+    kind = {1: "vote", 2: "vote", 3: "vote"}
+    # Rank 3 is worse than rank 1 on every fold by .01; rank 2 as good as rank 1 on average.
+    fold_errors = {
+        1: list(hardness),
+        2: list(hardness + [0.004, -0.004, 0.003, -0.002]),
+        3: list(hardness + 0.01),
+    }
+    got = margin_choice(fold_errors, kind, 1.0)
+    assert got["lowest_k"] == 1 and got["k"] == 2
+    # Unpaired, rank 3 is within a standard error of the lowest (.01 against ±.065).
+    assert np.mean(fold_errors[3]) - np.mean(hardness) < np.std(hardness, ddof=1) / 2
+    # A consistent loss is never within the margin, however large the folds' spread.
+    assert margin_choice({1: fold_errors[1], 3: fold_errors[3]}, kind, 2.0)["k"] == 1
 
 
 @settings(max_examples=40, deadline=None)
@@ -402,7 +442,7 @@ def test_the_scan_stops_patience_ranks_past_the_rank_the_rule_takes(
 
     # A constructed fold-error curve: rank k's two folds score mean ± spread, by kind[k].
     ks = list(range(1, len(errors) + 1))
-    rates = {k: [(e - d) / 100, (e + d) / 100] for k, e, d in zip(ks, errors, spreads)}
+    rates = {k: [(e - d) / 64, (e + d) / 64] for k, e, d in zip(ks, errors, spreads)}
     kind = dict(zip(ks, kinds))
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(
@@ -426,18 +466,11 @@ def test_the_scan_stops_patience_ranks_past_the_rank_the_rule_takes(
             cv_margin=margin,
         )
     mean = {k: float(np.mean(r)) for k, r in rates.items()}
-    se = {k: float(np.std(r, ddof=1) / np.sqrt(2)) for k, r in rates.items()}
 
     def taken(upto):  # the rank the rule takes on ranks 1..upto, brute force
-        lowest = min(range(1, upto + 1), key=lambda k: (mean[k], k))
         if margin is None:
-            return lowest
-        near = [
-            k
-            for k in range(1, upto + 1)
-            if mean[k] <= mean[lowest] + margin * se[lowest] and kind[k] in ("vote", "nmf")
-        ]
-        return max([lowest, *near])
+            return min(range(1, upto + 1), key=lambda k: (mean[k], k))
+        return paired_choice({k: rates[k] for k in range(1, upto + 1)}, kind, margin)[1]
 
     # The scan tries rank after rank until one is `patience` past the rank taken so far.
     last = next((k for k in ks if k - taken(k) >= patience), ks[-1])
@@ -451,24 +484,25 @@ def test_the_stop_reads_no_unknown_cell_and_is_the_same_on_any_threads():
     from banmf._selection import margin_choice
 
     runs = [
-        noisy_selection(True, n_jobs, 1.0, range(1, 9), 1, flip)
+        noisy_selection(True, n_jobs, 1.0, range(1, 11), 3, flip)
         for n_jobs, flip in ((1, False), (2, False), (1, True))
     ]
     for other in runs[1:]:
         assert other.to_dict() | {"seconds": 0} == runs[0].to_dict() | {"seconds": 0}
     got = runs[0]
     tried = got.ks
-    record = margin_choice(got.held_out_error, got.held_out_se, got.predictor, 1.0)
+    record = margin_choice(got.fold_errors, got.predictor, 1.0)
     assert got.best_k == record["k"]
-    # One rank past the rank the margin took, here past its lowest: counted from the lowest,
-    # the scan stops sooner, on the same fits.
+    # Three ranks past the rank the margin took, here past its lowest: counted from the
+    # lowest, the scan stops sooner, on the same fits.
     assert record["k"] > record["lowest_k"]
-    assert got.stopped == {"patience": 1, "from_k": record["k"]}
-    assert tried == list(range(1, record["k"] + 2))
-    lowest = noisy_selection(True, None, None, range(1, 9), 1)
-    assert lowest.stopped == {"patience": 1, "from_k": record["lowest_k"]}
-    assert lowest.ks == list(range(1, record["lowest_k"] + 2))
+    assert got.stopped == {"patience": 3, "from_k": record["k"]}
+    assert tried == list(range(1, record["k"] + 4))
+    lowest = noisy_selection(True, None, None, range(1, 11), 3)
+    assert lowest.stopped == {"patience": 3, "from_k": record["lowest_k"]}
+    assert lowest.ks == list(range(1, record["lowest_k"] + 4))
     assert all(lowest.held_out_error[k] == got.held_out_error[k] for k in lowest.ks)
+    assert all(lowest.fold_errors[k] == got.fold_errors[k] for k in lowest.ks)
     # A selection pickled before `stopped` existed loads, without one.
     state = pickle.loads(pickle.dumps(got)).__dict__.copy()
     del state["stopped"]

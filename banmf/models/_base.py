@@ -39,8 +39,9 @@ _logger = logging.getLogger("banmf")
 #: worse than k = 5 did (docs/choosing-k.md).
 AUTO_MAX_K, AUTO_FOLDS = 20, 10
 #: ``n_components="auto"`` with unknown cells, the folds scored by the predictor: the largest
-#: rank within this many standard errors of the lowest held-out error, among those a vote or
-#: NMF predictor scored (:func:`banmf._selection.margin_choice`). One, the mirror of the
+#: rank whose fold errors exceed the lowest rank's by at most this many standard errors of
+#: their differences, paired fold by fold, among those a vote or NMF predictor scored
+#: (:func:`banmf._selection.margin_choice`). One, the mirror of the
 #: one-standard-error rule: that rule guards W⊗H, whose error rises with k; a vote over the
 #: starts does not, and its curve is flat over a range of ranks whose lowest point is a draw
 #: (docs/choosing-k.md).
