@@ -15,7 +15,7 @@ then keep a factor row in registers across a row's nonzeros.
 
 Measured and dropped: fusing the Y pass into the W pass (10-15 % slower at 10⁶ nonzeros: the
 gathered rows of H and the scattered rows of Wᵀ Y compete for L2). Measured again with today's
-kernels (branch fuse-prototype): one pass per row doing the Y pass of iteration t (its row of
+kernels: one pass per row doing the Y pass of iteration t (its row of
 Y Hᵀ kept in registers), the W update of iteration t+1 and its scatter, bit-identical to the
 three kernels, ran at 0.72-0.99× their speed (medians beside other jobs, 2 threads and 1,
 Poisson and power-law rows, k = 10 float64 and k = 32 float32) at 10⁶ nonzeros and 0.90× at
