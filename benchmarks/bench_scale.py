@@ -54,7 +54,7 @@ import threading
 import time
 
 import numpy as np
-from _records import run_tasks
+from _records import local_client, run_tasks
 
 #: The row blocks of a ``--dask`` fit by default (as ``bench_distributed.py``'s).
 DASK_BLOCKS = 8
@@ -240,23 +240,9 @@ def _estimator(task: dict):
     if not task.get("dask"):
         yield lambda k: banmf.BANMF(k, random_state=0, n_jobs=task["threads"])
         return
-    from dask.distributed import Client, LocalCluster
-
     import banmf.distributed as bd
 
-    # The cluster's nannies set OMP_NUM_THREADS=1 here for their workers: put it back.
-    saved = dict(os.environ)
-    with (
-        LocalCluster(
-            n_workers=task["dask"],
-            threads_per_worker=task["threads"],
-            processes=True,
-            dashboard_address=":0",
-        ) as cluster,
-        Client(cluster) as client,
-    ):
-        os.environ.clear()
-        os.environ.update(saved)
+    with local_client(task["dask"], task["threads"]) as client:
         yield lambda k: bd.BANMF(k, random_state=0, n_blocks=task["blocks"], client=client)
 
 
