@@ -627,7 +627,8 @@ def polish_over(
     """The Boolean polish (:func:`polish`) of W (``rows``) and H (``Ht``, m × k, in place):
     rounds of the row half-step and the column half-step until a round changes nothing, at
     most ``max_rounds`` (and after the round under way on Ctrl-C). Appends each round's error
-    to ``history``; returns the rounds run."""
+    to ``history`` (the flips' from its last entry, the starting error, and their changes);
+    returns the rounds run."""
     rounds = 0
     slack = None  # the columns' bounds for the flips (:func:`flip_rows`), kept over rounds
     for rounds in range(1, max_rounds + 1):
