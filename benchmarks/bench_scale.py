@@ -191,11 +191,16 @@ def _counting_coverages(sampler: _Sampler):
         counts.setdefault(data.get("name") or "random", []).append(int(out[3]))
         return out
 
-    booleanize.search_grid = counted
+    # The Dask backend holds its own reference to the function.
+    users = [booleanize, sys.modules.get("banmf.distributed._backend")]
+    users = [module for module in users if module is not None]
+    for module in users:
+        module.search_grid = counted
     try:
         yield counts
     finally:
-        booleanize.search_grid = search_grid
+        for module in users:
+            module.search_grid = search_grid
 
 
 @contextlib.contextmanager
