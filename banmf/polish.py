@@ -176,12 +176,12 @@ SLACK_MAX = np.iinfo(np.int16).max
 
 def drifted(slack: np.ndarray | None, shape: tuple[int, int], moved) -> np.ndarray:
     """:func:`flip_rows`'s ``slack`` for free rows of ``shape`` after the fixed factor moved:
-    ``moved[l]`` (or ``moved`` for every bit) at least the fixed rows that changed and hold
-    bit l before or after. New bounds (-1: unknown) if there were none, else lowered in
-    place, a negative one kept as -1 (it only says that the flip may lower the error). Such
-    a fixed row adds to a free row's change from flipping bit l the one cell they share
-    (covered by bit l alone or not), so it moves that change by at most one; a fixed row
-    without bit l adds nothing to it."""
+    ``moved[l]`` at least the fixed rows that changed and hold bit l before or after. New
+    bounds (-1: unknown) if there were none, else lowered in place, a negative one kept as
+    -1 (it only says that the flip may lower the error). Such a fixed row adds to a free
+    row's change from flipping bit l the one cell they share (covered by bit l alone or
+    not), so it moves that change by at most one; a fixed row without bit l adds nothing
+    to it."""
     if slack is None:
         return np.full(shape, -1, dtype=np.int16)
     slack -= np.minimum(moved, SLACK_MAX).astype(np.int16)
@@ -415,12 +415,41 @@ def refine_factor_thresholds(data, W, H, tw, th, max_sweeps: int = 100) -> _Thre
 # here. Integer counts throughout: where the rows live never changes a result.
 
 
+def flip_half_step(data, W: np.ndarray, Ht: np.ndarray, slack: np.ndarray | None, moved):
+    """The flip row half-step on the rows ``W`` (in place) of ``data`` against H (``Ht``,
+    m × k) with :func:`flip_rows`' bounds: ``slack``, those the last half-step left (None:
+    none), lowered first by ``moved``, H's rows that changed since per bit
+    (:func:`moved_bits`). Returns ``(bounds, flips, moved, gain)``: the bounds for the next
+    half-step, the flips made, W's rows that they changed per bit and the change in error
+    they made. Rows being independent, a row block's rows serve as well as all of them."""
+    slack = drifted(slack, W.shape, moved)
+    before = W.copy()
+    flips, gain = _flip_rows(data, W, Ht, slack)
+    return slack, flips, moved_bits(before, W), gain
+
+
 class Rows(Protocol):
-    """W's rows as the steps below see them, with the data's rows they belong to."""
+    """W's rows as the steps below see them, with the data's rows they belong to.
+
+    Attributes
+    ----------
+    moved : ndarray of shape (k,), int
+        After a flip row half-step (:meth:`polish_rows` with "flip"): per bit l, W's rows that
+        it changed and that hold bit l before or after (:func:`moved_bits`), which the
+        columns' bounds drift by (:func:`drifted`).
+    gain : int
+        After a flip row half-step: the change in error its flips made (exact: the polish
+        adds it up instead of counting the error again).
+    """
+
+    moved: np.ndarray
+    gain: int
 
     def polish_rows(self, Ht: np.ndarray, method: str) -> int:
         """The polish's row half-step against H (``Ht``, m × k): every row of W its best
-        pattern ("exact") or its best single-bit flips ("flip"), in place; the moves made."""
+        pattern ("exact") or its best single-bit flips ("flip"), in place; the moves made.
+        The flips keep bounds on each row's changes from one call to the next
+        (:func:`flip_half_step`) while W moves only by them."""
 
     def exact_columns(self, Ht: np.ndarray) -> int:
         """The exact column half-step: every row of ``Ht`` its best pattern against W, in
@@ -476,11 +505,10 @@ class WholeRows:
         if method != "flip":
             return polish_rows(self.data, self.W, Ht, method)
         moved = None if self._slack is None else moved_bits(self._counted, Ht)
-        self._slack = drifted(self._slack, self.W.shape, moved)
         self._counted = Ht.copy()
-        before = self.W.copy()
-        flips, self.gain = _flip_rows(self.data, self.W, Ht, self._slack)
-        self.moved = moved_bits(before, self.W)
+        self._slack, flips, self.moved, self.gain = flip_half_step(
+            self.data, self.W, Ht, self._slack, moved
+        )
         return flips
 
     def exact_columns(self, Ht):
@@ -599,23 +627,21 @@ def polish_over(
     """The Boolean polish (:func:`polish`) of W (``rows``) and H (``Ht``, m × k, in place):
     rounds of the row half-step and the column half-step until a round changes nothing, at
     most ``max_rounds`` (and after the round under way on Ctrl-C). Appends each round's error
-    to ``history``; returns the rounds run."""
+    to ``history`` (the flips' from its last entry, the starting error, and their changes);
+    returns the rounds run."""
     rounds = 0
     slack = None  # the columns' bounds for the flips (:func:`flip_rows`), kept over rounds
-    # Here the flips of W say what they changed: the rows per bit, and the error.
-    whole = isinstance(rows, WholeRows) and method == "flip"
     for rounds in range(1, max_rounds + 1):
         changed = rows.polish_rows(Ht, method)
         gain = None
         if method == "exact":
             changed += rows.exact_columns(Ht)
         else:
-            # The rows of W that changed, per bit where known, else the row half-step's moves.
-            slack = drifted(slack, Ht.shape, rows.moved if whole else changed)
+            # The flips of W say what they changed: the rows per bit, and the error.
+            slack = drifted(slack, Ht.shape, rows.moved)
             flips, column_gain = flip_rows(Ht, rows.column_changes, slack)
             changed += flips
-            if whole:
-                gain = rows.gain + column_gain
+            gain = rows.gain + column_gain
         if history is not None:
             # Counted whole unless the flips' changes, exact, add up to it from the last.
             history.append(rows.error(Ht.T) if gain is None or not history else history[-1] + gain)

@@ -1,8 +1,11 @@
-"""Running a benchmark's tasks and keeping their records (shared by the benchmark scripts)."""
+"""Running a benchmark's tasks and keeping their records, and a local Dask cluster (shared by
+the benchmark scripts)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
 
@@ -30,3 +33,26 @@ def run_tasks(run, tasks: list, jobs: int, out_path: str | None = None, warm_up=
         if out:
             out.close()
     return records
+
+
+@contextlib.contextmanager
+def local_client(workers: int, threads: int):
+    """A client of a ``LocalCluster`` of ``workers`` processes of ``threads`` threads each, for
+    the length of the block. The cluster's nannies set OMP_NUM_THREADS=1 (and other variables)
+    in this process's environment for the workers they start: it is put back, so that fits in
+    this process keep their threads."""
+    from dask.distributed import Client, LocalCluster
+
+    saved = dict(os.environ)
+    with (
+        LocalCluster(
+            n_workers=workers,
+            threads_per_worker=threads,
+            processes=True,
+            dashboard_address=":0",
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        os.environ.clear()
+        os.environ.update(saved)
+        yield client

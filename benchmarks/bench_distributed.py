@@ -84,7 +84,7 @@ import tempfile
 import time
 
 import numpy as np
-from _records import run_tasks
+from _records import local_client, run_tasks
 
 import banmf
 import banmf.distributed as bd
@@ -244,24 +244,9 @@ def distributed(folder, workers, k, iters, repeats, single, label) -> dict:
     """Per-iteration seconds and traffic of ``banmf.distributed.BANMF`` on a fresh local
     cluster of ``workers`` processes reading the row blocks in ``folder``, each repeat after
     one of the single machine's (``single``, from :func:`single_machine`)."""
-    from dask.distributed import Client, LocalCluster
-
     T1, T2 = iters
     threads = max(1, 2 // workers)
-    # The cluster's nannies set OMP_NUM_THREADS=1 here for their workers: put it back, so that
-    # the single-machine runs after this one keep their threads.
-    saved = dict(os.environ)
-    with (
-        LocalCluster(
-            n_workers=workers,
-            threads_per_worker=threads,
-            processes=True,
-            dashboard_address=":0",
-        ) as cluster,
-        Client(cluster) as client,
-    ):
-        os.environ.clear()
-        os.environ.update(saved)
+    with local_client(workers, threads) as client:
         X = bd.read_blocks(folder)
         background = _idle_cpu()
 

@@ -1,7 +1,8 @@
 """The default pipeline at scale: where a user's wait goes, phase by phase.
 
     python benchmarks/bench_scale.py [--quick] [--sizes 1e6 1e7 [1e8]] [--ks 10 32]
-                                     [--threads 2 1] [--busy] [--out records.jsonl]
+                                     [--threads 2 1] [--busy] [--dask WORKERS [--blocks 8]]
+                                     [--out records.jsonl]
 
 ``banmf.BANMF(k, random_state=0, n_jobs=threads)`` with every other parameter at its default
 (restarts, extra starts, per-factor thresholds, polish, swaps, the combination of the starts) on
@@ -28,6 +29,17 @@ same k and threads: > 1 means it grew faster than nnz·k. The third divides each
 an extra start that iterates (the NMF start) by that start's own iterations. The fourth gives the
 coverages each start's grid threshold search computed (``n_evaluated``: the points its lower
 bound did not rule out), counted by wrapping :func:`banmf.booleanize.search_grid`.
+
+``--dask WORKERS``: the same pipeline on a Dask cluster instead,
+``banmf.distributed.BANMF(k, random_state=0, n_blocks=--blocks)`` (its defaults are one
+machine's but the polish, single-bit flips there) on a
+``LocalCluster(n_workers=WORKERS, threads_per_worker=threads, processes=True)`` started in the
+fit's process (the small fit first compiles the workers' kernels too). Peak memory is then the
+driver's alone. A fifth table gives each start's polish: seconds, rounds and round trips (the
+calls that the driver waited for, as ``traffic_["round_trips"]`` counts them), by wrapping
+``DaskBackend.polish``. To compare two source trees, run the script with ``PYTHONPATH`` set to
+each in turn (the fit's process and the workers import banmf from there; each record names the
+banmf it ran).
 """
 
 from __future__ import annotations
@@ -42,7 +54,10 @@ import threading
 import time
 
 import numpy as np
-from _records import run_tasks
+from _records import local_client, run_tasks
+
+#: The row blocks of a ``--dask`` fit by default (as ``bench_distributed.py``'s).
+DASK_BLOCKS = 8
 
 #: Size label: (n, m, nnz).
 SIZES = {
@@ -176,16 +191,64 @@ def _counting_coverages(sampler: _Sampler):
         counts.setdefault(data.get("name") or "random", []).append(int(out[3]))
         return out
 
-    booleanize.search_grid = counted
+    # The Dask backend holds its own reference to the function.
+    users = [booleanize, sys.modules.get("banmf.distributed._backend")]
+    users = [module for module in users if module is not None]
+    for module in users:
+        module.search_grid = counted
     try:
         yield counts
     finally:
-        booleanize.search_grid = search_grid
+        for module in users:
+            module.search_grid = search_grid
+
+
+@contextlib.contextmanager
+def _timing_dask_polish():
+    """Each polish of a start on Dask (``DaskBackend.polish``): ``{start, seconds, rounds,
+    round_trips}`` in a list."""
+    from banmf.distributed._backend import DaskBackend
+
+    plain, polishes = DaskBackend.polish, []
+
+    def timed(self, run, method):
+        calls, began = self.session.calls, time.perf_counter()
+        out = plain(self, run, method)
+        polishes.append(
+            {
+                "start": str(run["start"]),
+                "seconds": time.perf_counter() - began,
+                "rounds": out["polish_rounds"],
+                "round_trips": self.session.calls - calls,
+            }
+        )
+        return out
+
+    DaskBackend.polish = timed
+    try:
+        yield polishes
+    finally:
+        DaskBackend.polish = plain
 
 
 def _busy(stop):
     while not stop.is_set():
         sum(range(10_000))
+
+
+@contextlib.contextmanager
+def _estimator(task: dict):
+    """A function making the task's estimator for k: ``banmf.BANMF``, or with ``task["dask"]``
+    ``banmf.distributed.BANMF`` on a local cluster that lives as long as the block."""
+    import banmf
+
+    if not task.get("dask"):
+        yield lambda k: banmf.BANMF(k, random_state=0, n_jobs=task["threads"])
+        return
+    import banmf.distributed as bd
+
+    with local_client(task["dask"], task["threads"]) as client:
+        yield lambda k: bd.BANMF(k, random_state=0, n_blocks=task["blocks"], client=client)
 
 
 def run_fit(task: dict) -> dict:
@@ -194,13 +257,18 @@ def run_fit(task: dict) -> dict:
     from banmf.datasets import make_sparse_degrees
 
     n, m, nnz = SIZES[task["size"]]
-    # Compile every kernel the fit needs outside the timing: the same pipeline, small, same k.
-    warm = make_sparse_degrees(2000, 500, 20_000, rows="powerlaw", cols="powerlaw", random_state=1)
-    banmf.BANMF(task["k"], random_state=0, n_jobs=task["threads"]).fit(warm)
-    X = make_sparse_degrees(n, m, nnz, rows="powerlaw", cols="powerlaw", random_state=0)
-    baseline = _rss_mb()
-    with _Sampler() as sampler, _counting_coverages(sampler) as coverages:
-        model = banmf.BANMF(task["k"], random_state=0, n_jobs=task["threads"]).fit(X)
+    with _estimator(task) as make:
+        # Compile every kernel the fit needs outside the timing: the same pipeline, small.
+        warm = make_sparse_degrees(
+            2000, 500, 20_000, rows="powerlaw", cols="powerlaw", random_state=1
+        )
+        make(task["k"]).fit(warm)
+        X = make_sparse_degrees(n, m, nnz, rows="powerlaw", cols="powerlaw", random_state=0)
+        baseline = _rss_mb()
+        polishing = _timing_dask_polish() if task.get("dask") else contextlib.nullcontext([])
+        with _Sampler() as sampler, _counting_coverages(sampler) as coverages:
+            with polishing as polishes:
+                model = make(task["k"]).fit(X)
     seconds = phase_seconds(model.timings_)
     seconds["final"] = model.fit_seconds_ - seconds["starts wall"]
     random_starts = [s for s in model.timings_ if isinstance(s, int)]
@@ -220,21 +288,44 @@ def run_fit(task: dict) -> dict:
         "relative_error": model.relative_error_,
         "coverages": coverages,
         "timings": {str(key): value for key, value in model.timings_.items()},
+        "polishes": polishes,
+        "round_trips": getattr(model, "traffic_", {}).get("round_trips"),
+        "banmf": os.path.dirname(banmf.__file__),
     }
+
+
+def _send_fit(task: dict, conn) -> None:
+    """(In the child.) :func:`run_fit`'s record, or the error it raised, sent on ``conn``."""
+    try:
+        conn.send(("ok", run_fit(task)))
+    except BaseException as exc:
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+        raise
 
 
 def _in_child(task: dict) -> dict:
     """:func:`run_fit` in a fresh process (its own peak memory), beside a process that keeps a
-    core busy when ``task["busy"]``."""
+    core busy when ``task["busy"]``. Not a pool's worker: a Dask cluster's workers are the
+    child's children, which a pool's (daemonic) workers may not have."""
     ctx = mp.get_context("spawn")
     stop = ctx.Event()
     busy = ctx.Process(target=_busy, args=(stop,), daemon=True) if task["busy"] else None
     if busy is not None:
         busy.start()
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_send_fit, args=(task, send))
     try:
-        with ctx.Pool(1) as pool:
-            return pool.apply(run_fit, (task,))
+        child.start()
+        send.close()
+        try:
+            status, value = receive.recv()
+        except EOFError:
+            raise RuntimeError(f"the fit's process ended without a record: {task}") from None
+        if status != "ok":
+            raise RuntimeError(f"the fit failed: {value}")
+        return value
     finally:
+        child.join()
         if busy is not None:
             stop.set()
             busy.join()
@@ -242,6 +333,12 @@ def _in_child(task: dict) -> dict:
 
 def _fmt(seconds: float) -> str:
     return "—" if seconds == 0 else f"{seconds:.3g}"
+
+
+def _where(rec: dict) -> str:
+    """Where the fit ran: its threads (per worker, on Dask), a busy neighbour."""
+    dask = f"dask {rec['dask']}×" if rec.get("dask") else ""
+    return f"{dask}{rec['threads']}{' + busy' if rec['busy'] else ''}"
 
 
 def print_tables(records: list[dict]) -> None:
@@ -257,7 +354,7 @@ def print_tables(records: list[dict]) -> None:
         cells = [
             f"{rec['nnz']:.0e}".replace("+0", ""),
             rec["k"],
-            f"{rec['threads']}{' + busy' if rec['busy'] else ''}",
+            _where(rec),
             f"{rec['fit']:.3g}",
             rec["random_starts"],
             f"{s['iterations']:.3g} ({s['first iterations']:.3g})",
@@ -275,18 +372,18 @@ def print_tables(records: list[dict]) -> None:
     print("|---|---|---|" + "---|" * (len(PHASES) + 1))
     smallest: dict = {}
     for rec in sorted(records, key=lambda r: r["nnz"]):
-        key = (rec["k"], rec["threads"], rec["busy"])
+        key = (rec["k"], _where(rec))
         unit = rec["fit"] / (rec["nnz"] * rec["k"])
         smallest.setdefault(key, unit)
     for rec in records:
         s = rec["seconds"]
         it = max(s["iterations"], 1e-12)
-        key = (rec["k"], rec["threads"], rec["busy"])
+        key = (rec["k"], _where(rec))
         growth = rec["fit"] / (rec["nnz"] * rec["k"]) / smallest[key]
         cells = [
             f"{rec['nnz']:.0e}".replace("+0", ""),
             rec["k"],
-            f"{rec['threads']}{' + busy' if rec['busy'] else ''}",
+            _where(rec),
             *(f"{s[c] / it:.2f}" if s[c] else "—" for c in PHASES[1:]),
             f"{s['final'] / it:.2f}",
             f"{growth:.2f}",
@@ -305,7 +402,7 @@ def print_tables(records: list[dict]) -> None:
             cells = [
                 f"{rec['nnz']:.0e}".replace("+0", ""),
                 rec["k"],
-                f"{rec['threads']}{' + busy' if rec['busy'] else ''}",
+                _where(rec),
                 start,
                 f"{own:.3g}",
                 *(
@@ -321,8 +418,28 @@ def print_tables(records: list[dict]) -> None:
         cells = [
             f"{rec['nnz']:.0e}".replace("+0", ""),
             rec["k"],
-            f"{rec['threads']}{' + busy' if rec['busy'] else ''}",
+            _where(rec),
             ", ".join(f"{start}: {counts}" for start, counts in rec.get("coverages", {}).items()),
+        ]
+        print("| " + " | ".join(str(c) for c in cells) + " |")
+    on_dask = [rec for rec in records if rec.get("dask")]
+    if not on_dask:
+        return
+    print("\nEach start's polish on Dask: seconds, rounds, round trips; the fit's round trips\n")
+    print("| nnz | k | threads | polish s | start: s (rounds, round trips) | fit round trips |")
+    print("|---|---|---|---|---|---|")
+    for rec in on_dask:
+        polishes = rec["polishes"]
+        cells = [
+            f"{rec['nnz']:.0e}".replace("+0", ""),
+            rec["k"],
+            _where(rec),
+            f"{sum(q['seconds'] for q in polishes):.3g}",
+            ", ".join(
+                f"{q['start']}: {q['seconds']:.3g} ({q['rounds']}, {q['round_trips']})"
+                for q in polishes
+            ),
+            rec["round_trips"],
         ]
         print("| " + " | ".join(str(c) for c in cells) + " |")
 
@@ -338,13 +455,30 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", nargs="+", type=int, default=[2, 1])
     parser.add_argument("--busy", action="store_true", help="each fit beside a busy process")
     parser.add_argument(
+        "--dask",
+        type=int,
+        metavar="WORKERS",
+        help="fit banmf.distributed.BANMF on a local cluster of this many workers, each of "
+        "--threads threads",
+    )
+    parser.add_argument(
+        "--blocks", type=int, default=DASK_BLOCKS, help="row blocks of a --dask fit"
+    )
+    parser.add_argument(
         "--quick", action="store_true", help="a 4000×1000 matrix of 2·10⁴ nonzeros, k = 4"
     )
     parser.add_argument("--out", help="append each record to this JSON-lines file")
     args = parser.parse_args(argv)
     sizes, ks = (["2e4"], [4]) if args.quick else (args.sizes, args.ks)
     tasks = [
-        {"size": size, "k": k, "threads": threads, "busy": args.busy}
+        {
+            "size": size,
+            "k": k,
+            "threads": threads,
+            "busy": args.busy,
+            "dask": args.dask,
+            "blocks": args.blocks,
+        }
         for size in sizes
         for k in ks
         for threads in args.threads
@@ -352,7 +486,8 @@ def main(argv=None) -> int:
     print(
         f"The default pipeline on power-law matrices: {', '.join(sizes)} nonzeros, k = "
         f"{', '.join(map(str, ks))}, threads {', '.join(map(str, args.threads))}"
-        f"{', beside a busy process' if args.busy else ''}\n",
+        f"{', beside a busy process' if args.busy else ''}"
+        f"{f', on Dask: {args.dask} workers, {args.blocks} row blocks' if args.dask else ''}\n",
         flush=True,
     )
     records = run_tasks(_in_child, tasks, 1, args.out)

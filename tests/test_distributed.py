@@ -9,6 +9,7 @@ import contextlib
 import logging
 import os
 import signal
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 
 import banmf
 import banmf.distributed as bd
+from banmf._signals import Interruptions
 from banmf.booleanize import GridRows, grid_points, grid_ranks, search_grid
 from banmf.distributed import _worker
 from banmf.distributed._session import Session
@@ -426,8 +428,8 @@ def test_ctrl_c_during_the_combination_keeps_the_best_start(client, monkeypatch)
 
 def test_the_block_budget_counts_the_starts_kept_for_the_combination():
     """A block's bytes (what ``block_memory`` bounds) count every start's Boolean rows kept
-    for the combination, and the combination's own state; a start no longer the best keeps
-    only its Boolean rows, and without the combination none."""
+    for the combination, the polish's bounds and the combination's own state; a start no
+    longer the best keeps only its Boolean rows, and without the combination none."""
     X, _ = _tiles()
     fit, k = "budget-test", 6
     _worker.load(fit, 0, Dataset.of(X[:100]), None)
@@ -440,6 +442,9 @@ def test_the_block_budget_counts_the_starts_kept_for_the_combination():
             _worker.keep_columns(fit, 0, start, np.arange(start, start + k), k)
         rows = 100 * k  # one start's rows, Boolean
         assert block.nbytes == alone + 3 * 9 * rows  # float64 scaled and Boolean
+        # The flip polish's bounds on a start's rows (int16), until the best start is chosen.
+        _worker.polish_rows_of(fit, 0, 1, np.eye(300, k, dtype=bool), None, None, 0)
+        assert block.nbytes == alone + 3 * 9 * rows + 2 * rows
         _worker.keep_only(fit, 0, [1], True)
         assert block.nbytes == alone + 9 * rows + 2 * rows
         _worker.grow_rows(fit, 0, np.eye(2 * k, 300, dtype=bool))
@@ -733,15 +738,19 @@ def test_batched_coverages_find_the_same_point(seed, k, P):
 
 class _InProcess:
     """A session whose blocks are this process's: ``sum`` adds them by the fixed tree, as the
-    workers and the driver do between them."""
+    workers and the driver do between them. ``calls`` counts the round trips by task."""
 
     def __init__(self, fit: str, n_blocks: int):
         self.fit, self.n_blocks = fit, n_blocks
+        self.calls: Counter = Counter()
+        self.interrupts = Interruptions()
 
     def each(self, func, *args):
+        self.calls[func.__name__] += 1
         return [func(self.fit, b, *args) for b in range(self.n_blocks)]
 
     def sum(self, func, *args):
+        self.calls[func.__name__] += 1
         return _worker.node_sum(0, self.n_blocks, lambda b: func(self.fit, b, *args))
 
 
@@ -787,6 +796,75 @@ def test_the_blocks_search_as_the_whole_matrix(seed, k, P, n_blocks, form):
         assert search_grid(rows, *args)[:4] == expected[:4]
         if not observed:
             assert np.array_equal(rows.pair_counts(P), pair_counts(u, P))
+    finally:
+        _worker.forget(fit)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 2**16),
+    k=st.sampled_from([1, 2, 5, 66]),
+    n_blocks=st.integers(1, 4),
+    form=st.sampled_from([None, "missing", "observed"]),
+)
+@pytest.mark.filterwarnings("ignore:the unknown cells hide all")
+def test_the_blocks_polish_as_the_whole_matrix(seed, k, n_blocks, form):
+    """The flip polish over row blocks (each keeping its rows' bounds, summing its moves per
+    bit and its error change) gives one machine's W, H and per-round errors
+    (:func:`banmf.polish.polish_factors`), without counting the error again; so do the same
+    rows after a threshold moved W (the bounds counted anew), and the swaps after (each swap
+    moves W: the same)."""
+    from banmf.distributed._backend import DaskBackend, _BlockRows
+    from banmf.polish import WholeRows, polish_factors, polish_over, swaps_over
+
+    rng = np.random.default_rng(seed)
+    n, m = 16, 9
+    dense = rng.random((n, m)) < rng.choice([0.0, 0.2, 0.6])
+    dense[:, 0] = dense[0, :] = False  # an empty row and column
+    hidden = rng.random(dense.shape) < 0.2
+    unknown = {None: {}, "missing": {"missing": hidden}, "observed": {"observed": ~hidden}}[form]
+    data = banmf.io.Dataset.of(dense, unknown.get("missing"), unknown.get("observed"))
+    scaled = rng.random((n, k))
+    W, H = scaled > 0.6, rng.random((k, m)) < 0.4
+    whole = polish_factors(data, W, H, "flip")
+
+    blocks = bd.BlockMatrix.from_matrix(dense, n_blocks=n_blocks, **unknown)
+    fit, start = f"polish-{seed}-{n_blocks}", 0
+    try:
+        for b in range(n_blocks):
+            _worker.load(fit, b, blocks.sources[b], None)
+            lo, hi = blocks.offsets[b], blocks.offsets[b + 1]
+            with _worker._use(fit, b) as block:
+                block.kept[start] = (scaled[lo:hi], W[lo:hi].copy())
+        session = _InProcess(fit, n_blocks)
+        backend = DaskBackend(None, session, {"nnz_ones": data.X.nnz}, None)
+        rows, local = _BlockRows(backend, start), WholeRows(data, W.copy(), scaled)
+
+        def gathered():
+            return np.concatenate([_worker.rows_of(fit, b, start)[1] for b in range(n_blocks)])
+
+        Ht, Ht_local = np.array(H.T, order="C"), np.array(H.T, order="C")
+        history = [data.error(W, H)]
+        assert polish_over(rows, Ht, "flip", history=history) == whole.rounds
+        assert history == whole.history and session.calls["counts"] == 0
+        assert np.array_equal(gathered(), whole.W) and np.array_equal(Ht.T, whole.H)
+        polish_over(local, Ht_local, "flip")
+
+        for each in (rows, local):
+            each.set_threshold(k - 1, 0.3)
+        history = [data.error(local.W, Ht.T)]
+        local_history = history.copy()
+        polish_over(rows, Ht, "flip", history=history)
+        polish_over(local, Ht_local, "flip", history=local_history)
+        assert history == local_history
+        assert np.array_equal(gathered(), local.W) and np.array_equal(Ht, Ht_local)
+        assert history[-1] == data.error(local.W, Ht.T)
+
+        swaps = list(swaps_over(rows, Ht, "flip", k))
+        assert swaps == list(swaps_over(local, Ht_local, "flip", k))
+        assert np.array_equal(gathered(), local.W) and np.array_equal(Ht, Ht_local)
+        if swaps:
+            assert swaps[-1][2] == data.error(local.W, Ht.T)
     finally:
         _worker.forget(fit)
 

@@ -14,6 +14,7 @@ cost little: :meth:`banmf.models.banmf._Local._grecond_pays`).
 
 from __future__ import annotations
 
+import itertools
 import warnings
 
 import numpy as np
@@ -23,11 +24,14 @@ from ..booleanize import balance_scales, grid_points, grid_ranks, search_grid
 from ..engine.nndsvd import nonnegative_part
 from ..engine.pool import Pool, bounded, choose
 from ..models import h_step, objective_value
-from ..polish import polish_over, swaps_over, thresholds_over, top_columns
+from ..polish import moved_bits, polish_over, swaps_over, thresholds_over, top_columns
 from . import _worker
 from ._session import Session, WorkerLost
 
 __all__ = ["DaskBackend"]
+
+#: Stamps of the flips' bounds on the blocks (:class:`_BlockRows`), unique in this process.
+_stamps = itertools.count()
 
 
 class _Rows:
@@ -413,9 +417,30 @@ class _BlockRows:
     def __init__(self, backend: DaskBackend, start):
         self.backend, self.session, self.start = backend, backend.session, start
         self.Htb = None
+        # The flips' bounds stay on the blocks (:func:`_worker.polish_rows_of`); here, the
+        # stamp they are kept under and H as they were counted against, while W moves only
+        # by the flips (None: the blocks count new bounds).
+        self._bounds: tuple | None = None
+        self.moved = self.gain = None
 
     def polish_rows(self, Ht, method):
-        return sum(self.session.each(_worker.polish_rows_of, self.start, Ht, method))
+        if method != "flip":
+            raise AssertionError("the exact polish needs whole columns: the driver refuses it here")
+        since, moved = None, None
+        if self._bounds is not None:
+            since, counted = self._bounds
+            moved = moved_bits(counted, Ht)
+            if not moved.any():
+                # H as counted: every block's bounds say that no row moves (the last flips
+                # left none negative). One round trip less, the last round's.
+                self.moved, self.gain = np.zeros(Ht.shape[1], dtype=np.int64), 0
+                return 0
+        self._bounds = (next(_stamps), Ht.copy())
+        flips, self.moved, gain = self.session.sum(
+            _worker.polish_rows_of, self.start, Ht, since, moved, self._bounds[0]
+        )
+        self.gain = int(gain)
+        return int(flips)
 
     def exact_columns(self, Ht):
         raise AssertionError("the exact polish needs whole columns: the driver refuses it here")
@@ -432,12 +457,14 @@ class _BlockRows:
 
     def set_threshold(self, l, t):
         self.session.each(_worker.set_threshold, self.start, l, t)
+        self._bounds = None  # W moved otherwise than by the flips
 
     def swap_costs(self, Ht):
         return self.session.sum(_worker.swap_costs, self.start, Ht)
 
     def swap_in(self, Ht, l, j):
         self.session.each(_worker.swap_in, self.start, Ht, l, j)
+        self._bounds = None  # W moved otherwise than by the flips
 
     def error(self, H):
         return self.backend._error(self.start, H)

@@ -34,7 +34,7 @@ from ..booleanize import GridRows, grid_ranks
 from ..engine.pool import Pool, WholePool, majority, majority_counts, segment_sums
 from ..io import read_dataset
 from ..models import MUSolver
-from ..polish import columns_as_factors, polish_rows, swap_rows
+from ..polish import columns_as_factors, flip_half_step, swap_rows
 
 _lock = threading.RLock()
 #: (fit, block) → its state, most recently used last.
@@ -66,6 +66,9 @@ class _Block:
         # start → (W scaled, W bool); a start no longer the best keeps only its Boolean rows
         # when the starts are combined (its scaled ones None).
         self.kept: dict = {}
+        # The flip polish's bounds on the polished start's rows (:func:`polish_rows_of`):
+        # ``(stamp, slack)``, the stamp naming the H they were counted against.
+        self.bounds: tuple | None = None
         self.stored: dict = {}  # rows kept between calls (the NNDSVD's)
         # The combination's state (:mod:`banmf.engine.pool`): the grown candidates' rows, the
         # whole pool's rows on this block, and the candidates taken with their slots.
@@ -97,6 +100,8 @@ class _Block:
             arrays.append(self.rows.u)
         for pair in self.kept.values():
             arrays += list(pair)
+        if self.bounds is not None:
+            arrays.append(self.bounds[1])
         arrays.append(self.grown)
         for pool in (self.pool, self.candidates and self.candidates.pool):
             if pool is not None:
@@ -530,14 +535,27 @@ def keep_only(fit: str, b: int, starts: list, boolean: bool = False) -> None:
             block.kept = {i: v if i in starts else (None, v[1]) for i, v in block.kept.items()}
         else:
             block.kept = {i: v for i, v in block.kept.items() if i in starts}
+        block.bounds = None  # a start's polish is over once the best is chosen
 
 
-def polish_rows_of(fit: str, b: int, start, Ht: np.ndarray, method: str) -> int:
-    """The polish's row half-step on the block's rows of the kept start (in place): each
-    row's best pattern or single-bit flips against H (:func:`banmf.polish.polish_rows`);
-    returns the moves made."""
+def polish_rows_of(
+    fit: str, b: int, start, Ht: np.ndarray, since, moved: np.ndarray | None, stamp
+) -> tuple:
+    """The flip polish's row half-step on the block's rows of the kept start (in place,
+    :func:`banmf.polish.flip_half_step`), with the bounds the block keeps: those of the
+    half-step ``since`` names, lowered by ``moved`` (H's rows that changed since, per bit),
+    if the block holds them; else new ones. The bounds left are kept under ``stamp``.
+    Returns ``(flips, W's rows changed per bit (k,), change in error)``, to be summed over
+    the blocks."""
     with _use(fit, b) as block:
-        return polish_rows(block.data, block.kept[start][1], Ht, method)
+        held = block.bounds
+        slack = held[1] if held is not None and held[0] == since else None
+        block.bounds = None  # lowered in place below: never kept under the old stamp
+        slack, flips, changed, gain = flip_half_step(
+            block.data, block.kept[start][1], Ht, slack, moved
+        )
+        block.bounds = (stamp, slack)
+        return np.int64(flips), changed.astype(np.int64), np.int64(gain)
 
 
 def column_changes(
