@@ -68,8 +68,9 @@ class _Sampler:
     stamped with ``time.monotonic()`` (the clock of the log records' own stamps is the wall
     clock: these are taken here instead)."""
 
-    def __init__(self, every: float = 0.01):
+    def __init__(self, every: float = 0.01, echo: bool = False):
         self.every, self.samples, self.events = every, [], []
+        self.echo, self._echoed = echo, -60.0
         self.last = {}  # each thread's last progress record (a start runs on one thread)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -82,8 +83,18 @@ class _Sampler:
     def emit(self, record):  # a logging handler's
         data = getattr(record, "banmf", None)
         if data is not None:
-            self.events.append((time.monotonic(), data))
+            now = time.monotonic()
+            self.events.append((now, data))
             self.last[threading.get_ident()] = data
+            # A fit of hours is read as it goes (and what a cut-off one reached is kept): its
+            # phases as they begin and its iterations once a minute, with the resident size.
+            if self.echo and (data["event"] != "iteration" or now - self._echoed >= 60):
+                self._echoed = now
+                print(
+                    f"[{now - self.begin:9.1f} s, {_rss_mb():6.0f} MB] {record.getMessage()}",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
     def __enter__(self):
         handler = logging.Handler(logging.DEBUG)
@@ -199,7 +210,10 @@ def run_fit(task: dict) -> dict:
     banmf.BANMF(task["k"], random_state=0, n_jobs=task["threads"]).fit(warm)
     X = make_sparse_degrees(n, m, nnz, rows="powerlaw", cols="powerlaw", random_state=0)
     baseline = _rss_mb()
-    with _Sampler() as sampler, _counting_coverages(sampler) as coverages:
+    with (
+        _Sampler(echo=task.get("progress", False)) as sampler,
+        _counting_coverages(sampler) as coverages,
+    ):
         model = banmf.BANMF(task["k"], random_state=0, n_jobs=task["threads"]).fit(X)
     seconds = phase_seconds(model.timings_)
     seconds["final"] = model.fit_seconds_ - seconds["starts wall"]
@@ -341,10 +355,13 @@ def main(argv=None) -> int:
         "--quick", action="store_true", help="a 4000×1000 matrix of 2·10⁴ nonzeros, k = 4"
     )
     parser.add_argument("--out", help="append each record to this JSON-lines file")
+    parser.add_argument(
+        "--progress", action="store_true", help="print each fit's phases as they begin (stderr)"
+    )
     args = parser.parse_args(argv)
     sizes, ks = (["2e4"], [4]) if args.quick else (args.sizes, args.ks)
     tasks = [
-        {"size": size, "k": k, "threads": threads, "busy": args.busy}
+        {"size": size, "k": k, "threads": threads, "busy": args.busy, "progress": args.progress}
         for size in sizes
         for k in ks
         for threads in args.threads
