@@ -14,7 +14,7 @@ import numpy as np
 
 from ._boolean import pack_rows, row_codes, unique_rows, words
 from ._kernels.boolean import pack_cols_above
-from ._kernels.polish import single_cover, support_uncovered, uncovered_counts
+from ._kernels.polish import single_cover, support_uncovered, table_uncovered, uncovered_counts
 from ._threads import pick
 
 #: Largest k for which flips may read subset-sum tables (k·2^k counts) instead of bitsets.
@@ -78,10 +78,9 @@ class Fixed:
         of the pattern covers (all columns). Shape (len(A), k), or (len(A), 1) for ``only``."""
         k = self.k
         if self.tables is not None:
-            full = (1 << k) - 1
-            a = A[:, 0].astype(np.int64)
-            bits = np.arange(k, dtype=np.int64) if only < 0 else np.array([only], dtype=np.int64)
-            return self.tables[bits, full & ~(a[:, None] & ~(1 << bits))]
+            out = np.empty((len(A), k if only < 0 else 1), dtype=np.int64)
+            pick(table_uncovered, out.size)(A, self.tables, only, out)
+            return out
         uniq, inverse, _ = unique_rows(A)
         out = np.empty((len(uniq), k if only < 0 else 1), dtype=np.int64)
         pick(uncovered_counts, len(uniq) * self.bits.size)(

@@ -8,9 +8,10 @@
 (restarts, extra starts, per-factor thresholds, polish, swaps, the combination of the starts) on
 power-law matrices (``make_sparse_degrees(rows="powerlaw", cols="powerlaw")``, exponent 2.5):
 10⁶ nonzeros on 100,000×10,000, 10⁷ on 1,000,000×100,000 and, when asked for (``--sizes 1e8``:
-about 2 GB and long), 10⁸ on 10,000,000×1,000,000. Each fit runs in a fresh process after a
+hours on 2 cores, over 8 GB resident, and ``BANMF_MEMORY_LIMIT`` above the fit's own estimate
+of 20.3 GB at k = 10), 10⁸ on 10,000,000×1,000,000. Each fit runs in a fresh process after a
 small fit that compiles the kernels (not timed); ``--busy`` runs each fit beside a second
-process that keeps one core busy.
+process that keeps one core busy; ``--progress`` prints each phase as it begins.
 
 The phases come from the fit itself (``BANMF.timings_``), summed over the starts:
 ``iterations`` (random starts; the first one's alone beside it), ``thresholds`` (the grid search
@@ -83,8 +84,9 @@ class _Sampler:
     stamped with ``time.monotonic()`` (the clock of the log records' own stamps is the wall
     clock: these are taken here instead)."""
 
-    def __init__(self, every: float = 0.01):
+    def __init__(self, every: float = 0.01, echo: bool = False):
         self.every, self.samples, self.events = every, [], []
+        self.echo, self._echoed = echo, -60.0
         self.last = {}  # each thread's last progress record (a start runs on one thread)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -97,8 +99,18 @@ class _Sampler:
     def emit(self, record):  # a logging handler's
         data = getattr(record, "banmf", None)
         if data is not None:
-            self.events.append((time.monotonic(), data))
+            now = time.monotonic()
+            self.events.append((now, data))
             self.last[threading.get_ident()] = data
+            # A fit of hours is read as it goes (and what a cut-off one reached is kept): its
+            # phases as they begin and its iterations once a minute, with the resident size.
+            if self.echo and (data["event"] != "iteration" or now - self._echoed >= 60):
+                self._echoed = now
+                print(
+                    f"[{now - self.begin:9.1f} s, {_rss_mb():6.0f} MB] {record.getMessage()}",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
     def __enter__(self):
         handler = logging.Handler(logging.DEBUG)
@@ -266,7 +278,10 @@ def run_fit(task: dict) -> dict:
         X = make_sparse_degrees(n, m, nnz, rows="powerlaw", cols="powerlaw", random_state=0)
         baseline = _rss_mb()
         polishing = _timing_dask_polish() if task.get("dask") else contextlib.nullcontext([])
-        with _Sampler() as sampler, _counting_coverages(sampler) as coverages:
+        with (
+            _Sampler(echo=task.get("progress", False)) as sampler,
+            _counting_coverages(sampler) as coverages,
+        ):
             with polishing as polishes:
                 model = make(task["k"]).fit(X)
     seconds = phase_seconds(model.timings_)
@@ -468,6 +483,9 @@ def main(argv=None) -> int:
         "--quick", action="store_true", help="a 4000×1000 matrix of 2·10⁴ nonzeros, k = 4"
     )
     parser.add_argument("--out", help="append each record to this JSON-lines file")
+    parser.add_argument(
+        "--progress", action="store_true", help="print each fit's phases as they begin (stderr)"
+    )
     args = parser.parse_args(argv)
     sizes, ks = (["2e4"], [4]) if args.quick else (args.sizes, args.ks)
     tasks = [
@@ -478,6 +496,7 @@ def main(argv=None) -> int:
             "busy": args.busy,
             "dask": args.dask,
             "blocks": args.blocks,
+            "progress": args.progress,
         }
         for size in sizes
         for k in ks

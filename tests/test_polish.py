@@ -16,6 +16,7 @@ from banmf._kernels.polish import (
     best_row_codes,
     lone_bit_lines,
     subset_sums,
+    table_uncovered,
     uncovered_by_codes,
 )
 from banmf._validation import check_binary_matrix
@@ -346,6 +347,21 @@ def test_bit_tables_count_the_columns_each_bit_covers_under_every_pattern(k, m, 
     for l in range(k):
         for s in range(1 << k):
             assert T[l, s] == sum(1 for c in codes if (c >> l) & 1 and c & ~s == 0)
+
+
+@given(st.integers(0, 12), st.integers(1, 6), st.data(), st.integers(0, 2**31))
+def test_table_uncovered_against_numpy(r, k, data, seed):
+    """The tables read per row and bit (every bit, or one), as numpy's gather reads them."""
+    rng = np.random.default_rng(seed)
+    T = bc.bit_tables(rng.integers(0, 1 << k, size=20), k)
+    A = pack_rows(rng.random((r, k)) < 0.4)
+    only = data.draw(st.integers(-1, k - 1))
+    bits = np.arange(k) if only < 0 else np.array([only])
+    a = A[:, 0].astype(np.int64)
+    expected = T[bits, ((1 << k) - 1) & ~(a[:, None] & ~(1 << bits))]
+    out = np.full(expected.shape, -1, dtype=np.int64)
+    run_both(table_uncovered, A, T, only, out)
+    np.testing.assert_array_equal(out, expected)
 
 
 def test_tables_only_where_their_build_pays():

@@ -245,3 +245,20 @@ def uncovered_by_codes(A, codes, counts, out):
             if not meets:
                 total += counts[c]
         out[i] = total
+
+
+@kernel()
+def table_uncovered(A, T, only, out):
+    """``out[r, l] = T[l, ~(A[r] minus bit l)]``: per row pattern ``A[r]`` (k ≤ 16 bits, one
+    word) and bit l, the columns with bit l that no other bit of the pattern covers, read from
+    the subset-sum tables ``T`` (k, 2^k) of :func:`banmf._changes.bit_tables`. ``only >= 0``:
+    that bit alone, into ``out[r, 0]``. The gather numpy would make of it indexes with two
+    arrays of n·k entries: 4× this loop's processor time at 10⁶ rows, k = 10 (0.10 against
+    0.025 s, one thread)."""
+    k = T.shape[0]
+    full = (1 << k) - 1
+    first, last = (only, only + 1) if only >= 0 else (0, k)
+    for r in prange(A.shape[0]):
+        a = np.int64(A[r, 0])
+        for l in range(first, last):
+            out[r, l - first] = T[l, full & ~(a & ~(1 << l))]
