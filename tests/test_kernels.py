@@ -145,7 +145,6 @@ def test_project_spmm(Xd, k, project, seed, dtype, loops, share):
         cindices,
         cy,
         width,
-        rounding=(9,),
     )
     tol = 1e-12 if dtype == np.float64 else 1e-4
     np.testing.assert_allclose(y, y_ref, rtol=tol)
@@ -202,7 +201,7 @@ def test_project_spmm_rows_sorted_by_degree(dtype, k):
         Xd, W.astype(float), Ht.astype(float), 1.0, float(k), True, y.astype(float), None
     )
     args = (X.indptr, X.indices, _padded(W, kp), _padded(Ht, kp), 1.0, float(k), True, y)
-    run_both(project_spmm(width), *args, YHt, sq, None, None, None, width, rounding=(9,))
+    run_both(project_spmm(width), *args, YHt, sq, None, None, None, width)
     tol = 1e-12 if dtype == np.float64 else 1e-4
     np.testing.assert_allclose(y, y_ref, rtol=tol)
     np.testing.assert_allclose(YHt[:, :k], YHt_ref, rtol=tol, atol=tol)
@@ -410,7 +409,6 @@ def test_kernels_with_prefetching_on_a_table_larger_than_l2(loops):
         cindices,
         cy,
         width,
-        rounding=(9,),
     )
     np.testing.assert_allclose(cy, cy_ref, rtol=1e-5)
     np.testing.assert_allclose(y, y_ref, rtol=1e-5)

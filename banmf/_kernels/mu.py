@@ -407,10 +407,21 @@ def _scatter_rows_loops(indptr, indices, y, cindptr, cindices, cy, W, scatter_bl
                 out[j, l] += scatter_blocks[b, j, l]
 
 
+# Plain IEEE arithmetic, and not inlined by Numba into the fastmath kernels (whose flags
+# inlined code takes): contracted or reassociated, the objective's sums came out differently
+# in a kernel's serial and parallel variants, and the loss with them depended on the threads.
+@njit(cache=True, nogil=True)
+def _plus_squares(res, s2, v, s):
+    """A row's objective sums with one more nonzero (Y value ``v``, W H value ``s``):
+    ``res + (v - s)²`` and ``s2 + s²``."""
+    d = v - s
+    return res + d * d, s2 + s * s
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _project4(y, p, project, lo, up, s0, s1, s2, s3):
     """Y at nonzeros p..p+3 from their W H values s: projected onto [lo, up] and stored
-    (BANMF), or read (Y fixed). Returns the four values and their two objective terms."""
+    (BANMF), or read (Y fixed). Returns the four values."""
     if project:
         v0, v1, v2, v3 = (
             min(up, max(lo, s0)),
@@ -424,8 +435,7 @@ def _project4(y, p, project, lo, up, s0, s1, s2, s3):
         y[np.uintp(p + 3)] = v3
     else:
         v0, v1, v2, v3 = y[np.uintp(p)], y[np.uintp(p + 1)], y[np.uintp(p + 2)], y[np.uintp(p + 3)]
-    res = (v0 - s0) ** 2 + (v1 - s1) ** 2 + (v2 - s2) ** 2 + (v3 - s3) ** 2
-    return v0, v1, v2, v3, res, s0 * s0 + s1 * s1 + s2 * s2 + s3 * s3
+    return v0, v1, v2, v3
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -437,7 +447,7 @@ def _project2(y, p, project, lo, up, s0, s1):
         y[np.uintp(p + 1)] = v1
     else:
         v0, v1 = y[np.uintp(p)], y[np.uintp(p + 1)]
-    return v0, v1, (v0 - s0) ** 2 + (v1 - s1) ** 2, s0 * s0 + s1 * s1
+    return v0, v1
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -448,7 +458,7 @@ def _project1(y, p, project, lo, up, s):
         y[np.uintp(p)] = v
     else:
         v = y[np.uintp(p)]
-    return v, (v - s) * (v - s), s * s
+    return v
 
 
 def project_spmm(width: Width) -> Kernel:
@@ -497,17 +507,17 @@ def _project_spmm_registers(
                 )
                 d0, d1 = vdot_partial(w, h0), vdot_partial(w, h1)
                 s0, s1, _, _ = hsum4(d0, d1, d0, d1)
-                v0, v1, r, q = _project2(y, p, project, lo, up, s0, s1)
-                res += r
-                s2 += q
+                v0, v1 = _project2(y, p, project, lo, up, s0, s1)
+                res, s2 = _plus_squares(res, s2, v0, s0)
+                res, s2 = _plus_squares(res, s2, v1, s1)
                 acc = vfma(vsplatw(v0, width), h0, vfma(vsplatw(v1, width), h1, acc))
                 p += 2
             if p < hi:
                 h0 = vloadw(Ht, indices[np.uintp(p)], 0, width)
                 d0 = vdot_partial(w, h0)
-                v, r, q = _project1(y, p, project, lo, up, hsum4(d0, d0, d0, d0)[0])
-                res += r
-                s2 += q
+                s = hsum4(d0, d0, d0, d0)[0]
+                v = _project1(y, p, project, lo, up, s)
+                res, s2 = _plus_squares(res, s2, v, s)
                 acc = vfma(vsplatw(v, width), h0, acc)
             if cindptr is not None:  # (None: no unknown cells, compiled out)
                 for c in range(cindptr[i], cindptr[i + 1]):
@@ -515,7 +525,7 @@ def _project_spmm_registers(
                     d0 = vdot_partial(w, h0)
                     s = hsum4(d0, d0, d0, d0)[0]
                     cy[c] = s
-                    s2 += s * s
+                    res, s2 = _plus_squares(res, s2, s, s)  # (v = s: adds only s²)
                     acc = vfma(vsplatw(s, width), h0, acc)
             vstore(YHt, i, 0, acc)
             sq[i, 0] = res
@@ -555,9 +565,11 @@ def _project_spmm_loops(
                     s1 += wl * Ht[j1, l]
                     s2_ += wl * Ht[j2, l]
                     s3 += wl * Ht[j3, l]
-                v0, v1, v2, v3, r, q = _project4(y, p, project, lo, up, s0, s1, s2_, s3)
-                res += r
-                s2 += q
+                v0, v1, v2, v3 = _project4(y, p, project, lo, up, s0, s1, s2_, s3)
+                res, s2 = _plus_squares(res, s2, v0, s0)
+                res, s2 = _plus_squares(res, s2, v1, s1)
+                res, s2 = _plus_squares(res, s2, v2, s2_)
+                res, s2 = _plus_squares(res, s2, v3, s3)
                 for l in range(k):
                     YHt[i, l] += v0 * Ht[j0, l] + v1 * Ht[j1, l] + v2 * Ht[j2, l] + v3 * Ht[j3, l]
                 p += 4
@@ -566,9 +578,8 @@ def _project_spmm_loops(
                 s = zero
                 for l in range(k):
                     s += W[i, l] * Ht[j, l]
-                v, r, q = _project1(y, p, project, lo, up, s)
-                res += r
-                s2 += q
+                v = _project1(y, p, project, lo, up, s)
+                res, s2 = _plus_squares(res, s2, v, s)
                 for l in range(k):
                     YHt[i, l] += v * Ht[j, l]
                 p += 1
@@ -579,7 +590,7 @@ def _project_spmm_loops(
                     for l in range(k):
                         s += W[i, l] * Ht[j, l]
                     cy[c] = s
-                    s2 += s * s
+                    res, s2 = _plus_squares(res, s2, s, s)  # (v = s: adds only s²)
                     for l in range(k):
                         YHt[i, l] += s * Ht[j, l]
             sq[i, 0] = res
