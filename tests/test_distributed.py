@@ -1235,3 +1235,26 @@ def test_several_blocks_per_worker_give_the_factors_of_one_block_each(client):
     one = banmf.BANMF(**params).fit(X, missing=missing)
     for n_blocks in (2, 6):
         _same(one, bd.BANMF(**params, n_blocks=n_blocks).fit(X, missing=missing))
+
+
+def test_a_worker_the_scheduler_still_lists_but_cannot_be_reached_is_lost(monkeypatch):
+    """Killed a moment before the repair, a worker may still be in the scheduler's list, so
+    its blocks look held: the repair reads every block again, and the worker that its call
+    cannot reach is left out (as a hung one), not the repair failed."""
+
+    class Client:
+        def scheduler_info(self, n_workers=-1):
+            return {"workers": {"tcp://a": {}, "tcp://b": {}}}
+
+        def run(self, func, *args, workers=None, on_error="raise"):
+            assert on_error == "return" and workers == ["tcp://a", "tcp://b"]
+            return {"tcp://a": None, "tcp://b": OSError("Timed out trying to connect")}
+
+    session = Session(Client(), None, None, None)
+    session.where = {0: "tcp://a", 1: "tcp://b"}
+    placed = []
+    monkeypatch.setattr(session, "place", lambda blocks: placed.append(sorted(blocks)))
+    session.repair()
+    assert session.hung == {"tcp://b"}
+    assert list(session._workers()) == ["tcp://a"]
+    assert placed == [[0, 1]] and session.where == {} and session.servers == {}

@@ -62,10 +62,11 @@ class Session:
         self.sent = self.received = self.calls = 0
         self.loads: dict[int, tuple] = {}  # block → what its load reported
         self.times: dict[str, deque] = {}  # call → its last rounds' times (seconds)
-        self.hung: set[str] = set()  # workers that missed a deadline: lost to this fit
+        # Workers that missed a deadline (or could not be reached): lost to this fit.
+        self.hung: set[str] = set()
 
     def _workers(self) -> dict[str, dict]:
-        """The live workers: the scheduler's, but those that missed a deadline."""
+        """The live workers: the scheduler's, but those lost to this fit (:attr:`hung`)."""
         try:
             info = self.client.scheduler_info(n_workers=-1)
         except TypeError:  # distributed before 2025 lists every worker anyway
@@ -208,7 +209,12 @@ class Session:
             # read every block again.
             lost = list(self.where)
             self.servers.clear()
-            self.client.run(_worker.forget, self.fit, workers=sorted(alive))
+            # Or it died a moment ago and the scheduler still lists it: one that cannot be
+            # reached is lost to this fit, as a hung one is.
+            answers = self.client.run(
+                _worker.forget, self.fit, workers=sorted(alive), on_error="return"
+            )
+            self.hung.update(w for w, answer in answers.items() if isinstance(answer, Exception))
         for b in lost:
             del self.where[b]
         # The workers now hold more blocks each: their rounds are timed again.
