@@ -14,16 +14,16 @@ and the scatter are compiled per padded width up to four registers (:func:`row_w
 then keep a factor row in registers across a row's nonzeros.
 
 Measured and dropped: fusing the Y pass into the W pass (10-15 % slower at 10⁶ nonzeros: the
-gathered rows of H and the scattered rows of Wᵀ Y compete for L2). Measured again with today's
-kernels: one pass per row doing the Y pass of iteration t (its row of
-Y Hᵀ kept in registers), the W update of iteration t+1 and its scatter, bit-identical to the
-three kernels, ran at 0.72-0.99× their speed (medians beside other jobs, 2 threads and 1,
-Poisson and power-law rows, k = 10 float64 and k = 32 float32) at 10⁶ nonzeros and 0.90× at
-10⁷. Likely the same cause (not measured with counters): the rows of Hᵀ and of the Wᵀ Y
-partial (1 MB each at m = 10⁴) then share a 512 KiB L2, and the extra misses cost more than the
-saved second read of the indices, Y and W and Y Hᵀ's round trip. The Y pass and the W update
-alone in one pass (the scatter after it) gained nothing either: 0.84-1.00×. Also dropped: the scatter inside the W update's
-row loop instead of after it (no faster, and it made the update's kernel compile per width).
+gathered rows of H and the scattered rows of Wᵀ Y compete for L2). Measured again with the current
+kernels: one pass per row doing the Y pass of iteration t (its row of Y Hᵀ kept in registers),
+the W update of iteration t+1 and its scatter, bit-identical to the three kernels, ran at
+0.72-0.99× their speed (medians beside other jobs, 2 threads and 1, Poisson and power-law rows,
+k = 10 float64 and k = 32 float32) at 10⁶ nonzeros and 0.90× at 10⁷. Likely the same cause (not
+measured with counters): the rows of Hᵀ and of the Wᵀ Y partial (1 MB each at m = 10⁴) then
+share a 512 KiB L2, and the extra misses cost more than the saved second read of the indices, Y
+and W and Y Hᵀ's round trip. The Y pass and the W update alone in one pass (the scatter after
+it) gained nothing either: 0.84-1.00×. Also dropped: the scatter inside the W update's row loop
+instead of after it (no faster, and it made the update's kernel compile per width).
 """
 
 import numpy as np
