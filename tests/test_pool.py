@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 import banmf
 from banmf._boolean import pack_rows
 from banmf._kernels.pool import pool_gains
+from banmf.dataset import Dataset
 from banmf.engine.pool import Pool, WholePool, combine, select, useful
 from banmf.io import Dataset
 
@@ -258,7 +259,7 @@ def test_the_pool_counts_in_the_memory_budget_refused_up_front(monkeypatch):
     before any work, with the estimate, and combine=False fits where it is not."""
     n, m, k = 3000, 800, 20
     X = banmf.make_sparse_tiles(n, m, 20_000, 5, random_state=0)[0]
-    sizes = [fit_bytes(combine, n, m, X.nnz, k) for combine in (False, True)]
+    sizes = [fit_bytes(combine, X, k) for combine in (False, True)]
     assert sizes[1] > sizes[0]
     monkeypatch.setenv("BANMF_MEMORY_LIMIT", str((sizes[0] + sizes[1]) // 2))
     with pytest.raises(banmf.exceptions.InputError, match=r"needs about .* more than the"):
@@ -266,5 +267,5 @@ def test_the_pool_counts_in_the_memory_budget_refused_up_front(monkeypatch):
     banmf.BANMF(k, n_init=1, max_iter=5, random_state=0, combine=False).fit(X)
 
 
-def fit_bytes(combine: bool, n: int, m: int, cells: int, k: int) -> int:
-    return banmf.BANMF(k, n_init=1, combine=combine)._fit_bytes(n, m, cells, k)
+def fit_bytes(combine: bool, X, k: int) -> int:
+    return banmf.BANMF(k, n_init=1, combine=combine)._fit_bytes(Dataset.of(X), k)

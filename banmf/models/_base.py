@@ -226,9 +226,8 @@ class BaseFactorization:
             )
         if k is not None:
             n, m = X.shape
-            cells = X.nnz + (0 if unknown is None else unknown.cells.nnz)
             check_memory(
-                self._fit_bytes(n, m, cells, k),
+                self._fit_bytes(data, k),
                 f"{type(self).__name__}(n_components={k}) on a {n}×{m} matrix",
                 "choose a smaller n_components",
             )
@@ -293,11 +292,11 @@ class BaseFactorization:
         )
         return k
 
-    def _fit_bytes(self, n: int, m: int, cells: int, k: int) -> int:
-        """Estimated peak memory of a fit with k factors on an n×m X with ``cells`` nonzeros
-        and unknown cells, checked before anything of that size is allocated. Here the Boolean
-        factors and a few copies of them, packed or as floats; a method that needs more says
-        so by overriding this."""
+    def _fit_bytes(self, data: Dataset, k: int) -> int:
+        """Estimated peak memory of a fit with k factors on ``data``, checked before anything
+        of that size is allocated. Here the Boolean factors and a few copies of them, packed or
+        as floats; a method that needs more says so by overriding this."""
+        n, m = data.shape
         return FACTOR_ENTRY_BYTES * (n + m) * k
 
     def _set_result(

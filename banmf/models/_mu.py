@@ -52,16 +52,25 @@ def n_row_blocks(n: int, m: int, k: int, itemsize: int, parts: int = 1) -> int:
     return int(max(1, min(_MAX_BLOCKS, fit, n) // max(1, parts)))
 
 
-def solver_bytes(n: int, m: int, cells: int, k: int, itemsize: int) -> int:
-    """Memory of one :class:`MUSolver` on an n×m X with ``cells`` nonzeros and unknown cells,
-    from its arrays: W, Hᵀ, Y Hᵀ and Wᵀ Y in rows of :func:`padded_width`, the W pass's Wᵀ Y
-    partials (:func:`n_row_blocks`), Y, and the k×k Gram matrices and their block partials;
-    with the few-observed-cells form's second pass (its rows and cells) as an upper bound."""
-    kp = k + 64 // itemsize  # the padding is under one cache line
+def solver_bytes(n: int, m: int, k: int, dtype, nnz: int, unknown=None) -> int:
+    """Memory of one :class:`MUSolver` on an n×m X with ``nnz`` ones and the unknown cells
+    ``unknown`` (:class:`banmf._boolean.Unknown` or None), from its arrays: W, Hᵀ, Y Hᵀ and
+    Wᵀ Y in rows of :func:`padded_width`, the W pass's Wᵀ Y partials (:func:`n_row_blocks`), Y
+    on the ones, the per-row sums and the k×k Gram matrices with their block partials; for the
+    unknown cells, Y there with a copy of their indices, or (few observed cells) the second
+    pass's cells, Y, rows and sums."""
+    itemsize = np.dtype(dtype).itemsize
+    kp = padded_width(k, dtype)
     blocks = n_row_blocks(n, m, kp, itemsize)
-    rows = itemsize * kp * (3 * n + (blocks + 3) * m)
+    rows = 2 * n + (blocks + 2) * m
+    cells = itemsize * nnz + 16 * n
+    if unknown is not None and unknown.observed:
+        rows += 2 * n + m  # its Y Hᵀ and Wᵀ Y, and W before the step
+        cells += (itemsize + 8) * (nnz + unknown.cells.nnz) + 24 * n
+    elif unknown is not None:
+        cells += (itemsize + 8) * unknown.cells.nnz + 8 * n
     grams = 8 * k * k * (blocks + 2 * _MAX_BLOCKS + 4)
-    return rows + grams + 3 * itemsize * cells + 32 * n
+    return itemsize * kp * rows + cells + grams
 
 
 def lambda_schedule(regularization, max_iter: int) -> np.ndarray:

@@ -394,21 +394,21 @@ class BANMF(BaseFactorization):
         p["lams"] = lambda_schedule(self.regularization, p["max_iter"])
         return p
 
-    def _fit_bytes(self, n: int, m: int, cells: int, k: int) -> int:
-        """Peak memory of the fit: a solver per start running side by side
-        (:func:`banmf.models._mu.solver_bytes`), every start's kept factors (float64 and
-        Boolean, 18 bytes an entry), the threshold search's float64 copies, and the
-        combination's pool (:func:`banmf.engine.pool.pool_bytes`)."""
-        p = self._check_params(k, (n, m), cells)
+    def _fit_bytes(self, data, k: int) -> int:
+        """Peak memory of the fit: every start's kept factors (float64 and Boolean, 18 bytes an
+        entry), and the larger of what the starts running side by side hold (each its solver,
+        :func:`banmf.models._mu.solver_bytes`, alive until the start ends; its float64
+        starting factors; the threshold search's float64 copies) and the combination's pool
+        (:func:`banmf.engine.pool.pool_bytes`), which comes after the last start."""
+        X, unknown = data.X, data.unknown
+        (n, m), nnz = X.shape, X.nnz
+        p = self._check_params(k, (n, m), nnz if unknown is None else nnz + unknown.pass_cells(nnz))
         starts = p["n_init"] + len(p["extra_starts"])
         running = min(p["n_init"], current_threads())
         entries = (n + m) * k
-        return (
-            running * solver_bytes(n, m, cells, k, p["dtype"].itemsize)
-            + 18 * starts * entries
-            + 4 * 8 * entries
-            + (pool_bytes(n, m, k, starts) if p["combine"] else 0)
-        )
+        start = solver_bytes(n, m, k, p["dtype"], nnz, unknown) + (2 + 4) * 8 * entries
+        pool = pool_bytes(n, m, k, starts) if p["combine"] else 0
+        return 18 * starts * entries + max(running * start, pool)
 
     def _initial_factors(self, shape, k, dtype, rng, W, H):
         n, m = shape
