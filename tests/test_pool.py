@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 import banmf
 from banmf._boolean import pack_rows
 from banmf._kernels.pool import pool_gains
-from banmf.dataset import Dataset
 from banmf.engine.pool import Pool, WholePool, combine, select, useful
 from banmf.io import Dataset
 
