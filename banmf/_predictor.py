@@ -100,28 +100,36 @@ class Predictor:
         return f"Predictor({self.kind}, threshold={self.threshold:g})"
 
 
-def best_threshold(scores: np.ndarray, truth: np.ndarray) -> tuple[float, int]:
+def best_threshold(
+    scores: np.ndarray, truth: np.ndarray, zero_weight: float = 1.0
+) -> tuple[float, float]:
     """``(threshold, errors)``: the threshold with the fewest errors of ``scores > threshold``
-    against the 0/1 ``truth`` (ties: the one nearest 0.5), midway between two scores seen."""
+    against the 0/1 ``truth`` (ties: the one nearest 0.5), midway between two scores seen;
+    a wrong zero counts ``zero_weight`` errors (the zeros are a sample, each standing for that
+    many)."""
     order = np.argsort(scores, kind="stable")
     s, y = scores[order], truth[order].astype(np.int64)
     last = np.flatnonzero(np.append(s[1:] != s[:-1], True))  # the last cell of each value
     ones_below = np.cumsum(y)[last]  # ones at or below each value: predicted 0, wrong
     zeros_above = (len(y) - y.sum()) - (last + 1 - ones_below)  # zeros above: predicted 1
-    errors = np.concatenate([[len(y) - y.sum()], ones_below + zeros_above])
+    errors = np.concatenate(
+        [[zero_weight * (len(y) - y.sum())], ones_below + zero_weight * zeros_above]
+    )
     values = s[last]
     cuts = np.concatenate([[values[0] - 1.0], (values[:-1] + values[1:]) / 2, [values[-1] + 1.0]])
     fewest = errors.min()
     tied = np.flatnonzero(errors == fewest)
     pick = tied[np.argmin(np.abs(cuts[tied] - 0.5))]
-    return float(cuts[pick]), int(fewest)
+    return float(cuts[pick]), float(fewest)
 
 
-def calibrate(scores: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def calibrate(
+    scores: np.ndarray, truth: np.ndarray, zero_weight: float = 1.0
+) -> tuple[np.ndarray, np.ndarray]:
     """``(edges, probabilities)``: histogram binning of ``scores`` (each distinct value, or
     up to :data:`CALIBRATION_BINS` quantile bins) made nondecreasing by pooling adjacent
-    violators, the frequency of ones per bin (a bin no cell fell in takes its left neighbour's,
-    the first nonempty one's at the start)."""
+    violators, the frequency of ones per bin, each zero counting ``zero_weight`` cells (a bin
+    no cell fell in takes its left neighbour's, the first nonempty one's at the start)."""
     values = np.unique(scores)
     if len(values) <= CALIBRATION_BINS:
         edges = (values[:-1] + values[1:]) / 2
@@ -129,8 +137,9 @@ def calibrate(scores: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.nda
         inner = np.linspace(0, 1, CALIBRATION_BINS + 1)[1:-1]
         edges = np.unique(np.quantile(scores, inner))
     bins = np.searchsorted(edges, scores, side="right")
-    cells = np.bincount(bins, minlength=len(edges) + 1).astype(np.float64)
-    ones = np.bincount(bins, weights=truth.astype(np.float64), minlength=len(edges) + 1)
+    y = truth.astype(np.float64)
+    cells = np.bincount(bins, weights=cell_weights(truth, zero_weight), minlength=len(edges) + 1)
+    ones = np.bincount(bins, weights=y, minlength=len(edges) + 1)
     seen = np.flatnonzero(cells)
     pooled = _pool_adjacent_violators(ones[seen] / cells[seen], cells[seen])
     probabilities = np.empty(len(cells))
@@ -153,11 +162,18 @@ def _pool_adjacent_violators(values: np.ndarray, weights: np.ndarray) -> np.ndar
     return np.concatenate([np.full(int(n), v) for v, _, n in blocks])
 
 
-def reliability(probabilities: np.ndarray, truth: np.ndarray) -> dict:
-    """The calibration report of ``probabilities`` against the 0/1 ``truth``: the Brier score
-    and, per nonempty bin of :data:`REPORT_BINS` equal widths, its cells, mean probability and
-    frequency of ones."""
+def cell_weights(truth: np.ndarray, zero_weight: float) -> np.ndarray:
+    """Each held-out cell's weight: 1 for a one, ``zero_weight`` for a zero."""
+    return np.where(truth, 1.0, zero_weight)
+
+
+def reliability(probabilities: np.ndarray, truth: np.ndarray, zero_weight: float = 1.0) -> dict:
+    """The calibration report of ``probabilities`` against the 0/1 ``truth``, each zero
+    counting ``zero_weight`` cells: the Brier score and, per nonempty bin of
+    :data:`REPORT_BINS` equal widths, its cells (as drawn), mean probability and frequency of
+    ones."""
     y = truth.astype(np.float64)
+    weights = cell_weights(truth, zero_weight)
     bins = np.minimum((probabilities * REPORT_BINS).astype(np.int64), REPORT_BINS - 1)
     rows = []
     for b in np.unique(bins):
@@ -166,19 +182,26 @@ def reliability(probabilities: np.ndarray, truth: np.ndarray) -> dict:
             {
                 "bin": [b / REPORT_BINS, (b + 1) / REPORT_BINS],
                 "cells": int(inside.sum()),
-                "mean_probability": float(probabilities[inside].mean()),
-                "frequency": float(y[inside].mean()),
+                "mean_probability": float(
+                    np.average(probabilities[inside], weights=weights[inside])
+                ),
+                "frequency": float(np.average(y[inside], weights=weights[inside])),
             }
         )
-    return {"brier": float(np.mean((probabilities - y) ** 2)), "bins": rows}
+    brier = float(np.average((probabilities - y) ** 2, weights=weights))
+    return {"brier": brier, "bins": rows}
 
 
-def kind_threshold(kind: str, scores: np.ndarray, truth: np.ndarray) -> tuple[float, int]:
-    """``(threshold, errors)`` of a kind of predictor on held-out cells: "product" keeps 0.5
-    (W⊗H itself), the others take :func:`best_threshold`."""
+def kind_threshold(
+    kind: str, scores: np.ndarray, truth: np.ndarray, zero_weight: float = 1.0
+) -> tuple[float, float]:
+    """``(threshold, errors)`` of a kind of predictor on held-out cells, a wrong zero counting
+    ``zero_weight`` errors: "product" keeps 0.5 (W⊗H itself), the others take
+    :func:`best_threshold`."""
     if kind == "product":
-        return 0.5, int(((scores > 0.5) != truth).sum())
-    return best_threshold(scores, truth)
+        wrong = (scores > 0.5) != truth
+        return 0.5, float(np.sum(cell_weights(truth, zero_weight)[wrong]))
+    return best_threshold(scores, truth, zero_weight)
 
 
 def candidate_scores(starts: dict, W, H, rows: np.ndarray, cols: np.ndarray) -> dict:
@@ -193,10 +216,13 @@ def candidate_scores(starts: dict, W, H, rows: np.ndarray, cols: np.ndarray) -> 
     }
 
 
-def choose(candidates: dict, truth: np.ndarray, order: np.ndarray) -> tuple:
+def choose(
+    candidates: dict, truth: np.ndarray, order: np.ndarray, zero_weight: float = 1.0
+) -> tuple:
     """``(kind, threshold, edges, probabilities, report)``: the kind of predictor, its
     threshold, its calibration (:func:`calibrate`) and the report, from the raw ``candidates``
-    (kind → scores on the held-out cells) and the held-out cells' 0/1 ``truth``.
+    (kind → scores on the held-out cells) and the held-out cells' 0/1 ``truth``, where each
+    zero stands for ``zero_weight`` zeros (a sample of them, on large sparse data).
 
     The kind with the fewest held-out errors wins (ties: in :data:`KINDS` order; "product"
     keeps the threshold 0.5, W⊗H itself). The report's reliability is out of sample: the
@@ -207,20 +233,25 @@ def choose(candidates: dict, truth: np.ndarray, order: np.ndarray) -> tuple:
     thresholds, errors = {}, {}
     for kind in KINDS:
         if kind in candidates:
-            thresholds[kind], errors[kind] = kind_threshold(kind, candidates[kind], truth)
+            thresholds[kind], errors[kind] = kind_threshold(
+                kind, candidates[kind], truth, zero_weight
+            )
     kind = min(errors, key=lambda name: (errors[name], KINDS.index(name)))
     scores = candidates[kind]
     out_of_sample = np.empty(len(scores))
     halves = np.array_split(order, 2)
     for fit, score in (halves, halves[::-1]) if len(order) > 1 else ((order, order),):
-        edges, probs = calibrate(scores[fit], truth[fit])
+        edges, probs = calibrate(scores[fit], truth[fit], zero_weight)
         out_of_sample[score] = probs[np.searchsorted(edges, scores[score], side="right")]
+    ones = int(np.count_nonzero(truth))
+    weighted = ones + zero_weight * (len(truth) - ones)
     report = {
         "held_out_cells": len(truth),
-        "error_rates": {name: errors[name] / len(truth) for name in errors},
-        **reliability(out_of_sample, truth),
+        "zero_weight": zero_weight,
+        "error_rates": {name: errors[name] / weighted for name in errors},
+        **reliability(out_of_sample, truth, zero_weight),
     }
-    return kind, thresholds[kind], *calibrate(scores, truth), report
+    return kind, thresholds[kind], *calibrate(scores, truth, zero_weight), report
 
 
 def choose_over_folds(candidates: list, truths: list) -> tuple[str, list]:

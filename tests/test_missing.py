@@ -712,6 +712,57 @@ def test_best_threshold_has_the_fewest_errors(values, seed):
     )
 
 
+@given(
+    st.lists(st.integers(0, 4), min_size=1, max_size=30),
+    st.integers(0, 2**32 - 1),
+    st.integers(1, 5),
+)
+def test_a_zero_weight_counts_each_zero_that_many_times(values, seed, weight):
+    """The choice on a sample of the zeros, each standing for ``weight`` zeros, is the choice on
+    the cells with every zero repeated that often."""
+    from banmf._predictor import best_threshold, calibrate, kind_threshold, reliability
+
+    scores = np.array(values, dtype=np.float64) / 4
+    truth = np.random.default_rng(seed).random(len(scores)) < 0.5
+    repeat = np.where(truth, 1, weight)
+    scores_r, truth_r = np.repeat(scores, repeat), np.repeat(truth, repeat)
+    assert best_threshold(scores, truth, weight) == best_threshold(scores_r, truth_r)
+    for kind in ("product", "vote"):
+        assert kind_threshold(kind, scores, truth, weight) == kind_threshold(
+            kind, scores_r, truth_r
+        )
+    for a, b in zip(calibrate(scores, truth, weight), calibrate(scores_r, truth_r)):
+        np.testing.assert_allclose(a, b)
+    probabilities = np.clip(scores, 0, 1)
+    once = reliability(probabilities, truth, weight)
+    every = reliability(np.repeat(probabilities, repeat), truth_r)
+    assert np.isclose(once["brier"], every["brier"])
+    for a, b in zip(once["bins"], every["bins"]):
+        assert a["bin"] == b["bin"]
+        assert np.isclose(a["frequency"], b["frequency"])
+        assert np.isclose(a["mean_probability"], b["mean_probability"])
+
+
+def test_on_sparse_data_the_inner_fit_leaves_out_a_sample_of_the_zeros(monkeypatch):
+    """A fifth of every observed zero would be a fifth of n·m cells: the inner fit leaves out
+    a bounded sample, each zero standing for its share, and says so."""
+    import banmf.models.banmf as module
+
+    monkeypatch.setattr(module, "INNER_MIN_ZEROS", 100)
+    X = banmf.make_sparse_tiles(400, 200, 800, 3, random_state=0)[0]
+    missing = mask_entries(X, 0.05, random_state=1, n_zeros=50)
+    model = small_banmf().fit(X, missing=missing)
+    report = model.predictor_.report
+    ones = round(module.INNER_HOLD_OUT * (X.nnz - missing.multiply(X).nnz))
+    zeros = round(module.INNER_HOLD_OUT * (400 * 200 - X.nnz - 50))
+    drawn = max(module.INNER_ZEROS_PER_ONE * ones, 100)
+    assert report["held_out_cells"] == ones + drawn
+    assert report["zero_weight"] == zeros / drawn > 10
+    assert sum(b["cells"] for b in report["bins"]) == ones + drawn
+    for rate in report["error_rates"].values():
+        assert 0 <= rate <= 1
+
+
 def test_the_html_report_names_the_predictor():
     from banmf.report import report_html
 
