@@ -52,23 +52,25 @@ def n_row_blocks(n: int, m: int, k: int, itemsize: int, parts: int = 1) -> int:
     return int(max(1, min(_MAX_BLOCKS, fit, n) // max(1, parts)))
 
 
-def solver_bytes(n: int, m: int, k: int, dtype, nnz: int, unknown=None) -> int:
-    """Memory of one :class:`MUSolver` on an n×m X with ``nnz`` ones and the unknown cells
-    ``unknown`` (:class:`banmf._boolean.Unknown` or None), from its arrays: W, Hᵀ, Y Hᵀ and
-    Wᵀ Y in rows of :func:`padded_width`, the W pass's Wᵀ Y partials (:func:`n_row_blocks`), Y
-    on the ones, the per-row sums and the k×k Gram matrices with their block partials; for the
-    unknown cells, Y there with a copy of their indices, or (few observed cells) the second
-    pass's cells, Y, rows and sums."""
+def solver_bytes(
+    n: int, m: int, k: int, dtype, nnz: int, unknown: int = 0, observed: bool = False
+) -> int:
+    """Memory of one :class:`MUSolver` on an n×m X with ``nnz`` ones and ``unknown`` listed
+    cells (the unknown cells, or with ``observed`` the observed zeros), from its arrays: W, Hᵀ,
+    Y Hᵀ and Wᵀ Y in rows of :func:`padded_width`, the W pass's Wᵀ Y partials
+    (:func:`n_row_blocks`), Y on the ones, the per-row sums and the k×k Gram matrices with
+    their block partials; for the unknown cells, Y there with a copy of their indices, or (few
+    observed cells) the second pass's cells, Y, rows and sums."""
     itemsize = np.dtype(dtype).itemsize
     kp = padded_width(k, dtype)
     blocks = n_row_blocks(n, m, kp, itemsize)
     rows = 2 * n + (blocks + 2) * m
     cells = itemsize * nnz + 16 * n
-    if unknown is not None and unknown.observed:
+    if observed:
         rows += 2 * n + m  # its Y Hᵀ and Wᵀ Y, and W before the step
-        cells += (itemsize + 8) * (nnz + unknown.cells.nnz) + 24 * n
-    elif unknown is not None:
-        cells += (itemsize + 8) * unknown.cells.nnz + 8 * n
+        cells += (itemsize + 8) * (nnz + unknown) + 24 * n
+    elif unknown:
+        cells += (itemsize + 8) * unknown + 8 * n
     grams = 8 * k * k * (blocks + 2 * _MAX_BLOCKS + 4)
     return itemsize * kp * rows + cells + grams
 

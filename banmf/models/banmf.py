@@ -405,16 +405,28 @@ class BANMF(BaseFactorization):
         entry), and the larger of what the starts running side by side hold (each its solver,
         :func:`banmf.models._mu.solver_bytes`, alive until the start ends; its float64
         starting factors; the threshold search's float64 copies) and the combination's pool
-        (:func:`banmf.engine.pool.pool_bytes`), which comes after the last start."""
+        (:func:`banmf.engine.pool.pool_bytes`), which comes after the last start; with unknown
+        cells, the inner fit that chooses the predictor beside this fit's records."""
         X, unknown = data.X, data.unknown
         (n, m), nnz = X.shape, X.nnz
         p = self._check_params(k, (n, m), nnz if unknown is None else nnz + unknown.pass_cells(nnz))
         starts = p["n_init"] + len(p["extra_starts"])
         running = min(p["n_init"], current_threads())
         entries = (n + m) * k
-        start = solver_bytes(n, m, k, p["dtype"], nnz, unknown) + (2 + 4) * 8 * entries
+        kept = 18 * starts * entries
+        cells = 0 if unknown is None else unknown.cells.nnz
+        if unknown is not None and starts > 1:
+            # The inner fit that chooses the predictor runs with this fit's records, and the
+            # vote's stacked Boolean factors, still held, and with more unknown cells: those it
+            # leaves out (at most, :meth:`_choose_predictor`).
+            kept += (18 + 2) * starts * entries
+            ones = round(INNER_HOLD_OUT * nnz)
+            if not unknown.observed:
+                cells += ones + max(INNER_ZEROS_PER_ONE * ones, INNER_MIN_ZEROS)
+        observed = unknown is not None and unknown.observed
+        start = solver_bytes(n, m, k, p["dtype"], nnz, cells, observed) + (2 + 4) * 8 * entries
         pool = pool_bytes(n, m, k, starts) if p["combine"] else 0
-        return 18 * starts * entries + max(running * start, pool)
+        return kept + max(running * start, pool)
 
     def _initial_factors(self, shape, k, dtype, rng, W, H):
         n, m = shape
