@@ -38,6 +38,7 @@ from ._changes import factor_costs
 from ._changes import fixed_changes as _bit_changes
 from ._kernels.polish import (
     best_row_codes,
+    cut_sums,
     lone_bit_lines,
     subset_sums,
     support_uncovered,
@@ -667,8 +668,9 @@ def thresholds_over(
     Htb = Ht > th
     columns = np.arange(m)
     # H's rows in decreasing order of value per factor, sorted once (the order within ties is
-    # irrelevant: cuts fall only where the value drops).
+    # irrelevant: cuts fall only where the value drops), with their values in that order.
     h_order = [np.argsort(-Ht[:, l]) for l in range(k)]
+    h_sorted = [Ht[order, l] for l, order in enumerate(h_order)]
     # W's, on the first sweep: its values are the same at every sweep.
     w_order: list = [None] * k
     for _ in range(max_sweeps):
@@ -680,7 +682,7 @@ def thresholds_over(
                 order = np.argsort(-vals)
                 w_order[l] = order, vals[order]
             order, ordered = w_order[l]
-            better = best_cut(ordered, d[order], tw[l])
+            better = best_cut(ordered, d, order, tw[l])
             if better is not None:
                 tw[l] = better
                 rows.set_threshold(l, float(better))
@@ -688,7 +690,7 @@ def thresholds_over(
         A = pack_rows(Htb)
         for l in range(k):
             d = rows.column_changes(A, columns, l)[:, 0]
-            better = best_cut(Ht[h_order[l], l], d[h_order[l]], th[l])
+            better = best_cut(h_sorted[l], d, h_order[l], th[l])
             if better is not None:
                 th[l] = better
                 Htb[:, l] = Ht[:, l] > better
@@ -720,19 +722,23 @@ def swaps_over(rows: Rows, Ht: np.ndarray, method: str, most: int):
         yield l, j, history[-1]
 
 
-def best_cut(vals: np.ndarray, d: np.ndarray, t: float) -> float | None:
+def best_cut(vals: np.ndarray, d: np.ndarray, order: np.ndarray, t: float) -> float | None:
     """One factor's best threshold, exactly, or None if none beats ``t``: ``vals`` its values
     in decreasing order (over all rows; ties in any order), ``d`` each row's change in error
-    from having the bit on (same order). The error past a cut is a prefix sum of ``d``; ties:
-    the highest threshold."""
-    cum = np.concatenate(([0], np.cumsum(d)))
-    # A cut after r rows is a threshold only where the value drops (ties move together).
-    cuts = np.flatnonzero(np.concatenate(([True], vals[1:] < vals[:-1], [True])))
-    current = int(np.count_nonzero(vals > t))
-    best = int(cuts[np.argmin(cum[cuts])])
-    if cum[best] >= cum[current]:
+    from having the bit on, ``order`` the rows in the order of ``vals``. The error past a cut
+    is a prefix sum of ``d`` in that order (ties: the highest threshold), found in one
+    parallel kernel (:func:`banmf._kernels.polish.cut_sums`) that gathers d as it sums:
+    numpy's gather, cumulative sum and cuts were serial passes with n-long temporaries."""
+    n = len(vals)
+    current = n - int(np.searchsorted(vals[::-1], t, side="right"))  # the rows above t
+    threads = threads_for(n)
+    sums = np.empty(blocks_for(threads, n), dtype=np.int64)
+    out = np.empty(3, dtype=np.int64)
+    variant(cut_sums, threads)(vals, d, order, current, np.empty(n, np.int64), sums, out)
+    best, least, now = (int(v) for v in out)
+    if least >= now:
         return None
-    return vals[best] if best < len(vals) else np.nextafter(vals[-1], -np.inf)
+    return vals[best] if best < n else np.nextafter(vals[-1], -np.inf)
 
 
 def column_factors(Xt, k: int) -> tuple[np.ndarray, np.ndarray]:
