@@ -156,39 +156,6 @@ def test_nndsvda_equals_the_dense_reference(k):
     np.testing.assert_allclose(Ht, eHt, atol=1e-8)
 
 
-@given(binary_matrices(), st.integers(1, 3), st.integers(0, 2**31))
-def test_mask_product_is_scipys_product_to_the_bit(Xd, c, seed):
-    """Empty rows and columns, one column (c = 1) and more: scipy's CSR and CSC products of
-    the mask with values 1.0, to the last bit, serial and parallel alike."""
-    from banmf._kernels.sparse import mask_product
-    from banmf.engine.nndsvd import mask_operator
-
-    X = check_binary_matrix(Xd)
-    n, m = X.shape
-    V = np.random.default_rng(seed).standard_normal((m, c))
-    out = np.empty((n, c))
-    run_both(mask_product, X.indptr, X.indices, V, out)
-    F = X.astype(np.float64)
-    np.testing.assert_array_equal(out, F @ V)
-    op = mask_operator(X)
-    U = np.random.default_rng(seed + 1).standard_normal((n, c))
-    np.testing.assert_array_equal(op.rmatmat(U), F.T @ U)
-    np.testing.assert_array_equal(op.matvec(V[:, 0]), F @ V[:, 0])
-    np.testing.assert_array_equal(op.rmatvec(U[:, 0]), F.T @ U[:, 0])
-
-
-def test_nndsvda_is_svds_on_the_sparse_mask_to_the_bit(monkeypatch):
-    """The operator's products are scipy's: the factors are those of svds on X itself."""
-    from banmf.engine import nndsvd
-
-    X = check_binary_matrix(make_sparse_degrees(300, 80, 3000, random_state=0))
-    W, Ht = nndsvd.nndsvda(X, 4)
-    monkeypatch.setattr(nndsvd, "mask_operator", lambda X: X.astype(np.float64))
-    eW, eHt = nndsvd.nndsvda(X, 4)
-    np.testing.assert_array_equal(W, eW)
-    np.testing.assert_array_equal(Ht, eHt)
-
-
 def test_nndsvda_falls_back_where_no_svd_exists():
     from banmf.engine.nndsvd import nndsvda
 

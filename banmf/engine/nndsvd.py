@@ -5,11 +5,7 @@ factors from a sparse truncated SVD (:func:`nndsvda`)."""
 from __future__ import annotations
 
 import numpy as np
-from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, LinearOperator, svds
-
-from .._boolean import transpose_mask
-from .._kernels.sparse import mask_product
-from .._threads import pick
+from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, svds
 
 
 def nonnegative_part(na_p: float, na_n: float, y: np.ndarray, s: float):
@@ -33,31 +29,6 @@ def nonnegative_part(na_p: float, na_n: float, y: np.ndarray, s: float):
     return side, b, na, nb, np.sqrt(max(s, 0.0) * sigma)
 
 
-def mask_operator(X) -> LinearOperator:
-    """The support mask X (canonical CSR) as a float64 linear operator whose products are
-    parallel kernels over the rows of X and of Xᵀ (:func:`banmf._kernels.sparse.mask_product`):
-    scipy's own are serial, and its adjoint product scatters over Xᵀ's rows, n long, at random.
-    The sums are scipy's, term for term (Xᵀ's rows list X's rows in order): the same bits."""
-    Xt = transpose_mask(X)
-
-    def product(M, V):
-        V = np.asarray(V, dtype=np.float64)
-        flat = V.ndim == 1
-        V = V.reshape(len(V), -1)
-        out = np.empty((M.shape[0], V.shape[1]))
-        pick(mask_product, M.nnz * V.shape[1])(M.indptr, M.indices, V, out)
-        return out[:, 0] if flat else out
-
-    return LinearOperator(
-        X.shape,
-        matvec=lambda v: product(X, v),
-        rmatvec=lambda v: product(Xt, v),
-        matmat=lambda V: product(X, V),
-        rmatmat=lambda V: product(Xt, V),
-        dtype=np.float64,
-    )
-
-
 def nndsvda(X, k: int) -> tuple[np.ndarray, np.ndarray] | None:
     """Nonnegative starting factors W (n, k), Ht (m, k) from the k leading singular triplets
     of the support mask X, with zeros (to rounding) set to the mean of X ("NNDSVDa"), or None when the SVD
@@ -66,8 +37,7 @@ def nndsvda(X, k: int) -> tuple[np.ndarray, np.ndarray] | None:
     Each singular pair is one factor by :func:`nonnegative_part`. Multiplicative updates never move an exact
     zero, hence the fill. Factors past ``min(n, m) - 1`` (the most ARPACK computes) are the
     fill alone. The SVD works on X as a sparse operator: O(nnz·k) per ARPACK step; its start
-    vector is fixed, so the factors depend on X and k only (:func:`mask_operator`: the same
-    whatever the threads).
+    vector is fixed, so the factors depend on X and k only.
     """
     n, m = X.shape
     r = min(k, min(n, m) - 1)
@@ -75,7 +45,7 @@ def nndsvda(X, k: int) -> tuple[np.ndarray, np.ndarray] | None:
         return None
     try:
         U, S, Vt = svds(
-            mask_operator(X),
+            X.astype(np.float64),
             k=r,
             v0=np.full(min(n, m), 1.0 / np.sqrt(min(n, m))),
             solver="arpack",
