@@ -663,7 +663,8 @@ def thresholds_over(
     column l of W (``rows``, from their values) and each row of H (``Ht``, H's values m × k)
     gets the exact best cut with all else fixed; sweeps until none moves, at most
     ``max_sweeps`` (and after the sweep under way on Ctrl-C). ``tw``, ``th`` (k,) are updated
-    in place; each sweep's error is appended to ``history``. Returns the Boolean Hᵀ."""
+    in place; each sweep's error is appended to ``history`` (its last entry, the starting
+    error, plus the moves' changes; counted if it is empty). Returns the Boolean Hᵀ."""
     m, k = Ht.shape
     Htb = Ht > th
     columns = np.arange(m)
@@ -674,7 +675,7 @@ def thresholds_over(
     # W's, on the first sweep: its values are the same at every sweep.
     w_order: list = [None] * k
     for _ in range(max_sweeps):
-        moved = 0
+        moved = gain = 0
         rows.fix(Htb)
         for l in range(k):
             vals, d = rows.factor_changes(l)
@@ -684,20 +685,22 @@ def thresholds_over(
             order, ordered = w_order[l]
             better = best_cut(ordered, d, order, tw[l])
             if better is not None:
-                tw[l] = better
-                rows.set_threshold(l, float(better))
-                moved += 1
+                tw[l], change = better
+                rows.set_threshold(l, float(tw[l]))
+                moved, gain = moved + 1, gain + change
         A = pack_rows(Htb)
         for l in range(k):
             d = rows.column_changes(A, columns, l)[:, 0]
             better = best_cut(h_sorted[l], d, h_order[l], th[l])
             if better is not None:
-                th[l] = better
-                Htb[:, l] = Ht[:, l] > better
+                th[l], change = better
+                Htb[:, l] = Ht[:, l] > th[l]
                 set_bits(A, l, Htb[:, l])
-                moved += 1
+                moved, gain = moved + 1, gain + change
         if history is not None:
-            history.append(rows.error(Htb.T))
+            # Each move's change is exact with all else fixed: they add up to the sweep's (a
+            # count of the error over every one of X, each sweep, before).
+            history.append(history[-1] + gain if history else rows.error(Htb.T))
         if moved == 0 or rows.stopped():
             break
     return Htb
@@ -722,11 +725,14 @@ def swaps_over(rows: Rows, Ht: np.ndarray, method: str, most: int):
         yield l, j, history[-1]
 
 
-def best_cut(vals: np.ndarray, d: np.ndarray, order: np.ndarray, t: float) -> float | None:
-    """One factor's best threshold, exactly, or None if none beats ``t``: ``vals`` its values
-    in decreasing order (over all rows; ties in any order), ``d`` each row's change in error
-    from having the bit on, ``order`` the rows in the order of ``vals``. The error past a cut
-    is a prefix sum of ``d`` in that order (ties: the highest threshold), found in one
+def best_cut(
+    vals: np.ndarray, d: np.ndarray, order: np.ndarray, t: float
+) -> tuple[float, int] | None:
+    """One factor's best threshold, exactly, and the change in error it makes (< 0), or None
+    if none beats ``t``: ``vals`` its values in decreasing order (over all rows; ties in any
+    order), ``d`` each row's change in error from having the bit on, ``order`` the rows in the
+    order of ``vals``. The error past a cut is a prefix sum of ``d`` in that order (ties: the
+    highest threshold), found in one
     parallel kernel (:func:`banmf._kernels.polish.cut_sums`) that gathers d as it sums:
     numpy's gather, cumulative sum and cuts were serial passes with n-long temporaries."""
     n = len(vals)
@@ -738,7 +744,7 @@ def best_cut(vals: np.ndarray, d: np.ndarray, order: np.ndarray, t: float) -> fl
     best, least, now = (int(v) for v in out)
     if least >= now:
         return None
-    return vals[best] if best < n else np.nextafter(vals[-1], -np.inf)
+    return (vals[best] if best < n else np.nextafter(vals[-1], -np.inf)), least - now
 
 
 def column_factors(Xt, k: int) -> tuple[np.ndarray, np.ndarray]:

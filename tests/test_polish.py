@@ -588,4 +588,5 @@ def test_cut_sums_is_the_least_prefix_sum_at_the_cuts(n, distinct, n_blocks, t, 
         if least >= now:
             assert better is None
         else:
-            assert better == (vals[best] if best < n else np.nextafter(vals[-1], -np.inf))
+            cut = vals[best] if best < n else np.nextafter(vals[-1], -np.inf)
+            assert better == (cut, least - now)
