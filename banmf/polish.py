@@ -588,7 +588,9 @@ def lone_ones(M, Mt, A: np.ndarray, fixed: _Fixed, lines: np.ndarray, l: int) ->
     bounds[0], bounds[-1] = 0, len(lines)
     out = np.zeros((parts, A.shape[0]), dtype=np.int64)
     variant(lone_bit_lines, threads)(Mt.indptr, Mt.indices, lines, bounds, A, fixed.codes, l, out)
-    return out[0] if parts == 1 else out.sum(axis=0)
+    for part in out[1:]:
+        out[0] += part
+    return out[0]
 
 
 def lone_uncovered(A: np.ndarray, fixed: _Fixed, lines: np.ndarray, l: int) -> np.ndarray:
@@ -616,10 +618,16 @@ def lone_changes(data, other, A, fixed: _Fixed, lines: np.ndarray, l: int) -> np
     unknown = data.unknown
     sup = lone_ones(data.X, other.X, A, fixed, lines, l)
     if unknown is None:
-        return lone_uncovered(A, fixed, lines, l) - 2 * sup
-    cells = lone_ones(unknown.cells, other.unknown.cells, A, fixed, lines, l)
-    every = None if unknown.observed else lone_uncovered(A, fixed, lines, l)
-    return unknown.covered(every, sup, cells) - 2 * sup
+        d = lone_uncovered(A, fixed, lines, l)
+    else:
+        cells = lone_ones(unknown.cells, other.unknown.cells, A, fixed, lines, l)
+        every = None if unknown.observed else lone_uncovered(A, fixed, lines, l)
+        d = unknown.covered(every, sup, cells)
+    # In place (d is new): two n-long temporaries a factor cost more than the kernels'
+    # counts at 10⁷ rows (their pages faulted in at every call).
+    d -= sup
+    d -= sup
+    return d
 
 
 def polish_over(
