@@ -446,9 +446,8 @@ class GridRows:
         return pair_counts(self.u, P)
 
     def distinct_ranks(self) -> np.ndarray:
-        """The distinct rank values of W: counted (ranks are at most P; np.unique sorted the
-        n·k of them, serially)."""
-        return np.flatnonzero(np.bincount(self.u.ravel())).astype(self.u.dtype)
+        """The distinct rank values of W."""
+        return np.unique(self.u)
 
     def packed_bytes(self, P: int) -> int:
         """Bytes of one threshold's packed W, for the cache's size."""
