@@ -343,6 +343,16 @@ def _scatter_rows_registers(
     Its own kernel, as the Y pass's: with the loops for wide rows in the same body it ran
     1.2-1.7× slower, and with vectors over a run-time k instead of those loops 1.1-4.8×
     (bench_devices.py; docs/devices.md). No prefetch: 0.93-1.12× (median 1.07) at 10⁶ nonzeros.
+
+    Also measured and dropped (10⁶ nonzeros, Poisson and power-law rows, k = 10 float64 and
+    k = 32 float32, alternated in one process): four nonzeros at a time (0.77-1.02×); blocks of
+    equal nonzeros instead of equal rows (0.94-1.01×: generated data's blocks already hold the
+    same nonzeros to within 0.3 %, and moving a boundary changes the bits); each partial zeroed
+    in the reduction, where it is read anyway, instead of before the pass (0.92-0.94×); the
+    reduction in one thread, a fork and join fewer (0.90-1.01×); each row's nonzeros split into
+    2-4 column tiles, rows taken 512 or 4096 at a time, so that a tile of the partial (1 MB at
+    m = 10⁴, k = 10 float64) fits in the 512 KiB L2 (0.5-0.8× on one thread: the extra pointers
+    and passes over W cost more than the misses saved).
     """
     n = W.shape[0]
     nb = scatter_blocks.shape[0]
