@@ -51,13 +51,25 @@ def words(bits: int) -> int:
     return max(1, -(-bits // 64))
 
 
+#: Codes below this (besides 4 per row) are counted by :func:`unique_rows` rather than sorted.
+COUNTED_CODES = 1 << 16
+
+
 def unique_rows(A: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Distinct rows of the 2-D integer array A, with the index of each row's distinct row and
     the counts: ``np.unique(A, axis=0, return_inverse=True, return_counts=True)`` up to the
     order of the distinct rows. numpy's ``axis=0`` sorts a structured view of the rows, 25-30×
     slower than this sort on the words themselves (it was 80 % of a per-factor threshold sweep
-    at 10⁵ rows)."""
+    at 10⁵ rows). One word of small codes (k ≤ 16 bits, or up to about 4 per row) is counted
+    instead of sorted: the same result in O(rows) (0.06 s at 10⁷ rows, k = 10, where the
+    stable sort alone took 1.1 s)."""
     r = A.shape[0]
+    if A.shape[1] == 1 and r and 0 <= A.min() and A.max() < 4 * r + COUNTED_CODES:
+        codes = A[:, 0].astype(np.intp)
+        counts = np.bincount(codes)
+        present = np.flatnonzero(counts)
+        rank = np.cumsum(counts > 0) - 1
+        return present.astype(A.dtype)[:, None], rank[codes], counts[present]
     order = np.lexsort(A.T) if A.shape[1] > 1 else np.argsort(A[:, 0], kind="stable")
     S = A[order]
     first = np.ones(r, dtype=bool)
@@ -78,8 +90,10 @@ def pack_rows(B: np.ndarray) -> np.ndarray:
 
 
 def row_codes(B: np.ndarray) -> np.ndarray:
-    """Rows of a bool matrix (r, k ≤ 63) as k-bit integers."""
-    return (B.astype(np.int64) << np.arange(B.shape[1], dtype=np.int64)).sum(axis=1)
+    """Rows of a bool matrix (r, k ≤ 63) as k-bit integers: the one packed word of each row
+    (numpy's shifted sum made n×k int64 temporaries: 1.2 s of a 6-sweep per-factor threshold
+    refinement at 10⁶ rows, 11 calls)."""
+    return pack_rows(B)[:, 0].view(np.int64)
 
 
 def decode_codes(codes: np.ndarray, k: int) -> np.ndarray:

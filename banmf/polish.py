@@ -38,6 +38,7 @@ from ._changes import factor_costs
 from ._changes import fixed_changes as _bit_changes
 from ._kernels.polish import (
     best_row_codes,
+    cut_sums,
     lone_bit_lines,
     subset_sums,
     support_uncovered,
@@ -587,7 +588,9 @@ def lone_ones(M, Mt, A: np.ndarray, fixed: _Fixed, lines: np.ndarray, l: int) ->
     bounds[0], bounds[-1] = 0, len(lines)
     out = np.zeros((parts, A.shape[0]), dtype=np.int64)
     variant(lone_bit_lines, threads)(Mt.indptr, Mt.indices, lines, bounds, A, fixed.codes, l, out)
-    return out[0] if parts == 1 else out.sum(axis=0)
+    for part in out[1:]:
+        out[0] += part
+    return out[0]
 
 
 def lone_uncovered(A: np.ndarray, fixed: _Fixed, lines: np.ndarray, l: int) -> np.ndarray:
@@ -615,10 +618,16 @@ def lone_changes(data, other, A, fixed: _Fixed, lines: np.ndarray, l: int) -> np
     unknown = data.unknown
     sup = lone_ones(data.X, other.X, A, fixed, lines, l)
     if unknown is None:
-        return lone_uncovered(A, fixed, lines, l) - 2 * sup
-    cells = lone_ones(unknown.cells, other.unknown.cells, A, fixed, lines, l)
-    every = None if unknown.observed else lone_uncovered(A, fixed, lines, l)
-    return unknown.covered(every, sup, cells) - 2 * sup
+        d = lone_uncovered(A, fixed, lines, l)
+    else:
+        cells = lone_ones(unknown.cells, other.unknown.cells, A, fixed, lines, l)
+        every = None if unknown.observed else lone_uncovered(A, fixed, lines, l)
+        d = unknown.covered(every, sup, cells)
+    # In place (d is new): two n-long temporaries a factor cost more than the kernels'
+    # counts at 10⁷ rows (their pages faulted in at every call).
+    d -= sup
+    d -= sup
+    return d
 
 
 def polish_over(
@@ -662,17 +671,19 @@ def thresholds_over(
     column l of W (``rows``, from their values) and each row of H (``Ht``, H's values m × k)
     gets the exact best cut with all else fixed; sweeps until none moves, at most
     ``max_sweeps`` (and after the sweep under way on Ctrl-C). ``tw``, ``th`` (k,) are updated
-    in place; each sweep's error is appended to ``history``. Returns the Boolean Hᵀ."""
+    in place; each sweep's error is appended to ``history`` (its last entry, the starting
+    error, plus the moves' changes; counted if it is empty). Returns the Boolean Hᵀ."""
     m, k = Ht.shape
     Htb = Ht > th
     columns = np.arange(m)
     # H's rows in decreasing order of value per factor, sorted once (the order within ties is
-    # irrelevant: cuts fall only where the value drops).
+    # irrelevant: cuts fall only where the value drops), with their values in that order.
     h_order = [np.argsort(-Ht[:, l]) for l in range(k)]
+    h_sorted = [Ht[order, l] for l, order in enumerate(h_order)]
     # W's, on the first sweep: its values are the same at every sweep.
     w_order: list = [None] * k
     for _ in range(max_sweeps):
-        moved = 0
+        moved = gain = 0
         rows.fix(Htb)
         for l in range(k):
             vals, d = rows.factor_changes(l)
@@ -680,22 +691,24 @@ def thresholds_over(
                 order = np.argsort(-vals)
                 w_order[l] = order, vals[order]
             order, ordered = w_order[l]
-            better = best_cut(ordered, d[order], tw[l])
+            better = best_cut(ordered, d, order, tw[l])
             if better is not None:
-                tw[l] = better
-                rows.set_threshold(l, float(better))
-                moved += 1
+                tw[l], change = better
+                rows.set_threshold(l, float(tw[l]))
+                moved, gain = moved + 1, gain + change
         A = pack_rows(Htb)
         for l in range(k):
             d = rows.column_changes(A, columns, l)[:, 0]
-            better = best_cut(Ht[h_order[l], l], d[h_order[l]], th[l])
+            better = best_cut(h_sorted[l], d, h_order[l], th[l])
             if better is not None:
-                th[l] = better
-                Htb[:, l] = Ht[:, l] > better
+                th[l], change = better
+                Htb[:, l] = Ht[:, l] > th[l]
                 set_bits(A, l, Htb[:, l])
-                moved += 1
+                moved, gain = moved + 1, gain + change
         if history is not None:
-            history.append(rows.error(Htb.T))
+            # Each move's change is exact with all else fixed: they add up to the sweep's (a
+            # count of the error over every one of X, each sweep, before).
+            history.append(history[-1] + gain if history else rows.error(Htb.T))
         if moved == 0 or rows.stopped():
             break
     return Htb
@@ -720,19 +733,26 @@ def swaps_over(rows: Rows, Ht: np.ndarray, method: str, most: int):
         yield l, j, history[-1]
 
 
-def best_cut(vals: np.ndarray, d: np.ndarray, t: float) -> float | None:
-    """One factor's best threshold, exactly, or None if none beats ``t``: ``vals`` its values
-    in decreasing order (over all rows; ties in any order), ``d`` each row's change in error
-    from having the bit on (same order). The error past a cut is a prefix sum of ``d``; ties:
-    the highest threshold."""
-    cum = np.concatenate(([0], np.cumsum(d)))
-    # A cut after r rows is a threshold only where the value drops (ties move together).
-    cuts = np.flatnonzero(np.concatenate(([True], vals[1:] < vals[:-1], [True])))
-    current = int(np.count_nonzero(vals > t))
-    best = int(cuts[np.argmin(cum[cuts])])
-    if cum[best] >= cum[current]:
+def best_cut(
+    vals: np.ndarray, d: np.ndarray, order: np.ndarray, t: float
+) -> tuple[float, int] | None:
+    """One factor's best threshold, exactly, and the change in error it makes (< 0), or None
+    if none beats ``t``: ``vals`` its values in decreasing order (over all rows; ties in any
+    order), ``d`` each row's change in error from having the bit on, ``order`` the rows in the
+    order of ``vals``. The error past a cut is a prefix sum of ``d`` in that order (ties: the
+    highest threshold), found in one
+    parallel kernel (:func:`banmf._kernels.polish.cut_sums`) that gathers d as it sums:
+    numpy's gather, cumulative sum and cuts were serial passes with n-long temporaries."""
+    n = len(vals)
+    current = n - int(np.searchsorted(vals[::-1], t, side="right"))  # the rows above t
+    threads = threads_for(n)
+    sums = np.empty(blocks_for(threads, n), dtype=np.int64)
+    out = np.empty(3, dtype=np.int64)
+    variant(cut_sums, threads)(vals, d, order, current, np.empty(n, np.int64), sums, out)
+    best, least, now = (int(v) for v in out)
+    if least >= now:
         return None
-    return vals[best] if best < len(vals) else np.nextafter(vals[-1], -np.inf)
+    return (vals[best] if best < n else np.nextafter(vals[-1], -np.inf)), least - now
 
 
 def column_factors(Xt, k: int) -> tuple[np.ndarray, np.ndarray]:

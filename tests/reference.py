@@ -536,3 +536,12 @@ def message_passing(X, observed, out_x0, out_y0, n_iter, damping, co1, co0, cx, 
         out_x = marg_x[:, None, :] - in_x  # W_il → factor (i, j): all its messages but that one
         out_y = marg_y[None, :, :] - in_y
     return in_x, in_y, marg_x, marg_y, diffs
+
+
+def cut_sums(vals, d, order, current):
+    """The least prefix sum of d in the order ``order`` over the cuts of ``vals`` (where it
+    drops, and 0 and n): (first such cut, its sum, the sum after ``current`` rows)."""
+    cum = np.concatenate(([0], np.cumsum(d[order])))
+    cuts = np.unique(np.concatenate(([0], 1 + np.flatnonzero(vals[1:] < vals[:-1]), [len(vals)])))
+    best = int(cuts[np.argmin(cum[cuts])])
+    return best, int(cum[best]), int(cum[current])

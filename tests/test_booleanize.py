@@ -43,6 +43,22 @@ def test_unique_rows_matches_numpy(r, words, values, seed):
 
 
 @given(
+    st.integers(0, 60),
+    st.sampled_from([1, 4, 1024, 2**20, 2**62]),
+    st.sampled_from([np.uint64, np.int64]),
+    st.integers(0, 2**31),
+)
+def test_unique_rows_of_one_word_is_numpys_unique(r, values, dtype, seed):
+    # Small codes are counted, large ones sorted: numpy's result exactly, in its order.
+    A = np.random.default_rng(seed).integers(0, values, size=(r, 1)).astype(dtype)
+    uniq, inverse, counts = unique_rows(A)
+    expected = np.unique(A[:, 0], return_inverse=True, return_counts=True)
+    np.testing.assert_array_equal(uniq, expected[0][:, None], strict=True)
+    np.testing.assert_array_equal(inverse, expected[1].astype(np.intp))
+    np.testing.assert_array_equal(counts, expected[2])
+
+
+@given(
     st.integers(1, 10), st.integers(1, 10), st.sampled_from([1, 3, 64, 70]), st.integers(0, 2**31)
 )
 def test_boolean_product_matches_dense(n, m, k, seed):

@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from numba import njit
 
+from banmf._boolean import row_codes
 from banmf._kernels.boolean import (
     pack_cols_above,
     pack_csr_rows,
@@ -277,6 +278,16 @@ def test_scatter_rows(Xd, k, nb, dtype, seed, loops, share):
 @given(st.integers(0, 2**64 - 1))
 def test_popcount(x):
     assert int(popcount64(np.uint64(x))) == bin(x).count("1")
+
+
+@given(st.integers(0, 40), st.sampled_from([0, 1, 10, 63]), st.booleans(), st.integers(0, 2**31))
+def test_row_codes_are_the_shifted_sum(r, k, transposed, seed):
+    B = np.random.default_rng(seed).random((k, r) if transposed else (r, k)) < 0.5
+    B = B.T if transposed else B  # the column view of a transpose, as the polish passes H.T
+    expected = (B.astype(np.int64) << np.arange(k, dtype=np.int64)).sum(axis=1)
+    codes = row_codes(B)
+    assert codes.dtype == np.int64
+    np.testing.assert_array_equal(codes, expected)
 
 
 @given(

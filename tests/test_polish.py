@@ -14,6 +14,7 @@ from banmf import ASSO, BANMF, NMF, GreConD, PaNDa, boolean_error, make_boolean,
 from banmf._boolean import pack_rows, row_codes
 from banmf._kernels.polish import (
     best_row_codes,
+    cut_sums,
     lone_bit_lines,
     subset_sums,
     table_uncovered,
@@ -21,7 +22,7 @@ from banmf._kernels.polish import (
 )
 from banmf._validation import check_binary_matrix
 from banmf.io import Dataset
-from banmf.polish import _bit_changes, _Fixed, polish
+from banmf.polish import _bit_changes, _Fixed, best_cut, polish
 
 # The module, not the function of the same name that the package exports.
 bp = sys.modules["banmf.polish"]
@@ -561,3 +562,31 @@ def test_a_flips_change_moves_by_at_most_the_fixed_rows_that_moved_with_its_bit(
     bp.drifted(slack, W.shape, moved)
     # Negative bounds are kept as -1: all that counts is that a flip may lower the error.
     assert ((slack == -1) | ((slack >= 0) & (slack <= np.where(W, -after, after)))).all()
+
+
+@given(
+    st.integers(0, 60),
+    st.integers(1, 9),
+    st.integers(1, 5),
+    st.integers(-1, 10),
+    st.integers(0, 2**31),
+)
+def test_cut_sums_is_the_least_prefix_sum_at_the_cuts(n, distinct, n_blocks, t, seed):
+    # Few distinct values (ties across blocks), n = 0 (no rows), a block per row and more.
+    rng = np.random.default_rng(seed)
+    vals = -np.sort(-rng.integers(0, distinct, n).astype(np.float64))
+    d = rng.integers(-3, 3, n).astype(np.int64)
+    order = rng.permutation(n)
+    current = int(np.count_nonzero(vals > t))
+    out = np.empty(3, dtype=np.int64)
+    sums = np.empty(n_blocks, dtype=np.int64)
+    run_both(cut_sums, vals, d, order, current, np.empty(n, np.int64), sums, out)
+    assert tuple(out) == ref.cut_sums(vals, d, order, current)
+    if n:
+        better = best_cut(vals, d, order, float(t))
+        best, least, now = ref.cut_sums(vals, d, order, current)
+        if least >= now:
+            assert better is None
+        else:
+            cut = vals[best] if best < n else np.nextafter(vals[-1], -np.inf)
+            assert better == (cut, least - now)

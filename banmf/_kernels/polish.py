@@ -262,3 +262,44 @@ def table_uncovered(A, T, only, out):
         a = np.int64(A[r, 0])
         for l in range(first, last):
             out[r, l - first] = T[l, full & ~(a & ~(1 << l))]
+
+
+@kernel()
+def cut_sums(vals, d, order, current, gathered, sums, out):
+    """The least prefix sum of ``d`` taken in the order ``order`` (``d[order[0]] + … +
+    d[order[r - 1]]`` after r rows) over the cuts r, where ``vals`` (in that order, decreasing)
+    drops or r is 0 or n: ``out = (r, its sum, the sum after `current` rows)``, the first r on
+    ties as ``np.argmin``. Blocks of the order (one per entry of ``sums``, scratch) sum in
+    parallel, then each scans from its offset; ``gathered`` (n,) scratch holds the gathered d
+    between the passes. Integer sums: the same whatever the blocks."""
+    n = len(order)
+    n_blocks = len(sums)
+    for b in prange(n_blocks):
+        total = 0
+        for p in range(b * n // n_blocks, (b + 1) * n // n_blocks):
+            gathered[p] = d[order[p]]
+            total += gathered[p]
+        sums[b] = total
+    offset = 0
+    for b in range(n_blocks):
+        total = sums[b]
+        sums[b] = offset
+        offset += total
+    best = np.empty(n_blocks, dtype=np.int64)
+    least = np.zeros(n_blocks, dtype=np.int64)
+    out[2] = 0
+    for b in prange(n_blocks):
+        running = sums[b]
+        best[b] = -1
+        for p in range(b * n // n_blocks, (b + 1) * n // n_blocks):
+            running += gathered[p]
+            r = p + 1
+            if r == current:
+                out[2] = running
+            if (r == n or vals[r] < vals[p]) and (best[b] < 0 or running < least[b]):
+                best[b] = r
+                least[b] = running
+    out[0], out[1] = 0, 0
+    for b in range(n_blocks):
+        if best[b] >= 0 and least[b] < out[1]:
+            out[0], out[1] = best[b], least[b]
