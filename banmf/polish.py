@@ -706,8 +706,8 @@ def thresholds_over(
                 set_bits(A, l, Htb[:, l])
                 moved, gain = moved + 1, gain + change
         if history is not None:
-            # Each move's change is exact with all else fixed: they add up to the sweep's (a
-            # count of the error over every one of X, each sweep, before).
+            # Each move's change is exact with all else fixed: their sum is the sweep's, with no
+            # count of the error over X.
             history.append(history[-1] + gain if history else rows.error(Htb.T))
         if moved == 0 or rows.stopped():
             break
@@ -740,9 +740,8 @@ def best_cut(
     if none beats ``t``: ``vals`` its values in decreasing order (over all rows; ties in any
     order), ``d`` each row's change in error from having the bit on, ``order`` the rows in the
     order of ``vals``. The error past a cut is a prefix sum of ``d`` in that order (ties: the
-    highest threshold), found in one
-    parallel kernel (:func:`banmf._kernels.polish.cut_sums`) that gathers d as it sums:
-    numpy's gather, cumulative sum and cuts were serial passes with n-long temporaries."""
+    highest threshold), found in one parallel kernel (:func:`banmf._kernels.polish.cut_sums`)
+    that gathers d as it sums, with no n-long temporaries."""
     n = len(vals)
     current = n - int(np.searchsorted(vals[::-1], t, side="right"))  # the rows above t
     threads = threads_for(n)

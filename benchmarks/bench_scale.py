@@ -8,9 +8,10 @@
 (restarts, extra starts, per-factor thresholds, polish, swaps, the combination of the starts) on
 power-law matrices (``make_sparse_degrees(rows="powerlaw", cols="powerlaw")``, exponent 2.5):
 10⁶ nonzeros on 100,000×10,000, 10⁷ on 1,000,000×100,000 and, when asked for (``--sizes 1e8``:
-hours on 2 cores and about 14 GB resident at k = 10), 10⁸ on 10,000,000×1,000,000. Each fit runs in a fresh process after a
-small fit that compiles the kernels (not timed); ``--busy`` runs each fit beside a second
-process that keeps one core busy; ``--progress`` prints each phase as it begins.
+hours on 2 cores and about 14 GB resident at k = 10), 10⁸ on 10,000,000×1,000,000. Each fit
+runs in a fresh process after a small fit that compiles the kernels (not timed); ``--busy``
+runs each fit beside a second process that keeps one core busy; ``--progress`` prints each
+phase as it begins.
 
 The phases come from the fit itself (``BANMF.timings_``), summed over the starts:
 ``iterations`` (random starts; the first one's alone beside it), ``thresholds`` (the grid search

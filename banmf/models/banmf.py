@@ -83,6 +83,17 @@ INNER_HOLD_OUT = 0.2
 #: keeps every zero's share on data up to 10⁶ cells (votes, LUCAP0, mushroom).
 INNER_ZEROS_PER_ONE, INNER_MIN_ZEROS = 2, 200_000
 
+
+def inner_hold_out(ones: int, zeros: int) -> tuple[int, int, int]:
+    """``(ones, zeros, share)`` of the inner fit's held-out cells on data with ``ones``
+    observed ones and ``zeros`` observed zeros: :data:`INNER_HOLD_OUT` of the ones, of the
+    zeros at most :data:`INNER_ZEROS_PER_ONE` per held-out one or :data:`INNER_MIN_ZEROS`,
+    whichever is more, and the zeros that share would be (each drawn zero stands for
+    ``share / zeros`` of them)."""
+    held_ones, share = round(INNER_HOLD_OUT * ones), round(INNER_HOLD_OUT * zeros)
+    return held_ones, min(share, max(INNER_ZEROS_PER_ONE * held_ones, INNER_MIN_ZEROS)), share
+
+
 #: The starts ``extra_starts`` may name.
 EXTRA_STARTS = ("nmf", "grecond", "columns")
 
@@ -420,9 +431,9 @@ class BANMF(BaseFactorization):
             # vote's stacked Boolean factors, still held, and with more unknown cells: those it
             # leaves out (at most, :meth:`_choose_predictor`).
             kept += (18 + 2) * starts * entries
-            ones = round(INNER_HOLD_OUT * nnz)
             if not unknown.observed:
-                cells += ones + max(INNER_ZEROS_PER_ONE * ones, INNER_MIN_ZEROS)
+                ones, zeros, _ = inner_hold_out(nnz, data.n_observed - nnz)
+                cells += ones + zeros
         observed = unknown is not None and unknown.observed
         start = solver_bytes(n, m, k, p["dtype"], nnz, cells, observed) + (2 + 4) * 8 * entries
         pool = pool_bytes(n, m, k, starts) if p["combine"] else 0
@@ -521,10 +532,7 @@ class BANMF(BaseFactorization):
         from .._selection import mask_entries
 
         seed = int(check_random_state(self.random_state).integers(2**31 - 1))
-        share = round(INNER_HOLD_OUT * (data.n_observed - data.X.nnz))
-        drawn = min(
-            share, max(INNER_ZEROS_PER_ONE * round(INNER_HOLD_OUT * data.X.nnz), INNER_MIN_ZEROS)
-        )
+        _, drawn, share = inner_hold_out(data.X.nnz, data.n_observed - data.X.nnz)
         hidden = mask_entries(data, INNER_HOLD_OUT, random_state=seed, n_zeros=drawn)
         if hidden.nnz == 0:  # too few observed cells to leave any out
             return None
