@@ -505,10 +505,11 @@ def test_the_stop_reads_no_unknown_cell_and_is_the_same_on_any_threads():
     assert all(lowest.fold_errors[k] == got.fold_errors[k] for k in lowest.ks)
     # A selection pickled before `stopped` existed loads, without one.
     state = pickle.loads(pickle.dumps(got)).__dict__.copy()
-    del state["stopped"]
+    del state["stopped"], state["zero_weight"]
     old = object.__new__(type(got))
     old.__dict__.update(state)
     assert old.stopped is None and old.to_dict()["stopped"] is None
+    assert old.zero_weight == 1.0  # nor the zeros' weight: each counted once then
 
 
 def test_a_kind_of_predictor_scores_the_folds_with_one_threshold():
