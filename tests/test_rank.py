@@ -447,8 +447,11 @@ def test_the_scan_stops_patience_ranks_past_the_rank_the_rule_takes(
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(
             selection,
-            "_predictor_rates",
-            lambda X, runs, held, kept: (kind[runs[0].n_components], rates[runs[0].n_components]),
+            "_fold_rates",
+            lambda X, runs, held, kept, zero_weight: (
+                kind[runs[0].n_components],
+                rates[runs[0].n_components],
+            ),
         )
         X, _, _ = banmf.make_boolean(30, 20, 2, 0.3, random_state=0)
         unknown = np.random.default_rng(0).random(X.shape) < 0.1
