@@ -79,3 +79,57 @@ def pool_gains(
                 if listed == (mode == 2):
                     total += 1
         out[f] = total
+
+
+#: Rows per parallel step of :func:`set_majority` (its counts are allocated once a step).
+MAJORITY_ROWS = 4096
+
+
+@kernel()
+def set_majority(indptr, indices, cindptr, cindices, mode, S, sizes, out):
+    """``out[i, t]``: whether row i holds more ones than observed zeros in the columns of set
+    t (``S[:, t]``, bool m × T; ``sizes[t]`` its columns).
+
+    The rows' ones are the CSR support ``indptr``, ``indices``; ``mode`` says what the cells
+    ``cindices`` (their CSR in ``cindptr``) are: 0, none (every other cell an observed zero:
+    ``2·ones > size``); 1, the unknown cells (``2·ones + unknown > size``); 2, the observed
+    zeros (``ones > zeros``). Integer counts, one pass over the rows for every set at once;
+    rows in steps of :data:`MAJORITY_ROWS`, each row on its own (any thread count, the same).
+    """
+    n, sets = out.shape
+    for b in prange((n + MAJORITY_ROWS - 1) // MAJORITY_ROWS):
+        ones = np.zeros(sets, dtype=np.int64)
+        cells = np.zeros(sets, dtype=np.int64)
+        for i in range(b * MAJORITY_ROWS, min(n, (b + 1) * MAJORITY_ROWS)):
+            ones[:] = 0
+            for p in range(indptr[i], indptr[i + 1]):
+                j = indices[p]
+                for t in range(sets):
+                    ones[t] += S[j, t]
+            if mode != 0:
+                cells[:] = 0
+                for q in range(cindptr[i], cindptr[i + 1]):
+                    j = cindices[q]
+                    for t in range(sets):
+                        cells[t] += S[j, t]
+            for t in range(sets):
+                if mode == 0:
+                    out[i, t] = 2 * ones[t] > sizes[t]
+                elif mode == 1:
+                    out[i, t] = 2 * ones[t] + cells[t] > sizes[t]
+                else:
+                    out[i, t] = ones[t] > cells[t]
+
+
+@kernel()
+def set_counts(indptr, indices, S, out):
+    """``out[i, t]``: the entries of CSR row i (``indptr``, ``indices``) in set t (``S[:, t]``,
+    bool); one pass over the rows for every set at once, each row on its own."""
+    sets = out.shape[1]
+    for i in prange(len(indptr) - 1):
+        for t in range(sets):
+            out[i, t] = 0
+        for p in range(indptr[i], indptr[i + 1]):
+            j = indices[p]
+            for t in range(sets):
+                out[i, t] += S[j, t]

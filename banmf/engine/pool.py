@@ -30,7 +30,7 @@ from typing import Protocol
 import numpy as np
 
 from .._boolean import words
-from .._kernels.pool import pool_gains
+from .._kernels.pool import pool_gains, set_counts, set_majority
 from .._threads import pick
 from ..polish import top_columns
 
@@ -407,11 +407,16 @@ def grown(data, count: int, rounds: int = 3) -> tuple[np.ndarray, np.ndarray]:
 def majority_counts(data, S: np.ndarray) -> tuple:
     """Per row of ``data`` and set t (the columns ``S[:, t]``, bool m × T): its ones in the
     set's columns, its unknown cells there (None without them; the observed zeros with
-    ``observed=``), and the sets' sizes."""
+    ``observed=``), and the sets' sizes (int64 counts)."""
     X, unknown = data.X, data.unknown
-    Sf = S.astype(np.float64)
-    cells = None if unknown is None else unknown.cells @ Sf
-    return X @ Sf, cells, S.sum(axis=0)
+    S = np.ascontiguousarray(S)
+
+    def counts(A):
+        out = np.empty((A.shape[0], S.shape[1]), dtype=np.int64)
+        pick(set_counts, (A.nnz + A.shape[0]) * S.shape[1])(A.indptr, A.indices, S, out)
+        return out
+
+    return counts(X), None if unknown is None else counts(unknown.cells), S.sum(axis=0)
 
 
 def decide(ones: np.ndarray, cells, sizes: np.ndarray, observed: bool) -> np.ndarray:
@@ -426,14 +431,19 @@ def decide(ones: np.ndarray, cells, sizes: np.ndarray, observed: bool) -> np.nda
 
 def majority(data, S: np.ndarray) -> np.ndarray:
     """Per row of ``data`` and set t (the columns ``S[:, t]``, bool m × T): whether the row
-    holds more ones than observed zeros in the set's columns."""
+    holds more ones than observed zeros in the set's columns (:func:`decide` of
+    :func:`majority_counts`, in one pass over the rows without their counts)."""
     X, unknown = data.X, data.unknown
-    observed = unknown is not None and unknown.observed
+    S = np.ascontiguousarray(S)
+    if unknown is None:
+        cells, mode = X, 0  # never read
+    else:
+        cells, mode = unknown.cells, 2 if unknown.observed else 1
     out = np.empty((X.shape[0], S.shape[1]), dtype=bool)
-    # A few sets at a time: the counts are dense, rows × sets.
-    step = max(1, MAJORITY_CELLS // max(1, X.shape[0]))
-    for t in range(0, S.shape[1], step):
-        out[:, t : t + step] = decide(*majority_counts(data, S[:, t : t + step]), observed)
+    work = (X.nnz + cells.nnz * (mode != 0) + X.shape[0]) * S.shape[1]
+    pick(set_majority, work)(
+        X.indptr, X.indices, cells.indptr, cells.indices, mode, S, S.sum(axis=0), out
+    )
     return out
 
 
