@@ -38,6 +38,12 @@ def unknown_forms(draw, X):
     return None, None
 
 
+def with_form(X, mask, form: str) -> Dataset:
+    """``X`` with ``mask`` as its unknown cells ("missing"), its observed cells ("observed"),
+    or none ("none")."""
+    return Dataset.of(X, **({} if form == "none" else {form: mask}))
+
+
 def observed_matrix(data: Dataset) -> tuple[np.ndarray, np.ndarray]:
     """Dense X and the observed cells of ``data``."""
     X = data.X.toarray().astype(bool)
@@ -148,9 +154,7 @@ def test_kernels_over_several_units_of_a_candidate(form):
     n, m = 300, 1500
     X = rng.random((n, m)) < 0.05
     mask = rng.random((n, m)) < 0.2
-    data = Dataset.of(
-        X, missing=mask if form == "missing" else None, observed=mask if form == "observed" else None
-    )
+    data = with_form(X, mask, form)
     W = rng.random((n, 5)) < [0.9, 0.5, 0.05, 0.3, 0.7]
     H = rng.random((5, m)) < [[0.9], [0.4], [0.01], [0.002], [0.6]]
     pool = Pool.of([(W, H)])[0]
@@ -217,9 +221,7 @@ def test_majority_over_several_steps_of_rows(form):
     n, m = 2 * MAJORITY_ROWS + 17, 40
     X = rng.random((n, m)) < 0.1
     mask = rng.random((n, m)) < 0.2
-    data = Dataset.of(
-        X, missing=mask if form == "missing" else None, observed=mask if form == "observed" else None
-    )
+    data = with_form(X, mask, form)
     check_majority(data, rng.random((m, 6)) < 0.3)
 
 
