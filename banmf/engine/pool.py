@@ -42,6 +42,7 @@ __all__ = [
     "WholePool",
     "WholeSource",
     "bounded",
+    "cell_budget",
     "choose",
     "combine",
     "decide",
@@ -520,13 +521,22 @@ def majority(data, S: np.ndarray) -> np.ndarray:
     return out
 
 
-def pool_bytes(n: int, m: int, k: int, starts: int) -> int:
+def cell_budget(nnz: int, k: int) -> float:
+    """The most cells the chosen candidates' rectangles may hold together (:func:`choose`):
+    :data:`WORK_PER_NNZ_K` · nnz · k plus the floor, over the selection's calls for gains."""
+    return (WORK_PER_NNZ_K * nnz * k + WORK_FLOOR) / (k * (3 + 2 * MAX_SWEEPS))
+
+
+def pool_bytes(n: int, m: int, k: int, starts: int, nnz: int) -> int:
     """The most memory :func:`combine` takes for ``starts`` starts at rank k on an n × m
-    matrix: the grown candidates (bool) and their dense counts, and the pool's row and column
-    lists (8 bytes an entry, at most every entry of every start's and the grown factors)."""
+    matrix with ``nnz`` ones: the grown candidates (bool) and their dense counts, the pool's
+    row and column lists and each entry's change uncovered (8 bytes each, at most every entry
+    of every start's and the grown factors), and :class:`WholePool`'s bits of the ones and
+    observed zeros of the candidates' cells (:func:`cell_budget`)."""
     grown_k = GROWN_PER_K * k
     entries = (starts * k + grown_k) * (n + m)
-    return 8 * entries + (n + m) * grown_k + 2 * 8 * MAJORITY_CELLS
+    bits = 2 * int(cell_budget(nnz, k)) // 8
+    return 16 * entries + (n + m) * grown_k + 2 * 8 * MAJORITY_CELLS + bits
 
 
 class PoolSource(GrowRows, Protocol):
@@ -645,8 +655,7 @@ def choose(
     # best start's factors stay. In pool order again, so that ties go to the earlier start.
     order = np.lexsort((keep, alone))
     order = order[alone[order] < 0]
-    calls = k * (3 + 2 * MAX_SWEEPS)
-    budget = (WORK_PER_NNZ_K * source.nnz * k + WORK_FLOOR) / calls
+    budget = cell_budget(source.nnz, k)
     areas = pool.areas[keep]
     order = order[np.cumsum(areas[order]) <= budget]
     keep = np.union1d(keep[order], ours).astype(np.intp)

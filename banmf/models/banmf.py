@@ -445,7 +445,7 @@ class BANMF(BaseFactorization):
                 cells += ones + zeros
         observed = unknown is not None and unknown.observed
         start = solver_bytes(n, m, k, p["dtype"], nnz, cells, observed) + (2 + 4) * 8 * entries
-        pool = pool_bytes(n, m, k, starts) if p["combine"] else 0
+        pool = pool_bytes(n, m, k, starts, nnz) if p["combine"] else 0
         return kept + max(running * start, pool)
 
     def _initial_factors(self, shape, k, dtype, rng, W, H):
