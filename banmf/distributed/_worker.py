@@ -655,9 +655,9 @@ def grow_rows(fit: str, b: int, H: np.ndarray) -> None:
 
 def grow_columns(fit: str, b: int, t0: int, t1: int) -> tuple:
     """The block's share of the grown candidates ``t0:t1``'s column counts
-    (:func:`banmf.engine.pool.majority_counts` of the transpose; zeros without unknown cells)."""
+    (:func:`banmf.engine.pool.majority_counts`; zeros without unknown cells)."""
     with _use(fit, b) as block:
-        ones, cells, sizes = majority_counts(block.data.T, block.grown[:, t0:t1])
+        ones, cells, sizes = majority_counts(block.data, block.grown[:, t0:t1])
         return ones, np.zeros_like(ones) if cells is None else cells, sizes
 
 
