@@ -16,6 +16,7 @@ from banmf._kernels.pool import MAJORITY_ROWS, pool_cells, set_counts, set_major
 from banmf.engine.pool import (
     Pool,
     WholePool,
+    WholeSource,
     combine,
     decide,
     majority,
@@ -341,6 +342,28 @@ def test_selection_from_a_start_only_improves_it(case, k, draw):
     error = data.error(*pool.factors(first, n, m, k))
     sel = select(WholePool(data, pool, k), pool, m, k, (first, error - data.X.nnz))
     assert data.error(*pool.factors(sel.chosen, n, m, k)) == data.X.nnz + sel.change <= error
+
+
+@examples(30)
+@given(pools(max_p=6), st.integers(1, 4), st.data())
+def test_selections_sharing_one_read_of_the_cells(case, k, draw):
+    """choose's two selections over one pool share the cells read from X (WholeSource.rows
+    resets the slots): each gives what it gives over rows of its own."""
+    data, pool = case
+    n, m = data.shape
+    first = [draw.draw(st.integers(-1, len(pool) - 1)) for _ in range(k)]
+    start = (first, data.error(*pool.factors(first, n, m, k)) - data.X.nnz)
+    source = WholeSource(data)
+    shared = [
+        select(source.rows(pool, k), pool, m, k),
+        select(source.rows(pool, k), pool, m, k, start),
+    ]
+    own = [
+        select(WholePool(data, pool, k), pool, m, k),
+        select(WholePool(data, pool, k), pool, m, k, start),
+    ]
+    assert shared == own
+    assert source.rows(pool, k) is source.rows(pool, k)
 
 
 @pytest.fixture(scope="module")

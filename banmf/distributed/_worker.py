@@ -716,7 +716,7 @@ def pool_gains(fit: str, b: int, fresh: bool, moves: list, col_codes, skip) -> n
     with _use(fit, b) as block:
         rows = block.candidates
         if fresh:
-            rows.codes[:] = 0
+            rows.reset()
         for slot, f, on in moves:
             rows.assign(slot, f, on)
         return rows.gains(col_codes, skip)

@@ -238,6 +238,11 @@ class WholePool:
         self.base = self.ones = self.zeros = None
         self.assigned = False
 
+    def reset(self) -> None:
+        """No slot assigned again; the cells read from X stay (another selection over the
+        same pool reads none)."""
+        self.codes[:] = 0
+
     def _mode(self) -> tuple:
         X, unknown = self.data.X, self.data.unknown
         if unknown is None:
@@ -586,7 +591,8 @@ class PoolSource(GrowRows, Protocol):
         """The candidates ``keep`` of ``pool`` (the pool of :meth:`pool`), in that order."""
 
     def rows(self, pool: Pool, k: int) -> PoolRows:
-        """The :class:`PoolRows` of ``pool`` (the last taken), no slot assigned."""
+        """The :class:`PoolRows` of ``pool`` (the last taken), no slot assigned; asked again
+        for the same pool, the same rows with what they read from X."""
 
     def w(self, pool: Pool, chosen: list, k: int) -> np.ndarray | None:
         """W with factor s the rows of candidate ``chosen[s]`` (-1: none), or None where the
@@ -600,6 +606,7 @@ class WholeSource:
         self.data, self.shape, self.nnz = data, data.shape, data.nnz
         self.observed = data.unknown is not None and data.unknown.observed
         self.W = None  # the grown candidates' rows
+        self._rows: WholePool | None = None  # the last pool's, shared by the selections
 
     def column_ones(self):
         return np.diff(self.data.T.X.indptr)
@@ -629,7 +636,11 @@ class WholeSource:
         return pool.take(keep)
 
     def rows(self, pool, k):
-        return WholePool(self.data, pool, k)
+        if self._rows is None or self._rows.pool is not pool:
+            self._rows = WholePool(self.data, pool, k)
+        else:
+            self._rows.reset()
+        return self._rows
 
     def w(self, pool, chosen, k):
         return pool.w(chosen, self.shape[0], k)
