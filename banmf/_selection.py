@@ -480,8 +480,10 @@ class RankSelection:
         largest rank scored by a vote or NMF predictor whose fold errors exceed the lowest's
         by at most ``margin`` standard errors of their differences, paired fold by fold; or
         ``lowest_k``), and that rank's mean paired ``difference`` and its standard error
-        ``se``. Selections pickled before the pairing hold ``bound`` (the lowest error plus
-        ``margin`` times its standard error) instead of the last two. None otherwise.
+        ``se``, and ``near``, the ranks near-tied by that rule (``lowest_k`` and every
+        rank within the margin). Selections pickled before the pairing hold ``bound`` (the
+        lowest error plus ``margin`` times its standard error) instead of the last three, and
+        those pickled before ``near`` was recorded lack it. None otherwise.
     stopped : dict or None
         When the patience stop ended the search (ranks of ``ks`` were left untried):
         ``patience`` and ``from_k``, the rank it counted from (the latest rank a criterion
@@ -492,6 +494,11 @@ class RankSelection:
         k → its held-out error rate on each fold, in the folds' order (the same folds for
         every rank; ``held_out_error`` is their mean): what :func:`margin_choice` pairs. None
         without "cv", or when pickled before this was recorded.
+    near_starts : dict or None
+        k → the factors of each kind of predictor its fit on all observed cells gives
+        (:attr:`banmf._predictor.Predictor.factors`), for the near-tied ranks of ``cv_margin``
+        (``near``): what ``n_components="auto"`` votes across (docs/choosing-k.md), which
+        drops them once it has. None without ``cv_margin``, or once dropped.
     """
 
     ks: list
@@ -514,6 +521,7 @@ class RankSelection:
     cv_margin: dict | None = None
     stopped: dict | None = None
     fold_errors: dict | None = None
+    near_starts: dict | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict:
         """Plain values (for JSON): the per-k evidence as rows, the choices and the reason."""
@@ -558,8 +566,9 @@ def margin_choice(fold_errors: dict, kinds: dict, margin: float) -> dict:
     (``fold_errors``: k → its errors on the folds, in fold order), exceed them on average by at
     most ``margin`` standard errors of those differences, among the ranks scored by a kind in
     :data:`REGULARIZED_KINDS` (``kinds``: k → kind); the lowest's own k when none is larger.
-    Returns :attr:`RankSelection.cv_margin`: ``margin``, ``lowest_k``, ``k``, and the chosen
-    rank's mean paired ``difference`` and its standard error ``se``.
+    Returns :attr:`RankSelection.cv_margin`: ``margin``, ``lowest_k``, ``k``, the chosen
+    rank's mean paired ``difference`` and its standard error ``se``, and ``near``: the ranks
+    the rule considered near-tied (``lowest_k`` and every rank within the margin), in order.
 
     Why: scored by such a predictor the held-out error is flat over a range of ranks, so its
     lowest point is a draw among them, while a vote over more factors predicts no worse; the
@@ -588,6 +597,7 @@ def margin_choice(fold_errors: dict, kinds: dict, margin: float) -> dict:
         "k": k,
         "difference": difference,
         "se": se,
+        "near": sorted({lowest, *near}),
     }
 
 
@@ -634,7 +644,9 @@ def select_rank_of(
     named in ``RankSelection.predictor``) rather than by W⊗H, as a fit with unknown cells
     predicts them (``n_components="auto"`` on such data). No extra fit: the fold fits hand
     their starts' factors over (:func:`banmf._predictor.keeping_starts`). A method whose fits
-    hand none over is scored by W⊗H."""
+    hand none over is scored by W⊗H. With ``cv_margin`` the factors of the near-tied ranks'
+    fits on all observed cells are kept (``RankSelection.near_starts``): every rank's are held
+    until the search ends, each its starts' Boolean factors (and the NMF start's)."""
     start = time.perf_counter()
     criteria = tuple(criteria)
     bad = [c for c in criteria if c not in CRITERIA]
@@ -675,6 +687,7 @@ def select_rank_of(
     errors, bits, held_err, held_se, stable, fits = {}, {}, {}, {}, {}, {}
     fold_err = {}  # k → its error on each fold, in fold order (the folds are every rank's)
     kinds = {}  # k → the predictor that scored it (by_predictor)
+    starts = {}  # k → what the starts of its fit on all observed cells give (by_predictor)
     by_predictor = by_predictor and "cv" in criteria
     interrupted, stopped = False, None
     for k in ks:
@@ -695,6 +708,8 @@ def select_rank_of(
             break
         full = done[0]
         fits[k] = Factorization.from_estimator(full, X=X)  # named by its class
+        if by_predictor and full in kept:
+            starts[k] = kept[full]
         errors[k] = int(full.reconstruction_err_)
         if "mdl" in criteria:
             bits[k] = sum(description_bits(data, full.W_, full.components_))
@@ -776,6 +791,9 @@ def select_rank_of(
         predictor=kinds or None,
         cv_margin=margin,
         stopped=stopped,
+        near_starts=None
+        if margin is None
+        else {k: starts[k] for k in margin["near"] if k in starts},
     )
 
 
