@@ -289,6 +289,62 @@ def test_auto_never_reads_unknown_cells_and_keeps_no_starts(planted):
         assert not any("start" in name and name.startswith("_") for name in vars(model))
 
 
+def near_tied_auto(form="missing", flip=False, n_jobs=None):
+    """An auto fit whose margin finds two near-tied ranks (3 and 4) on noisy planted data with
+    a fifth of its cells unknown, and the data."""
+    X, _, _ = banmf.make_boolean(80, 50, 3, 0.3, noise=0.05, random_state=2)
+    Xd = X.toarray().astype(bool)
+    unknown = np.random.default_rng(2).random(X.shape) < 0.2
+    values = np.where(unknown, ~Xd, Xd) if flip else Xd  # what is under the mask changes nothing
+    masks = {"missing": unknown} if form == "missing" else {"observed": ~unknown}
+    params = {"max_iter": 60, "n_init": 3, "random_state": 1, "n_jobs": n_jobs}
+    model = banmf.BANMF("auto", **params).fit(values, **masks)
+    return model, Xd, unknown, params
+
+
+def test_auto_votes_across_the_near_tied_ranks_without_reading_unknown_cells(monkeypatch):
+    import banmf._predictor
+
+    # On these data the vote across ranks ties the chosen k's own vote on the inner hold-out:
+    # put it first among the kinds, so that the tie takes it.
+    monkeypatch.setattr(banmf._predictor, "KINDS", ("ranks", "product", "vote", "nmf"))
+    model, Xd, unknown, params = near_tied_auto(n_jobs=1)
+    sel, predictor = model.rank_selection_, model.predictor_
+    assert sel.cv_margin["near"] == [3, 4] and sel.best_k == 4
+    assert sel.near_starts is None  # dropped once used
+    assert predictor.kind == "ranks" and predictor.report["ranks"] == [3, 4]
+    assert "ranks" in predictor.report["error_rates"]
+    # The factors are the chosen k's fit, as a given k gives them.
+    given = banmf.BANMF(4, **params).fit(Xd, missing=unknown)
+    np.testing.assert_array_equal(model.W_, given.W_)
+    np.testing.assert_array_equal(model.components_, given.components_)
+    # The score: the share of the starts of both ranks' fits whose product is 1 (dense).
+    Ws, Hs = predictor.factors
+    assert Ws.shape[0] == Hs.shape[0] > 3 and Ws.shape[2] == Hs.shape[1] == 4
+    share = np.mean([(W.astype(int) @ H.astype(int)) > 0 for W, H in zip(Ws, Hs)], axis=0)
+    rows, cols = np.nonzero(unknown)
+    res = banmf.Factorization.from_estimator(model)
+    np.testing.assert_array_equal(res.predict(rows, cols), share[rows, cols] > predictor.threshold)
+    # Other values under the unknown cells, two threads: the same predictor and guesses.
+    other = near_tied_auto(flip=True, n_jobs=2)[0]
+    assert other.predictor_.to_json() == predictor.to_json()
+    for a, b in zip(other.predictor_.factors, predictor.factors):
+        np.testing.assert_array_equal(a, b)
+    again = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(
+        banmf.Factorization.from_estimator(again).predict_proba(rows, cols),
+        res.predict_proba(rows, cols),
+    )
+
+
+def test_auto_votes_across_ranks_only_with_unknown_cells_given_as_missing():
+    # With observed=, a predictor lists its ones off the observed cells; no vote across ranks.
+    model = near_tied_auto(form="observed")[0]
+    assert model.rank_selection_.near_starts is None
+    assert "ranks" not in model.predictor_.report
+    assert "ranks" not in model.predictor_.report["error_rates"]
+
+
 # Noisy planted data with a fifth of its cells unknown: the predictor beats W⊗H there.
 def noisy_selection(
     by_predictor, n_jobs=None, cv_margin=None, ks=(2, 3, 5), patience=None, flip=False
@@ -371,15 +427,19 @@ def test_the_margin_takes_the_largest_near_equal_rank_the_same_on_any_threads():
 
 def paired_choice(fold_errors, kind, margin):
     """:func:`banmf._selection.margin_choice`, brute force: each rank's fold errors less the
-    lowest mean rank's, fold by fold; the largest rank within the margin, checked downwards."""
+    lowest mean rank's, fold by fold; the largest rank within the margin, checked downwards,
+    and every rank within it."""
     ks = sorted(fold_errors)
     means = {k: np.mean(fold_errors[k]) for k in ks}
     lowest = next(k for k in ks if means[k] == min(means.values()))
+    near = []
     for k in reversed(ks):
         gaps = np.array(fold_errors[k]) - np.array(fold_errors[lowest])
         mean, se = gaps.mean(), gaps.std(ddof=1) / np.sqrt(len(gaps))
         if k == lowest or (mean <= margin * se and kind[k] in ("vote", "nmf")):
-            return lowest, k, mean, se
+            near.append((k, mean, se))
+    k, mean, se = max(near)
+    return lowest, k, mean, se, sorted(r for r, _, _ in near)
 
 
 @settings(max_examples=200, deadline=None)
@@ -397,8 +457,9 @@ def test_the_margin_choice_against_brute_force(errors, hardness, kinds, margin):
     fold_errors = {k: [e / 64 for e in row] for k, row in zip(ks, errors)}
     kind = dict(zip(ks, kinds))
     got = margin_choice(fold_errors, kind, margin)
-    lowest, k, mean, se = paired_choice(fold_errors, kind, margin)
-    assert got == pytest.approx(
+    lowest, k, mean, se, near = paired_choice(fold_errors, kind, margin)
+    assert got["near"] == near
+    assert {key: v for key, v in got.items() if key != "near"} == pytest.approx(
         {"margin": margin, "lowest_k": lowest, "k": k, "difference": mean, "se": se}
     )
     assert got["k"] >= lowest
@@ -420,7 +481,7 @@ def test_the_margin_pairs_the_ranks_fold_by_fold():
         3: list(hardness + 0.01),
     }
     got = margin_choice(fold_errors, kind, 1.0)
-    assert got["lowest_k"] == 1 and got["k"] == 2
+    assert got["lowest_k"] == 1 and got["k"] == 2 and got["near"] == [1, 2]
     # Unpaired, rank 3 is within a standard error of the lowest (.01 against ±.065).
     assert np.mean(fold_errors[3]) - np.mean(hardness) < np.std(hardness, ddof=1) / 2
     # A consistent loss is never within the margin, however large the folds' spread.
