@@ -278,9 +278,12 @@ class BANMF(BaseFactorization):
         ``observed=``; None otherwise, with ``init="custom"``, and when a single start ran,
         which leaves W⊗H alone to choose): its ``kind``, "product"
         (``W⊗H``), "vote" (the share of the starts whose product is 1) or "nmf" (the NMF
-        start's continuous product), its ``threshold``, its calibration and its ``report``,
-        chosen by the fewest errors on a fifth of the observed cells left out of an inner fit
-        (docs/missing.md, "The predictor"). :attr:`banmf.Factorization.predictor` holds it.
+        start's continuous product), and with ``n_components="auto"`` "ranks" (the share of
+        the starts of the fits at the near-tied ranks whose product is 1; ``report["ranks"]``
+        names them; W and H stay the chosen k's), its ``threshold``, its calibration and its
+        ``report``, chosen by the fewest errors on a fifth of the observed cells left out of
+        an inner fit (docs/missing.md, "The predictor").
+        :attr:`banmf.Factorization.predictor` holds it.
     timings_ : dict
         Where the time went: ``{start: {phase: seconds}}`` for every start that ran (keyed as
         ``best_start_``), its phases among ``"setup"``, ``"iterations"``, ``"threshold
