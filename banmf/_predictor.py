@@ -17,10 +17,8 @@ import numpy as np
 from ._boolean import product_at
 
 #: The kinds of predictor, in the order a tie on the held-out cells is broken: the kept start's
-#: product, the share of the starts whose product is 1, the NMF start's continuous product, and
-#: with ``n_components="auto"`` the share of the starts of the near-tied ranks' fits
-#: (:func:`stack_ranks`).
-KINDS = ("product", "vote", "nmf", "ranks")
+#: product, the share of the starts whose product is 1, the NMF start's continuous product.
+KINDS = ("product", "vote", "nmf")
 #: Score bins of the calibration (at most; fewer where the score takes fewer values).
 CALIBRATION_BINS = 10
 #: Reliability bins of the calibration report: equal widths of [0, 1].
@@ -35,12 +33,10 @@ class Predictor:
 
     Attributes
     ----------
-    kind : {"product", "vote", "nmf", "ranks"}
+    kind : {"product", "vote", "nmf"}
         "product": the Boolean product ``W⊗H`` of the kept start (the score is 0 or 1).
         "vote": the share of the fit's starts whose Boolean product is 1 at the cell.
         "nmf": the NMF start's balanced continuous product ``(W H)[i, j]``.
-        "ranks": as "vote", over the starts of the fits at several ranks (``n_components=
-        "auto"``: the near-tied ranks of its selection, docs/choosing-k.md).
     threshold : float
         A cell is predicted 1 when its score is above it (strictly).
     edges, probabilities : ndarray
@@ -50,8 +46,7 @@ class Predictor:
         What the choice saw on the held-out cells (:func:`choose`).
     factors : tuple of ndarray
         What the score needs besides the result's W and H: ``(Ws, Hs)`` stacked Boolean factors
-        of the starts ("vote"; "ranks": every rank's padded with empty factors to the largest
-        rank, :func:`stack_ranks`), ``(W, H)`` continuous factors ("nmf"), none ("product").
+        of the starts ("vote"), ``(W, H)`` continuous factors ("nmf"), none ("product").
     """
 
     kind: str
@@ -66,7 +61,7 @@ class Predictor:
         result's Boolean factors (read by "product" only)."""
         if self.kind == "product":
             return product_at(W, H, rows, cols).astype(np.float64)
-        if self.kind in ("vote", "ranks"):
+        if self.kind == "vote":
             Ws, Hs = self.factors
             votes = np.zeros(len(rows), dtype=np.float64)
             for Wi, Hi in zip(Ws, Hs):
@@ -103,18 +98,6 @@ class Predictor:
 
     def __repr__(self) -> str:
         return f"Predictor({self.kind}, threshold={self.threshold:g})"
-
-
-def stack_ranks(stacks: list) -> tuple[np.ndarray, np.ndarray]:
-    """``(Ws, Hs)``: the stacked Boolean factors ``(Ws_r, Hs_r)`` of fits at several ranks
-    (shapes (s_r, n, k_r) and (s_r, k_r, m)) as one stack, each padded with empty factors to
-    the largest k_r (an empty factor adds no one to a product): a "ranks" predictor's
-    :attr:`Predictor.factors`."""
-    k = max(Ws.shape[2] for Ws, _ in stacks)
-    return (
-        np.concatenate([np.pad(Ws, ((0, 0), (0, 0), (0, k - Ws.shape[2]))) for Ws, _ in stacks]),
-        np.concatenate([np.pad(Hs, ((0, 0), (0, k - Hs.shape[1]), (0, 0))) for _, Hs in stacks]),
-    )
 
 
 def best_threshold(

@@ -494,11 +494,6 @@ class RankSelection:
         k → its held-out error rate on each fold, in the folds' order (the same folds for
         every rank; ``held_out_error`` is their mean): what :func:`margin_choice` pairs. None
         without "cv", or when pickled before this was recorded.
-    near_starts : dict or None
-        k → the factors of each kind of predictor its fit on all observed cells gives
-        (:attr:`banmf._predictor.Predictor.factors`), for the near-tied ranks of ``cv_margin``
-        (``near``): what ``n_components="auto"`` votes across (docs/choosing-k.md), which
-        drops them once it has. None without ``cv_margin``, or once dropped.
     """
 
     ks: list
@@ -521,7 +516,6 @@ class RankSelection:
     cv_margin: dict | None = None
     stopped: dict | None = None
     fold_errors: dict | None = None
-    near_starts: dict | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict:
         """Plain values (for JSON): the per-k evidence as rows, the choices and the reason."""
@@ -644,9 +638,7 @@ def select_rank_of(
     named in ``RankSelection.predictor``) rather than by W⊗H, as a fit with unknown cells
     predicts them (``n_components="auto"`` on such data). No extra fit: the fold fits hand
     their starts' factors over (:func:`banmf._predictor.keeping_starts`). A method whose fits
-    hand none over is scored by W⊗H. With ``cv_margin`` the factors of the near-tied ranks'
-    fits on all observed cells are kept (``RankSelection.near_starts``): every rank's are held
-    until the search ends, each its starts' Boolean factors (and the NMF start's)."""
+    hand none over is scored by W⊗H."""
     start = time.perf_counter()
     criteria = tuple(criteria)
     bad = [c for c in criteria if c not in CRITERIA]
@@ -687,7 +679,6 @@ def select_rank_of(
     errors, bits, held_err, held_se, stable, fits = {}, {}, {}, {}, {}, {}
     fold_err = {}  # k → its error on each fold, in fold order (the folds are every rank's)
     kinds = {}  # k → the predictor that scored it (by_predictor)
-    starts = {}  # k → what the starts of its fit on all observed cells give (by_predictor)
     by_predictor = by_predictor and "cv" in criteria
     interrupted, stopped = False, None
     for k in ks:
@@ -708,8 +699,6 @@ def select_rank_of(
             break
         full = done[0]
         fits[k] = Factorization.from_estimator(full, X=X)  # named by its class
-        if by_predictor and full in kept:
-            starts[k] = kept[full]
         errors[k] = int(full.reconstruction_err_)
         if "mdl" in criteria:
             bits[k] = sum(description_bits(data, full.W_, full.components_))
@@ -791,9 +780,6 @@ def select_rank_of(
         predictor=kinds or None,
         cv_margin=margin,
         stopped=stopped,
-        near_starts=None
-        if margin is None
-        else {k: starts[k] for k in margin["near"] if k in starts},
     )
 
 

@@ -503,7 +503,7 @@ def _write(result, path) -> None:
         meta["predictor"] = result.predictor.to_json()
         for name, factor in zip(("W", "H"), result.predictor.factors):
             # A vote's stacked Boolean factors as bits; the NMF start's as float64.
-            vote = result.predictor.kind in ("vote", "ranks")
+            vote = result.predictor.kind == "vote"
             arrays[f"predictor_{name}"] = np.packbits(factor, axis=2) if vote else factor
     for name, M in (("X", result.X), ("missing", result.missing), ("observed", result.observed)):
         if M is None:
@@ -602,12 +602,10 @@ def _read(path) -> Factorization:
     if predictor is not None:
         kind = predictor["kind"]
         factors = () if kind == "product" else (data["predictor_W"], data["predictor_H"])
-        if kind in ("vote", "ranks"):
-            # A vote across ranks stacks them padded to the largest: H's rows say how many.
-            rank = k if kind == "vote" else factors[1].shape[1]
+        if kind == "vote":
             factors = tuple(
                 np.unpackbits(f, axis=2, count=count).astype(bool)
-                for f, count in zip(factors, (rank, m))
+                for f, count in zip(factors, (k, m))
             )
         predictor = Predictor(
             predictor["kind"],
@@ -642,12 +640,9 @@ def _predictor_of(meta: dict, headers: dict, nmk: tuple, not_result) -> dict | N
     kind = saved["kind"]
     if kind == "product":
         want = {}
-    elif kind in ("vote", "ranks"):
+    elif kind == "vote":
         stacked = headers.get("predictor_W", ((),))[0]
         s = stacked[0] if len(stacked) == 3 else -1
-        if kind == "ranks":  # stacked to the largest of the ranks (H's rows)
-            rows = headers.get("predictor_H", ((),))[0]
-            k = rows[1] if len(rows) == 3 else -1
         want = {"W": ((s, n, -(-k // 8)), "u"), "H": ((s, k, -(-m // 8)), "u")}
     else:
         want = {"W": ((n, k), "f"), "H": ((k, m), "f")}

@@ -143,8 +143,6 @@ def run(task) -> dict:
         **scores,
         observed_error_rate=res.error / res.n_observed,
         predictor=None if res.predictor is None else res.predictor.kind,
-        # -k auto: the near-tied ranks its predictor could vote across (the "ranks" kind).
-        near_ranks=None if res.predictor is None else res.predictor.report.get("ranks"),
     )
     if res.predictor is not None:  # the same fit scored by W⊗H alone
         product = held_out_scores(X, res.W, res.H, hidden)

@@ -644,9 +644,9 @@ def test_the_observed_form_lists_the_cells_the_vote_predicts_one():
     np.testing.assert_array_equal(res.complete().toarray(), (Xd & ~unknown) | (unknown & guess))
 
 
-@pytest.mark.parametrize("kind", ["vote", "nmf", "product", "ranks"])
+@pytest.mark.parametrize("kind", ["vote", "nmf", "product"])
 def test_a_predictor_saves_and_loads_with_the_result(tmp_path, kind):
-    from banmf._predictor import Predictor, stack_ranks
+    from banmf._predictor import Predictor
 
     Xd, unknown, fit_masks = noisy_problem("missing")
     res = factorize(Xd, 3, random_state=0, max_iter=60, n_init=3, **fit_masks)
@@ -655,12 +655,6 @@ def test_a_predictor_saves_and_loads_with_the_result(tmp_path, kind):
         "vote": (rng.random((4, 80, 3)) < 0.3, rng.random((4, 3, 50)) < 0.3),
         "nmf": (rng.random((80, 3)), rng.random((3, 50))),
         "product": (),
-        "ranks": stack_ranks(  # ranks 3 and 9 (more than a byte of factors): padded to 9
-            [
-                (rng.random((4, 80, 3)) < 0.3, rng.random((4, 3, 50)) < 0.3),
-                (rng.random((2, 80, 9)) < 0.2, rng.random((2, 9, 50)) < 0.2),
-            ]
-        ),
     }[kind]
     predictor = Predictor(
         kind, 0.4, np.array([0.2, 0.6]), np.array([0.1, 0.5, 0.9]), {"a": 1}, factors
@@ -698,26 +692,6 @@ def test_a_damaged_predictor_is_refused(tmp_path):
     np.savez(tmp_path / "bad.npz", **arrays)
     with pytest.raises(InputError, match="damaged predictor"):
         banmf.Factorization.load(tmp_path / "bad.npz")
-
-
-@given(
-    st.lists(st.tuples(st.integers(1, 3), st.integers(1, 4)), min_size=1, max_size=3),
-    st.integers(1, 6),
-    st.integers(1, 6),
-    st.integers(0, 2**32 - 1),
-)
-def test_a_vote_across_ranks_is_the_share_of_every_start_whose_product_is_one(fits, n, m, seed):
-    from banmf._predictor import Predictor, stack_ranks
-
-    rng = np.random.default_rng(seed)
-    # Each fit: its starts' Boolean factors at its rank (k = 1, empty rows and columns too).
-    stacks = [(rng.random((s, n, k)) < 0.4, rng.random((s, k, m)) < 0.4) for s, k in fits]
-    products = [(W.astype(int) @ H.astype(int)) > 0 for Ws, Hs in stacks for W, H in zip(Ws, Hs)]
-    rows, cols = np.divmod(np.arange(n * m), m)
-    ranks = Predictor("ranks", 0.5, np.zeros(0), np.zeros(1), factors=stack_ranks(stacks))
-    np.testing.assert_allclose(
-        ranks.score(None, None, rows, cols), np.mean(products, axis=0).ravel()
-    )
 
 
 @given(st.lists(st.integers(0, 4), min_size=1, max_size=30), st.integers(0, 2**32 - 1))

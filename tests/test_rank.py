@@ -289,62 +289,6 @@ def test_auto_never_reads_unknown_cells_and_keeps_no_starts(planted):
         assert not any("start" in name and name.startswith("_") for name in vars(model))
 
 
-def near_tied_auto(form="missing", flip=False, n_jobs=None):
-    """An auto fit whose margin finds two near-tied ranks (3 and 4) on noisy planted data with
-    a fifth of its cells unknown, and the data."""
-    X, _, _ = banmf.make_boolean(80, 50, 3, 0.3, noise=0.05, random_state=2)
-    Xd = X.toarray().astype(bool)
-    unknown = np.random.default_rng(2).random(X.shape) < 0.2
-    values = np.where(unknown, ~Xd, Xd) if flip else Xd  # what is under the mask changes nothing
-    masks = {"missing": unknown} if form == "missing" else {"observed": ~unknown}
-    params = {"max_iter": 60, "n_init": 3, "random_state": 1, "n_jobs": n_jobs}
-    model = banmf.BANMF("auto", **params).fit(values, **masks)
-    return model, Xd, unknown, params
-
-
-def test_auto_votes_across_the_near_tied_ranks_without_reading_unknown_cells(monkeypatch):
-    import banmf._predictor
-
-    # On these data the vote across ranks ties the chosen k's own vote on the inner hold-out:
-    # put it first among the kinds, so that the tie takes it.
-    monkeypatch.setattr(banmf._predictor, "KINDS", ("ranks", "product", "vote", "nmf"))
-    model, Xd, unknown, params = near_tied_auto(n_jobs=1)
-    sel, predictor = model.rank_selection_, model.predictor_
-    assert sel.cv_margin["near"] == [3, 4] and sel.best_k == 4
-    assert sel.near_starts is None  # dropped once used
-    assert predictor.kind == "ranks" and predictor.report["ranks"] == [3, 4]
-    assert "ranks" in predictor.report["error_rates"]
-    # The factors are the chosen k's fit, as a given k gives them.
-    given = banmf.BANMF(4, **params).fit(Xd, missing=unknown)
-    np.testing.assert_array_equal(model.W_, given.W_)
-    np.testing.assert_array_equal(model.components_, given.components_)
-    # The score: the share of the starts of both ranks' fits whose product is 1 (dense).
-    Ws, Hs = predictor.factors
-    assert Ws.shape[0] == Hs.shape[0] > 3 and Ws.shape[2] == Hs.shape[1] == 4
-    share = np.mean([(W.astype(int) @ H.astype(int)) > 0 for W, H in zip(Ws, Hs)], axis=0)
-    rows, cols = np.nonzero(unknown)
-    res = banmf.Factorization.from_estimator(model)
-    np.testing.assert_array_equal(res.predict(rows, cols), share[rows, cols] > predictor.threshold)
-    # Other values under the unknown cells, two threads: the same predictor and guesses.
-    other = near_tied_auto(flip=True, n_jobs=2)[0]
-    assert other.predictor_.to_json() == predictor.to_json()
-    for a, b in zip(other.predictor_.factors, predictor.factors):
-        np.testing.assert_array_equal(a, b)
-    again = pickle.loads(pickle.dumps(model))
-    np.testing.assert_array_equal(
-        banmf.Factorization.from_estimator(again).predict_proba(rows, cols),
-        res.predict_proba(rows, cols),
-    )
-
-
-def test_auto_votes_across_ranks_only_with_unknown_cells_given_as_missing():
-    # With observed=, a predictor lists its ones off the observed cells; no vote across ranks.
-    model = near_tied_auto(form="observed")[0]
-    assert model.rank_selection_.near_starts is None
-    assert "ranks" not in model.predictor_.report
-    assert "ranks" not in model.predictor_.report["error_rates"]
-
-
 # Noisy planted data with a fifth of its cells unknown: the predictor beats W⊗H there.
 def noisy_selection(
     by_predictor, n_jobs=None, cv_margin=None, ks=(2, 3, 5), patience=None, flip=False

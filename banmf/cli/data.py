@@ -212,7 +212,6 @@ _PREDICTORS = {
     "product": "W⊗H",
     "vote": "the share of the starts predicting 1",
     "nmf": "the NMF start's continuous product",
-    "ranks": "the share of the near-tied ranks' starts predicting 1",
 }
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import warnings
-from dataclasses import replace
 from numbers import Integral, Real
 from types import MappingProxyType
 from typing import ClassVar
@@ -20,7 +19,6 @@ from .._predictor import (
     choosing,
     hand_over,
     keeping_starts,
-    stack_ranks,
     zero_sample,
 )
 from .._progress import inside_a_start
@@ -278,12 +276,9 @@ class BANMF(BaseFactorization):
         ``observed=``; None otherwise, with ``init="custom"``, and when a single start ran,
         which leaves W⊗H alone to choose): its ``kind``, "product"
         (``W⊗H``), "vote" (the share of the starts whose product is 1) or "nmf" (the NMF
-        start's continuous product), and with ``n_components="auto"`` "ranks" (the share of
-        the starts of the fits at the near-tied ranks whose product is 1; ``report["ranks"]``
-        names them; W and H stay the chosen k's), its ``threshold``, its calibration and its
-        ``report``, chosen by the fewest errors on a fifth of the observed cells left out of
-        an inner fit (docs/missing.md, "The predictor").
-        :attr:`banmf.Factorization.predictor` holds it.
+        start's continuous product), its ``threshold``, its calibration and its ``report``,
+        chosen by the fewest errors on a fifth of the observed cells left out of an inner fit
+        (docs/missing.md, "The predictor"). :attr:`banmf.Factorization.predictor` holds it.
     timings_ : dict
         Where the time went: ``{start: {phase: seconds}}`` for every start that ran (keyed as
         ``best_start_``), its phases among ``"setup"``, ``"iterations"``, ``"threshold
@@ -525,7 +520,6 @@ class BANMF(BaseFactorization):
         interrupted = outcome.interrupted or any(run["interrupted"] for _, run in outcome.kept)
         self._set_result(data, W, best["H"], best["error"], best["n_iter"], start, interrupted)
         self.predictor_ = None
-        near = self._near_ranks(k, unknown)
         if interrupts.count or any(run["signalled"] for _, run in outcome.kept):
             # The model holds the best result so far; a caller's loop of fits must stop too.
             raise KeyboardInterrupt
@@ -534,38 +528,16 @@ class BANMF(BaseFactorization):
             hand_over(self, starts)  # to a scope that scores them (keeping_starts), if any
             if choosing() and not interrupted and self.init == "random" and len(starts) > 1:
                 # One start (the paper's configuration, NMF's default): W⊗H is all there is.
-                self.predictor_ = self._choose_predictor(data, k, starts, near)
+                self.predictor_ = self._choose_predictor(data, k, starts)
         return self
 
-    def _near_ranks(self, k: int, unknown) -> dict:
-        """rank → the stacked Boolean factors ``(Ws, Hs)`` of the starts of the selection's fit
-        at that rank on all observed cells, for the ranks near-tied with the chosen ``k`` that
-        ``n_components="auto"`` votes across (``RankSelection.cv_margin["near"]``; empty
-        otherwise, and with ``observed=`` data, where a predictor lists its ones off the
-        observed cells). Drops them from :attr:`rank_selection_`, which keeps the evidence."""
-        selection = vars(self).get("rank_selection_") if self.n_components == "auto" else None
-        if selection is None or selection.near_starts is None:
-            return {}
-        self.rank_selection_ = replace(selection, near_starts=None)
-        if unknown is None or unknown.observed:
-            return {}
-        return {
-            r: _boolean_stack(starts, selection.fits[r].W, selection.fits[r].H)
-            for r, starts in selection.near_starts.items()
-            if r != k
-        }
-
-    def _choose_predictor(self, data, k: int, starts: dict, near: dict) -> Predictor | None:
+    def _choose_predictor(self, data, k: int, starts: dict) -> Predictor | None:
         """The predictor of the unknown cells (:attr:`predictor_`): fit again with
         :data:`INNER_HOLD_OUT` of the observed cells left out as well (drawn with a seed from
         ``random_state``; the unknown cells are never drawn, and their values never read; on
         large sparse data a sample of that share of the zeros, :data:`INNER_ZEROS_PER_ONE`),
         score every kind the fit's ``starts`` give on those cells, and keep the one with the
-        fewest errors, with its threshold and calibration, on the factors of this fit.
-
-        With ``near`` (:meth:`_near_ranks`) one candidate more, "ranks": the vote of the starts
-        of this fit and of the fits at the near-tied ranks, scored on the same cells by an
-        inner fit at each of those ranks (one fit more a rank, with the same seed)."""
+        fewest errors, with its threshold and calibration, on the factors of this fit."""
         from .._selection import mask_entries
 
         seed = int(check_random_state(self.random_state).integers(2**31 - 1))
@@ -576,12 +548,9 @@ class BANMF(BaseFactorization):
         params = self.get_params(deep=False)
         params.update(n_components=k, random_state=seed, verbose=0, callback=None)
         inner = type(self)(**params)
-        others = {r: type(self)(**{**params, "n_components": r}) for r in near}
-        inner_data = data.hide(hidden)
         try:
             with keeping_starts() as kept, inside_a_start():
-                for fit in (inner, *others.values()):
-                    fit.fit(inner_data)
+                inner.fit(data.hide(hidden))
         except KeyboardInterrupt:
             self.interrupted_ = True  # the fit stands, with W⊗H as its predictor
             raise
@@ -591,20 +560,9 @@ class BANMF(BaseFactorization):
         truth = in_sorted(keys, cell_keys(data.X))
         offered = {kind: f for kind, f in kept[inner].items() if kind in starts}
         scores = candidate_scores(offered, inner.W_, inner.components_, rows, cols)
-        if near:
-            fits = (inner, *others.values())
-            stacks = [_boolean_stack(kept[f], f.W_, f.components_) for f in fits]
-            scores |= candidate_scores({"ranks": stack_ranks(stacks)}, None, None, rows, cols)
         order = np.random.default_rng(seed).permutation(len(keys))
         kind, threshold, edges, probabilities, report = choose(scores, truth, order, zero_weight)
-        if near:
-            report["ranks"] = sorted({k, *near})
-        factors = (
-            stack_ranks([_boolean_stack(starts, self.W_, self.components_), *near.values()])
-            if kind == "ranks"
-            else starts[kind]
-        )
-        return Predictor(kind, threshold, edges, probabilities, report, factors)
+        return Predictor(kind, threshold, edges, probabilities, report, starts[kind])
 
     def _set_fitted(self, outcome: Outcome, p: dict) -> dict:
         """The fitted attributes of the starts (all but W's and the shared ones of
@@ -688,14 +646,6 @@ def _start_factors(outcome: Outcome, observed: bool) -> dict:
             np.asarray(nmf[f"{name}_continuous"], dtype=np.float64) for name in ("W", "H")
         )
     return kinds
-
-
-def _boolean_stack(starts: dict, W, H) -> tuple:
-    """``(Ws, Hs)``: the stacked Boolean factors of a fit's starts (its ``starts``, kind →
-    :attr:`Predictor.factors`), or of its one kept start ``W``, ``H`` when it ran one."""
-    if "vote" in starts:
-        return starts["vote"]
-    return np.asarray(W, dtype=bool)[None], np.asarray(H, dtype=bool)[None]
 
 
 class _LocalStart:
