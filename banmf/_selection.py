@@ -480,8 +480,10 @@ class RankSelection:
         largest rank scored by a vote or NMF predictor whose fold errors exceed the lowest's
         by at most ``margin`` standard errors of their differences, paired fold by fold; or
         ``lowest_k``), and that rank's mean paired ``difference`` and its standard error
-        ``se``. Selections pickled before the pairing hold ``bound`` (the lowest error plus
-        ``margin`` times its standard error) instead of the last two. None otherwise.
+        ``se``, and ``near``, the ranks near-tied by that rule (``lowest_k`` and every
+        rank within the margin). Selections pickled before the pairing hold ``bound`` (the
+        lowest error plus ``margin`` times its standard error) instead of the last three, and
+        those pickled before ``near`` was recorded lack it. None otherwise.
     stopped : dict or None
         When the patience stop ended the search (ranks of ``ks`` were left untried):
         ``patience`` and ``from_k``, the rank it counted from (the latest rank a criterion
@@ -558,8 +560,9 @@ def margin_choice(fold_errors: dict, kinds: dict, margin: float) -> dict:
     (``fold_errors``: k → its errors on the folds, in fold order), exceed them on average by at
     most ``margin`` standard errors of those differences, among the ranks scored by a kind in
     :data:`REGULARIZED_KINDS` (``kinds``: k → kind); the lowest's own k when none is larger.
-    Returns :attr:`RankSelection.cv_margin`: ``margin``, ``lowest_k``, ``k``, and the chosen
-    rank's mean paired ``difference`` and its standard error ``se``.
+    Returns :attr:`RankSelection.cv_margin`: ``margin``, ``lowest_k``, ``k``, the chosen
+    rank's mean paired ``difference`` and its standard error ``se``, and ``near``: the ranks
+    the rule considered near-tied (``lowest_k`` and every rank within the margin), in order.
 
     Why: scored by such a predictor the held-out error is flat over a range of ranks, so its
     lowest point is a draw among them, while a vote over more factors predicts no worse; the
@@ -588,6 +591,7 @@ def margin_choice(fold_errors: dict, kinds: dict, margin: float) -> dict:
         "k": k,
         "difference": difference,
         "se": se,
+        "near": sorted({lowest, *near}),
     }
 
 

@@ -371,15 +371,19 @@ def test_the_margin_takes_the_largest_near_equal_rank_the_same_on_any_threads():
 
 def paired_choice(fold_errors, kind, margin):
     """:func:`banmf._selection.margin_choice`, brute force: each rank's fold errors less the
-    lowest mean rank's, fold by fold; the largest rank within the margin, checked downwards."""
+    lowest mean rank's, fold by fold; the largest rank within the margin, checked downwards,
+    and every rank within it."""
     ks = sorted(fold_errors)
     means = {k: np.mean(fold_errors[k]) for k in ks}
     lowest = next(k for k in ks if means[k] == min(means.values()))
+    near = []
     for k in reversed(ks):
         gaps = np.array(fold_errors[k]) - np.array(fold_errors[lowest])
         mean, se = gaps.mean(), gaps.std(ddof=1) / np.sqrt(len(gaps))
         if k == lowest or (mean <= margin * se and kind[k] in ("vote", "nmf")):
-            return lowest, k, mean, se
+            near.append((k, mean, se))
+    k, mean, se = max(near)
+    return lowest, k, mean, se, sorted(r for r, _, _ in near)
 
 
 @settings(max_examples=200, deadline=None)
@@ -397,8 +401,9 @@ def test_the_margin_choice_against_brute_force(errors, hardness, kinds, margin):
     fold_errors = {k: [e / 64 for e in row] for k, row in zip(ks, errors)}
     kind = dict(zip(ks, kinds))
     got = margin_choice(fold_errors, kind, margin)
-    lowest, k, mean, se = paired_choice(fold_errors, kind, margin)
-    assert got == pytest.approx(
+    lowest, k, mean, se, near = paired_choice(fold_errors, kind, margin)
+    assert got["near"] == near
+    assert {key: v for key, v in got.items() if key != "near"} == pytest.approx(
         {"margin": margin, "lowest_k": lowest, "k": k, "difference": mean, "se": se}
     )
     assert got["k"] >= lowest
@@ -420,7 +425,7 @@ def test_the_margin_pairs_the_ranks_fold_by_fold():
         3: list(hardness + 0.01),
     }
     got = margin_choice(fold_errors, kind, 1.0)
-    assert got["lowest_k"] == 1 and got["k"] == 2
+    assert got["lowest_k"] == 1 and got["k"] == 2 and got["near"] == [1, 2]
     # Unpaired, rank 3 is within a standard error of the lowest (.01 against ±.065).
     assert np.mean(fold_errors[3]) - np.mean(hardness) < np.std(hardness, ddof=1) / 2
     # A consistent loss is never within the margin, however large the folds' spread.
