@@ -1,11 +1,25 @@
 """NNDSVD starting factors (Boutsidis & Gallopoulos 2008): the rank-one part of each singular
 pair that a factor keeps (:func:`nonnegative_part`, for every backend), and the one-machine
-factors from a sparse truncated SVD (:func:`nndsvda`)."""
+factors from a sparse truncated SVD (:func:`nndsvda`): ARPACK's on small data, a randomized
+one (:func:`randomized_svd`) on large."""
 
 from __future__ import annotations
 
 import numpy as np
 from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, svds
+
+from .._boolean import transpose_mask
+from .._kernels.svd import mask_times
+from .._threads import pick
+
+#: Nonzeros from which :func:`nndsvda` uses :func:`randomized_svd` instead of ARPACK.
+RANDOMIZED_MIN_NNZ = 2_000_000
+
+# The randomized SVD's sketch: k + _OVERSAMPLES columns, _POWER_ITERATIONS passes of XᵀX.
+_OVERSAMPLES = 10
+_POWER_ITERATIONS = 4
+# Its fixed seed: the factors depend on X and k only, as ARPACK's with its fixed start vector.
+_SEED = 0
 
 
 def nonnegative_part(na_p: float, na_n: float, y: np.ndarray, s: float):
@@ -29,29 +43,99 @@ def nonnegative_part(na_p: float, na_n: float, y: np.ndarray, s: float):
     return side, b, na, nb, np.sqrt(max(s, 0.0) * sigma)
 
 
-def nndsvda(X, k: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """Nonnegative starting factors W (n, k), Ht (m, k) from the k leading singular triplets
-    of the support mask X, with zeros (to rounding) set to the mean of X ("NNDSVDa"), or None when the SVD
-    cannot be computed (fewer than two rows or columns, no nonzeros, ARPACK fails).
+def randomized_svd(
+    X,
+    r: int,
+    Xt=None,
+    *,
+    oversamples: int = _OVERSAMPLES,
+    power_iterations: int = _POWER_ITERATIONS,
+    seed: int = _SEED,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The r leading singular triplets ``U`` (n, r), ``S`` (r,), ``Vt`` (r, m) of the 0/1
+    matrix X (canonical CSR mask), by a randomized subspace iteration (Halko, Martinsson &
+    Tropp 2011, algorithms 4.4 and 5.1), S in descending order.
 
-    Each singular pair is one factor by :func:`nonnegative_part`. Multiplicative updates never move an exact
-    zero, hence the fill. Factors past ``min(n, m) - 1`` (the most ARPACK computes) are the
-    fill alone. The SVD works on X as a sparse operator: O(nnz·k) per ARPACK step; its start
-    vector is fixed, so the factors depend on X and k only.
+    A Gaussian block of ``l = min(r + oversamples, min(n, m))`` columns on X's shorter side
+    goes ``power_iterations`` times through XᵀX (or XXᵀ), orthonormalised (QR) after each;
+    the Rayleigh–Ritz step on that basis gives the triplets. Every pass over X is one
+    sparse-times-block product of l columns (:func:`banmf._kernels.svd.mask_times`, on X's
+    rows or on ``Xt``'s, X's transpose as a CSR mask, built here when None): 2 q + 1 in all,
+    parallel, the same bits on any number of threads; the orthonormalisations and the small
+    eigenproblem are on l-column blocks. With l = min(n, m) the basis is the whole space and the
+    triplets are exact to rounding.
+
+    The singular values come from the eigenvalues of the l×l Gram matrix of X's products with
+    the basis (σ², to rounding ``eps σ₁²``), which is accurate for every σ above
+    ``sqrt(eps) σ₁``; the singular vector on X's longer side of a σ below ``1e-6 σ₁`` is
+    returned as 0 (no factor of NNDSVD is made of it: its share of X is at rounding level). ``seed`` fixes the Gaussian
+    block: the result depends on X, r and the three parameters only.
     """
+    n, m = X.shape
+    if Xt is None:
+        Xt = transpose_mask(X)
+    # The sketch and its basis on the shorter side: A is the taller of X and Xᵀ.
+    A, At = (X, Xt) if n >= m else (Xt, X)
+    tall, short = A.shape
+    l = min(r + oversamples, short)
+    times = pick(mask_times, A.nnz * l)
+    rng = np.random.default_rng(seed)
+    Q = _orthonormal(rng.standard_normal((short, l)))
+    Z = np.empty((tall, l))  # A Q
+    Y = np.empty((short, l))  # Aᵀ A Q
+    for _ in range(power_iterations):
+        times(A.indptr, A.indices, Q, Z)
+        times(At.indptr, At.indices, Z, Y)
+        Q = _orthonormal(Y)
+    times(A.indptr, A.indices, Q, Z)
+    # Rayleigh–Ritz: A ≈ Z Qᵀ, and Z = Ub S Ebᵀ with E the eigenvectors of ZᵀZ.
+    lam, E = np.linalg.eigh(Z.T @ Z)
+    top = np.argsort(-lam, kind="stable")[:r]
+    S, E = np.sqrt(np.maximum(lam[top], 0.0)), E[:, top]
+    V = Q @ E
+    keep = S > 1e-6 * max(S[0], np.finfo(float).tiny)
+    U = Z @ (E * np.divide(1.0, S, out=np.zeros_like(S), where=keep))
+    return (U, S, V.T) if n >= m else (V, S, U.T)
+
+
+def _orthonormal(Y: np.ndarray) -> np.ndarray:
+    """An orthonormal basis of Y's columns (Q of its thin QR), C-ordered for the row gathers."""
+    return np.ascontiguousarray(np.linalg.qr(Y)[0])
+
+
+def nndsvda(data, k: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Nonnegative starting factors W (n, k), Ht (m, k) from the k leading singular triplets
+    of the support mask X of ``data`` (a :class:`banmf.Dataset`), with zeros (to rounding) set to the mean of X ("NNDSVDa"), or None
+    when the SVD cannot be computed (fewer than two rows or columns, no nonzeros, ARPACK
+    fails).
+
+    Each singular pair is one factor by :func:`nonnegative_part`. Multiplicative updates never
+    move an exact zero, hence the fill. Factors past ``min(n, m) - 1`` (the most ARPACK
+    computes) are the fill alone.
+
+    The SVD works on X as a sparse operator. Below :data:`RANDOMIZED_MIN_NNZ` nonzeros it is
+    ARPACK's (scipy's ``svds``): O(nnz) per step, serial, and its start vector is fixed. From
+    there on it is :func:`randomized_svd` (on X and its transpose, ``data.T``: the polish
+    builds it anyway), 9 passes of O(nnz·(k + 10)) in parallel, with a fixed seed. Either way the
+    factors depend on X and k only.
+    """
+    X = data.X
     n, m = X.shape
     r = min(k, min(n, m) - 1)
     if r < 1 or X.nnz == 0:
         return None
-    try:
-        U, S, Vt = svds(
-            X.astype(np.float64),
-            k=r,
-            v0=np.full(min(n, m), 1.0 / np.sqrt(min(n, m))),
-            solver="arpack",
-        )
-    except (ArpackError, ArpackNoConvergence):
-        return None
+    if X.nnz >= RANDOMIZED_MIN_NNZ:
+        U, S, Vt = randomized_svd(X, r, data.T.X)
+    else:
+        try:
+            U, S, Vt = svds(
+                X.astype(np.float64),
+                k=r,
+                v0=np.full(min(n, m), 1.0 / np.sqrt(min(n, m))),
+                solver="arpack",
+            )
+        except (ArpackError, ArpackNoConvergence):
+            return None
     order = np.argsort(-S, kind="stable")
     W = np.zeros((n, k))
     Ht = np.zeros((m, k))
