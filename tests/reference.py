@@ -550,3 +550,8 @@ def cut_sums(vals, d, order, current):
 def mask_times(X, B):
     """The 0/1 matrix X (dense) times the dense block B."""
     return X.astype(float) @ B
+
+
+def rows_times(Y, M):
+    """A block times a small matrix."""
+    return Y @ M

@@ -9,7 +9,8 @@ import numpy as np
 from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, svds
 
 from .._boolean import transpose_mask
-from .._kernels.svd import mask_times
+from .._kernels.mu import cross_gram
+from .._kernels.svd import mask_times, rows_times
 from .._threads import pick
 
 #: Nonzeros from which :func:`nndsvda` uses :func:`randomized_svd` instead of ARPACK.
@@ -61,14 +62,14 @@ def randomized_svd(
     the Rayleigh–Ritz step on that basis gives the triplets. Every pass over X is one
     sparse-times-block product of l columns (:func:`banmf._kernels.svd.mask_times`, on X's
     rows or on ``Xt``'s, X's transpose as a CSR mask, built here when None): 2 q + 1 in all,
-    parallel, the same bits on any number of threads; the orthonormalisations and the small
-    eigenproblem are on l-column blocks. With l = min(n, m) the basis is the whole space and the
+    parallel, the same bits on any number of threads; the orthonormalisations
+    (:func:`_orthonormal`) pass over the shorter side's blocks only. With l = min(n, m) the basis is the whole space and the
     triplets are exact to rounding.
 
-    The singular values come from the eigenvalues of the l×l Gram matrix of X's products with
-    the basis (σ², to rounding ``eps σ₁²``), which is accurate for every σ above
-    ``sqrt(eps) σ₁``; the singular vector on X's longer side of a σ below ``1e-6 σ₁`` is
-    returned as 0 (no factor of NNDSVD is made of it: its share of X is at rounding level). ``seed`` fixes the Gaussian
+    The basis is orthonormalised from Gram matrices of XᵀX's products (σ⁴ to rounding), so
+    directions of σ below about ``(l eps)^(1/4) σ₁ ≈ 10⁻⁴ σ₁`` may be lost (returned as σ = 0;
+    their share of X is below 10⁻⁸ of it); the singular vector on X's longer side of a σ
+    below ``1e-6 σ₁`` is returned as 0 (no factor of NNDSVD is made of it). ``seed`` fixes the Gaussian
     block: the result depends on X, r and the three parameters only.
     """
     n, m = X.shape
@@ -76,31 +77,61 @@ def randomized_svd(
         Xt = transpose_mask(X)
     # The sketch and its basis on the shorter side: A is the taller of X and Xᵀ.
     A, At = (X, Xt) if n >= m else (Xt, X)
-    tall, short = A.shape
-    l = min(r + oversamples, short)
-    times = pick(mask_times, A.nnz * l)
+    short = A.shape[1]
     rng = np.random.default_rng(seed)
-    Q = _orthonormal(rng.standard_normal((short, l)))
-    Z = np.empty((tall, l))  # A Q
-    Y = np.empty((short, l))  # Aᵀ A Q
+    Q = _orthonormal(rng.standard_normal((short, min(r + oversamples, short))))
     for _ in range(power_iterations):
-        times(A.indptr, A.indices, Q, Z)
-        times(At.indptr, At.indices, Z, Y)
-        Q = _orthonormal(Y)
-    times(A.indptr, A.indices, Q, Z)
-    # Rayleigh–Ritz: A ≈ Z Qᵀ, and Z = Ub S Ebᵀ with E the eigenvectors of ZᵀZ.
-    lam, E = np.linalg.eigh(Z.T @ Z)
+        Q = _orthonormal(_mask_times(At, _mask_times(A, Q)))
+    Z = _mask_times(A, Q)
+    # Rayleigh–Ritz: A ≈ Z Qᵀ, and Z = U S Eᵀ with E the eigenvectors of ZᵀZ.
+    lam, E = np.linalg.eigh(_gram(Z))
     top = np.argsort(-lam, kind="stable")[:r]
     S, E = np.sqrt(np.maximum(lam[top], 0.0)), E[:, top]
-    V = Q @ E
-    keep = S > 1e-6 * max(S[0], np.finfo(float).tiny)
-    U = Z @ (E * np.divide(1.0, S, out=np.zeros_like(S), where=keep))
+    keep = S > 1e-6 * max(S.max(initial=0), np.finfo(float).tiny)
+    V = _rows_times(Q, E)
+    U = _rows_times(Z, E * np.divide(1.0, S, out=np.zeros_like(S), where=keep))
+    if len(S) < r:  # A's rank below r: the basis lost the rest; they are σ = 0
+        pad = r - len(S)
+        S = np.concatenate([S, np.zeros(pad)])
+        U, V = (np.concatenate([F, np.zeros((len(F), pad))], axis=1) for F in (U, V))
     return (U, S, V.T) if n >= m else (V, S, U.T)
 
 
+def _mask_times(A, B: np.ndarray) -> np.ndarray:
+    """A B for the CSR mask A and the block B (C-ordered)."""
+    out = np.empty((A.shape[0], B.shape[1]))
+    pick(mask_times, A.nnz * B.shape[1])(A.indptr, A.indices, B, out)
+    return out
+
+
+def _rows_times(Y: np.ndarray, M: np.ndarray) -> np.ndarray:
+    """Y M for the block Y and a small M."""
+    out = np.empty((Y.shape[0], M.shape[1]))
+    pick(rows_times, Y.size * M.shape[1])(Y, np.ascontiguousarray(M), out)
+    return out
+
+
+def _gram(Y: np.ndarray) -> np.ndarray:
+    """YᵀY (l, l), summed over four fixed blocks of rows (the same on any threads)."""
+    l = Y.shape[1]
+    blocks = np.empty((min(4, max(1, Y.shape[0])), l, l))
+    return pick(cross_gram, Y.size * l)(Y, Y, l, blocks)
+
+
 def _orthonormal(Y: np.ndarray) -> np.ndarray:
-    """An orthonormal basis of Y's columns (Q of its thin QR), C-ordered for the row gathers."""
-    return np.ascontiguousarray(np.linalg.qr(Y)[0])
+    """An orthonormal basis of the span of Y's columns (l of them, fewer where Y's rank is
+    lower), C-ordered: twice, the columns times the eigenvectors of the Gram matrix scaled by
+    its eigenvalues' inverse square roots ("SVQB", Stathopoulos & Wu 2002), directions whose
+    eigenvalue is at rounding level (below ``l·eps`` of the largest) dropped. The first pass
+    leaves columns orthogonal to about ``eps`` times the Gram's condition, the second to
+    rounding. Gram products and multiplications by Numba kernels, not by numpy's BLAS (see
+    :func:`banmf._kernels.svd.rows_times`): only l×l problems go to LAPACK."""
+    tiny = np.finfo(float).tiny
+    for _ in range(2):
+        lam, E = np.linalg.eigh(_gram(Y))
+        keep = lam > Y.shape[1] * np.finfo(float).eps * max(lam.max(initial=0), tiny)
+        Y = _rows_times(Y, E[:, keep] / np.sqrt(lam[keep]))
+    return Y
 
 
 def nndsvda(data, k: int) -> tuple[np.ndarray, np.ndarray] | None:
