@@ -162,9 +162,28 @@ def _pool_adjacent_violators(values: np.ndarray, weights: np.ndarray) -> np.ndar
     return np.concatenate([np.full(int(n), v) for v, _, n in blocks])
 
 
+def zero_sample(zeros: int, most: int) -> tuple[int, float]:
+    """``(drawn, zero_weight)``: how many of ``zeros`` observed zeros to hold out when at most
+    ``most`` are (on large sparse data all the zeros, or a share of them, are a share of n·m
+    cells), and how many of them each one drawn stands for (1.0 when all are drawn): the
+    inner fit's held-out cells and a rank selection's folds score their zeros so."""
+    drawn = min(zeros, most)
+    return drawn, zeros / drawn if drawn < zeros else 1.0
+
+
 def cell_weights(truth: np.ndarray, zero_weight: float) -> np.ndarray:
     """Each held-out cell's weight: 1 for a one, ``zero_weight`` for a zero."""
     return np.where(truth, 1.0, zero_weight)
+
+
+def error_rate(guess: np.ndarray, truth: np.ndarray, zero_weight: float = 1.0) -> float:
+    """The share of the cells whose 0/1 ``guess`` is not their ``truth``, each zero counting
+    ``zero_weight`` cells (the plain error rate with 1)."""
+    wrong = guess != truth
+    ones = int(np.count_nonzero(truth))
+    missed = int(np.count_nonzero(wrong & truth))
+    false = int(np.count_nonzero(wrong)) - missed
+    return (missed + zero_weight * false) / (ones + zero_weight * (len(truth) - ones))
 
 
 def reliability(probabilities: np.ndarray, truth: np.ndarray, zero_weight: float = 1.0) -> dict:
@@ -254,12 +273,13 @@ def choose(
     return kind, thresholds[kind], *calibrate(scores, truth, zero_weight), report
 
 
-def choose_over_folds(candidates: list, truths: list) -> tuple[str, list]:
+def choose_over_folds(candidates: list, truths: list, zero_weight: float = 1.0) -> tuple[str, list]:
     """``(kind, rates)``: the kind of predictor that scores a rank's fold fits in a rank
     selection for completion (:func:`banmf.model_selection.select_rank_of`), and each fold's
     held-out error rate by it. ``candidates`` holds each fold fit's raw scores (kind → its
     scores on the fold's held-out cells, :func:`candidate_scores`), ``truths`` those cells'
-    0/1 values.
+    0/1 values; each zero among them stands for ``zero_weight`` zeros (a sample of them, on
+    large sparse data: a wrong zero counts that many errors, in the threshold and the rates).
 
     Each kind that every fold fit gives is scored with one threshold over the cells of all
     the folds (:func:`kind_threshold` on them pooled), and the kind with the lowest mean error
@@ -274,10 +294,10 @@ def choose_over_folds(candidates: list, truths: list) -> tuple[str, list]:
         if not all(kind in scores for scores in candidates):
             continue
         threshold, _ = kind_threshold(
-            kind, np.concatenate([scores[kind] for scores in candidates]), truth
+            kind, np.concatenate([scores[kind] for scores in candidates]), truth, zero_weight
         )
         rates[kind] = [
-            int(((scores[kind] > threshold) != fold).sum()) / len(fold)
+            error_rate(scores[kind] > threshold, fold, zero_weight)
             for scores, fold in zip(candidates, truths)
         ]
     kind = min(rates, key=lambda name: (float(np.mean(rates[name])), KINDS.index(name)))

@@ -18,7 +18,13 @@ import scipy.sparse as sp
 from ._boolean import cell_keys, in_sorted, support_mask_from_keys
 from ._mdl import description_bits
 from ._memory import check_memory
-from ._predictor import candidate_scores, choose_over_folds, keeping_starts, without_choice
+from ._predictor import (
+    candidate_scores,
+    choose_over_folds,
+    keeping_starts,
+    without_choice,
+    zero_sample,
+)
 from ._runner import fit_tasks
 from ._validation import (
     check_binary_matrix,
@@ -333,8 +339,10 @@ def cv_folds(X, folds: int = 5, *, random_state=None, missing=None, observed=Non
 
     Every observed cell is in exactly one part, unless X has more than
     :data:`FOLD_ZEROS` observed zeros: then every one is, and that many zeros drawn at random
-    (on large sparse data all zeros would be n·m cells; documented in the result). More
-    folds than observed cells are refused (a part would be empty).
+    (on large sparse data all zeros would be n·m cells), each standing for (observed zeros) /
+    :data:`FOLD_ZEROS` of them: :func:`banmf.select_rank` weighs a wrong zero so
+    (``RankSelection.zero_weight``). More folds than observed cells are refused (a part would
+    be empty).
 
     Returns
     -------
@@ -350,31 +358,32 @@ def cv_folds(X, folds: int = 5, *, random_state=None, missing=None, observed=Non
             f"folds={folds} is more than the {cells} observed cells of X (a fold would be "
             f"empty); {fix}"
         )
-    return [
-        support_mask_from_keys(keys, data.shape)
-        for keys in _fold_keys(data, int(folds), check_random_state(random_state))
-    ]
+    keys, _ = _fold_keys(data, int(folds), check_random_state(random_state))
+    return [support_mask_from_keys(part, data.shape) for part in keys]
 
 
-def _fold_keys(data, folds: int, rng) -> list:
-    """The row-major keys of each fold's cells (sorted), for :func:`cv_folds`."""
+def _fold_keys(data, folds: int, rng) -> tuple[list, float]:
+    """The row-major keys of each fold's cells (sorted), for :func:`cv_folds`, and the zeros
+    each of their zeros stands for (:func:`banmf._predictor.zero_sample`)."""
     X, unknown = data.X, data.unknown
     n, m = X.shape
     ones = cell_keys(X)
     if unknown is not None and unknown.observed:
         zeros = cell_keys(unknown.cells)
-        if len(zeros) > FOLD_ZEROS:
-            zeros = rng.choice(zeros, size=FOLD_ZEROS, replace=False)
+        drawn, zero_weight = zero_sample(len(zeros), FOLD_ZEROS)
+        if drawn < len(zeros):
+            zeros = rng.choice(zeros, size=drawn, replace=False)
     else:
         taken = ones if unknown is None else np.union1d(ones, cell_keys(unknown.cells))
-        available = n * m - len(taken)
-        zeros = _draw_zeros(rng, n * m, taken, min(available, FOLD_ZEROS))
+        drawn, zero_weight = zero_sample(n * m - len(taken), FOLD_ZEROS)
+        zeros = _draw_zeros(rng, n * m, taken, drawn)
     parts = []
     for keys in (ones, zeros):
         keys = rng.permutation(keys)
         parts.append([keys[f::folds] for f in range(folds)])
     # Ones and zeros dealt in turn, zeros from the last fold back: fold sizes differ by one.
-    return [np.sort(np.concatenate([parts[0][f], parts[1][folds - 1 - f]])) for f in range(folds)]
+    keys = [np.sort(np.concatenate([parts[0][f], parts[1][folds - 1 - f]])) for f in range(folds)]
+    return keys, zero_weight
 
 
 def factor_agreement(W1, H1, W2, H2) -> float:
@@ -447,7 +456,11 @@ class RankSelection:
         k → the :class:`banmf.Factorization` on all observed cells.
     folds : int
         Folds the observed cells were split into (0 with "mdl" alone); ``fold_zeros`` the
-        observed zeros they hold (all, or a sample on large data: see :func:`cv_folds`).
+        observed zeros they hold (all, or a sample on large data: see :func:`cv_folds`), and
+        ``zero_weight`` how many observed zeros each of them stands for: 1.0 when they hold
+        all, else (observed zeros) / ``fold_zeros``. A wrong zero counts that many errors in
+        the held-out error rates (and in the threshold of their ``predictor``), so that they
+        weigh ones and zeros as the data does.
     seconds : float
     interrupted : bool
         Ctrl-C ended the search early: the ranks in ``ks`` are those done.
@@ -493,6 +506,7 @@ class RankSelection:
     fits: dict = field(repr=False)
     folds: int = 0
     fold_zeros: int = 0
+    zero_weight: float = 1.0
     seconds: float = 0.0
     interrupted: bool = False
     edge: str | None = None
@@ -523,6 +537,7 @@ class RankSelection:
             "reason": self.reason,
             "folds": self.folds,
             "fold_zeros": self.fold_zeros,
+            "zero_weight": self.zero_weight,
             "seconds": self.seconds,
             "interrupted": self.interrupted,
             "edge": self.edge,
@@ -646,9 +661,11 @@ def select_rank_of(
     rng = check_random_state(random_state)
     seeds = rng.integers(0, 2**31, size=1 + folds)
     held = []  # per fold: (the fold's cells, the data it is fitted to)
+    zero_weight = 1.0  # the zeros each of the folds' zeros stands for
     if "cv" in criteria or "stability" in criteria:
-        for keys in _fold_keys(data, int(folds), rng):
-            cells = support_mask_from_keys(keys, X.shape)
+        keys, zero_weight = _fold_keys(data, int(folds), rng)
+        for part in keys:
+            cells = support_mask_from_keys(part, X.shape)
             held.append((cells, data.hide(cells)))
     fold_zeros = sum(h[0].nnz for h in held) - (X.nnz if held else 0)
 
@@ -690,13 +707,12 @@ def select_rank_of(
             ]
             stable[k] = float(np.mean(pairs))
         if "cv" in criteria:
-            if by_predictor and all(est in kept for est in runs):
-                kinds[k], rates = _predictor_rates(X, runs, [cells for cells, _ in held], kept)
-            else:
-                rates = [
-                    held_out_scores(X, est.W_, est.components_, cells)["error_rate"]
-                    for est, (cells, _) in zip(runs, held)
-                ]
+            scored = by_predictor and all(est in kept for est in runs)
+            kind, rates = _fold_rates(
+                X, runs, [cells for cells, _ in held], kept if scored else None, zero_weight
+            )
+            if scored:
+                kinds[k] = kind
             fold_err[k] = [float(rate) for rate in rates]
             held_err[k] = float(np.mean(rates))
             held_se[k] = float(np.std(rates, ddof=1) / np.sqrt(len(rates)))
@@ -753,6 +769,7 @@ def select_rank_of(
         fits=fits,
         folds=len(held),
         fold_zeros=fold_zeros,
+        zero_weight=zero_weight,
         seconds=time.perf_counter() - start,
         interrupted=interrupted,
         edge=edge,
@@ -762,17 +779,24 @@ def select_rank_of(
     )
 
 
-def _predictor_rates(X, runs: list, held: list, kept: dict) -> tuple[str, list]:
+def _fold_rates(X, runs: list, held: list, kept: dict | None, zero_weight: float) -> tuple:
     """``(kind, rates)`` of :func:`banmf._predictor.choose_over_folds` for the fold fits
-    ``runs``, each scored on its fold's cells (``held``) by every kind of predictor its starts
-    give (``kept``, from :func:`banmf._predictor.keeping_starts`)."""
+    ``runs``, each scored on its fold's cells (``held``, each zero among them standing for
+    ``zero_weight`` zeros) by every kind of predictor its starts give (``kept``, from
+    :func:`banmf._predictor.keeping_starts`), or by W⊗H alone (``kept`` None: the kind is
+    "product")."""
     ones, m = cell_keys(X), X.shape[1]
     candidates, truths = [], []
     for est, cells in zip(runs, held):
         keys = cell_keys(cells)
-        candidates.append(candidate_scores(kept[est], est.W_, est.components_, keys // m, keys % m))
+        rows, cols = keys // m, keys % m
+        if kept is None:
+            # W⊗H's 0/1 guesses as they are: one byte a cell, every fold's kept at once.
+            candidates.append({"product": predict_cells(est.W_, est.components_, rows, cols)})
+        else:
+            candidates.append(candidate_scores(kept[est], est.W_, est.components_, rows, cols))
         truths.append(in_sorted(keys, ones))
-    return choose_over_folds(candidates, truths)
+    return choose_over_folds(candidates, truths, zero_weight)
 
 
 def _check_folds(folds: int, ones: int, criteria) -> None:

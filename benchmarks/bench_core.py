@@ -2,7 +2,7 @@
 
     python benchmarks/bench_core.py [--quick] [--dtype float32] [--sizes i i5 ii iii] [--ks 10 32 64]
                                     [--degrees [equal uniform poisson ... retail]]
-                                    [--kernels [poisson powerlaw ...]] [--no-extras]
+                                    [--kernels [poisson powerlaw ...]] [--repeats 3] [--no-extras]
 
 Every measurement runs in its own fresh process, so "peak MB" is that process's peak resident
 memory (data generation included). Times are medians over the timed iterations; ratios compare
@@ -28,7 +28,9 @@ Then: the same per-iteration comparison on data shaped like users' data (``--deg
 (``banmf.datasets.make_sparse_degrees``, exponent 2.5) and on the bundled FIMI retail matrix
 (88,162×16,470, 908,576 nonzeros: Poisson-like baskets, power-law items), each beside
 scikit-learn's MU on the same matrix, and against our time on ``make_sparse_uniform`` (equal
-row counts, the size-ii data above) at the same k. Then each kernel of the iteration
+row counts, the size-ii data above) at the same k; ``--repeats`` alternated pairs of fresh
+processes (ours, then scikit-learn's) per row, with the medians and the range of the pairs'
+ratios, so that a load that comes and goes falls on both sides. Then each kernel of the iteration
 (``--kernels``: the Y pass, the W and H updates, the scatter of Wᵀ Y) on those shapes, with the
 share it reaches of the machine's memory bandwidth (a STREAM-like triad measured in the same
 run) and of its multiply-add peak (the matmul above). Then start-up (a fresh process importing
@@ -441,6 +443,12 @@ def main(argv=None) -> int:
         help="data shapes of the kernel table (each kernel's share of the measured bandwidth "
         "and peak); give none to skip it",
     )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="alternated (BANMF, scikit-learn) pairs of processes per row of the degree table",
+    )
     parser.add_argument("--no-extras", action="store_true", help="skip start-up and target rows")
     args = parser.parse_args(argv)
     sizes = [s for s in args.sizes if not (args.quick and s == "iii")]
@@ -496,7 +504,7 @@ def main(argv=None) -> int:
             ]
             print("| " + " | ".join(str(c) for c in cells) + " |", flush=True)
     if args.degrees:
-        degree_table(args.degrees, args.ks, dtype, quick=args.quick)
+        degree_table(args.degrees, args.ks, dtype, quick=args.quick, repeats=args.repeats)
     if args.kernels:
         kernel_table(args.kernels, args.ks, dtype, quick=args.quick)
     if not args.no_extras:
@@ -522,9 +530,10 @@ def main(argv=None) -> int:
     return 0
 
 
-def degree_table(kinds, ks, dtype, quick=False) -> list[dict]:
+def degree_table(kinds, ks, dtype, quick=False, repeats=3) -> list[dict]:
     """Per-iteration time on data shaped like users' data, against scikit-learn's MU on the same
-    matrix and against our own time on equal row counts at the same k. Prints a table."""
+    matrix and against our own time on equal row counts at the same k: ``repeats`` alternated
+    pairs of processes per row, medians, and the range of the pairs' ratios. Prints a table."""
     n, m, nnz, iters = DEGREES_SIZE
     if quick:
         iters = max(3, iters // 4)
@@ -533,32 +542,37 @@ def degree_table(kinds, ks, dtype, quick=False) -> list[dict]:
         kinds.insert(0, "equal")
     print(
         f"\nDegree skew: {n:,}×{m:,} with {nnz:,} nonzeros (make_sparse_degrees, exponent "
-        f"2.5) and the retail data; {iters} timed iterations, same run",
+        f"2.5) and the retail data; {iters} timed iterations, {repeats} alternated pairs of "
+        "processes per row (medians; the pairs' ratios from lowest to highest)",
         flush=True,
     )
     print(
         "| data | rows max/mean | cols max/mean | k | BANMF s/it | × equal rows | sklearn MU s/it "
-        "| ratio |"
+        "| ratio | pairs' ratios |"
     )
-    print("|---|---|---|---|---|---|---|---|", flush=True)
+    print("|---|---|---|---|---|---|---|---|---|", flush=True)
     equal, results = {}, []
     for kind in kinds:
         label = DEGREES[kind][0]
         skew = _in_child(degree_skew, kind)
         for k in ks:
-            ours = _in_child(run_banmf, n, m, nnz, k, iters + 1, dtype, kind)
-            sk = _in_child(run_sklearn, n, m, nnz, k, iters, dtype, kind)
+            ours, theirs = [], []
+            for _ in range(max(1, repeats)):
+                ours.append(_in_child(run_banmf, n, m, nnz, k, iters + 1, dtype, kind)["iter"])
+                theirs.append(_in_child(run_sklearn, n, m, nnz, k, iters, dtype, kind)["iter"])
+            mine, sk = float(np.median(ours)), float(np.median(theirs))
+            pairs = sorted(t / o for o, t in zip(ours, theirs))
             if kind == "equal":
-                equal[k] = ours["iter"]
+                equal[k] = mine
             results.append(
                 {
                     "data": kind,
                     "k": k,
-                    "banmf": ours["iter"],
-                    "sklearn": sk["iter"],
+                    "banmf": mine,
+                    "sklearn": sk,
+                    "pairs": pairs,
                     "rows_skew": skew[0],
                     "cols_skew": skew[1],
-                    "nnz": ours["nnz"],
                 }
             )
             cells = [
@@ -566,10 +580,11 @@ def degree_table(kinds, ks, dtype, quick=False) -> list[dict]:
                 f"{skew[0]:.1f}",
                 f"{skew[1]:.1f}",
                 k,
-                f"{ours['iter']:.4g}",
-                f"{ours['iter'] / equal[k]:.2f}×",
-                f"{sk['iter']:.4g}",
-                f"{sk['iter'] / ours['iter']:.1f}×",
+                f"{mine:.4g}",
+                f"{mine / equal[k]:.2f}×",
+                f"{sk:.4g}",
+                f"{sk / mine:.1f}×",
+                ", ".join(f"{r:.1f}" for r in pairs),
             ]
             print("| " + " | ".join(str(c) for c in cells) + " |", flush=True)
     return results

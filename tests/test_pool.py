@@ -11,9 +11,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import banmf
-from banmf._boolean import pack_rows
-from banmf._kernels.pool import pool_gains
-from banmf.engine.pool import Pool, WholePool, combine, select, useful
+from banmf._boolean import pack_rows, words
+from banmf._kernels.pool import MAJORITY_ROWS, pool_cells, set_counts, set_majority, unit_gains
+from banmf.engine.pool import (
+    Pool,
+    WholePool,
+    combine,
+    decide,
+    majority,
+    majority_counts,
+    select,
+    useful,
+)
 from banmf.io import Dataset
 
 
@@ -27,6 +36,12 @@ def unknown_forms(draw, X):
     if form == "observed":
         return None, mask | (rng.random(X.shape) < 0.3)
     return None, None
+
+
+def with_form(X, mask, form: str) -> Dataset:
+    """``X`` with ``mask`` as its unknown cells ("missing"), its observed cells ("observed"),
+    or none ("none")."""
+    return Dataset.of(X, **({} if form == "none" else {form: mask}))
 
 
 def observed_matrix(data: Dataset) -> tuple[np.ndarray, np.ndarray]:
@@ -70,28 +85,144 @@ def pools(draw, max_n=9, max_m=9, max_p=6):
     return data, Pool.of([(W, H)])[0]
 
 
+def cell_values(data) -> np.ndarray:
+    """Dense: -1 on a one, +1 on an observed zero, 0 on an unknown cell."""
+    X, seen = observed_matrix(data)
+    return np.where(X, -1, np.where(seen, 1, 0))
+
+
+def check_kernels(data, pool: Pool, chosen: list, skip: int, k: int) -> None:
+    """pool_cells and unit_gains (both variants, to the bit) against dense numpy, and
+    WholePool's gains with no slot assigned and with ``chosen`` assigned."""
+    n, m = data.shape
+    X, u = data.X, data.unknown
+    cells, mode = (X, 0) if u is None else (u.cells, 2 if u.observed else 1)
+    rows = WholePool(data, pool, k)
+    unit_f, unit_r, cell_ptr = rows.unit_f, rows.unit_r, rows.cell_ptr
+    size = int(cell_ptr[-1]) >> 6
+    base = np.empty(len(pool.row_idx), dtype=np.int64)
+    ones = np.zeros(size, dtype=np.uint64)
+    zeros = np.zeros(size if mode else 0, dtype=np.uint64)
+    units = np.empty(len(unit_f), dtype=np.int64)
+    args = (X.indptr, X.indices, cells.indptr, cells.indices, mode, pool.row_ptr, pool.row_idx)
+    parts = (pool.col_ptr, pool.col_idx, cell_ptr, unit_f, unit_r)
+    run_both(pool_cells, *args, *parts, base, ones, zeros, units)
+    # Each entry's cells, and their bits (candidate by candidate, row by row).
+    V = cell_values(data)
+    bits = np.unpackbits(ones.view(np.uint8), bitorder="little")
+    zero_bits = np.unpackbits(zeros.view(np.uint8), bitorder="little")
+    for f in range(len(pool)):
+        r0, r1 = pool.row_ptr[f], pool.row_ptr[f + 1]
+        cols = pool.col_idx[pool.col_ptr[f] : pool.col_ptr[f + 1]]
+        block = V[np.ix_(pool.row_idx[r0:r1], cols)]
+        np.testing.assert_array_equal(base[r0:r1], block.sum(axis=1))
+        at = slice(cell_ptr[f], cell_ptr[f] + block.size)
+        np.testing.assert_array_equal(bits[at], (block < 0).ravel())
+        if mode:
+            np.testing.assert_array_equal(zero_bits[at], (block > 0).ravel())
+    none = reference_gains(data, pool, [-1] * k)
+    np.testing.assert_array_equal(np.bincount(unit_f, units, len(pool)), none)
+    zero_codes = np.zeros((m, words(k)), dtype=np.uint64)
+    np.testing.assert_array_equal(rows.gains(zero_codes, zero_codes[0]), none)
+    W, H = pool.factors(chosen, n, m, k)
+    skip_bits = pack_rows(np.arange(k)[None, :] == skip)[0]
+    args = (mode, pool.row_ptr, pool.row_idx, *parts, base, ones, zeros)
+    run_both(unit_gains, *args, pack_rows(W), pack_rows(H.T), skip_bits, units)
+    expected = reference_gains(data, pool, chosen, skip)
+    np.testing.assert_array_equal(np.bincount(unit_f, units, len(pool)), expected)
+    for s, f in enumerate(chosen):
+        if f >= 0:
+            rows.assign(s, f, True)
+    np.testing.assert_array_equal(rows.gains(pack_rows(H.T), skip_bits), expected)
+
+
 @examples(60)
 @given(pools(), st.integers(1, 70), st.data())
-def test_kernel_against_numpy(case, k, draw):
+def test_kernels_against_numpy(case, k, draw):
     """Every candidate's change of error, with any chosen slots (k past 64: two words) and any
     slot left out, including empty rows and columns and k = 1."""
     data, pool = case
-    rows = WholePool(data, pool, k)
-    n, m = data.shape
     chosen = [draw.draw(st.integers(-1, len(pool) - 1)) for _ in range(k)]
-    skip = draw.draw(st.integers(-1, k - 1))
-    W, H = pool.factors(chosen, n, m, k)
-    rows.codes[:] = pack_rows(W)
-    skip_bits = pack_rows(np.arange(k)[None, :] == skip)[0]
+    check_kernels(data, pool, chosen, draw.draw(st.integers(-1, k - 1)), k)
+
+
+@pytest.mark.parametrize("form", ["none", "missing", "observed"])
+def test_kernels_over_several_units_of_a_candidate(form):
+    """Candidates of more cells than one unit of work holds (several units each, of whole
+    rows), beside small ones."""
+    rng = np.random.default_rng(2)
+    n, m = 300, 1500
+    X = rng.random((n, m)) < 0.05
+    mask = rng.random((n, m)) < 0.2
+    data = with_form(X, mask, form)
+    W = rng.random((n, 5)) < [0.9, 0.5, 0.05, 0.3, 0.7]
+    H = rng.random((5, m)) < [[0.9], [0.4], [0.01], [0.002], [0.6]]
+    pool = Pool.of([(W, H)])[0]
+    assert np.bincount(WholePool(data, pool, 3).unit_f).max() > 1
+    check_kernels(data, pool, [0, -1, 2], 1, 3)
+
+
+def reference_majority(data, S: np.ndarray) -> tuple:
+    """Dense: per row and set, its ones and unknown cells (or observed zeros) in the set's
+    columns, the sets' sizes, and whether the row holds more ones than observed zeros there."""
+    X = data.X.toarray().astype(np.int64)
+    u = data.unknown
+    Si = S.astype(np.int64)
+    ones, sizes = X @ Si, Si.sum(axis=0)
+    if u is None:
+        return ones, None, sizes, 2 * ones > sizes
+    cells = u.cells.toarray().astype(np.int64) @ Si
+    return ones, cells, sizes, ones > cells if u.observed else 2 * ones + cells > sizes
+
+
+def check_majority(data, S: np.ndarray) -> None:
+    ones, cells, sizes, more = reference_majority(data, S)
     X, u = data.X, data.unknown
-    cells, mode = (X, 0) if u is None else (u.cells, 2 if u.observed else 1)
-    out = np.empty(len(pool), dtype=np.int64)
-    args = (X.indptr, X.indices, cells.indptr, cells.indices, mode, pool.row_ptr, pool.row_idx)
-    got = run_both(
-        pool_gains, *args, pool.col_ptr, pool.col_idx, rows.codes, pack_rows(H.T), skip_bits, out
-    )
-    assert got is None
-    np.testing.assert_array_equal(out, reference_gains(data, pool, chosen, skip))
+    got = majority_counts(data, S)
+    np.testing.assert_array_equal(got[0], ones, strict=True)
+    np.testing.assert_array_equal(got[2], sizes)
+    if u is None:
+        assert got[1] is None
+    else:
+        np.testing.assert_array_equal(got[1], cells, strict=True)
+    np.testing.assert_array_equal(decide(*got, u is not None and u.observed), more)
+    np.testing.assert_array_equal(majority(data, S), more, strict=True)
+    # Both variants of each kernel, to the bit.
+    cells_csr, mode = (X, 0) if u is None else (u.cells, 2 if u.observed else 1)
+    out = np.empty(more.shape, dtype=bool)
+    args = (X.indptr, X.indices, cells_csr.indptr, cells_csr.indices, mode)
+    run_both(set_majority, *args, np.ascontiguousarray(S), S.sum(axis=0), out)
+    np.testing.assert_array_equal(out, more)
+    counts = np.empty(ones.shape, dtype=np.int64)
+    run_both(set_counts, X.indptr, X.indices, np.ascontiguousarray(S), counts)
+    np.testing.assert_array_equal(counts, ones)
+
+
+@examples(60)
+@given(st.data())
+def test_majority_kernels_against_numpy(draw):
+    """The grown candidates' counts and majorities, every unknown form, any number of sets
+    (one included), empty rows, columns and sets."""
+    X = draw.draw(binary_matrices(max_n=9, max_m=9))
+    data = Dataset.of(X, *unknown_forms(draw.draw, X))
+    sets = draw.draw(st.integers(1, 5))
+    rng = np.random.default_rng(draw.draw(st.integers(0, 2**32 - 1)))
+    S = rng.random((X.shape[1], sets)) < rng.random(sets)
+    check_majority(data, S)
+    # The transpose's side, as grow asks for it: a slice of the rows' sets.
+    W = majority(data, S)
+    check_majority(data.T, W[:, sets // 2 :])
+
+
+@pytest.mark.parametrize("form", ["none", "missing", "observed"])
+def test_majority_over_several_steps_of_rows(form):
+    """More rows than one parallel step of set_majority holds."""
+    rng = np.random.default_rng(5)
+    n, m = 2 * MAJORITY_ROWS + 17, 40
+    X = rng.random((n, m)) < 0.1
+    mask = rng.random((n, m)) < 0.2
+    data = with_form(X, mask, form)
+    check_majority(data, rng.random((m, 6)) < 0.3)
 
 
 def brute_force(data, pool: Pool, k: int) -> int:

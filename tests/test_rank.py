@@ -447,8 +447,11 @@ def test_the_scan_stops_patience_ranks_past_the_rank_the_rule_takes(
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(
             selection,
-            "_predictor_rates",
-            lambda X, runs, held, kept: (kind[runs[0].n_components], rates[runs[0].n_components]),
+            "_fold_rates",
+            lambda X, runs, held, kept, zero_weight: (
+                kind[runs[0].n_components],
+                rates[runs[0].n_components],
+            ),
         )
         X, _, _ = banmf.make_boolean(30, 20, 2, 0.3, random_state=0)
         unknown = np.random.default_rng(0).random(X.shape) < 0.1
@@ -505,10 +508,11 @@ def test_the_stop_reads_no_unknown_cell_and_is_the_same_on_any_threads():
     assert all(lowest.fold_errors[k] == got.fold_errors[k] for k in lowest.ks)
     # A selection pickled before `stopped` existed loads, without one.
     state = pickle.loads(pickle.dumps(got)).__dict__.copy()
-    del state["stopped"]
+    del state["stopped"], state["zero_weight"]
     old = object.__new__(type(got))
     old.__dict__.update(state)
     assert old.stopped is None and old.to_dict()["stopped"] is None
+    assert old.zero_weight == 1.0  # nor the zeros' weight: each counted once then
 
 
 def test_a_kind_of_predictor_scores_the_folds_with_one_threshold():
@@ -532,6 +536,111 @@ def test_a_kind_of_predictor_scores_the_folds_with_one_threshold():
     )
     assert kind == "product"
     assert rates == [((p > 0.5) != t).mean() for p, t in zip(product[:2], truths[:2])]
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 4), st.integers(0, 4), st.booleans()), min_size=4, max_size=40
+    ),
+    st.integers(2, 4),
+    st.integers(1, 5),
+)
+def test_a_zero_weight_in_the_folds_counts_each_zero_that_many_times(cells, folds, weight):
+    """The folds' kind and error rates, each zero standing for ``weight`` zeros, are those of
+    the cells with every zero repeated that often."""
+    from banmf._predictor import choose_over_folds, error_rate
+
+    cells = np.array(cells, dtype=np.float64)
+    parts = [cells[f::folds] for f in range(folds)]
+    if any(len(part) == 0 for part in parts):
+        return
+    candidates = [{"product": p[:, 0] > 2, "vote": p[:, 0] / 4, "nmf": p[:, 1]} for p in parts]
+    truths = [p[:, 2] > 0 for p in parts]
+    repeats = [np.where(t, 1, weight) for t in truths]
+    every = [{kind: np.repeat(s, r) for kind, s in c.items()} for c, r in zip(candidates, repeats)]
+    truths_r = [np.repeat(t, r) for t, r in zip(truths, repeats)]
+    assert choose_over_folds(candidates, truths, weight) == choose_over_folds(every, truths_r)
+    for c, t, c_r, t_r in zip(candidates, truths, every, truths_r):
+        assert error_rate(c["product"], t, weight) == error_rate(c_r["product"], t_r)
+        assert error_rate(c["product"], t) == np.mean(c["product"] != t)
+
+
+def fold_selection(monkeypatch, form, n_jobs=None, by_predictor=False, seen=None):
+    """``(X, unknown, selection)`` on sparse data whose folds sample the zeros (``FOLD_ZEROS``
+    patched to 600: each zero drawn stands for about 11); ``seen`` collects the arguments of
+    every ``choose_over_folds`` call."""
+    import banmf._selection as module
+
+    monkeypatch.setattr(module, "FOLD_ZEROS", 600)
+    if seen is not None:
+        real = module.choose_over_folds
+
+        def spy(candidates, truths, zero_weight):
+            seen.append((candidates, truths, zero_weight))
+            return real(candidates, truths, zero_weight)
+
+        monkeypatch.setattr(module, "choose_over_folds", spy)
+    X = banmf.make_sparse_tiles(150, 60, 500, 3, random_state=0)[0]
+    unknown = np.random.default_rng(0).random(X.shape) < (0.2 if form else 0.0)
+    masks = {"missing": {"missing": unknown}, "observed": {"observed": ~unknown}, None: {}}[form]
+    selection = module.select_rank_of(
+        X,
+        [1, 3, 5],
+        banmf.BANMF(max_iter=40, n_init=3),
+        criteria=("cv",),
+        folds=3,
+        cv_rule="min",
+        random_state=0,
+        n_jobs=n_jobs,
+        by_predictor=by_predictor,
+        **masks,
+    )
+    return X, unknown, selection
+
+
+@pytest.mark.parametrize(
+    "form, by_predictor", [(None, False), ("missing", True), ("observed", True)]
+)
+def test_when_the_folds_sample_the_zeros_each_stands_for_its_share(form, by_predictor, monkeypatch):
+    """Past ``FOLD_ZEROS`` observed zeros the folds take every one and a sample of the zeros:
+    each zero drawn weighs (observed zeros) / ``FOLD_ZEROS`` in the threshold and the rates,
+    so that the folds weigh ones and zeros as the data does."""
+    from banmf._predictor import kind_threshold
+
+    seen = []
+    X, unknown, got = fold_selection(monkeypatch, form, None, by_predictor, seen)
+    ones = int((X.toarray().astype(bool) & ~unknown).sum())
+    zeros = int((~X.toarray().astype(bool) & ~unknown).sum())
+    assert got.fold_zeros == 600 and got.zero_weight == zeros / 600 > 10
+    assert got.to_dict()["zero_weight"] == got.zero_weight
+    assert (got.predictor is not None) == by_predictor
+    assert len(seen) == len(got.ks)
+    for k, (candidates, truths, weight) in zip(got.ks, seen):
+        assert weight == got.zero_weight
+        assert sum(int(t.sum()) for t in truths) == ones
+        assert sum(int((~t).sum()) for t in truths) == 600
+        kind = got.predictor[k] if by_predictor else "product"
+        # Each fold's rate by hand: its kind's guesses (W⊗H's at 0.5, another kind's at its
+        # one threshold over every fold's cells), a wrong zero counting `weight` errors.
+        pooled = np.concatenate([c[kind] for c in candidates])
+        threshold, _ = kind_threshold(kind, pooled, np.concatenate(truths), weight)
+        expected = [
+            (np.sum(t & ~(c[kind] > threshold)) + weight * np.sum(~t & (c[kind] > threshold)))
+            / (t.sum() + weight * (~t).sum())
+            for c, t in zip(candidates, truths)
+        ]
+        assert got.fold_errors[k] == pytest.approx(expected, rel=1e-12)
+        assert got.held_out_error[k] == pytest.approx(np.mean(expected), rel=1e-12)
+        plain = [np.mean((c[kind] > threshold) != t) for c, t in zip(candidates, truths)]
+        assert got.fold_errors[k] != pytest.approx(plain)  # the weight matters here
+
+
+def test_a_selection_with_weighted_zeros_is_the_same_on_any_threads(monkeypatch):
+    one, two = (fold_selection(monkeypatch, "missing", n_jobs, True)[2] for n_jobs in (1, 2))
+    again = fold_selection(monkeypatch, "missing", 1, True)[2]
+    assert one.zero_weight > 1
+    assert one.to_dict() | {"seconds": 0} == two.to_dict() | {"seconds": 0}
+    assert one.to_dict() | {"seconds": 0} == again.to_dict() | {"seconds": 0}
 
 
 def test_the_one_se_rule_and_the_lowest_held_out_error(planted):

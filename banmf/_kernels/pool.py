@@ -1,4 +1,5 @@
-"""The combination's kernel: what adding each candidate factor of a pool does to the error."""
+"""The combination's kernels: what adding each candidate factor of a pool does to the error, and
+the grown candidates' majorities."""
 
 import numpy as np
 from numba import njit, prange
@@ -18,8 +19,78 @@ def _lower_bound(indices, lo, hi, j):
     return lo
 
 
+#: Rows per parallel step of :func:`set_majority` (its counts are allocated once a step).
+MAJORITY_ROWS = 4096
+
+
 @kernel()
-def pool_gains(
+def set_majority(indptr, indices, cindptr, cindices, mode, S, sizes, out):
+    """``out[i, t]``: whether row i holds more ones than observed zeros in the columns of set
+    t (``S[:, t]``, bool m × T; ``sizes[t]`` its columns).
+
+    The rows' ones are the CSR support ``indptr``, ``indices``; ``mode`` says what the cells
+    ``cindices`` (their CSR in ``cindptr``) are: 0, none (every other cell an observed zero:
+    ``2·ones > size``); 1, the unknown cells (``2·ones + unknown > size``); 2, the observed
+    zeros (``ones > zeros``). Integer counts, one pass over the rows for every set at once;
+    rows in steps of :data:`MAJORITY_ROWS`, each row on its own (any thread count, the same).
+    """
+    n, sets = out.shape
+    for b in prange((n + MAJORITY_ROWS - 1) // MAJORITY_ROWS):
+        ones = np.zeros(sets, dtype=np.int64)
+        cells = np.zeros(sets, dtype=np.int64)
+        for i in range(b * MAJORITY_ROWS, min(n, (b + 1) * MAJORITY_ROWS)):
+            ones[:] = 0
+            for p in range(indptr[i], indptr[i + 1]):
+                j = indices[p]
+                for t in range(sets):
+                    ones[t] += S[j, t]
+            if mode != 0:
+                cells[:] = 0
+                for q in range(cindptr[i], cindptr[i + 1]):
+                    j = cindices[q]
+                    for t in range(sets):
+                        cells[t] += S[j, t]
+            for t in range(sets):
+                if mode == 0:
+                    out[i, t] = 2 * ones[t] > sizes[t]
+                elif mode == 1:
+                    out[i, t] = 2 * ones[t] + cells[t] > sizes[t]
+                else:
+                    out[i, t] = ones[t] > cells[t]
+
+
+@kernel()
+def set_counts(indptr, indices, S, out):
+    """``out[i, t]``: the entries of CSR row i (``indptr``, ``indices``) in set t (``S[:, t]``,
+    bool); one pass over the rows for every set at once, each row on its own."""
+    sets = out.shape[1]
+    for i in prange(len(indptr) - 1):
+        for t in range(sets):
+            out[i, t] = 0
+        for p in range(indptr[i], indptr[i + 1]):
+            j = indices[p]
+            for t in range(sets):
+                out[i, t] += S[j, t]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _cell_value(indices, p, p1, cindices, q, q1, mode, j):
+    """Cell (i, j) of a row whose ones are ``indices[p:p1]`` and listed cells ``cindices[q:q1]``
+    (sorted, searched from ``p`` and ``q`` on): -1 a one, +1 an observed zero, 0 unknown; with
+    the positions reached. ``mode``: 0, every cell not a one is an observed zero; 1, every cell
+    but the unknown (listed) ones; 2, only the listed cells (the observed zeros given)."""
+    p = _lower_bound(indices, p, p1, j)
+    if p < p1 and indices[p] == j:
+        return -1, p, q
+    if mode == 0:
+        return 1, p, q
+    q = _lower_bound(cindices, q, q1, j)
+    listed = q < q1 and cindices[q] == j
+    return (1 if listed == (mode == 2) else 0), p, q
+
+
+@kernel()
+def pool_cells(
     indptr,
     indices,
     cindptr,
@@ -29,53 +100,107 @@ def pool_gains(
     row_idx,
     col_ptr,
     col_idx,
+    cell_ptr,
+    unit_f,
+    unit_r,
+    base,
+    ones,
+    zeros,
+    out,
+):
+    """Each cell of a pool's candidates read from X once.
+
+    Candidate f is the rectangle of rows ``row_idx[row_ptr[f]:row_ptr[f + 1]]`` (sorted; local
+    to this block of rows) by columns ``col_idx[col_ptr[f]:col_ptr[f + 1]]`` (sorted). X's
+    ones are the CSR support ``indptr``, ``indices``; ``mode`` says what the cells ``cindices``
+    (CSR in ``cindptr``) are (:func:`_cell_value`). Writes ``base[r]``: the change in Hamming
+    error from covering the cells of entry r (candidate f's row ``row_idx[r]``, by its
+    columns) where nothing covers them (-1 a one, +1 an observed zero). With ``ones`` not
+    empty, a bit per cell (candidate f's from bit ``cell_ptr[f]`` on, row by row) set on the
+    ones of X, and with ``zeros`` not empty one set on the observed zeros (mode 1 or 2).
+    The work goes in units ``u``: candidate ``unit_f[u]``'s entries ``unit_r[u]:unit_r[u +
+    1]``, whose bits begin on a word of their own; ``out[u]`` is the unit's sum of ``base``.
+    Cost O(area · log(row length)).
+    """
+    keep = len(ones) > 0
+    for u in prange(len(unit_f)):
+        f = unit_f[u]
+        c0, c1 = col_ptr[f], col_ptr[f + 1]
+        unit = np.int64(0)
+        for r in range(unit_r[u], unit_r[u + 1]):
+            i = row_idx[r]
+            p, p1 = indptr[i], indptr[i + 1]
+            q, q1 = cindptr[i], cindptr[i + 1]
+            at = cell_ptr[f] + (r - row_ptr[f]) * (c1 - c0)
+            total = 0
+            for c in range(c0, c1):
+                value, p, q = _cell_value(indices, p, p1, cindices, q, q1, mode, col_idx[c])
+                total += value
+                if keep and value != 0:
+                    bit = at + c - c0
+                    word = np.uint64(1) << np.uint64(bit & 63)
+                    if value < 0:
+                        ones[bit >> 6] |= word
+                    elif mode != 0:
+                        zeros[bit >> 6] |= word
+            base[r] = total
+            unit += total
+        out[u] = unit
+
+
+@kernel()
+def unit_gains(
+    mode,
+    row_ptr,
+    row_idx,
+    col_ptr,
+    col_idx,
+    cell_ptr,
+    unit_f,
+    unit_r,
+    base,
+    ones,
+    zeros,
     row_codes,
     col_codes,
     skip,
     out,
 ):
-    """``out[f]``: the change in Hamming error from adding candidate f to a selection.
+    """``out[u]``: unit u's share of the change in Hamming error from adding candidate
+    ``unit_f[u]`` to a selection, from :func:`pool_cells`'s ``base`` and bits (X is not read).
 
-    Candidate f is the rectangle of rows ``row_idx[row_ptr[f]:row_ptr[f + 1]]`` (local to this
-    block of rows) by columns ``col_idx[col_ptr[f]:col_ptr[f + 1]]`` (sorted). The selection
-    covers cell (i, j) when ``row_codes[i] & col_codes[j] & ~skip`` is not zero (its slots as
-    bits in words; ``skip``: slots left out). Each cell of f that the selection leaves uncovered
-    counts -1 if it is a one of X (``indptr``, ``indices``: the block's CSR support, sorted
-    rows), else +1 if it is an observed zero: ``mode`` 0, every cell not a one; 1, every cell
-    but the unknown ``cindices`` (their CSR in ``cindptr``); 2, only the observed zeros
-    ``cindices``. Integer counts over the block's rows: blocks' results add up to the whole's.
-    Cost O(area · log(row length)) per candidate, one candidate per parallel step.
+    The selection covers cell (i, j) when ``row_codes[i] & col_codes[j] & ~skip`` is not zero
+    (its slots as bits in words; ``skip``: slots left out). A row that no slot covers counts
+    its ``base`` whole; in another, each cell left uncovered counts -1 if a one, +1 if an
+    observed zero. Integer counts: units, and blocks of rows, add up to the whole's.
     """
     words = row_codes.shape[1]
-    for f in prange(len(out)):
-        total = np.int64(0)
+    for u in prange(len(unit_f)):
+        f = unit_f[u]
         c0, c1 = col_ptr[f], col_ptr[f + 1]
-        for r in range(row_ptr[f], row_ptr[f + 1]):
+        total = np.int64(0)
+        for r in range(unit_r[u], unit_r[u + 1]):
             i = row_idx[r]
             selected = False
             for w in range(words):
                 if row_codes[i, w] & ~skip[w]:
                     selected = True
-            p, p1 = indptr[i], indptr[i + 1]
-            q, q1 = cindptr[i], cindptr[i + 1]
+            if not selected:
+                total += base[r]
+                continue
+            at = cell_ptr[f] + (r - row_ptr[f]) * (c1 - c0)
             for c in range(c0, c1):
                 j = col_idx[c]
-                if selected:
-                    covered = False
-                    for w in range(words):
-                        if row_codes[i, w] & col_codes[j, w] & ~skip[w]:
-                            covered = True
-                    if covered:
-                        continue
-                p = _lower_bound(indices, p, p1, j)
-                if p < p1 and indices[p] == j:
+                covered = False
+                for w in range(words):
+                    if row_codes[i, w] & col_codes[j, w] & ~skip[w]:
+                        covered = True
+                if covered:
+                    continue
+                bit = at + c - c0
+                word, shift = bit >> 6, np.uint64(bit & 63)
+                if (ones[word] >> shift) & np.uint64(1):
                     total -= 1
-                    continue
-                if mode == 0:
+                elif mode == 0 or (zeros[word] >> shift) & np.uint64(1):
                     total += 1
-                    continue
-                q = _lower_bound(cindices, q, q1, j)
-                listed = q < q1 and cindices[q] == j
-                if listed == (mode == 2):
-                    total += 1
-        out[f] = total
+        out[u] = total

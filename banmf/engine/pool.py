@@ -30,7 +30,7 @@ from typing import Protocol
 import numpy as np
 
 from .._boolean import words
-from .._kernels.pool import pool_gains
+from .._kernels.pool import pool_cells, set_counts, set_majority, unit_gains
 from .._threads import pick
 from ..polish import top_columns
 
@@ -42,6 +42,7 @@ __all__ = [
     "WholePool",
     "WholeSource",
     "bounded",
+    "cell_budget",
     "choose",
     "combine",
     "decide",
@@ -67,6 +68,8 @@ MAX_SWEEPS = 3
 #: Candidates grown from columns (:func:`grown`): this many times k, from the columns with the
 #: most ones.
 GROWN_PER_K = 2
+#: Cells of a candidate per unit of :class:`WholePool`'s work (whole rows of it: at least 64).
+UNIT_CELLS = 1 << 16
 #: Dense counts of :func:`grown`'s majorities, rows × sets, at most this many at a time.
 MAJORITY_CELLS = 1 << 22
 
@@ -217,21 +220,40 @@ class PoolRows(Protocol):
 
 
 class WholePool:
-    """:class:`PoolRows` with the data whole in this process."""
+    """:class:`PoolRows` with the data whole in this process.
+
+    The first gains asked for with a slot assigned read each cell of the pool once from X
+    (:func:`~banmf._kernels.pool.pool_cells`): per entry (a candidate's row) its cells'
+    change in error uncovered, and a bit per cell for the ones (and the observed zeros); every
+    later call reads those (:func:`~banmf._kernels.pool.unit_gains`), not X's rows. The work
+    goes in units of whole rows of one candidate (:data:`UNIT_CELLS` cells or so), whatever
+    the thread count.
+    """
 
     def __init__(self, data, pool: Pool, k: int):
         self.data, self.pool = data, pool
         self.codes = np.zeros((data.shape[0], words(k)), dtype=np.uint64)
+        self.unit_f, self.unit_r, self.cell_ptr = _units(pool)
+        self.base = self.ones = self.zeros = None
+        self.assigned = False
 
-    def gains(self, col_codes, skip):
-        X, unknown, pool = self.data.X, self.data.unknown, self.pool
+    def _mode(self) -> tuple:
+        X, unknown = self.data.X, self.data.unknown
         if unknown is None:
-            cells, mode = X, 0  # never read
-        else:
-            cells, mode = unknown.cells, 2 if unknown.observed else 1
-        out = np.empty(len(pool), dtype=np.int64)
+            return X, 0  # never read
+        return unknown.cells, 2 if unknown.observed else 1
+
+    def _read(self, bits: bool, units: np.ndarray) -> None:
+        """The cells from X (:func:`~banmf._kernels.pool.pool_cells`): the entries' changes,
+        with ``bits`` the cells' bits, and each unit's changes summed in ``units``."""
+        X, pool = self.data.X, self.pool
+        cells, mode = self._mode()
+        self.base = np.empty(len(pool.row_idx), dtype=np.int64)
+        size = (int(self.cell_ptr[-1]) >> 6) if bits else 0
+        self.ones = np.zeros(size, dtype=np.uint64)
+        self.zeros = np.zeros(size if mode else 0, dtype=np.uint64)
         work = int(pool.areas.sum()) * 4
-        pick(pool_gains, work)(
+        pick(pool_cells, work)(
             X.indptr,
             X.indices,
             cells.indptr,
@@ -241,16 +263,68 @@ class WholePool:
             pool.row_idx,
             pool.col_ptr,
             pool.col_idx,
-            self.codes,
-            col_codes,
-            skip,
-            out,
+            self.cell_ptr,
+            self.unit_f,
+            self.unit_r,
+            self.base,
+            self.ones,
+            self.zeros,
+            units,
         )
+        if not bits:
+            self.ones = None
+
+    def gains(self, col_codes, skip):
+        pool = self.pool
+        units = np.empty(len(self.unit_f), dtype=np.int64)
+        if self.ones is None and not self.assigned:
+            # Nothing selected yet: the cells as they are, from X (no bits kept for one call).
+            self._read(False, units)
+        else:
+            if self.ones is None:
+                self._read(True, units)
+            pick(unit_gains, int(pool.areas.sum()))(
+                self._mode()[1],
+                pool.row_ptr,
+                pool.row_idx,
+                pool.col_ptr,
+                pool.col_idx,
+                self.cell_ptr,
+                self.unit_f,
+                self.unit_r,
+                self.base,
+                self.ones,
+                self.zeros,
+                self.codes,
+                col_codes,
+                skip,
+                units,
+            )
+        out = np.zeros(len(pool), dtype=np.int64)
+        np.add.at(out, self.unit_f, units)
         return out
 
     def assign(self, slot, f, on):
         pool = self.pool
+        self.assigned = True
         _set_bit(self.codes, pool.row_idx[pool.row_ptr[f] : pool.row_ptr[f + 1]], slot, on)
+
+
+def _units(pool: Pool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The pool's work units (:class:`WholePool`): each unit's candidate and the bounds of its
+    entries (``unit_r[u]:unit_r[u + 1]``), and where each candidate's cell bits begin (a word
+    each; the last, their end)."""
+    rows, cols = np.diff(pool.row_ptr), np.maximum(np.diff(pool.col_ptr), 1)
+    # A multiple of 64 rows a unit: its cells' bits begin on a word of their own.
+    step = 64 * np.maximum(1, UNIT_CELLS // (64 * cols))
+    count = -(-rows // step)
+    unit_f = np.repeat(np.arange(len(pool), dtype=np.int64), count)
+    first = np.repeat(np.cumsum(count) - count, count)
+    start = pool.row_ptr[unit_f] + (np.arange(len(unit_f)) - first) * step[unit_f]
+    unit_r = np.append(start, pool.row_ptr[-1]).astype(np.int64)
+    cell_ptr = np.zeros(len(pool) + 1, dtype=np.int64)
+    np.cumsum((pool.areas + 63) >> 6 << 6, out=cell_ptr[1:])
+    return unit_f, unit_r, cell_ptr
 
 
 def _set_bit(codes: np.ndarray, where: np.ndarray, slot: int, on: bool) -> None:
@@ -407,11 +481,16 @@ def grown(data, count: int, rounds: int = 3) -> tuple[np.ndarray, np.ndarray]:
 def majority_counts(data, S: np.ndarray) -> tuple:
     """Per row of ``data`` and set t (the columns ``S[:, t]``, bool m × T): its ones in the
     set's columns, its unknown cells there (None without them; the observed zeros with
-    ``observed=``), and the sets' sizes."""
+    ``observed=``), and the sets' sizes (int64 counts)."""
     X, unknown = data.X, data.unknown
-    Sf = S.astype(np.float64)
-    cells = None if unknown is None else unknown.cells @ Sf
-    return X @ Sf, cells, S.sum(axis=0)
+    S = np.ascontiguousarray(S)
+
+    def counts(A):
+        out = np.empty((A.shape[0], S.shape[1]), dtype=np.int64)
+        pick(set_counts, (A.nnz + A.shape[0]) * S.shape[1])(A.indptr, A.indices, S, out)
+        return out
+
+    return counts(X), None if unknown is None else counts(unknown.cells), S.sum(axis=0)
 
 
 def decide(ones: np.ndarray, cells, sizes: np.ndarray, observed: bool) -> np.ndarray:
@@ -426,24 +505,38 @@ def decide(ones: np.ndarray, cells, sizes: np.ndarray, observed: bool) -> np.nda
 
 def majority(data, S: np.ndarray) -> np.ndarray:
     """Per row of ``data`` and set t (the columns ``S[:, t]``, bool m × T): whether the row
-    holds more ones than observed zeros in the set's columns."""
+    holds more ones than observed zeros in the set's columns (:func:`decide` of
+    :func:`majority_counts`, in one pass over the rows without their counts)."""
     X, unknown = data.X, data.unknown
-    observed = unknown is not None and unknown.observed
+    S = np.ascontiguousarray(S)
+    if unknown is None:
+        cells, mode = X, 0  # never read
+    else:
+        cells, mode = unknown.cells, 2 if unknown.observed else 1
     out = np.empty((X.shape[0], S.shape[1]), dtype=bool)
-    # A few sets at a time: the counts are dense, rows × sets.
-    step = max(1, MAJORITY_CELLS // max(1, X.shape[0]))
-    for t in range(0, S.shape[1], step):
-        out[:, t : t + step] = decide(*majority_counts(data, S[:, t : t + step]), observed)
+    work = (X.nnz + cells.nnz * (mode != 0) + X.shape[0]) * S.shape[1]
+    pick(set_majority, work)(
+        X.indptr, X.indices, cells.indptr, cells.indices, mode, S, S.sum(axis=0), out
+    )
     return out
 
 
-def pool_bytes(n: int, m: int, k: int, starts: int) -> int:
+def cell_budget(nnz: int, k: int) -> float:
+    """The most cells the chosen candidates' rectangles may hold together (:func:`choose`):
+    :data:`WORK_PER_NNZ_K` · nnz · k plus the floor, over the selection's calls for gains."""
+    return (WORK_PER_NNZ_K * nnz * k + WORK_FLOOR) / (k * (3 + 2 * MAX_SWEEPS))
+
+
+def pool_bytes(n: int, m: int, k: int, starts: int, nnz: int) -> int:
     """The most memory :func:`combine` takes for ``starts`` starts at rank k on an n × m
-    matrix: the grown candidates (bool) and their dense counts, and the pool's row and column
-    lists (8 bytes an entry, at most every entry of every start's and the grown factors)."""
+    matrix with ``nnz`` ones: the grown candidates (bool) and their dense counts, the pool's
+    row and column lists and each entry's change uncovered (8 bytes each, at most every entry
+    of every start's and the grown factors), and :class:`WholePool`'s bits of the ones and
+    observed zeros of the candidates' cells (:func:`cell_budget`)."""
     grown_k = GROWN_PER_K * k
     entries = (starts * k + grown_k) * (n + m)
-    return 8 * entries + (n + m) * grown_k + 2 * 8 * MAJORITY_CELLS
+    bits = 2 * int(cell_budget(nnz, k)) // 8
+    return 16 * entries + (n + m) * grown_k + 2 * 8 * MAJORITY_CELLS + bits
 
 
 class PoolSource(GrowRows, Protocol):
@@ -562,8 +655,7 @@ def choose(
     # best start's factors stay. In pool order again, so that ties go to the earlier start.
     order = np.lexsort((keep, alone))
     order = order[alone[order] < 0]
-    calls = k * (3 + 2 * MAX_SWEEPS)
-    budget = (WORK_PER_NNZ_K * source.nnz * k + WORK_FLOOR) / calls
+    budget = cell_budget(source.nnz, k)
     areas = pool.areas[keep]
     order = order[np.cumsum(areas[order]) <= budget]
     keep = np.union1d(keep[order], ours).astype(np.intp)

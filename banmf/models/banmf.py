@@ -12,7 +12,15 @@ import numpy as np
 
 from .._boolean import cell_keys, in_sorted
 from .._params import BOOLEAN, CALLABLE, FLOAT_DTYPE, NONE, Interval, Options, subset_of
-from .._predictor import Predictor, candidate_scores, choose, choosing, hand_over, keeping_starts
+from .._predictor import (
+    Predictor,
+    candidate_scores,
+    choose,
+    choosing,
+    hand_over,
+    keeping_starts,
+    zero_sample,
+)
 from .._progress import inside_a_start
 from .._signals import Interruptions
 from .._threads import current_threads
@@ -84,14 +92,15 @@ INNER_HOLD_OUT = 0.2
 INNER_ZEROS_PER_ONE, INNER_MIN_ZEROS = 2, 200_000
 
 
-def inner_hold_out(ones: int, zeros: int) -> tuple[int, int, int]:
-    """``(ones, zeros, share)`` of the inner fit's held-out cells on data with ``ones``
+def inner_hold_out(ones: int, zeros: int) -> tuple[int, int, float]:
+    """``(ones, zeros, zero_weight)`` of the inner fit's held-out cells on data with ``ones``
     observed ones and ``zeros`` observed zeros: :data:`INNER_HOLD_OUT` of the ones, of the
     zeros at most :data:`INNER_ZEROS_PER_ONE` per held-out one or :data:`INNER_MIN_ZEROS`,
-    whichever is more, and the zeros that share would be (each drawn zero stands for
-    ``share / zeros`` of them)."""
-    held_ones, share = round(INNER_HOLD_OUT * ones), round(INNER_HOLD_OUT * zeros)
-    return held_ones, min(share, max(INNER_ZEROS_PER_ONE * held_ones, INNER_MIN_ZEROS)), share
+    whichever is more, and how many of that share of the zeros each one drawn stands for
+    (:func:`banmf._predictor.zero_sample`)."""
+    held_ones = round(INNER_HOLD_OUT * ones)
+    most = max(INNER_ZEROS_PER_ONE * held_ones, INNER_MIN_ZEROS)
+    return held_ones, *zero_sample(round(INNER_HOLD_OUT * zeros), most)
 
 
 #: The starts ``extra_starts`` may name.
@@ -436,7 +445,7 @@ class BANMF(BaseFactorization):
                 cells += ones + zeros
         observed = unknown is not None and unknown.observed
         start = solver_bytes(n, m, k, p["dtype"], nnz, cells, observed) + (2 + 4) * 8 * entries
-        pool = pool_bytes(n, m, k, starts) if p["combine"] else 0
+        pool = pool_bytes(n, m, k, starts, nnz) if p["combine"] else 0
         return kept + max(running * start, pool)
 
     def _initial_factors(self, shape, k, dtype, rng, W, H):
@@ -532,7 +541,7 @@ class BANMF(BaseFactorization):
         from .._selection import mask_entries
 
         seed = int(check_random_state(self.random_state).integers(2**31 - 1))
-        _, drawn, share = inner_hold_out(data.X.nnz, data.n_observed - data.X.nnz)
+        _, drawn, zero_weight = inner_hold_out(data.X.nnz, data.n_observed - data.X.nnz)
         hidden = mask_entries(data, INNER_HOLD_OUT, random_state=seed, n_zeros=drawn)
         if hidden.nnz == 0:  # too few observed cells to leave any out
             return None
@@ -552,7 +561,6 @@ class BANMF(BaseFactorization):
         offered = {kind: f for kind, f in kept[inner].items() if kind in starts}
         scores = candidate_scores(offered, inner.W_, inner.components_, rows, cols)
         order = np.random.default_rng(seed).permutation(len(keys))
-        zero_weight = share / drawn if drawn else 1.0
         kind, threshold, edges, probabilities, report = choose(scores, truth, order, zero_weight)
         return Predictor(kind, threshold, edges, probabilities, report, starts[kind])
 
