@@ -91,6 +91,53 @@ def test_randomized_svd_is_near_arpack_on_skewed_data(shape, k):
     np.testing.assert_allclose(X @ Vt.T, U * S, atol=0.1 * S[0])  # X v ≈ σ u
 
 
+class _Blocks:
+    """:class:`banmf.engine.nndsvd.Side` of X's rows split into blocks, as the Dask backend
+    keeps them: a block is a list of the blocks' arrays, the Gram their sum."""
+
+    def __init__(self, X, offsets):
+        self.cuts = list(zip(offsets[:-1], offsets[1:], strict=True))
+        self.X = [X[a:b] for a, b in self.cuts]
+        self.Xt = [transpose_mask(part) for part in self.X]
+
+    def put(self, Y):
+        return [nd.Here.put(Y[a:b]) for a, b in self.cuts]
+
+    def gram(self, Y):
+        return sum(nd.Here.gram(part) for part in Y)
+
+    def times(self, Y, M):
+        return [nd.Here.times(part, M) for part in Y]
+
+    def x_times(self, C):
+        return [nd.mask_product(part, C) for part in self.X]
+
+    def xt_times(self, Y):
+        return sum(nd.mask_product(Xt, part) for Xt, part in zip(self.Xt, Y, strict=True))
+
+
+@pytest.mark.parametrize("shape", [(3000, 400), (400, 3000)])
+@pytest.mark.parametrize("k", [1, 10])
+def test_subspace_svd_over_row_blocks_agrees_with_one_block(shape, k):
+    """The Dask backend's arrangement (X's rows in blocks, one of them empty: the products
+    and the row side's Gram summed over them, the column side whole) gives the one-machine
+    triplets to rounding up to each pair's sign, which NNDSVD does not see (it keeps the same
+    parts of x, y as of -x, -y), on X and on its transpose (the sketch on the blocks' side).
+    (The second orthonormalisation's Gram is the identity to rounding, so its eigenvectors,
+    the basis's rotation, follow the rounding: only the span and the final triplets agree.)"""
+    X = check_binary_matrix(
+        make_sparse_degrees(*shape, 30_000, rows="powerlaw", cols="powerlaw", random_state=5)
+    )
+    n = shape[0]
+    rows = _Blocks(X, [0, n // 7, n // 7, n // 2, n])
+    U, S, V = nd.subspace_svd(shape, k, rows, nd.Here, rows.x_times, rows.xt_times)
+    eU, eS, eVt = nd.randomized_svd(X, k)
+    np.testing.assert_allclose(S, eS, rtol=1e-10)
+    signs = np.sign(np.sum(V.T * eVt, axis=1))
+    np.testing.assert_allclose(V.T * signs[:, None], eVt, atol=1e-9)
+    np.testing.assert_allclose(np.concatenate(U) * signs, eU, atol=1e-9)
+
+
 def test_randomized_svd_is_the_same_on_any_number_of_threads(monkeypatch):
     from banmf import _threads
 
