@@ -21,6 +21,7 @@ else in the row's pattern covers, from subset-sum tables of the fixed factor's c
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -40,6 +41,7 @@ from ._kernels.polish import (
     best_row_codes,
     cut_sums,
     lone_bit_lines,
+    merge_descending,
     subset_sums,
     support_uncovered,
     uncovered_by_codes,
@@ -678,8 +680,7 @@ def thresholds_over(
     columns = np.arange(m)
     # H's rows in decreasing order of value per factor, sorted once (the order within ties is
     # irrelevant: cuts fall only where the value drops), with their values in that order.
-    h_order = [np.argsort(-Ht[:, l]) for l in range(k)]
-    h_sorted = [Ht[order, l] for l, order in enumerate(h_order)]
+    h_sorted, h_order = zip(*(descending(Ht[:, l]) for l in range(k)))
     # W's, on the first sweep: its values are the same at every sweep.
     w_order: list = [None] * k
     for _ in range(max_sweeps):
@@ -688,9 +689,8 @@ def thresholds_over(
         for l in range(k):
             vals, d = rows.factor_changes(l)
             if w_order[l] is None:
-                order = np.argsort(-vals)
-                w_order[l] = order, vals[order]
-            order, ordered = w_order[l]
+                w_order[l] = descending(vals)
+            ordered, order = w_order[l]
             better = best_cut(ordered, d, order, tw[l])
             if better is not None:
                 tw[l], change = better
@@ -731,6 +731,37 @@ def swaps_over(rows: Rows, Ht: np.ndarray, method: str, most: int):
         polish_over(rows, Ht, method, history=history)
         # The polish never raises the error, so each swap lowers it strictly: this ends.
         yield l, j, history[-1]
+
+
+def descending(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``values`` in decreasing order (ties in any order, which is all :func:`best_cut` needs)
+    and their positions. On several threads (:func:`~banmf._threads.threads_for`) each sorts a
+    contiguous part, numpy's sort running without the GIL, and the sorted parts are merged
+    pairwise (:func:`~banmf._kernels.polish.merge_descending`): at 10⁸ nonzeros numpy's one
+    sort of W's values per factor was the per-factor thresholds' serial step."""
+    n = len(values)
+    parts = min(threads_for(n), max(1, n))
+    bounds = [n * p // parts for p in range(parts + 1)]
+
+    def sort(p: int) -> tuple[np.ndarray, np.ndarray]:
+        at = np.argsort(-values[bounds[p] : bounds[p + 1]])
+        at += bounds[p]
+        return values[at], at
+
+    def merge(a: tuple, b: tuple) -> tuple[np.ndarray, np.ndarray]:
+        out = np.empty(len(a[0]) + len(b[0]), dtype=values.dtype)
+        out_at = np.empty(len(out), dtype=np.intp)
+        merge_descending(a[0], a[1], b[0], b[1], out, out_at)
+        return out, out_at
+
+    if parts == 1:
+        return sort(0)
+    with ThreadPoolExecutor(parts) as threads:
+        runs = list(threads.map(sort, range(parts)))
+        while len(runs) > 1:
+            merged = list(threads.map(merge, runs[0:-1:2], runs[1::2]))
+            runs = merged + runs[len(runs) - len(runs) % 2 :]
+    return runs[0]
 
 
 def best_cut(

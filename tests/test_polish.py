@@ -16,6 +16,7 @@ from banmf._kernels.polish import (
     best_row_codes,
     cut_sums,
     lone_bit_lines,
+    merge_descending,
     subset_sums,
     table_uncovered,
     uncovered_by_codes,
@@ -562,6 +563,34 @@ def test_a_flips_change_moves_by_at_most_the_fixed_rows_that_moved_with_its_bit(
     bp.drifted(slack, W.shape, moved)
     # Negative bounds are kept as -1: all that counts is that a flip may lower the error.
     assert ((slack == -1) | ((slack >= 0) & (slack <= np.where(W, -after, after)))).all()
+
+
+@given(st.integers(0, 80), st.integers(1, 9), st.integers(1, 5), st.integers(0, 2**31))
+def test_descending_sorts_over_any_number_of_parts(n, distinct, parts, seed):
+    """Parts sorted apart and merged pairwise (an odd one left over included): the values in
+    decreasing order, and positions that give them; ties (few distinct values) in any order."""
+    from unittest import mock
+
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, distinct, n) + rng.choice([0.0, 0.5], n)
+    with mock.patch.object(bp, "threads_for", lambda work: parts):
+        ordered, at = bp.descending(values)
+    np.testing.assert_array_equal(ordered, -np.sort(-values), strict=True)
+    np.testing.assert_array_equal(np.sort(at), np.arange(n))
+    np.testing.assert_array_equal(values[at], ordered)
+
+
+def test_merge_descending_against_numpy():
+    rng = np.random.default_rng(0)
+    for na, nb in [(0, 0), (0, 3), (4, 0), (5, 7), (1, 1)]:
+        a, b = (
+            -np.sort(-rng.integers(0, 4, na).astype(float)),
+            -np.sort(-rng.integers(0, 4, nb).astype(float)),
+        )
+        out, at = np.empty(na + nb), np.empty(na + nb, dtype=np.intp)
+        merge_descending(a, np.arange(na), b, np.arange(na, na + nb), out, at)
+        np.testing.assert_array_equal(out, -np.sort(-np.concatenate([a, b])))
+        np.testing.assert_array_equal(np.concatenate([a, b])[at], out)
 
 
 @given(

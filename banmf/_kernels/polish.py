@@ -303,3 +303,17 @@ def cut_sums(vals, d, order, current, gathered, sums, out):
     for b in range(n_blocks):
         if best[b] >= 0 and least[b] < out[1]:
             out[0], out[1] = best[b], least[b]
+
+
+@njit(cache=True, nogil=True)
+def merge_descending(a, a_at, b, b_at, out, out_at):
+    """Merge the runs ``a`` and ``b`` (each in decreasing order, with their positions
+    ``a_at``, ``b_at``) into ``out`` (decreasing) and ``out_at``; on ties, ``a``'s first."""
+    i = j = 0
+    for o in range(len(out)):
+        if j == len(b) or (i < len(a) and a[i] >= b[j]):
+            out[o], out_at[o] = a[i], a_at[i]
+            i += 1
+        else:
+            out[o], out_at[o] = b[j], b_at[j]
+            j += 1

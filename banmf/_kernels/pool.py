@@ -24,9 +24,12 @@ MAJORITY_ROWS = 4096
 
 
 @kernel()
-def set_majority(indptr, indices, cindptr, cindices, mode, S, sizes, out):
+def set_majority(indptr, indices, cindptr, cindices, mode, held, set_ptr, set_idx, sizes, out):
     """``out[i, t]``: whether row i holds more ones than observed zeros in the columns of set
-    t (``S[:, t]``, bool m × T; ``sizes[t]`` its columns).
+    t (``sizes[t]`` columns); the sets holding column j are ``set_idx[set_ptr[j]:set_ptr[j +
+    1]]``, so a row's work is its entries plus their sets, not entries × sets. Bit j of
+    ``held`` (uint8, little-endian bits) says whether any set holds column j: the sets hold few
+    columns, and a bit per column stays in cache where ``set_ptr`` would not.
 
     The rows' ones are the CSR support ``indptr``, ``indices``; ``mode`` says what the cells
     ``cindices`` (their CSR in ``cindptr``) are: 0, none (every other cell an observed zero:
@@ -42,14 +45,16 @@ def set_majority(indptr, indices, cindptr, cindices, mode, S, sizes, out):
             ones[:] = 0
             for p in range(indptr[i], indptr[i + 1]):
                 j = indices[p]
-                for t in range(sets):
-                    ones[t] += S[j, t]
+                if (held[j >> 3] >> (j & 7)) & 1:
+                    for q in range(set_ptr[j], set_ptr[j + 1]):
+                        ones[set_idx[q]] += 1
             if mode != 0:
                 cells[:] = 0
-                for q in range(cindptr[i], cindptr[i + 1]):
-                    j = cindices[q]
-                    for t in range(sets):
-                        cells[t] += S[j, t]
+                for p in range(cindptr[i], cindptr[i + 1]):
+                    j = cindices[p]
+                    if (held[j >> 3] >> (j & 7)) & 1:
+                        for q in range(set_ptr[j], set_ptr[j + 1]):
+                            cells[set_idx[q]] += 1
             for t in range(sets):
                 if mode == 0:
                     out[i, t] = 2 * ones[t] > sizes[t]
@@ -60,17 +65,17 @@ def set_majority(indptr, indices, cindptr, cindices, mode, S, sizes, out):
 
 
 @kernel()
-def set_counts(indptr, indices, S, out):
-    """``out[i, t]``: the entries of CSR row i (``indptr``, ``indices``) in set t (``S[:, t]``,
-    bool); one pass over the rows for every set at once, each row on its own."""
-    sets = out.shape[1]
-    for i in prange(len(indptr) - 1):
-        for t in range(sets):
-            out[i, t] = 0
-        for p in range(indptr[i], indptr[i + 1]):
-            j = indices[p]
-            for t in range(sets):
-                out[i, t] += S[j, t]
+def set_counts(indptr, indices, set_ptr, set_rows, out):
+    """``out[t, j]``: the entries in column j of the CSR rows ``set_rows[set_ptr[t]:set_ptr[t +
+    1]]`` (set t's rows; ``indptr``, ``indices``). Only the sets' rows are read; sets in
+    parallel, each writing its own row of ``out`` (integer counts: any thread count, the
+    same)."""
+    for t in prange(out.shape[0]):
+        out[t, :] = 0
+        for q in range(set_ptr[t], set_ptr[t + 1]):
+            i = set_rows[q]
+            for p in range(indptr[i], indptr[i + 1]):
+                out[t, indices[p]] += 1
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -676,9 +676,9 @@ def grow_rows(fit: str, b: int, H: np.ndarray) -> None:
 
 def grow_columns(fit: str, b: int, t0: int, t1: int) -> tuple:
     """The block's share of the grown candidates ``t0:t1``'s column counts
-    (:func:`banmf.engine.pool.majority_counts` of the transpose; zeros without unknown cells)."""
+    (:func:`banmf.engine.pool.majority_counts`; zeros without unknown cells)."""
     with _use(fit, b) as block:
-        ones, cells, sizes = majority_counts(block.data.T, block.grown[:, t0:t1])
+        ones, cells, sizes = majority_counts(block.data, block.grown[:, t0:t1])
         return ones, np.zeros_like(ones) if cells is None else cells, sizes
 
 
@@ -737,7 +737,7 @@ def pool_gains(fit: str, b: int, fresh: bool, moves: list, col_codes, skip) -> n
     with _use(fit, b) as block:
         rows = block.candidates
         if fresh:
-            rows.codes[:] = 0
+            rows.reset()
         for slot, f, on in moves:
             rows.assign(slot, f, on)
         return rows.gains(col_codes, skip)

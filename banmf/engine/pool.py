@@ -50,6 +50,7 @@ __all__ = [
     "grown",
     "majority",
     "majority_counts",
+    "members",
     "pool_bytes",
     "segment_sums",
     "select",
@@ -70,7 +71,7 @@ MAX_SWEEPS = 3
 GROWN_PER_K = 2
 #: Cells of a candidate per unit of :class:`WholePool`'s work (whole rows of it: at least 64).
 UNIT_CELLS = 1 << 16
-#: Dense counts of :func:`grown`'s majorities, rows × sets, at most this many at a time.
+#: Dense counts of :func:`grown`'s majorities, sets × columns, at most this many at a time.
 MAJORITY_CELLS = 1 << 22
 
 
@@ -236,6 +237,11 @@ class WholePool:
         self.unit_f, self.unit_r, self.cell_ptr = _units(pool)
         self.base = self.ones = self.zeros = None
         self.assigned = False
+
+    def reset(self) -> None:
+        """No slot assigned again; the cells read from X stay (another selection over the
+        same pool reads none)."""
+        self.codes[:] = 0
 
     def _mode(self) -> tuple:
         X, unknown = self.data.X, self.data.unknown
@@ -445,9 +451,8 @@ class GrowRows(Protocol):
         its row of ``H`` (:func:`majority`), kept for :meth:`grow_columns`."""
 
     def grow_columns(self, t0: int, t1: int) -> tuple:
-        """Summed over the rows: :func:`majority_counts` of the transpose for candidates
-        ``t0:t1`` of the rows kept (ones and unknown cells per column and candidate, and each
-        candidate's rows)."""
+        """Summed over the rows: :func:`majority_counts` for candidates ``t0:t1`` of the rows
+        kept (ones and unknown cells per candidate and column, and each candidate's rows)."""
 
 
 def grow(rows: GrowRows, seeds: np.ndarray, m: int, observed: bool, rounds: int = 3):
@@ -464,7 +469,7 @@ def grow(rows: GrowRows, seeds: np.ndarray, m: int, observed: bool, rounds: int 
     step = max(1, MAJORITY_CELLS // max(1, m))
     for _ in range(rounds):
         for t in range(0, count, step):
-            H[t : t + step] = decide(*rows.grow_columns(t, t + step), observed).T
+            H[t : t + step] = decide(*rows.grow_columns(t, t + step), observed)
         rows.grow_rows(H)
     return H
 
@@ -478,23 +483,35 @@ def grown(data, count: int, rounds: int = 3) -> tuple[np.ndarray, np.ndarray]:
     return source.grown_set(H)
 
 
+def members(S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row e of ``S`` (bool, e × T: element e in set t), the sets holding it, in
+    ascending order: ``sets[ptr[e]:ptr[e + 1]]``."""
+    elements, sets = np.nonzero(S)
+    ptr = np.zeros(S.shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.bincount(elements, minlength=S.shape[0]), out=ptr[1:])
+    return ptr, sets.astype(np.int64)
+
+
 def majority_counts(data, S: np.ndarray) -> tuple:
-    """Per row of ``data`` and set t (the columns ``S[:, t]``, bool m × T): its ones in the
-    set's columns, its unknown cells there (None without them; the observed zeros with
-    ``observed=``), and the sets' sizes (int64 counts)."""
+    """Per set t of the data's rows (``S[:, t]``, bool n × T) and column j: the column's ones
+    in the set's rows, its unknown cells there (None without them; the observed zeros with
+    ``observed=``), both T × m, and the sets' sizes (T × 1); int64 counts. Only the sets'
+    rows are read."""
     X, unknown = data.X, data.unknown
-    S = np.ascontiguousarray(S)
+    ptr, rows = members(S.T)
+    work = int(np.diff(X.indptr)[rows].sum()) + len(rows)
 
     def counts(A):
-        out = np.empty((A.shape[0], S.shape[1]), dtype=np.int64)
-        pick(set_counts, (A.nnz + A.shape[0]) * S.shape[1])(A.indptr, A.indices, S, out)
+        out = np.empty((S.shape[1], A.shape[1]), dtype=np.int64)
+        pick(set_counts, work)(A.indptr, A.indices, ptr, rows, out)
         return out
 
-    return counts(X), None if unknown is None else counts(unknown.cells), S.sum(axis=0)
+    cells = None if unknown is None else counts(unknown.cells)
+    return counts(X), cells, np.diff(ptr)[:, None]
 
 
 def decide(ones: np.ndarray, cells, sizes: np.ndarray, observed: bool) -> np.ndarray:
-    """Whether each row holds more ones than observed zeros in a set, from
+    """Whether each column holds more ones than observed zeros in a set of rows, from
     :func:`majority_counts` (or their sums over blocks of rows)."""
     if observed:  # the cells are the observed zeros
         return ones > cells
@@ -505,18 +522,19 @@ def decide(ones: np.ndarray, cells, sizes: np.ndarray, observed: bool) -> np.nda
 
 def majority(data, S: np.ndarray) -> np.ndarray:
     """Per row of ``data`` and set t (the columns ``S[:, t]``, bool m × T): whether the row
-    holds more ones than observed zeros in the set's columns (:func:`decide` of
-    :func:`majority_counts`, in one pass over the rows without their counts)."""
+    holds more ones than observed zeros in the set's columns, in one pass over the rows
+    (:func:`~banmf._kernels.pool.set_majority`: each entry costs the sets holding its column)."""
     X, unknown = data.X, data.unknown
-    S = np.ascontiguousarray(S)
     if unknown is None:
         cells, mode = X, 0  # never read
     else:
         cells, mode = unknown.cells, 2 if unknown.observed else 1
+    held = np.packbits(S.any(axis=1), bitorder="little")
+    ptr, sets = members(S)
     out = np.empty((X.shape[0], S.shape[1]), dtype=bool)
-    work = (X.nnz + cells.nnz * (mode != 0) + X.shape[0]) * S.shape[1]
+    work = X.nnz + cells.nnz * (mode != 0) + X.shape[0] * S.shape[1]
     pick(set_majority, work)(
-        X.indptr, X.indices, cells.indptr, cells.indices, mode, S, S.sum(axis=0), out
+        X.indptr, X.indices, cells.indptr, cells.indices, mode, held, ptr, sets, S.sum(axis=0), out
     )
     return out
 
@@ -573,7 +591,8 @@ class PoolSource(GrowRows, Protocol):
         """The candidates ``keep`` of ``pool`` (the pool of :meth:`pool`), in that order."""
 
     def rows(self, pool: Pool, k: int) -> PoolRows:
-        """The :class:`PoolRows` of ``pool`` (the last taken), no slot assigned."""
+        """The :class:`PoolRows` of ``pool`` (the last taken), no slot assigned; asked again
+        for the same pool, the same rows with what they read from X."""
 
     def w(self, pool: Pool, chosen: list, k: int) -> np.ndarray | None:
         """W with factor s the rows of candidate ``chosen[s]`` (-1: none), or None where the
@@ -587,6 +606,7 @@ class WholeSource:
         self.data, self.shape, self.nnz = data, data.shape, data.nnz
         self.observed = data.unknown is not None and data.unknown.observed
         self.W = None  # the grown candidates' rows
+        self._rows: WholePool | None = None  # the last pool's, shared by the selections
 
     def column_ones(self):
         return np.diff(self.data.T.X.indptr)
@@ -595,7 +615,7 @@ class WholeSource:
         self.W = majority(self.data, H.T)
 
     def grow_columns(self, t0, t1):
-        return majority_counts(self.data.T, self.W[:, t0:t1])
+        return majority_counts(self.data, self.W[:, t0:t1])
 
     def set_of(self, run):
         return run["W"], run["H"]
@@ -616,7 +636,11 @@ class WholeSource:
         return pool.take(keep)
 
     def rows(self, pool, k):
-        return WholePool(self.data, pool, k)
+        if self._rows is None or self._rows.pool is not pool:
+            self._rows = WholePool(self.data, pool, k)
+        else:
+            self._rows.reset()
+        return self._rows
 
     def w(self, pool, chosen, k):
         return pool.w(chosen, self.shape[0], k)
