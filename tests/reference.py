@@ -545,3 +545,13 @@ def cut_sums(vals, d, order, current):
     cuts = np.unique(np.concatenate(([0], 1 + np.flatnonzero(vals[1:] < vals[:-1]), [len(vals)])))
     best = int(cuts[np.argmin(cum[cuts])])
     return best, int(cum[best]), int(cum[current])
+
+
+def mask_times(X, B):
+    """The 0/1 matrix X (dense) times the dense block B."""
+    return X.astype(float) @ B
+
+
+def rows_times(Y, M):
+    """A block times a small matrix."""
+    return Y @ M

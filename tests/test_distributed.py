@@ -148,6 +148,63 @@ def test_same_factors_as_one_machine(missing_fit, unknown):
     assert many.traffic_["round_trips"] > many.n_iter_
 
 
+@pytest.fixture
+def randomized_svd(monkeypatch):
+    """The NNDSVD's randomized SVD on small data, and the number of times each side ran it.
+    The switch (:func:`banmf.engine.nndsvd.use_randomized`) is read on the driver, this
+    process, which sends the workers only the SVD's products: a monkeypatch here reaches both
+    estimators."""
+    from banmf.distributed import _backend
+    from banmf.engine import nndsvd
+
+    monkeypatch.setattr(nndsvd, "RANDOMIZED_MIN_NNZ", 1)
+    calls = Counter()
+    for module, side in ((nndsvd, "one"), (_backend, "many")):
+
+        def spy(*args, original=module.subspace_svd, side=side, **kwargs):
+            calls[side] += 1
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(module, "subspace_svd", spy)
+    return calls
+
+
+@pytest.mark.parametrize(
+    ("unknown", "wide", "data"),
+    [
+        (None, False, "planted"),
+        ("missing", False, "planted"),
+        ("observed", True, "planted"),
+        (None, False, "tiles"),
+        (None, True, "tiles"),
+    ],
+)
+def test_same_factors_as_one_machine_with_the_randomized_svd(
+    client, randomized_svd, unknown, wide, data
+):
+    """Above the switch both sides run the randomized SVD (X's rows on the blocks: X V per
+    block, Xᵀ U and the Gram of the row side summed over them): the NMF start agrees to
+    rounding, the fits' Boolean factors are the same; on X and on its transpose (the sketch on
+    the blocks' side). On the tiles the NMF start is the one kept."""
+    if data == "planted":
+        X, missing, observed = _data()
+        masks = {None: {}, "missing": {"missing": missing}, "observed": {"observed": observed}}
+        params, masks = SHARED, masks[unknown]
+    else:
+        X, masks = _tiles(shape=(600, 200), nnz=4000, seed=3)
+        params, masks = {**COMBINED, "n_components": 8, "combine": False}, masks[unknown]
+    if wide:
+        X = X.T.tocsr() if sp.issparse(X) else X.T
+        masks = {name: mask.T.tocsr() for name, mask in masks.items()}
+    one = banmf.BANMF(**params).fit(X, **masks)
+    many = bd.BANMF(**params, n_blocks=5).fit(X, **masks)
+    # (one machine's fit with missing cells also fits a hold-out to choose its predictor)
+    assert randomized_svd["one"] >= 1 and randomized_svd["many"] == 1
+    _same(one, many)
+    if data == "tiles" and not wide:
+        assert many.best_start_ == "nmf"
+
+
 def test_the_polish_does_what_it_does_on_one_machine(client):
     """Few iterations leave the grid's factors rough: the polish moves many bits, over rows
     on their blocks and over columns from summed bit changes, and ends where one machine's
@@ -178,10 +235,17 @@ def test_swaps_as_on_one_machine(client):
     _same(one, many)
 
 
+@pytest.mark.parametrize("svd", ["arpack", "randomized"])
 @pytest.mark.parametrize(
     "case", ["k=1", "a block per row", "an empty block", "no nonzeros", "k > min(n, m)"]
 )
-def test_edge_cases_as_on_one_machine(client, case):
+def test_edge_cases_as_on_one_machine(client, case, svd, monkeypatch):
+    """On either SVD of the NMF start (the randomized one's sketch here as wide as the data
+    or wider than its rank)."""
+    from banmf.engine import nndsvd
+
+    if svd == "randomized":
+        monkeypatch.setattr(nndsvd, "RANDOMIZED_MIN_NNZ", 1)
     X = banmf.make_boolean(40, 30, 2, density=0.3, random_state=0)[0]
     k, n_blocks, warns = 2, 3, None
     if case == "k=1":

@@ -139,33 +139,3 @@ def test_the_extra_starts_compete_with_the_random_starts():
 def test_extra_starts_are_checked(bad):
     with pytest.raises(ValueError, match="extra_starts"):
         BANMF(2, extra_starts=bad).fit(np.eye(3))
-
-
-@pytest.mark.parametrize("k", [1, 3, 7])
-def test_nndsvda_equals_the_dense_reference(k):
-    """Matrices with well separated singular values (planted blocks of different sizes)."""
-    from banmf.engine.nndsvd import nndsvda
-
-    rng = np.random.default_rng(k)
-    X = np.zeros((40, 30), dtype=int)
-    for size, (r, c) in zip(range(8, 0, -1), rng.integers(0, 20, size=(8, 2))):
-        X[r : r + size + 3, c : c + size] = 1
-    W, Ht = nndsvda(check_binary_matrix(X), k)
-    eW, eHt = ref.nndsvda(X, k)
-    np.testing.assert_allclose(W, eW, atol=1e-8)
-    np.testing.assert_allclose(Ht, eHt, atol=1e-8)
-
-
-def test_nndsvda_falls_back_where_no_svd_exists():
-    from banmf.engine.nndsvd import nndsvda
-
-    assert nndsvda(check_binary_matrix(np.zeros((5, 4), dtype=int)), 2) is None
-    assert nndsvda(check_binary_matrix(np.ones((1, 4), dtype=int)), 2) is None
-    # k past min(n, m) - 1: the extra factors are the fill alone, and the model still fits
-    X = np.eye(3, dtype=int)
-    W, Ht = nndsvda(check_binary_matrix(X), 3)
-    assert W.shape == (3, 3) and (W[:, 2:] == 1 / 3).all()
-    X = (np.random.default_rng(0).random((30, 4)) < 0.5).astype(int)
-    model = BANMF(4, random_state=0, n_init=1, max_iter=5, tol=None, swap=False, polish=False)
-    model.fit(X)  # k = m: one factor of the NMF start is the fill alone
-    assert model.reconstruction_err_ == 0 or "nmf" in model.extra_start_errors_

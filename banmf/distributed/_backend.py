@@ -21,7 +21,7 @@ import numpy as np
 
 from .._signals import Interruptions
 from ..booleanize import balance_scales, grid_points, grid_ranks, search_grid
-from ..engine.nndsvd import nonnegative_part
+from ..engine.nndsvd import Here, nonnegative_part, subspace_svd, use_randomized
 from ..engine.pool import Pool, bounded, choose
 from ..models import h_step, objective_value
 from ..polish import moved_bits, polish_over, swaps_over, thresholds_over, top_columns
@@ -146,6 +146,55 @@ class _DaskStart:
         }
 
 
+class _SvdRows:
+    """:class:`banmf.engine.nndsvd.Side` of X's rows for the NNDSVD's SVD: each block keeps
+    its rows of one array at a time (``stored["svd"]``), so a block handed out here is that
+    array's number, and one made since replaced it; the products by X on the blocks."""
+
+    def __init__(self, session: Session):
+        self.s, self.live = session, 0
+
+    def _replaced(self) -> int:
+        self.live += 1
+        return self.live
+
+    def _check(self, Y: int) -> None:
+        if Y != self.live:
+            raise RuntimeError(f"the SVD's rows {Y} were replaced by {self.live} on the blocks")
+
+    def put(self, Y: np.ndarray) -> int:
+        offsets = self.s.blocks.offsets
+        own = {b: (Y[offsets[b] : offsets[b + 1]],) for b in range(len(offsets) - 1)}
+        self.s.each(_worker.svd_put, own=own)
+        return self._replaced()
+
+    def gram(self, Y: int) -> np.ndarray:
+        self._check(Y)
+        return self.s.sum(_worker.svd_gram)
+
+    def times(self, Y: int, M: np.ndarray) -> int:
+        self._check(Y)
+        self.s.each(_worker.svd_times, M)
+        return self._replaced()
+
+    def x_times(self, C: np.ndarray) -> int:
+        """X C (C: m×c, sent to every worker), kept on the blocks."""
+        self.s.each(_worker.rows_apply, C, True)
+        return self._replaced()
+
+    def xt_times(self, Y: int) -> np.ndarray:
+        """Xᵀ Y (m, c), summed over the blocks."""
+        self._check(Y)
+        return self.s.sum(_worker.cols_apply, None, None)
+
+    def keep_left(self, U: int) -> np.ndarray:
+        """Keep U as the left singular vectors' rows; the squares of their positive and
+        negative parts (2, r), summed over the blocks."""
+        self._check(U)
+        self.live = None
+        return self.s.sum(_worker.keep_left)
+
+
 class DaskBackend:
     """The row blocks of one fit on a Dask cluster.
 
@@ -232,18 +281,53 @@ class DaskBackend:
         """:func:`banmf.engine.nndsvd.nndsvda` over the blocks: returns Hᵀ (m, k) and keeps
         each block's rows of W on it (as "nmf"); None when the SVD cannot be computed.
 
-        The truncated SVD is scipy's ``svds`` (ARPACK) step by step: the Lanczos iterations
-        on XᵀX (m ≥ n: on XXᵀ) with each product summed over the blocks, the same fixed start
-        vector, then the left vectors from ``X V`` (their Gram summed over the blocks). The
-        factors agree with one machine's to rounding."""
-        from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, LinearOperator, eigsh
-
+        The SVD is the one machine's, with each product over X summed over the blocks: from
+        :func:`~banmf.engine.nndsvd.use_randomized`'s size (the whole matrix's nonzeros) the
+        randomized one (:func:`~banmf.engine.nndsvd.subspace_svd`, X's rows on the blocks and
+        its columns here, :class:`_SvdRows`), below it ARPACK's (:meth:`_arpack`). The left
+        vectors stay on the blocks. The factors agree with one machine's to rounding."""
         session, p = self.session, self.p
         n, m = session.blocks.shape
         k = p["k"]
         r = min(k, min(n, m) - 1)
         if r < 1 or p["nnz_ones"] == 0:
             return None
+        rows = _SvdRows(session)
+        if use_randomized(p["nnz_ones"]):
+            U, S, V = subspace_svd((n, m), r, rows, Here, rows.x_times, rows.xt_times)
+            Vt = V.T
+        else:
+            svd = self._arpack(rows, r)
+            if svd is None:
+                return None
+            U, S, Vt = svd
+        squares = rows.keep_left(U)
+        Ht = np.zeros((m, k))
+        picks: list = [None] * k
+        for l, j in enumerate(np.argsort(-S, kind="stable")):
+            part = nonnegative_part(np.sqrt(squares[0, j]), np.sqrt(squares[1, j]), Vt[j], S[j])
+            if part is not None:
+                side, b, na, nb, scale = part
+                Ht[:, l] = scale * b / nb
+                picks[l] = (int(j), side, scale / na)
+        top = max(session.each(_worker.nndsvd_rows, k, picks))
+        fill = p["nnz_ones"] / (n * m)
+        dtype = p["dtype"]
+        floor = np.finfo(dtype).eps
+        session.each(_worker.nndsvd_fill, 1e-12 * max(top, 1.0), fill, dtype, floor)
+        Ht[Ht <= 1e-12 * max(Ht.max(), 1.0)] = fill
+        return np.maximum(Ht, floor).astype(dtype, order="C")
+
+    def _arpack(self, rows: _SvdRows, r: int) -> tuple | None:
+        """scipy's ``svds`` (ARPACK) step by step: the Lanczos iterations on XᵀX (m ≥ n: on
+        XXᵀ) with each product summed over the blocks, the same fixed start vector, then the
+        left vectors from ``X V`` (their Gram summed over the blocks). Returns ``(U, S, Vt)``
+        with U kept on the blocks, S ascending as ``svds`` gives it, or None where ARPACK
+        fails."""
+        from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, LinearOperator, eigsh
+
+        session = self.session
+        n, m = session.blocks.shape
         offsets = session.blocks.offsets
 
         def gram(V):
@@ -266,33 +350,16 @@ class DaskBackend:
             return None
         eigvec, _ = np.linalg.qr(eigvec)
         if n >= m:
-            # svd(X V) from the Gram of X V (r×r): ascending singular values, as svds gives.
-            values, V = np.linalg.eigh(session.sum(_worker.rows_apply, eigvec, True))
+            # svd(X V) from the Gram of X V (r×r).
+            Av = rows.x_times(eigvec)
+            values, V = np.linalg.eigh(rows.gram(Av))
             S = np.sqrt(np.maximum(values, 0.0))
-            Vt = V.T @ eigvec.T
-            squares = session.sum(_worker.keep_left, None, V, np.where(S > 0, S, 1.0))
-        else:
-            Av = session.sum(_worker.cols_apply, eigvec, offsets)
-            u, S, vh = np.linalg.svd(Av, full_matrices=False)
-            u, S, vh = u[:, ::-1], S[::-1], vh[::-1]
-            U, Vt = eigvec @ vh.T, u.T
-            own = {b: (U[offsets[b] : offsets[b + 1]], None, None) for b in range(len(offsets) - 1)}
-            squares = sum(session.each(_worker.keep_left, own=own))
-        Ht = np.zeros((m, k))
-        picks: list = [None] * k
-        for l, j in enumerate(np.argsort(-S, kind="stable")):
-            part = nonnegative_part(np.sqrt(squares[0, j]), np.sqrt(squares[1, j]), Vt[j], S[j])
-            if part is not None:
-                side, b, na, nb, scale = part
-                Ht[:, l] = scale * b / nb
-                picks[l] = (int(j), side, scale / na)
-        top = max(session.each(_worker.nndsvd_rows, k, picks))
-        fill = p["nnz_ones"] / (n * m)
-        dtype = p["dtype"]
-        floor = np.finfo(dtype).eps
-        session.each(_worker.nndsvd_fill, 1e-12 * max(top, 1.0), fill, dtype, floor)
-        Ht[Ht <= 1e-12 * max(Ht.max(), 1.0)] = fill
-        return np.maximum(Ht, floor).astype(dtype, order="C")
+            return rows.times(Av, V / np.where(S > 0, S, 1.0)), S, V.T @ eigvec.T
+        u, S, vh = np.linalg.svd(
+            session.sum(_worker.cols_apply, eigvec, offsets), full_matrices=False
+        )
+        u, S, vh = u[:, ::-1], S[::-1], vh[::-1]
+        return rows.put(eigvec @ vh.T), S, u.T
 
     def greedy(self, name: str, k: int):
         """The "columns" start (:func:`banmf.polish.column_factors`) over the blocks; W's rows

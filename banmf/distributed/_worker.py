@@ -31,6 +31,7 @@ from .._boolean import hits_and_cover, pack_rows, words
 from .._changes import bit_changes, factor_costs
 from .._threads import thread_budget
 from ..booleanize import GridRows, grid_ranks
+from ..engine.nndsvd import Here, mask_product
 from ..engine.pool import Pool, WholePool, majority, majority_counts, segment_sums
 from ..io import read_dataset
 from ..models import MUSolver
@@ -102,6 +103,7 @@ class _Block:
             arrays += list(pair)
         if self.bounds is not None:
             arrays.append(self.bounds[1])
+        arrays += self.stored.values()
         arrays.append(self.grown)
         for pool in (self.pool, self.candidates and self.candidates.pool):
             if pool is not None:
@@ -349,40 +351,59 @@ class BlockServer:
 
 
 # -- the NNDSVD start (banmf.engine.nndsvd, over row blocks) -------------------------------
+# The SVD keeps one array of the block's rows at a time (``stored["svd"]``: X V, the sketch's
+# basis, the left singular vectors): each task that makes one replaces the last.
 
 
 def gram_apply(fit: str, b: int, V: np.ndarray) -> np.ndarray:
-    """The block's share of ``XᵀX V`` (V: m×c)."""
+    """The block's share of ``XᵀX V`` (V: m×c), for ARPACK's operator."""
     with _use(fit, b) as block:
-        X = block.X.astype(np.float64)
-        return np.asarray(X.T @ (X @ V))
+        return mask_product(block.Xt, mask_product(block.X, V))
 
 
-def cols_apply(fit: str, b: int, x: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """The block's share of ``Xᵀ x`` (x: an n×c array; the block's rows of it are
-    ``offsets[b]:offsets[b + 1]``)."""
+def cols_apply(fit: str, b: int, x: np.ndarray | None, offsets: np.ndarray | None) -> np.ndarray:
+    """The block's share of ``Xᵀ x`` (x: an n×c array, the block's rows of it
+    ``offsets[b]:offsets[b + 1]``; None: the SVD's kept rows)."""
     with _use(fit, b) as block:
-        return np.asarray(block.X.astype(np.float64).T @ x[offsets[b] : offsets[b + 1]])
+        rows = block.stored["svd"] if x is None else x[offsets[b] : offsets[b + 1]]
+        return mask_product(block.Xt, rows)
 
 
-def rows_apply(fit: str, b: int, y: np.ndarray, keep: bool = False):
-    """The block's rows of ``X y`` (y: m-vector or m×c); with ``keep``, kept here (as the
-    SVD's ``X V``) and their Gram ``(X y)ᵀ (X y)`` returned instead."""
+def rows_apply(fit: str, b: int, y: np.ndarray, keep: bool = False) -> np.ndarray | None:
+    """The block's rows of ``X y`` (y: m×c); with ``keep``, kept here as the SVD's rows
+    instead."""
     with _use(fit, b) as block:
-        rows = np.asarray(block.X.astype(np.float64) @ y)
+        rows = mask_product(block.X, y)
         if not keep:
             return rows
-        block.stored["Av"] = rows
-        return rows.T @ rows
+        block.stored["svd"] = rows
+        return None
 
 
-def keep_left(fit: str, b: int, U: np.ndarray | None, V: np.ndarray | None, s) -> np.ndarray:
-    """The block's rows of the left singular vectors: ``U`` as sent, or ``(X V_r) V / s``
-    from the kept ``X V_r``. Returns per vector the squares of its positive and negative
-    parts, summed over the block's rows (2, r)."""
+def svd_put(fit: str, b: int, rows: np.ndarray) -> None:
+    """Keep the block's ``rows`` (sent) as the SVD's rows."""
     with _use(fit, b) as block:
-        if U is None:
-            U = block.stored.pop("Av") @ V / s
+        block.stored["svd"] = Here.put(rows)
+
+
+def svd_gram(fit: str, b: int) -> np.ndarray:
+    """The Gram of the SVD's rows (c, c), the block's share."""
+    with _use(fit, b) as block:
+        return Here.gram(block.stored["svd"])
+
+
+def svd_times(fit: str, b: int, M: np.ndarray) -> None:
+    """The SVD's rows become themselves times M (c, w)."""
+    with _use(fit, b) as block:
+        block.stored["svd"] = Here.times(block.stored["svd"], M)
+
+
+def keep_left(fit: str, b: int) -> np.ndarray:
+    """The SVD's rows are the block's rows of the left singular vectors: kept as such. Returns
+    per vector the squares of its positive and negative parts, summed over the block's rows
+    (2, r)."""
+    with _use(fit, b) as block:
+        U = block.stored.pop("svd")
         block.stored["U"] = U
         return np.stack([(np.maximum(U, 0) ** 2).sum(axis=0), (np.maximum(-U, 0) ** 2).sum(axis=0)])
 

@@ -729,7 +729,7 @@ class _Local:
         return _LocalStart(self, solver)
 
     def nmf_init(self):
-        svd = nndsvda(self.data.X, self.p["k"])
+        svd = nndsvda(self.data, self.p["k"])
         if svd is None:
             return self.first
         floor = np.finfo(self.p["dtype"]).eps

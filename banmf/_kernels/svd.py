@@ -1,0 +1,59 @@
+"""The sparse products of the randomized SVD (:func:`banmf.engine.nndsvd.randomized_svd`): a 0/1
+support mask times a dense block of a few tens of columns.
+
+Both sides of the SVD use the one kernel, :func:`mask_times`: ``X B`` on X's rows and ``Xᵀ B``
+on the rows of X's transpose (the CSR of Xᵀ). Each output row is one row's sum in its stored
+order, so the result is the same on any number of threads, unlike a scatter into per-thread
+partials of Xᵀ B.
+"""
+
+import numpy as np
+from numba import prange
+
+from .mu import row_parts
+from .variants import kernel
+
+# Parts of equal work the rows are split into (as the Y pass: a thread with the heavy rows of a
+# power-law matrix would otherwise finish last).
+_PARTS = 64
+
+
+@kernel()
+def mask_times(indptr, indices, B, out):
+    """``out = X B`` for the 0/1 matrix X in CSR (``indptr``, ``indices``; shape (n, m)), B
+    (m, l) and ``out`` (n, l), both C-ordered: row i of ``out`` is the sum of B's rows at row
+    i's nonzeros, added in their stored order. Plain IEEE arithmetic (no ``fastmath``): the
+    columns are independent lanes, so the loop vectorizes across them without reassociating a
+    sum."""
+    l = B.shape[1]
+    bounds = row_parts(indptr, None, _PARTS)
+    for part in prange(len(bounds) - 1):
+        acc = np.empty(l, dtype=out.dtype)
+        for i in range(bounds[part], bounds[part + 1]):
+            acc[:] = 0.0
+            for p in range(indptr[i], indptr[i + 1]):
+                j = indices[np.uintp(p)]
+                for c in range(l):
+                    acc[c] += B[j, c]
+            for c in range(l):
+                out[i, c] = acc[c]
+
+
+@kernel()
+def rows_times(Y, M, out):
+    """``out = Y M`` for Y (n, l) and a small M (l, w): each row of ``out`` from its row of Y
+    alone, so serial and parallel agree to the bit. Beside numpy's BLAS: its idle threads spin
+    after a call and slowed the parallel passes that followed 20× on a busy machine."""
+    n, l = Y.shape
+    w = M.shape[1]
+    nb = min(n, 64)
+    for b in prange(nb):
+        acc = np.empty(w, dtype=out.dtype)
+        for i in range(b * n // nb, (b + 1) * n // nb):
+            acc[:] = 0.0
+            for q in range(l):
+                y = Y[i, q]
+                for c in range(w):
+                    acc[c] += y * M[q, c]
+            for c in range(w):
+                out[i, c] = acc[c]
