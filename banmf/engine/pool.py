@@ -489,7 +489,7 @@ def members(S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     elements, sets = np.nonzero(S)
     ptr = np.zeros(S.shape[0] + 1, dtype=np.int64)
     np.cumsum(np.bincount(elements, minlength=S.shape[0]), out=ptr[1:])
-    return ptr, sets.astype(np.int64)
+    return ptr, sets
 
 
 def majority_counts(data, S: np.ndarray) -> tuple:
@@ -529,8 +529,8 @@ def majority(data, S: np.ndarray) -> np.ndarray:
         cells, mode = X, 0  # never read
     else:
         cells, mode = unknown.cells, 2 if unknown.observed else 1
-    held = np.packbits(S.any(axis=1), bitorder="little")
     ptr, sets = members(S)
+    held = np.packbits(np.diff(ptr) > 0, bitorder="little")
     out = np.empty((X.shape[0], S.shape[1]), dtype=bool)
     work = X.nnz + cells.nnz * (mode != 0) + X.shape[0] * S.shape[1]
     pick(set_majority, work)(
