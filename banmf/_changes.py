@@ -14,7 +14,13 @@ import numpy as np
 
 from ._boolean import pack_rows, row_codes, unique_rows, words
 from ._kernels.boolean import pack_cols_above
-from ._kernels.polish import single_cover, support_uncovered, table_uncovered, uncovered_counts
+from ._kernels.polish import (
+    single_cover,
+    support_uncovered,
+    table_changes,
+    table_uncovered,
+    uncovered_counts,
+)
 from ._threads import pick
 
 #: Largest k for which flips may read subset-sum tables (k·2^k counts) instead of bitsets.
@@ -88,6 +94,17 @@ class Fixed:
         )
         return out[inverse]
 
+    def changes(self, A: np.ndarray, rows: np.ndarray, only: int, alone: np.ndarray) -> np.ndarray:
+        """In place: ``alone`` (per row ``rows[r]`` of ``A`` and bit l, the ones of X that bit l
+        alone covers or would cover) becomes the row's change in error from bit l, the
+        columns bit l alone covers minus twice those ones. Returns ``alone``."""
+        if self.tables is not None:
+            pick(table_changes, alone.size)(A, rows, self.tables, only, alone)
+            return alone
+        alone *= -2
+        alone += self.uncovered(A[rows], only)
+        return alone
+
 
 def _alone(X, A: np.ndarray, fixed: Fixed, rows: np.ndarray, only: int) -> np.ndarray:
     """Per row ``rows[r]`` and bit l: the cells of the mask X that bit l alone covers (or
@@ -112,10 +129,13 @@ def fixed_changes(data, A: np.ndarray, fixed: Fixed, rows: np.ndarray, only: int
     X, unknown = data.X, data.unknown
     sup = _alone(X, A, fixed, rows, only)
     if unknown is None:
-        return fixed.uncovered(A[rows], only) - 2 * sup
+        return fixed.changes(A, rows, only, sup)
     cells = _alone(unknown.cells, A, fixed, rows, only)
     every = None if unknown.observed else fixed.uncovered(A[rows], only)
-    return unknown.covered(every, sup, cells) - 2 * sup
+    d = unknown.covered(every, sup, cells)
+    d -= sup  # in place: d is new
+    d -= sup
+    return d
 
 
 def factor_costs(data, W: np.ndarray, Ht: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -38,6 +38,7 @@ from ._changes import Fixed as _Fixed
 from ._changes import factor_costs
 from ._changes import fixed_changes as _bit_changes
 from ._kernels.polish import (
+    best_flips,
     best_row_codes,
     cut_sums,
     lone_bit_lines,
@@ -156,19 +157,13 @@ def flip_rows(free: np.ndarray, changes, slack: np.ndarray | None = None) -> tup
     if not len(rows):
         return 0, 0
     A = pack_rows(free)
+    bounds = np.empty((0, free.shape[1]), dtype=np.int16) if slack is None else slack
     flips = total = 0
     while len(rows):
         d = changes(A, rows)
-        change = np.where(free[rows], -d, d)
-        best = change.argmin(axis=1)
-        least = change[np.arange(len(rows)), best]
-        move = least < 0
-        total += int(least[move].sum())
-        if slack is not None:
-            slack[rows[~move]] = np.minimum(change[~move], SLACK_MAX)
-        rows, best = rows[move], best[move]
-        free[rows, best] ^= True
-        A[rows] = pack_rows(free[rows])
+        moved = np.empty(len(rows), dtype=bool)
+        total += int(pick(best_flips, d.size)(d, rows, free, A, bounds, slack is not None, moved))
+        rows = rows[moved]
         flips += len(rows)
     return flips, total
 

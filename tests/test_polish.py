@@ -13,11 +13,13 @@ from hypothesis import strategies as st
 from banmf import ASSO, BANMF, NMF, GreConD, PaNDa, boolean_error, make_boolean, refine_thresholds
 from banmf._boolean import pack_rows, row_codes
 from banmf._kernels.polish import (
+    best_flips,
     best_row_codes,
     cut_sums,
     lone_bit_lines,
     merge_descending,
     subset_sums,
+    table_changes,
     table_uncovered,
     uncovered_by_codes,
 )
@@ -364,6 +366,55 @@ def test_table_uncovered_against_numpy(r, k, data, seed):
     out = np.full(expected.shape, -1, dtype=np.int64)
     run_both(table_uncovered, A, T, only, out)
     np.testing.assert_array_equal(out, expected)
+
+
+@given(st.integers(0, 12), st.integers(1, 6), st.data(), st.integers(0, 2**31))
+def test_table_changes_against_numpy(r, k, data, seed):
+    """The tables read for the rows named, minus twice the ones each bit alone covers, in place."""
+    rng = np.random.default_rng(seed)
+    T = bc.bit_tables(rng.integers(0, 1 << k, size=20), k)
+    A = pack_rows(rng.random((r + 3, k)) < 0.4)
+    rows = rng.permutation(r + 3)[:r]
+    only = data.draw(st.integers(-1, k - 1))
+    bits = np.arange(k) if only < 0 else np.array([only])
+    alone = rng.integers(0, 9, size=(r, len(bits)))
+    a = A[rows, 0].astype(np.int64)
+    expected = T[bits, ((1 << k) - 1) & ~(a[:, None] & ~(1 << bits))] - 2 * alone
+    run_both(table_changes, A, rows, T, only, alone)
+    np.testing.assert_array_equal(alone, expected)
+
+
+@given(
+    st.integers(0, 12),
+    st.sampled_from([1, 2, 5, 66]),
+    st.booleans(),
+    st.integers(0, 2**31),
+)
+def test_best_flips_against_numpy(r, k, bounded, seed):
+    """Each row's least change, first bit on ties, flipped in the bools and the packed words
+    when negative; the other rows' changes left as bounds (capped); the sum of those made."""
+    rng = np.random.default_rng(seed)
+    n = r + 3
+    free = rng.random((n, k)) < 0.4
+    rows = np.sort(rng.permutation(n)[:r])
+    d = rng.integers(-3, 4, size=(r, k)) * rng.choice([1, 20000], size=(r, k))
+    slack = np.full((n, k), -7, dtype=np.int16)
+    change = np.where(free[rows], -d, d)
+    best = change.argmin(axis=1) if r else np.zeros(0, dtype=int)
+    least = change[np.arange(r), best]
+    move = least < 0
+    expected_free, expected_slack = free.copy(), slack.copy()
+    expected_free[rows[move], best[move]] ^= True
+    if bounded:
+        expected_slack[rows[~move]] = np.minimum(change[~move], bp.SLACK_MAX)
+    A = pack_rows(free)
+    moved = np.zeros(r, dtype=bool)
+    total = run_both(best_flips, d, rows, free, A, slack, bounded, moved)
+    assert total == least[move].sum()
+    np.testing.assert_array_equal(moved, move)
+    np.testing.assert_array_equal(free, expected_free)
+    np.testing.assert_array_equal(A, pack_rows(expected_free))
+    np.testing.assert_array_equal(slack, expected_slack)
 
 
 def test_tables_only_where_their_build_pays():
