@@ -569,8 +569,7 @@ def lone_ones(M, Mt, A: np.ndarray, fixed: _Fixed, lines: np.ndarray, l: int) ->
     the fixed rows with bit l; or, when those hold over 1 / :data:`LINE_COST` of the cells,
     from every row of M, in order. Integer counts, as
     :func:`banmf._changes.fixed_changes`'s for one bit."""
-    ends = np.cumsum(Mt.indptr[lines + 1] - Mt.indptr[lines])
-    total = int(ends[-1]) if len(ends) else 0
+    total = int((Mt.indptr[lines + 1] - Mt.indptr[lines]).sum())
     words = fixed.codes.shape[1]
     if LINE_COST * total >= M.nnz and M.nnz:
         out = np.empty((A.shape[0], 1), dtype=np.int64)
@@ -579,15 +578,12 @@ def lone_ones(M, Mt, A: np.ndarray, fixed: _Fixed, lines: np.ndarray, l: int) ->
         pick(support_uncovered, work)(M.indptr, M.indices, A, fixed.codes, rows, l, out)
         return out[:, 0]
     threads = threads_for(total * words)
-    # One row of counts per thread, each a share of the lines of about equal ones.
-    parts = min(threads, max(1, len(lines)))
-    bounds = np.searchsorted(ends, total * np.arange(parts + 1) // parts, side="left")
-    bounds[0], bounds[-1] = 0, len(lines)
-    out = np.zeros((parts, A.shape[0]), dtype=np.int64)
-    variant(lone_bit_lines, threads)(Mt.indptr, Mt.indices, lines, bounds, A, fixed.codes, l, out)
-    for part in out[1:]:
-        out[0] += part
-    return out[0]
+    # One block of free rows per thread: each line is bisected once per block.
+    n = A.shape[0]
+    cuts = n * np.arange(threads + 1, dtype=np.int64) // threads
+    out = np.empty(n, dtype=np.int64)
+    variant(lone_bit_lines, threads)(Mt.indptr, Mt.indices, lines, cuts, A, fixed.codes, l, out)
+    return out
 
 
 def lone_uncovered(A: np.ndarray, fixed: _Fixed, lines: np.ndarray, l: int) -> np.ndarray:

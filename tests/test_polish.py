@@ -509,7 +509,8 @@ def test_one_factors_bit_changes_equal_the_dense_oracle(lines, codes, tables, Xd
 )
 def test_lone_bit_lines_against_numpy(Md, k, parts, seed):
     """Per free row, the ones of the fixed rows ``lines`` (those with bit l) whose code meets
-    the row's pattern in no bit but l; any split of the lines into blocks."""
+    the row's pattern in no bit but l; any split of the free rows into blocks, empty ones
+    included."""
     rng = np.random.default_rng(seed)
     c, r = Md.shape  # one line per fixed row, listing free rows
     A, B = rng.random((r, k)) < 0.4, rng.random((c, k)) < 0.4
@@ -519,14 +520,14 @@ def test_lone_bit_lines_against_numpy(Md, k, parts, seed):
     others[l] = False
     shared = ((A & others).astype(int) @ (B & others).T.astype(int)) > 0  # (r, c)
     expected = (Md[lines].T.astype(bool) & ~shared[:, lines]).sum(axis=1)
-    cuts = np.sort(rng.integers(0, len(lines) + 1, size=parts - 1))
-    bounds = np.concatenate(([0], cuts, [len(lines)])).astype(np.int64)
+    inner = np.sort(rng.integers(0, r + 1, size=parts - 1))
+    cuts = np.concatenate(([0], inner, [r])).astype(np.int64)
     Mt = check_binary_matrix(Md)
-    out = np.zeros((parts, r), dtype=np.int64)
+    out = np.full(r, -1, dtype=np.int64)
     run_both(
-        lone_bit_lines, Mt.indptr, Mt.indices, lines, bounds, pack_rows(A), pack_rows(B), l, out
+        lone_bit_lines, Mt.indptr, Mt.indices, lines, cuts, pack_rows(A), pack_rows(B), l, out
     )
-    np.testing.assert_array_equal(out.sum(axis=0), expected)
+    np.testing.assert_array_equal(out, expected)
 
 
 @given(st.integers(0, 12), st.integers(0, 6), st.sampled_from([1, 2, 66]), st.integers(0, 2**31))
