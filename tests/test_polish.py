@@ -524,9 +524,7 @@ def test_lone_bit_lines_against_numpy(Md, k, parts, seed):
     cuts = np.concatenate(([0], inner, [r])).astype(np.int64)
     Mt = check_binary_matrix(Md)
     out = np.full(r, -1, dtype=np.int64)
-    run_both(
-        lone_bit_lines, Mt.indptr, Mt.indices, lines, cuts, pack_rows(A), pack_rows(B), l, out
-    )
+    run_both(lone_bit_lines, Mt.indptr, Mt.indices, lines, cuts, pack_rows(A), pack_rows(B), l, out)
     np.testing.assert_array_equal(out, expected)
 
 
