@@ -40,7 +40,9 @@ from ._changes import fixed_changes as _bit_changes
 from ._kernels.polish import (
     best_flips,
     best_row_codes,
+    changed_bits,
     cut_sums,
+    drift_bounds,
     lone_bit_lines,
     merge_descending,
     subset_sums,
@@ -153,7 +155,12 @@ def flip_rows(free: np.ndarray, changes, slack: np.ndarray | None = None) -> tup
     are counted (a row flips only on a negative change, so the others would not move); every
     row counted leaves its changes there.
     """
-    rows = np.arange(free.shape[0]) if slack is None else np.flatnonzero((slack < 0).any(axis=1))
+    if slack is None:
+        rows = np.arange(free.shape[0])
+    else:
+        negative = np.empty(free.shape[0], dtype=bool)
+        pick(drift_bounds, slack.size)(slack, np.zeros(slack.shape[1], np.int64), negative)
+        rows = np.flatnonzero(negative)
     if not len(rows):
         return 0, 0
     A = pack_rows(free)
@@ -182,16 +189,18 @@ def drifted(slack: np.ndarray | None, shape: tuple[int, int], moved) -> np.ndarr
     to it."""
     if slack is None:
         return np.full(shape, -1, dtype=np.int16)
-    slack -= np.minimum(moved, SLACK_MAX).astype(np.int16)
-    np.maximum(slack, -1, out=slack)  # negative is all that counts: no wrapping around
+    negative = np.empty(shape[0], dtype=bool)
+    pick(drift_bounds, slack.size)(slack, np.asarray(moved, dtype=np.int64), negative)
     return slack
 
 
 def moved_bits(before: np.ndarray, after: np.ndarray) -> np.ndarray:
     """Per bit l: the rows that changed between the Boolean ``before`` and ``after`` and hold
     bit l in either (:func:`drifted`'s ``moved``)."""
-    changed = (before != after).any(axis=1)
-    return np.count_nonzero(before[changed] | after[changed], axis=0)
+    threads = threads_for(before.size)
+    out = np.empty((blocks_for(threads, before.shape[0]), before.shape[1]), dtype=np.int64)
+    variant(changed_bits, threads)(before, after, len(out), out)
+    return out.sum(axis=0)
 
 
 def _exact_rows(data, free: np.ndarray, fixed_bool: np.ndarray) -> int:

@@ -15,7 +15,9 @@ from banmf._boolean import pack_rows, row_codes
 from banmf._kernels.polish import (
     best_flips,
     best_row_codes,
+    changed_bits,
     cut_sums,
+    drift_bounds,
     lone_bit_lines,
     merge_descending,
     subset_sums,
@@ -415,6 +417,32 @@ def test_best_flips_against_numpy(r, k, bounded, seed):
     np.testing.assert_array_equal(free, expected_free)
     np.testing.assert_array_equal(A, pack_rows(expected_free))
     np.testing.assert_array_equal(slack, expected_slack)
+
+
+@given(st.integers(0, 12), st.sampled_from([1, 3, 66]), st.integers(0, 2**31))
+def test_drift_bounds_against_numpy(n, k, seed):
+    """Bounds lowered (clipped at -1, from anywhere in int16's range), rows with one below 0."""
+    rng = np.random.default_rng(seed)
+    slack = rng.integers(-1, bp.SLACK_MAX + 1, size=(n, k)).astype(np.int16)
+    drop = rng.integers(0, bp.SLACK_MAX + 1, size=k) * (rng.random(k) < 0.5)
+    expected = np.maximum(slack.astype(np.int64) - drop, -1)
+    negative = np.zeros(n, dtype=bool)
+    run_both(drift_bounds, slack, drop.astype(np.int64), negative)
+    np.testing.assert_array_equal(slack, expected)
+    np.testing.assert_array_equal(negative, (expected < 0).any(axis=1))
+
+
+@given(st.integers(0, 12), st.sampled_from([1, 3, 66]), st.integers(1, 5), st.integers(0, 2**31))
+def test_changed_bits_against_numpy(n, k, n_blocks, seed):
+    rng = np.random.default_rng(seed)
+    before = rng.random((n, k)) < 0.4
+    after = before ^ (rng.random((n, k)) < 0.1)
+    changed = (before != after).any(axis=1)
+    out = np.full((min(n_blocks, max(n, 1)), k), -1, dtype=np.int64)
+    run_both(changed_bits, before, after, len(out), out)
+    np.testing.assert_array_equal(
+        out.sum(axis=0), np.count_nonzero(before[changed] | after[changed], axis=0)
+    )
 
 
 def test_tables_only_where_their_build_pays():

@@ -353,6 +353,43 @@ def best_flips(d, rows, free, A, slack, bounded, moved):
 
 
 @kernel()
+def drift_bounds(slack, drop, negative):
+    """In place: each row's bounds ``slack[i, l]`` lowered by ``drop[l]``, kept at -1 or above
+    (a negative bound only says that the flip may lower the error: no wrapping around), and
+    ``negative[i]`` whether any of row i's bounds is now below zero. One parallel pass for
+    numpy's three serial ones over the n×k bounds."""
+    k = slack.shape[1]
+    for i in prange(slack.shape[0]):
+        below = False
+        for l in range(k):
+            value = max(np.int64(slack[i, l]) - drop[l], -1)
+            slack[i, l] = value
+            below |= value < 0
+        negative[i] = below
+
+
+@kernel()
+def changed_bits(before, after, n_blocks, out):
+    """``out[b, l]``: the rows of block b (of ``n_blocks`` equal ones) that differ between the
+    Boolean ``before`` and ``after`` and hold bit l in either. Integer counts: their sum over
+    the blocks is the same whatever the blocks."""
+    n, k = before.shape
+    for b in prange(n_blocks):
+        for l in range(k):
+            out[b, l] = 0
+        for i in range(b * n // n_blocks, (b + 1) * n // n_blocks):
+            differ = False
+            for l in range(k):
+                if before[i, l] != after[i, l]:
+                    differ = True
+                    break
+            if differ:
+                for l in range(k):
+                    if before[i, l] or after[i, l]:
+                        out[b, l] += 1
+
+
+@kernel()
 def cut_sums(vals, d, order, current, gathered, sums, out):
     """The least prefix sum of ``d`` taken in the order ``order`` (``d[order[0]] + … +
     d[order[r - 1]]`` after r rows) over the cuts r, where ``vals`` (in that order, decreasing)
