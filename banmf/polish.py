@@ -158,6 +158,7 @@ def flip_rows(free: np.ndarray, changes, slack: np.ndarray | None = None) -> tup
     if slack is None:
         rows = np.arange(free.shape[0])
     else:
+        # Lowered by nothing, the bounds only tell which rows have one below zero.
         negative = np.empty(free.shape[0], dtype=bool)
         pick(drift_bounds, slack.size)(slack, np.zeros(slack.shape[1], np.int64), negative)
         rows = np.flatnonzero(negative)
@@ -173,10 +174,6 @@ def flip_rows(free: np.ndarray, changes, slack: np.ndarray | None = None) -> tup
         rows = rows[moved]
         flips += len(rows)
     return flips, total
-
-
-#: :func:`flip_rows`' bounds are kept as int16, the larger changes as this (still a bound).
-SLACK_MAX = np.iinfo(np.int16).max
 
 
 def drifted(slack: np.ndarray | None, shape: tuple[int, int], moved) -> np.ndarray:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from banmf import ASSO, BANMF, NMF, GreConD, PaNDa, boolean_error, make_boolean, refine_thresholds
 from banmf._boolean import pack_rows, row_codes
 from banmf._kernels.polish import (
+    SLACK_MAX,
     best_flips,
     best_row_codes,
     changed_bits,
@@ -408,7 +409,7 @@ def test_best_flips_against_numpy(r, k, bounded, seed):
     expected_free, expected_slack = free.copy(), slack.copy()
     expected_free[rows[move], best[move]] ^= True
     if bounded:
-        expected_slack[rows[~move]] = np.minimum(change[~move], bp.SLACK_MAX)
+        expected_slack[rows[~move]] = np.minimum(change[~move], SLACK_MAX)
     A = pack_rows(free)
     moved = np.zeros(r, dtype=bool)
     total = run_both(best_flips, d, rows, free, A, slack, bounded, moved)
@@ -423,8 +424,8 @@ def test_best_flips_against_numpy(r, k, bounded, seed):
 def test_drift_bounds_against_numpy(n, k, seed):
     """Bounds lowered (clipped at -1, from anywhere in int16's range), rows with one below 0."""
     rng = np.random.default_rng(seed)
-    slack = rng.integers(-1, bp.SLACK_MAX + 1, size=(n, k)).astype(np.int16)
-    drop = rng.integers(0, bp.SLACK_MAX + 1, size=k) * (rng.random(k) < 0.5)
+    slack = rng.integers(-1, SLACK_MAX + 1, size=(n, k)).astype(np.int16)
+    drop = rng.integers(0, SLACK_MAX + 1, size=k) * (rng.random(k) < 0.5)
     expected = np.maximum(slack.astype(np.int64) - drop, -1)
     negative = np.zeros(n, dtype=bool)
     run_both(drift_bounds, slack, drop.astype(np.int64), negative)
@@ -637,7 +638,7 @@ def test_a_flips_change_moves_by_at_most_the_fixed_rows_that_moved_with_its_bit(
     assert (np.abs(after - before) <= moved).all()
     slack = bp.drifted(None, W.shape, None)
     assert (slack == -1).all()
-    slack[:] = np.minimum(np.where(W, -before, before), bp.SLACK_MAX)
+    slack[:] = np.minimum(np.where(W, -before, before), SLACK_MAX)
     bp.drifted(slack, W.shape, moved)
     # Negative bounds are kept as -1: all that counts is that a flip may lower the error.
     assert ((slack == -1) | ((slack >= 0) & (slack <= np.where(W, -after, after)))).all()

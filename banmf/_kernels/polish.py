@@ -79,6 +79,10 @@ def best_row_codes(
 
 _ONE = np.uint64(1)
 
+#: The flips' bounds on each row's changes (:func:`banmf.polish.flip_rows`) are kept as int16,
+#: the larger changes as this (still a bound).
+SLACK_MAX = np.iinfo(np.int16).max
+
 
 @njit(cache=True, nogil=True)
 def _low_bit(x):
@@ -326,11 +330,10 @@ def best_flips(d, rows, free, A, slack, bounded, moved):
     off, and the least, the first bit on ties (as ``np.argmin``), is made if it is negative:
     in ``free`` and in its packed row ``A`` (:func:`banmf._boolean.pack_rows`), with
     ``moved[r]`` set. A row that does not move, when ``bounded``, leaves its changes in
-    ``slack[i]`` (capped at the int16 maximum). Returns the sum of the changes made: integers,
+    ``slack[i]`` (capped at :data:`SLACK_MAX`). Returns the sum of the changes made: integers,
     the same on any number of threads. Fused because numpy's ``where``, ``argmin`` and fancy
     indexing over the n×k changes were a third of the flip polish's time, serial."""
     k = d.shape[1]
-    cap = np.iinfo(np.int16).max
     total = 0
     for r in prange(len(rows)):
         i = rows[r]
@@ -348,7 +351,7 @@ def best_flips(d, rows, free, A, slack, bounded, moved):
         elif bounded:
             for l in range(k):
                 change = -d[r, l] if free[i, l] else d[r, l]
-                slack[i, l] = min(change, cap)
+                slack[i, l] = min(change, SLACK_MAX)
     return total
 
 
