@@ -250,7 +250,7 @@ def lone_bit_lines(indptr, indices, lines, cuts, A, B, l, out):
             if lo > 0:
                 start += np.searchsorted(indices[start:stop], lo)
             if hi < len(out):
-                stop = indptr[j] + np.searchsorted(indices[indptr[j] : stop], hi)
+                stop = start + np.searchsorted(indices[start:stop], hi)
             for p in range(start, stop):
                 i = indices[p]
                 alone = True
