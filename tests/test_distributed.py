@@ -100,9 +100,9 @@ def _one_worker():
         yield
 
 
-def _same(a, b, exact=False):
-    """The two fits agree: Boolean factors and errors exactly, the continuous factors and the
-    objective to rounding (bit for bit with ``exact``)."""
+def _same(a, b, exact=False, rtol=1e-9, atol=1e-12):
+    """The two fits agree: Boolean factors and errors exactly, the continuous factors to
+    ``rtol`` and ``atol`` and the objective to ``rtol`` (bit for bit with ``exact``)."""
     assert np.array_equal(a.W_, b.W_)
     assert np.array_equal(a.components_, b.components_)
     assert a.reconstruction_err_ == b.reconstruction_err_
@@ -116,11 +116,11 @@ def _same(a, b, exact=False):
         assert np.array_equal(a.H_continuous_, b.H_continuous_)
         assert np.array_equal(a.loss_curve_, b.loss_curve_)
     else:
-        np.testing.assert_allclose(a.W_continuous_, b.W_continuous_, rtol=1e-9, atol=1e-12)
-        np.testing.assert_allclose(a.H_continuous_, b.H_continuous_, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(a.W_continuous_, b.W_continuous_, rtol=rtol, atol=atol)
+        np.testing.assert_allclose(a.H_continuous_, b.H_continuous_, rtol=rtol, atol=atol)
         # Relative to the first objective: an exact fit drives it to rounding noise.
         scale = a.loss_curve_[0] if len(a.loss_curve_) else 1.0
-        np.testing.assert_allclose(a.loss_curve_, b.loss_curve_, rtol=1e-9, atol=1e-9 * scale)
+        np.testing.assert_allclose(a.loss_curve_, b.loss_curve_, rtol=rtol, atol=rtol * scale)
 
 
 # -- the same fit as one machine -----------------------------------------------------------
@@ -185,7 +185,11 @@ def test_same_factors_as_one_machine_with_the_randomized_svd(
     """Above the switch both sides run the randomized SVD (X's rows on the blocks: X V per
     block, Xᵀ U and the Gram of the row side summed over them): the NMF start agrees to
     rounding, the fits' Boolean factors are the same; on X and on its transpose (the sketch on
-    the blocks' side). On the tiles the NMF start is the one kept."""
+    the blocks' side). On the tiles the NMF start is the one kept. With the sketch on the
+    blocks' side its power iterations round to float32 sums made in another order (over the
+    blocks), so an entry may round to the next float32: the continuous factors agree to 10⁻⁷
+    there, 10⁻⁸ absolute on the entries near 0 (the updates scale a small difference
+    up relative to them)."""
     if data == "planted":
         X, missing, observed = _data()
         masks = {None: {}, "missing": {"missing": missing}, "observed": {"observed": observed}}
@@ -200,7 +204,7 @@ def test_same_factors_as_one_machine_with_the_randomized_svd(
     many = bd.BANMF(**params, n_blocks=5).fit(X, **masks)
     # (one machine's fit with missing cells also fits a hold-out to choose its predictor)
     assert randomized_svd["one"] >= 1 and randomized_svd["many"] == 1
-    _same(one, many)
+    _same(one, many, **({"rtol": 1e-7, "atol": 1e-8} if wide else {}))
     if data == "tiles" and not wide:
         assert many.best_start_ == "nmf"
 

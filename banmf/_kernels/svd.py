@@ -21,14 +21,15 @@ _PARTS = 64
 @kernel()
 def mask_times(indptr, indices, B, out):
     """``out = X B`` for the 0/1 matrix X in CSR (``indptr``, ``indices``; shape (n, m)), B
-    (m, l) and ``out`` (n, l), both C-ordered: row i of ``out`` is the sum of B's rows at row
-    i's nonzeros, added in their stored order. Plain IEEE arithmetic (no ``fastmath``): the
+    (m, l) and ``out`` (n, l), both C-ordered, each float64 or float32: row i of ``out`` is
+    the sum of B's rows at row i's nonzeros, added in float64 in their stored order (and
+    rounded once where ``out`` is float32). Plain IEEE arithmetic (no ``fastmath``): the
     columns are independent lanes, so the loop vectorizes across them without reassociating a
     sum."""
     l = B.shape[1]
     bounds = row_parts(indptr, None, _PARTS)
     for part in prange(len(bounds) - 1):
-        acc = np.empty(l, dtype=out.dtype)
+        acc = np.empty(l, dtype=np.float64)
         for i in range(bounds[part], bounds[part + 1]):
             acc[:] = 0.0
             for p in range(indptr[i], indptr[i + 1]):

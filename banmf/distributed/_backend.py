@@ -177,15 +177,21 @@ class _SvdRows:
         self.s.each(_worker.svd_times, M)
         return self._replaced()
 
-    def x_times(self, C: np.ndarray) -> int:
-        """X C (C: m×c, sent to every worker), kept on the blocks."""
-        self.s.each(_worker.rows_apply, C, True)
+    def x_times(self, C: np.ndarray, single: bool = False) -> int:
+        """X C (C: m×c, sent to every worker), kept on the blocks; with ``single``, C sent and
+        the product kept in float32 (:func:`banmf.engine.nndsvd.mask_product`)."""
+        if single:
+            C = C.astype(np.float32)
+        self.s.each(_worker.rows_apply, C, True, single)
         return self._replaced()
 
-    def xt_times(self, Y: int) -> np.ndarray:
-        """Xᵀ Y (m, c), summed over the blocks."""
+    def xt_times(self, Y: int, single: bool = False) -> np.ndarray:
+        """Xᵀ Y (m, c), summed over the blocks in float64; with ``single``, Y read in float32
+        and the sum rounded to float32 (the one-machine product's rounding, to that of its
+        sums)."""
         self._check(Y)
-        return self.s.sum(_worker.cols_apply, None, None)
+        total = self.s.sum(_worker.cols_apply, None, None, single)
+        return total.astype(np.float32) if single else total
 
     def keep_left(self, U: int) -> np.ndarray:
         """Keep U as the left singular vectors' rows; the squares of their positive and

@@ -361,19 +361,24 @@ def gram_apply(fit: str, b: int, V: np.ndarray) -> np.ndarray:
         return mask_product(block.Xt, mask_product(block.X, V))
 
 
-def cols_apply(fit: str, b: int, x: np.ndarray | None, offsets: np.ndarray | None) -> np.ndarray:
+def cols_apply(
+    fit: str, b: int, x: np.ndarray | None, offsets: np.ndarray | None, single: bool = False
+) -> np.ndarray:
     """The block's share of ``Xᵀ x`` (x: an n×c array, the block's rows of it
-    ``offsets[b]:offsets[b + 1]``; None: the SVD's kept rows)."""
+    ``offsets[b]:offsets[b + 1]``; None: the SVD's kept rows), in float64; with ``single``,
+    those rows read in float32."""
     with _use(fit, b) as block:
         rows = block.stored["svd"] if x is None else x[offsets[b] : offsets[b + 1]]
-        return mask_product(block.Xt, rows)
+        return mask_product(block.Xt, rows.astype(np.float32) if single else rows)
 
 
-def rows_apply(fit: str, b: int, y: np.ndarray, keep: bool = False) -> np.ndarray | None:
+def rows_apply(
+    fit: str, b: int, y: np.ndarray, keep: bool = False, single: bool = False
+) -> np.ndarray | None:
     """The block's rows of ``X y`` (y: m×c); with ``keep``, kept here as the SVD's rows
-    instead."""
+    instead; with ``single``, y read and the rows made in float32."""
     with _use(fit, b) as block:
-        rows = mask_product(block.X, y)
+        rows = mask_product(block.X, y, single)
         if not keep:
             return rows
         block.stored["svd"] = rows
