@@ -210,8 +210,12 @@ def grid_points(top: float, n_thresholds: int) -> np.ndarray:
 
 
 def grid_ranks(F: np.ndarray, points: np.ndarray) -> np.ndarray:
-    """Per entry of F, how many of the grid ``points`` lie strictly below it."""
-    return np.searchsorted(points, F, side="left").astype(np.int32)
+    """Per entry of F, how many of the grid ``points`` lie strictly below it: uint8 for a grid
+    of up to 255 points (the default's 100), else int32. The hit counts over the nonzeros read
+    H's ranks at random, one row per nonzero: at 10⁸ nonzeros, k = 10, they are 10 MB in
+    uint8, which the last-level cache holds, against 40 MB in int32."""
+    dtype = np.uint8 if len(points) <= np.iinfo(np.uint8).max else np.int32
+    return np.searchsorted(points, F, side="left").astype(dtype)
 
 
 def _grid_ranks(F: np.ndarray, n_thresholds: int) -> tuple[np.ndarray, np.ndarray]:
@@ -416,7 +420,7 @@ class GridRows:
     ----------
     data : Dataset
         The rows (trusted).
-    u : ndarray (n, k) of int32, W's grid ranks
+    u : ndarray (n, k) of uint8 or int32, W's grid ranks
     """
 
     #: Coverages the pruned search asks for at once: one here (each is computed on demand);

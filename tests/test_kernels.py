@@ -332,13 +332,15 @@ def test_support_hits_and_union_popcounts(Xd, k, seed):
     st.integers(1, 7),
     st.integers(1, 3),
     st.integers(0, 2**31),
+    st.sampled_from([np.uint8, np.int32]),
 )
-def test_staircase_hits(Xd, k, P, n_blocks, seed):
+def test_staircase_hits(Xd, k, P, n_blocks, seed, dtype):
+    """On the ranks of either width :func:`banmf.booleanize.grid_ranks` gives."""
     rng = np.random.default_rng(seed)
     n, m = Xd.shape
     X = check_binary_matrix(Xd)
-    u = rng.integers(0, P + 1, size=(n, k)).astype(np.int32)
-    vt = rng.integers(0, P + 1, size=(m, k)).astype(np.int32)
+    u = rng.integers(0, P + 1, size=(n, k)).astype(dtype)
+    vt = rng.integers(0, P + 1, size=(m, k)).astype(dtype)
     diff = run_both(staircase_hits, X.indptr, X.indices, u, vt, P, min(n_blocks, n)).sum(axis=0)
     hits = diff.cumsum(axis=0).cumsum(axis=1)[:P, :P]
     np.testing.assert_array_equal(hits, ref.hits_grid(Xd, u, vt, P))
