@@ -45,7 +45,6 @@ from ._kernels.polish import (
     drift_bounds,
     lone_bit_lines,
     merge_descending,
-    sort_descending,
     subset_sums,
     support_uncovered,
     uncovered_by_codes,
@@ -734,20 +733,17 @@ def swaps_over(rows: Rows, Ht: np.ndarray, method: str, most: int):
 def descending(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``values`` in decreasing order (ties in any order, which is all :func:`best_cut` needs)
     and their positions. On several threads (:func:`~banmf._threads.threads_for`) each sorts a
-    contiguous part by a radix sort without the GIL
-    (:func:`~banmf._kernels.polish.sort_descending`), and the sorted parts are merged pairwise
-    (:func:`~banmf._kernels.polish.merge_descending`): at 10⁸ nonzeros numpy's one sort of W's
-    values per factor was the per-factor thresholds' serial step."""
+    contiguous part, numpy's sort running without the GIL, and the sorted parts are merged
+    pairwise (:func:`~banmf._kernels.polish.merge_descending`): at 10⁸ nonzeros numpy's one
+    sort of W's values per factor was the per-factor thresholds' serial step."""
     n = len(values)
     parts = min(threads_for(n), max(1, n))
     bounds = [n * p // parts for p in range(parts + 1)]
 
     def sort(p: int) -> tuple[np.ndarray, np.ndarray]:
-        part = values[bounds[p] : bounds[p + 1]]
-        out, at = np.empty(len(part), dtype=values.dtype), np.empty(len(part), dtype=np.intp)
-        sort_descending(np.ascontiguousarray(part, dtype=np.float64), out, at)
+        at = np.argsort(-values[bounds[p] : bounds[p + 1]])
         at += bounds[p]
-        return out, at
+        return values[at], at
 
     def merge(a: tuple, b: tuple) -> tuple[np.ndarray, np.ndarray]:
         out = np.empty(len(a[0]) + len(b[0]), dtype=values.dtype)

@@ -21,7 +21,6 @@ from banmf._kernels.polish import (
     drift_bounds,
     lone_bit_lines,
     merge_descending,
-    sort_descending,
     subset_sums,
     table_changes,
     table_uncovered,
@@ -658,33 +657,6 @@ def test_descending_sorts_over_any_number_of_parts(n, distinct, parts, seed):
     np.testing.assert_array_equal(ordered, -np.sort(-values), strict=True)
     np.testing.assert_array_equal(np.sort(at), np.arange(n))
     np.testing.assert_array_equal(values[at], ordered)
-
-
-@given(
-    st.lists(
-        st.one_of(
-            st.floats(allow_nan=False, width=64),
-            st.sampled_from([0.0, -0.0, 1.0, 2.5, 1e-300, 5e-324]),
-        ),
-        max_size=60,
-    ),
-    st.sampled_from([np.float64, np.float32]),
-)
-def test_sort_descending_is_numpys_stable_sort(values, dtype):
-    """The radix sort against numpy's stable sort of the negated values: the same order,
-    ties (and 0.0, -0.0) by position; infinities, subnormals, negatives; none and one value;
-    the output in the caller's type (float32 factors)."""
-    values = np.array(values, dtype=np.float64)
-    if dtype == np.float32:
-        values = values[np.abs(values) < 1e38].astype(np.float32)
-    n = len(values)
-    out, at = np.empty(n, dtype=dtype), np.empty(n, dtype=np.intp)
-    sort_descending(values.astype(np.float64), out, at)
-    # numpy sees 0.0 and -0.0 as equal: -0.0 after 0.0 is the second key (lexsort: stable,
-    # the last key first).
-    want = np.lexsort((np.signbit(values) & (values == 0), -values.astype(np.float64)))
-    np.testing.assert_array_equal(at, want)
-    np.testing.assert_array_equal(out, values[want], strict=True)
 
 
 def test_merge_descending_against_numpy():
