@@ -161,16 +161,23 @@ def test_factor_without_zeros_can_be_kept_whole():
     assert res.error == 0
 
 
-def _ranks(rng, n, k, P):
-    """Grid ranks 0..P, a third of them 0 (factors absent from the row)."""
-    ranks = rng.integers(0, P + 1, size=(n, k)).astype(np.int32)
+def _ranks(rng, n, k, P, dtype=np.uint8):
+    """Grid ranks 0..P, a third of them 0 (factors absent from the row), of
+    :func:`banmf.booleanize.grid_ranks`' type for a grid of P ≤ 255 points or more."""
+    ranks = rng.integers(0, P + 1, size=(n, k)).astype(dtype)
     ranks[rng.random((n, k)) < 1 / 3] = 0
     return ranks
 
 
-@given(st.integers(0, 40), st.sampled_from([1, 2, 5, 33]), st.integers(1, 9), st.integers(0, 2**31))
-def test_pair_counts_match_numpy(n, k, P, seed):
-    ranks = _ranks(np.random.default_rng(seed), n, k, P)
+@given(
+    st.integers(0, 40),
+    st.sampled_from([1, 2, 5, 33]),
+    st.integers(1, 9),
+    st.integers(0, 2**31),
+    st.sampled_from([np.uint8, np.int32]),
+)
+def test_pair_counts_match_numpy(n, k, P, seed, dtype):
+    ranks = _ranks(np.random.default_rng(seed), n, k, P, dtype)
     ranks[: n // 4] = 0  # empty rows
     want = np.array(
         [
@@ -232,3 +239,27 @@ def test_pruned_search_with_the_pair_bound_equals_the_exhaustive_search(Xd, k, P
         assert res.error == grid.min() == ref.boolean_error(Xd, res.W, res.H, ~unknown)
         np.testing.assert_array_equal(res.W, Ws > np.linspace(0, Ws.max(), P)[s])
         np.testing.assert_array_equal(res.H, Hs > np.linspace(0, Hs.max(), P)[t])
+
+
+@pytest.mark.parametrize("n_points", [2, 100, 255, 256, 400])
+def test_grid_ranks_fit_their_type(n_points):
+    """Ranks 0..n_points: uint8 up to 255 points (the top rank, above every point, too),
+    int32 beyond; the same values either way."""
+    points = bz.grid_points(1.0, n_points)
+    F = np.array([[-0.5, 0.0, 1e-9, 0.5, 1.0, 2.0]])
+    ranks = bz.grid_ranks(F, points)
+    assert ranks.dtype == (np.uint8 if n_points <= 255 else np.int32)
+    np.testing.assert_array_equal(ranks, np.searchsorted(points, F, side="left"))
+    assert ranks.max() == n_points
+
+
+def test_the_search_on_a_grid_of_int32_ranks_equals_the_dense_one():
+    """Past 255 points the ranks are int32: the same search, the dense reference's point."""
+    rng = np.random.default_rng(7)
+    Xd = rng.random((6, 5)) < 0.5
+    W, H = rng.random((6, 2)), 3 * rng.random((2, 5))
+    Wb, Hb, dw, dh, err, _ = ref.booleanize(Xd, W, H, 300, True)
+    res = booleanize(Xd, W, H, 300)
+    assert res.error == err
+    np.testing.assert_array_equal(res.W, Wb)
+    np.testing.assert_array_equal(res.H, Hb)

@@ -14,6 +14,7 @@ from banmf._kernels.boolean import (
     pack_csr_rows,
     pack_rows_above,
     popcount64,
+    scaled_ranks,
     staircase_hits,
     support_hits,
     union_popcounts,
@@ -332,16 +333,43 @@ def test_support_hits_and_union_popcounts(Xd, k, seed):
     st.integers(1, 7),
     st.integers(1, 3),
     st.integers(0, 2**31),
+    st.sampled_from([np.uint8, np.int32]),
 )
-def test_staircase_hits(Xd, k, P, n_blocks, seed):
+def test_staircase_hits(Xd, k, P, n_blocks, seed, dtype):
+    """On the ranks of either width :func:`banmf.booleanize.grid_ranks` gives."""
     rng = np.random.default_rng(seed)
     n, m = Xd.shape
     X = check_binary_matrix(Xd)
-    u = rng.integers(0, P + 1, size=(n, k)).astype(np.int32)
-    vt = rng.integers(0, P + 1, size=(m, k)).astype(np.int32)
+    u = rng.integers(0, P + 1, size=(n, k)).astype(dtype)
+    vt = rng.integers(0, P + 1, size=(m, k)).astype(dtype)
     diff = run_both(staircase_hits, X.indptr, X.indices, u, vt, P, min(n_blocks, n)).sum(axis=0)
     hits = diff.cumsum(axis=0).cumsum(axis=1)[:P, :P]
     np.testing.assert_array_equal(hits, ref.hits_grid(Xd, u, vt, P))
+
+
+@given(
+    st.integers(0, 30),
+    st.integers(1, 4),
+    st.integers(1, 12),
+    st.sampled_from([np.float64, np.float32]),
+    st.booleans(),
+    st.integers(0, 2**31),
+)
+def test_scaled_ranks(n, k, P, dtype, write, seed):
+    """numpy's ``F * scale`` and ``searchsorted(points, ·, side="left")``: values on the grid
+    points themselves (ties), zeros, above the top point; no rows; k = 1; float32 factors."""
+    rng = np.random.default_rng(seed)
+    points = np.linspace(0.0, rng.uniform(0.5, 2.0), P)
+    F = rng.choice(np.concatenate([points, rng.uniform(0, 3, 8), [0.0]]), size=(n, k))
+    F = F.astype(dtype)
+    scale = rng.choice([1.0, 0.5, 1.7], size=k).astype(dtype)
+    ranks = np.empty((n, k), dtype=np.uint8)
+    scaled = np.empty((n if write else 0, k), dtype=dtype)
+    run_both(scaled_ranks, F, scale, points, scaled, ranks)
+    want = F * scale
+    np.testing.assert_array_equal(ranks, np.searchsorted(points, want, side="left"))
+    if write:
+        np.testing.assert_array_equal(scaled, want, strict=True)
 
 
 @given(binary_matrices(max_n=9, max_m=140))

@@ -95,6 +95,32 @@ def union_popcounts(codes, bitsets, out):
 
 
 @kernel()
+def scaled_ranks(F, scale, points, scaled, ranks):
+    """Per entry of F times ``scale[l]`` in its column l (written to ``scaled`` unless that
+    has no rows), how many of the increasing grid ``points`` lie strictly below it, into
+    ``ranks``: numpy's ``F * scale`` (the same IEEE products) and ``searchsorted(points, ·,
+    side="left")`` (a binary search per entry) in one parallel pass over F."""
+    n, k = F.shape
+    P = len(points)
+    write = scaled.shape[0] > 0
+    nb = min(n, 64)
+    for b in prange(nb):
+        for i in range(b * n // nb, (b + 1) * n // nb):
+            for l in range(k):
+                v = F[i, l] * scale[l]
+                if write:
+                    scaled[i, l] = v
+                lo, hi = 0, P
+                while lo < hi:
+                    mid = (lo + hi) >> 1
+                    if points[mid] < v:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                ranks[i, l] = lo
+
+
+@kernel()
 def staircase_hits(indptr, indices, u, v, n_points, n_blocks):
     """Hit counts on the support for a whole grid of threshold pairs, as 2-D difference arrays.
 
