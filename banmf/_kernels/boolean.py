@@ -94,6 +94,19 @@ def union_popcounts(codes, bitsets, out):
         out[d] = total
 
 
+@njit(cache=True, nogil=True, inline="always")
+def lower_bound(values, lo, hi, x):
+    """The first position in ``values[lo:hi]`` (increasing) holding ``x`` or more: numpy's
+    ``searchsorted(..., side="left")`` there."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if values[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 @kernel()
 def scaled_ranks(F, scale, points, scaled, ranks):
     """Per entry of F times ``scale[l]`` in its column l (written to ``scaled`` unless that
@@ -110,14 +123,7 @@ def scaled_ranks(F, scale, points, scaled, ranks):
                 v = F[i, l] * scale[l]
                 if write:
                     scaled[i, l] = v
-                lo, hi = 0, P
-                while lo < hi:
-                    mid = (lo + hi) >> 1
-                    if points[mid] < v:
-                        lo = mid + 1
-                    else:
-                        hi = mid
-                ranks[i, l] = lo
+                ranks[i, l] = lower_bound(points, 0, P, v)
 
 
 @kernel()

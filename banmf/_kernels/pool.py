@@ -4,20 +4,8 @@ the grown candidates' majorities."""
 import numpy as np
 from numba import njit, prange
 
+from .boolean import lower_bound
 from .variants import kernel
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _lower_bound(indices, lo, hi, j):
-    """The first position in ``indices[lo:hi]`` (sorted) holding ``j`` or more."""
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if indices[mid] < j:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
 
 #: Rows per parallel step of :func:`set_majority` (its counts are allocated once a step).
 MAJORITY_ROWS = 4096
@@ -84,12 +72,12 @@ def _cell_value(indices, p, p1, cindices, q, q1, mode, j):
     (sorted, searched from ``p`` and ``q`` on): -1 a one, +1 an observed zero, 0 unknown; with
     the positions reached. ``mode``: 0, every cell not a one is an observed zero; 1, every cell
     but the unknown (listed) ones; 2, only the listed cells (the observed zeros given)."""
-    p = _lower_bound(indices, p, p1, j)
+    p = lower_bound(indices, p, p1, j)
     if p < p1 and indices[p] == j:
         return -1, p, q
     if mode == 0:
         return 1, p, q
-    q = _lower_bound(cindices, q, q1, j)
+    q = lower_bound(cindices, q, q1, j)
     listed = q < q1 and cindices[q] == j
     return (1 if listed == (mode == 2) else 0), p, q
 
