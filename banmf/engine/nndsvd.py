@@ -140,19 +140,21 @@ def subspace_svd(
     sums in float64, and with ``single`` reads its input and gives its product in float32
     (:func:`mask_product`); a float32 input is read as such. Every backend runs this one
     function (:func:`randomized_svd` on one machine, the Dask backend over its row blocks):
-    the same sketch and steps, so the triplets agree to the rounding of the products' sums.
+    the same sketch and steps, so the triplets agree to the rounding of the products' sums
+    (to about 10⁻⁸ where the sketch is on the Dask row blocks: there the float32 rounding
+    below follows sums over the blocks, whose last bits differ from one machine's).
 
     A Gaussian block of ``l = min(r + oversamples, min(n, m))`` columns on X's shorter side
     (drawn from ``seed``) goes ``power_iterations`` times through XᵀX (or XXᵀ),
     orthonormalised after each (:func:`_orthonormal`); the Rayleigh–Ritz step on that basis
     gives the triplets. That is 2 q + 1 products, and the orthonormalisations touch the
-    shorter side only. The power iterations' first products (X's longer side, n × l, the
-    largest block) are read and kept in float32: the second product, which gathers its rows
-    at random, reads half the bytes (0.64× the pair's time at 10⁸ nonzeros). That rounding
-    only moves the basis, within X's row space and by about 10⁻⁷ of σ₁² per pass (far below
-    the σ² of the directions kept), and the Rayleigh–Ritz products are float64: the triplets
-    keep the full precision of the basis's span. With l = min(n, m) the basis is the whole space and the triplets are
-    exact to rounding.
+    shorter side only. The power iterations' first products (l columns on X's longer side,
+    the largest block) are read and kept in float32: the second product, which gathers their
+    rows at random, reads half the bytes (0.64× the pair's time at 10⁸ nonzeros). That
+    rounding moves the basis by about 10⁻⁷ of σ₁² per pass, only along directions X has (far
+    below the σ² of the directions kept), and the Rayleigh–Ritz products are float64: the
+    triplets keep the full precision of the basis's span. With l = min(n, m) the basis is
+    the whole space and the triplets are exact to rounding.
 
     The basis is orthonormalised from Gram matrices of XᵀX's products (σ⁴ to rounding), so
     directions of σ below about ``(l eps)^(1/4) σ₁ ≈ 10⁻⁴ σ₁`` may be lost (returned as
