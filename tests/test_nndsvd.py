@@ -31,6 +31,27 @@ def test_mask_times_equals_the_dense_product(X, l, seed):
     np.testing.assert_allclose(out, ref.mask_times(X, B), rtol=1e-12, atol=1e-12)
 
 
+@given(
+    binary_matrices(),
+    st.integers(1, 5),
+    st.integers(0, 2**32 - 1),
+    st.sampled_from([(np.float32, np.float32), (np.float32, np.float64)]),
+)
+def test_mask_times_in_float32(X, l, seed, dtypes):
+    """A float32 block read as such and summed in float64: the dense product of its values,
+    rounded once where the output is float32 (the power iterations' two products)."""
+    b_type, out_type = dtypes
+    B = np.random.default_rng(seed).standard_normal((X.shape[1], l)).astype(b_type)
+    C = check_binary_matrix(X)
+    out = np.full((X.shape[0], l), np.nan, dtype=out_type)
+    run_both(mask_times, C.indptr, C.indices, B, out)
+    want = ref.mask_times(X, B.astype(np.float64))
+    tol = 1e-6 if out_type == np.float32 else 1e-12
+    np.testing.assert_allclose(out, want.astype(out_type), rtol=tol, atol=tol)
+    # mask_product: "single" rounds B and the product; a float32 B alone is read as such
+    np.testing.assert_array_equal(nd.mask_product(C, B, single=out_type == np.float32), out)
+
+
 @given(st.integers(0, 12), st.integers(1, 6), st.integers(0, 4), st.integers(0, 2**32 - 1))
 def test_rows_times_equals_the_dense_product(n, l, w, seed):
     rng = np.random.default_rng(seed)
