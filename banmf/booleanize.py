@@ -155,10 +155,15 @@ def balance(W: np.ndarray, H: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ``b_l = max H[l]``; WH is unchanged. Pairs with ``a_l * b_l == 0`` are left as they are.
     Returns new arrays.
     """
+    _, scale, inv = _balancing(W, H)
+    return W * scale[None, :], H * inv[:, None]
+
+
+def _balancing(W: np.ndarray, H: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """W's column maxima and :func:`balance`'s factors for W and H: ``(a, scale, 1 / scale)``."""
     a = W.max(axis=0) if W.shape[0] else np.zeros(W.shape[1], W.dtype)
     b = H.max(axis=1) if H.shape[1] else np.zeros(H.shape[0], H.dtype)
-    scale, inv = balance_scales(a, b)
-    return W * scale[None, :], H * inv[:, None]
+    return (a, *balance_scales(a, b))
 
 
 def balance_scales(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -239,9 +244,7 @@ def _balanced_ranks(W: np.ndarray, H: np.ndarray, n_thresholds: int) -> tuple:
     """:func:`balance` of W and H and :func:`_grid_ranks` of the balanced W, with W scaled
     and ranked in one pass: ``(W, H, points, ranks)``, the same values as the two."""
     n, k = W.shape
-    a = W.max(axis=0) if n else np.zeros(k, W.dtype)
-    b = H.max(axis=1) if H.shape[1] else np.zeros(k, H.dtype)
-    scale, inv = balance_scales(a, b)
+    a, scale, inv = _balancing(W, H)
     # Rounding is monotone: a column's largest scaled entry is its largest entry scaled.
     points = grid_points((a * scale).max() if n * k else 0.0, n_thresholds)
     Ws = np.empty(W.shape, dtype=(W[:0] * scale).dtype)
