@@ -121,6 +121,11 @@ def _timed(make, X):
     return time.perf_counter() - start, time.process_time() - cpu, model
 
 
+def _phase(model) -> float:
+    """The seconds of the fit's iterations alone (its ``timings_``: no setup, no thresholds)."""
+    return float(model.timings_[0]["iterations"])
+
+
 def _same(model, ref: tuple) -> bool:
     """The model's Boolean factors are ``ref``'s ``(W_, components_)``."""
     return bool(np.array_equal(model.W_, ref[0]) and np.array_equal(model.components_, ref[1]))
@@ -142,10 +147,11 @@ def single_machine(X, k, iters, label):
     seconds, _, _ = _timed(make(T1), X)
     log(f"  {label} single machine: warm-up fit {seconds:.1f} s")
 
-    def pair() -> tuple[float, float]:
-        times, cpus = {}, {}
+    def pair() -> tuple[float, float, float]:
+        times, cpus, phases = {}, {}, {}
         for T in iters:
             times[T], cpus[T], model = _timed(make(T), X)
+            phases[T] = _phase(model)
             # Only the Boolean factors are kept (at 1e8 a whole model holds GBs).
             pair.refs.setdefault(T, (model.W_, model.components_))
             del model
@@ -154,7 +160,8 @@ def single_machine(X, k, iters, label):
             f"  {label} single machine: T={T1} {times[T1]:.2f} s, "
             f"T={T2} {times[T2]:.2f} s: {per_iter:.4g} s/it"
         )
-        return per_iter, (cpus[T2] - cpus[T1]) / (T2 - T1)
+        steps = T2 - T1
+        return per_iter, (cpus[T2] - cpus[T1]) / steps, (phases[T2] - phases[T1]) / steps
 
     pair.refs = {}
     return pair
@@ -255,32 +262,38 @@ def distributed(folder, workers, k, iters, repeats, single, label) -> dict:
 
         seconds, _, _ = _timed(make(T1), X)
         log(f"  {label} {workers} worker(s) × {threads} thread(s): warm-up fit {seconds:.1f} s")
-        per_iter, sent, received, trips, same, alone = [], [], [], [], [], []
+        per_iter, sent, received, trips, same, alone, phase = [], [], [], [], [], [], []
         for r in range(repeats):
             alone.append(single())
-            times, traffic = {}, {}
+            times, traffic, phases = {}, {}, {}
             for T in iters:
                 times[T], _, model = _timed(make(T), X)
-                traffic[T] = model.traffic_
+                traffic[T], phases[T] = model.traffic_, _phase(model)
                 same.append(_same(model, single.refs[T]))
                 blocks, peak = model.n_blocks_, model.peak_block_bytes_
                 del model
             steps = T2 - T1
             per_iter.append((times[T2] - times[T1]) / steps)
+            phase.append((phases[T2] - phases[T1]) / steps)
             sent.append((traffic[T2]["sent_bytes"] - traffic[T1]["sent_bytes"]) / steps)
             received.append((traffic[T2]["received_bytes"] - traffic[T1]["received_bytes"]) / steps)
             trips.append((traffic[T2]["round_trips"] - traffic[T1]["round_trips"]) / steps)
             log(
                 f"  {label} {workers} worker(s), repeat {r + 1}: T={T1} {times[T1]:.2f} s, "
-                f"T={T2} {times[T2]:.2f} s: {per_iter[-1]:.4g} s/it; same factors: {same[-2:]}"
+                f"T={T2} {times[T2]:.2f} s: {per_iter[-1]:.4g} s/it (iterations alone "
+                f"{phase[-1]:.4g}, single machine's {alone[-1][2]:.4g}); same factors: {same[-2:]}"
             )
         inside = where_time_goes(client, make(T2), X)
         log(f"  {label} {workers} worker(s), timed inside: {inside}")
         return {
             **inside,
-            "single": _median([wall for wall, _ in alone]),
-            "single_all": [wall for wall, _ in alone],
-            "single_cpu_s": _median([cpu - background * wall for wall, cpu in alone]),
+            "single": _median([wall for wall, _, _ in alone]),
+            "single_all": [wall for wall, _, _ in alone],
+            "single_cpu_s": _median([cpu - background * wall for wall, cpu, _ in alone]),
+            "single_phase": _median([it for _, _, it in alone]),
+            "single_phase_all": [it for _, _, it in alone],
+            "distributed_phase": _median(phase),
+            "distributed_phase_all": phase,
             "background_cpu": background,
             "distributed": _median(per_iter),
             "distributed_all": per_iter,
@@ -352,6 +365,19 @@ def _inside_table(records: list) -> None:
             *(f"{rec[key]:.4g}" for key in (*keys, "driver_s", "slowest_cpu_s")),
         ]
         print("| " + " | ".join(str(c) for c in cells) + " |", flush=True)
+    print("\nThe iterations alone (each fit's ``timings_``: no setup, no threshold search):\n")
+    print("| nnz, workers | single s/it | distributed s/it | ratio | single, each repeat |")
+    print("|---|---|---|---|---|")
+    for rec in records:
+        each = ", ".join(f"{s:.3g}" for s in rec["single_phase_all"])
+        cells = [
+            f"{_nnz(rec['nnz'])}, {rec['workers']}",
+            f"{rec['single_phase']:.4g}",
+            f"{rec['distributed_phase']:.4g}",
+            f"{rec['phase_ratio']:.2f}×",
+            each,
+        ]
+        print("| " + " | ".join(str(c) for c in cells) + " |", flush=True)
     print("\nThe work (CPU seconds per iteration):\n")
     print("| nnz, workers | single CPU s/it | workers' CPU s/it | work ratio |")
     print("|---|---|---|---|")
@@ -409,14 +435,15 @@ def measure(nnz, args) -> dict:
                 if kind == "single":
                     # The warm-up, and the factors of a first repeat to compare the cluster's with.
                     single["pair"] = single_machine(X, k, args.iters, tag)
-                    seconds, cpu = single["pair"]()
-                    rec.update(single=seconds, single_cpu_s=cpu)
+                    seconds, cpu, phase = single["pair"]()
+                    rec.update(single=seconds, single_cpu_s=cpu, single_phase=phase)
                 else:
                     dist = distributed(folder, w, k, args.iters, args.repeats, single["pair"], tag)
                     rec.update(
                         **dist,
                         ratio=dist["distributed"] / dist["single"],
                         work_ratio=dist["workers_cpu_s"] / dist["single_cpu_s"],
+                        phase_ratio=dist["distributed_phase"] / dist["single_phase"],
                     )
                 rec["loadavg"] = round(os.getloadavg()[0], 2)
                 return rec
