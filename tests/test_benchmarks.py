@@ -103,3 +103,6 @@ def test_bench_distributed_quick():
     rows = [line for line in out.splitlines() if line.startswith("| 2e5 |")]
     assert [row.split(" | ")[1] for row in rows] == ["1", "2"]
     assert all(row.rstrip(" |").endswith("| yes") for row in rows), rows
+    # the iterations alone, each side's, and the verdict on them
+    assert "| nnz, workers | single s/it | distributed s/it | ratio | single, each repeat |" in out
+    assert "the single machine's time per iteration (the iterations alone; whole fits" in out
