@@ -194,6 +194,43 @@ def variant(kernel, threads: int):
     return functools.partial(_on_threads, kernel.parallel, threads)
 
 
+_blas_lock = threading.Lock()
+_blas_users = 0
+_blas_limiter = None
+
+
+@functools.lru_cache(maxsize=1)
+def _blas_controller():
+    import threadpoolctl
+
+    return threadpoolctl.ThreadpoolController()
+
+
+@contextmanager
+def serial_blas():
+    """numpy's and scipy's BLAS on one thread inside the block, for every thread of the
+    process (the BLAS libraries' thread count is process-wide); put back when the last block
+    open ends.
+
+    OpenBLAS splits a long dot product or matrix-vector product between its threads, each
+    summing its share: the bits of ARPACK's singular vectors and of numpy's norms then depend
+    on how many threads BLAS has (the cores of the machine, ``OPENBLAS_NUM_THREADS``). Code
+    whose result must not, as the NNDSVD start's, runs its BLAS calls in here."""
+    global _blas_users, _blas_limiter
+    with _blas_lock:
+        if _blas_users == 0:
+            _blas_limiter = _blas_controller().limit(limits=1, user_api="blas")
+        _blas_users += 1
+    try:
+        yield
+    finally:
+        with _blas_lock:
+            _blas_users -= 1
+            if _blas_users == 0:
+                _blas_limiter.restore_original_limits()
+                _blas_limiter = None
+
+
 def pick(kernel, work: float):
     """``variant(kernel, threads_for(work))``: the callable for one call of ``work`` units."""
     return variant(kernel, threads_for(work))

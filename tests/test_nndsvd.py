@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import banmf.engine.nndsvd as nd
 from banmf import BANMF
 from banmf._boolean import transpose_mask
-from banmf._kernels.svd import mask_times, rows_times
+from banmf._kernels.svd import fill_at_most, mask_times, rows_times, scaled_column, signed_parts
 from banmf._threads import thread_budget
 from banmf._validation import check_binary_matrix
 from banmf.datasets import make_sparse_degrees
@@ -79,6 +79,64 @@ def _check_triplets(X, U, S, Vt, r):
     np.testing.assert_allclose(X @ Vt[kept].T, U[:, kept] * S[kept], atol=1e-8 * top)
     np.testing.assert_allclose(X.T @ U[:, kept], Vt[kept].T * S[kept], atol=1e-8 * top)
     np.testing.assert_allclose(U[:, kept].T @ U[:, kept], np.eye(kept.sum()), atol=1e-8)
+
+
+def _columns(n: int, k: int, seed: int) -> np.ndarray:
+    """n × k normal values with exact zeros, negative zeros and NaN among them."""
+    rng = np.random.default_rng(seed)
+    U = rng.standard_normal((n, k))
+    specials = np.array([0.0, -0.0, np.nan, 1e-300, -1e-300])
+    where = rng.random((n, k)) < 0.2
+    U[where] = rng.choice(specials, size=int(where.sum()))
+    return U
+
+
+@given(st.integers(0, 40), st.integers(1, 4), st.integers(0, 2**32 - 1), st.booleans())
+def test_signed_parts_are_numpys(n, k, seed, fortran):
+    """Equal values (NaN included; zeros +0.0, where numpy's sign varies with its code path),
+    on C- and F-ordered blocks (ARPACK's U is either), for every column."""
+    U = _columns(n, k, seed)
+    U = np.asfortranarray(U) if fortran else U
+    for j in range(k):
+        xp, xn = np.full(n, 7.0), np.full(n, 7.0)
+        run_both(signed_parts, U, j, xp, xn)
+        np.testing.assert_array_equal(xp, np.maximum(U[:, j], 0), strict=True)
+        np.testing.assert_array_equal(xn, np.maximum(-U[:, j], 0), strict=True)
+        assert not np.signbit(xp[xp == 0]).any() and not np.signbit(xn[xn == 0]).any()
+
+
+@given(st.integers(0, 40), st.integers(1, 4), st.integers(0, 2**32 - 1))
+def test_scaled_column_and_fill_are_numpys(n, k, seed):
+    rng = np.random.default_rng(seed)
+    part = np.abs(_columns(n, 1, seed)[:, 0])
+    scale, norm = rng.random() * 10, rng.random() + 0.1
+    F = rng.random((n, k))
+    l = int(rng.integers(k))
+    want = F.copy()
+    want[:, l] = scale * part / norm
+    run_both(scaled_column, part, scale, norm, F, l)
+    np.testing.assert_array_equal(F, want, strict=True)
+    cut, fill = float(np.nanmedian(F)) if F.size else 0.0, 0.125
+    want[want <= cut] = fill
+    run_both(fill_at_most, F, cut, fill)
+    np.testing.assert_array_equal(F, want, strict=True)
+
+
+def test_nndsvda_does_not_depend_on_blas_threads():
+    """ARPACK's vectors and numpy's norms of long vectors are summed in parts by BLAS's
+    threads: the start is computed with one BLAS thread whatever the library has."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    X = make_sparse_degrees(40_000, 3000, 200_000, rows="powerlaw", cols="powerlaw", random_state=0)
+    data = _data(X)
+    results = []
+    for threads in (1, 2):
+        with threadpoolctl.threadpool_limits(threads, user_api="blas"):
+            results.append(nd.nndsvda(data, 6))
+            after = threadpoolctl.threadpool_info()
+        # the caller's limit is put back
+        assert all(p["num_threads"] == threads for p in after if p["user_api"] == "blas")
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)
 
 
 @given(binary_matrices(min_n=2, min_m=2), st.integers(1, 12), st.integers(0, 3))

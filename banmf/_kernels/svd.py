@@ -58,3 +58,34 @@ def rows_times(Y, M, out):
                     acc[c] += y * M[q, c]
             for c in range(w):
                 out[i, c] = acc[c]
+
+
+@kernel()
+def signed_parts(U, j, xp, xn):
+    """``xp = max(U[:, j], 0)`` and ``xn = max(-U[:, j], 0)`` as numpy's ``np.maximum``
+    gives them (NaN kept; a zero may come out with either sign there, here always ``+0.0``,
+    which no later step tells apart): the two parts of a singular vector that NNDSVD chooses
+    between, into contiguous arrays (numpy's norms read them)."""
+    for i in prange(U.shape[0]):
+        v = U[i, j]
+        w = -v
+        xp[i] = v if v > 0.0 or np.isnan(v) else 0.0
+        xn[i] = w if w > 0.0 or np.isnan(w) else 0.0
+
+
+@kernel()
+def scaled_column(part, scale, norm, F, l):
+    """``F[:, l] = scale * part / norm``, rounded as numpy rounds that expression (the
+    product first): an NNDSVD factor from its vector's part."""
+    for i in prange(part.shape[0]):
+        F[i, l] = scale * part[i] / norm
+
+
+@kernel()
+def fill_at_most(F, cut, fill):
+    """``F[F <= cut] = fill``: NNDSVD's zeros (to rounding) set to X's mean, where
+    multiplicative updates could not move them."""
+    for i in prange(F.shape[0]):
+        for l in range(F.shape[1]):
+            if F[i, l] <= cut:
+                F[i, l] = fill

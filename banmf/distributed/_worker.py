@@ -29,7 +29,8 @@ import numpy as np
 
 from .._boolean import hits_and_cover, pack_rows, words
 from .._changes import bit_changes, factor_costs
-from .._threads import thread_budget
+from .._kernels.svd import fill_at_most
+from .._threads import pick, thread_budget
 from ..booleanize import GridRows, grid_ranks
 from ..engine.nndsvd import Here, mask_product
 from ..engine.pool import Pool, WholePool, majority, majority_counts, segment_sums
@@ -433,7 +434,7 @@ def nndsvd_fill(fit: str, b: int, cut: float, fill: float, dtype, floor: float) 
     type, as the NMF start takes them."""
     with _use(fit, b) as block:
         W = block.stored.pop("nndsvd")
-        W[W <= cut] = fill
+        pick(fill_at_most, W.size)(W, cut, fill)
         block.stored["nmf"] = np.maximum(W, floor).astype(dtype, order="C")
 
 

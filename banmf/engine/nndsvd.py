@@ -19,8 +19,8 @@ from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, svds
 
 from .._boolean import transpose_mask
 from .._kernels.mu import cross_gram
-from .._kernels.svd import mask_times, rows_times
-from .._threads import pick
+from .._kernels.svd import fill_at_most, mask_times, rows_times, scaled_column, signed_parts
+from .._threads import pick, serial_blas
 
 #: Nonzeros from which the NNDSVD's SVD is the randomized one, not ARPACK's
 #: (:func:`use_randomized`). Above about 10⁶ nonzeros ARPACK's serial steps cost more than the
@@ -260,31 +260,35 @@ def nndsvda(data, k: int) -> tuple[np.ndarray, np.ndarray] | None:
     r = min(k, min(n, m) - 1)
     if r < 1 or X.nnz == 0:
         return None
-    if use_randomized(X.nnz):
-        U, S, Vt = randomized_svd(X, r, data.T.X)
-    else:
-        try:
-            U, S, Vt = svds(
-                X.astype(np.float64),
-                k=r,
-                v0=np.full(min(n, m), 1.0 / np.sqrt(min(n, m))),
-                solver="arpack",
-            )
-        except (ArpackError, ArpackNoConvergence):
-            return None
-    order = np.argsort(-S, kind="stable")
-    W = np.zeros((n, k))
-    Ht = np.zeros((m, k))
-    for l, j in enumerate(order):
-        x = U[:, j]
-        xp, xn = np.maximum(x, 0), np.maximum(-x, 0)
-        part = nonnegative_part(np.linalg.norm(xp), np.linalg.norm(xn), Vt[j], S[j])
-        if part is not None:
-            positive, b, na, nb, scale = part
-            W[:, l] = scale * (xp if positive else xn) / na
-            Ht[:, l] = scale * b / nb
+    # BLAS on one thread: ARPACK's vectors and the norms below would otherwise depend on the
+    # BLAS library's thread count (each thread sums its share of a long product).
+    with serial_blas():
+        if use_randomized(X.nnz):
+            U, S, Vt = randomized_svd(X, r, data.T.X)
+        else:
+            try:
+                U, S, Vt = svds(
+                    X.astype(np.float64),
+                    k=r,
+                    v0=np.full(min(n, m), 1.0 / np.sqrt(min(n, m))),
+                    solver="arpack",
+                )
+            except (ArpackError, ArpackNoConvergence):
+                return None
+        W, Ht = np.zeros((n, k)), np.zeros((m, k))
+        # One part of a left vector at a time, into two reused arrays (numpy's temporaries
+        # for them were half of this step's serial time at 10⁸ nonzeros).
+        xp, xn = np.empty(n), np.empty(n)
+        split, column = pick(signed_parts, 2 * n), pick(scaled_column, n)
+        for l, j in enumerate(np.argsort(-S, kind="stable")):
+            split(U, j, xp, xn)
+            part = nonnegative_part(np.linalg.norm(xp), np.linalg.norm(xn), Vt[j], S[j])
+            if part is not None:
+                positive, b, na, nb, scale = part
+                column(xp if positive else xn, scale, na, W, l)
+                Ht[:, l] = scale * b / nb
     # Entries at rounding level count as zero: the SVD leaves them where a part is exactly 0.
     fill = X.nnz / (n * m)
-    W[W <= 1e-12 * max(W.max(), 1.0)] = fill
-    Ht[Ht <= 1e-12 * max(Ht.max(), 1.0)] = fill
+    pick(fill_at_most, W.size)(W, 1e-12 * max(W.max(), 1.0), fill)
+    pick(fill_at_most, Ht.size)(Ht, 1e-12 * max(Ht.max(), 1.0), fill)
     return W, Ht
