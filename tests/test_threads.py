@@ -137,6 +137,35 @@ def test_every_method_gives_the_same_result_serial_and_parallel(name, monkeypatc
     assert serial.error == parallel.error
 
 
+@pytest.mark.parametrize(
+    "name, shape, nnz, k, params",
+    [
+        # m = 40,000: the first W step reads HHᵀ, a Gram matrix over 40,000 rows of Hᵀ
+        ("banmf", (2000, 40_000), 80_000, 10, {"n_init": 1, "extra_starts": (), "max_iter": 20}),
+        # dense products whose inner dimension is the 3,000 rows
+        ("pnlpf", (3000, 800), 120_000, 4, {"max_iter": 20}),
+    ],
+)
+def test_fits_do_not_depend_on_the_blas_thread_count(name, shape, nnz, k, params):
+    """OpenBLAS splits a long product's sums between its threads: a fit runs numpy's BLAS on
+    one thread (banmf._threads.serial_blas), so that the continuous factors and the loss
+    curve, not only the Boolean factors, are the same on any number of BLAS threads. (Both
+    cases differed at 1 and 2 BLAS threads before.)"""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from banmf.datasets import make_sparse_degrees
+
+    X = make_sparse_degrees(*shape, nnz, rows="powerlaw", cols="powerlaw", random_state=0)
+    fits = []
+    for threads in (1, 2):
+        with threadpoolctl.threadpool_limits(threads, user_api="blas"):
+            fits.append(METHODS[name](k, random_state=0, **params).fit(X))
+            blas = [p for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
+        assert all(p["num_threads"] == threads for p in blas)  # the caller's limit is back
+    one, two = fits
+    for attr in ("W_", "components_", "W_continuous_", "H_continuous_", "loss_curve_"):
+        np.testing.assert_array_equal(getattr(one, attr), getattr(two, attr), err_msg=attr)
+
+
 def test_transform_runs_within_the_budget():
     X, _, _ = make_boolean(40, 30, 3, 0.4, random_state=0)
     model = BANMF(3, max_iter=50, n_init=2, random_state=0, n_jobs=1).fit(X)

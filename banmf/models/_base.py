@@ -19,7 +19,7 @@ from .._mdl import description_bits
 from .._memory import check_memory
 from .._params import BOOLEAN, N_JOBS, RANDOM_STATE, Interval, Options, validate_params
 from .._selection import MIN_FOLD_ONES, select_rank_of
-from .._threads import thread_budget
+from .._threads import serial_blas, thread_budget
 from .._validation import check_n_components
 from ..dataset import Dataset
 from ..exceptions import InputError, InvalidParameterError, NotFittedError, warn_user
@@ -96,14 +96,18 @@ def _verbosity(verbose):
 def budgeted(method):
     """Run an estimator's method (``fit``, ``transform``) with its parameters checked against
     their declared constraints, within its ``n_jobs`` thread budget
-    (:func:`banmf._threads.thread_budget`) and, with ``verbose``, with its progress on stderr."""
+    (:func:`banmf._threads.thread_budget`), numpy's BLAS on one thread
+    (:func:`banmf._threads.serial_blas`: OpenBLAS splits a long product's sums between its
+    threads, so a Gram matrix of 30,000 rows, or the dense baselines' products, would
+    otherwise come out with other last bits on another number of BLAS threads) and, with
+    ``verbose``, with its progress on stderr."""
 
     @functools.wraps(method)
     def within_budget(self, *args, **kwargs):
         validate_params(
             self._parameter_constraints, self.get_params(deep=False), type(self).__name__
         )
-        with thread_budget(self.n_jobs), _verbosity(self.verbose):
+        with thread_budget(self.n_jobs), serial_blas(), _verbosity(self.verbose):
             return method(self, *args, **kwargs)
 
     return within_budget
