@@ -89,7 +89,8 @@ def _soft_limits() -> list[int]:
     if value.isdigit() and int(value) > 0:
         limits.append(int(value))
     if "threadpoolctl" in sys.modules:
-        # Only when the user has imported it: threadpool_limits(1) around a call must hold.
+        # Once imported (by the user, or by serial_blas after a first fit): a user's
+        # threadpool_limits(1) around a call must hold.
         for pool in sys.modules["threadpoolctl"].threadpool_info():
             if pool.get("user_api") == "openmp" and pool.get("num_threads"):
                 limits.append(int(pool["num_threads"]))
@@ -212,10 +213,11 @@ def serial_blas():
     process (the BLAS libraries' thread count is process-wide); put back when the last block
     open ends.
 
-    OpenBLAS splits a long dot product or matrix-vector product between its threads, each
-    summing its share: the bits of ARPACK's singular vectors and of numpy's norms then depend
-    on how many threads BLAS has (the cores of the machine, ``OPENBLAS_NUM_THREADS``). Code
-    whose result must not, as the NNDSVD start's, runs its BLAS calls in here."""
+    OpenBLAS splits a long dot, matrix-vector or matrix product between its threads, each
+    summing its share: the bits of ARPACK's singular vectors, of numpy's norms and of a Gram
+    matrix over many rows then depend on how many threads BLAS has (the cores of the machine,
+    ``OPENBLAS_NUM_THREADS``). Every estimator's ``fit`` and ``transform`` run inside it
+    (:func:`banmf.models._base.budgeted`), and so does NNDSVD wherever it is called."""
     global _blas_users, _blas_limiter
     with _blas_lock:
         if _blas_users == 0:
