@@ -166,6 +166,25 @@ def test_fits_do_not_depend_on_the_blas_thread_count(name, shape, nnz, k, params
         np.testing.assert_array_equal(getattr(one, attr), getattr(two, attr), err_msg=attr)
 
 
+def test_the_solver_is_made_on_one_blas_thread_outside_a_fit_too():
+    """A Dask worker makes its blocks' solvers outside any estimator's fit: their first Gram
+    matrices (HHᵀ over 40,000 rows of Hᵀ here) must not follow the worker's BLAS threads."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from banmf.dataset import Dataset
+    from banmf.datasets import make_sparse_degrees
+    from banmf.models import MUSolver
+
+    X = make_sparse_degrees(200, 40_000, 8_000, random_state=0)
+    rng = np.random.default_rng(0)
+    W, Ht = rng.random((200, 10)), rng.random((40_000, 10))
+    grams = []
+    for threads in (1, 2):
+        with threadpoolctl.threadpool_limits(threads, user_api="blas"):
+            solver = MUSolver(Dataset(X), W, Ht, project=True, lower=1.0, upper=10.0, eps=1e-9)
+            grams.append(solver.HHt.copy())
+    np.testing.assert_array_equal(*grams)
+
+
 def test_transform_runs_within_the_budget():
     X, _, _ = make_boolean(40, 30, 3, 0.4, random_state=0)
     model = BANMF(3, max_iter=50, n_init=2, random_state=0, n_jobs=1).fit(X)

@@ -26,7 +26,7 @@ from .._kernels.mu_small import (
     update_rows_small,
 )
 from .._kernels.prefetch import zeros_line_aligned
-from .._threads import threads_for, variant
+from .._threads import serial_blas, threads_for, variant
 
 # Row blocks of the W pass: each holds an (m, k) partial of Wᵀ Y. The count depends only on the
 # problem's shape (never on the thread count), so results are the same on any machine.
@@ -194,8 +194,11 @@ class MUSolver:
             (1 if self.small else min(_MAX_BLOCKS, max(1, m)), k, k), np.float64
         )
         self.sq = np.empty((n, 2), np.float64)
-        self.HHt = Ht.T.astype(np.float64) @ Ht
-        self.WtW = W.T.astype(np.float64) @ W
+        # On one BLAS thread wherever the solver is made (a fit, a Dask worker's block): over
+        # tens of thousands of rows OpenBLAS's threads would each sum a share.
+        with serial_blas():
+            self.HHt = Ht.T.astype(np.float64) @ Ht
+            self.WtW = W.T.astype(np.float64) @ W
         # The Gram matrices in the factors' type, as the row updates read them.
         self.HHt_t, self.WtW_t = self.HHt.astype(dtype), self.WtW.astype(dtype)
         self.WtY = zeros_line_aligned(
