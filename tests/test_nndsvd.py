@@ -4,6 +4,7 @@ large, and the kernel of the randomized SVD's passes, against dense numpy."""
 import numpy as np
 import pytest
 import reference as ref
+import threadpoolctl
 from conftest import binary_matrices, run_both
 from hypothesis import given
 from hypothesis import strategies as st
@@ -125,7 +126,6 @@ def test_scaled_column_and_fill_are_numpys(n, k, seed):
 def test_nndsvda_does_not_depend_on_blas_threads():
     """ARPACK's vectors and numpy's norms of long vectors are summed in parts by BLAS's
     threads: the start is computed with one BLAS thread whatever the library has."""
-    threadpoolctl = pytest.importorskip("threadpoolctl")
     X = make_sparse_degrees(40_000, 3000, 200_000, rows="powerlaw", cols="powerlaw", random_state=0)
     data = _data(X)
     results = []

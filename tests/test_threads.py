@@ -3,6 +3,7 @@
 import numba
 import numpy as np
 import pytest
+import threadpoolctl
 
 import banmf
 from banmf import BANMF, METHODS, _threads, effective_n_jobs, make_boolean
@@ -43,7 +44,6 @@ def test_usable_cpus_follows_the_affinity_mask():
 
 
 def test_threadpoolctl_limits_are_honoured(monkeypatch):
-    threadpoolctl = pytest.importorskip("threadpoolctl")
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     # Numba's OpenMP runtime is loaded once a parallel kernel has run: then threadpoolctl sees it.
     _threads_seen.parallel(np.zeros(2, np.int64))
@@ -151,7 +151,6 @@ def test_fits_do_not_depend_on_the_blas_thread_count(name, shape, nnz, k, params
     one thread (banmf._threads.serial_blas), so that the continuous factors and the loss
     curve, not only the Boolean factors, are the same on any number of BLAS threads. (Both
     cases differed at 1 and 2 BLAS threads before.)"""
-    threadpoolctl = pytest.importorskip("threadpoolctl")
     from banmf.datasets import make_sparse_degrees
 
     X = make_sparse_degrees(*shape, nnz, rows="powerlaw", cols="powerlaw", random_state=0)
@@ -169,7 +168,6 @@ def test_fits_do_not_depend_on_the_blas_thread_count(name, shape, nnz, k, params
 def test_the_solver_is_made_on_one_blas_thread_outside_a_fit_too():
     """A Dask worker makes its blocks' solvers outside any estimator's fit: their first Gram
     matrices (HHᵀ over 40,000 rows of Hᵀ here) must not follow the worker's BLAS threads."""
-    threadpoolctl = pytest.importorskip("threadpoolctl")
     from banmf.dataset import Dataset
     from banmf.datasets import make_sparse_degrees
     from banmf.models import MUSolver

@@ -21,7 +21,7 @@ import numpy as np
 
 from .._kernels.svd import fill_at_most
 from .._signals import Interruptions
-from .._threads import pick, serial_blas
+from .._threads import pick
 from ..booleanize import balance_scales, grid_points, grid_ranks, search_grid
 from ..engine.nndsvd import Here, nonnegative_part, subspace_svd, use_randomized
 from ..engine.pool import Pool, bounded, choose
@@ -300,27 +300,24 @@ class DaskBackend:
         r = min(k, min(n, m) - 1)
         if r < 1 or p["nnz_ones"] == 0:
             return None
-        # BLAS on one thread here, as on one machine (nndsvda): ARPACK's vectors would
-        # otherwise depend on its thread count.
-        with serial_blas():
-            rows = _SvdRows(session)
-            if use_randomized(p["nnz_ones"]):
-                U, S, V = subspace_svd((n, m), r, rows, Here, rows.x_times, rows.xt_times)
-                Vt = V.T
-            else:
-                svd = self._arpack(rows, r)
-                if svd is None:
-                    return None
-                U, S, Vt = svd
-            squares = rows.keep_left(U)
-            Ht = np.zeros((m, k))
-            picks: list = [None] * k
-            for l, j in enumerate(np.argsort(-S, kind="stable")):
-                part = nonnegative_part(np.sqrt(squares[0, j]), np.sqrt(squares[1, j]), Vt[j], S[j])
-                if part is not None:
-                    side, b, na, nb, scale = part
-                    Ht[:, l] = scale * b / nb
-                    picks[l] = (int(j), side, scale / na)
+        rows = _SvdRows(session)
+        if use_randomized(p["nnz_ones"]):
+            U, S, V = subspace_svd((n, m), r, rows, Here, rows.x_times, rows.xt_times)
+            Vt = V.T
+        else:
+            svd = self._arpack(rows, r)
+            if svd is None:
+                return None
+            U, S, Vt = svd
+        squares = rows.keep_left(U)
+        Ht = np.zeros((m, k))
+        picks: list = [None] * k
+        for l, j in enumerate(np.argsort(-S, kind="stable")):
+            part = nonnegative_part(np.sqrt(squares[0, j]), np.sqrt(squares[1, j]), Vt[j], S[j])
+            if part is not None:
+                side, b, na, nb, scale = part
+                Ht[:, l] = scale * b / nb
+                picks[l] = (int(j), side, scale / na)
         top = max(session.each(_worker.nndsvd_rows, k, picks))
         fill = p["nnz_ones"] / (n * m)
         dtype = p["dtype"]
