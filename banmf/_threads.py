@@ -91,7 +91,7 @@ def _soft_limits() -> list[int]:
     if "threadpoolctl" in sys.modules:
         # Once imported (by the user, or by serial_blas after a first fit): a user's
         # threadpool_limits(1) around a call must hold.
-        for pool in sys.modules["threadpoolctl"].threadpool_info():
+        for pool in _controller().info():
             if pool.get("user_api") == "openmp" and pool.get("num_threads"):
                 limits.append(int(pool["num_threads"]))
     return limits
@@ -200,11 +200,24 @@ _blas_users = 0
 _blas_limiter = None
 
 
-@functools.lru_cache(maxsize=1)
-def _blas_controller():
-    import threadpoolctl
+_controller_cache: tuple[int, object] | None = None
 
-    return threadpoolctl.ThreadpoolController()
+
+def _controller():
+    """threadpoolctl's view of the thread pools loaded in this process.
+
+    Making one scans every loaded shared library (about 1 ms), too slow for each kernel call
+    outside a fit; reading a made one's limits is a few µs and sees the limits in force. It is
+    made again when modules have been imported since, the way a new OpenMP or BLAS runtime
+    gets loaded (Numba's OpenMP pool included)."""
+    global _controller_cache
+    key = len(sys.modules)
+    cached = _controller_cache
+    if cached is None or cached[0] != key:
+        import threadpoolctl
+
+        cached = _controller_cache = (len(sys.modules), threadpoolctl.ThreadpoolController())
+    return cached[1]
 
 
 @contextmanager
@@ -221,7 +234,7 @@ def serial_blas():
     global _blas_users, _blas_limiter
     with _blas_lock:
         if _blas_users == 0:
-            _blas_limiter = _blas_controller().limit(limits=1, user_api="blas")
+            _blas_limiter = _controller().limit(limits=1, user_api="blas")
         _blas_users += 1
     try:
         yield

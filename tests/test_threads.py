@@ -1,5 +1,7 @@
 """The thread budget: n_jobs's meaning, serial and parallel kernels, parallel starts."""
 
+import sys
+
 import numba
 import numpy as np
 import pytest
@@ -51,6 +53,25 @@ def test_threadpoolctl_limits_are_honoured(monkeypatch):
         pytest.skip("no OpenMP runtime visible to threadpoolctl")
     with threadpoolctl.threadpool_limits(limits=1, user_api="openmp"):
         assert effective_n_jobs(None) == 1
+
+
+def test_kernel_calls_outside_a_fit_do_not_rescan_the_thread_pools(monkeypatch):
+    # Once threadpoolctl is imported, every kernel call outside a fit reads its limits: making
+    # a controller scans every loaded library (about 1 ms), so it is made once and reused.
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    effective_n_jobs(None)
+    made = []
+    real = threadpoolctl.ThreadpoolController
+    monkeypatch.setattr(
+        threadpoolctl, "ThreadpoolController", lambda *a: made.append(1) or real(*a)
+    )
+    for _ in range(50):
+        effective_n_jobs(None)
+    assert made == []
+    # A module imported since may have loaded a new runtime: the pools are scanned again.
+    monkeypatch.setitem(sys.modules, "banmf_test_new_runtime", None)
+    effective_n_jobs(None)
+    assert made == [1]
 
 
 def test_budget_nests_and_is_restored():
