@@ -1326,3 +1326,61 @@ def test_a_worker_the_scheduler_still_lists_but_cannot_be_reached_is_lost(monkey
     assert session.hung == {"tcp://b"}
     assert list(session._workers()) == ["tcp://a"]
     assert placed == [[0, 1]] and session.where == {} and session.servers == {}
+
+
+def test_short_rounds_run_on_the_workers_event_loop():
+    """A call's first round runs in the actor's thread; once its rounds are timed under
+    ``LOOP_LIMIT`` they run on the worker's event loop (two thread handoffs fewer), longer
+    ones in the thread again, and workers in the driver's process never on the loop."""
+    from collections import deque
+
+    from banmf.distributed import _session
+
+    session = Session(None, bd.BlockMatrix.from_matrix(np.eye(4), n_blocks=2), None, None)
+    session.servers = {"tcp://a": None, "tcp://b": None}
+    assert session._dispatch("step") == {}  # not timed yet
+    session.times["step"] = deque([0.01, 0.02, 10.0])
+    assert session._dispatch("step") == {"separate_thread": False}
+    session.times["step"].extend([_session.LOOP_LIMIT] * 2)
+    assert session._dispatch("step") == {}  # the median round is no longer short
+    session.times["grid_sums"] = deque([0.01])
+    session.servers = {"inproc://a": None}
+    assert session._dispatch("grid_sums") == {}
+
+
+def _loop_threads(start: bool = True):
+    """(Run on each worker.) With ``start``, note the thread of every block's ``step`` from
+    now on; else put the step back and return the threads noted: ``"loop"`` for the worker's
+    event loop, ``"thread"`` for another one."""
+    import asyncio
+
+    if start:
+        plain = _worker.step
+
+        def step(*args):
+            try:
+                asyncio.get_running_loop()
+                _worker.step_threads.append("loop")
+            except RuntimeError:
+                _worker.step_threads.append("thread")
+            return plain(*args)
+
+        step.__name__, step.plain = "step", plain
+        _worker.step, _worker.step_threads = step, []
+        return None
+    seen = _worker.step_threads
+    _worker.step = _worker.step.plain
+    del _worker.step_threads
+    return seen
+
+
+def test_a_fit_runs_its_short_rounds_on_the_event_loop_with_the_same_result(client, missing_fit):
+    X, missing, _ = _data()
+    client.run(_loop_threads, True)
+    try:
+        model = bd.BANMF(**SHARED, n_blocks=5, client=client).fit(X, missing=missing)
+    finally:
+        seen = client.run(_loop_threads, False)
+    for threads in seen.values():
+        assert threads[0] == "thread" and "loop" in threads
+    _same(missing_fit, model, exact=True)

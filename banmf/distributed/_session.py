@@ -25,6 +25,14 @@ DEADLINE_FLOOR = 60.0
 DEADLINE_FIRST = 600.0
 DEADLINE_HISTORY = 9
 
+#: Calls whose last rounds took under LOOP_LIMIT seconds (their median) run on each worker's
+#: event loop, not in its actor thread: two handoffs between threads fewer per worker and
+#: round, and Dask's sampling profiler, which runs on that loop, stays off the core meanwhile.
+#: At 10⁷ nonzeros (rounds of 80-90 ms, 2 workers on 2 cores) that took a round 0.9× (median
+#: of 6 alternated pairs, docs/SCALING.md). Longer rounds stay in the thread: the worker's
+#: heartbeats wait while its loop computes, and a handoff is nothing beside them.
+LOOP_LIMIT = 0.25
+
 
 class WorkerLost(Exception):
     """A worker holding row blocks died, hung (missed a round's deadline) or lost its blocks
@@ -162,6 +170,17 @@ class Session:
         self.times.setdefault(kind, deque(maxlen=DEADLINE_HISTORY)).append(time.monotonic() - began)
         return values
 
+    def _dispatch(self, kind: str) -> dict:
+        """How a round of ``kind`` runs on the workers (:data:`LOOP_LIMIT`): the keywords of
+        the actor calls. Workers in this process share one event loop with each other and the
+        client, so their calls always run in their threads."""
+        times = self.times.get(kind)
+        if not times or float(np.median(times)) >= LOOP_LIMIT:
+            return {}
+        if any(w.startswith("inproc://") for w in self.servers):
+            return {}
+        return {"separate_thread": False}
+
     def _answers(self, calls: dict, kind: str, args=(), own=None) -> dict:
         """Each worker's answer to its call of ``kind``; counts the arrays sent (``args`` to
         each worker, ``own`` once: each block's to its worker) and received."""
@@ -173,9 +192,11 @@ class Session:
 
     def each(self, func, *args, own: dict | None = None) -> list:
         """``func(fit, b, *args)`` on every block, results in block order."""
-        by_worker = self._by_worker()
+        by_worker, how = self._by_worker(), self._dispatch(func.__name__)
         calls = {
-            w: self.servers[w].each(func, mine, args, {b: own[b] for b in mine} if own else None)
+            w: self.servers[w].each(
+                func, mine, args, {b: own[b] for b in mine} if own else None, **how
+            )
             for w, mine in by_worker.items()
         }
         out = {}
@@ -187,9 +208,9 @@ class Session:
         """The sum over all blocks of ``func(fit, b, *args)``, by the fixed tree over blocks
         (:func:`banmf.distributed._worker.node_sum`): each worker adds the nodes within its
         blocks, the driver the rest."""
-        n_blocks = self.blocks.n_blocks
+        n_blocks, how = self.blocks.n_blocks, self._dispatch(func.__name__)
         calls = {
-            w: self.servers[w].sums(func, mine, n_blocks, args)
+            w: self.servers[w].sums(func, mine, n_blocks, args, **how)
             for w, mine in self._by_worker().items()
         }
         nodes = {}
