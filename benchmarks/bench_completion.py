@@ -1,8 +1,8 @@
 """Completion: how well each method predicts cells it did not see, and what unknown cells cost.
 
     python benchmarks/bench_completion.py [--part accuracy votes cost] [--data ...]
-        [--fractions 0.1 0.2 0.3 0.5] [--ks 5 10 auto] [--seeds 10] [--jobs 2]
-        [--methods ...] [--out records.jsonl] [--quick]
+        [--fractions 0.1 0.2 0.3 0.5] [--ks 5 10 auto] [--seeds 10] [--large-seeds 3]
+        [--first-seed 0] [--jobs 2] [--methods ...] [--out records.jsonl] [--quick]
 
 ``accuracy``: hide a share of the observed cells, ones and zeros alike
 (:func:`banmf.model_selection.mask_entries`, seeded), fit the rest with the hidden cells as
@@ -336,6 +336,13 @@ def main(argv=None) -> int:
         dest="large_seeds",
         help="seeds of gen1000 and the real data (default 3)",
     )
+    parser.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        dest="first_seed",
+        help="the first seed of every data set (default 0): seeds first..first+N-1",
+    )
     parser.add_argument("--asso-budget", type=float, default=1e10, dest="asso_budget")
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=15, help="cost: repeats per case")
@@ -352,7 +359,10 @@ def main(argv=None) -> int:
                 2 if args.quick else args.seeds if data.startswith("gen50") else args.large_seeds
             )
             for k, fraction, seed, method in itertools.product(
-                args.ks or [None], args.fractions, range(seeds), args.methods
+                args.ks or [None],
+                args.fractions,
+                range(args.first_seed, args.first_seed + seeds),
+                args.methods,
             ):
                 threads = 1 if args.jobs > 1 else 0
                 tasks.append((data, fraction, seed, method, args.asso_budget, threads, k))
