@@ -18,13 +18,15 @@ from banmf._kernels.polish import (
     best_row_codes,
     changed_bits,
     cut_sums,
+    descending_keys,
     drift_bounds,
     lone_bit_lines,
-    merge_descending,
+    order_ties,
     subset_sums,
     table_changes,
     table_uncovered,
     uncovered_by_codes,
+    unpack_keys,
 )
 from banmf._validation import check_binary_matrix
 from banmf.io import Dataset
@@ -644,32 +646,52 @@ def test_a_flips_change_moves_by_at_most_the_fixed_rows_that_moved_with_its_bit(
     assert ((slack == -1) | ((slack >= 0) & (slack <= np.where(W, -after, after)))).all()
 
 
-@given(st.integers(0, 80), st.integers(1, 9), st.integers(1, 5), st.integers(0, 2**31))
-def test_descending_sorts_over_any_number_of_parts(n, distinct, parts, seed):
-    """Parts sorted apart and merged pairwise (an odd one left over included): the values in
-    decreasing order, and positions that give them; ties (few distinct values) in any order."""
-    from unittest import mock
-
+def sort_values(n, distinct, form, seed):
+    """Values to sort: ties (few distinct), negatives and zeros of both signs, values that
+    share the top bits of their sort keys (1 + tiny), float32."""
     rng = np.random.default_rng(seed)
     values = rng.integers(0, distinct, n) + rng.choice([0.0, 0.5], n)
-    with mock.patch.object(bp, "threads_for", lambda work: parts):
-        ordered, at = bp.descending(values)
+    if form == "signed":
+        values = (values - distinct / 2) * rng.choice([1.0, -1.0], n)
+        values[rng.random(n) < 0.2] = -0.0
+    elif form == "close":
+        values = 1 + values * 2.0**-45
+    return values.astype(np.float32) if form == "float32" else values
+
+
+forms = st.sampled_from(["plain", "signed", "close", "float32"])
+
+
+@given(st.integers(0, 80), st.integers(1, 9), forms, st.integers(0, 2**31))
+def test_descending_is_a_sort(n, distinct, form, seed):
+    """The values in decreasing order, in their dtype, and positions that give them."""
+    values = sort_values(n, distinct, form, seed)
+    ordered, at = bp.descending(values)
     np.testing.assert_array_equal(ordered, -np.sort(-values), strict=True)
     np.testing.assert_array_equal(np.sort(at), np.arange(n))
     np.testing.assert_array_equal(values[at], ordered)
 
 
-def test_merge_descending_against_numpy():
-    rng = np.random.default_rng(0)
-    for na, nb in [(0, 0), (0, 3), (4, 0), (5, 7), (1, 1)]:
-        a, b = (
-            -np.sort(-rng.integers(0, 4, na).astype(float)),
-            -np.sort(-rng.integers(0, 4, nb).astype(float)),
-        )
-        out, at = np.empty(na + nb), np.empty(na + nb, dtype=np.intp)
-        merge_descending(a, np.arange(na), b, np.arange(na, na + nb), out, at)
-        np.testing.assert_array_equal(out, -np.sort(-np.concatenate([a, b])))
-        np.testing.assert_array_equal(np.concatenate([a, b])[at], out)
+@given(st.integers(0, 80), st.integers(1, 9), forms, st.integers(0, 2**31))
+def test_sort_keys_against_numpy(n, distinct, form, seed):
+    """The keys, their unpacking and the runs' order, each as its reference; the runs are
+    put in order when the keys keep few bits of the values (a shift past the positions')."""
+    values = sort_values(n, distinct, form, seed)
+    for shift in {max(n - 1, 0).bit_length(), 60}:
+        keys = np.empty(n, dtype=np.uint64)
+        bits = np.asarray(values, dtype=np.float64).view(np.uint64)
+        run_both(descending_keys, bits, np.uint64(shift), keys)
+        np.testing.assert_array_equal(keys, ref.descending_keys(values, shift), strict=True)
+        keys.sort()
+        vals, order = np.empty(n, dtype=values.dtype), np.empty(n, dtype=np.intp)
+        run_both(unpack_keys, keys, np.uint64(shift), values, vals, order)
+        expected = ref.unpack_keys(keys, shift, values)
+        np.testing.assert_array_equal(vals, expected[0], strict=True)
+        np.testing.assert_array_equal(order, expected[1], strict=True)
+        expected = ref.order_ties(vals, order)
+        order_ties(keys, np.uint64(shift), vals, order)
+        np.testing.assert_array_equal(vals, expected[0], strict=True)
+        np.testing.assert_array_equal(order, expected[1], strict=True)
 
 
 @given(

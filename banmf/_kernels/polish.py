@@ -433,15 +433,73 @@ def cut_sums(vals, d, order, current, gathered, sums, out):
             out[0], out[1] = best[b], least[b]
 
 
+_SIGN = np.uint64(1) << np.uint64(63)
+
+
+@kernel()
+def descending_keys(bits, shift, keys):
+    """``keys[i]``: row i's sort key, decreasing in its value, then increasing in i. ``bits``
+    are the values' float64 bit patterns; the key's top ``64 - shift`` bits are the top of a
+    word that falls as the value rises (the sign and magnitude made one unsigned order), its
+    low ``shift`` bits i (``shift`` bits hold every row). A row packed with its value sorts
+    as one word: numpy's sort of words is vectorised, its argsort of floats is not (0.14
+    against 1.0 s for 10⁷ of them). Distinct values may share the top bits
+    (:func:`order_ties`)."""
+    for i in prange(len(bits)):
+        u = bits[i]
+        # Nonnegative: the bits rise with the value, so flip them (their top bit stays 0);
+        # negative: they rise as it falls, and the sign puts them after every nonnegative.
+        key = u if u & _SIGN else ~u & ~_SIGN
+        keys[i] = (key >> shift << shift) | np.uint64(i)
+
+
+@kernel()
+def unpack_keys(keys, shift, values, vals, order):
+    """``order[p]``: the row in sorted key p (:func:`descending_keys`: its low ``shift``
+    bits), ``vals[p]`` its value in ``values``."""
+    mask = (np.uint64(1) << shift) - np.uint64(1)
+    for p in prange(len(keys)):
+        i = np.int64(keys[p] & mask)
+        order[p] = i
+        vals[p] = values[i]
+
+
+#: Runs of keys with the same top bits up to this long are put in order by insertion.
+_INSERTION_MAX = 16
+
+
 @njit(cache=True, nogil=True)
-def merge_descending(a, a_at, b, b_at, out, out_at):
-    """Merge the runs ``a`` and ``b`` (each in decreasing order, with their positions
-    ``a_at``, ``b_at``) into ``out`` (decreasing) and ``out_at``; on ties, ``a``'s first."""
-    i = j = 0
-    for o in range(len(out)):
-        if j == len(b) or (i < len(a) and a[i] >= b[j]):
-            out[o], out_at[o] = a[i], a_at[i]
-            i += 1
+def order_ties(keys, shift, vals, order):
+    """In place: ``vals`` (and ``order`` with them) in decreasing order, from the order of the
+    sorted ``keys`` (:func:`descending_keys`), which is it but within runs of equal top bits
+    (the truncated values): each run whose values rise somewhere is sorted, stably (by row).
+    Returns how many runs were. One pass over ``vals``; at 10⁸ nonzeros (10⁷ rows of W, 40
+    bits of value) 4,000-7,000 runs of a few rows each per factor."""
+    n = len(vals)
+    runs = 0
+    p = 0
+    while p + 1 < n:
+        if vals[p + 1] <= vals[p]:
+            p += 1
+            continue
+        top = keys[p] >> shift
+        lo, hi = p, p + 2
+        while lo > 0 and keys[lo - 1] >> shift == top:
+            lo -= 1
+        while hi < n and keys[hi] >> shift == top:
+            hi += 1
+        if hi - lo <= _INSERTION_MAX:
+            for a in range(lo + 1, hi):
+                v, i = vals[a], order[a]
+                b = a
+                while b > lo and vals[b - 1] < v:
+                    vals[b], order[b] = vals[b - 1], order[b - 1]
+                    b -= 1
+                vals[b], order[b] = v, i
         else:
-            out[o], out_at[o] = b[j], b_at[j]
-            j += 1
+            at = np.argsort(-vals[lo:hi], kind="mergesort")
+            vals[lo:hi] = vals[lo:hi][at]
+            order[lo:hi] = order[lo:hi][at]
+        runs += 1
+        p = hi
+    return runs
