@@ -375,7 +375,8 @@ def test_table_uncovered_against_numpy(r, k, data, seed):
 
 @given(st.integers(0, 12), st.integers(1, 6), st.data(), st.integers(0, 2**31))
 def test_table_changes_against_numpy(r, k, data, seed):
-    """The tables read for the rows named, minus twice the ones each bit alone covers, in place."""
+    """The tables read for the rows named (or all), minus twice the ones each bit alone covers,
+    in place."""
     rng = np.random.default_rng(seed)
     T = bc.bit_tables(rng.integers(0, 1 << k, size=20), k)
     A = pack_rows(rng.random((r + 3, k)) < 0.4)
@@ -387,6 +388,11 @@ def test_table_changes_against_numpy(r, k, data, seed):
     expected = T[bits, ((1 << k) - 1) & ~(a[:, None] & ~(1 << bits))] - 2 * alone
     run_both(table_changes, A, rows, T, only, alone)
     np.testing.assert_array_equal(alone, expected)
+    every = rng.integers(0, 9, size=(r + 3, len(bits)))  # rows None: every row of A
+    a = A[:, 0].astype(np.int64)
+    expected = T[bits, ((1 << k) - 1) & ~(a[:, None] & ~(1 << bits))] - 2 * every
+    run_both(table_changes, A, None, T, only, every)
+    np.testing.assert_array_equal(every, expected)
 
 
 @given(

@@ -234,7 +234,9 @@ def lone_bit_lines(indptr, indices, lines, cuts, A, B, l, out):
     without bit l adds nothing there). The free rows ``cuts[b]:cuts[b + 1]`` go to block b,
     which zeroes and counts its own part of ``out``, finding each line's part by bisection:
     no partial counts to add up, and a block's reads and writes stay in its rows (one n-long
-    partial per block, zeroed and summed, took as long as the counts at 10⁷ free rows).
+    partial per block, zeroed and summed, took as long as the counts at 10⁷ free rows; on
+    H's side at 10⁸ nonzeros, 10⁶ free rows, the lines split by their ones with a partial per
+    block took as long as these cuts, 0.41-0.51 s against 0.41-0.50 for 2·10⁷ ones).
     Integer counts: the same whatever the cuts. Cost O(ones in the lines · words + blocks ·
     lines · log), not O(nnz · words).
     """
@@ -251,6 +253,14 @@ def lone_bit_lines(indptr, indices, lines, cuts, A, B, l, out):
                 start += np.searchsorted(indices[start:stop], lo)
             if hi < len(out):
                 stop = start + np.searchsorted(indices[start:stop], hi)
+            if words == 1:
+                # Without a branch on A[i] (taken at random), the loads of A and out overlap:
+                # 0.6-0.8× the time at 10⁸ nonzeros, k = 10 (W's and H's lines).
+                other = B[j, 0] & ~bit
+                for p in range(start, stop):
+                    i = indices[p]
+                    out[i] += np.int64(A[i, 0] & other == 0)
+                continue
             for p in range(start, stop):
                 i = indices[p]
                 alone = True
@@ -311,14 +321,19 @@ def table_changes(A, rows, T, only, out):
     cover (:func:`support_uncovered`'s counts): ``out[r, l] = T[l, ~(A[i] minus bit l)] −
     2·out[r, l]``, the row's change in error from having bit l on rather than off, with the
     columns that bit l alone covers read from the subset-sum tables ``T`` as
-    :func:`table_uncovered` reads them. ``only >= 0``: that bit alone, in ``out[r, 0]``. Fused
-    because numpy's ``uncovered - 2 * sup`` made three n×k temporaries, serial: at 10⁷ rows,
-    k = 10, 0.8 GB each, every flip pass of the polish."""
+    :func:`table_uncovered` reads them. ``only >= 0``: that bit alone, in ``out[r, 0]``.
+    ``rows`` None: every row of A, in order (an n-long ``np.arange`` cost more than the
+    reads at 10⁷ rows: its fresh pages). Fused because numpy's ``uncovered - 2 * sup`` made
+    three n×k temporaries, serial: at 10⁷ rows, k = 10, 0.8 GB each, every flip pass of the
+    polish."""
     k = T.shape[0]
     full = (1 << k) - 1
     first, last = (only, only + 1) if only >= 0 else (0, k)
-    for r in prange(len(rows)):
-        a = np.int64(A[rows[r], 0])
+    for r in prange(out.shape[0]):
+        # One integer type for both (prange's index may be unsigned): Numba 0.68's parallel
+        # variant otherwise kept r, or made the index a float.
+        i = np.int64(r) if rows is None else np.int64(rows[r])
+        a = np.int64(A[i, 0])
         for l in range(first, last):
             out[r, l - first] = T[l, full & ~(a & ~(1 << l))] - 2 * out[r, l - first]
 
@@ -399,7 +414,9 @@ def cut_sums(vals, d, order, current, gathered, sums, out):
     drops or r is 0 or n: ``out = (r, its sum, the sum after `current` rows)``, the first r on
     ties as ``np.argmin``. Blocks of the order (one per entry of ``sums``, scratch) sum in
     parallel, then each scans from its offset; ``gathered`` (n,) scratch holds the gathered d
-    between the passes. Integer sums: the same whatever the blocks."""
+    between the passes. Integer sums: the same whatever the blocks. The random reads of d
+    bound it: d (and the order) in int32, half the bytes, took as long at 10⁷ rows (0.18-0.22
+    s against 0.18-0.20)."""
     n = len(order)
     n_blocks = len(sums)
     for b in prange(n_blocks):
