@@ -45,6 +45,7 @@ from ._kernels.polish import (
     drift_bounds,
     lone_bit_lines,
     order_ties,
+    rank_buckets,
     subset_sums,
     support_uncovered,
     uncovered_by_codes,
@@ -683,18 +684,17 @@ def thresholds_over(
     columns = np.arange(m)
     # H's rows in decreasing order of value per factor, sorted once (the order within ties is
     # irrelevant: cuts fall only where the value drops), with their values in that order.
-    h_sorted, h_order = zip(*(descending(Ht[:, l]) for l in range(k)))
+    h_sorted, h_layout = zip(*(sorted_cuts(Ht[:, l]) for l in range(k)))
     # W's, on the first sweep: its values are the same at every sweep.
-    w_order: list = [None] * k
+    w_sorted: list = [None] * k
     for _ in range(max_sweeps):
         moved = gain = 0
         rows.fix(Htb)
         for l in range(k):
             vals, d = rows.factor_changes(l)
-            if w_order[l] is None:
-                w_order[l] = descending(vals)
-            ordered, order = w_order[l]
-            better = best_cut(ordered, d, order, tw[l])
+            if w_sorted[l] is None:
+                w_sorted[l] = sorted_cuts(vals)
+            better = best_cut(*w_sorted[l], d, tw[l])
             if better is not None:
                 tw[l], change = better
                 rows.set_threshold(l, float(tw[l]))
@@ -702,7 +702,7 @@ def thresholds_over(
         A = pack_rows(Htb)
         for l in range(k):
             d = rows.column_changes(A, columns, l)[:, 0]
-            better = best_cut(h_sorted[l], d, h_order[l], th[l])
+            better = best_cut(h_sorted[l], h_layout[l], d, th[l])
             if better is not None:
                 th[l], change = better
                 Htb[:, l] = Ht[:, l] > th[l]
@@ -755,21 +755,45 @@ def descending(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return vals, order
 
 
-def best_cut(
-    vals: np.ndarray, d: np.ndarray, order: np.ndarray, t: float
-) -> tuple[float, int] | None:
+#: :func:`cut_layout` cuts the ranks into at most this many buckets.
+CUT_BUCKETS = 1024
+
+
+def cut_layout(order: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """How :func:`banmf._kernels.polish.cut_sums` takes a factor's changes into the order
+    ``order`` (its rows by decreasing value): ``(pos, low, shift)`` of
+    :func:`~banmf._kernels.polish.rank_buckets`, with at most :data:`CUT_BUCKETS` buckets of
+    ranks (2^shift each: 2^14 at 10⁷ rows, whose part of the scratch stays in cache)."""
+    n = len(order)
+    shift = max(0, max(n - 1, 0).bit_length() - CUT_BUCKETS.bit_length() + 1)
+    index = np.int32 if n < 2**31 else np.int64
+    pos, low = np.empty(n, dtype=index), np.empty(n, dtype=np.int32)
+    rank_buckets(order, shift, pos, low)
+    return pos, low, shift
+
+
+def sorted_cuts(values: np.ndarray) -> tuple[np.ndarray, tuple]:
+    """``values`` in decreasing order and the :func:`cut_layout` of their order: what
+    :func:`best_cut` takes, made once per factor."""
+    vals, order = descending(values)
+    return vals, cut_layout(order)
+
+
+def best_cut(vals: np.ndarray, layout: tuple, d: np.ndarray, t: float) -> tuple[float, int] | None:
     """One factor's best threshold, exactly, and the change in error it makes (< 0), or None
     if none beats ``t``: ``vals`` its values in decreasing order (over all rows; ties in any
-    order), ``d`` each row's change in error from having the bit on, ``order`` the rows in the
-    order of ``vals``. The error past a cut is a prefix sum of ``d`` in that order (ties: the
-    highest threshold), found in one parallel kernel (:func:`banmf._kernels.polish.cut_sums`)
-    that gathers d as it sums, with no n-long temporaries."""
+    order), ``layout`` the :func:`cut_layout` of the rows in that order, ``d`` each row's
+    change in error from having the bit on. The error past a cut is a prefix sum of ``d`` in
+    that order (ties: the highest threshold), found in one parallel kernel
+    (:func:`banmf._kernels.polish.cut_sums`) that takes d into the order as it sums."""
     n = len(vals)
+    pos, low, shift = layout
     current = n - int(np.searchsorted(vals[::-1], t, side="right"))  # the rows above t
     threads = threads_for(n)
-    sums = np.empty(blocks_for(threads, n), dtype=np.int64)
+    sums = np.empty(((n - 1) >> shift) + 1 if n else 0, dtype=np.int64)
+    scratch = np.empty((2, n), dtype=np.int64)
     out = np.empty(3, dtype=np.int64)
-    variant(cut_sums, threads)(vals, d, order, current, np.empty(n, np.int64), sums, out)
+    variant(cut_sums, threads)(vals, d, pos, low, shift, current, scratch[0], scratch[1], sums, out)
     best, least, now = (int(v) for v in out)
     if least >= now:
         return None

@@ -22,6 +22,7 @@ from banmf._kernels.polish import (
     drift_bounds,
     lone_bit_lines,
     order_ties,
+    rank_buckets,
     subset_sums,
     table_changes,
     table_uncovered,
@@ -700,26 +701,42 @@ def test_sort_keys_against_numpy(n, distinct, form, seed):
         np.testing.assert_array_equal(order, expected[1], strict=True)
 
 
+@given(st.integers(0, 60), st.integers(0, 7), st.integers(0, 2**31))
+def test_rank_buckets_against_numpy(n, shift, seed):
+    """Each row's place among its bucket's rows (in increasing order of row), and at each
+    place the low bits of that row's rank."""
+    order = np.random.default_rng(seed).permutation(n)
+    rank = np.argsort(order)
+    arrival = np.argsort(rank >> shift, kind="stable")  # the rows, bucket by bucket
+    pos, low = np.full(n, -1, dtype=np.int32), np.full(n, -1, dtype=np.int32)
+    rank_buckets(order, shift, pos, low)
+    np.testing.assert_array_equal(pos[arrival], np.arange(n))
+    np.testing.assert_array_equal(low, rank[arrival] & ((1 << shift) - 1))
+
+
 @given(
     st.integers(0, 60),
     st.integers(1, 9),
-    st.integers(1, 5),
+    st.integers(0, 7),
     st.integers(-1, 10),
     st.integers(0, 2**31),
 )
-def test_cut_sums_is_the_least_prefix_sum_at_the_cuts(n, distinct, n_blocks, t, seed):
-    # Few distinct values (ties across blocks), n = 0 (no rows), a block per row and more.
+def test_cut_sums_is_the_least_prefix_sum_at_the_cuts(n, distinct, shift, t, seed):
+    # Few distinct values (ties across buckets), n = 0 (no rows), a bucket per row and more.
     rng = np.random.default_rng(seed)
     vals = -np.sort(-rng.integers(0, distinct, n).astype(np.float64))
     d = rng.integers(-3, 3, n).astype(np.int64)
     order = rng.permutation(n)
     current = int(np.count_nonzero(vals > t))
+    pos, low = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int32)
+    rank_buckets(order, shift, pos, low)
     out = np.empty(3, dtype=np.int64)
-    sums = np.empty(n_blocks, dtype=np.int64)
-    run_both(cut_sums, vals, d, order, current, np.empty(n, np.int64), sums, out)
+    sums = np.empty(((n - 1) >> shift) + 1 if n else 0, dtype=np.int64)
+    scratch = np.empty((2, n), dtype=np.int64)
+    run_both(cut_sums, vals, d, pos, low, shift, current, scratch[0], scratch[1], sums, out)
     assert tuple(out) == ref.cut_sums(vals, d, order, current)
     if n:
-        better = best_cut(vals, d, order, float(t))
+        better = best_cut(vals, bp.cut_layout(order), d, float(t))
         best, least, now = ref.cut_sums(vals, d, order, current)
         if least >= now:
             assert better is None
