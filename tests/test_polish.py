@@ -736,7 +736,7 @@ def test_cut_sums_is_the_least_prefix_sum_at_the_cuts(n, distinct, shift, t, see
     run_both(cut_sums, vals, d, pos, low, shift, current, scratch[0], scratch[1], sums, out)
     assert tuple(out) == ref.cut_sums(vals, d, order, current)
     if n:
-        better = best_cut(vals, bp.cut_layout(order), d, float(t))
+        better = best_cut(vals, bp.cut_layout(order), d, float(t), scratch)
         best, least, now = ref.cut_sums(vals, d, order, current)
         if least >= now:
             assert better is None
