@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._boolean import pack_rows, row_codes, unique_rows, words
+from ._boolean import pack_rows, unique_rows, words
 from ._kernels.boolean import pack_cols_above
 from ._kernels.polish import (
     single_cover,
@@ -74,7 +74,8 @@ class Fixed:
         self.codes = pack_rows(B)
         self.tables = None
         if use_tables(self.k, B.shape[0], rows):
-            self.tables = bit_tables(row_codes(B), self.k)
+            # The codes just packed (k ≤ 16: one word), not B packed again.
+            self.tables = bit_tables(self.codes[:, 0].view(np.int64), self.k)
         else:
             self.bits = np.empty((self.k, words(B.shape[0])), dtype=np.uint64)
             pick(pack_cols_above, B.size)(B, 0, self.bits)
@@ -94,15 +95,16 @@ class Fixed:
         )
         return out[inverse]
 
-    def changes(self, A: np.ndarray, rows: np.ndarray, only: int, alone: np.ndarray) -> np.ndarray:
+    def changes(self, A: np.ndarray, rows, only: int, alone: np.ndarray) -> np.ndarray:
         """In place: ``alone`` (per row ``rows[r]`` of ``A`` and bit l, the ones of X that bit l
-        alone covers or would cover) becomes the row's change in error from bit l, the
-        columns bit l alone covers minus twice those ones. Returns ``alone``."""
+        alone covers or would cover; ``rows`` None: every row of A) becomes the row's change in
+        error from bit l, the columns bit l alone covers minus twice those ones. Returns
+        ``alone``."""
         if self.tables is not None:
             pick(table_changes, alone.size)(A, rows, self.tables, only, alone)
             return alone
         alone *= -2
-        alone += self.uncovered(A[rows], only)
+        alone += self.uncovered(A if rows is None else A[rows], only)
         return alone
 
 

@@ -21,7 +21,6 @@ else in the row's pattern covers, from subset-sum tables of the fixed factor's c
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -42,12 +41,15 @@ from ._kernels.polish import (
     best_row_codes,
     changed_bits,
     cut_sums,
+    descending_keys,
     drift_bounds,
     lone_bit_lines,
-    merge_descending,
+    order_ties,
+    rank_buckets,
     subset_sums,
     support_uncovered,
     uncovered_by_codes,
+    unpack_keys,
 )
 from ._threads import blocks_for, pick, threads_for, variant
 from ._validation import check_boolean_factors
@@ -616,6 +618,11 @@ def lone_changes(data, other, A, fixed: _Fixed, lines: np.ndarray, l: int) -> np
     of them."""
     unknown = data.unknown
     sup = lone_ones(data.X, other.X, A, fixed, lines, l)
+    if unknown is None and fixed.tables is not None:
+        # In place from the ones, the tables read as the flips read them: at 10⁸ nonzeros an
+        # n-long count of the columns and two passes of numpy over it, per factor, took
+        # 8 of the 60 s (W's 10⁷ rows, k = 10).
+        return fixed.changes(A, None, l, sup[:, None])[:, 0]
     if unknown is None:
         d = lone_uncovered(A, fixed, lines, l)
     else:
@@ -677,18 +684,22 @@ def thresholds_over(
     columns = np.arange(m)
     # H's rows in decreasing order of value per factor, sorted once (the order within ties is
     # irrelevant: cuts fall only where the value drops), with their values in that order.
-    h_sorted, h_order = zip(*(descending(Ht[:, l]) for l in range(k)))
+    h_sorted, h_layout = zip(*(sorted_cuts(Ht[:, l]) for l in range(k)))
     # W's, on the first sweep: its values are the same at every sweep.
-    w_order: list = [None] * k
+    w_sorted: list = [None] * k
+    # The cuts' scratch, one per side, kept over the sweeps: at 10⁸ nonzeros the first cut of
+    # W after H's took 0.15-0.3 s against 0.05 for the others, its fresh pages faulted in.
+    h_scratch, w_scratch = np.empty((2, m), dtype=np.int64), None
     for _ in range(max_sweeps):
         moved = gain = 0
         rows.fix(Htb)
         for l in range(k):
             vals, d = rows.factor_changes(l)
-            if w_order[l] is None:
-                w_order[l] = descending(vals)
-            ordered, order = w_order[l]
-            better = best_cut(ordered, d, order, tw[l])
+            if w_sorted[l] is None:
+                w_sorted[l] = sorted_cuts(vals)
+            if w_scratch is None:
+                w_scratch = np.empty((2, len(vals)), dtype=np.int64)
+            better = best_cut(*w_sorted[l], d, tw[l], w_scratch)
             if better is not None:
                 tw[l], change = better
                 rows.set_threshold(l, float(tw[l]))
@@ -696,7 +707,7 @@ def thresholds_over(
         A = pack_rows(Htb)
         for l in range(k):
             d = rows.column_changes(A, columns, l)[:, 0]
-            better = best_cut(h_sorted[l], d, h_order[l], th[l])
+            better = best_cut(h_sorted[l], h_layout[l], d, th[l], h_scratch)
             if better is not None:
                 th[l], change = better
                 Htb[:, l] = Ht[:, l] > th[l]
@@ -731,51 +742,64 @@ def swaps_over(rows: Rows, Ht: np.ndarray, method: str, most: int):
 
 
 def descending(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``values`` in decreasing order (ties in any order, which is all :func:`best_cut` needs)
-    and their positions. On several threads (:func:`~banmf._threads.threads_for`) each sorts a
-    contiguous part, numpy's sort running without the GIL, and the sorted parts are merged
-    pairwise (:func:`~banmf._kernels.polish.merge_descending`): at 10⁸ nonzeros numpy's one
-    sort of W's values per factor was the per-factor thresholds' serial step."""
+    """``values`` in decreasing order (ties in a fixed order, whatever the threads: all that
+    :func:`best_cut` needs) and their positions: each value packed with its position in one word
+    (:func:`~banmf._kernels.polish.descending_keys`), the words sorted by numpy's vectorised
+    sort, and the rare runs whose values share the words' top bits put in order
+    (:func:`~banmf._kernels.polish.order_ties`). At 10⁸ nonzeros an argsort of W's values per
+    factor was the per-factor thresholds' serial step: 1.0-1.3 s for 10⁷ values against
+    0.33-0.5 s so (load 3.8); sorting parts on threads and merging them had taken 1.4-2.1 s."""
     n = len(values)
-    parts = min(threads_for(n), max(1, n))
-    bounds = [n * p // parts for p in range(parts + 1)]
+    shift = np.uint64(max(n - 1, 0).bit_length())
+    keys = np.empty(n, dtype=np.uint64)
+    pick(descending_keys, n)(values.astype(np.float64, copy=False).view(np.uint64), shift, keys)
+    keys.sort()
+    vals, order = np.empty(n, dtype=values.dtype), np.empty(n, dtype=np.intp)
+    pick(unpack_keys, n)(keys, shift, values, vals, order)
+    order_ties(keys, shift, vals, order)
+    return vals, order
 
-    def sort(p: int) -> tuple[np.ndarray, np.ndarray]:
-        at = np.argsort(-values[bounds[p] : bounds[p + 1]])
-        at += bounds[p]
-        return values[at], at
 
-    def merge(a: tuple, b: tuple) -> tuple[np.ndarray, np.ndarray]:
-        out = np.empty(len(a[0]) + len(b[0]), dtype=values.dtype)
-        out_at = np.empty(len(out), dtype=np.intp)
-        merge_descending(a[0], a[1], b[0], b[1], out, out_at)
-        return out, out_at
+#: :func:`cut_layout` cuts the ranks into at most this many buckets.
+CUT_BUCKETS = 1024
 
-    if parts == 1:
-        return sort(0)
-    with ThreadPoolExecutor(parts) as threads:
-        runs = list(threads.map(sort, range(parts)))
-        while len(runs) > 1:
-            merged = list(threads.map(merge, runs[0:-1:2], runs[1::2]))
-            runs = merged + runs[len(runs) - len(runs) % 2 :]
-    return runs[0]
+
+def cut_layout(order: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """How :func:`banmf._kernels.polish.cut_sums` takes a factor's changes into the order
+    ``order`` (its rows by decreasing value): ``(pos, low, shift)`` of
+    :func:`~banmf._kernels.polish.rank_buckets`, with at most :data:`CUT_BUCKETS` buckets of
+    ranks (2^shift each: 2^14 at 10⁷ rows, whose part of the scratch stays in cache)."""
+    n = len(order)
+    shift = max(0, max(n - 1, 0).bit_length() - CUT_BUCKETS.bit_length() + 1)
+    index = np.int32 if n < 2**31 else np.int64
+    pos, low = np.empty(n, dtype=index), np.empty(n, dtype=np.int32)
+    rank_buckets(order, shift, pos, low)
+    return pos, low, shift
+
+
+def sorted_cuts(values: np.ndarray) -> tuple[np.ndarray, tuple]:
+    """``values`` in decreasing order and the :func:`cut_layout` of their order: what
+    :func:`best_cut` takes, made once per factor."""
+    vals, order = descending(values)
+    return vals, cut_layout(order)
 
 
 def best_cut(
-    vals: np.ndarray, d: np.ndarray, order: np.ndarray, t: float
+    vals: np.ndarray, layout: tuple, d: np.ndarray, t: float, scratch: np.ndarray
 ) -> tuple[float, int] | None:
     """One factor's best threshold, exactly, and the change in error it makes (< 0), or None
     if none beats ``t``: ``vals`` its values in decreasing order (over all rows; ties in any
-    order), ``d`` each row's change in error from having the bit on, ``order`` the rows in the
-    order of ``vals``. The error past a cut is a prefix sum of ``d`` in that order (ties: the
-    highest threshold), found in one parallel kernel (:func:`banmf._kernels.polish.cut_sums`)
-    that gathers d as it sums, with no n-long temporaries."""
+    order), ``layout`` the :func:`cut_layout` of the rows in that order, ``d`` each row's
+    change in error from having the bit on, ``scratch`` (2, n) int64. The error past a cut is
+    a prefix sum of ``d`` in that order (ties: the highest threshold), found in one parallel
+    kernel (:func:`banmf._kernels.polish.cut_sums`) that takes d into the order as it sums."""
     n = len(vals)
+    pos, low, shift = layout
     current = n - int(np.searchsorted(vals[::-1], t, side="right"))  # the rows above t
     threads = threads_for(n)
-    sums = np.empty(blocks_for(threads, n), dtype=np.int64)
+    sums = np.empty(((n - 1) >> shift) + 1 if n else 0, dtype=np.int64)
     out = np.empty(3, dtype=np.int64)
-    variant(cut_sums, threads)(vals, d, order, current, np.empty(n, np.int64), sums, out)
+    variant(cut_sums, threads)(vals, d, pos, low, shift, current, scratch[0], scratch[1], sums, out)
     best, least, now = (int(v) for v in out)
     if least >= now:
         return None

@@ -547,6 +547,28 @@ def cut_sums(vals, d, order, current):
     return best, int(cum[best]), int(cum[current])
 
 
+def descending_keys(values, shift):
+    """Per value: its float64 bits turned into a word that falls as the value rises (sign and
+    magnitude as one unsigned order), its low ``shift`` bits replaced by the value's position."""
+    u = np.asarray(values, dtype=np.float64).view(np.uint64)
+    sign = np.uint64(1) << np.uint64(63)
+    key = np.where(u & sign, u, ~u & ~sign)
+    low = (np.uint64(1) << np.uint64(shift)) - np.uint64(1)
+    return (key & ~low) | np.arange(len(u), dtype=np.uint64)
+
+
+def unpack_keys(keys, shift, values):
+    """The positions in the low ``shift`` bits of ``keys``, and the values at them."""
+    order = (keys & ((np.uint64(1) << np.uint64(shift)) - np.uint64(1))).astype(np.intp)
+    return values[order], order
+
+
+def order_ties(vals, order):
+    """``vals`` and ``order`` stably sorted by decreasing ``vals``."""
+    at = np.argsort(-vals, kind="stable")
+    return vals[at], order[at]
+
+
 def mask_times(X, B):
     """The 0/1 matrix X (dense) times the dense block B."""
     return X.astype(float) @ B

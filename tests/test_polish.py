@@ -18,13 +18,16 @@ from banmf._kernels.polish import (
     best_row_codes,
     changed_bits,
     cut_sums,
+    descending_keys,
     drift_bounds,
     lone_bit_lines,
-    merge_descending,
+    order_ties,
+    rank_buckets,
     subset_sums,
     table_changes,
     table_uncovered,
     uncovered_by_codes,
+    unpack_keys,
 )
 from banmf._validation import check_binary_matrix
 from banmf.io import Dataset
@@ -373,7 +376,8 @@ def test_table_uncovered_against_numpy(r, k, data, seed):
 
 @given(st.integers(0, 12), st.integers(1, 6), st.data(), st.integers(0, 2**31))
 def test_table_changes_against_numpy(r, k, data, seed):
-    """The tables read for the rows named, minus twice the ones each bit alone covers, in place."""
+    """The tables read for the rows named (or all), minus twice the ones each bit alone covers,
+    in place."""
     rng = np.random.default_rng(seed)
     T = bc.bit_tables(rng.integers(0, 1 << k, size=20), k)
     A = pack_rows(rng.random((r + 3, k)) < 0.4)
@@ -385,6 +389,11 @@ def test_table_changes_against_numpy(r, k, data, seed):
     expected = T[bits, ((1 << k) - 1) & ~(a[:, None] & ~(1 << bits))] - 2 * alone
     run_both(table_changes, A, rows, T, only, alone)
     np.testing.assert_array_equal(alone, expected)
+    every = rng.integers(0, 9, size=(r + 3, len(bits)))  # rows None: every row of A
+    a = A[:, 0].astype(np.int64)
+    expected = T[bits, ((1 << k) - 1) & ~(a[:, None] & ~(1 << bits))] - 2 * every
+    run_both(table_changes, A, None, T, only, every)
+    np.testing.assert_array_equal(every, expected)
 
 
 @given(
@@ -644,54 +653,90 @@ def test_a_flips_change_moves_by_at_most_the_fixed_rows_that_moved_with_its_bit(
     assert ((slack == -1) | ((slack >= 0) & (slack <= np.where(W, -after, after)))).all()
 
 
-@given(st.integers(0, 80), st.integers(1, 9), st.integers(1, 5), st.integers(0, 2**31))
-def test_descending_sorts_over_any_number_of_parts(n, distinct, parts, seed):
-    """Parts sorted apart and merged pairwise (an odd one left over included): the values in
-    decreasing order, and positions that give them; ties (few distinct values) in any order."""
-    from unittest import mock
-
+def sort_values(n, distinct, form, seed):
+    """Values to sort: ties (few distinct), negatives and zeros of both signs, values that
+    share the top bits of their sort keys (1 + tiny), float32."""
     rng = np.random.default_rng(seed)
     values = rng.integers(0, distinct, n) + rng.choice([0.0, 0.5], n)
-    with mock.patch.object(bp, "threads_for", lambda work: parts):
-        ordered, at = bp.descending(values)
+    if form == "signed":
+        values = (values - distinct / 2) * rng.choice([1.0, -1.0], n)
+        values[rng.random(n) < 0.2] = -0.0
+    elif form == "close":
+        values = 1 + values * 2.0**-45
+    return values.astype(np.float32) if form == "float32" else values
+
+
+forms = st.sampled_from(["plain", "signed", "close", "float32"])
+
+
+@given(st.integers(0, 80), st.integers(1, 9), forms, st.integers(0, 2**31))
+def test_descending_is_a_sort(n, distinct, form, seed):
+    """The values in decreasing order, in their dtype, and positions that give them."""
+    values = sort_values(n, distinct, form, seed)
+    ordered, at = bp.descending(values)
     np.testing.assert_array_equal(ordered, -np.sort(-values), strict=True)
     np.testing.assert_array_equal(np.sort(at), np.arange(n))
     np.testing.assert_array_equal(values[at], ordered)
 
 
-def test_merge_descending_against_numpy():
-    rng = np.random.default_rng(0)
-    for na, nb in [(0, 0), (0, 3), (4, 0), (5, 7), (1, 1)]:
-        a, b = (
-            -np.sort(-rng.integers(0, 4, na).astype(float)),
-            -np.sort(-rng.integers(0, 4, nb).astype(float)),
-        )
-        out, at = np.empty(na + nb), np.empty(na + nb, dtype=np.intp)
-        merge_descending(a, np.arange(na), b, np.arange(na, na + nb), out, at)
-        np.testing.assert_array_equal(out, -np.sort(-np.concatenate([a, b])))
-        np.testing.assert_array_equal(np.concatenate([a, b])[at], out)
+@given(st.integers(0, 80), st.integers(1, 9), forms, st.integers(0, 2**31))
+def test_sort_keys_against_numpy(n, distinct, form, seed):
+    """The keys, their unpacking and the runs' order, each as its reference; the runs are
+    put in order when the keys keep few bits of the values (a shift past the positions')."""
+    values = sort_values(n, distinct, form, seed)
+    for shift in {max(n - 1, 0).bit_length(), 60}:
+        keys = np.empty(n, dtype=np.uint64)
+        bits = np.asarray(values, dtype=np.float64).view(np.uint64)
+        run_both(descending_keys, bits, np.uint64(shift), keys)
+        np.testing.assert_array_equal(keys, ref.descending_keys(values, shift), strict=True)
+        keys.sort()
+        vals, order = np.empty(n, dtype=values.dtype), np.empty(n, dtype=np.intp)
+        run_both(unpack_keys, keys, np.uint64(shift), values, vals, order)
+        expected = ref.unpack_keys(keys, shift, values)
+        np.testing.assert_array_equal(vals, expected[0], strict=True)
+        np.testing.assert_array_equal(order, expected[1], strict=True)
+        expected = ref.order_ties(vals, order)
+        order_ties(keys, np.uint64(shift), vals, order)
+        np.testing.assert_array_equal(vals, expected[0], strict=True)
+        np.testing.assert_array_equal(order, expected[1], strict=True)
+
+
+@given(st.integers(0, 60), st.integers(0, 7), st.integers(0, 2**31))
+def test_rank_buckets_against_numpy(n, shift, seed):
+    """Each row's place among its bucket's rows (in increasing order of row), and at each
+    place the low bits of that row's rank."""
+    order = np.random.default_rng(seed).permutation(n)
+    rank = np.argsort(order)
+    arrival = np.argsort(rank >> shift, kind="stable")  # the rows, bucket by bucket
+    pos, low = np.full(n, -1, dtype=np.int32), np.full(n, -1, dtype=np.int32)
+    rank_buckets(order, shift, pos, low)
+    np.testing.assert_array_equal(pos[arrival], np.arange(n))
+    np.testing.assert_array_equal(low, rank[arrival] & ((1 << shift) - 1))
 
 
 @given(
     st.integers(0, 60),
     st.integers(1, 9),
-    st.integers(1, 5),
+    st.integers(0, 7),
     st.integers(-1, 10),
     st.integers(0, 2**31),
 )
-def test_cut_sums_is_the_least_prefix_sum_at_the_cuts(n, distinct, n_blocks, t, seed):
-    # Few distinct values (ties across blocks), n = 0 (no rows), a block per row and more.
+def test_cut_sums_is_the_least_prefix_sum_at_the_cuts(n, distinct, shift, t, seed):
+    # Few distinct values (ties across buckets), n = 0 (no rows), a bucket per row and more.
     rng = np.random.default_rng(seed)
     vals = -np.sort(-rng.integers(0, distinct, n).astype(np.float64))
     d = rng.integers(-3, 3, n).astype(np.int64)
     order = rng.permutation(n)
     current = int(np.count_nonzero(vals > t))
+    pos, low = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int32)
+    rank_buckets(order, shift, pos, low)
     out = np.empty(3, dtype=np.int64)
-    sums = np.empty(n_blocks, dtype=np.int64)
-    run_both(cut_sums, vals, d, order, current, np.empty(n, np.int64), sums, out)
+    sums = np.empty(((n - 1) >> shift) + 1 if n else 0, dtype=np.int64)
+    scratch = np.empty((2, n), dtype=np.int64)
+    run_both(cut_sums, vals, d, pos, low, shift, current, scratch[0], scratch[1], sums, out)
     assert tuple(out) == ref.cut_sums(vals, d, order, current)
     if n:
-        better = best_cut(vals, d, order, float(t))
+        better = best_cut(vals, bp.cut_layout(order), d, float(t), scratch)
         best, least, now = ref.cut_sums(vals, d, order, current)
         if least >= now:
             assert better is None

@@ -234,7 +234,9 @@ def lone_bit_lines(indptr, indices, lines, cuts, A, B, l, out):
     without bit l adds nothing there). The free rows ``cuts[b]:cuts[b + 1]`` go to block b,
     which zeroes and counts its own part of ``out``, finding each line's part by bisection:
     no partial counts to add up, and a block's reads and writes stay in its rows (one n-long
-    partial per block, zeroed and summed, took as long as the counts at 10⁷ free rows).
+    partial per block, zeroed and summed, took as long as the counts at 10⁷ free rows; on
+    H's side at 10⁸ nonzeros, 10⁶ free rows, the lines split by their ones with a partial per
+    block took as long as these cuts, 0.41-0.51 s against 0.41-0.50 for 2·10⁷ ones).
     Integer counts: the same whatever the cuts. Cost O(ones in the lines · words + blocks ·
     lines · log), not O(nnz · words).
     """
@@ -251,6 +253,14 @@ def lone_bit_lines(indptr, indices, lines, cuts, A, B, l, out):
                 start += np.searchsorted(indices[start:stop], lo)
             if hi < len(out):
                 stop = start + np.searchsorted(indices[start:stop], hi)
+            if words == 1:
+                # Without a branch on A[i] (taken at random), the loads of A and out overlap:
+                # 0.6-0.8× the time at 10⁸ nonzeros, k = 10 (W's and H's lines).
+                other = B[j, 0] & ~bit
+                for p in range(start, stop):
+                    i = indices[p]
+                    out[i] += np.int64(A[i, 0] & other == 0)
+                continue
             for p in range(start, stop):
                 i = indices[p]
                 alone = True
@@ -311,14 +321,19 @@ def table_changes(A, rows, T, only, out):
     cover (:func:`support_uncovered`'s counts): ``out[r, l] = T[l, ~(A[i] minus bit l)] −
     2·out[r, l]``, the row's change in error from having bit l on rather than off, with the
     columns that bit l alone covers read from the subset-sum tables ``T`` as
-    :func:`table_uncovered` reads them. ``only >= 0``: that bit alone, in ``out[r, 0]``. Fused
-    because numpy's ``uncovered - 2 * sup`` made three n×k temporaries, serial: at 10⁷ rows,
-    k = 10, 0.8 GB each, every flip pass of the polish."""
+    :func:`table_uncovered` reads them. ``only >= 0``: that bit alone, in ``out[r, 0]``.
+    ``rows`` None: every row of A, in order (an n-long ``np.arange`` cost more than the
+    reads at 10⁷ rows: its fresh pages). Fused because numpy's ``uncovered - 2 * sup`` made
+    three n×k temporaries, serial: at 10⁷ rows, k = 10, 0.8 GB each, every flip pass of the
+    polish."""
     k = T.shape[0]
     full = (1 << k) - 1
     first, last = (only, only + 1) if only >= 0 else (0, k)
-    for r in prange(len(rows)):
-        a = np.int64(A[rows[r], 0])
+    for r in prange(out.shape[0]):
+        # One integer type for both (prange's index may be unsigned): Numba 0.68's parallel
+        # variant otherwise kept r, or made the index a float.
+        i = np.int64(r) if rows is None else np.int64(rows[r])
+        a = np.int64(A[i, 0])
         for l in range(first, last):
             out[r, l - first] = T[l, full & ~(a & ~(1 << l))] - 2 * out[r, l - first]
 
@@ -392,34 +407,63 @@ def changed_bits(before, after, n_blocks, out):
                         out[b, l] += 1
 
 
-@kernel()
-def cut_sums(vals, d, order, current, gathered, sums, out):
-    """The least prefix sum of ``d`` taken in the order ``order`` (``d[order[0]] + … +
-    d[order[r - 1]]`` after r rows) over the cuts r, where ``vals`` (in that order, decreasing)
-    drops or r is 0 or n: ``out = (r, its sum, the sum after `current` rows)``, the first r on
-    ties as ``np.argmin``. Blocks of the order (one per entry of ``sums``, scratch) sum in
-    parallel, then each scans from its offset; ``gathered`` (n,) scratch holds the gathered d
-    between the passes. Integer sums: the same whatever the blocks."""
+@njit(cache=True, nogil=True)
+def rank_buckets(order, shift, pos, low):
+    """The layout :func:`cut_sums` gathers by, from ``order`` (the rows by decreasing value):
+    rank p falls in bucket ``p >> shift``; ``pos[i]`` is row i's place in its bucket's part
+    of a scratch array, the bucket's rows in increasing order of row, and ``low[e]`` the rank
+    (its low ``shift`` bits) of the row at place e. Once per factor; O(n)."""
     n = len(order)
-    n_blocks = len(sums)
-    for b in prange(n_blocks):
+    rank = np.empty(n, dtype=np.int64)
+    for p in range(n):
+        rank[order[p]] = p
+    cursor = np.arange(0, n, 1 << shift)
+    mask = (1 << shift) - 1
+    for i in range(n):
+        b = rank[i] >> shift
+        e = cursor[b]
+        pos[i] = e
+        low[e] = rank[i] & mask
+        cursor[b] = e + 1
+
+
+@kernel()
+def cut_sums(vals, d, pos, low, shift, current, buf, gathered, sums, out):
+    """The least prefix sum of ``d`` taken in decreasing order of value (``vals``, decreasing:
+    the rows in that order as laid out by :func:`rank_buckets`, ``pos``, ``low``, ``shift``)
+    over the cuts r, where ``vals`` drops or r is 0 or n: ``out = (r, its sum, the sum after
+    `current` rows)``, the first r on ties as ``np.argmin``. d is taken into rank order in
+    two passes that each write within a bucket's part (``buf``, ``gathered``: n scratch;
+    ``sums``: one per bucket), not by a gather at random over n, whose 10⁷ random reads were
+    the cost: 0.096 s against 0.21-0.24 at 10⁷ rows (load 1.3). Dropped: d and the order in
+    int32 for that gather, half the bytes read at random, took as long (0.18-0.22 s against
+    0.18-0.20). Then the buckets sum in parallel and each scans from its offset. Integer
+    sums: the same whatever the threads."""
+    n = len(vals)
+    n_buckets = len(sums)
+    for c in prange(n_buckets):
+        # Rows in order, each to its bucket's next place: a write stream per bucket.
+        for i in range(c * n // n_buckets, (c + 1) * n // n_buckets):
+            buf[pos[i]] = d[i]
+    for b in prange(n_buckets):
+        start, stop = b << shift, min(n, (b + 1) << shift)
         total = 0
-        for p in range(b * n // n_blocks, (b + 1) * n // n_blocks):
-            gathered[p] = d[order[p]]
-            total += gathered[p]
+        for e in range(start, stop):
+            gathered[start + low[e]] = buf[e]
+            total += buf[e]
         sums[b] = total
     offset = 0
-    for b in range(n_blocks):
+    for b in range(n_buckets):
         total = sums[b]
         sums[b] = offset
         offset += total
-    best = np.empty(n_blocks, dtype=np.int64)
-    least = np.zeros(n_blocks, dtype=np.int64)
+    best = np.empty(n_buckets, dtype=np.int64)
+    least = np.zeros(n_buckets, dtype=np.int64)
     out[2] = 0
-    for b in prange(n_blocks):
+    for b in prange(n_buckets):
         running = sums[b]
         best[b] = -1
-        for p in range(b * n // n_blocks, (b + 1) * n // n_blocks):
+        for p in range(b << shift, min(n, (b + 1) << shift)):
             running += gathered[p]
             r = p + 1
             if r == current:
@@ -428,20 +472,78 @@ def cut_sums(vals, d, order, current, gathered, sums, out):
                 best[b] = r
                 least[b] = running
     out[0], out[1] = 0, 0
-    for b in range(n_blocks):
+    for b in range(n_buckets):
         if best[b] >= 0 and least[b] < out[1]:
             out[0], out[1] = best[b], least[b]
 
 
+_SIGN = np.uint64(1) << np.uint64(63)
+
+
+@kernel()
+def descending_keys(bits, shift, keys):
+    """``keys[i]``: row i's sort key, decreasing in its value, then increasing in i. ``bits``
+    are the values' float64 bit patterns; the key's top ``64 - shift`` bits are the top of a
+    word that falls as the value rises (the sign and magnitude made one unsigned order), its
+    low ``shift`` bits i (``shift`` bits hold every row). A row packed with its value sorts
+    as one word: numpy's sort of words is vectorised, its argsort of floats is not (0.14
+    against 1.0 s for 10⁷ of them). Distinct values may share the top bits
+    (:func:`order_ties`)."""
+    for i in prange(len(bits)):
+        u = bits[i]
+        # Nonnegative: the bits rise with the value, so flip them (their top bit stays 0);
+        # negative: they rise as it falls, and the sign puts them after every nonnegative.
+        key = u if u & _SIGN else ~u & ~_SIGN
+        keys[i] = (key >> shift << shift) | np.uint64(i)
+
+
+@kernel()
+def unpack_keys(keys, shift, values, vals, order):
+    """``order[p]``: the row in sorted key p (:func:`descending_keys`: its low ``shift``
+    bits), ``vals[p]`` its value in ``values``."""
+    mask = (np.uint64(1) << shift) - np.uint64(1)
+    for p in prange(len(keys)):
+        i = np.int64(keys[p] & mask)
+        order[p] = i
+        vals[p] = values[i]
+
+
+#: Runs of keys with the same top bits up to this long are put in order by insertion.
+_INSERTION_MAX = 16
+
+
 @njit(cache=True, nogil=True)
-def merge_descending(a, a_at, b, b_at, out, out_at):
-    """Merge the runs ``a`` and ``b`` (each in decreasing order, with their positions
-    ``a_at``, ``b_at``) into ``out`` (decreasing) and ``out_at``; on ties, ``a``'s first."""
-    i = j = 0
-    for o in range(len(out)):
-        if j == len(b) or (i < len(a) and a[i] >= b[j]):
-            out[o], out_at[o] = a[i], a_at[i]
-            i += 1
+def order_ties(keys, shift, vals, order):
+    """In place: ``vals`` (and ``order`` with them) in decreasing order, from the order of the
+    sorted ``keys`` (:func:`descending_keys`), which is it but within runs of equal top bits
+    (the truncated values): each run whose values rise somewhere is sorted, stably (by row).
+    Returns how many runs were. One pass over ``vals``; at 10⁸ nonzeros (10⁷ rows of W, 40
+    bits of value) 4,000-7,000 runs of a few rows each per factor."""
+    n = len(vals)
+    runs = 0
+    p = 0
+    while p + 1 < n:
+        if vals[p + 1] <= vals[p]:
+            p += 1
+            continue
+        top = keys[p] >> shift
+        lo, hi = p, p + 2
+        while lo > 0 and keys[lo - 1] >> shift == top:
+            lo -= 1
+        while hi < n and keys[hi] >> shift == top:
+            hi += 1
+        if hi - lo <= _INSERTION_MAX:
+            for a in range(lo + 1, hi):
+                v, i = vals[a], order[a]
+                b = a
+                while b > lo and vals[b - 1] < v:
+                    vals[b], order[b] = vals[b - 1], order[b - 1]
+                    b -= 1
+                vals[b], order[b] = v, i
         else:
-            out[o], out_at[o] = b[j], b_at[j]
-            j += 1
+            at = np.argsort(-vals[lo:hi], kind="mergesort")
+            vals[lo:hi] = vals[lo:hi][at]
+            order[lo:hi] = order[lo:hi][at]
+        runs += 1
+        p = hi
+    return runs
