@@ -14,10 +14,13 @@ from banmf._kernels.simd import (
     hsum4,
     lanes,
     vaccumulate,
+    vadd,
+    vdiv,
     vdot_partial,
     vfma,
     vload,
     vloadw,
+    vmul,
     vsplat,
     vsplatw,
     vstore,
@@ -95,6 +98,31 @@ def test_vaccumulate_widens_into_float64(dtype, k):
     expected[:, 1 : 1 + k] += A.astype(np.float64)  # exactly: widening is exact
     assert _accumulate(A, acc, Width(k)) == k
     np.testing.assert_array_equal(acc, expected)
+
+
+@njit(cache=True)
+def _arithmetic(A, B, C, out):
+    """out[r, :L] = A[r, :L] * B[r, :L] / (C[r, :L] + 0.5) and out[r, L:2L] = A + B, one
+    register at a time."""
+    for r in range(A.shape[0]):
+        a, b, c = vload(A, r, 0), vload(B, r, 0), vload(C, r, 0)
+        vstore(out, r, 0, vdiv(vmul(a, b), vadd(c, vsplat(A.dtype.type(0.5)))))
+        vstore(out, r, lanes(A), vadd(a, b))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_lane_arithmetic_matches_numpy_exactly(dtype):
+    """One IEEE operation per lane, so the bits are numpy's (no contraction is possible)."""
+    L = VBYTES // np.dtype(dtype).itemsize
+    rng = np.random.default_rng(3)
+    A, B, C = (rng.random((5, L)).astype(dtype) for _ in range(3))
+    C[0, 0] = -0.5  # a zero denominator: inf, as numpy, no exception
+    out = np.full((5, 2 * L + 1), np.nan, dtype)
+    _arithmetic(A, B, C, out)
+    with np.errstate(divide="ignore"):
+        np.testing.assert_array_equal(out[:, :L], A * B / (C + dtype(0.5)))
+    np.testing.assert_array_equal(out[:, L : 2 * L], A + B)
+    assert np.isnan(out[:, 2 * L]).all()
 
 
 def test_width_is_a_type_and_checked():

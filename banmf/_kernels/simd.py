@@ -386,6 +386,41 @@ def vfma(typingctx, a, b, c):
     return a(a, b, c), codegen
 
 
+def _binary(name: str, symbol: str, py):
+    """An intrinsic ``a <symbol> b`` lane by lane on two Vec values of one type (the IR
+    instruction ``name``, with the module's flags), and ``py`` its plain-Python twin.
+
+    A kernel spells out with these what LLVM would vectorize itself if it knew that the
+    arrays do not overlap: in a serial kernel it does not know (a parallel kernel's loop body
+    is compiled with no-alias arguments), and leaves the loop scalar."""
+
+    def op(typingctx, a, b):
+        if not isinstance(a, Vec) or a != b:
+            return None
+
+        def codegen(context, builder, sig, args):
+            return _piecewise(
+                builder, lambda bld, x, y: getattr(bld, name)(x, y, flags=_FLAGS), *args
+            )
+
+        return a(a, b), codegen
+
+    # Each its own name: Numba tells intrinsics apart by it.
+    op.__name__ = op.__qualname__ = f"v{name[1:]}"
+    op.__doc__ = f"``a {symbol} b`` lane by lane."
+    return python_twin(py)(intrinsic(op))
+
+
+def _py_vdiv(a, b):
+    with np.errstate(all="ignore"):  # as compiled: inf or nan, no warning
+        return a / b
+
+
+vadd = _binary("fadd", "+", lambda a, b: a + b)
+vmul = _binary("fmul", "*", lambda a, b: a * b)
+vdiv = _binary("fdiv", "/", _py_vdiv)
+
+
 def _pairwise_fold(builder, a, b, n):
     """From a and b, each holding ``n`` partial sums per term in ``t`` consecutive runs (one per
     term), the vector holding ``n / 2`` partial sums per term for the terms of a then of b."""
