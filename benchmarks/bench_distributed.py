@@ -403,7 +403,7 @@ def _inside_table(records: list) -> None:
             *(f"{rec[key]:.4g}" for key in (*keys, "driver_s", "slowest_cpu_s")),
         ]
         print("| " + " | ".join(str(c) for c in cells) + " |", flush=True)
-    print("\nThe iterations alone (each fit's ``timings_``: no setup, no threshold search):\n")
+    print("\nThe iterations alone (the engine's iteration loop: no set-up, no threshold search):\n")
     print("| nnz, workers | single s/it | distributed s/it | ratio | single, each repeat |")
     print("|---|---|---|---|---|")
     for rec in records:
