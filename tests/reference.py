@@ -55,8 +55,11 @@ def gather_spmm(X, y, W, cells=None, cy=None):
     return Y.T @ W
 
 
-def mu_update(F, numer, linear, lam, eps):
-    return F * (numer + 3 * lam * F**2) / (linear + 2 * lam * F**3 + lam * F + eps)
+def mu_update(F, numer, linear, lam, eps, floor=0.0):
+    """The MU step; positive values below ``floor`` (the kernels' subnormal floor for their
+    dtype) raised to it."""
+    out = F * (numer + 3 * lam * F**2) / (linear + 2 * lam * F**3 + lam * F + eps)
+    return np.where((out > 0) & (out < floor), floor, out)
 
 
 def pack_bits(B):

@@ -562,3 +562,40 @@ def test_cross_gram(n, k, nb, dtype, seed, pad):
     tol = 1e-12 if dtype == np.float64 else 1e-5
     np.testing.assert_allclose(got, A.astype(float).T @ B.astype(float), rtol=tol, atol=tol)
     np.testing.assert_allclose(got, blocks.sum(axis=0), rtol=1e-15, atol=0)
+
+
+@given(
+    st.integers(1, 9),
+    ks,
+    dtypes,
+    st.sampled_from([0.0, 0.5, 1e4]),
+    st.integers(0, 2**31),
+    st.integers(0, 9),
+)
+def test_update_rows_raises_entries_to_the_subnormal_floor(r, k, dtype, lam, seed, pad):
+    """An entry the update takes into (0, √tiny) is raised to √tiny (subnormal arithmetic is
+    10-100× slower), in the tiled and the plain kernel alike; zeros stay zero and no subnormal
+    number is left."""
+    rng = np.random.default_rng(seed)
+    floor = float(np.sqrt(np.finfo(dtype).tiny))
+    # Entries around the floor, some of which the update takes below it, beside ordinary ones
+    # and zeros.
+    F = (floor * rng.uniform(0.5, 2e3, (r, k))).astype(dtype)
+    F[rng.random((r, k)) < 0.4] = rng.random() + 0.1
+    F[rng.random((r, k)) < 0.1] = 0.0
+    numer = rng.uniform(1e-3, 1.0, (r, k)).astype(dtype)
+    G = _gram(rng, k).astype(dtype)
+    expected = ref.mu_update(
+        F.astype(float), numer.astype(float), F.astype(float) @ G, lam, 1e-12, floor
+    )
+    for update in ("tiled", "plain"):
+        Fp = _padded(F, k + pad)
+        if update == "tiled":
+            run_both(update_rows, Fp, _padded(numer, k + pad), G, lam, 1e-12, np.empty((1, k, k)))
+        else:
+            update_rows_small(Fp, _padded(numer, k + pad), G, lam, 1e-12, np.empty((k, k)))
+        got = Fp[:, :k]
+        assert not ((got > 0) & (got < floor)).any()
+        np.testing.assert_array_equal(got[F == 0], 0.0)
+        tol = 1e-12 if dtype == np.float64 else 1e-4
+        np.testing.assert_allclose(got, expected, rtol=tol, atol=0)

@@ -18,6 +18,7 @@ from banmf._kernels.simd import (
     vdiv,
     vdot_partial,
     vfma,
+    vlift,
     vload,
     vloadw,
     vmul,
@@ -123,6 +124,22 @@ def test_lane_arithmetic_matches_numpy_exactly(dtype):
         np.testing.assert_array_equal(out[:, :L], A * B / (C + dtype(0.5)))
     np.testing.assert_array_equal(out[:, L : 2 * L], A + B)
     assert np.isnan(out[:, 2 * L]).all()
+
+
+@njit(cache=True)
+def _lift(A, floor, out):
+    for r in range(A.shape[0]):
+        vstore(out, r, 0, vlift(vload(A, r, 0), floor))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_vlift_raises_only_the_lanes_between_zero_and_the_floor(dtype):
+    L = VBYTES // np.dtype(dtype).itemsize
+    A = np.array([[0.0, 1e-3, 2.0, -1e-3] * (L // 4), [np.nan, 0.5, 1e-2, 0.0] * (L // 4)], dtype)
+    out = np.empty_like(A)
+    _lift(A, dtype(0.1), out)
+    expected = np.where((A > 0) & (A < 0.1), dtype(0.1), A)
+    np.testing.assert_array_equal(out, expected)
 
 
 def test_width_is_a_type_and_checked():

@@ -53,6 +53,7 @@ from .simd import (
     vdiv,
     vdot_partial,
     vfma,
+    vlift,
     vload,
     vloadw,
     vmul,
@@ -190,6 +191,26 @@ def _store_tile(out, l, two, tile):
         vstore(out, 3, l + L, b3)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def subnormal_floor(A):
+    """The smallest positive value the updates leave in a factor of A's dtype, √tiny (2⁻⁶³ in
+    float32, 2⁻⁵¹¹ in float64): a smaller positive one is raised to it.
+
+    Multiplicative updates shrink the entries headed for 0 by a factor each iteration; without
+    a floor they reach the subnormal numbers, on which the CPU computes 10-100× slower. At
+    k = 32 float32 on 10⁶ nonzeros, 5 % of W's entries were subnormal after 120 iterations and
+    an iteration took 145 ms instead of 11 ms (float64, k = 10: 1.5× slower by the 500th). The
+    product of two entries at the floor is still a normal number. Raised, not set to 0: an
+    entry at the floor can grow back when the other factor changes (set to 0, it never could,
+    and some fits ended worse); exact zeros stay zero.
+    """
+    return (
+        A.dtype.type(1.0842021724855044e-19)
+        if A.itemsize == 4
+        else A.dtype.type(1.4916681462400413e-154)
+    )
+
+
 @njit(cache=True, nogil=True, inline="always", fastmath=_FAST)
 def _mu_rows(F, k, i0, c, numer, G, lam, eps, rows, o, lin):
     """MU step of columns ``:k`` of rows ``i0 .. i0+c-1`` (c ≤ 4) of F against the symmetric G
@@ -198,10 +219,12 @@ def _mu_rows(F, k, i0, c, numer, G, lam, eps, rows, o, lin):
 
     ``F[i] <- F[i] * (numer[i] + 3 lam F[i]^2) / (F[i] @ G + 2 lam F[i]^3 + lam F[i] + eps)``;
     ``lam = 0`` is the plain Lee-Seung step. ``F @ G`` is formed up to column k rounded up
-    to a whole vector, not over the whole padding of wider rows (zeros).
+    to a whole vector, not over the whole padding of wider rows (zeros). New values in
+    (0, :func:`subnormal_floor`) are raised to it.
     """
     kp = padded(k, rows)
     L = lanes(rows)
+    floor = subnormal_floor(rows)
     for t in range(_R):
         for l in range(k):
             rows[o + t, l] = F[i0 + t, l] if t < c else 0.0
@@ -227,25 +250,23 @@ def _mu_rows(F, k, i0, c, numer, G, lam, eps, rows, o, lin):
             # 0 * 0 / (0 + eps) keeps it zero.
             last = kp if e > 0 and numer.shape[1] >= kp else k
             while l + L <= last:
-                vstore(
-                    rows,
-                    o + t,
-                    l,
-                    vdiv(
-                        vmul(vload(rows, o + t, l), vload(numer, i, l)), vadd(vload(lin, t, l), ve)
-                    ),
+                v = vdiv(
+                    vmul(vload(rows, o + t, l), vload(numer, i, l)), vadd(vload(lin, t, l), ve)
                 )
+                vstore(rows, o + t, l, vlift(v, floor))
                 l += L
             for q in range(l, k):
-                rows[o + t, q] = rows[o + t, q] * numer[i, q] / (lin[t, q] + e)
+                v = rows[o + t, q] * numer[i, q] / (lin[t, q] + e)
+                rows[o + t, q] = floor if 0.0 < v < floor else v
         else:
             for l in range(k):
                 f = rows[o + t, l]
-                rows[o + t, l] = (
+                v = (
                     f
                     * (numer[i, l] + 3.0 * lam * f * f)
                     / (lin[t, l] + 2.0 * lam * f * f * f + lam * f + eps)
                 )
+                rows[o + t, l] = floor if 0.0 < v < floor else v
         for l in range(k):
             F[i, l] = rows[o + t, l]
 

@@ -11,6 +11,8 @@ twins; serial only (small work never pays for threads).
 import numpy as np
 from numba import njit
 
+from .mu import subnormal_floor
+
 # As in mu.py: let LLVM vectorize the length-k loops; NaN/inf semantics kept.
 _FAST = {"reassoc", "contract"}
 
@@ -20,11 +22,13 @@ def update_rows_small(F, numer, G, lam, eps, gram):
     """In-place MU step of the first k columns of every row of F (r, ≥ k) against the
     symmetric (k, k) G; ``gram`` (k, k) float64 receives FᵀF of the new rows.
 
-    ``F[i] <- F[i] * (numer[i] + 3 lam F[i]^2) / (F[i] @ G + 2 lam F[i]^3 + lam F[i] + eps)``.
+    ``F[i] <- F[i] * (numer[i] + 3 lam F[i]^2) / (F[i] @ G + 2 lam F[i]^3 + lam F[i] + eps)``,
+    positive values below :func:`banmf._kernels.mu.subnormal_floor` raised to it.
     """
     r = F.shape[0]
     k = G.shape[0]
     e = F.dtype.type(eps)
+    floor = subnormal_floor(F)
     row = np.empty(k, dtype=F.dtype)
     gram[:, :] = 0.0
     for i in range(r):
@@ -34,13 +38,14 @@ def update_rows_small(F, numer, G, lam, eps, gram):
                 s += F[i, q] * G[q, l]
             f = F[i, l]
             if lam == 0.0:
-                row[l] = f * numer[i, l] / (s + e)
+                v = f * numer[i, l] / (s + e)
             else:
-                row[l] = (
+                v = (
                     f
                     * (numer[i, l] + 3.0 * lam * f * f)
                     / (s + 2.0 * lam * f * f * f + lam * f + eps)
                 )
+            row[l] = floor if 0.0 < v < floor else v
         for l in range(k):
             F[i, l] = row[l]
         for q in range(k):

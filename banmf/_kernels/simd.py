@@ -421,6 +421,35 @@ vmul = _binary("fmul", "*", lambda a, b: a * b)
 vdiv = _binary("fdiv", "/", _py_vdiv)
 
 
+def _py_vlift(v, floor):
+    return np.where((v < floor) & (v > 0), floor, v)
+
+
+@python_twin(_py_vlift)
+@intrinsic
+def vlift(typingctx, v, floor):
+    """``v`` with every lane in (0, ``floor``) raised to ``floor`` (a scalar of v's dtype);
+    zeros, larger values and NaN stay."""
+    if not isinstance(v, Vec) or floor != v.dtype:
+        return None
+
+    def codegen(context, builder, sig, args):
+        def lift(builder, x):
+            n = x.type.count
+            lane = builder.insert_element(
+                ir.Constant(x.type, ir.Undefined), args[1], ir.Constant(ir.IntType(32), 0)
+            )
+            zeros = ir.Constant(ir.VectorType(ir.IntType(32), n), [0] * n)
+            fl = builder.shuffle_vector(lane, lane, zeros)
+            low = builder.fcmp_ordered("<", x, fl)
+            pos = builder.fcmp_ordered(">", x, ir.Constant(x.type, None))
+            return builder.select(builder.and_(low, pos), fl, x)
+
+        return _piecewise(builder, lift, args[0])
+
+    return v(v, floor), codegen
+
+
 def _pairwise_fold(builder, a, b, n):
     """From a and b, each holding ``n`` partial sums per term in ``t`` consecutive runs (one per
     term), the vector holding ``n / 2`` partial sums per term for the terms of a then of b."""
