@@ -211,6 +211,12 @@ def subnormal_floor(A):
     )
 
 
+@njit(cache=True, nogil=True, inline="always")
+def lifted(v, floor):
+    """``v`` raised to ``floor`` (:func:`subnormal_floor`) if it lies in (0, floor)."""
+    return floor if 0.0 < v < floor else v
+
+
 @njit(cache=True, nogil=True, inline="always", fastmath=_FAST)
 def _mu_rows(F, k, i0, c, numer, G, lam, eps, rows, o, lin):
     """MU step of columns ``:k`` of rows ``i0 .. i0+c-1`` (c ≤ 4) of F against the symmetric G
@@ -257,7 +263,7 @@ def _mu_rows(F, k, i0, c, numer, G, lam, eps, rows, o, lin):
                 l += L
             for q in range(l, k):
                 v = rows[o + t, q] * numer[i, q] / (lin[t, q] + e)
-                rows[o + t, q] = floor if 0.0 < v < floor else v
+                rows[o + t, q] = lifted(v, floor)
         else:
             for l in range(k):
                 f = rows[o + t, l]
@@ -266,7 +272,7 @@ def _mu_rows(F, k, i0, c, numer, G, lam, eps, rows, o, lin):
                     * (numer[i, l] + 3.0 * lam * f * f)
                     / (lin[t, l] + 2.0 * lam * f * f * f + lam * f + eps)
                 )
-                rows[o + t, l] = floor if 0.0 < v < floor else v
+                rows[o + t, l] = lifted(v, floor)
         for l in range(k):
             F[i, l] = rows[o + t, l]
 

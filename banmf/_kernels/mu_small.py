@@ -11,7 +11,7 @@ twins; serial only (small work never pays for threads).
 import numpy as np
 from numba import njit
 
-from .mu import subnormal_floor
+from .mu import lifted, subnormal_floor
 
 # As in mu.py: let LLVM vectorize the length-k loops; NaN/inf semantics kept.
 _FAST = {"reassoc", "contract"}
@@ -45,7 +45,7 @@ def update_rows_small(F, numer, G, lam, eps, gram):
                     * (numer[i, l] + 3.0 * lam * f * f)
                     / (s + 2.0 * lam * f * f * f + lam * f + eps)
                 )
-            row[l] = floor if 0.0 < v < floor else v
+            row[l] = lifted(v, floor)
         for l in range(k):
             F[i, l] = row[l]
         for q in range(k):

@@ -428,24 +428,19 @@ def _py_vlift(v, floor):
 @python_twin(_py_vlift)
 @intrinsic
 def vlift(typingctx, v, floor):
-    """``v`` with every lane in (0, ``floor``) raised to ``floor`` (a scalar of v's dtype);
-    zeros, larger values and NaN stay."""
-    if not isinstance(v, Vec) or floor != v.dtype:
+    """``v`` (one register) with every lane in (0, ``floor``) raised to ``floor`` (a scalar of
+    v's dtype); zeros, larger values and NaN stay."""
+    vt, splat = _splat(floor, None) if isinstance(v, Vec) else (None, None)
+    if vt is None or vt != v:  # one register, of floor's dtype
         return None
 
     def codegen(context, builder, sig, args):
-        def lift(builder, x):
-            n = x.type.count
-            lane = builder.insert_element(
-                ir.Constant(x.type, ir.Undefined), args[1], ir.Constant(ir.IntType(32), 0)
-            )
-            zeros = ir.Constant(ir.VectorType(ir.IntType(32), n), [0] * n)
-            fl = builder.shuffle_vector(lane, lane, zeros)
+        def lift(builder, x, fl):
             low = builder.fcmp_ordered("<", x, fl)
             pos = builder.fcmp_ordered(">", x, ir.Constant(x.type, None))
             return builder.select(builder.and_(low, pos), fl, x)
 
-        return _piecewise(builder, lift, args[0])
+        return _piecewise(builder, lift, args[0], splat(context, builder, None, [args[1]]))
 
     return v(v, floor), codegen
 
