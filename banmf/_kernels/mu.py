@@ -38,20 +38,20 @@ tenth of the columns hold 47 % of the nonzeros, and their rows (96 KB at k = 10 
 stay in L2 under any labels (not measured with counters): the misses left are the cold rows',
 gathered at random either way.
 
-Measured again on a 2-core Sapphire Rapids machine (2 MiB of L2 a core, AVX-512; 10⁶ nonzeros,
-k = 10 float64, 2 threads, old and new code in alternated processes, nothing else running) and
+Measured again on a 2-core Sapphire Rapids machine (2 MiB of L2 a core, AVX-512; 10⁶ nonzeros, k
+= 10 float64, 2 threads, old and new code in alternated processes, nothing else running) and
 dropped: the Y pass fused with the next W update, the row of Y Hᵀ kept in registers (the same
-bits), 1.01-1.02× as fast as the two kernels; Y Hᵀ written with non-temporal stores, slower (the pass
-2.44 → 2.51 ms, and the W update, which then reads it from memory, 1.64 → 1.79 ms); Y stored
-only where its value changed (on sparse data nearly every value stays at the lower bound),
-slower (2.34-2.41 → 2.55-2.60 ms: a compare and a branch per value); four nonzeros at a time in
-the Y pass (AVX-512 has 32 vector registers), two sums of the row of Y Hᵀ (other bits), a
-three-vector register tile in the row update: each within the noise (0.89-1.13×); rows stored
-10 wide instead of 12 (vectors of 8 and 2 lanes): no faster, the W update 1.1× slower (its
-last two columns scalar). There an iteration costs what the number of vectors in a row says
-more than its bytes: 5.2-5.8 ms at k = 8 (one vector of 8), 6.8-7.2 ms at k = 10 and 6.7-7.0 ms
-at k = 12 (two). The Y pass's prefetch stays: without it the pass took 2.9-3.3 ms against
-2.5-2.6, although Hᵀ (960 KB) is smaller than L2.
+bits), 1.01-1.02× as fast as the two kernels; Y Hᵀ written with non-temporal stores, slower (the
+pass 2.44 → 2.51 ms, and the W update, which then reads it from memory, 1.64 → 1.79 ms); Y
+stored only where its value changed (on sparse data nearly every value stays at the lower
+bound), slower (2.34-2.41 → 2.55-2.60 ms: a compare and a branch per value); four nonzeros at a
+time in the Y pass (AVX-512 has 32 vector registers), two sums of the row of Y Hᵀ (other bits),
+a three-vector register tile in the row update: each within the noise (0.89-1.13×); rows stored
+10 wide instead of 12 (vectors of 8 and 2 lanes): no faster, the W update 1.1× slower (its last
+two columns scalar). There an iteration costs what the number of vectors in a row says more than
+its bytes: 5.2-5.8 ms at k = 8 (one vector of 8), 6.8-7.2 ms at k = 10 and 6.7-7.0 ms at k = 12
+(two). The Y pass's prefetch stays: without it the pass took 2.9-3.3 ms against 2.5-2.6,
+although Hᵀ (960 KB) is smaller than L2.
 """
 
 import numpy as np
