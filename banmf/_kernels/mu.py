@@ -38,8 +38,8 @@ tenth of the columns hold 47 % of the nonzeros, and their rows (96 KB at k = 10 
 stay in L2 under any labels (not measured with counters): the misses left are the cold rows',
 gathered at random either way.
 
-Measured again on a 2-core Sapphire Rapids machine (2 MiB of L2 a core, AVX-512; 10⁶ nonzeros, k
-= 10 float64, 2 threads, old and new code in alternated processes, nothing else running) and
+Measured again on a 2-core Sapphire Rapids machine (2 MiB of L2 a core, AVX-512; 10⁶ nonzeros,
+k = 10 float64, 2 threads, old and new code in alternated processes, nothing else running) and
 dropped: the Y pass fused with the next W update, the row of Y Hᵀ kept in registers (the same
 bits), 1.01-1.02× as fast as the two kernels; Y Hᵀ written with non-temporal stores, slower (the
 pass 2.44 → 2.51 ms, and the W update, which then reads it from memory, 1.64 → 1.79 ms); Y
