@@ -195,6 +195,15 @@ def variant(kernel, threads: int):
     return functools.partial(_on_threads, kernel.parallel, threads)
 
 
+@functools.cache
+def parallel_is_threadsafe() -> bool:
+    """Whether Numba's threading layer takes parallel kernels launched from several threads
+    at once: TBB and OpenMP do, the fallback ``workqueue`` does not (it aborts the process).
+    Asking for the thread count starts the layer, which fixes which one it is."""
+    numba.get_num_threads()
+    return numba.threading_layer() in ("tbb", "omp")
+
+
 _blas_lock = threading.Lock()
 _blas_users = 0
 _blas_limiter = None
@@ -247,8 +256,21 @@ def serial_blas():
 
 
 def pick(kernel, work: float):
-    """``variant(kernel, threads_for(work))``: the callable for one call of ``work`` units."""
-    return variant(kernel, threads_for(work))
+    """The callable for one call of ``work`` units: ``variant(kernel, threads_for(work))``,
+    except that a kernel whose ``one_thread`` is "parallel" runs its parallel dispatcher on one
+    thread where the budget is one thread but the work is large (a parallel call costs about
+    6 µs more, which small work does not repay), if the threading layer lets several threads
+    launch parallel kernels at once (:func:`parallel_is_threadsafe`): starts side by side,
+    each on one thread, do."""
+    threads = threads_for(work)
+    if (
+        threads == 1
+        and work >= PARALLEL_MIN_WORK
+        and kernel.one_thread == "parallel"
+        and parallel_is_threadsafe()
+    ):
+        return functools.partial(_on_threads, kernel.parallel, 1)
+    return variant(kernel, threads)
 
 
 def _on_threads(dispatcher, threads: int, *args):

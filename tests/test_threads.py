@@ -95,6 +95,73 @@ def test_small_work_runs_serially_and_large_work_on_the_budget():
         assert variant(_threads_seen, threads_for(10 * big)) is _threads_seen.serial
 
 
+@kernel(cache=False, one_thread="parallel")
+def _threads_seen_one(out):
+    """:func:`_threads_seen` for a kernel that runs its parallel variant on one thread."""
+    for i in numba.prange(out.shape[0]):
+        out[i] = numba.get_num_threads()
+
+
+def test_one_thread_kernels_run_parallel_on_one_thread_where_the_layer_allows(monkeypatch):
+    big = _threads.PARALLEL_MIN_WORK
+    with thread_budget(1):
+        monkeypatch.setattr(_threads, "parallel_is_threadsafe", lambda: True)
+        call = _threads.pick(_threads_seen_one, big)
+        assert call.func is _threads._on_threads and call.args == (_threads_seen_one.parallel, 1)
+        out = np.zeros(8, np.int64)
+        call(out)
+        assert (out == 1).all()
+        # Small work stays serial (a parallel call costs more than it saves), and so does a
+        # kernel that did not ask, or any kernel under a layer that aborts on concurrent use.
+        assert _threads.pick(_threads_seen_one, big - 1) is _threads_seen_one.serial
+        assert _threads.pick(_threads_seen, 10 * big) is _threads_seen.serial
+        monkeypatch.setattr(_threads, "parallel_is_threadsafe", lambda: False)
+        assert _threads.pick(_threads_seen_one, 10 * big) is _threads_seen_one.serial
+    with pytest.raises(ValueError, match="one_thread"):
+        kernel(one_thread="threads")
+
+
+@pytest.mark.skipif(
+    not _threads.parallel_is_threadsafe(), reason="the threading layer is not thread-safe"
+)
+def test_one_thread_updates_side_by_side_equal_the_serial_kernel():
+    """Row updates on one thread each, from four threads at once (as starts side by side run
+    them): each result equals the serial kernel's to the bit."""
+    import threading
+
+    from banmf._kernels.mu import update_rows
+
+    rng = np.random.default_rng(0)
+    k, n = 10, 20_000
+    G = rng.random((k, k))
+    G = G @ G.T
+    cases = [(rng.random((n, k)), rng.random((n, k)) * 3) for _ in range(4)]
+    expected = []
+    for F, numer in cases:
+        F, gram = F.copy(), np.empty((4, k, k))
+        update_rows.serial(F, numer, G, 0.0, 1e-9, gram)
+        expected.append((F, gram))
+    got = [None] * len(cases)
+
+    def run(c):
+        with thread_budget(1):
+            call = _threads.pick(update_rows, n * k * k)
+            assert call is not update_rows.serial
+            for _ in range(20):
+                F, gram = cases[c][0].copy(), np.empty((4, k, k))
+                call(F, cases[c][1], G, 0.0, 1e-9, gram)
+            got[c] = (F, gram)
+
+    threads = [threading.Thread(target=run, args=(c,)) for c in range(len(cases))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for (F, gram), (F0, gram0) in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(F, F0)
+        np.testing.assert_array_equal(gram, gram0)
+
+
 @pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="needs two Numba threads")
 def test_a_parallel_kernel_sees_exactly_its_threads_and_leaves_the_count_as_it_was():
     before = numba.get_num_threads()

@@ -38,13 +38,18 @@ class Kernel:
     serial, parallel : numba dispatchers
         ``parallel`` runs the body's ``prange`` loops on Numba's threads; ``serial`` runs them
         in the calling thread (and releases the GIL, so that several threads can each run one).
+    one_thread : {"serial", "parallel"}
+        The variant a call on one thread should run: "parallel" for a body that runs faster
+        as a parallel kernel on one Numba thread than compiled serially
+        (:func:`banmf._threads.variant` decides where that is allowed).
     py_func : function
         The body, plain Python (for tests and debugging).
     """
 
-    def __init__(self, body, options: dict):
+    def __init__(self, body, options: dict, one_thread: str = "serial"):
         self.py_func = body
         self.__doc__, self.__name__ = body.__doc__, body.__name__
+        self.one_thread = one_thread
         self.serial = njit(**options)(_renamed(body, "serial"))
         self.parallel = njit(parallel=True, **options)(_renamed(body, "parallel"))
 
@@ -52,12 +57,15 @@ class Kernel:
         return f"<kernel {self.__name__}: serial and parallel>"
 
 
-def kernel(**options):
+def kernel(*, one_thread: str = "serial", **options):
     """Decorator: a :class:`Kernel` from a body with ``prange`` loops (``options`` go to
-    ``numba.njit``; ``cache=True, nogil=True`` unless given)."""
+    ``numba.njit``; ``cache=True, nogil=True`` unless given; ``one_thread``: see
+    :attr:`Kernel.one_thread`)."""
+    if one_thread not in ("serial", "parallel"):
+        raise ValueError(f"one_thread must be 'serial' or 'parallel', got {one_thread!r}")
     options = {"cache": True, "nogil": True, **options}
 
     def wrap(body) -> Kernel:
-        return Kernel(body, options)
+        return Kernel(body, options, one_thread)
 
     return wrap

@@ -26,7 +26,7 @@ from .._kernels.mu_small import (
     update_rows_small,
 )
 from .._kernels.prefetch import zeros_line_aligned
-from .._threads import serial_blas, threads_for, variant
+from .._threads import pick, serial_blas, threads_for, variant
 
 # Row blocks of the W pass: each holds an (m, k) partial of Wᵀ Y. The count depends only on the
 # problem's shape (never on the thread count), so results are the same on any machine.
@@ -109,7 +109,7 @@ def h_step(
     H, numer = zeros_line_aligned((m, kp), dtype), zeros_line_aligned((m, kp), dtype)
     H[:, :k], numer[:, :k] = Ht, WtY
     blocks = np.empty((min(_MAX_BLOCKS, max(1, m)), k, k), np.float64)
-    update = variant(update_rows, threads_for(m * k * k))
+    update = pick(update_rows, m * k * k)
     update(H, numer, WtW.astype(dtype), lam, eps, blocks)
     return np.ascontiguousarray(H[:, :k]), blocks.sum(axis=0)
 
@@ -207,8 +207,8 @@ class MUSolver:
         # Work per call, in multiply-adds: the row updates cost k² per row, the passes k per
         # nonzero (and per unknown cell).
         nnz = len(self.indices) + n_cells
-        self._update_w = variant(update_rows, threads_for(n * k * k))
-        self._update_h = variant(update_rows, threads_for(m * k * k))
+        self._update_w = pick(update_rows, n * k * k)
+        self._update_h = pick(update_rows, m * k * k)
         self._scatter = variant(scatter_rows(self.width), threads_for(nnz * k))
         self._project = variant(project_spmm(self.width), threads_for(2 * nnz * k))
         if self.observed:
