@@ -141,12 +141,11 @@ def test_one_thread_updates_side_by_side_equal_the_serial_kernel():
         F, gram = F.copy(), np.empty((4, k, k))
         update_rows.serial(F, numer, G, 0.0, 1e-9, gram)
         expected.append((F, gram))
-    got = [None] * len(cases)
+    got, calls = [None] * len(cases), [None] * len(cases)
 
     def run(c):
         with thread_budget(1):
-            call = _threads.pick(update_rows, n * k * k)
-            assert call is not update_rows.serial
+            calls[c] = call = _threads.pick(update_rows, n * k * k)
             for _ in range(20):
                 F, gram = cases[c][0].copy(), np.empty((4, k, k))
                 call(F, cases[c][1], G, 0.0, 1e-9, gram)
@@ -157,6 +156,7 @@ def test_one_thread_updates_side_by_side_equal_the_serial_kernel():
         t.start()
     for t in threads:
         t.join()
+    assert all(call.args == (update_rows.parallel, 1) for call in calls)
     for (F, gram), (F0, gram0) in zip(got, expected, strict=True):
         np.testing.assert_array_equal(F, F0)
         np.testing.assert_array_equal(gram, gram0)

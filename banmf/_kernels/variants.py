@@ -41,7 +41,7 @@ class Kernel:
     one_thread : {"serial", "parallel"}
         The variant a call on one thread should run: "parallel" for a body that runs faster
         as a parallel kernel on one Numba thread than compiled serially
-        (:func:`banmf._threads.variant` decides where that is allowed).
+        (:func:`banmf._threads.pick` decides where that is allowed).
     py_func : function
         The body, plain Python (for tests and debugging).
     """
