@@ -342,10 +342,13 @@ def _padded_gram(G, F, kp):
 
 
 @njit(cache=True, nogil=True, inline="always", fastmath=_FAST)
-def _update_block(F, k, numer, Gp, lam, eps, gram, lo, hi, chunk, lin, acc):
-    """Rows lo..hi-1 of the W (or H) step, and FᵀF of the block into ``gram`` (``acc`` (kp, kp)
-    float64 is scratch)."""
-    acc[:, :] = 0.0
+def _update_block(F, k, numer, Gp, lam, eps, gram, lo, hi):
+    """Rows lo..hi-1 of the W (or H) step, and FᵀF of the block into ``gram``."""
+    kp = Gp.shape[0]
+    chunk_rows = max(_R, _CHUNK_BYTES // (kp * F.itemsize) // _R * _R)
+    chunk = np.zeros((chunk_rows, kp), dtype=F.dtype)
+    lin = np.empty((_R, kp), dtype=F.dtype)
+    acc = np.zeros((kp, kp), dtype=np.float64)
     cnt = 0
     for i0 in range(lo, hi, _R):
         c = min(_R, hi - i0)
@@ -360,42 +363,40 @@ def _update_block(F, k, numer, Gp, lam, eps, gram, lo, hi, chunk, lin, acc):
             gram[q, l] = gram[l, q] = acc[q, l]
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _sum_blocks(blocks, out, lo, hi):
+    """Rows lo..hi-1 of ``out`` = the sum of ``blocks`` (b, r, w) over b, added in block
+    order: the same bits whichever rows a thread takes."""
+    for j in range(lo, hi):
+        for l in range(out.shape[1]):
+            out[j, l] = blocks[0, j, l]
+        for b in range(1, blocks.shape[0]):
+            for l in range(out.shape[1]):
+                out[j, l] += blocks[b, j, l]
+
+
 # On one thread the parallel variant: the serial one, the same bits, took 1.36× its time at
 # k = 10 float64 and 1.10× at k = 32 float32 (10⁵ rows; where the difference lies was not found:
 # not in one loop of the body, nor the arguments' aliasing).
 @kernel(fastmath=_FAST, one_thread="parallel")
-def update_rows(F, numer, G, lam, eps, gram_blocks):
+def update_rows(F, numer, G, lam, eps, gram_blocks, numer_blocks=None):
     """In-place MU step of every row of F against the symmetric (k, k) G; ``gram_blocks``
     (b, k, k) receives FᵀF by block.
 
     F and numer are (r, k) or zero-padded to more columns (the solver's :func:`padded_width`):
     only the first k columns are computed, the others stay as they are. Row i belongs to block
-    ``i * b // r``.
+    ``i * b // r``. With ``numer_blocks`` (c, r, numer's width), each block first sets its rows
+    of ``numer`` to their sum over c, in order (as :func:`scatter_rows` adds its blocks): the
+    H step then needs no parallel call of its own for that sum.
     """
     r = F.shape[0]
-    k = G.shape[0]
     nb = gram_blocks.shape[0]
-    kp = padded(F.shape[1], F)
-    Gp = _padded_gram(G, F, kp)
-    chunk_rows = max(_R, _CHUNK_BYTES // (kp * F.itemsize) // _R * _R)
+    Gp = _padded_gram(G, F, padded(F.shape[1], F))
     for b in prange(nb):
-        chunk = np.zeros((chunk_rows, kp), dtype=F.dtype)
-        lin = np.empty((_R, kp), dtype=F.dtype)
-        acc = np.empty((kp, kp), dtype=np.float64)
-        _update_block(
-            F,
-            k,
-            numer,
-            Gp,
-            lam,
-            eps,
-            gram_blocks[b],
-            b * r // nb,
-            (b + 1) * r // nb,
-            chunk,
-            lin,
-            acc,
-        )
+        lo, hi = b * r // nb, (b + 1) * r // nb
+        if numer_blocks is not None:  # (None: compiled out)
+            _sum_blocks(numer_blocks, numer, lo, hi)
+        _update_block(F, G.shape[0], numer, Gp, lam, eps, gram_blocks[b], lo, hi)
 
 
 def scatter_rows(width: Width) -> Kernel:
@@ -410,6 +411,62 @@ def scatter_rows(width: Width) -> Kernel:
     same on any number of threads.
     """
     return _scatter_rows_registers if width.lanes > 0 else _scatter_rows_loops
+
+
+def update_scatter_rows(width: Width) -> Kernel:
+    """The W step's row update (:func:`update_rows`) and the block sums of its scatter
+    (:func:`scatter_rows`, without adding them up) in one parallel call: each block of rows is
+    updated, then scattered into its own partial, by the same thread.
+
+    Both kernels take ``(F, numer, G, lam, eps, gram_blocks, indptr, indices, y, cindptr,
+    cindices, cy, scatter_blocks, width)``, ``gram_blocks`` and ``scatter_blocks`` with the
+    same number of blocks; the results are those of the two kernels to the bit. Each parallel
+    call costs a wake-up of the sleeping threads, 0.1 ms on a 2-core virtual machine: one call
+    fewer here and one in the H step (``numer_blocks`` of :func:`update_rows`) made an
+    iteration at 10⁶ nonzeros 1.02-1.04× faster (k = 10 float64) on 2 threads.
+    """
+    return _update_scatter_registers if width.lanes > 0 else _update_scatter_loops
+
+
+@njit(cache=True, nogil=True, inline="always", fastmath=_FAST)
+def _scatter_block_registers(indptr, indices, y, cindptr, cindices, cy, W, part, lo, hi, width):
+    """Rows lo..hi-1's share of the scatter into ``part``, the row of W in registers."""
+    part[:, :] = 0.0
+    for i in range(lo, hi):
+        w = vloadw(W, i, 0, width)
+        p, p1 = indptr[i], indptr[i + 1]
+        # Two nonzeros at a time, both rows of the partial loaded before either is stored
+        # (a row's columns are distinct): 1.2× over one at a time.
+        while p + 1 < p1:
+            j0, j1 = indices[np.uintp(p)], indices[np.uintp(p + 1)]
+            a0, a1 = vloadw(part, j0, 0, width), vloadw(part, j1, 0, width)
+            vstore(part, j0, 0, vfma(vsplatw(y[np.uintp(p)], width), w, a0))
+            vstore(part, j1, 0, vfma(vsplatw(y[np.uintp(p + 1)], width), w, a1))
+            p += 2
+        if p < p1:
+            j = indices[np.uintp(p)]
+            vstore(part, j, 0, vfma(vsplatw(y[np.uintp(p)], width), w, vloadw(part, j, 0, width)))
+        if cindptr is not None:  # (None: no unknown cells, compiled out)
+            for c in range(cindptr[i], cindptr[i + 1]):
+                j = cindices[c]
+                vstore(part, j, 0, vfma(vsplatw(cy[c], width), w, vloadw(part, j, 0, width)))
+
+
+@njit(cache=True, nogil=True, inline="always", fastmath=_FAST)
+def _scatter_block_loops(indptr, indices, y, cindptr, cindices, cy, W, part, lo, hi):
+    """Rows lo..hi-1's share of the scatter into ``part``, loops over a run-time k."""
+    k = part.shape[1]
+    part[:, :] = 0.0
+    for i in range(lo, hi):
+        for p in range(indptr[i], indptr[i + 1]):
+            j, v = indices[np.uintp(p)], y[np.uintp(p)]
+            for l in range(k):
+                part[j, l] += v * W[i, l]
+        if cindptr is not None:  # (None: no unknown cells, compiled out)
+            for c in range(cindptr[i], cindptr[i + 1]):
+                j, v = cindices[c], cy[c]
+                for l in range(k):
+                    part[j, l] += v * W[i, l]
 
 
 @kernel(fastmath=_FAST)
@@ -432,40 +489,29 @@ def _scatter_rows_registers(
     reduction in one thread, a fork and join fewer (0.90-1.01×); each row's nonzeros split into
     2-4 column tiles, rows taken 512 or 4096 at a time, so that a tile of the partial (1 MB at
     m = 10⁴, k = 10 float64) fits in the 512 KiB L2 (0.5-0.8× on one thread: the extra pointers
-    and passes over W cost more than the misses saved).
+    and passes over W cost more than the misses saved); the columns split between the threads
+    instead of the rows (each thread its columns' share of every block's partial, the same
+    bits; 0.70-0.86× on 2 threads, beside another job: each thread reads all of W).
     """
     n = W.shape[0]
     nb = scatter_blocks.shape[0]
     for b in prange(nb):
-        part = scatter_blocks[b]
-        part[:, :] = 0.0
-        for i in range(b * n // nb, (b + 1) * n // nb):
-            w = vloadw(W, i, 0, width)
-            p, p1 = indptr[i], indptr[i + 1]
-            # Two nonzeros at a time, both rows of the partial loaded before either is stored
-            # (a row's columns are distinct): 1.2× over one at a time.
-            while p + 1 < p1:
-                j0, j1 = indices[np.uintp(p)], indices[np.uintp(p + 1)]
-                a0, a1 = vloadw(part, j0, 0, width), vloadw(part, j1, 0, width)
-                vstore(part, j0, 0, vfma(vsplatw(y[np.uintp(p)], width), w, a0))
-                vstore(part, j1, 0, vfma(vsplatw(y[np.uintp(p + 1)], width), w, a1))
-                p += 2
-            if p < p1:
-                j = indices[np.uintp(p)]
-                vstore(
-                    part, j, 0, vfma(vsplatw(y[np.uintp(p)], width), w, vloadw(part, j, 0, width))
-                )
-            if cindptr is not None:  # (None: no unknown cells, compiled out)
-                for c in range(cindptr[i], cindptr[i + 1]):
-                    j = cindices[c]
-                    vstore(part, j, 0, vfma(vsplatw(cy[c], width), w, vloadw(part, j, 0, width)))
+        _scatter_block_registers(
+            indptr,
+            indices,
+            y,
+            cindptr,
+            cindices,
+            cy,
+            W,
+            scatter_blocks[b],
+            b * n // nb,
+            (b + 1) * n // nb,
+            width,
+        )
     # Summed here rather than by numpy: in parallel, and without another pass over ``out``.
     for j in prange(out.shape[0]):
-        for l in range(out.shape[1]):
-            out[j, l] = scatter_blocks[0, j, l]
-        for b in range(1, nb):
-            for l in range(out.shape[1]):
-                out[j, l] += scatter_blocks[b, j, l]
+        _sum_blocks(scatter_blocks, out, j, j + 1)
 
 
 @kernel(fastmath=_FAST)
@@ -474,27 +520,89 @@ def _scatter_rows_loops(indptr, indices, y, cindptr, cindices, cy, W, scatter_bl
     unused): for rows too wide for registers, plain loops ran 3× faster than vectors over a
     run-time k, and prefetching cost (bench_devices.py)."""
     n = W.shape[0]
-    k = out.shape[1]
     nb = scatter_blocks.shape[0]
     for b in prange(nb):
-        part = scatter_blocks[b]
-        part[:, :] = 0.0
-        for i in range(b * n // nb, (b + 1) * n // nb):
-            for p in range(indptr[i], indptr[i + 1]):
-                j, v = indices[np.uintp(p)], y[np.uintp(p)]
-                for l in range(k):
-                    part[j, l] += v * W[i, l]
-            if cindptr is not None:  # (None: no unknown cells, compiled out)
-                for c in range(cindptr[i], cindptr[i + 1]):
-                    j, v = cindices[c], cy[c]
-                    for l in range(k):
-                        part[j, l] += v * W[i, l]
+        _scatter_block_loops(
+            indptr,
+            indices,
+            y,
+            cindptr,
+            cindices,
+            cy,
+            W,
+            scatter_blocks[b],
+            b * n // nb,
+            (b + 1) * n // nb,
+        )
     for j in prange(out.shape[0]):
-        for l in range(out.shape[1]):
-            out[j, l] = scatter_blocks[0, j, l]
-        for b in range(1, nb):
-            for l in range(out.shape[1]):
-                out[j, l] += scatter_blocks[b, j, l]
+        _sum_blocks(scatter_blocks, out, j, j + 1)
+
+
+@kernel()
+def sum_blocks(blocks, out):
+    """``out`` = ``blocks`` (b, r, w) summed over b in block order, as :func:`scatter_rows`
+    adds its partials: the sum of :func:`update_scatter_rows`' partials where it is wanted
+    alone."""
+    for j in prange(out.shape[0]):
+        _sum_blocks(blocks, out, j, j + 1)
+
+
+@kernel(fastmath=_FAST, one_thread="parallel")
+def _update_scatter_registers(
+    F,
+    numer,
+    G,
+    lam,
+    eps,
+    gram_blocks,
+    indptr,
+    indices,
+    y,
+    cindptr,
+    cindices,
+    cy,
+    scatter_blocks,
+    width,
+):
+    """:func:`update_scatter_rows` with the scatter's row of W in registers."""
+    r = F.shape[0]
+    nb = gram_blocks.shape[0]
+    Gp = _padded_gram(G, F, padded(F.shape[1], F))
+    for b in prange(nb):
+        lo, hi = b * r // nb, (b + 1) * r // nb
+        _update_block(F, G.shape[0], numer, Gp, lam, eps, gram_blocks[b], lo, hi)
+        _scatter_block_registers(
+            indptr, indices, y, cindptr, cindices, cy, F, scatter_blocks[b], lo, hi, width
+        )
+
+
+@kernel(fastmath=_FAST, one_thread="parallel")
+def _update_scatter_loops(
+    F,
+    numer,
+    G,
+    lam,
+    eps,
+    gram_blocks,
+    indptr,
+    indices,
+    y,
+    cindptr,
+    cindices,
+    cy,
+    scatter_blocks,
+    width,
+):
+    """:func:`update_scatter_rows` with the scatter's loops over a run-time k."""
+    r = F.shape[0]
+    nb = gram_blocks.shape[0]
+    Gp = _padded_gram(G, F, padded(F.shape[1], F))
+    for b in prange(nb):
+        lo, hi = b * r // nb, (b + 1) * r // nb
+        _update_block(F, G.shape[0], numer, Gp, lam, eps, gram_blocks[b], lo, hi)
+        _scatter_block_loops(
+            indptr, indices, y, cindptr, cindices, cy, F, scatter_blocks[b], lo, hi
+        )
 
 
 # Plain IEEE arithmetic, and not inlined by Numba into the fastmath kernels (whose flags

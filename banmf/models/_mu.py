@@ -17,7 +17,9 @@ from .._kernels.mu import (
     project_spmm,
     row_width,
     scatter_rows,
+    sum_blocks,
     update_rows,
+    update_scatter_rows,
 )
 from .._kernels.mu_small import (
     iterate_small,
@@ -209,6 +211,11 @@ class MUSolver:
         nnz = len(self.indices) + n_cells
         self._update_w = pick(update_rows, n * k * k)
         self._update_h = pick(update_rows, m * k * k)
+        self._update_scatter = pick(update_scatter_rows(self.width), n * k * k + nnz * k)
+        self._sum_blocks = variant(sum_blocks, threads_for(nb * m * kp))
+        # True while Wᵀ Y is the unsummed partials of the last W step (WtY_blocks): the H step
+        # sums them as it goes (one parallel call fewer), anything else by _sum_wty.
+        self._wty_in_blocks = False
         self._scatter = variant(scatter_rows(self.width), threads_for(nnz * k))
         self._project = variant(project_spmm(self.width), threads_for(2 * nnz * k))
         if self.observed:
@@ -245,11 +252,28 @@ class MUSolver:
             update_rows_small(self._W, self.YHt, self.HHt_t, lam, self.eps, self.WtW_blocks[0])
             if scatter:
                 self._scatter_pass(self.indptr, self.indices, self.y, self.WtY, True)
+        elif scatter:
+            self._update_scatter(
+                self._W,
+                self.YHt,
+                self.HHt_t,
+                lam,
+                self.eps,
+                self.WtW_blocks,
+                self.indptr,
+                self.indices,
+                self.y,
+                self.cindptr,
+                self.cindices,
+                self.cy,
+                self.WtY_blocks,
+                self.width,
+            )
+            self._wty_in_blocks = True
         else:
             self._update_w(self._W, self.YHt, self.HHt_t, lam, self.eps, self.WtW_blocks)
-            if scatter:
-                self._scatter_pass(self.indptr, self.indices, self.y, self.WtY, True)
         if self.observed and scatter:
+            self._sum_wty()  # (the pass below reuses the partials)
             # Y on the unobserved cells was W_before H: its part of Wᵀ Y is Hᵀ (W_beforeᵀ W)
             # less its part on the observed cells. (Numba kernels, not numpy's BLAS: its idle
             # threads spin and slow the kernels that follow.)
@@ -272,9 +296,16 @@ class MUSolver:
                 indptr, indices, y, cindptr, cindices, cy, self._W, self.WtY_blocks, out, self.width
             )
 
+    def _sum_wty(self) -> None:
+        """Wᵀ Y into ``WtY`` from the last W step's partials, if not summed yet."""
+        if self._wty_in_blocks:
+            self._sum_blocks(self.WtY_blocks, self.WtY)
+            self._wty_in_blocks = False
+
     @property
     def WtY_partial(self) -> np.ndarray:
         """Wᵀ Y as (Wᵀ Y)ᵀ (m, k) of the last :meth:`step_w`: a view."""
+        self._sum_wty()
         return self.WtY[:, : self.k]
 
     def set_h(self, Ht: np.ndarray, HHt: np.ndarray) -> None:
@@ -288,7 +319,10 @@ class MUSolver:
         if self.small:
             update_rows_small(self._Ht, self.WtY, self.WtW_t, lam, self.eps, self.HHt_blocks[0])
         else:
-            self._update_h(self._Ht, self.WtY, self.WtW_t, lam, self.eps, self.HHt_blocks)
+            # The W step's partials of Wᵀ Y, if left unsummed, are summed block by block here.
+            blocks = self.WtY_blocks if self._wty_in_blocks else None
+            self._update_h(self._Ht, self.WtY, self.WtW_t, lam, self.eps, self.HHt_blocks, blocks)
+            self._wty_in_blocks = False
         np.sum(self.HHt_blocks, axis=0, out=self.HHt)
         np.copyto(self.HHt_t, self.HHt)
 
