@@ -27,7 +27,9 @@ from banmf._kernels.mu import (
     row_parts,
     row_width,
     scatter_rows,
+    sum_blocks,
     update_rows,
+    update_scatter_rows,
 )
 from banmf._kernels.mu_small import project_spmm_small, scatter_rows_small, update_rows_small
 from banmf._kernels.prefetch import (
@@ -274,6 +276,59 @@ def test_scatter_rows(Xd, k, nb, dtype, seed, loops, share):
     assert not total[:, k:].any()
     # The blocks are added in block order: numpy's sum over them, to the last bit.
     np.testing.assert_array_equal(total, scatter.sum(axis=0))
+
+
+@given(
+    binary_matrices(),
+    width_ks,
+    st.integers(1, 5),
+    st.sampled_from([0.0, 0.5]),
+    dtypes,
+    st.integers(0, 2**31),
+    st.booleans(),
+    shares,
+)
+def test_update_scatter_rows_is_the_update_then_the_scatter(
+    Xd, k, nb, lam, dtype, seed, loops, share
+):
+    """The fused W step leaves W, its Gram partials and Wᵀ Y's partials as update_rows then
+    scatter_rows do, to the bit; sum_blocks and the H update's own sum add those partials as
+    scatter_rows does."""
+    rng = np.random.default_rng(seed)
+    X = check_binary_matrix(Xd)
+    n, m = Xd.shape
+    nb = min(nb, n)
+    kp, width = _layout(k, dtype, loops)
+    W0 = _padded(rng.random((n, k)).astype(dtype), kp)
+    numer = _padded(rng.random((n, k)).astype(dtype), kp)
+    G = _gram(rng, k).astype(dtype)
+    y = rng.random(X.nnz).astype(dtype)
+    _, cindptr, cindices = _cells(rng, Xd, X, share)
+    cells = (X.indptr, X.indices, y, cindptr, cindices, _values(cindices, 0.5, dtype))
+    W, gram, parts = W0.copy(), np.full((nb, k, k), np.nan), np.full((nb, m, kp), np.nan, dtype)
+    run_both(update_scatter_rows(width), W, numer, G, lam, 1e-12, gram, *cells, parts, width)
+
+    F, gram2 = W0.copy(), np.full((nb, k, k), np.nan)
+    run_both(update_rows, F, numer, G, lam, 1e-12, gram2)
+    np.testing.assert_array_equal(W, F, strict=True)
+    np.testing.assert_array_equal(gram, gram2, strict=True)
+    expected, total = np.full((nb, m, kp), np.nan, dtype), np.full((m, kp), np.nan, dtype)
+    run_both(scatter_rows(width), *cells, F, expected, total, width)
+    np.testing.assert_array_equal(parts, expected, strict=True)
+    summed = np.full((m, kp), np.nan, dtype)
+    run_both(sum_blocks, parts, summed)
+    np.testing.assert_array_equal(summed, total, strict=True)
+
+    # The H update summing the partials itself: the sum, then the update.
+    Ht, WtW = _padded(rng.random((m, k)).astype(dtype), kp), _gram(rng, k).astype(dtype)
+    Ht2, hb = Ht.copy(), min(4, m)
+    hgram, hgram2 = np.full((hb, k, k), np.nan), np.full((hb, k, k), np.nan)
+    into = np.full((m, kp), np.nan, dtype)
+    run_both(update_rows, Ht, into, WtW, lam, 1e-12, hgram, parts)
+    np.testing.assert_array_equal(into, total, strict=True)
+    run_both(update_rows, Ht2, total, WtW, lam, 1e-12, hgram2)
+    np.testing.assert_array_equal(Ht, Ht2, strict=True)
+    np.testing.assert_array_equal(hgram, hgram2, strict=True)
 
 
 @given(st.integers(0, 2**64 - 1))
