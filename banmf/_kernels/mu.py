@@ -421,9 +421,10 @@ def update_scatter_rows(width: Width) -> Kernel:
     Both kernels take ``(F, numer, G, lam, eps, gram_blocks, indptr, indices, y, cindptr,
     cindices, cy, scatter_blocks, width)``, ``gram_blocks`` and ``scatter_blocks`` with the
     same number of blocks; the results are those of the two kernels to the bit. Each parallel
-    call costs a wake-up of the sleeping threads, 0.1 ms on a 2-core virtual machine: one call
-    fewer here and one in the H step (``numer_blocks`` of :func:`update_rows`) made an
-    iteration at 10⁶ nonzeros 1.02-1.04× faster (k = 10 float64) on 2 threads.
+    call wakes the sleeping threads up (banmf's OpenMP threads wait passively; see
+    :mod:`banmf._threads`), about 0.1 ms on a 2-core virtual machine: one call fewer here and
+    one in the H step (``numer_blocks`` of :func:`update_rows`). For several threads only: on
+    one, the update's and the scatter's own best variants are apart.
     """
     return _update_scatter_registers if width.lanes > 0 else _update_scatter_loops
 
@@ -547,7 +548,7 @@ def sum_blocks(blocks, out):
         _sum_blocks(blocks, out, j, j + 1)
 
 
-@kernel(fastmath=_FAST, one_thread="parallel")
+@kernel(fastmath=_FAST)
 def _update_scatter_registers(
     F,
     numer,
@@ -576,7 +577,7 @@ def _update_scatter_registers(
         )
 
 
-@kernel(fastmath=_FAST, one_thread="parallel")
+@kernel(fastmath=_FAST)
 def _update_scatter_loops(
     F,
     numer,

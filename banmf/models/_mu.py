@@ -211,7 +211,14 @@ class MUSolver:
         nnz = len(self.indices) + n_cells
         self._update_w = pick(update_rows, n * k * k)
         self._update_h = pick(update_rows, m * k * k)
-        self._update_scatter = pick(update_scatter_rows(self.width), n * k * k + nnz * k)
+        # In one parallel call where it runs on several threads: each call wakes them up. On
+        # one thread the update's and the scatter's own best variants (see pick) run apart.
+        fused_work = n * k * k + nnz * k
+        self._update_scatter = (
+            variant(update_scatter_rows(self.width), threads_for(fused_work))
+            if threads_for(fused_work) > 1
+            else None
+        )
         self._sum_blocks = variant(sum_blocks, threads_for(nb * m * kp))
         # True while Wᵀ Y is the unsummed partials of the last W step (WtY_blocks): the H step
         # sums them as it goes (one parallel call fewer), anything else by _sum_wty.
@@ -252,7 +259,7 @@ class MUSolver:
             update_rows_small(self._W, self.YHt, self.HHt_t, lam, self.eps, self.WtW_blocks[0])
             if scatter:
                 self._scatter_pass(self.indptr, self.indices, self.y, self.WtY, True)
-        elif scatter:
+        elif scatter and self._update_scatter is not None:
             self._update_scatter(
                 self._W,
                 self.YHt,
@@ -272,6 +279,8 @@ class MUSolver:
             self._wty_in_blocks = True
         else:
             self._update_w(self._W, self.YHt, self.HHt_t, lam, self.eps, self.WtW_blocks)
+            if scatter:
+                self._scatter_pass(self.indptr, self.indices, self.y, self.WtY, True)
         if self.observed and scatter:
             self._sum_wty()  # (the pass below reuses the partials)
             # Y on the unobserved cells was W_before H: its part of Wᵀ Y is Hᵀ (W_beforeᵀ W)
