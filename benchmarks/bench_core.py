@@ -31,7 +31,8 @@ scikit-learn's MU on the same matrix, and against our time on ``make_sparse_unif
 row counts, the size-ii data above) at the same k; ``--repeats`` alternated pairs of fresh
 processes (ours, then scikit-learn's) per row, with the medians and the range of the pairs'
 ratios, so that a load that comes and goes falls on both sides. Then each kernel of the iteration
-(``--kernels``: the Y pass, the W and H updates, the scatter of Wᵀ Y) on those shapes, with the
+(``--kernels``: the Y pass, the W and H updates, the scatter of Wᵀ Y, and the W
+update with the scatter in one parallel call, as an iteration on several threads runs them) on those shapes, with the
 share it reaches of the machine's memory bandwidth (a STREAM-like triad measured in the same
 run) and of its multiply-add peak (the matmul above). Then start-up (a fresh process importing
 banmf and reaching its first iteration, with an empty and with a warm kernel cache), and the
@@ -197,6 +198,12 @@ def kernel_costs(n, m, nnz, k, itemsize) -> dict:
         # Scatter: y·W[i] into a partial row per nonzero; reads indices, y, W, the partials.
         "scatter": (nnz * k, nnz * (4 + itemsize) + n * row + 2 * m * row),
         "H update": (2 * m * k * k, 3 * m * row),
+        # The W update and the scatter in one parallel call, as an iteration on several
+        # threads runs them (then Wᵀ Y's partials summed): the two kernels' costs.
+        "W step, one call": (
+            2 * n * k * k + nnz * k,
+            3 * n * row + nnz * (4 + itemsize) + 2 * m * row,
+        ),
     }
 
 
@@ -221,6 +228,9 @@ def run_kernels(k, dtype, degrees, iters) -> dict:
             solver.indptr, solver.indices, solver.y, solver.WtY, True
         ),
         "H update": lambda: solver.step_h(0.0),
+        # (fused only where the solver runs on several threads; the sum left to the H step
+        # is done here, so that the H update above stays the update alone)
+        "W step, one call": lambda: (solver.step_w(0.0), solver._sum_wty()),
     }
     times: dict[str, list] = {name: [] for name in calls}
     for _ in range(iters + 1):  # the first round compiles
