@@ -153,6 +153,9 @@ class MUSolver:
 
     Each kernel runs serially or in parallel by its work per call and the thread budget in
     force when the solver is made (:mod:`banmf._threads`); the results are the same either way.
+    On several threads the W step's update and scatter are one parallel call
+    (:func:`update_scatter_rows`) and the H step sums Wᵀ Y's block partials itself: each
+    parallel call wakes the threads up.
     Problems under :data:`SMALL_WORK` use the plain-loop kernels instead.
     """
 
@@ -213,11 +216,9 @@ class MUSolver:
         self._update_h = pick(update_rows, m * k * k)
         # In one parallel call where it runs on several threads: each call wakes them up. On
         # one thread the update's and the scatter's own best variants (see pick) run apart.
-        fused_work = n * k * k + nnz * k
+        fused = threads_for(n * k * k + nnz * k)
         self._update_scatter = (
-            variant(update_scatter_rows(self.width), threads_for(fused_work))
-            if threads_for(fused_work) > 1
-            else None
+            variant(update_scatter_rows(self.width), fused) if fused > 1 else None
         )
         self._sum_blocks = variant(sum_blocks, threads_for(nb * m * kp))
         # True while Wᵀ Y is the unsummed partials of the last W step (WtY_blocks): the H step
