@@ -3,8 +3,8 @@
 An iteration is the W step (:func:`update_rows`: each row of W against the k×k Gram HHᵀ, and
 WᵀW; then :func:`scatter_rows`: each nonzero's ``y[p] W[i]`` into Wᵀ Y; on several threads both
 in one call, :func:`update_scatter_rows`), the H step (:func:`update_rows` on Hᵀ) and the Y
-pass (:func:`project_spmm`: project Y onto [lower, upper] and accumulate Y Hᵀ). Each is a :class:`~banmf._kernels.variants.Kernel`, serial
-or parallel over blocks of rows. Sums across rows go to one buffer per block, added up
+pass (:func:`project_spmm`: project Y onto [lower, upper] and accumulate Y Hᵀ). Each is a
+:class:`~banmf._kernels.variants.Kernel`, serial or parallel over blocks of rows. Sums across rows go to one buffer per block, added up
 afterwards in block order, so the result is the same serial or parallel, on any number of
 threads. The k×k Gram products are done inline, in register tiles: no BLAS call
 in the loop, whose idle threads would compete with Numba's on a small machine.
