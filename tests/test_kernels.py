@@ -318,6 +318,7 @@ def test_update_scatter_rows_is_the_update_then_the_scatter(
     summed = np.full((m, kp), np.nan, dtype)
     run_both(sum_blocks, parts, summed)
     np.testing.assert_array_equal(summed, total, strict=True)
+    np.testing.assert_array_equal(summed, parts.sum(axis=0), strict=True)  # numpy, in order
 
     # The H update summing the partials itself: the sum, then the update.
     Ht, WtW = _padded(rng.random((m, k)).astype(dtype), kp), _gram(rng, k).astype(dtype)
