@@ -41,8 +41,12 @@ gathered at random either way.
 Measured again on a 2-core Sapphire Rapids machine (2 MiB of L2 a core, AVX-512; 10⁶ nonzeros,
 k = 10 float64, 2 threads, old and new code in alternated processes, nothing else running) and
 dropped: the Y pass fused with the next W update, the row of Y Hᵀ kept in registers (the same
-bits), 1.01-1.02× as fast as the two kernels; Y Hᵀ written with non-temporal stores, slower (the
-pass 2.44 → 2.51 ms, and the W update, which then reads it from memory, 1.64 → 1.79 ms); Y
+bits), 1.01-1.02× as fast as the two kernels; the Y pass, the next W update and its scatter in
+one parallel call, phase after phase over each W block's rows (the same bits; an iteration's
+parallel calls two instead of three), 0.99-1.04× (medians of 21 paired iterations, Poisson
+and power-law rows), and over runs of 64-4096 of a block's rows at a time, 0.85-0.96×; Y Hᵀ
+written with non-temporal stores, slower (the pass 2.44 → 2.51 ms, and the W update, which then
+reads it from memory, 1.64 → 1.79 ms); Y
 stored only where its value changed (on sparse data nearly every value stays at the lower
 bound), slower (2.34-2.41 → 2.55-2.60 ms: a compare and a branch per value); four nonzeros at a
 time in the Y pass (AVX-512 has 32 vector registers), two sums of the row of Y Hᵀ (other bits),
