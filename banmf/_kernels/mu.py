@@ -101,10 +101,11 @@ _CHUNK_BYTES = 16384
 #: Widest factor row kept in registers by the Y pass and the scatter: four AVX2 registers.
 MAX_REGISTER_BYTES = 4 * VBYTES
 
-# Parts of equal work that the Y pass's rows are split into. Numba hands each thread an equal
-# run of a prange's iterations: over rows, the thread with the heavy rows would finish last
-# (rows sorted by degree, as exported data often is, put them all in one thread's run).
-_PARTS = 64
+#: Parts of equal work that the Y pass's rows are split into, and the rows of its objective
+#: sums (``sq``). Numba hands each thread an equal run of a prange's iterations: over rows,
+#: the thread with the heavy rows would finish last (rows sorted by degree, as exported data
+#: often is, put them all in one thread's run).
+Y_PARTS = 64
 
 
 @njit(cache=True, nogil=True)
@@ -671,11 +672,13 @@ def project_spmm(width: Width) -> Kernel:
     Both kernels take ``(indptr, indices, W, Ht, lower, upper, project, y, YHt, sq, cindptr,
     cindices, cy, width)``. For every stored nonzero p = (i, j): ``s = W[i] . Ht[j]``; if
     ``project``, ``y[p]`` becomes ``min(upper, max(lower, s))`` (otherwise ``y`` is only read).
-    Then ``YHt[i] = sum_p y[p] Ht[j]`` and ``sq[i] = (sum_p (y[p] - s)^2, sum_p s^2)``, the two
-    support terms of the objective. Every unknown cell c = (i, j) of the second structure
-    (``cindptr``, ``cindices``; None when every cell is observed, which compiles that part
-    out) takes ``cy[c] = s`` (Y is
-    free there) and enters ``YHt[i]`` and ``sq[i, 1]`` as a nonzero does, in the same pass.
+    Then ``YHt[i] = sum_p y[p] Ht[j]``, and the two support terms of the objective,
+    ``(sum_p (y[p] - s)^2, sum_p s^2)``, go to ``sq`` (:data:`Y_PARTS`, 2) summed over each part
+    of the rows (:func:`row_parts`, in row order; rows past the parts zero): their sums over
+    ``sq``'s rows are the objective's terms, the same bits on any number of threads. Every
+    unknown cell c = (i, j) of the second structure (``cindptr``, ``cindices``; None when every
+    cell is observed, which compiles that part out) takes ``cy[c] = s`` (Y is free there) and
+    enters ``YHt[i]`` and the second sum as a nonzero does, in the same pass.
     """
     return _project_spmm_registers if width.lanes > 0 else _project_spmm_loops
 
@@ -690,12 +693,16 @@ def _project_spmm_registers(
     # vector width); the objective terms stay float64.
     lo, up = W.dtype.type(lower), W.dtype.type(upper)
     zero = W.dtype.type(0)
-    bounds = row_parts(indptr, cindptr, _PARTS)
-    for part in prange(len(bounds) - 1):
+    bounds = row_parts(indptr, cindptr, Y_PARTS)
+    parts = len(bounds) - 1
+    sq[parts:, :] = 0.0
+    for part in prange(parts):
+        # The objective's sums run over the part's rows in order, and a part's pair is stored:
+        # Y_PARTS pairs to add up after the pass instead of one per row.
+        res = 0.0
+        s2 = 0.0
         for i in range(bounds[part], bounds[part + 1]):
             vz = vsplatw(zero, width)
-            res = 0.0
-            s2 = 0.0
             p, hi = indptr[i], indptr[i + 1]
             # The rows of W and of Y Hᵀ stay in registers across the row's nonzeros, and each row
             # of Hᵀ is loaded once for both its uses. Two nonzeros at a time: with four, the rows
@@ -731,8 +738,8 @@ def _project_spmm_registers(
                     res, s2 = _plus_squares(res, s2, s, s)  # (v = s: adds only s²)
                     acc = vfma(vsplatw(s, width), h0, acc)
             vstore(YHt, i, 0, acc)
-            sq[i, 0] = res
-            sq[i, 1] = s2
+        sq[part, 0] = res
+        sq[part, 1] = s2
 
 
 @kernel(fastmath=_FAST)
@@ -744,11 +751,13 @@ def _project_spmm_loops(
     k = W.shape[1]
     zero = W.dtype.type(0)
     lo, up = W.dtype.type(lower), W.dtype.type(upper)
-    bounds = row_parts(indptr, cindptr, _PARTS)
-    for part in prange(len(bounds) - 1):
+    bounds = row_parts(indptr, cindptr, Y_PARTS)
+    parts = len(bounds) - 1
+    sq[parts:, :] = 0.0
+    for part in prange(parts):
+        res = 0.0  # (summed over the part's rows, as in _project_spmm_registers)
+        s2 = 0.0
         for i in range(bounds[part], bounds[part + 1]):
-            res = 0.0
-            s2 = 0.0
             p, hi = indptr[i], indptr[i + 1]
             for l in range(k):
                 YHt[i, l] = 0.0
@@ -796,8 +805,8 @@ def _project_spmm_loops(
                     res, s2 = _plus_squares(res, s2, s, s)  # (v = s: adds only s²)
                     for l in range(k):
                         YHt[i, l] += s * Ht[j, l]
-            sq[i, 0] = res
-            sq[i, 1] = s2
+        sq[part, 0] = res
+        sq[part, 1] = s2
 
 
 # -- unknown cells --------------------------------------------------------------------------

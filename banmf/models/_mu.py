@@ -11,6 +11,7 @@ import numpy as np
 
 from .._boolean import mask_union
 from .._kernels.mu import (
+    Y_PARTS,
     add_unobserved,
     cross_gram,
     padded_width,
@@ -42,6 +43,13 @@ _SCATTER_BUDGET_BYTES = 2**28
 SMALL_WORK = 100_000
 
 
+def is_small(n: int, m: int, k: int, passes: int) -> bool:
+    """Whether an n×m problem at rank k whose passes visit ``passes`` cells an iteration (the
+    nonzeros and unknown cells; with few observed cells, twice those too) is under
+    :data:`SMALL_WORK`."""
+    return 3 * passes * k + (n + m) * k * k < SMALL_WORK
+
+
 def n_row_blocks(n: int, m: int, k: int, itemsize: int, parts: int = 1) -> int:
     """Blocks for the W pass: up to 4, fewer when their Wᵀ Y partials would exceed 256 MB.
 
@@ -60,17 +68,20 @@ def solver_bytes(
     """Memory of one :class:`MUSolver` on an n×m X with ``nnz`` ones and ``unknown`` listed
     cells (the unknown cells, or with ``observed`` the observed zeros), from its arrays: W, Hᵀ,
     Y Hᵀ and Wᵀ Y in rows of :func:`padded_width`, the W pass's Wᵀ Y partials
-    (:func:`n_row_blocks`), Y on the ones, the per-row sums and the k×k Gram matrices with
-    their block partials; for the unknown cells, Y there with a copy of their indices, or (few
-    observed cells) the second pass's cells, Y, rows and sums."""
+    (:func:`n_row_blocks`), Y on the ones, the objective's sums (per row on the small path,
+    per part of the rows otherwise) and the k×k Gram matrices with their block partials; for
+    the unknown cells, Y there with a copy of their indices, or (few observed cells) the
+    second pass's cells, Y, rows and sums."""
     itemsize = np.dtype(dtype).itemsize
     kp = padded_width(k, dtype)
     blocks = n_row_blocks(n, m, kp, itemsize)
     rows = 2 * n + (blocks + 2) * m
-    cells = itemsize * nnz + 16 * n
+    passes = nnz + (2 * (nnz + unknown) if observed else unknown)
+    sums = 16 * (n if is_small(n, m, k, passes) else Y_PARTS)
+    cells = itemsize * nnz + sums
     if observed:
         rows += 2 * n + m  # its Y Hᵀ and Wᵀ Y, and W before the step
-        cells += (itemsize + 8) * (nnz + unknown) + 24 * n
+        cells += (itemsize + 8) * (nnz + unknown) + 8 * n + sums
     elif unknown:
         cells += (itemsize + 8) * unknown + 8 * n
     grams = 8 * k * k * (blocks + 2 * _MAX_BLOCKS + 4)
@@ -189,7 +200,7 @@ class MUSolver:
             O = mask_union(X, unknown.cells)
             self.oindptr, self.oindices = O.indptr, O.indices
             nnz += 2 * O.nnz
-        self.small = 3 * nnz * k + (n + m) * k * k < SMALL_WORK
+        self.small = is_small(n, m, k, nnz)
         nb = 1 if self.small else n_row_blocks(n, m, kp, dtype.itemsize, parts)
         self.width = row_width(kp, dtype)
         self.YHt = zeros_line_aligned((n, kp), dtype)
@@ -198,7 +209,9 @@ class MUSolver:
         self.HHt_blocks = np.empty(
             (1 if self.small else min(_MAX_BLOCKS, max(1, m)), k, k), np.float64
         )
-        self.sq = np.empty((n, 2), np.float64)
+        # The Y pass's objective sums: one pair per row on the small path, per part of the
+        # rows otherwise (project_spmm).
+        self.sq = np.empty((n if self.small else Y_PARTS, 2), np.float64)
         # On one BLAS thread wherever the solver is made (a fit, a Dask worker's block): over
         # tens of thousands of rows OpenBLAS's threads would each sum a share.
         with serial_blas():
@@ -231,7 +244,7 @@ class MUSolver:
             self.oy = np.zeros(onnz, dtype=dtype)
             self.oYHt = zeros_line_aligned((n, kp), dtype)
             self.oWtY = zeros_line_aligned((m, kp), dtype)
-            self.osq = np.empty((n, 2), np.float64)
+            self.osq = np.empty(self.sq.shape, np.float64)
             self._oscatter = variant(scatter_rows(self.width), threads_for(onnz * k))
             self._oproject = variant(project_spmm(self.width), threads_for(2 * onnz * k))
             self._add_w = variant(add_unobserved, threads_for(n * k * k))
