@@ -43,7 +43,7 @@ k = 10 float64, 2 threads, old and new code in alternated processes, nothing els
 dropped: the Y pass fused with the next W update, the row of Y Hᵀ kept in registers (the same
 bits), 1.01-1.02× as fast as the two kernels; the Y pass, the next W update and its scatter in
 one parallel call, phase after phase over each W block's rows (the same bits; an iteration's
-parallel calls two instead of three), 0.99-1.04× (medians of 21 paired iterations, Poisson
+parallel calls two instead of three), 0.93-1.04× (medians of 21 paired iterations, Poisson
 and power-law rows), and over runs of 64-4096 of a block's rows at a time, 0.85-0.96×; Y Hᵀ
 written with non-temporal stores, slower (the pass 2.44 → 2.51 ms, and the W update, which then
 reads it from memory, 1.64 → 1.79 ms); Y
