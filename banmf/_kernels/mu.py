@@ -5,9 +5,10 @@ WᵀW; then :func:`scatter_rows`: each nonzero's ``y[p] W[i]`` into Wᵀ Y; on s
 in one call, :func:`update_scatter_rows`), the H step (:func:`update_rows` on Hᵀ) and the Y
 pass (:func:`project_spmm`: project Y onto [lower, upper] and accumulate Y Hᵀ). Each is a
 :class:`~banmf._kernels.variants.Kernel`, serial or parallel over blocks of rows. Sums across
-rows go to one buffer per block, added up afterwards in block order, so the result is the
-same serial or parallel, on any number of threads. The k×k Gram products are done inline, in register tiles: no BLAS call
-in the loop, whose idle threads would compete with Numba's on a small machine.
+rows go to one buffer per block, added up afterwards in block order, so the result is the same
+serial or parallel, on any number of threads. The k×k Gram products are done inline, in
+register tiles: no BLAS call in the loop, whose idle threads would compete with Numba's on a
+small machine.
 
 The solver stores factor rows zero-padded to whole vectors (:func:`padded_width`). The Y pass
 and the scatter are compiled per padded width up to four registers (:func:`row_width`) and
@@ -43,18 +44,18 @@ k = 10 float64, 2 threads, old and new code in alternated processes, nothing els
 dropped: the Y pass fused with the next W update, the row of Y Hᵀ kept in registers (the same
 bits), 1.01-1.02× as fast as the two kernels; the Y pass, the next W update and its scatter in
 one parallel call, phase after phase over each W block's rows (the same bits; an iteration's
-parallel calls two instead of three), 0.93-1.04× (medians of 21 paired iterations, Poisson
-and power-law rows), and over runs of 64-4096 of a block's rows at a time, 0.85-0.96×; Y Hᵀ
-written with non-temporal stores, slower (the pass 2.44 → 2.51 ms, and the W update, which then
-reads it from memory, 1.64 → 1.79 ms); Y stored only where its value changed (on sparse data
-nearly every value stays at the lower bound), slower (2.34-2.41 → 2.55-2.60 ms: a compare and a branch per value); four nonzeros at a
-time in the Y pass (AVX-512 has 32 vector registers), two sums of the row of Y Hᵀ (other bits),
-a three-vector register tile in the row update: each within the noise (0.89-1.13×); rows stored
-10 wide instead of 12 (vectors of 8 and 2 lanes): no faster, the W update 1.1× slower (its last
-two columns scalar). There an iteration costs what the number of vectors in a row says more than
-its bytes: 5.2-5.8 ms at k = 8 (one vector of 8), 6.8-7.2 ms at k = 10 and 6.7-7.0 ms at k = 12
-(two). The Y pass's prefetch stays: without it the pass took 2.9-3.3 ms against 2.5-2.6,
-although Hᵀ (960 KB) is smaller than L2.
+parallel calls two instead of three), 0.93-1.04× (medians of 21 paired iterations, Poisson and
+power-law rows), and over runs of 64-4096 of a block's rows at a time, 0.85-0.96×; Y Hᵀ written
+with non-temporal stores, slower (the pass 2.44 → 2.51 ms, and the W update, which then reads
+it from memory, 1.64 → 1.79 ms); Y stored only where its value changed (on sparse data nearly
+every value stays at the lower bound), slower (2.34-2.41 → 2.55-2.60 ms: a compare and a branch
+per value); four nonzeros at a time in the Y pass (AVX-512 has 32 vector registers), two sums
+of the row of Y Hᵀ (other bits), a three-vector register tile in the row update: each within
+the noise (0.89-1.13×); rows stored 10 wide instead of 12 (vectors of 8 and 2 lanes): no
+faster, the W update 1.1× slower (its last two columns scalar). There an iteration costs what
+the number of vectors in a row says more than its bytes: 5.2-5.8 ms at k = 8 (one vector of 8),
+6.8-7.2 ms at k = 10 and 6.7-7.0 ms at k = 12 (two). The Y pass's prefetch stays: without it
+the pass took 2.9-3.3 ms against 2.5-2.6, although Hᵀ (960 KB) is smaller than L2.
 """
 
 import numpy as np
