@@ -17,6 +17,7 @@ import numbers
 import os
 import sys
 import threading
+import warnings
 from contextlib import contextmanager
 
 import numba
@@ -31,6 +32,48 @@ from .exceptions import InvalidParameterError
 # policy the user has set is kept.
 if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+
+# GNU OpenMP cannot run a parallel region in a process forked after its threads started: the
+# child is killed ("fork() called from a process already using GNU OpenMP, this is unsafe"),
+# and a multiprocessing pool that forked it hangs. So a process forked from one whose Numba
+# threads are GNU OpenMP's runs every kernel serially (the same bits), and says so once.
+# Numba's other layers (TBB; Intel's OpenMP) are safe after a fork.
+_forked_after_omp = False
+_fork_warned = False
+
+
+def _after_fork_in_child() -> None:
+    global _forked_after_omp, _fork_warned
+    try:
+        layer = numba.threading_layer()
+    except ValueError:  # the parent never started Numba's threads: the child starts its own
+        return
+    vendor = getattr(sys.modules.get("numba.np.ufunc.omppool"), "openmp_vendor", "GNU")
+    if layer == "omp" and vendor != "Intel":
+        _forked_after_omp, _fork_warned = True, False
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _serial_after_fork() -> bool:
+    """Whether this process must not start parallel kernels (forked after GNU OpenMP's
+    threads started); warns once when it first turns a parallel call into a serial one."""
+    global _fork_warned
+    if _forked_after_omp and not _fork_warned:
+        _fork_warned = True
+        warnings.warn(
+            "this process was forked from one whose OpenMP threads had started, and GNU "
+            "OpenMP cannot run threads after a fork: banmf's kernels run on one thread here "
+            "(the same results). To use threads in worker processes, start them with the "
+            "'spawn' or 'forkserver' method (multiprocessing.get_context), or install the "
+            "TBB threading layer (pip install banmf[tbb]).",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return _forked_after_omp
+
 
 #: Work (about one multiply-add or one word operation per unit) below which a kernel call runs
 #: serially. ``benchmarks/bench_crossover.py`` on this project's 2-core machine (with other jobs
@@ -171,11 +214,12 @@ def cancel_with(event: threading.Event):
 
 def threads_for(work: float) -> int:
     """Threads a kernel call of ``work`` units should use: 1 (serial) below
-    :data:`PARALLEL_MIN_WORK` or on a budget of one, else the budget (at most
-    ``NUMBA_NUM_THREADS``)."""
+    :data:`PARALLEL_MIN_WORK`, on a budget of one or in a process forked after GNU OpenMP's
+    threads started, else the budget (at most ``NUMBA_NUM_THREADS``)."""
     if work < PARALLEL_MIN_WORK:
         return 1
-    return min(current_threads(), numba.config.NUMBA_NUM_THREADS)
+    threads = min(current_threads(), numba.config.NUMBA_NUM_THREADS)
+    return 1 if threads > 1 and _serial_after_fork() else threads
 
 
 def blocks_for(threads: int, items: int) -> int:
@@ -267,6 +311,7 @@ def pick(kernel, work: float):
         threads == 1
         and work >= PARALLEL_MIN_WORK
         and kernel.one_thread == "parallel"
+        and not _forked_after_omp
         and parallel_is_threadsafe()
     ):
         return functools.partial(_on_threads, kernel.parallel, 1)

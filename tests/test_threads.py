@@ -1,6 +1,9 @@
 """The thread budget: n_jobs's meaning, serial and parallel kernels, parallel starts."""
 
+import multiprocessing
+import os
 import sys
+import warnings
 
 import numba
 import numpy as np
@@ -13,6 +16,7 @@ from banmf import BANMF, METHODS, _threads, effective_n_jobs, make_boolean
 from banmf._kernels.variants import kernel
 from banmf._threads import thread_budget, threads_for, usable_cpus, variant
 from banmf._validation import check_binary_matrix
+from banmf.datasets import make_sparse_degrees
 
 
 @kernel(cache=False)  # get_num_threads is a dynamic global: not cacheable
@@ -95,6 +99,40 @@ def test_small_work_runs_serially_and_large_work_on_the_budget():
     with thread_budget(1):
         assert threads_for(10 * big) == 1
         assert variant(_threads_seen, threads_for(10 * big)) is _threads_seen.serial
+
+
+def _fit_in_child(X, queue):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = BANMF(4, random_state=0, n_jobs=2, n_init=1, max_iter=30).fit(X)
+    said = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    queue.put((model.W_, model.components_, said))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork() on this platform")
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="one Numba thread")
+def test_a_process_forked_after_the_threads_started_fits_with_the_same_result():
+    """GNU OpenMP kills a process forked after its threads started once the child starts a
+    parallel region (a forked multiprocessing pool then hangs): there banmf's kernels run
+    serially, say so once, and give the parent's bits. Under TBB the child keeps its threads."""
+    X = make_sparse_degrees(20_000, 1_000, 200_000, rows="powerlaw", random_state=0)
+    parent = BANMF(4, random_state=0, n_jobs=2, n_init=1, max_iter=30).fit(X)
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_fit_in_child, args=(X, queue))
+    child.start()
+    try:
+        W, H, said = queue.get(timeout=60)
+    finally:
+        child.join(timeout=60)
+    assert child.exitcode == 0
+    np.testing.assert_array_equal(W, parent.W_)
+    np.testing.assert_array_equal(H, parent.components_)
+    vendor = getattr(sys.modules.get("numba.np.ufunc.omppool"), "openmp_vendor", None)
+    if numba.threading_layer() == "omp" and vendor == "GNU":
+        assert len(said) == 1 and "forked" in said[0] and "banmf[tbb]" in said[0]
+    else:
+        assert not said
 
 
 @kernel(cache=False, one_thread="parallel")
