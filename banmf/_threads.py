@@ -10,8 +10,11 @@ back after it (it is per calling thread), so nothing changes the process's state
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+import ctypes
 import functools
+import importlib.metadata
 import math
 import numbers
 import os
@@ -32,6 +35,33 @@ from .exceptions import InvalidParameterError
 # policy the user has set is kept.
 if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+
+
+def _load_tbb() -> None:
+    """Make the TBB runtime of the ``tbb`` wheel (``pip install banmf[tbb]``) visible to Numba,
+    whose default order of threading layers then starts TBB's (a layer the user chose with
+    ``NUMBA_THREADING_LAYER`` is still the one used). Every parallel kernel is called through
+    this module, so this runs before Numba starts its threads.
+
+    The wheel puts ``libtbb.so.12`` in the environment's ``lib`` folder, where the dynamic
+    loader does not look, so Numba's TBB layer fails to load and Numba falls back to OpenMP.
+    Loaded once by its path, the library is then found by its name. Why TBB where it is
+    installed: its waiting threads make an iteration 1.03-1.07× faster than OpenMP's passive
+    ones, and it keeps its threads in processes forked after them (docs/PERFORMANCE.md)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        files = importlib.metadata.files("tbb") or []
+    except importlib.metadata.PackageNotFoundError:
+        return
+    for file in files:
+        if file.name == "libtbb.so.12":
+            with contextlib.suppress(OSError):
+                ctypes.CDLL(str(file.locate()), mode=ctypes.RTLD_GLOBAL)
+            return
+
+
+_load_tbb()
 
 # GNU OpenMP cannot run a parallel region in a process forked after its threads started: the
 # child is killed ("fork() called from a process already using GNU OpenMP, this is unsafe"),

@@ -600,10 +600,12 @@ def degree_table(kinds, ks, dtype, quick=False, repeats=3) -> list[dict]:
     return results
 
 
-def _threads() -> int:
+def _threads() -> str:
+    """Numba's thread count and threading layer (banmf's choice of layer made first)."""
     import numba
 
-    return numba.get_num_threads()
+    banmf.effective_n_jobs()
+    return f"{numba.get_num_threads()} ({numba.threading_layer()})"
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """The thread budget: n_jobs's meaning, serial and parallel kernels, parallel starts."""
 
+import importlib.metadata
 import multiprocessing
 import os
+import subprocess
 import sys
 import warnings
 
@@ -133,6 +135,40 @@ def test_a_process_forked_after_the_threads_started_fits_with_the_same_result():
         assert len(said) == 1 and "forked" in said[0] and "banmf[tbb]" in said[0]
     else:
         assert not said
+
+
+def _installed(name: str) -> bool:
+    try:
+        importlib.metadata.distribution(name)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(
+    not (sys.platform.startswith("linux") and _installed("tbb")), reason="no tbb extra here"
+)
+def test_the_tbb_extra_gives_numba_its_tbb_layer_unless_the_user_chose_one():
+    """With ``banmf[tbb]`` installed, banmf lets Numba find the wheel's runtime (not on the
+    loader's path) before its threads start: Numba's TBB layer starts, or the layer that
+    NUMBA_THREADING_LAYER names."""
+    code = (
+        "import banmf, numba; banmf.effective_n_jobs(2); numba.get_num_threads(); "
+        "print(numba.threading_layer())"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_THREADING_LAYER"}
+    layers = []
+    for chosen in (None, "omp", "tbb"):
+        run = subprocess.run(
+            [sys.executable, "-c", code],
+            env=env if chosen is None else {**env, "NUMBA_THREADING_LAYER": chosen},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        layers.append(run.stdout.strip())
+    assert layers == ["tbb", "omp", "tbb"]
 
 
 @kernel(cache=False, one_thread="parallel")
