@@ -46,7 +46,7 @@ def _load_tbb() -> None:
     The wheel puts ``libtbb.so.12`` in the environment's ``lib`` folder, where the dynamic
     loader does not look, so Numba's TBB layer fails to load and Numba falls back to OpenMP.
     Loaded once by its path, the library is then found by its name. Why TBB where it is
-    installed: its waiting threads make an iteration 1.03-1.07× faster than OpenMP's passive
+    installed: its waiting threads make an iteration 1.04-1.08× faster than OpenMP's passive
     ones, and it keeps its threads in processes forked after them (docs/PERFORMANCE.md)."""
     if not sys.platform.startswith("linux"):
         return
