@@ -122,7 +122,11 @@ def test_a_process_forked_after_the_threads_started_fits_with_the_same_result():
     context = multiprocessing.get_context("fork")
     queue = context.Queue()
     child = context.Process(target=_fit_in_child, args=(X, queue))
-    child.start()
+    with warnings.catch_warnings():
+        # Python 3.12+ warns that forking a process with threads (Numba's) may deadlock the
+        # child: the case under test.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        child.start()
     try:
         W, H, said = queue.get(timeout=60)
     finally:
