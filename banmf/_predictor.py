@@ -19,6 +19,10 @@ from ._boolean import product_at
 #: The kinds of predictor, in the order a tie on the held-out cells is broken: the kept start's
 #: product, the share of the starts whose product is 1, the NMF start's continuous product.
 KINDS = ("product", "vote", "nmf")
+#: The kind of predictor of ``n_components="auto"`` with unknown cells: the rank selection's
+#: fold fits at the chosen rank, each scored by the kind that scored that rank, their
+#: calibrated probabilities averaged (:func:`fold_predictor`).
+FOLDS = "folds"
 #: Score bins of the calibration (at most; fewer where the score takes fewer values).
 CALIBRATION_BINS = 10
 #: Reliability bins of the calibration report: equal widths of [0, 1].
@@ -33,20 +37,31 @@ class Predictor:
 
     Attributes
     ----------
-    kind : {"product", "vote", "nmf"}
+    kind : {"product", "vote", "nmf", "folds"}
         "product": the Boolean product ``W⊗H`` of the kept start (the score is 0 or 1).
         "vote": the share of the fit's starts whose Boolean product is 1 at the cell.
         "nmf": the NMF start's balanced continuous product ``(W H)[i, j]``.
+        "folds" (``n_components="auto"``): the mean of the calibrated probabilities of the
+        rank selection's fold fits at the chosen rank, each a predictor of ``member_kind``
+        ("vote" or "nmf"); the score is itself a probability.
     threshold : float
         A cell is predicted 1 when its score is above it (strictly).
     edges, probabilities : ndarray
         The calibration: a score in bin ``searchsorted(edges, score, side="right")`` has
-        probability ``probabilities[bin]`` of being 1 (nondecreasing in the score).
+        probability ``probabilities[bin]`` of being 1 (nondecreasing in the score). For
+        "folds", the calibration of each member's score.
     report : dict
         What the choice saw on the held-out cells (:func:`choose`).
     factors : tuple of ndarray
         What the score needs besides the result's W and H: ``(Ws, Hs)`` stacked Boolean factors
-        of the starts ("vote"), ``(W, H)`` continuous factors ("nmf"), none ("product").
+        of the starts ("vote"), ``(W, H)`` continuous factors ("nmf"), none ("product"); for
+        "folds", the members' factors stacked (every member's starts, or one continuous
+        pair each).
+    member_kind : str
+        "folds": the kind of each member ("" otherwise).
+    sizes : tuple of int
+        "folds": how many of the stacked factors each member holds, in order (every member's
+        starts for "vote", 1 each for "nmf"; empty otherwise).
     """
 
     kind: str
@@ -55,10 +70,45 @@ class Predictor:
     probabilities: np.ndarray
     report: dict = field(default_factory=dict)
     factors: tuple = ()
+    member_kind: str = ""
+    sizes: tuple = ()
+
+    def members(self) -> list:
+        """A "folds" predictor's members, each a :class:`Predictor` of :attr:`member_kind`
+        with this calibration and its own factors."""
+        Ws, Hs = self.factors
+        at = np.cumsum((0, *self.sizes))
+        return [
+            Predictor(
+                self.member_kind,
+                self.threshold,
+                self.edges,
+                self.probabilities,
+                factors=(Ws[a:b], Hs[a:b]) if self.member_kind == "vote" else (Ws[a], Hs[a]),
+            )
+            for a, b in zip(at[:-1], at[1:])
+        ]
+
+    @property
+    def votes(self) -> bool:
+        """Whether :attr:`factors` are the starts' stacked Boolean factors ("vote", and
+        "folds" of votes)."""
+        return "vote" in (self.kind, self.member_kind)
+
+    def boolean_factors(self, W, H) -> list:
+        """Every pair of Boolean factors a cell needs a one of in its product to score above
+        0: each start's (:attr:`votes`), else the result's ``(W, H)``."""
+        return list(zip(*self.factors)) if self.votes else [(W, H)]
 
     def score(self, W, H, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         """The raw score at the trusted cells ``(rows[q], cols[q])``; ``W`` and ``H`` are the
         result's Boolean factors (read by "product" only)."""
+        if self.kind == FOLDS:
+            members = self.members()
+            total = np.zeros(len(rows), dtype=np.float64)
+            for member in members:
+                total += member.predict_proba(W, H, rows, cols)
+            return total / len(members)
         if self.kind == "product":
             return product_at(W, H, rows, cols).astype(np.float64)
         if self.kind == "vote":
@@ -83,18 +133,34 @@ class Predictor:
         return self.calibrated(self.score(W, H, rows, cols))
 
     def calibrated(self, scores: np.ndarray) -> np.ndarray:
-        """The calibrated probability of raw ``scores``."""
+        """The calibrated probability of raw ``scores`` (a "folds" score is one already)."""
+        if self.kind == FOLDS:
+            return np.asarray(scores, dtype=np.float64)
         return self.probabilities[np.searchsorted(self.edges, scores, side="right")]
+
+    def chosen_on(self) -> str:
+        """Where its :attr:`report` was measured, in words."""
+        cells = self.report["held_out_cells"]
+        if self.kind == FOLDS:
+            return (
+                f"the {cells} observed cells of the rank selection's folds, each scored by the "
+                f"one of the {self.report['members']} fold fits ({self.member_kind}) left "
+                "without it"
+            )
+        return f"{cells} observed cells left out of an inner fit"
 
     def to_json(self) -> dict:
         """Everything but the factors, as JSON (a result file's metadata)."""
-        return {
+        out = {
             "kind": self.kind,
             "threshold": float(self.threshold),
             "edges": [float(e) for e in self.edges],
             "probabilities": [float(p) for p in self.probabilities],
             "report": self.report,
         }
+        if self.kind == FOLDS:
+            out.update(member_kind=self.member_kind, sizes=[int(s) for s in self.sizes])
+        return out
 
     def __repr__(self) -> str:
         return f"Predictor({self.kind}, threshold={self.threshold:g})"
@@ -302,6 +368,43 @@ def choose_over_folds(candidates: list, truths: list, zero_weight: float = 1.0) 
         ]
     kind = min(rates, key=lambda name: (float(np.mean(rates[name])), KINDS.index(name)))
     return kind, rates[kind]
+
+
+def fold_predictor(
+    kind: str,
+    members: list,
+    candidates: list,
+    truths: list,
+    zero_weight: float,
+    order: np.ndarray,
+) -> Predictor:
+    """The "folds" predictor of a rank selection's fold fits at one rank (:data:`FOLDS`).
+    ``members`` holds each fold fit's factors of ``kind`` ("vote" or "nmf";
+    :attr:`Predictor.factors`), ``candidates`` each one's raw scores on its own fold's held-out
+    cells (kind → scores, :func:`candidate_scores`), ``truths`` those cells' 0/1 values (each
+    zero standing for ``zero_weight`` zeros) and ``order`` a permutation of them all.
+
+    The members share one calibration, fitted on every fold's cells, each scored by the member
+    that never saw them; the predictor averages the members' calibrated probabilities and
+    predicts 1 above one half, where a calibrated probability says a one is likelier. Why:
+    each fold fit lands in its own local optimum, and at neighbouring ranks those differ on the
+    unknown cells by more than the folds can tell apart; their mean varies less than any one
+    fit (docs/missing.md). The report is :func:`choose`'s for ``kind`` (a member's held-out
+    error rate at its best threshold; the reliability of the members' calibrated
+    probabilities, out of sample) with the number of ``members``.
+    """
+    scores = np.concatenate([c[kind] for c in candidates])
+    _, _, edges, probabilities, report = choose(
+        {kind: scores}, np.concatenate(truths), order, zero_weight
+    )
+    if kind == "vote":  # every member's starts, one after another
+        sizes = tuple(len(f[0]) for f in members)
+        stacked = tuple(np.concatenate([f[i] for f in members]) for i in (0, 1))
+    else:
+        sizes = (1,) * len(members)
+        stacked = tuple(np.stack([f[i] for f in members]) for i in (0, 1))
+    report = {**report, "members": len(members)}
+    return Predictor(FOLDS, 0.5, edges, probabilities, report, stacked, kind, sizes)
 
 
 _choosing: contextvars.ContextVar[bool] = contextvars.ContextVar("banmf_predictor", default=True)

@@ -19,8 +19,10 @@ from ._boolean import cell_keys, in_sorted, support_mask_from_keys
 from ._mdl import description_bits
 from ._memory import check_memory
 from ._predictor import (
+    Predictor,
     candidate_scores,
     choose_over_folds,
+    fold_predictor,
     keeping_starts,
     without_choice,
     zero_sample,
@@ -494,6 +496,13 @@ class RankSelection:
         k → its held-out error rate on each fold, in the folds' order (the same folds for
         every rank; ``held_out_error`` is their mean): what :func:`margin_choice` pairs. None
         without "cv", or when pickled before this was recorded.
+    fold_predictor : Predictor or None
+        The predictor of unknown cells that ``best_k``'s fold fits give together, when they
+        were scored by a vote or NMF predictor (:func:`banmf._predictor.fold_predictor`,
+        kind "folds"): the fit at the chosen rank of ``n_components="auto"`` predicts by it
+        (docs/missing.md). Only the ranks the rule could still take keep their fold fits'
+        factors while the search runs, so it is None where the chosen rank's were let go, and
+        when the folds were scored by W⊗H or the selection was pickled before this existed.
     """
 
     ks: list
@@ -516,6 +525,7 @@ class RankSelection:
     cv_margin: dict | None = None
     stopped: dict | None = None
     fold_errors: dict | None = None
+    fold_predictor: Predictor | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict:
         """Plain values (for JSON): the per-k evidence as rows, the choices and the reason."""
@@ -679,6 +689,7 @@ def select_rank_of(
     errors, bits, held_err, held_se, stable, fits = {}, {}, {}, {}, {}, {}
     fold_err = {}  # k → its error on each fold, in fold order (the folds are every rank's)
     kinds = {}  # k → the predictor that scored it (by_predictor)
+    bags: dict[int, Predictor] = {}  # k → its fold fits' predictor (fold_predictor)
     by_predictor = by_predictor and "cv" in criteria
     interrupted, stopped = False, None
     for k in ks:
@@ -712,14 +723,29 @@ def select_rank_of(
             stable[k] = float(np.mean(pairs))
         if "cv" in criteria:
             scored = by_predictor and all(est in kept for est in runs)
-            kind, rates = _fold_rates(
-                X, runs, [cells for cells, _ in held], kept if scored else None, zero_weight
+            kind, rates, bag = _fold_rates(
+                X,
+                runs,
+                [cells for cells, _ in held],
+                kept if scored else None,
+                zero_weight,
+                int(seeds[0]),
             )
             if scored:
                 kinds[k] = kind
+            if bag is not None:
+                bags[k] = bag
             fold_err[k] = [float(rate) for rate in rates]
             held_err[k] = float(np.mean(rates))
             held_se[k] = float(np.std(rates, ddof=1) / np.sqrt(len(rates)))
+        if bags:
+            # Only the ranks the rule could take on the curve so far keep their fold fits'
+            # factors: they are the folds' number of fits at each rank.
+            if cv_margin is not None and cv_rule == "min":
+                near = margin_choice(fold_err, kinds, cv_margin)["near"]
+            else:
+                near = [min(held_err, key=lambda r: (held_err[r], r))]
+            bags = {r: bag for r, bag in bags.items() if r in near}
         row = _evidence(k, errors, bits, held_err, held_se, stable, kinds, fold_err)
         said = "" if k not in held_err else f", held-out error {held_err[k]:.4f}"
         said += f" ({kinds[k]})" if k in kinds else ""
@@ -780,15 +806,21 @@ def select_rank_of(
         predictor=kinds or None,
         cv_margin=margin,
         stopped=stopped,
+        fold_predictor=bags.get(best),
     )
 
 
-def _fold_rates(X, runs: list, held: list, kept: dict | None, zero_weight: float) -> tuple:
-    """``(kind, rates)`` of :func:`banmf._predictor.choose_over_folds` for the fold fits
-    ``runs``, each scored on its fold's cells (``held``, each zero among them standing for
-    ``zero_weight`` zeros) by every kind of predictor its starts give (``kept``, from
+def _fold_rates(
+    X, runs: list, held: list, kept: dict | None, zero_weight: float, seed: int
+) -> tuple:
+    """``(kind, rates, bag)``: the ``(kind, rates)`` of
+    :func:`banmf._predictor.choose_over_folds` for the fold fits ``runs``, each scored on its
+    fold's cells (``held``, each zero among them standing for ``zero_weight`` zeros) by every
+    kind of predictor its starts give (``kept``, from
     :func:`banmf._predictor.keeping_starts`), or by W⊗H alone (``kept`` None: the kind is
-    "product")."""
+    "product"); and where that kind is one of :data:`REGULARIZED_KINDS`, the fold fits'
+    predictor (:func:`banmf._predictor.fold_predictor`, its report's halves drawn with
+    ``seed``), else None."""
     ones, m = cell_keys(X), X.shape[1]
     candidates, truths = [], []
     for est, cells in zip(runs, held):
@@ -800,7 +832,12 @@ def _fold_rates(X, runs: list, held: list, kept: dict | None, zero_weight: float
         else:
             candidates.append(candidate_scores(kept[est], est.W_, est.components_, rows, cols))
         truths.append(in_sorted(keys, ones))
-    return choose_over_folds(candidates, truths, zero_weight)
+    kind, rates = choose_over_folds(candidates, truths, zero_weight)
+    if kept is None or kind not in REGULARIZED_KINDS:
+        return kind, rates, None
+    order = np.random.default_rng(seed).permutation(sum(len(t) for t in truths))
+    members = [kept[est][kind] for est in runs]
+    return kind, rates, fold_predictor(kind, members, candidates, truths, zero_weight, order)
 
 
 def _check_folds(folds: int, ones: int, criteria) -> None:

@@ -199,8 +199,8 @@ def _summary(result, data, scores) -> str:
             (
                 "predictor",
                 f"{result.predictor.kind}, threshold {result.predictor.threshold:.4g}: chosen "
-                f"on {report['held_out_cells']} observed cells left out of an inner fit (error "
-                f"rate {rates}; Brier score {report['brier']:.4f})",
+                f"on {result.predictor.chosen_on()} (error rate {rates}; Brier score "
+                f"{report['brier']:.4f})",
             )
         )
     found = meta.get("versions")

@@ -33,7 +33,7 @@ from ._files import (
     versions,
 )
 from ._memory import check_memory
-from ._predictor import KINDS, Predictor
+from ._predictor import FOLDS, KINDS, Predictor
 from ._validation import check_binary_matrix, check_boolean_factors, check_cells
 from .dataset import Dataset
 from .exceptions import InputError
@@ -129,7 +129,8 @@ class Factorization:
     predictor : Predictor or None
         How :meth:`predict`, :meth:`complete` and :meth:`filled` guess unknown cells, when the
         fit chose one (BANMF with unknown cells: its ``predictor_``; saved): ``kind``
-        ("product", "vote" or "nmf"), ``threshold``, and the calibration behind
+        ("product", "vote", "nmf", or "folds" with ``n_components="auto"``), ``threshold``,
+        and the calibration behind
         :meth:`predict_proba` with its ``report``. None: ``W⊗H``.
     """
 
@@ -377,13 +378,12 @@ class Factorization:
             return X, None, None, None
         if unknown.observed:
             # Cells no start covers score 0 in a vote: the candidates are the products' ones.
-            if self.predictor is not None and self.predictor.kind == "vote":
-                factors = zip(*self.predictor.factors)
-            else:
-                factors = [check_boolean_factors(self.W, self.H)]
+            factors = [check_boolean_factors(self.W, self.H)]
+            if self.predictor is not None:
+                factors = self.predictor.boolean_factors(*factors[0])
             product = np.unique(np.concatenate([cell_keys(product_mask(*f)) for f in factors]))
             product = product[~in_sorted(product, cell_keys(unknown.cells))]
-            if self.predictor is not None and self.predictor.kind == "vote":
+            if self.predictor is not None and self.predictor.votes:
                 m = X.shape[1]
                 product = product[self.predict(product // m, product % m)]
             return X, unknown, product, None
@@ -502,9 +502,9 @@ def _write(result, path) -> None:
     if result.predictor is not None:
         meta["predictor"] = result.predictor.to_json()
         for name, factor in zip(("W", "H"), result.predictor.factors):
-            # A vote's stacked Boolean factors as bits; the NMF start's as float64.
-            vote = result.predictor.kind == "vote"
-            arrays[f"predictor_{name}"] = np.packbits(factor, axis=2) if vote else factor
+            # The starts' stacked Boolean factors as bits; continuous ones as float64.
+            vote = result.predictor.votes
+            arrays[f"predictor_{name}"] = np.packbits(factor, axis=-1) if vote else factor
     for name, M in (("X", result.X), ("missing", result.missing), ("observed", result.observed)):
         if M is None:
             continue
@@ -602,11 +602,6 @@ def _read(path) -> Factorization:
     if predictor is not None:
         kind = predictor["kind"]
         factors = () if kind == "product" else (data["predictor_W"], data["predictor_H"])
-        if kind == "vote":
-            factors = tuple(
-                np.unpackbits(f, axis=2, count=count).astype(bool)
-                for f, count in zip(factors, (k, m))
-            )
         predictor = Predictor(
             predictor["kind"],
             predictor["threshold"],
@@ -614,7 +609,15 @@ def _read(path) -> Factorization:
             np.asarray(predictor["probabilities"], dtype=np.float64),
             predictor["report"],
             factors,
+            predictor.get("member_kind", ""),
+            tuple(predictor.get("sizes", ())),
         )
+        if predictor.votes:
+            factors = tuple(
+                np.unpackbits(f, axis=2, count=count).astype(bool)
+                for f, count in zip(factors, (k, m))
+            )
+            predictor = dataclasses.replace(predictor, factors=factors)
     result = _factorization_of(meta, W, H, data.get("loss_curve"), supports, not_result)
     return result if predictor is None else result.replace(predictor=predictor)
 
@@ -628,7 +631,7 @@ def _predictor_of(meta: dict, headers: dict, nmk: tuple, not_result) -> dict | N
     n, m, k = nmk
     if not (
         isinstance(saved, dict)
-        and saved.get("kind") in KINDS
+        and saved.get("kind") in (*KINDS, FOLDS)
         and isinstance(saved.get("threshold"), (int, float))
         and isinstance(saved.get("edges"), list)
         and isinstance(saved.get("probabilities"), list)
@@ -637,13 +640,25 @@ def _predictor_of(meta: dict, headers: dict, nmk: tuple, not_result) -> dict | N
         and isinstance(saved.get("report"), dict)
     ):
         raise not_result("corrupt metadata: predictor")
-    kind = saved["kind"]
+    kind, sizes = saved["kind"], saved.get("sizes")
+    if kind == FOLDS and not (
+        saved.get("member_kind") in ("vote", "nmf")
+        and isinstance(sizes, list)
+        and sizes
+        and all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in sizes)
+        and (saved["member_kind"] == "vote" or set(sizes) == {1})
+    ):
+        raise not_result("corrupt metadata: predictor")
     if kind == "product":
         want = {}
-    elif kind == "vote":
+    elif "vote" in (kind, saved.get("member_kind")):
         stacked = headers.get("predictor_W", ((),))[0]
         s = stacked[0] if len(stacked) == 3 else -1
+        if kind == FOLDS and s != sum(sizes):
+            s = -1
         want = {"W": ((s, n, -(-k // 8)), "u"), "H": ((s, k, -(-m // 8)), "u")}
+    elif kind == FOLDS:  # each member's continuous factors, stacked
+        want = {"W": ((len(sizes), n, k), "f"), "H": ((len(sizes), k, m), "f")}
     else:
         want = {"W": ((n, k), "f"), "H": ((k, m), "f")}
     for name, (shape, dtype_kind) in want.items():

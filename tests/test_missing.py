@@ -644,7 +644,7 @@ def test_the_observed_form_lists_the_cells_the_vote_predicts_one():
     np.testing.assert_array_equal(res.complete().toarray(), (Xd & ~unknown) | (unknown & guess))
 
 
-@pytest.mark.parametrize("kind", ["vote", "nmf", "product"])
+@pytest.mark.parametrize("kind", ["vote", "nmf", "product", "folds of votes", "folds of nmf"])
 def test_a_predictor_saves_and_loads_with_the_result(tmp_path, kind):
     from banmf._predictor import Predictor
 
@@ -655,9 +655,20 @@ def test_a_predictor_saves_and_loads_with_the_result(tmp_path, kind):
         "vote": (rng.random((4, 80, 3)) < 0.3, rng.random((4, 3, 50)) < 0.3),
         "nmf": (rng.random((80, 3)), rng.random((3, 50))),
         "product": (),
+        "folds of votes": (rng.random((5, 80, 3)) < 0.3, rng.random((5, 3, 50)) < 0.3),
+        "folds of nmf": (rng.random((3, 80, 3)), rng.random((3, 3, 50))),
     }[kind]
+    members = {"folds of votes": ("vote", (2, 3)), "folds of nmf": ("nmf", (1, 1, 1))}
+    member_kind, sizes = members.get(kind, ("", ()))
     predictor = Predictor(
-        kind, 0.4, np.array([0.2, 0.6]), np.array([0.1, 0.5, 0.9]), {"a": 1}, factors
+        kind.split()[0],
+        0.4,
+        np.array([0.2, 0.6]),
+        np.array([0.1, 0.5, 0.9]),
+        {"a": 1},
+        factors,
+        member_kind,
+        sizes,
     )
     res = res.replace(predictor=predictor)
     res.save(tmp_path / "r.npz")
@@ -692,6 +703,78 @@ def test_a_damaged_predictor_is_refused(tmp_path):
     np.savez(tmp_path / "bad.npz", **arrays)
     with pytest.raises(InputError, match="damaged predictor"):
         banmf.Factorization.load(tmp_path / "bad.npz")
+
+
+def test_a_folds_predictor_whose_sizes_do_not_match_its_factors_is_refused(tmp_path):
+    import json
+
+    from banmf._predictor import Predictor
+
+    Xd, unknown, fit_masks = noisy_problem("missing")
+    res = factorize(Xd, 3, random_state=0, max_iter=60, n_init=3, **fit_masks)
+    rng = np.random.default_rng(0)
+    factors = (rng.random((5, 80, 3)) < 0.3, rng.random((5, 3, 50)) < 0.3)
+    folds = Predictor(
+        "folds", 0.5, np.array([0.5]), np.array([0.2, 0.8]), {}, factors, "vote", (2, 3)
+    )
+    res.replace(predictor=folds).save(tmp_path / "r.npz")
+    with np.load(tmp_path / "r.npz") as f:
+        arrays = dict(f)
+    meta = json.loads(bytes(arrays["meta"]).decode())
+    for sizes, member_kind, match in [
+        ([2, 2], "vote", "damaged predictor"),  # 4 starts named, 5 stored
+        ([2, 0, 3], "vote", "corrupt metadata"),
+        ([2, 3], "product", "corrupt metadata"),
+        ([1, 1, 1, 1, 1], "nmf", "damaged predictor"),  # Boolean bits where floats belong
+    ]:
+        meta["predictor"].update(sizes=sizes, member_kind=member_kind)
+        arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+        np.savez(tmp_path / "bad.npz", **arrays)
+        with pytest.raises(InputError, match=match):
+            banmf.Factorization.load(tmp_path / "bad.npz")
+
+
+@given(
+    st.integers(1, 4),
+    st.lists(st.integers(1, 3), min_size=1, max_size=4),
+    st.sampled_from(["vote", "nmf"]),
+    st.integers(0, 2**32 - 1),
+)
+@settings(max_examples=30, deadline=None)
+def test_a_folds_predictor_averages_its_members_calibrated_probabilities(k, sizes, kind, seed):
+    from banmf._predictor import Predictor, calibrate, fold_predictor
+
+    rng = np.random.default_rng(seed)
+    n, m = 7, 5
+    if kind == "vote":
+        members = [(rng.random((s, n, k)) < 0.4, rng.random((s, k, m)) < 0.4) for s in sizes]
+    else:
+        members = [(rng.random((n, k)), rng.random((k, m))) for _ in sizes]
+    # Each member scored on its own fold's cells (here: a few random cells each).
+    cells = [rng.integers(0, [n, m], size=(rng.integers(1, 8), 2)) for _ in members]
+    truths = [rng.random(len(c)) < 0.5 for c in cells]
+    alone = [Predictor(kind, 0.5, np.zeros(0), np.zeros(1), factors=f) for f in members]
+    candidates = [{kind: p.score(None, None, c[:, 0], c[:, 1])} for p, c in zip(alone, cells)]
+    order = rng.permutation(sum(len(t) for t in truths))
+    folds = fold_predictor(kind, members, candidates, truths, 1.0, order)
+    assert folds.kind == "folds" and folds.member_kind == kind and folds.threshold == 0.5
+    assert folds.report["members"] == len(members)
+    assert folds.sizes == (tuple(sizes) if kind == "vote" else (1,) * len(sizes))
+    # The reference: one calibration of every member's held-out scores, the members' mean.
+    edges, probabilities = calibrate(
+        np.concatenate([c[kind] for c in candidates]), np.concatenate(truths)
+    )
+    np.testing.assert_array_equal(folds.edges, edges)
+    rows, cols = np.divmod(np.arange(n * m), m)
+    want = np.mean(
+        [
+            probabilities[np.searchsorted(edges, p.score(None, None, rows, cols), side="right")]
+            for p in alone
+        ],
+        axis=0,
+    )
+    np.testing.assert_allclose(folds.predict_proba(None, None, rows, cols), want, rtol=1e-12)
+    np.testing.assert_array_equal(folds.predict(None, None, rows, cols), want > 0.5)
 
 
 @given(st.lists(st.integers(0, 4), min_size=1, max_size=30), st.integers(0, 2**32 - 1))

@@ -284,9 +284,50 @@ def test_auto_never_reads_unknown_cells_and_keeps_no_starts(planted):
     assert all("predictor" in row for row in a.rank_selection_.to_dict()["per_k"])
     assert fits[0].n_components == 3
     np.testing.assert_array_equal(fits[0].H, fits[1].H)
+    rows, cols = np.nonzero(unknown)
+    assert fits[0].predictor.to_json() == fits[1].predictor.to_json()
+    np.testing.assert_array_equal(
+        fits[0].predict_proba(rows, cols), fits[1].predict_proba(rows, cols)
+    )
     # The starts reach the scorer through keeping_starts(): no fit keeps them.
     for model in (a, *(fit.estimator for fit in a.rank_selection_.fits.values())):
         assert not any("start" in name and name.startswith("_") for name in vars(model))
+
+
+def test_auto_predicts_unknown_cells_by_its_fold_fits_the_same_on_any_threads(monkeypatch):
+    # Noisy enough that a vote scores the chosen rank (W⊗H itself scores an exact fit's).
+    X, _, _ = banmf.make_boolean(80, 50, 3, 0.3, noise=0.15, random_state=0)
+    unknown = np.random.default_rng(0).random(X.shape) < 0.2
+    rows, cols = np.nonzero(unknown)
+
+    def no_inner_fit(*args):
+        raise AssertionError("the fold fits predict: no inner fit")
+
+    monkeypatch.setattr(banmf.BANMF, "_choose_predictor", no_inner_fit)
+    fits = [
+        banmf.factorize(
+            X, "auto", random_state=0, missing=unknown, n_jobs=jobs, n_init=3, max_iter=60
+        )
+        for jobs in (1, 2)
+    ]
+    selection = fits[0].estimator.rank_selection_
+    predictor = fits[0].predictor
+    assert predictor is selection.fold_predictor and predictor.kind == "folds"
+    assert predictor.member_kind == selection.predictor[selection.best_k]
+    assert len(predictor.sizes) == predictor.report["members"] == selection.folds
+    assert all(
+        f.shape[-1 if i == 0 else -2] == selection.best_k for i, f in enumerate(predictor.factors)
+    )
+    assert predictor.report["held_out_cells"] == int(np.count_nonzero(~unknown))
+    proba = fits[0].predict_proba(rows, cols)
+    members = predictor.members()
+    want = np.mean([m.predict_proba(fits[0].W, fits[0].H, rows, cols) for m in members], axis=0)
+    np.testing.assert_allclose(proba, want, rtol=1e-12)
+    np.testing.assert_array_equal(fits[0].predict(rows, cols), want > 0.5)
+    assert fits[1].predictor.to_json() == predictor.to_json()
+    np.testing.assert_array_equal(fits[1].predict_proba(rows, cols), proba)
+    for a, b in zip(fits[1].predictor.factors, predictor.factors):
+        np.testing.assert_array_equal(a, b)
 
 
 # Noisy planted data with a fifth of its cells unknown: the predictor beats W⊗H there.
@@ -453,9 +494,10 @@ def test_the_scan_stops_patience_ranks_past_the_rank_the_rule_takes(
         patch.setattr(
             selection,
             "_fold_rates",
-            lambda X, runs, held, kept, zero_weight: (
+            lambda X, runs, held, kept, zero_weight, seed: (
                 kind[runs[0].n_components],
                 rates[runs[0].n_components],
+                None,
             ),
         )
         X, _, _ = banmf.make_boolean(30, 20, 2, 0.3, random_state=0)

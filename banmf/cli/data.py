@@ -212,6 +212,7 @@ _PREDICTORS = {
     "product": "W⊗H",
     "vote": "the share of the starts predicting 1",
     "nmf": "the NMF start's continuous product",
+    "folds": "the mean probability of the rank selection's fold fits",
 }
 
 
@@ -220,8 +221,7 @@ def _calibration_lines(predictor) -> list[str]:
     report = predictor.report
     rates = ", ".join(f"{kind} {rate:.4f}" for kind, rate in report["error_rates"].items())
     lines = [
-        f"predictor chosen on {report['held_out_cells']} observed cells left out of an inner "
-        f"fit: error rate {rates}\n",
+        f"predictor chosen on {predictor.chosen_on()}: error rate {rates}\n",
         f"calibration on them (out of sample): Brier score {report['brier']:.4f}\n",
         "  probability   cells  mean score  frequency of ones\n",
     ]

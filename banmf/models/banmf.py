@@ -278,7 +278,11 @@ class BANMF(BaseFactorization):
         (``W⊗H``), "vote" (the share of the starts whose product is 1) or "nmf" (the NMF
         start's continuous product), its ``threshold``, its calibration and its ``report``,
         chosen by the fewest errors on a fifth of the observed cells left out of an inner fit
-        (docs/missing.md, "The predictor"). :attr:`banmf.Factorization.predictor` holds it.
+        (docs/missing.md, "The predictor"). With ``n_components="auto"`` it is "folds" where
+        the rank selection scored the chosen rank by a vote or NMF predictor: the mean of the
+        calibrated probabilities of the selection's fold fits at that rank
+        (:attr:`banmf.RankSelection.fold_predictor`), with no inner fit.
+        :attr:`banmf.Factorization.predictor` holds it.
     timings_ : dict
         Where the time went: ``{start: {phase: seconds}}`` for every start that ran (keyed as
         ``best_start_``), its phases among ``"setup"``, ``"iterations"``, ``"threshold
@@ -528,7 +532,13 @@ class BANMF(BaseFactorization):
             hand_over(self, starts)  # to a scope that scores them (keeping_starts), if any
             if choosing() and not interrupted and self.init == "random" and len(starts) > 1:
                 # One start (the paper's configuration, NMF's default): W⊗H is all there is.
-                self.predictor_ = self._choose_predictor(data, k, starts)
+                # With n_components="auto" the selection's fold fits at this k predict
+                # together, with no inner fit (RankSelection.fold_predictor).
+                selection = vars(self).get("rank_selection_")
+                folds = None if selection is None else selection.fold_predictor
+                self.predictor_ = (
+                    folds if folds is not None else self._choose_predictor(data, k, starts)
+                )
         return self
 
     def _choose_predictor(self, data, k: int, starts: dict) -> Predictor | None:
