@@ -628,12 +628,21 @@ def test_the_predictor_is_no_worse_than_the_product_where_it_was_chosen():
     assert res.predictor.kind != "product" and chosen < product - 0.01
 
 
-def test_the_observed_form_lists_the_cells_the_vote_predicts_one():
+@pytest.mark.parametrize("kind", ["vote", "folds"])
+def test_the_observed_form_lists_the_cells_the_vote_predicts_one(kind):
+    import dataclasses
+
     Xd, unknown, fit_masks = noisy_problem("observed", share=0.5)
     res = factorize(Xd, 3, random_state=0, max_iter=60, n_init=3, **fit_masks)
     if res.predictor.kind != "vote":  # the test is about a vote: make this one one
         res = res.replace(predictor=small_banmf().fit(Xd, **fit_masks).predictor_)
     assert res.predictor.kind == "vote"
+    if kind == "folds":  # the vote's starts as the members of a "folds" predictor
+        starts = len(res.predictor.factors[0])
+        folds = dataclasses.replace(
+            res.predictor, kind="folds", member_kind="vote", sizes=(1, starts - 1)
+        )
+        res = res.replace(predictor=folds)
     n, m = Xd.shape
     rows, cols = np.divmod(np.arange(n * m), m)
     guess = res.predict(rows, cols).reshape(n, m)
