@@ -144,8 +144,8 @@ class Predictor:
         if self.kind == FOLDS:
             return (
                 f"the {cells} observed cells of the rank selection's folds, each scored by the "
-                f"one of the {self.report['members']} fold fits ({self.member_kind}) left "
-                "without it"
+                f"one of the {self.report['members']} fold fits ({self.member_kind}) that left "
+                "it out"
             )
         return f"{cells} observed cells left out of an inner fit"
 
