@@ -32,6 +32,28 @@ def test_mask_times_equals_the_dense_product(X, l, seed):
     np.testing.assert_allclose(out, ref.mask_times(X, B), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("b_type", [np.float64, np.float32])
+def test_mask_times_prefetching_a_block_past_l2_sums_each_row_in_order(b_type):
+    """A block past L2 (rows asked for ahead of their nonzeros, up to the last nonzero, with
+    empty rows between): each row the float64 sum of its rows of B in stored order."""
+    from banmf._kernels.prefetch import MIN_BYTES
+
+    rng = np.random.default_rng(4)
+    X = make_sparse_degrees(300, 9000, 3000, rows="powerlaw", random_state=5).tolil()
+    X[np.arange(0, 300, 7)] = 0
+    C = check_binary_matrix(X.tocsr())
+    assert (np.diff(C.indptr) == 0).sum() >= 43
+    B = rng.standard_normal((9000, 20)).astype(b_type)
+    assert B.nbytes > MIN_BYTES
+    out = np.full((300, 20), np.nan)
+    run_both(mask_times, C.indptr, C.indices, B, out)
+    want = np.zeros((300, 20))
+    for i in range(300):
+        for j in C.indices[C.indptr[i] : C.indptr[i + 1]]:
+            want[i] += B[j]
+    np.testing.assert_array_equal(out, want)
+
+
 @given(
     binary_matrices(),
     st.integers(1, 5),

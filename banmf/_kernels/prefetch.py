@@ -2,11 +2,13 @@
 
 The rows of ``Ht`` the Y pass reads come in the random order of the column indices, which no
 hardware prefetcher can predict: without help every row is a cache miss waited for in turn.
-Asking for the row a few nonzeros ahead overlaps those misses. Only the Y pass with rows in
+Asking for the row a few nonzeros ahead overlaps those misses. The Y pass with rows in
 registers issues them: there they won 1.15-1.23× at 10⁶ nonzeros (float32 k = 10 and 32,
 float64 k = 10; bench_devices.py, docs/devices.md); in the scatter they won 0.93-1.12× (median
-1.07) and in the Y pass's loops for wide rows they cost 1.3×, so those issue none. A prefetch
-is only a hint: it never faults and never changes a result.
+1.07) and in the Y pass's loops for wide rows they cost 1.3×, so those issue none. So does the
+randomized SVD's product of X with a block (:func:`banmf._kernels.svd.mask_times`), whose
+gathered rows at 10⁸ nonzeros come from memory: 1.8-2.5× faster there. A prefetch is only a
+hint: it never faults and never changes a result.
 
 Also :func:`zeros_line_aligned`, the allocation that puts factor rows on cache lines.
 """

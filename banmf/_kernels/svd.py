@@ -11,6 +11,7 @@ import numpy as np
 from numba import prange
 
 from .mu import row_parts
+from .prefetch import prefetch_ahead, worth_prefetching
 from .variants import kernel
 
 # Parts of equal work the rows are split into (as the Y pass: a thread with the heavy rows of a
@@ -25,14 +26,22 @@ def mask_times(indptr, indices, B, out):
     the sum of B's rows at row i's nonzeros, added in float64 in their stored order (and
     rounded once where ``out`` is float32). Plain IEEE arithmetic (no ``fastmath``): the
     columns are independent lanes, so the loop vectorizes across them without reassociating a
-    sum."""
+    sum.
+
+    Each nonzero's row of B is asked for a few nonzeros ahead (:func:`prefetch_ahead`) where B
+    is beyond L2: without it every gathered row is a miss waited for in turn. At 10⁸ nonzeros
+    (10⁷×10⁶, power-law, l = 20, float32 B, 2 threads) X B took 0.92-1.01 s against 2.27 s,
+    Xᵀ B 1.26-1.29 s against 2.26 s."""
     l = B.shape[1]
+    pf = worth_prefetching(B)
     bounds = row_parts(indptr, None, _PARTS)
     for part in prange(len(bounds) - 1):
         acc = np.empty(l, dtype=np.float64)
         for i in range(bounds[part], bounds[part + 1]):
             acc[:] = 0.0
             for p in range(indptr[i], indptr[i + 1]):
+                if pf:
+                    prefetch_ahead(B, indices, p, 1, False, l)
                 j = indices[np.uintp(p)]
                 for c in range(l):
                     acc[c] += B[j, c]
