@@ -289,6 +289,31 @@ def test_scatter_rows(Xd, k, nb, dtype, seed, loops, share):
     np.testing.assert_array_equal(total, scatter.sum(axis=0))
 
 
+@pytest.mark.parametrize("k", [1, 10, 17])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_scatter_rows_into_partials_past_the_caches(k, dtype):
+    """Partials larger than SCATTER_MIN_BYTES, whose rows the scatter asks for ahead (up to
+    the last nonzero; rows of one and of several nonzeros, empty rows): Yᵀ W as numpy's,
+    the blocks added in block order, the same serial and parallel."""
+    from banmf._kernels.prefetch import SCATTER_MIN_BYTES
+
+    rng = np.random.default_rng(k)
+    kp, width = _layout(k, dtype, False)
+    n, m = 200, SCATTER_MIN_BYTES // (kp * np.dtype(dtype).itemsize) + 500
+    Xd = (rng.random((n, m)) < 3 / m * rng.integers(0, 4, (n, 1))).astype(np.int8)
+    X = check_binary_matrix(Xd)
+    W = rng.random((n, k)).astype(dtype)
+    y = rng.random(X.nnz).astype(dtype)
+    scatter, total = np.full((3, m, kp), np.nan, dtype), np.full((m, kp), np.nan, dtype)
+    assert scatter[0].nbytes > SCATTER_MIN_BYTES
+    args = (X.indptr, X.indices, y, None, None, None, _padded(W, kp), scatter, total, width)
+    run_both(scatter_rows(width), *args)
+    tol = 1e-12 if dtype == np.float64 else 1e-4
+    expected = ref.gather_spmm(Xd, y.astype(float), W.astype(float))
+    np.testing.assert_allclose(total[:, :k], expected, rtol=tol, atol=tol)
+    np.testing.assert_array_equal(total, scatter.sum(axis=0))
+
+
 @given(
     binary_matrices(),
     width_ks,

@@ -61,7 +61,7 @@ the pass took 2.9-3.3 ms against 2.5-2.6, although Hᵀ (960 KB) is smaller than
 import numpy as np
 from numba import njit, prange
 
-from .prefetch import prefetch_ahead, worth_prefetching
+from .prefetch import SCATTER_AHEAD, prefetch_ahead, worth_prefetching, worth_prefetching_writes
 from .simd import (
     VBYTES,
     Width,
@@ -438,12 +438,15 @@ def update_scatter_rows(width: Width) -> Kernel:
 def _scatter_block_registers(indptr, indices, y, cindptr, cindices, cy, W, part, lo, hi, width):
     """Rows lo..hi-1's share of the scatter into ``part``, the row of W in registers."""
     part[:, :] = 0.0
+    pf = worth_prefetching_writes(part)
     for i in range(lo, hi):
         w = vloadw(W, i, 0, width)
         p, p1 = indptr[i], indptr[i + 1]
         # Two nonzeros at a time, both rows of the partial loaded before either is stored
         # (a row's columns are distinct): 1.2× over one at a time.
         while p + 1 < p1:
+            if pf:
+                prefetch_ahead(part, indices, p, 2, True, width.lanes, SCATTER_AHEAD)
             j0, j1 = indices[np.uintp(p)], indices[np.uintp(p + 1)]
             a0, a1 = vloadw(part, j0, 0, width), vloadw(part, j1, 0, width)
             vstore(part, j0, 0, vfma(vsplatw(y[np.uintp(p)], width), w, a0))
@@ -485,7 +488,10 @@ def _scatter_rows_registers(
 
     Its own kernel, as the Y pass's: with the loops for wide rows in the same body it ran
     1.2-1.7× slower, and with vectors over a run-time k instead of those loops 1.1-4.8×
-    (bench_devices.py; docs/devices.md). No prefetch: 0.93-1.12× (median 1.07) at 10⁶ nonzeros.
+    (bench_devices.py; docs/devices.md). The rows of the partial it will update are asked for
+    ahead only where the partials are beyond the caches (:data:`~.prefetch.SCATTER_MIN_BYTES`):
+    at 10⁶ nonzeros (partials of 1 MB) that won 0.93-1.12× (median 1.07), at 10⁷ (10 MB) the
+    scatter ran 1.7-1.9× faster (k = 10 float64 and k = 32 float32), at 10⁸ 1.2×.
 
     Also measured and dropped (10⁶ nonzeros, Poisson and power-law rows, k = 10 float64 and
     k = 32 float32, alternated in one process): four nonzeros at a time (0.77-1.02×); blocks of

@@ -5,7 +5,9 @@ hardware prefetcher can predict: without help every row is a cache miss waited f
 Asking for the row a few nonzeros ahead overlaps those misses. The Y pass with rows in
 registers issues them: there they won 1.15-1.23× at 10⁶ nonzeros (float32 k = 10 and 32,
 float64 k = 10; bench_devices.py, docs/devices.md); in the scatter they won 0.93-1.12× (median
-1.07) and in the Y pass's loops for wide rows they cost 1.3×, so those issue none. So does the
+1.07), where the partials it updates fit the caches, and in the Y pass's loops for wide rows
+they cost 1.3×. The scatter with rows in registers issues them where its partials are larger
+(:data:`SCATTER_MIN_BYTES`: from about 10⁷ nonzeros on), and so does the
 randomized SVD's product of X with a block (:func:`banmf._kernels.svd.mask_times`), whose
 gathered rows at 10⁸ nonzeros come from memory: 1.8-2.5× faster there. A prefetch is only a
 hint: it never faults and never changes a result.
@@ -32,6 +34,16 @@ MIN_BYTES = 512 * 1024
 #: How many nonzeros ahead the passes ask for a row: far enough to cover a miss to L3 or
 #: memory, near enough that the line is still there when used (4-16 measured equally well).
 AHEAD = 8
+
+#: Partials smaller than this, scattered into at random, stay in the caches: there the hints
+#: for the rows about to be written cost about what they save (0.96× at 1.9 MB, 1.08× at 2.9
+#: MB on a 512 KiB L2, 32 MiB L3 machine), beyond it they win (1.7-1.9× at 10 MB).
+SCATTER_MIN_BYTES = 2 * 1024 * 1024
+
+#: How many nonzeros ahead the scatter asks for the partial's rows it will update: each is a
+#: read and a write-back, whose misses need a longer lead than the Y pass's reads (16 and 32
+#: ahead 1.1-1.3× faster than 8 at 10⁷ nonzeros).
+SCATTER_AHEAD = 16
 
 
 #: The prefetch intrinsic is overloaded on its pointer argument, whose type is part of the name:
@@ -100,6 +112,13 @@ def worth_prefetching(A):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def worth_prefetching_writes(A):
+    """Whether rows of A, updated at random, are likely to miss the caches (A larger than
+    SCATTER_MIN_BYTES)."""
+    return A.shape[0] * A.shape[1] * A.itemsize > SCATTER_MIN_BYTES
+
+
+@njit(cache=True, nogil=True, inline="always")
 def prefetch_row(A, i, ncols):
     """Hint that ``A[i, :ncols]`` (A C-contiguous and 2-D) will soon be read: one hint per cache
     line, from the row's start. For the rows of a :func:`zeros_line_aligned` array of a multiple
@@ -117,14 +136,14 @@ def prefetch_row_for_write(A, i, ncols):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def prefetch_ahead(A, indices, p, count, write, ncols):
-    """Hint the rows ``A[indices[p + AHEAD + r], :ncols]``, r < count, that exist: the rows a pass
-    over the nonzeros in ``indices`` reaches ``AHEAD`` steps after p. ``write``: they will be
-    updated, not only read. (count and write are constants at every call, and ncols is where the
-    caller knows the row width at compile time: after inlining the loops unroll and the branch
-    folds away.)
+def prefetch_ahead(A, indices, p, count, write, ncols, ahead=AHEAD):
+    """Hint the rows ``A[indices[p + ahead + r], :ncols]``, r < count, that exist: the rows a
+    pass over the nonzeros in ``indices`` reaches ``ahead`` steps after p. ``write``: they will
+    be updated, not only read. (count and write are constants at every call, and ncols is where
+    the caller knows the row width at compile time: after inlining the loops unroll and the
+    branch folds away.)
     """
-    q = p + AHEAD
+    q = p + ahead
     if q + count <= indices.shape[0]:
         for r in range(q, q + count):
             if write:
