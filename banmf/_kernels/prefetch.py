@@ -6,8 +6,8 @@ Asking for the row a few nonzeros ahead overlaps those misses. The Y pass with r
 registers issues them: there they won 1.15-1.23× at 10⁶ nonzeros (float32 k = 10 and 32,
 float64 k = 10; bench_devices.py, docs/devices.md); in the scatter they won 0.93-1.12× (median
 1.07), where the partials it updates fit the caches, and in the Y pass's loops for wide rows
-they cost 1.3×. The scatter with rows in registers issues them where its partials are larger
-(:data:`SCATTER_MIN_BYTES`: from about 10⁷ nonzeros on), and so does the
+they cost 1.3×. The scatter issues them where its partials are larger
+(:data:`SCATTER_MIN_BYTES`: from about 10⁷ nonzeros on, 10⁶ for wide rows), and so does the
 randomized SVD's product of X with a block (:func:`banmf._kernels.svd.mask_times`), whose
 gathered rows at 10⁸ nonzeros come from memory: 1.8-2.5× faster there. A prefetch is only a
 hint: it never faults and never changes a result.
