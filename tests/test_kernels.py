@@ -289,6 +289,30 @@ def test_scatter_rows(Xd, k, nb, dtype, seed, loops, share):
     np.testing.assert_array_equal(total, scatter.sum(axis=0))
 
 
+@pytest.mark.parametrize("loops", [False, True])
+@pytest.mark.parametrize("k", [1, 10, 33])
+def test_project_spmm_prefetching_rows_past_l2(k, loops):
+    """Hᵀ larger than L2 (its rows asked for ahead, up to the last nonzero; rows of 0-9
+    nonzeros): Y, Y Hᵀ and the sums as numpy's, the same serial and parallel."""
+    from banmf._kernels.prefetch import MIN_BYTES
+
+    rng = np.random.default_rng(k)
+    kp, width = _layout(k, np.float64, loops)
+    n, m = 150, MIN_BYTES // (kp * 8) + 500
+    Xd = (rng.random((n, m)) < rng.integers(0, 10, (n, 1)) / m).astype(np.int8)
+    X = check_binary_matrix(Xd)
+    W, Ht = rng.random((n, k)) * 0.5, rng.random((m, k)) * 0.5
+    y = np.full(X.nnz, np.nan)
+    YHt, sq = np.full((n, kp), np.nan), np.full((Y_PARTS, 2), np.nan)
+    assert _padded(Ht, kp).nbytes > MIN_BYTES
+    y_ref, _, YHt_ref, sq_ref = ref.project_spmm(Xd, W, Ht, 1.0, float(k), True, y, None)
+    args = (X.indptr, X.indices, _padded(W, kp), _padded(Ht, kp), 1.0, float(k), True, y)
+    run_both(project_spmm(width), *args, YHt, sq, None, None, None, width)
+    np.testing.assert_allclose(y, y_ref, rtol=1e-12)
+    np.testing.assert_allclose(YHt[:, :k], YHt_ref, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(sq, _by_parts(sq_ref, X.indptr, None), rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("k", [1, 10, 17])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_scatter_rows_into_partials_past_the_caches(k, dtype):

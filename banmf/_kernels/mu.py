@@ -61,7 +61,7 @@ the pass took 2.9-3.3 ms against 2.5-2.6, although Hᵀ (960 KB) is smaller than
 import numpy as np
 from numba import njit, prange
 
-from .prefetch import SCATTER_AHEAD, prefetch_ahead, worth_prefetching, worth_prefetching_writes
+from .prefetch import FAR_AHEAD, prefetch_ahead, worth_prefetching, worth_prefetching_writes
 from .simd import (
     VBYTES,
     Width,
@@ -446,7 +446,7 @@ def _scatter_block_registers(indptr, indices, y, cindptr, cindices, cy, W, part,
         # (a row's columns are distinct): 1.2× over one at a time.
         while p + 1 < p1:
             if pf:
-                prefetch_ahead(part, indices, p, 2, True, width.lanes, SCATTER_AHEAD)
+                prefetch_ahead(part, indices, p, 2, True, width.lanes, FAR_AHEAD)
             j0, j1 = indices[np.uintp(p)], indices[np.uintp(p + 1)]
             a0, a1 = vloadw(part, j0, 0, width), vloadw(part, j1, 0, width)
             vstore(part, j0, 0, vfma(vsplatw(y[np.uintp(p)], width), w, a0))
@@ -470,7 +470,7 @@ def _scatter_block_loops(indptr, indices, y, cindptr, cindices, cy, W, part, lo,
     for i in range(lo, hi):
         for p in range(indptr[i], indptr[i + 1]):
             if pf:
-                prefetch_ahead(part, indices, p, 1, True, k, SCATTER_AHEAD)
+                prefetch_ahead(part, indices, p, 1, True, k, FAR_AHEAD)
             j, v = indices[np.uintp(p)], y[np.uintp(p)]
             for l in range(k):
                 part[j, l] += v * W[i, l]
@@ -759,9 +759,13 @@ def _project_spmm_registers(
 def _project_spmm_loops(
     indptr, indices, W, Ht, lower, upper, project, y, YHt, sq, cindptr, cindices, cy, width
 ):
-    """The Y pass (:func:`project_spmm`) with loops over k (any k; ``width`` is unused). No
-    prefetch: at float64 k = 32 it made this pass 1.3× slower (bench_devices.py)."""
+    """The Y pass (:func:`project_spmm`) with loops over k (any k; ``width`` is unused). The
+    rows of Hᵀ are asked for :data:`~.prefetch.FAR_AHEAD` nonzeros ahead where Hᵀ is past L2:
+    at k = 32 float64, 2 threads, on an EPYC (512 KiB of L2 a core) the pass took 0.19 s
+    against 0.31 s at 10⁷ nonzeros and 7.8 ms against 9.9 ms at 10⁶; measured earlier on
+    another machine at 10⁶, prefetching made it 1.3× slower (bench_devices.py)."""
     k = W.shape[1]
+    pf = worth_prefetching(Ht)
     zero = W.dtype.type(0)
     lo, up = W.dtype.type(lower), W.dtype.type(upper)
     bounds = row_parts(indptr, cindptr, Y_PARTS)
@@ -777,6 +781,8 @@ def _project_spmm_loops(
             # Four nonzeros at a time: four independent dot products hide each one's reduction
             # latency, and Y Hᵀ's row is read and written once per four (1.3-1.7× over one).
             while p + 3 < hi:
+                if pf:
+                    prefetch_ahead(Ht, indices, p, 4, False, k, FAR_AHEAD)
                 j0, j1, j2, j3 = (
                     indices[np.uintp(p)],
                     indices[np.uintp(p + 1)],

@@ -6,8 +6,10 @@ Asking for the row a few nonzeros ahead overlaps those misses. The Y pass with r
 registers issues them: there they won 1.15-1.23× at 10⁶ nonzeros (float32 k = 10 and 32,
 float64 k = 10; bench_devices.py, docs/devices.md); in the scatter they won 0.93-1.12× (median
 1.07), where the partials it updates fit the caches, and in the Y pass's loops for wide rows
-they cost 1.3×. The scatter issues them where its partials are larger
-(:data:`SCATTER_MIN_BYTES`: from about 10⁷ nonzeros on, 10⁶ for wide rows), and so does the
+they cost 1.3× (on an AVX-512 machine with 2 MiB of L2; on one with 512 KiB they won 1.65×
+at 10⁷ nonzeros and 1.05-1.27× at 10⁶, k = 32 float64, so those issue them now). The scatter
+issues them where its partials are larger (:data:`SCATTER_MIN_BYTES`: from about 10⁷
+nonzeros on, 10⁶ for wide rows), and so does the
 randomized SVD's product of X with a block (:func:`banmf._kernels.svd.mask_times`), whose
 gathered rows at 10⁸ nonzeros come from memory: 1.8-2.5× faster there. A prefetch is only a
 hint: it never faults and never changes a result.
@@ -40,10 +42,12 @@ AHEAD = 8
 #: MB on a 512 KiB L2, 32 MiB L3 machine), beyond it they win (1.7-1.9× at 10 MB).
 SCATTER_MIN_BYTES = 2 * 1024 * 1024
 
-#: How many nonzeros ahead the scatter asks for the partial's rows it will update: each is a
-#: read and a write-back, whose misses need a longer lead than the Y pass's reads (16 and 32
-#: ahead 1.1-1.3× faster than 8 at 10⁷ nonzeros).
-SCATTER_AHEAD = 16
+#: How many nonzeros ahead the scatter asks for the partial's rows it will update, and the Y
+#: pass's loops for wide rows for the rows they read: an update is a read and a write-back, and
+#: a wide row several lines, whose misses need a longer lead than the Y pass's narrow reads (16
+#: and 32 ahead 1.1-1.3× faster than 8 in the scatter at 10⁷ nonzeros, 16 1.2× faster than 8
+#: in the wide Y pass at 10⁶).
+FAR_AHEAD = 16
 
 
 #: The prefetch intrinsic is overloaded on its pointer argument, whose type is part of the name:
