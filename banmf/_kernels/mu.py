@@ -761,9 +761,9 @@ def _project_spmm_loops(
 ):
     """The Y pass (:func:`project_spmm`) with loops over k (any k; ``width`` is unused). The
     rows of Hᵀ are asked for :data:`~.prefetch.FAR_AHEAD` nonzeros ahead where Hᵀ is past L2:
-    at k = 32 float64, 2 threads, on an EPYC (512 KiB of L2 a core) the pass took 0.19 s
-    against 0.31 s at 10⁷ nonzeros and 7.8 ms against 9.9 ms at 10⁶; measured earlier on
-    another machine at 10⁶, prefetching made it 1.3× slower (bench_devices.py)."""
+    at k = 32 float64, 2 threads, the pass took 0.19 s against 0.31 s at 10⁷ nonzeros, and
+    0.97-1.08× the time at 10⁶ (uniform and power-law rows, one thread and two); measured with
+    earlier kernels at 10⁶, prefetching made it 1.3× slower (bench_devices.py)."""
     k = W.shape[1]
     pf = worth_prefetching(Ht)
     zero = W.dtype.type(0)

@@ -6,8 +6,9 @@ Asking for the row a few nonzeros ahead overlaps those misses. The Y pass with r
 registers issues them: there they won 1.15-1.23× at 10⁶ nonzeros (float32 k = 10 and 32,
 float64 k = 10; bench_devices.py, docs/devices.md); in the scatter they won 0.93-1.12× (median
 1.07), where the partials it updates fit the caches, and in the Y pass's loops for wide rows
-they cost 1.3× (on an AVX-512 machine with 2 MiB of L2; on one with 512 KiB they won 1.65×
-at 10⁷ nonzeros and 1.05-1.27× at 10⁶, k = 32 float64, so those issue them now). The scatter
+they cost 1.3× (k = 32 float64, numba 0.68.1, one thread); measured again there, with the
+kernels of this release, they cost nothing at 10⁶ (0.97-1.08×, uniform and power-law rows,
+one thread and two) and won 1.65× at 10⁷, so those issue them now. The scatter
 issues them where its partials are larger (:data:`SCATTER_MIN_BYTES`: from about 10⁷
 nonzeros on, 10⁶ for wide rows), and so does the
 randomized SVD's product of X with a block (:func:`banmf._kernels.svd.mask_times`), whose
@@ -45,8 +46,8 @@ SCATTER_MIN_BYTES = 2 * 1024 * 1024
 #: How many nonzeros ahead the scatter asks for the partial's rows it will update, and the Y
 #: pass's loops for wide rows for the rows they read: an update is a read and a write-back, and
 #: a wide row several lines, whose misses need a longer lead than the Y pass's narrow reads (16
-#: and 32 ahead 1.1-1.3× faster than 8 in the scatter at 10⁷ nonzeros, 16 1.2× faster than 8
-#: in the wide Y pass at 10⁶).
+#: and 32 ahead 1.1-1.3× faster than 8 in the scatter at 10⁷ nonzeros; 8 and 16 alike in the
+#: wide Y pass).
 FAR_AHEAD = 16
 
 
