@@ -494,7 +494,8 @@ def _scatter_rows_registers(
     (bench_devices.py; docs/devices.md). The rows of the partial it will update are asked for
     ahead only where the partials are beyond the caches (:data:`~.prefetch.SCATTER_MIN_BYTES`):
     at 10⁶ nonzeros (partials of 1 MB) that won 0.93-1.12× (median 1.07), at 10⁷ (10 MB) the
-    scatter ran 1.7-1.9× faster (k = 10 float64 and k = 32 float32), at 10⁸ 1.2×.
+    scatter alone ran 1.7-1.9× faster (k = 10 float64 and k = 32 float32; 1.15× inside the
+    solver at k = 10 float64), at 10⁸ 1.2×.
 
     Also measured and dropped (10⁶ nonzeros, Poisson and power-law rows, k = 10 float64 and
     k = 32 float32, alternated in one process): four nonzeros at a time (0.77-1.02×); blocks of

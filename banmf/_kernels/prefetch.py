@@ -40,7 +40,8 @@ AHEAD = 8
 
 #: Partials smaller than this, scattered into at random, stay in the caches: there the hints
 #: for the rows about to be written cost about what they save (0.96× at 1.9 MB, 1.08× at 2.9
-#: MB on a 512 KiB L2, 32 MiB L3 machine), beyond it they win (1.7-1.9× at 10 MB).
+#: MB on a 512 KiB L2, 32 MiB L3 machine), beyond it they win (1.7-1.9× at 10 MB, the
+#: kernel alone; 1.15× inside the solver, where the W update shares its call).
 SCATTER_MIN_BYTES = 2 * 1024 * 1024
 
 #: How many nonzeros ahead the scatter asks for the partial's rows it will update, and the Y
