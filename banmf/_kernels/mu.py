@@ -61,7 +61,7 @@ the pass took 2.9-3.3 ms against 2.5-2.6, although Hᵀ (960 KB) is smaller than
 import numpy as np
 from numba import njit, prange
 
-from .prefetch import FAR_AHEAD, prefetch_ahead, worth_prefetching, worth_prefetching_writes
+from .prefetch import FAR_AHEAD, SCATTER_MIN_BYTES, prefetch_ahead, worth_prefetching
 from .simd import (
     VBYTES,
     Width,
@@ -438,7 +438,7 @@ def update_scatter_rows(width: Width) -> Kernel:
 def _scatter_block_registers(indptr, indices, y, cindptr, cindices, cy, W, part, lo, hi, width):
     """Rows lo..hi-1's share of the scatter into ``part``, the row of W in registers."""
     part[:, :] = 0.0
-    pf = worth_prefetching_writes(part)
+    pf = worth_prefetching(part, SCATTER_MIN_BYTES)
     for i in range(lo, hi):
         w = vloadw(W, i, 0, width)
         p, p1 = indptr[i], indptr[i + 1]
@@ -466,7 +466,7 @@ def _scatter_block_loops(indptr, indices, y, cindptr, cindices, cy, W, part, lo,
     """Rows lo..hi-1's share of the scatter into ``part``, loops over a run-time k."""
     k = part.shape[1]
     part[:, :] = 0.0
-    pf = worth_prefetching_writes(part)
+    pf = worth_prefetching(part, SCATTER_MIN_BYTES)
     for i in range(lo, hi):
         for p in range(indptr[i], indptr[i + 1]):
             if pf:

@@ -1,19 +1,19 @@
-"""Software prefetch of a factor row, for the Y pass that gathers rows by column index.
+"""Software prefetch of factor rows that a pass over the nonzeros reads or updates by index.
 
 The rows of ``Ht`` the Y pass reads come in the random order of the column indices, which no
 hardware prefetcher can predict: without help every row is a cache miss waited for in turn.
-Asking for the row a few nonzeros ahead overlaps those misses. The Y pass with rows in
-registers issues them: there they won 1.15-1.23× at 10⁶ nonzeros (float32 k = 10 and 32,
-float64 k = 10; bench_devices.py, docs/devices.md); in the scatter they won 0.93-1.12× (median
-1.07), where the partials it updates fit the caches, and in the Y pass's loops for wide rows
-they cost 1.3× (k = 32 float64, numba 0.68.1, one thread); measured again there, with the
-kernels of this release, they cost nothing at 10⁶ (0.97-1.08×, uniform and power-law rows,
-one thread and two) and won 1.65× at 10⁷, so those issue them now. The scatter
-issues them where its partials are larger (:data:`SCATTER_MIN_BYTES`: from about 10⁷
-nonzeros on, 10⁶ for wide rows), and so does the
-randomized SVD's product of X with a block (:func:`banmf._kernels.svd.mask_times`), whose
-gathered rows at 10⁸ nonzeros come from memory: 1.8-2.5× faster there. A prefetch is only a
-hint: it never faults and never changes a result.
+Asking for the row a few nonzeros ahead overlaps those misses. Who asks, and where:
+
+- the Y pass, both variants, where Hᵀ is past L2 (:data:`MIN_BYTES`): with rows in registers
+  1.15-1.23× at 10⁶ nonzeros (bench_devices.py, docs/devices.md); with loops for wide rows
+  1.65× at 10⁷ and 0.97-1.08× at 10⁶ (k = 32 float64; earlier kernels had lost 1.3× there);
+- the scatter of Wᵀ Y, both variants, where a partial is past :data:`SCATTER_MIN_BYTES` (from
+  about 10⁷ nonzeros, 10⁶ for wide rows): below it the hints cost about what they save
+  (0.93-1.12× at 10⁶);
+- the randomized SVD's product of X with a block (:func:`banmf._kernels.svd.mask_times`),
+  whose gathered rows at 10⁸ nonzeros come from memory: 1.8-2.5× faster there.
+
+A prefetch is only a hint: it never faults and never changes a result.
 
 Also :func:`zeros_line_aligned`, the allocation that puts factor rows on cache lines.
 """
@@ -112,16 +112,11 @@ def _per_line(typingctx, arr):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def worth_prefetching(A):
-    """Whether rows of A, gathered at random, are likely to miss L2 (A larger than MIN_BYTES)."""
-    return A.shape[0] * A.shape[1] * A.itemsize > MIN_BYTES
-
-
-@njit(cache=True, nogil=True, inline="always")
-def worth_prefetching_writes(A):
-    """Whether rows of A, updated at random, are likely to miss the caches (A larger than
-    SCATTER_MIN_BYTES)."""
-    return A.shape[0] * A.shape[1] * A.itemsize > SCATTER_MIN_BYTES
+def worth_prefetching(A, min_bytes=MIN_BYTES):
+    """Whether rows of A, reached at random, are likely to miss the caches: A larger than
+    ``min_bytes`` (:data:`MIN_BYTES` for rows read, :data:`SCATTER_MIN_BYTES` for rows
+    updated)."""
+    return A.shape[0] * A.shape[1] * A.itemsize > min_bytes
 
 
 @njit(cache=True, nogil=True, inline="always")
