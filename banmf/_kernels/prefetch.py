@@ -37,7 +37,7 @@ MIN_BYTES = 512 * 1024
 #: How many nonzeros ahead the passes ask for a row: far enough to cover a miss to L3 or
 #: memory, near enough that the line is still there when used (4-16 measured equally well).
 #: On a 512 KiB L2, 32 MiB L3 machine the Y pass with 16 ahead took 0.77-0.94× the time over
-#: 10⁵ columns but 1.19-1.29× over 10⁶ and 1.0-1.13× over 10⁴-3·10⁴ (10⁶-10⁷ nonzeros, k = 10
+#: 10⁵ columns but 1.19-1.29× over 10⁶ and 0.99-1.13× over 10⁴-3·10⁴ (10⁶-10⁷ nonzeros, k = 10
 #: float64 and k = 32 float32): no distance that depends on Hᵀ's size alone wins everywhere.
 AHEAD = 8
 
