@@ -17,19 +17,28 @@ conftest makes BANMF run its starts side by side (``PARALLEL_STARTS_MIN_COST = 0
 test together check that both give the same. The test takes ~11 s of CPU for its fits
 (~20 s for the whole module with imports, warm numba cache, on 2 cores).
 
-How exact the comparison is:
+How exact the comparison is (a test must hold on any x86-64 CPU, not only on the one that
+recorded it):
 
-- On the numpy, scipy and numba versions the corpus was recorded with (stored in the file),
-  every field is compared exactly, except the relaxed objective: to a relative 1e-9 (its
-  float sums may be reassociated by a change of code that keeps the factors).
-- On other versions (CI also runs the lowest supported ones: numpy 1.26.0, scipy 1.11.1,
-  numba 0.59.0), the factors, errors, iteration counts and starts are still compared exactly:
-  they were found identical there for every fit of the corpus, continuous methods included.
-  Only the objective of the float32 fits differed (by ~1e-6 relative: numba compiles their
-  float32 sums differently), so there the objective of float32 fits is compared to a
-  relative 1e-5 (float64 fits: still 1e-9). The Boolean-only greedy methods (asso, grecond,
-  panda) have no objective. If another version moves a continuous fit, the failure says
-  which versions were recorded and which ran: decide then whether it is legitimate.
+- float64 fits: every field exactly, except the relaxed objective, to a relative 1e-9 (a change
+  of code that keeps the factors may reassociate its float sums). Their order of summation is
+  fixed by the code (explicit vectors of a fixed width), so no CPU moves their Boolean
+  decisions.
+- float32 fits: the objective to a relative ``cells · u`` (:func:`float32_rtol`, u = 2⁻²⁴ the
+  unit roundoff of float32, cells = n·m the length of the objective's sums): the sums are
+  reassociated by LLVM (``fastmath`` reassociation), so their bits follow the CPU's vector
+  width (AVX2, AVX-512, the generic x86-64 target under ``NUMBA_CPU_NAME=generic``). Where
+  the objective reproduces to 1e-9 the float arithmetic was the recorded one, and the
+  factors, errors, iterations and starts must then be exactly the recorded ones too. Where
+  it does not, a float32 rounding may flip a threshold decision, so the guarantee checked is
+  the cross-machine one: the Boolean error within :func:`float32_error_slack` of the record,
+  the iteration count within 10 %, and, on this machine, the same factors for ``n_jobs=1``
+  and ``n_jobs=2`` (the same seed gives the same result whatever the thread budget).
+- Other numpy, scipy and numba versions (CI also runs the lowest supported ones: numpy
+  1.26.0, scipy 1.11.1, numba 0.59.0) are held to the same rules: the factors of every fit
+  were found identical there. The Boolean-only greedy methods (asso, grecond, panda) have no
+  objective. If another version moves a float64 fit, the failure says which versions were
+  recorded and which ran: decide then whether it is legitimate.
 
 To re-record (only when a change of results is intended, and say why in the commit)::
 
@@ -61,10 +70,12 @@ import banmf
 
 CORPUS = Path(__file__).with_name("corpus.json")
 
-#: Relative tolerance of the relaxed objective (everything else is compared exactly), and of
-#: float32 fits' objective on versions other than the recorded ones (module docstring).
+#: Relative tolerance of a float64 fit's relaxed objective (everything else is compared
+#: exactly; module docstring).
 OBJECTIVE_RTOL = 1e-9
-OBJECTIVE_RTOL_FLOAT32_ELSEWHERE = 1e-5
+
+#: The unit roundoff of float32: the relative error of one rounding.
+FLOAT32_U = float(np.finfo(np.float32).eps) / 2
 
 K = 4
 
@@ -240,6 +251,52 @@ def differences(expected: dict, got: dict, rtol: float = OBJECTIVE_RTOL) -> list
     return out
 
 
+def float32_rtol(case: str) -> float:
+    """The relative tolerance of a float32 fit's objective: ``cells · u``, the classic bound
+    on the relative error of a sum of ``cells`` nonnegative terms reassociated in float32."""
+    n, m = dataset(case.split("/")[0]).shape
+    return n * m * FLOAT32_U
+
+
+def float32_error_slack(error: int) -> int:
+    """How far a float32 fit's Boolean error may move when a rounding flips a threshold
+    decision on another CPU: 2 % of the recorded error, at least 2 cells."""
+    return max(2, math.ceil(0.02 * error))
+
+
+def float32_differences(expected: dict, got: dict, case: str) -> list[str]:
+    """:func:`differences` for a float32 fit, under the guarantee its arithmetic allows
+    (module docstring): exact where the objective reproduces to 1e-9; else the objective
+    within :func:`float32_rtol`, the error within :func:`float32_error_slack` and the
+    iterations within 10 %."""
+    exact = differences(expected, got)
+    if not any(line.startswith("objective:") for line in exact):
+        return exact
+    out = [
+        line
+        for line in differences(expected, got, float32_rtol(case))
+        if line.startswith("objective:")
+    ]
+    a, b = expected["error"], got["error"]
+    if abs(a - b) > float32_error_slack(a):
+        out.append(f"error: recorded {a}, got {b} (more than {float32_error_slack(a)} apart)")
+    a, b = expected["n_iter"], got["n_iter"]
+    if abs(a - b) > 0.1 * a:
+        out.append(f"n_iter: recorded {a}, got {b} (more than 10 % apart)")
+    return out
+
+
+def is_float32(case: str) -> bool:
+    return "float32" in str(CONFIGS[case.split("/")[1]][1].get("dtype"))
+
+
+def compare(expected: dict, got: dict, case: str) -> list[str]:
+    """The differences that fail ``case`` (module docstring: how exact)."""
+    if is_float32(case):
+        return float32_differences(expected, got, case)
+    return differences(expected, got)
+
+
 def versions() -> dict:
     import numba
     import scipy
@@ -254,12 +311,6 @@ def corpus() -> dict:
 
 def same_versions() -> bool:
     return corpus()["versions"] == versions()
-
-
-def objective_rtol(case: str) -> float:
-    if same_versions() or "float32" not in str(CONFIGS[case.split("/")[1]][1].get("dtype")):
-        return OBJECTIVE_RTOL
-    return OBJECTIVE_RTOL_FLOAT32_ELSEWHERE
 
 
 # --------------------------------------------------------------------------- tests
@@ -284,15 +335,33 @@ def test_the_inputs_are_those_recorded():
 @pytest.mark.parametrize("case", cases())
 def test_fit_matches_the_corpus(case):
     expected = corpus()["fits"][case]
-    problems = []
+    problems, digests = [], []
     for n_jobs in (1, 2):
-        got = digest(fit(case, n_jobs))
-        diff = differences(expected, got, objective_rtol(case))
-        problems += [f"n_jobs={n_jobs}: {p}" for p in diff]
+        digests.append(digest(fit(case, n_jobs)))
+        problems += [f"n_jobs={n_jobs}: {p}" for p in compare(expected, digests[-1], case)]
+    # The thread budget never changes a result, on any machine and in any precision.
+    problems += [f"n_jobs=2 against n_jobs=1: {p}" for p in differences(*digests)]
     where = (
         "" if same_versions() else f" (recorded with {corpus()['versions']}, running {versions()})"
     )
     assert not problems, f"{case} differs from the corpus{where}:\n  " + "\n  ".join(problems)
+
+
+def test_float32_comparison_holds_its_guarantee():
+    """A float32 fit whose sums came out in other bits passes with the same factors or a
+    flipped decision within the slack, and fails past the slack or the objective's bound."""
+    case = "zoo/banmf-default-float32/all"
+    recorded = {"W_sha256": "a", "error": 100, "n_iter": 50, "objective": 30.0}
+    rounded = {**recorded, "objective": 30.0 * (1 + 1e-7)}
+    assert compare(recorded, rounded, case) == []
+    assert compare(recorded, {**rounded, "W_sha256": "b", "error": 102}, case) == []
+    assert compare(recorded, {**rounded, "error": 103}, case)  # past 2 % of 100
+    assert compare(recorded, {**rounded, "n_iter": 60}, case)
+    assert compare(recorded, {**recorded, "objective": 30.0 * (1 + 1e-3)}, case)
+    # Reproduced to 1e-9: the arithmetic was the recorded one, so the factors must be too.
+    assert compare(recorded, {**recorded, "W_sha256": "b"}, case)
+    # float64: exact but for the objective's 1e-9.
+    assert compare(recorded, rounded, "zoo/banmf-default/all")
 
 
 # --------------------------------------------------------------------------- recording
@@ -344,11 +413,7 @@ def check() -> int:
         expected = corpus()["fits"].get(case)
         for n_jobs in (1, 2):
             got = digest(fit(case, n_jobs))
-            diff = (
-                ["not recorded"]
-                if expected is None
-                else differences(expected, got, objective_rtol(case))
-            )
+            diff = ["not recorded"] if expected is None else compare(expected, got, case)
             if diff:
                 bad += 1
                 print(f"{case} n_jobs={n_jobs}: " + "; ".join(diff))
