@@ -42,7 +42,9 @@ def cmd_factorize(args, out, err) -> int:
         except InputError as exc:  # the data's masks are checked: this is about the fraction
             raise UsageError(f"--hold-out {exc}") from None
         fitted = data.hide(hidden)
-    progress = Progress(err, f"fitting {args.method}", enabled=not args.quiet)
+    progress = Progress(
+        err, f"fitting {args.method}", enabled=not args.quiet, ahead=_ahead(args, params, fitted)
+    )
     signalled = False
     with progress:
         start_numba()
@@ -104,6 +106,7 @@ def cmd_factorize(args, out, err) -> int:
         unknown=unknown,
         split=(fn, fp),
         compiling=compiling,
+        compiled=progress.compiled,
     )
     if hidden is not None:
         record["held_out"] = meta["held_out"]
@@ -333,6 +336,22 @@ def _factorize_distributed(args, out, err, params) -> int:
     lines += _ending_lines(args, record, signalled)
     emit(args, record, lines, out)
     return args.signals.exit_code if signalled else EXIT_OK
+
+
+def _ahead(args, params: dict, data):
+    """For a BANMF fit at a fixed rank: a call that starts compiling its kernels ahead in a
+    second process (:func:`banmf._warmup.ahead`), for the progress to make on the fit's first
+    compilation; else None."""
+    if args.method != "banmf" or not isinstance(args.k, int):
+        return None
+    import numpy as np
+
+    from .._warmup import ahead
+
+    unknown = data.unknown
+    form = "all" if unknown is None else "observed" if unknown.observed else "missing"
+    dtype = np.dtype(params.get("dtype", "float64"))
+    return lambda: ahead(dtype, args.k, form, data.X.shape, int(data.X.nnz))
 
 
 def _record(

@@ -23,8 +23,12 @@ class Progress(logging.Handler):
 
     TTY_EVERY, LOG_EVERY = 0.1, 2.0
 
-    def __init__(self, stream, what: str, enabled: bool = True):
+    def __init__(self, stream, what: str, enabled: bool = True, ahead=None):
         super().__init__(level=logging.DEBUG)
+        # Called on the first compilation: starts compiling the rest in a second process
+        # (:func:`banmf._warmup.ahead`); its handle is stopped when the progress ends.
+        self._ahead, self._ahead_handle = ahead, None
+        self.compiled: set[str] = set()  # the kinds of kernels compiled: "float64", "parallel"
         self.stream, self.what, self.enabled = stream, what, enabled
         self.tty = enabled and hasattr(stream, "isatty") and stream.isatty()
         self.start = time.monotonic()
@@ -74,11 +78,14 @@ class Progress(logging.Handler):
     # numba.core.event listener ("numba:compile"); compilations are serialised by numba's lock
     def on_start(self, event) -> None:
         self._depth += 1
+        self.compiled.update(kernel_kinds(event.data))
         if self._depth == 1:
             self._compiling_since = time.monotonic()
+            if self._ahead is not None and self._ahead_handle is None:
+                self._ahead_handle = self._ahead()
             if not self._announced and self.enabled:
                 self._announced = True
-                self._write("banmf: compiling kernels (first run only)…", newline=True)
+                self._write(f"banmf: {COMPILING}…", newline=True)
 
     def on_end(self, event) -> None:
         self._depth -= 1
@@ -95,7 +102,7 @@ class Progress(logging.Handler):
                 now - self._compiling_since if self._compiling_since else 0.0
             )
             if self._compiling_since is not None:
-                text = f"compiling kernels (first run only)… ({elapsed:.1f} s"
+                text = f"{COMPILING}… ({elapsed:.1f} s"
             elif 0.02 < done < 1.0:
                 # Compilation is not part of the rate of progress.
                 rate = max(elapsed - compiling, 1e-9) / done
@@ -149,9 +156,36 @@ class Progress(logging.Handler):
         self._logger.setLevel(self._saved[0])
         self._logger.propagate = self._saved[1]
         event.unregister("numba:compile", self._listener)
+        if self._ahead_handle is not None:
+            self._ahead_handle.stop()
         if self.tty:
             self.stream.write("\r\033[K")
             self.stream.flush()
+
+
+#: What the progress says while kernels compile.
+COMPILING = "compiling kernels (kept in the cache for later runs)"
+
+
+def kernel_kinds(data: dict) -> set[str]:
+    """The kinds of a kernel being compiled (numba's compile event ``data``): its float
+    types and whether it is a parallel variant (:mod:`banmf._kernels.variants`)."""
+    kinds = set()
+    func = getattr(data.get("dispatcher"), "py_func", None)
+    if func is not None and func.__module__.startswith("banmf"):
+        kinds.add("parallel" if func.__qualname__.endswith("__parallel") else "serial")
+    for arg in data.get("args", ()):
+        name = str(getattr(arg, "dtype", arg))
+        if name in ("float32", "float64"):
+            kinds.add(name)
+    return kinds
+
+
+def compiled_kinds(kinds: set[str]) -> str:
+    """``kinds`` (:func:`kernel_kinds`) in words: "parallel float32 kernels"."""
+    order = ("serial", "parallel", "float32", "float64")
+    words = [kind for kind in order if kind in kinds]
+    return " ".join([*words, "kernels"])
 
 
 def start_numba() -> None:
@@ -185,6 +219,7 @@ def fit_lines(
     unknown: int,
     split: tuple[int, int],
     compiling: float = 0.0,
+    compiled: set[str] = frozenset(),
     where: str = "",
 ) -> list[str]:
     """The head of ``banmf factorize``'s summary, on one machine or a cluster (``where``:
@@ -197,7 +232,9 @@ def fit_lines(
         f"method          {args.method}{where}, k={result.n_components}, "
         f"{plural(result.n_iter, 'iteration')}, {result.seconds:.2f} s"
         + (
-            f" (+ {compiling:.1f} s compiling kernels, first run only)" if compiling >= 0.05 else ""
+            f" (+ {compiling:.1f} s compiling {compiled_kinds(compiled)}, once)"
+            if compiling >= 0.05
+            else ""
         ),
         f"error           {result.error} ({fn} ones missed, {fp} zeros covered)"
         + (f" on the {observed_cells} cells fitted" if observed_cells < n * m else ""),
