@@ -6,7 +6,8 @@ encoded here (zlib and struct; matplotlib is not needed), and one small inline s
 opens the folded lists before printing. It holds a summary of the data and the fit, the data
 reordered by factor as an image binned from the CSR support (never densified), one card per
 pattern (:func:`banmf.patterns`) and, when given, the evidence of a rank selection. Every
-label, method name and parameter is escaped (:func:`html.escape`).
+label, method name and parameter is escaped (:func:`html.escape`), and every attribute value
+is quoted (:func:`_tag`).
 """
 
 from __future__ import annotations
@@ -118,9 +119,14 @@ def report_html(result, X=None, *, selection=None, title: str | None = None) -> 
         sections.append(_cards(result, data, found, scores["error"]))
     else:
         sections.append(
-            "<section><h2>Patterns</h2><p class=note>This result holds no copy of its data (it "
-            "is kept up to 2,000,000 nonzeros): give the data (<code>--data</code>, or "
-            "<code>X</code>) for the image and the patterns.</p>"
+            "<section><h2>Patterns</h2>"
+            + _tag(
+                "p",
+                "This result holds no copy of its data (it is kept up to 2,000,000 nonzeros): "
+                "give the data (<code>--data</code>, or <code>X</code>) for the image and the "
+                "patterns.",
+                class_="note",
+            )
             + _sizes_only(result)
             + "</section>"
         )
@@ -207,7 +213,7 @@ def _summary(result, data, scores) -> str:
     if isinstance(found, dict):
         rows.append(("versions", ", ".join(f"{k} {v}" for k, v in found.items())))
     body = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
-    return f"<section><h2>Summary</h2><table class=summary>{body}</table></section>"
+    return f"<section><h2>Summary</h2>{_tag('table', body, class_='summary')}</section>"
 
 
 def _params(params: dict) -> str:
@@ -245,8 +251,12 @@ def _data_image(result, data, found) -> str:
     if data.unknown is not None:
         keys.append((_UNKNOWN, "unknown cell"))
     legend = "".join(
-        f'<span class=key><span class=swatch style="background:rgb({int(c[0])},{int(c[1])},'
-        f'{int(c[2])})"></span>{_e(text)}</span>'
+        _tag(
+            "span",
+            _tag("span", "", class_="swatch", style=f"background:rgb{tuple(int(v) for v in c)}")
+            + _e(text),
+            class_="key",
+        )
         for c, text in keys
     )
     notes = [
@@ -266,12 +276,14 @@ def _data_image(result, data, found) -> str:
             "cells); the summary counts them."
         )
     body = "".join(
-        f"<figure><div class=figure>{svg}</div><figcaption>{_e(caption)}</figcaption></figure>"
+        f"<figure>{_tag('div', svg, class_='figure')}<figcaption>{_e(caption)}</figcaption></figure>"
         for svg, caption in figures
     )
     return (
         f"<section><h2>The data, reordered by factor</h2>{body}"
-        f"<p class=legend>{legend}</p><p class=note>{_e(' '.join(notes))}</p></section>"
+        + _tag("p", legend, class_="legend")
+        + _tag("p", _e(" ".join(notes)), class_="note")
+        + "</section>"
     )
 
 
@@ -298,22 +310,40 @@ def _matrix(data, W, H, rows, cols, groups) -> tuple[str, str, bool, bool]:
             continue
         x0, x1 = c[0] / sc, (c[-1] + 1) / sc
         y0, y1 = r[0] / sr, (r[-1] + 1) / sr
+        tooltip = (
+            f"pattern {rank + 1} (factor {l}): {_count(len(r), 'row')} × "
+            f"{_count(len(c), 'column')} best covered by it"
+        )
         outlines.append(
-            f'<rect x="{x0:.3f}" y="{y0:.3f}" width="{x1 - x0:.3f}" height="{y1 - y0:.3f}" '
-            f'stroke="{_PALETTE[rank % len(_PALETTE)]}"><title>pattern {rank + 1} (factor {l}): '
-            f"{len(r):,} rows × {len(c):,} columns best covered by it</title></rect>"
+            _tag(
+                "rect",
+                _tag("title", _e(tooltip)),
+                x=f"{x0:.3f}",
+                y=f"{y0:.3f}",
+                width=f"{x1 - x0:.3f}",
+                height=f"{y1 - y0:.3f}",
+                stroke=_PALETTE[rank % len(_PALETTE)],
+            )
         )
     pixel = (
         "one pixel is one cell"
         if sr == sc == 1
         else f"one pixel is {_count(sr, 'row')} × {_count(sc, 'column')}"
     )
-    svg = (
-        f'<svg class=matrix viewBox="0 0 {w} {h}" width="{w * zoom_x}" height="{h * zoom}" '
-        f'preserveAspectRatio="none" role="img" aria-label="the data reordered by factor">'
-        f'<image width="{w}" height="{h}" preserveAspectRatio="none" '
-        f'href="data:image/png;base64,{png}"/>'
-        f'<g class=outlines fill="none" stroke-width="2">{"".join(outlines)}</g></svg>'
+    image = _tag(
+        "image", width=w, height=h, preserveAspectRatio="none", href=f"data:image/png;base64,{png}"
+    )
+    group = _tag("g", "".join(outlines), class_="outlines", fill="none", stroke_width=2)
+    svg = _tag(
+        "svg",
+        image + group,
+        class_="matrix",
+        viewBox=f"0 0 {w} {h}",
+        width=w * zoom_x,
+        height=h * zoom,
+        preserveAspectRatio="none",
+        role="img",
+        aria_label="the data reordered by factor",
     )
     return svg, f"{pixel} ({w:,} × {h:,} pixels)", sr * sc > 1, drawn
 
@@ -458,24 +488,34 @@ def _cards(result, data, found, error: int) -> str:
             facts.insert(2, ("unknown cells", f"{p.unknown:,} in the tile"))
         table = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in facts)
         colour = _PALETTE[(i - 1) % len(_PALETTE)]
-        cards.append(
-            f'<article class=card style="border-left-color:{colour}">'
+        body = (
             f"<h3>Pattern {i} <small>(factor {p.factor})</small></h3>"
-            f"<div class=cardbody><table>{table}</table>{_tile_image(data, p)}</div>"
-            f"{_names('column', p.col_names, p.n_cols)}{_names('row', p.row_names, p.n_rows)}"
-            "</article>"
+            + _tag("div", f"<table>{table}</table>{_tile_image(data, p)}", class_="cardbody")
+            + _names("column", p.col_names, p.n_cols)
+            + _names("row", p.row_names, p.n_rows)
         )
+        cards.append(_tag("article", body, class_="card", style=f"border-left-color:{colour}"))
     note = (
-        f"<p class=note>Empty factors (no rows or no columns): "
-        f"{_e(', '.join(map(str, empty)))}.</p>"
+        _tag(
+            "p",
+            _e(f"Empty factors (no rows or no columns): {', '.join(map(str, empty))}."),
+            class_="note",
+        )
         if empty
         else ""
     )
     return (
-        "<section><h2>Patterns, largest contribution first</h2><p class=note>Each pattern is "
-        "a set of columns shared by a set of rows (a factor: a column of W and a row of H). "
-        "Rows and columns are listed best fitting first; the image shows the pattern's tile, "
-        "ones dark and zeros red.</p>" + "".join(cards) + note + "</section>"
+        "<section><h2>Patterns, largest contribution first</h2>"
+        + _tag(
+            "p",
+            "Each pattern is a set of columns shared by a set of rows (a factor: a column of W "
+            "and a row of H). Rows and columns are listed best fitting first; the image shows "
+            "the pattern's tile, ones dark and zeros red.",
+            class_="note",
+        )
+        + "".join(cards)
+        + note
+        + "</section>"
     )
 
 
@@ -513,10 +553,15 @@ def _tile_image(data, p) -> str:
     png = _png(np.clip(np.rint(rgb), 0, 255).astype(np.uint8))
     zoom_x, zoom_y = max(1, min(TILE_WIDTH // w, 16)), max(1, min(TILE_HEIGHT // h, 16))
     pixel = "a cell" if sr == sc == 1 else f"{sr:,} × {sc:,} cells"
-    return (
-        f'<img class=tile width="{w * zoom_x}" height="{h * zoom_y}" '
-        f'alt="the tile of the pattern: share of ones, a pixel is {pixel}" '
-        f'title="a pixel is {pixel}" src="data:image/png;base64,{png}">'
+    return _tag(
+        "img",
+        None,
+        class_="tile",
+        width=w * zoom_x,
+        height=h * zoom_y,
+        alt=f"the tile of the pattern: share of ones, a pixel is {pixel}",
+        title=f"a pixel is {pixel}",
+        src=f"data:image/png;base64,{png}",
     )
 
 
@@ -528,8 +573,9 @@ def _names(what: str, names: list, total: int) -> str:
         else ""
     )
     return (
-        f"<details><summary>{_count(total, what)}</summary><p class=names>"
-        f"{_e(', '.join(shown))}{_e(more)}</p></details>"
+        f"<details><summary>{_count(total, what)}</summary>"
+        + _tag("p", _e(", ".join(shown) + more), class_="names")
+        + "</details>"
     )
 
 
@@ -540,7 +586,8 @@ def _sizes_only(result) -> str:
         f"<tr><td>{l}</td><td>{int(rows[l]):,}</td><td>{int(cols[l]):,}</td></tr>"
         for l in range(result.n_components)
     )
-    return f"<table class=sizes><tr><th>factor</th><th>rows</th><th>columns</th></tr>{body}</table>"
+    head = "<tr><th>factor</th><th>rows</th><th>columns</th></tr>"
+    return _tag("table", head + body, class_="sizes")
 
 
 # -- rank selection ----------------------------------------------------------------------------
@@ -589,8 +636,13 @@ def _selection(selection: dict) -> str:
     return (
         f"<section><h2>Rank selection: k = {best}</h2>"
         + (f"<p>{_e(str(reason))}</p>" if reason else "")
-        + f"<div class=charts>{''.join(charts)}</div><p class=note>The dashed line marks the "
-        "chosen k; a square marks each criterion's own choice.</p></section>"
+        + _tag("div", "".join(charts), class_="charts")
+        + _tag(
+            "p",
+            "The dashed line marks the chosen k; a square marks each criterion's own choice.",
+            class_="note",
+        )
+        + "</section>"
     )
 
 
@@ -609,46 +661,72 @@ def _chart(title: str, points: list, best: int, choice) -> str:
     def y(v):
         return height - bottom - (height - top - bottom) * (v - low) / span
 
+    def f(value: float) -> str:
+        return f"{value:.1f}"
+
+    base = height - bottom
     parts = [
-        f'<text x="{width / 2}" y="14" class=title>{_e(title)}</text>',
-        f'<line x1="{left}" y1="{height - bottom}" x2="{width - right}" y2="{height - bottom}" '
-        "class=axis/>",
-        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{height - bottom}" class=axis/>',
-        f'<text x="{left - 4}" y="{y(high) + 4:.1f}" class=tick text-anchor="end">{high:.4g}</text>',
-        f'<text x="{left - 4}" y="{y(low) + 4:.1f}" class=tick text-anchor="end">{low:.4g}</text>',
+        _tag("text", _e(title), x=f(width / 2), y=14, class_="title"),
+        _tag("line", x1=left, y1=base, x2=width - right, y2=base, class_="axis"),
+        _tag("line", x1=left, y1=top, x2=left, y2=base, class_="axis"),
     ]
+    for value in (high, low):
+        parts.append(
+            _tag(
+                "text",
+                f"{value:.4g}",
+                x=left - 4,
+                y=f(y(value) + 4),
+                class_="tick",
+                text_anchor="end",
+            )
+        )
     step = max(1, -(-len(ks) // 12))
     for k in ks[::step]:
         parts.append(
-            f'<text x="{x(k):.1f}" y="{height - bottom + 14}" class=tick text-anchor="middle">'
-            f"{k}</text>"
+            _tag("text", str(k), x=f(x(k)), y=base + 14, class_="tick", text_anchor="middle")
         )
     parts.append(
-        f'<text x="{(left + width - right) / 2}" y="{height - 2}" class=tick '
-        'text-anchor="middle">k</text>'
+        _tag(
+            "text",
+            "k",
+            x=f((left + width - right) / 2),
+            y=height - 2,
+            class_="tick",
+            text_anchor="middle",
+        )
     )
     if k0 <= best <= k1:
-        parts.append(
-            f'<line x1="{x(best):.1f}" y1="{top}" x2="{x(best):.1f}" y2="{height - bottom}" '
-            "class=best/>"
-        )
+        parts.append(_tag("line", x1=f(x(best)), y1=top, x2=f(x(best)), y2=base, class_="best"))
     for k, v, e in points:
         if e:
             parts.append(
-                f'<line x1="{x(k):.1f}" y1="{y(v - e):.1f}" x2="{x(k):.1f}" y2="{y(v + e):.1f}" '
-                "class=bar/>"
+                _tag("line", x1=f(x(k)), y1=f(y(v - e)), x2=f(x(k)), y2=f(y(v + e)), class_="bar")
             )
-    line = " ".join(f"{x(k):.1f},{y(v):.1f}" for k, v, _ in points)
-    parts.append(f'<polyline points="{line}" class=curve/>')
+    line = " ".join(f"{f(x(k))},{f(y(v))}" for k, v, _ in points)
+    parts.append(_tag("polyline", points=line, class_="curve"))
     for k, v, _ in points:
-        parts.append(f'<circle cx="{x(k):.1f}" cy="{y(v):.1f}" r="2.5" class=dot/>')
+        parts.append(_tag("circle", cx=f(x(k)), cy=f(y(v)), r=2.5, class_="dot"))
         if k == choice:
             parts.append(
-                f'<rect x="{x(k) - 6:.1f}" y="{y(v) - 6:.1f}" width="12" height="12" class=choice/>'
+                _tag(
+                    "rect",
+                    x=f(x(k) - 6),
+                    y=f(y(v) - 6),
+                    width=12,
+                    height=12,
+                    class_="choice",
+                )
             )
-    return (
-        f'<svg class=chart viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
-        f'role="img" aria-label="{_e(title)} against k">{"".join(parts)}</svg>'
+    return _tag(
+        "svg",
+        "".join(parts),
+        class_="chart",
+        viewBox=f"0 0 {width} {height}",
+        width=width,
+        height=height,
+        role="img",
+        aria_label=f"{title} against k",
     )
 
 
@@ -657,6 +735,20 @@ def _chart(title: str, points: list, best: int, choice) -> str:
 
 def _e(text) -> str:
     return html.escape(str(text), quote=True)
+
+
+def _tag(name: str, body: str | None = None, /, **attrs) -> str:
+    """An element whose attribute values are all quoted and escaped (an unquoted value takes a
+    following ``/`` in, and a browser then nests the rest of the page inside the element).
+    ``body`` is markup, escaped by the caller; without it the element is written empty,
+    ``<name …/>``, as SVG's elements are. A keyword's trailing ``_`` is dropped and its other
+    ``_`` become ``-`` (``class_``, ``text_anchor``); a value of None leaves its attribute out."""
+    pairs = "".join(
+        f' {key.rstrip("_").replace("_", "-")}="{_e(value)}"'
+        for key, value in attrs.items()
+        if value is not None
+    )
+    return f"<{name}{pairs}/>" if body is None else f"<{name}{pairs}>{body}</{name}>"
 
 
 _CSS = """

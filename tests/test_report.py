@@ -128,6 +128,8 @@ def test_zoo_report_from_the_command_line(tmp_path):
     assert "101 rows × 15 columns" in text and "Rank selection: k = 3" in text
     assert text.count("Pattern ") >= 4 and "aardvark" in text and "feathers" in text
     assert sum(tag == "svg" and attrs.get("class") == "chart" for tag, attrs in page.elements) == 2
+    for chart in check_structure(html_.read_text(encoding="utf-8"))["chart"]:
+        assert len(marks(chart, "circle", "dot")) == 4 and len(marks(chart, "polyline")) == 1
     scores = Factorization.load(res).evaluate(X.X)
     assert f"{scores['false_negatives']:,} ones missed" in text
     # Data from a file (its labels), JSON on stdout.
@@ -168,6 +170,12 @@ def test_select_k_saves_the_selection_the_report_draws(tmp_path):
     assert run("report", res, "--selection", sel, "--out", page)[0] == 0
     text = check_self_contained(page.read_text(encoding="utf-8")).all_text()
     assert f"Rank selection: k = {json.loads(out)['best_k']}" in text
+    # As a browser builds the page: each chart with its axes, its curve and a dot per rank.
+    charts = check_structure(page.read_text(encoding="utf-8"))["chart"]
+    assert len(charts) == 2  # training error, held-out error
+    for chart in charts:
+        assert len(marks(chart, "line", "axis")) == 2 and len(marks(chart, "polyline")) == 1
+        assert len(marks(chart, "circle", "dot")) == len(json.loads(out)["ks"])
 
 
 def test_held_out_scores_go_with_the_result_into_the_report(tmp_path):
@@ -273,13 +281,37 @@ def test_a_bad_selection_or_other_data_is_refused(tmp_path):
         res.report(tmp_path / "missing" / "r.html")
 
 
-@pytest.mark.skipif(
-    not any(shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome")),
-    reason="no headless Chromium installed",
+BROWSER = next(
+    (shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)),
+    None,
 )
+
+
+@pytest.mark.skipif(BROWSER is None, reason="no headless Chromium installed")
 def test_the_report_renders_in_a_browser(tmp_path):
     X, W, H = make_boolean(60, 40, 3, density=0.3, random_state=0)
-    Factorization.from_factors(X, W, H).report(tmp_path / "r.html")
+    Factorization.from_factors(X, W, H).report(tmp_path / "r.html", selection=SELECTION)
+    # The page as Chromium builds it (its DOM, serialized): every SVG element in place and
+    # every chart with its marks.
+    dom = subprocess.run(
+        [
+            BROWSER,
+            "--headless",
+            "--disable-gpu",
+            "--no-sandbox",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--dump-dom",
+            (tmp_path / "r.html").as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    charts = check_structure(dom)
+    assert len(charts["chart"]) == 2 and len(charts["matrix"]) == 1
+    for chart in charts["chart"]:
+        assert len(marks(chart, "circle", "dot")) == 4 and len(marks(chart, "polyline")) == 1
     png = tmp_path / "r.png"
     subprocess.run(
         [sys.executable, str(SCRIPT), str(tmp_path / "r.html"), str(png)], check=True, timeout=120
@@ -288,3 +320,99 @@ def test_the_report_renders_in_a_browser(tmp_path):
     assert image[:8] == b"\x89PNG\r\n\x1a\n"
     (width,) = struct.unpack(">I", image[16:20])
     assert width == 1280
+
+
+# -- the page as a browser builds it ---------------------------------------------------------
+
+SVG_NS, HTML_NS = "{http://www.w3.org/2000/svg}", "{http://www.w3.org/1999/xhtml}"
+#: SVG's own elements as the report writes them; shapes hold no element but a tooltip.
+SVG_ELEMENTS = {"svg", "g", "line", "rect", "circle", "text", "path", "polyline", "image", "title"}
+SHAPES = {"line", "rect", "circle", "path", "polyline", "image"}
+
+
+def browser_tree(text: str):
+    """The page parsed by the HTML5 algorithm (html5lib follows the browsers' rules): the root
+    and every element with its ancestors, ``(element, ancestors)``, in document order."""
+    html5lib = pytest.importorskip("html5lib")
+    root = html5lib.parse(text, treebuilder="etree")
+    found = []
+
+    def walk(element, ancestors):
+        found.append((element, ancestors))
+        for child in element:
+            if isinstance(child.tag, str):
+                walk(child, ancestors + [element])
+
+    walk(root, [])
+    return root, found
+
+
+def local(element) -> str:
+    return element.tag.rsplit("}", 1)[-1]
+
+
+def check_structure(text: str) -> dict:
+    """Every SVG element is where it belongs: in the SVG namespace, inside an ``svg`` element,
+    a shape holding nothing but a tooltip; no attribute swallowed a ``/``. Returns the ``svg``
+    elements by class."""
+    _, found = browser_tree(text)
+    charts = {}
+    for element, ancestors in found:
+        name = local(element)
+        for key, value in element.attrib.items():
+            assert not value.endswith("/"), (name, key, value)
+        if element.tag.startswith(SVG_NS):
+            assert name in SVG_ELEMENTS, name
+            assert name == "svg" or any(local(a) == "svg" for a in ancestors), name
+            # A shape holds at most its tooltip, which holds only text.
+            inside = ancestors[:-1] if name == "title" else ancestors
+            assert not any(local(a) in SHAPES | {"title"} for a in inside), (name, element.attrib)
+            if name == "svg":
+                charts.setdefault(element.get("class"), []).append(element)
+        else:
+            assert name not in SVG_ELEMENTS - {"title"}, f"<{name}> outside an svg"
+            if name == "title":  # the page's own title, not a tooltip
+                assert [local(a) for a in ancestors][-1] == "head"
+    return charts
+
+
+def marks(svg, name: str, cls: str | None = None) -> list:
+    return [e for e in svg.iter(SVG_NS + name) if cls is None or e.get("class") == cls]
+
+
+#: A rank selection as select-k records it: two criteria drawn, k = 1..4, cv's choice 3.
+SELECTION = {
+    "ks": [1, 2, 3, 4],
+    "per_k": [
+        {
+            "k": k,
+            "training_error": 300 - 50 * k,
+            "held_out_error": 0.3 - k / 50 + (k == 4) / 20,
+            "held_out_se": 0.01,
+        }
+        for k in (1, 2, 3, 4)
+    ],
+    "choices": {"cv": 3},
+    "best_k": 3,
+}
+
+
+def test_every_svg_element_is_where_a_browser_puts_it():
+    X, W, H = make_boolean(60, 40, 3, density=0.3, noise=0.05, random_state=0)
+    res = Factorization.from_factors(X, W, H)
+    charts = check_structure(report_html(res, selection=SELECTION))
+    assert len(charts["chart"]) == 2 and len(charts["matrix"]) == 1
+    for chart in charts["chart"]:
+        assert len(marks(chart, "line", "axis")) == 2
+        assert len(marks(chart, "line", "best")) == 1
+        assert len(marks(chart, "circle", "dot")) == 4
+        (curve,) = marks(chart, "polyline", "curve")
+        assert len(curve.get("points").split()) == 4
+        assert [e.text for e in marks(chart, "text", "tick")][-5:] == ["1", "2", "3", "4", "k"]
+    # The held-out chart: its error bars and the square on cv's own choice.
+    assert len(marks(charts["chart"][1], "line", "bar")) == 4
+    assert len(marks(charts["chart"][1], "rect", "choice")) == 1
+    (matrix,) = charts["matrix"]
+    assert len(marks(matrix, "image")) == 1
+    (outlines,) = marks(matrix, "g", "outlines")
+    assert len(marks(outlines, "rect")) == 3
