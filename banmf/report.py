@@ -76,15 +76,18 @@ def write_report(result, path, X=None, *, selection=None, title: str | None = No
         The data (default ``result.X``, kept in results up to 2,000,000 nonzeros). Without
         it the report has the summary and the factors' sizes only.
     selection : RankSelection or dict, optional
-        A rank selection (:func:`banmf.select_rank`, or the JSON of ``banmf select-k --json``):
-        its criteria are drawn against k with the chosen k marked.
+        A rank selection (:func:`banmf.select_rank`, or the JSON of ``banmf select-k --json``)
+        of the factorization's data: its criteria are drawn against k with the chosen k
+        marked.
     title : str, optional
         The page's title (default: the method, k and the input's name).
 
     Raises
     ------
     banmf.exceptions.InputError
-        ``X`` does not match the factorization, or ``selection`` is not a rank selection.
+        ``X`` does not match the factorization, or ``selection`` is not a rank selection or
+        is one of other data: another shape, or another input file (the sha256 that
+        ``banmf select-k`` and ``banmf factorize`` record).
     FileNotFoundError, PermissionError
         ``path`` cannot be written.
     """
@@ -96,7 +99,7 @@ def write_report(result, path, X=None, *, selection=None, title: str | None = No
 
 def report_html(result, X=None, *, selection=None, title: str | None = None) -> str:
     """The page :func:`write_report` writes, as a string."""
-    selection = _selection_dict(selection)
+    selection = _selection_dict(selection, result)
     data = None
     if X is not None or result.X is not None:
         data = result.data(X)
@@ -601,11 +604,17 @@ _CRITERIA = (
 )
 
 
-def _selection_dict(selection) -> dict | None:
+def _selection_dict(selection, result) -> dict | None:
+    """The selection as the dict ``banmf select-k --json`` prints, checked: a rank selection,
+    of the factorization's data (:func:`_same_data`)."""
     if selection is None:
         return None
     if hasattr(selection, "to_dict"):
+        # A RankSelection: its fits have the shape of the data it was made on.
+        shapes = {fit.shape for fit in (getattr(selection, "fits", None) or {}).values()}
         selection = selection.to_dict()
+        if len(shapes) == 1:
+            selection["shape"] = list(shapes.pop())
     per_k = selection.get("per_k") if isinstance(selection, dict) else None
     if (
         not isinstance(per_k, list)
@@ -617,7 +626,33 @@ def _selection_dict(selection) -> dict | None:
             "selection: not a rank selection (a RankSelection, or the JSON that "
             "banmf select-k --json prints)"
         )
+    _same_data(selection, result)
     return selection
+
+
+def _same_data(selection: dict, result) -> None:
+    """Refuse a rank selection made on other data than the factorization: another shape, or
+    another input file (both record its sha256). A selection that records neither (one
+    written by hand, or by an earlier banmf) is taken as it is."""
+    shape, theirs = selection.get("shape"), selection.get("input_sha256")
+    ours = result.meta.get("input_sha256")
+    other_shape = isinstance(shape, list) and tuple(shape) != tuple(result.shape)
+    if other_shape or (theirs and ours and theirs != ours):
+        raise InputError(
+            f"the rank selection is of {_described(selection.get('input'), shape, theirs)} but "
+            f"the factorization is of {_described(result.meta.get('input'), result.shape, ours)}"
+            "; select the rank on the factorization's data (banmf select-k)"
+        )
+
+
+def _described(name, shape, sha256) -> str:
+    """Data in words: its name, shape and checksum, as far as they are known."""
+    known = []
+    if shape is not None:
+        known.append(f"{shape[0]}×{shape[1]}")
+    if sha256:
+        known.append(f"sha256 {sha256[:12]}…")
+    return f"{name or 'unnamed data'}" + (f" ({', '.join(known)})" if known else "")
 
 
 def _selection(selection: dict) -> str:

@@ -15,7 +15,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from banmf import Factorization, InputError, factorize, make_boolean, make_sparse_tiles
+from banmf import (
+    Factorization,
+    InputError,
+    factorize,
+    make_boolean,
+    make_sparse_tiles,
+    select_rank,
+)
 from banmf.cli import main
 from banmf.datasets import data_dir, load_votes
 from banmf.io import read_dataset
@@ -416,3 +423,44 @@ def test_every_svg_element_is_where_a_browser_puts_it():
     assert len(marks(matrix, "image")) == 1
     (outlines,) = marks(matrix, "g", "outlines")
     assert len(marks(outlines, "rect")) == 3
+
+
+def test_a_selection_or_data_of_other_data_is_refused(tmp_path):
+    """A rank selection or --data of another file than the result's would be shown under the
+    result's name: refused, in one line naming both, with exit code 2."""
+    from banmf.io import write_matrix
+
+    X, _, _ = make_boolean(40, 12, 2, density=0.4, random_state=0)
+    rng = np.random.default_rng(1)
+    p, noise, wide = tmp_path / "p.mtx", tmp_path / "noise.mtx", tmp_path / "wide.mtx"
+    write_matrix(X, p)
+    write_matrix(rng.random((40, 12)) < 0.3, noise)
+    write_matrix(rng.random((40, 13)) < 0.3, wide)
+    res, html_ = tmp_path / "p.npz", tmp_path / "p.html"
+    assert run("factorize", p, "-k", "2", "-q", "--out", res)[0] == 0
+    for data in (p, noise, wide):
+        sel = tmp_path / f"sel_{data.stem}.json"
+        code, _, err = run("select-k", data, "--ks", "1:2", "--criteria", "mdl", "-q", "--out", sel)
+        assert code == 0, err
+        record = json.loads(sel.read_text(encoding="utf-8"))
+        assert record["input"] == str(data) and record["shape"] == [40, 13 if data == wide else 12]
+    code, _, err = run("report", res, "--selection", tmp_path / "sel_p.json", "--out", html_)
+    assert code == 0, err
+    for other in ("noise", "wide"):
+        code, _, err = run("report", res, "--selection", tmp_path / f"sel_{other}.json")
+        assert code == 2 and len(err.strip().splitlines()) == 1, err
+        assert f"sel_{other}.json: the rank selection is of {tmp_path / other}.mtx (40×1" in err
+        assert f"but the factorization is of {p} (40×12, sha256 " in err
+    # Data of the result's shape from another file: refused, where evaluate only warns.
+    code, _, err = run("report", res, "--data", noise, "--out", tmp_path / "n.html")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"{noise} (sha256 " in err and f"is not the file {res} was fitted to, {p}" in err
+    assert not (tmp_path / "n.html").exists()
+    assert run("report", res, "--data", p, "--out", tmp_path / "d.html")[0] == 0
+    code, _, err = run("evaluate", noise, res)
+    assert code == 0 and "not the file" in err
+    # In Python: a selection of another shape, as a dict or as select_rank returns it.
+    other = select_rank(read_dataset(str(wide)), [1, 2], criteria=["mdl"], random_state=0)
+    for selection in (other, json.loads((tmp_path / "sel_wide.json").read_text("utf-8"))):
+        with pytest.raises(InputError, match="is of .*40×13.* but the factorization is of"):
+            report_html(Factorization.load(res), selection=selection)
