@@ -37,6 +37,12 @@ TILE_WIDTH, TILE_HEIGHT = 240, 160
 #: Covered zeros are drawn when the factors' tiles hold at most this many cells in all (the
 #: product's support is built to count them per pixel); beyond, the summary counts them.
 PRODUCT_MAX_CELLS = 20_000_000
+#: Names shown in a card's table, per side (the best fitting first); its folded lists have more.
+TOP_NAMES = 8
+#: The image of all the data comes after that of the patterns' rows and columns when fewer
+#: than this share of its pixels are at least half as dark as its darkest: a large sparse
+#: matrix binned tens of cells to a pixel is then faint dust, its patterns a few dark pixels.
+LEGIBLE_SHARE = 0.002
 #: Names listed per row or column list of a card; the rest are counted (``banmf show --csv``
 #: and ``banmf export`` list them all). Keeps the file small for factors of 10^5 rows.
 MAX_NAMES = 5_000
@@ -118,8 +124,9 @@ def report_html(result, X=None, *, selection=None, title: str | None = None) -> 
         found, scores = patterns(result, X), result.evaluate(X)
     sections = [f"<h1>{_e(title)}</h1>", _summary(result, data, scores)]
     if data is not None:
-        sections.append(_data_image(result, data, found))
-        sections.append(_cards(result, data, found, scores["error"]))
+        image, unoutlined = _data_image(result, data, found)
+        sections.append(image)
+        sections.append(_cards(result, data, found, scores["error"], unoutlined))
     else:
         sections.append(
             "<section><h2>Patterns</h2>"
@@ -148,7 +155,7 @@ def report_html(result, X=None, *, selection=None, title: str | None = None) -> 
 
 def _summary(result, data, scores) -> str:
     n, m = result.shape
-    rows = [("shape", f"{n:,} rows × {m:,} columns")]
+    rows = [("shape", f"{_count(n, 'row')} × {_count(m, 'column')}")]
     if data is not None:
         unknown = n * m - data.n_observed
         rows += [
@@ -225,27 +232,34 @@ def _params(params: dict) -> str:
     return ", ".join(f"{k}={json.dumps(jsonable(v))}" for k, v in params.items())
 
 
-def _data_image(result, data, found) -> str:
+def _data_image(result, data, found) -> tuple[str, dict]:
+    """The section of the data's image(s), and why a pattern has no outline in them: pattern's
+    factor → words, for its card (:func:`_unoutlined`)."""
     W, H = result.W.astype(bool), result.H.astype(bool)
     order = [p.factor for p in found]  # largest contribution first, empty factors last
     rows, row_group = _order(data.X, W, H.T, order)
     cols, col_group = _order(data.T.X, H.T, W, order)
     n, m = data.shape
     groups = (row_group, col_group, order)
-    svg, caption, binned, drawn = _matrix(data, W, H, rows, cols, groups)
-    figures = [(svg, f"All {n:,} rows × {m:,} columns: {caption}.")]
+    svg, caption, binned, drawn, legible = _matrix(data, W, H, rows, cols, groups)
+    figures = [(svg, f"All {_count(n, 'row')} × {_count(m, 'column')}: {caption}.")]
     in_rows, in_cols = rows[row_group[rows] >= 0], cols[col_group[cols] >= 0]
+    first = "the whole"
     if binned and len(in_rows) and len(in_cols) and (len(in_rows) < n / 2 or len(in_cols) < m / 2):
         # Patterns that hold a small part of the data are a few pixels of the whole: again,
-        # with only their rows and columns.
-        svg, caption, _, _ = _matrix(data, W, H, in_rows, in_cols, groups)
+        # with only their rows and columns; first, when the whole is too faint to read.
+        svg, caption, _, _, _ = _matrix(data, W, H, in_rows, in_cols, groups)
         figures.append(
             (
                 svg,
-                f"Only the {len(in_rows):,} rows and {len(in_cols):,} columns in a pattern: "
-                f"{caption}.",
+                f"Only the {_count(len(in_rows), 'row')} and {_count(len(in_cols), 'column')} "
+                f"in a pattern: {caption}.",
             )
         )
+        if legible < LEGIBLE_SHARE:
+            figures.reverse()
+            first = "the patterns'"
+    unoutlined = _unoutlined(found, row_group, col_group)
     keys = [
         (_HIT, "one covered by W⊗H"),
         (_MISS, "one missed (X = 1, W⊗H = 0)"),
@@ -273,6 +287,20 @@ def _data_image(result, data, found) -> str:
             "its cells that are ones, errors or unknown (square-root scale, the fullest pixel "
             "darkest)."
         )
+    if first == "the patterns'":
+        notes.append(
+            f"The image of the patterns' rows and columns comes first: in that of all the data, "
+            f"fewer than 1 pixel in {round(1 / LEGIBLE_SHARE)} is half as dark as the darkest "
+            "(too faint to read)."
+        )
+    if unoutlined:
+        ranks = [i for i, p in enumerate(found, 1) if p.factor in unoutlined]
+        one = len(ranks) == 1
+        notes.append(
+            f"{_series('Pattern', ranks)} {'has' if one else 'have'} no outline: all of "
+            f"{'its' if one else 'their'} rows or all of {'its' if one else 'their'} columns are "
+            f"grouped with other patterns (see {'its card' if one else 'their cards'})."
+        )
     if not drawn:
         notes.append(
             "Covered zeros are not drawn (the factors' tiles are too large to list their "
@@ -282,18 +310,53 @@ def _data_image(result, data, found) -> str:
         f"<figure>{_tag('div', svg, class_='figure')}<figcaption>{_e(caption)}</figcaption></figure>"
         for svg, caption in figures
     )
-    return (
+    section = (
         f"<section><h2>The data, reordered by factor</h2>{body}"
         + _tag("p", legend, class_="legend")
         + _tag("p", _e(" ".join(notes)), class_="note")
         + "</section>"
     )
+    return section, unoutlined
 
 
-def _matrix(data, W, H, rows, cols, groups) -> tuple[str, str, bool, bool]:
+def _unoutlined(found, row_group: np.ndarray, col_group: np.ndarray) -> dict:
+    """The patterns (with cells) that have no group of rows or of columns of their own, each
+    of those rows or columns grouped with a pattern that covers at least as many of its ones:
+    factor → where they went, in words."""
+    rank_of = {p.factor: i for i, p in enumerate(found, 1)}
+    reasons = {}
+    for p in found:
+        if p.cells == 0:
+            continue
+        lost = []
+        for noun, members, group in (("row", p.rows, row_group), ("column", p.cols, col_group)):
+            if (group[members] == p.factor).any():
+                continue
+            others = sorted({rank_of[int(g)] for g in group[members]})
+            many = len(members) > 1
+            lost.append(
+                f"its {noun}{'s are' if many else ' is'} grouped with {_series('pattern', others)}"
+                f", which cover{'' if len(others) > 1 else 's'} at least as many of "
+                f"{'their' if many else 'its'} ones"
+            )
+        if lost:
+            reasons[p.factor] = f"none in the image: {'; '.join(lost)}"
+    return reasons
+
+
+def _series(noun: str, numbers: list) -> str:
+    """``pattern 1``, ``patterns 1 and 2``, ``patterns 1, 2 and 4``."""
+    if len(numbers) == 1:
+        return f"{noun} {numbers[0]}"
+    head = ", ".join(map(str, numbers[:-1]))
+    return f"{noun}s {head} and {numbers[-1]}"
+
+
+def _matrix(data, W, H, rows, cols, groups) -> tuple[str, str, bool, bool, float]:
     """The cells of ``rows`` × ``cols`` (display order) binned into an inline SVG image with
     the patterns' groups outlined; its caption (the size of a pixel), whether a pixel holds
-    several cells, and whether covered zeros are drawn."""
+    several cells, whether covered zeros are drawn, and the share of its pixels at least half
+    as dark as the darkest (see :data:`LEGIBLE_SHARE`)."""
     row_group, col_group, order = groups
     n, m = data.shape
     sr, sc = -(-len(rows) // IMAGE_HEIGHT), -(-len(cols) // IMAGE_WIDTH)
@@ -301,7 +364,8 @@ def _matrix(data, W, H, rows, cols, groups) -> tuple[str, str, bool, bool]:
     bin_r, bin_c = np.full(n, -1, np.int64), np.full(m, -1, np.int64)
     bin_r[rows], bin_c[cols] = np.arange(len(rows)) // sr, np.arange(len(cols)) // sc
     counts, drawn = _counts(data, W, H, bin_r, bin_c, (h, w))
-    png = _png(_colour(counts, _cells(bin_r, bin_c, (h, w))))
+    rgb, darkness = _colour(counts, _cells(bin_r, bin_c, (h, w)))
+    png = _png(rgb)
     # Cells drawn as squares of up to 12 px; a narrow matrix's columns widened to 480 px in all.
     zoom = max(1, min(IMAGE_WIDTH // w, IMAGE_HEIGHT // h, 12))
     zoom_x = max(zoom, min(IMAGE_WIDTH // w, 480 // w))
@@ -348,7 +412,8 @@ def _matrix(data, W, H, rows, cols, groups) -> tuple[str, str, bool, bool]:
         role="img",
         aria_label="the data reordered by factor",
     )
-    return svg, f"{pixel} ({w:,} × {h:,} pixels)", sr * sc > 1, drawn
+    legible = float((darkness >= 0.5).mean())
+    return svg, f"{pixel} ({w:,} × {h:,} pixels)", sr * sc > 1, drawn, legible
 
 
 def _cells(bin_r: np.ndarray, bin_c: np.ndarray, shape) -> np.ndarray:
@@ -431,10 +496,10 @@ def _counts(data, W, H, bin_r, bin_c, shape) -> tuple[dict, bool]:
     return counts, drawn
 
 
-def _colour(counts: dict, cells: np.ndarray) -> np.ndarray:
+def _colour(counts: dict, cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """RGB pixels (uint8): each pixel the mix of its cells' colours by their shares, its
     darkness the share of cells that are not empty zeros (square-root scale, normalised to the
-    fullest pixel when pixels hold several cells)."""
+    fullest pixel when pixels hold several cells); and that darkness, 0 to 1."""
     parts = [(counts["hit"], _HIT), (counts["miss"], _MISS), (counts["false"], _FALSE)]
     parts.append((counts["unknown"], _UNKNOWN))
     ink = sum(c for c, _ in parts).astype(np.float64)
@@ -444,7 +509,7 @@ def _colour(counts: dict, cells: np.ndarray) -> np.ndarray:
         share = np.sqrt(share / share.max())
     alpha = np.clip(share, 0, 1)[..., None]
     rgb = _EMPTY * (1 - alpha) + mix * alpha
-    return np.clip(np.rint(rgb), 0, 255).astype(np.uint8)
+    return np.clip(np.rint(rgb), 0, 255).astype(np.uint8), alpha[..., 0]
 
 
 def _png(rgb: np.ndarray) -> str:
@@ -466,7 +531,7 @@ def _png(rgb: np.ndarray) -> str:
     return base64.b64encode(png).decode("ascii")
 
 
-def _cards(result, data, found, error: int) -> str:
+def _cards(result, data, found, error: int, unoutlined: dict) -> str:
     W, H = result.W.astype(bool), result.H.astype(bool)
     Wi, Hi = W.astype(np.int64), H.astype(np.int64)
     shared = (Wi.T @ Wi) * (Hi @ Hi.T)  # cells two tiles have in common
@@ -482,13 +547,21 @@ def _cards(result, data, found, error: int) -> str:
         )
         overlaps = [f"pattern {rank_of[o]} ({cells:,} cells)" for cells, o in overlaps if cells > 0]
         facts = [
-            ("size", f"{p.n_rows:,} rows × {p.n_cols:,} columns = {p.cells:,} cells"),
-            ("precision", f"{p.precision:.3f} ({p.ones:,} ones in the tile)"),
+            ("columns", _top(p.col_names, p.n_cols)),
+            ("rows", _top(p.row_names, p.n_rows)),
+            (
+                "size",
+                f"{_count(p.n_rows, 'row')} × {_count(p.n_cols, 'column')} = "
+                f"{_count(p.cells, 'cell')}",
+            ),
+            ("precision", f"{p.precision:.3f} ({_count(p.ones, 'one')} in the tile)"),
             ("without it", _without(p, error)),
             ("overlaps", ", ".join(overlaps) if overlaps else "none"),
         ]
         if p.unknown:
-            facts.insert(2, ("unknown cells", f"{p.unknown:,} in the tile"))
+            facts.insert(4, ("unknown cells", f"{p.unknown:,} in the tile"))
+        if p.factor in unoutlined:
+            facts.append(("outline", unoutlined[p.factor]))
         table = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in facts)
         colour = _PALETTE[(i - 1) % len(_PALETTE)]
         body = (
@@ -566,6 +639,13 @@ def _tile_image(data, p) -> str:
         title=f"a pixel is {pixel}",
         src=f"data:image/png;base64,{png}",
     )
+
+
+def _top(names: list, total: int) -> str:
+    """The first :data:`TOP_NAMES` names, and how many more."""
+    shown = names[:TOP_NAMES]
+    more = total - len(shown)
+    return ", ".join(map(str, shown)) + (f" (+{more:,} more)" if more > 0 else "")
 
 
 def _names(what: str, names: list, total: int) -> str:

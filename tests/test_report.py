@@ -3,6 +3,7 @@
 import base64
 import io
 import json
+import re
 import shutil
 import struct
 import subprocess
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from banmf import (
     Factorization,
@@ -464,3 +466,81 @@ def test_a_selection_or_data_of_other_data_is_refused(tmp_path):
     for selection in (other, json.loads((tmp_path / "sel_wide.json").read_text("utf-8"))):
         with pytest.raises(InputError, match="is of .*40×13.* but the factorization is of"):
             report_html(Factorization.load(res), selection=selection)
+
+
+def card_facts(text: str) -> list[dict]:
+    """Each pattern card's table as a browser shows it (not its folded lists): th → td."""
+    root, _ = browser_tree(text)
+    cards = []
+    for article in root.iter(HTML_NS + "article"):
+        table = next(article.iter(HTML_NS + "table"))
+        facts = {}
+        for tr in table.iter(HTML_NS + "tr"):
+            th, td = tr.find(HTML_NS + "th"), tr.find(HTML_NS + "td")
+            facts["".join(th.itertext())] = "".join(td.itertext())
+        cards.append(facts)
+    return cards
+
+
+def test_a_card_shows_its_top_names_and_counts_in_words():
+    """A one-column pattern reads as its column's name in the card itself, its size in the
+    singular; a large one shows its first names and how many more."""
+    n, m = 40, 12
+    X, W, H = make_boolean(n, m, 2, density=0.4, random_state=3)
+    W, H = W.copy(), H.copy()
+    W[:, 0], H[0] = True, False
+    H[0, 5] = True  # factor 0: every row, one column
+    X = (W.astype(int) @ H.astype(int) > 0).astype(np.int8)
+    cols = [f"pkg{j}" for j in range(m)]
+    cols[5] = "libc6"
+    res = Factorization.from_factors(
+        X, W, H, col_labels=cols, row_labels=[f"host{i}" for i in range(n)]
+    )
+    text = report_html(res)
+    cards = card_facts(text)
+    (one,) = [c for c in cards if c["size"].startswith(f"{n} rows × 1 column =")]
+    assert one["columns"] == "libc6"
+    assert one["rows"] == "host0, host1, host2, host3, host4, host5, host6, host7 (+32 more)"
+    assert one["size"] == f"{n} rows × 1 column = {n} cells"
+    body = Page(text).all_text()
+    assert not re.search(r"(?<![\d,.])1 (rows|columns|cells|ones)\b", body), body
+
+
+def test_every_pattern_is_outlined_or_says_why_not():
+    """A pattern whose columns are all grouped with another (they cover more of their ones)
+    has no outline; the image's note and its card say so."""
+    W = np.zeros((14, 2), bool)
+    W[:10, 0] = W[10:, 1] = True
+    H = np.zeros((2, 5), bool)
+    H[0, :3] = H[1, :2] = True
+    X = (W.astype(int) @ H.astype(int) > 0).astype(np.int8)
+    text = report_html(Factorization.from_factors(X, W, H))
+    charts = check_structure(text)
+    (outlines,) = marks(charts["matrix"][0], "g", "outlines")
+    assert len(marks(outlines, "rect")) == 1
+    first, second = card_facts(text)
+    assert "outline" not in first
+    assert second["outline"] == (
+        "none in the image: its columns are grouped with pattern 1, which covers at least as "
+        "many of their ones"
+    )
+    assert "Pattern 2 has no outline" in Page(text).all_text()
+
+
+def test_the_readable_image_comes_first():
+    """On a large sparse matrix the image of all the data is faint dust: the patterns' rows
+    and columns come first. Where it shows the patterns, it stays first."""
+    rng = np.random.default_rng(0)
+    n, m = 14_000, 20_000  # 20 × 20 cells a pixel
+    rows, cols = rng.integers(0, n, 20_000), rng.integers(0, m, 20_000)
+    X = sp.csr_array((np.ones(20_000, np.int8), (rows, cols)), shape=(n, m))
+    W, H = np.zeros((n, 1), bool), np.zeros((1, m), bool)
+    W[:500, 0] = H[0, :5] = True
+    X = ((X + sp.csr_array(W.astype(np.int8)) @ sp.csr_array(H.astype(np.int8))) > 0).astype(
+        np.int8
+    )
+    page = Page(report_html(Factorization.from_factors(X, W, H)))
+    captions = [c for c in page.text if "one pixel is" in c]
+    assert captions[0].startswith("Only the 500 rows and 5 columns in a pattern")
+    assert captions[1].startswith("All 14,000 rows × 20,000 columns")
+    assert "comes first: in that of all the data, fewer than 1 pixel in 500" in page.all_text()
