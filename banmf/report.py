@@ -716,7 +716,7 @@ def _same_data(selection: dict, result) -> None:
     written by hand, or by an earlier banmf) is taken as it is."""
     shape, theirs = selection.get("shape"), selection.get("input_sha256")
     ours = result.meta.get("input_sha256")
-    other_shape = isinstance(shape, list) and tuple(shape) != tuple(result.shape)
+    other_shape = isinstance(shape, (list, tuple)) and tuple(shape) != tuple(result.shape)
     if other_shape or (theirs and ours and theirs != ours):
         raise InputError(
             f"the rank selection is of {_described(selection.get('input'), shape, theirs)} but "
@@ -856,8 +856,10 @@ def _tag(name: str, body: str | None = None, /, **attrs) -> str:
     """An element whose attribute values are all quoted and escaped (an unquoted value takes a
     following ``/`` in, and a browser then nests the rest of the page inside the element).
     ``body`` is markup, escaped by the caller; without it the element is written empty,
-    ``<name …/>``, as SVG's elements are. A keyword's trailing ``_`` is dropped and its other
-    ``_`` become ``-`` (``class_``, ``text_anchor``); a value of None leaves its attribute out."""
+    ``<name …/>``: only for SVG's elements and HTML's void ones (``img``), as a browser ignores
+    the ``/`` of any other HTML element and leaves it open. A keyword's trailing ``_`` is
+    dropped and its other ``_`` become ``-`` (``class_``, ``text_anchor``); a value of None
+    leaves its attribute out."""
     pairs = "".join(
         f' {key.rstrip("_").replace("_", "-")}="{_e(value)}"'
         for key, value in attrs.items()
