@@ -244,7 +244,7 @@ def _data_image(result, data, found) -> tuple[str, dict]:
     svg, caption, binned, drawn, legible = _matrix(data, W, H, rows, cols, groups)
     figures = [(svg, f"All {_count(n, 'row')} × {_count(m, 'column')}: {caption}.")]
     in_rows, in_cols = rows[row_group[rows] >= 0], cols[col_group[cols] >= 0]
-    first = "the whole"
+    patterns_first = False
     if binned and len(in_rows) and len(in_cols) and (len(in_rows) < n / 2 or len(in_cols) < m / 2):
         # Patterns that hold a small part of the data are a few pixels of the whole: again,
         # with only their rows and columns; first, when the whole is too faint to read.
@@ -258,7 +258,7 @@ def _data_image(result, data, found) -> tuple[str, dict]:
         )
         if legible < LEGIBLE_SHARE:
             figures.reverse()
-            first = "the patterns'"
+            patterns_first = True
     unoutlined = _unoutlined(found, row_group, col_group)
     keys = [
         (_HIT, "one covered by W⊗H"),
@@ -287,7 +287,7 @@ def _data_image(result, data, found) -> tuple[str, dict]:
             "its cells that are ones, errors or unknown (square-root scale, the fullest pixel "
             "darkest)."
         )
-    if first == "the patterns'":
+    if patterns_first:
         notes.append(
             f"The image of the patterns' rows and columns comes first: in that of all the data, "
             f"fewer than 1 pixel in {round(1 / LEGIBLE_SHARE)} is half as dark as the darkest "
