@@ -6,7 +6,8 @@ encoded here (zlib and struct; matplotlib is not needed), and one small inline s
 opens the folded lists before printing. It holds a summary of the data and the fit, the data
 reordered by factor as an image binned from the CSR support (never densified), one card per
 pattern (:func:`banmf.patterns`) and, when given, the evidence of a rank selection. Every
-label, method name and parameter is escaped (:func:`html.escape`).
+label, method name and parameter is escaped (:func:`html.escape`), and every attribute value
+is quoted (:func:`_tag`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,12 @@ TILE_WIDTH, TILE_HEIGHT = 240, 160
 #: Covered zeros are drawn when the factors' tiles hold at most this many cells in all (the
 #: product's support is built to count them per pixel); beyond, the summary counts them.
 PRODUCT_MAX_CELLS = 20_000_000
+#: Names shown in a card's table, per side (the best fitting first); its folded lists have more.
+TOP_NAMES = 8
+#: The image of all the data comes after that of the patterns' rows and columns when fewer
+#: than this share of its pixels are at least half as dark as its darkest: a large sparse
+#: matrix binned tens of cells to a pixel is then faint dust, its patterns a few dark pixels.
+LEGIBLE_SHARE = 0.002
 #: Names listed per row or column list of a card; the rest are counted (``banmf show --csv``
 #: and ``banmf export`` list them all). Keeps the file small for factors of 10^5 rows.
 MAX_NAMES = 5_000
@@ -75,15 +82,18 @@ def write_report(result, path, X=None, *, selection=None, title: str | None = No
         The data (default ``result.X``, kept in results up to 2,000,000 nonzeros). Without
         it the report has the summary and the factors' sizes only.
     selection : RankSelection or dict, optional
-        A rank selection (:func:`banmf.select_rank`, or the JSON of ``banmf select-k --json``):
-        its criteria are drawn against k with the chosen k marked.
+        A rank selection (:func:`banmf.select_rank`, or the JSON of ``banmf select-k --json``)
+        of the factorization's data: its criteria are drawn against k with the chosen k
+        marked.
     title : str, optional
         The page's title (default: the method, k and the input's name).
 
     Raises
     ------
     banmf.exceptions.InputError
-        ``X`` does not match the factorization, or ``selection`` is not a rank selection.
+        ``X`` does not match the factorization, or ``selection`` is not a rank selection or
+        is one of other data: another shape, or another input file (the sha256 that
+        ``banmf select-k`` and ``banmf factorize`` record).
     FileNotFoundError, PermissionError
         ``path`` cannot be written.
     """
@@ -95,7 +105,7 @@ def write_report(result, path, X=None, *, selection=None, title: str | None = No
 
 def report_html(result, X=None, *, selection=None, title: str | None = None) -> str:
     """The page :func:`write_report` writes, as a string."""
-    selection = _selection_dict(selection)
+    selection = _selection_dict(selection, result)
     data = None
     if X is not None or result.X is not None:
         data = result.data(X)
@@ -114,13 +124,19 @@ def report_html(result, X=None, *, selection=None, title: str | None = None) -> 
         found, scores = patterns(result, X), result.evaluate(X)
     sections = [f"<h1>{_e(title)}</h1>", _summary(result, data, scores)]
     if data is not None:
-        sections.append(_data_image(result, data, found))
-        sections.append(_cards(result, data, found, scores["error"]))
+        image, unoutlined = _data_image(result, data, found)
+        sections.append(image)
+        sections.append(_cards(result, data, found, scores["error"], unoutlined))
     else:
         sections.append(
-            "<section><h2>Patterns</h2><p class=note>This result holds no copy of its data (it "
-            "is kept up to 2,000,000 nonzeros): give the data (<code>--data</code>, or "
-            "<code>X</code>) for the image and the patterns.</p>"
+            "<section><h2>Patterns</h2>"
+            + _tag(
+                "p",
+                "This result holds no copy of its data (it is kept up to 2,000,000 nonzeros): "
+                "give the data (<code>--data</code>, or <code>X</code>) for the image and the "
+                "patterns.",
+                class_="note",
+            )
             + _sizes_only(result)
             + "</section>"
         )
@@ -139,7 +155,7 @@ def report_html(result, X=None, *, selection=None, title: str | None = None) -> 
 
 def _summary(result, data, scores) -> str:
     n, m = result.shape
-    rows = [("shape", f"{n:,} rows × {m:,} columns")]
+    rows = [("shape", f"{_count(n, 'row')} × {_count(m, 'column')}")]
     if data is not None:
         unknown = n * m - data.n_observed
         rows += [
@@ -207,7 +223,7 @@ def _summary(result, data, scores) -> str:
     if isinstance(found, dict):
         rows.append(("versions", ", ".join(f"{k} {v}" for k, v in found.items())))
     body = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
-    return f"<section><h2>Summary</h2><table class=summary>{body}</table></section>"
+    return f"<section><h2>Summary</h2>{_tag('table', body, class_='summary')}</section>"
 
 
 def _params(params: dict) -> str:
@@ -216,27 +232,34 @@ def _params(params: dict) -> str:
     return ", ".join(f"{k}={json.dumps(jsonable(v))}" for k, v in params.items())
 
 
-def _data_image(result, data, found) -> str:
+def _data_image(result, data, found) -> tuple[str, dict]:
+    """The section of the data's image(s), and why a pattern has no outline in them: pattern's
+    factor → words, for its card (:func:`_unoutlined`)."""
     W, H = result.W.astype(bool), result.H.astype(bool)
     order = [p.factor for p in found]  # largest contribution first, empty factors last
     rows, row_group = _order(data.X, W, H.T, order)
     cols, col_group = _order(data.T.X, H.T, W, order)
     n, m = data.shape
     groups = (row_group, col_group, order)
-    svg, caption, binned, drawn = _matrix(data, W, H, rows, cols, groups)
-    figures = [(svg, f"All {n:,} rows × {m:,} columns: {caption}.")]
+    svg, caption, binned, drawn, legible = _matrix(data, W, H, rows, cols, groups)
+    figures = [(svg, f"All {_count(n, 'row')} × {_count(m, 'column')}: {caption}.")]
     in_rows, in_cols = rows[row_group[rows] >= 0], cols[col_group[cols] >= 0]
+    patterns_first = False
     if binned and len(in_rows) and len(in_cols) and (len(in_rows) < n / 2 or len(in_cols) < m / 2):
         # Patterns that hold a small part of the data are a few pixels of the whole: again,
-        # with only their rows and columns.
-        svg, caption, _, _ = _matrix(data, W, H, in_rows, in_cols, groups)
+        # with only their rows and columns; first, when the whole is too faint to read.
+        svg, caption, _, _, _ = _matrix(data, W, H, in_rows, in_cols, groups)
         figures.append(
             (
                 svg,
-                f"Only the {len(in_rows):,} rows and {len(in_cols):,} columns in a pattern: "
-                f"{caption}.",
+                f"Only the {_count(len(in_rows), 'row')} and {_count(len(in_cols), 'column')} "
+                f"in a pattern: {caption}.",
             )
         )
+        if legible < LEGIBLE_SHARE:
+            figures.reverse()
+            patterns_first = True
+    unoutlined = _unoutlined(found, row_group, col_group)
     keys = [
         (_HIT, "one covered by W⊗H"),
         (_MISS, "one missed (X = 1, W⊗H = 0)"),
@@ -245,8 +268,12 @@ def _data_image(result, data, found) -> str:
     if data.unknown is not None:
         keys.append((_UNKNOWN, "unknown cell"))
     legend = "".join(
-        f'<span class=key><span class=swatch style="background:rgb({int(c[0])},{int(c[1])},'
-        f'{int(c[2])})"></span>{_e(text)}</span>'
+        _tag(
+            "span",
+            _tag("span", "", class_="swatch", style=f"background:rgb{tuple(int(v) for v in c)}")
+            + _e(text),
+            class_="key",
+        )
         for c, text in keys
     )
     notes = [
@@ -260,25 +287,76 @@ def _data_image(result, data, found) -> str:
             "its cells that are ones, errors or unknown (square-root scale, the fullest pixel "
             "darkest)."
         )
+    if patterns_first:
+        notes.append(
+            f"The image of the patterns' rows and columns comes first: in that of all the data, "
+            f"fewer than 1 pixel in {round(1 / LEGIBLE_SHARE)} is half as dark as the darkest "
+            "(too faint to read)."
+        )
+    if unoutlined:
+        ranks = [i for i, p in enumerate(found, 1) if p.factor in unoutlined]
+        one = len(ranks) == 1
+        notes.append(
+            f"{_series('Pattern', ranks)} {'has' if one else 'have'} no outline: all of "
+            f"{'its' if one else 'their'} rows or all of {'its' if one else 'their'} columns are "
+            f"grouped with other patterns (see {'its card' if one else 'their cards'})."
+        )
     if not drawn:
         notes.append(
             "Covered zeros are not drawn (the factors' tiles are too large to list their "
             "cells); the summary counts them."
         )
     body = "".join(
-        f"<figure><div class=figure>{svg}</div><figcaption>{_e(caption)}</figcaption></figure>"
+        f"<figure>{_tag('div', svg, class_='figure')}<figcaption>{_e(caption)}</figcaption></figure>"
         for svg, caption in figures
     )
-    return (
+    section = (
         f"<section><h2>The data, reordered by factor</h2>{body}"
-        f"<p class=legend>{legend}</p><p class=note>{_e(' '.join(notes))}</p></section>"
+        + _tag("p", legend, class_="legend")
+        + _tag("p", _e(" ".join(notes)), class_="note")
+        + "</section>"
     )
+    return section, unoutlined
 
 
-def _matrix(data, W, H, rows, cols, groups) -> tuple[str, str, bool, bool]:
+def _unoutlined(found, row_group: np.ndarray, col_group: np.ndarray) -> dict:
+    """The patterns (with cells) that have no group of rows or of columns of their own, each
+    of those rows or columns grouped with a pattern that covers at least as many of its ones:
+    factor → where they went, in words."""
+    rank_of = {p.factor: i for i, p in enumerate(found, 1)}
+    reasons = {}
+    for p in found:
+        if p.cells == 0:
+            continue
+        lost = []
+        for noun, members, group in (("row", p.rows, row_group), ("column", p.cols, col_group)):
+            if (group[members] == p.factor).any():
+                continue
+            others = sorted({rank_of[int(g)] for g in group[members]})
+            many = len(members) > 1
+            lost.append(
+                f"its {noun}{'s are' if many else ' is'} grouped with {_series('pattern', others)}"
+                f", which cover{'' if len(others) > 1 else 's'} at least as many of "
+                f"{'their' if many else 'its'} ones"
+            )
+        if lost:
+            reasons[p.factor] = f"none in the image: {'; '.join(lost)}"
+    return reasons
+
+
+def _series(noun: str, numbers: list) -> str:
+    """``pattern 1``, ``patterns 1 and 2``, ``patterns 1, 2 and 4``."""
+    if len(numbers) == 1:
+        return f"{noun} {numbers[0]}"
+    head = ", ".join(map(str, numbers[:-1]))
+    return f"{noun}s {head} and {numbers[-1]}"
+
+
+def _matrix(data, W, H, rows, cols, groups) -> tuple[str, str, bool, bool, float]:
     """The cells of ``rows`` × ``cols`` (display order) binned into an inline SVG image with
     the patterns' groups outlined; its caption (the size of a pixel), whether a pixel holds
-    several cells, and whether covered zeros are drawn."""
+    several cells, whether covered zeros are drawn, and the share of its pixels at least half
+    as dark as the darkest (see :data:`LEGIBLE_SHARE`)."""
     row_group, col_group, order = groups
     n, m = data.shape
     sr, sc = -(-len(rows) // IMAGE_HEIGHT), -(-len(cols) // IMAGE_WIDTH)
@@ -286,7 +364,8 @@ def _matrix(data, W, H, rows, cols, groups) -> tuple[str, str, bool, bool]:
     bin_r, bin_c = np.full(n, -1, np.int64), np.full(m, -1, np.int64)
     bin_r[rows], bin_c[cols] = np.arange(len(rows)) // sr, np.arange(len(cols)) // sc
     counts, drawn = _counts(data, W, H, bin_r, bin_c, (h, w))
-    png = _png(_colour(counts, _cells(bin_r, bin_c, (h, w))))
+    rgb, darkness = _colour(counts, _cells(bin_r, bin_c, (h, w)))
+    png = _png(rgb)
     # Cells drawn as squares of up to 12 px; a narrow matrix's columns widened to 480 px in all.
     zoom = max(1, min(IMAGE_WIDTH // w, IMAGE_HEIGHT // h, 12))
     zoom_x = max(zoom, min(IMAGE_WIDTH // w, 480 // w))
@@ -298,24 +377,43 @@ def _matrix(data, W, H, rows, cols, groups) -> tuple[str, str, bool, bool]:
             continue
         x0, x1 = c[0] / sc, (c[-1] + 1) / sc
         y0, y1 = r[0] / sr, (r[-1] + 1) / sr
+        tooltip = (
+            f"pattern {rank + 1} (factor {l}): {_count(len(r), 'row')} × "
+            f"{_count(len(c), 'column')} best covered by it"
+        )
         outlines.append(
-            f'<rect x="{x0:.3f}" y="{y0:.3f}" width="{x1 - x0:.3f}" height="{y1 - y0:.3f}" '
-            f'stroke="{_PALETTE[rank % len(_PALETTE)]}"><title>pattern {rank + 1} (factor {l}): '
-            f"{len(r):,} rows × {len(c):,} columns best covered by it</title></rect>"
+            _tag(
+                "rect",
+                _tag("title", _e(tooltip)),
+                x=f"{x0:.3f}",
+                y=f"{y0:.3f}",
+                width=f"{x1 - x0:.3f}",
+                height=f"{y1 - y0:.3f}",
+                stroke=_PALETTE[rank % len(_PALETTE)],
+            )
         )
     pixel = (
         "one pixel is one cell"
         if sr == sc == 1
         else f"one pixel is {_count(sr, 'row')} × {_count(sc, 'column')}"
     )
-    svg = (
-        f'<svg class=matrix viewBox="0 0 {w} {h}" width="{w * zoom_x}" height="{h * zoom}" '
-        f'preserveAspectRatio="none" role="img" aria-label="the data reordered by factor">'
-        f'<image width="{w}" height="{h}" preserveAspectRatio="none" '
-        f'href="data:image/png;base64,{png}"/>'
-        f'<g class=outlines fill="none" stroke-width="2">{"".join(outlines)}</g></svg>'
+    image = _tag(
+        "image", width=w, height=h, preserveAspectRatio="none", href=f"data:image/png;base64,{png}"
     )
-    return svg, f"{pixel} ({w:,} × {h:,} pixels)", sr * sc > 1, drawn
+    group = _tag("g", "".join(outlines), class_="outlines", fill="none", stroke_width=2)
+    svg = _tag(
+        "svg",
+        image + group,
+        class_="matrix",
+        viewBox=f"0 0 {w} {h}",
+        width=w * zoom_x,
+        height=h * zoom,
+        preserveAspectRatio="none",
+        role="img",
+        aria_label="the data reordered by factor",
+    )
+    legible = float((darkness >= 0.5).mean())
+    return svg, f"{pixel} ({w:,} × {h:,} pixels)", sr * sc > 1, drawn, legible
 
 
 def _cells(bin_r: np.ndarray, bin_c: np.ndarray, shape) -> np.ndarray:
@@ -398,10 +496,10 @@ def _counts(data, W, H, bin_r, bin_c, shape) -> tuple[dict, bool]:
     return counts, drawn
 
 
-def _colour(counts: dict, cells: np.ndarray) -> np.ndarray:
+def _colour(counts: dict, cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """RGB pixels (uint8): each pixel the mix of its cells' colours by their shares, its
     darkness the share of cells that are not empty zeros (square-root scale, normalised to the
-    fullest pixel when pixels hold several cells)."""
+    fullest pixel when pixels hold several cells); and that darkness, 0 to 1."""
     parts = [(counts["hit"], _HIT), (counts["miss"], _MISS), (counts["false"], _FALSE)]
     parts.append((counts["unknown"], _UNKNOWN))
     ink = sum(c for c, _ in parts).astype(np.float64)
@@ -411,7 +509,7 @@ def _colour(counts: dict, cells: np.ndarray) -> np.ndarray:
         share = np.sqrt(share / share.max())
     alpha = np.clip(share, 0, 1)[..., None]
     rgb = _EMPTY * (1 - alpha) + mix * alpha
-    return np.clip(np.rint(rgb), 0, 255).astype(np.uint8)
+    return np.clip(np.rint(rgb), 0, 255).astype(np.uint8), alpha[..., 0]
 
 
 def _png(rgb: np.ndarray) -> str:
@@ -433,7 +531,7 @@ def _png(rgb: np.ndarray) -> str:
     return base64.b64encode(png).decode("ascii")
 
 
-def _cards(result, data, found, error: int) -> str:
+def _cards(result, data, found, error: int, unoutlined: dict) -> str:
     W, H = result.W.astype(bool), result.H.astype(bool)
     Wi, Hi = W.astype(np.int64), H.astype(np.int64)
     shared = (Wi.T @ Wi) * (Hi @ Hi.T)  # cells two tiles have in common
@@ -449,33 +547,51 @@ def _cards(result, data, found, error: int) -> str:
         )
         overlaps = [f"pattern {rank_of[o]} ({cells:,} cells)" for cells, o in overlaps if cells > 0]
         facts = [
-            ("size", f"{p.n_rows:,} rows × {p.n_cols:,} columns = {p.cells:,} cells"),
-            ("precision", f"{p.precision:.3f} ({p.ones:,} ones in the tile)"),
+            ("columns", _top(p.col_names, p.n_cols)),
+            ("rows", _top(p.row_names, p.n_rows)),
+            (
+                "size",
+                f"{_count(p.n_rows, 'row')} × {_count(p.n_cols, 'column')} = "
+                f"{_count(p.cells, 'cell')}",
+            ),
+            ("precision", f"{p.precision:.3f} ({_count(p.ones, 'one')} in the tile)"),
             ("without it", _without(p, error)),
             ("overlaps", ", ".join(overlaps) if overlaps else "none"),
         ]
         if p.unknown:
-            facts.insert(2, ("unknown cells", f"{p.unknown:,} in the tile"))
+            facts.insert(4, ("unknown cells", f"{p.unknown:,} in the tile"))
+        if p.factor in unoutlined:
+            facts.append(("outline", unoutlined[p.factor]))
         table = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in facts)
         colour = _PALETTE[(i - 1) % len(_PALETTE)]
-        cards.append(
-            f'<article class=card style="border-left-color:{colour}">'
+        body = (
             f"<h3>Pattern {i} <small>(factor {p.factor})</small></h3>"
-            f"<div class=cardbody><table>{table}</table>{_tile_image(data, p)}</div>"
-            f"{_names('column', p.col_names, p.n_cols)}{_names('row', p.row_names, p.n_rows)}"
-            "</article>"
+            + _tag("div", f"<table>{table}</table>{_tile_image(data, p)}", class_="cardbody")
+            + _names("column", p.col_names, p.n_cols)
+            + _names("row", p.row_names, p.n_rows)
         )
+        cards.append(_tag("article", body, class_="card", style=f"border-left-color:{colour}"))
     note = (
-        f"<p class=note>Empty factors (no rows or no columns): "
-        f"{_e(', '.join(map(str, empty)))}.</p>"
+        _tag(
+            "p",
+            _e(f"Empty factors (no rows or no columns): {', '.join(map(str, empty))}."),
+            class_="note",
+        )
         if empty
         else ""
     )
     return (
-        "<section><h2>Patterns, largest contribution first</h2><p class=note>Each pattern is "
-        "a set of columns shared by a set of rows (a factor: a column of W and a row of H). "
-        "Rows and columns are listed best fitting first; the image shows the pattern's tile, "
-        "ones dark and zeros red.</p>" + "".join(cards) + note + "</section>"
+        "<section><h2>Patterns, largest contribution first</h2>"
+        + _tag(
+            "p",
+            "Each pattern is a set of columns shared by a set of rows (a factor: a column of W "
+            "and a row of H). Rows and columns are listed best fitting first; the image shows "
+            "the pattern's tile, ones dark and zeros red.",
+            class_="note",
+        )
+        + "".join(cards)
+        + note
+        + "</section>"
     )
 
 
@@ -513,11 +629,23 @@ def _tile_image(data, p) -> str:
     png = _png(np.clip(np.rint(rgb), 0, 255).astype(np.uint8))
     zoom_x, zoom_y = max(1, min(TILE_WIDTH // w, 16)), max(1, min(TILE_HEIGHT // h, 16))
     pixel = "a cell" if sr == sc == 1 else f"{sr:,} × {sc:,} cells"
-    return (
-        f'<img class=tile width="{w * zoom_x}" height="{h * zoom_y}" '
-        f'alt="the tile of the pattern: share of ones, a pixel is {pixel}" '
-        f'title="a pixel is {pixel}" src="data:image/png;base64,{png}">'
+    return _tag(
+        "img",
+        None,
+        class_="tile",
+        width=w * zoom_x,
+        height=h * zoom_y,
+        alt=f"the tile of the pattern: share of ones, a pixel is {pixel}",
+        title=f"a pixel is {pixel}",
+        src=f"data:image/png;base64,{png}",
     )
+
+
+def _top(names: list, total: int) -> str:
+    """The first :data:`TOP_NAMES` names, and how many more."""
+    shown = names[:TOP_NAMES]
+    more = total - len(shown)
+    return ", ".join(map(str, shown)) + (f" (+{more:,} more)" if more > 0 else "")
 
 
 def _names(what: str, names: list, total: int) -> str:
@@ -528,8 +656,9 @@ def _names(what: str, names: list, total: int) -> str:
         else ""
     )
     return (
-        f"<details><summary>{_count(total, what)}</summary><p class=names>"
-        f"{_e(', '.join(shown))}{_e(more)}</p></details>"
+        f"<details><summary>{_count(total, what)}</summary>"
+        + _tag("p", _e(", ".join(shown) + more), class_="names")
+        + "</details>"
     )
 
 
@@ -540,7 +669,8 @@ def _sizes_only(result) -> str:
         f"<tr><td>{l}</td><td>{int(rows[l]):,}</td><td>{int(cols[l]):,}</td></tr>"
         for l in range(result.n_components)
     )
-    return f"<table class=sizes><tr><th>factor</th><th>rows</th><th>columns</th></tr>{body}</table>"
+    head = "<tr><th>factor</th><th>rows</th><th>columns</th></tr>"
+    return _tag("table", head + body, class_="sizes")
 
 
 # -- rank selection ----------------------------------------------------------------------------
@@ -554,11 +684,17 @@ _CRITERIA = (
 )
 
 
-def _selection_dict(selection) -> dict | None:
+def _selection_dict(selection, result) -> dict | None:
+    """The selection as the dict ``banmf select-k --json`` prints, checked: a rank selection,
+    of the factorization's data (:func:`_same_data`)."""
     if selection is None:
         return None
     if hasattr(selection, "to_dict"):
+        # A RankSelection: its fits have the shape of the data it was made on.
+        shapes = {fit.shape for fit in (getattr(selection, "fits", None) or {}).values()}
         selection = selection.to_dict()
+        if len(shapes) == 1:
+            selection["shape"] = list(shapes.pop())
     per_k = selection.get("per_k") if isinstance(selection, dict) else None
     if (
         not isinstance(per_k, list)
@@ -570,7 +706,33 @@ def _selection_dict(selection) -> dict | None:
             "selection: not a rank selection (a RankSelection, or the JSON that "
             "banmf select-k --json prints)"
         )
+    _same_data(selection, result)
     return selection
+
+
+def _same_data(selection: dict, result) -> None:
+    """Refuse a rank selection made on other data than the factorization: another shape, or
+    another input file (both record its sha256). A selection that records neither (one
+    written by hand, or by an earlier banmf) is taken as it is."""
+    shape, theirs = selection.get("shape"), selection.get("input_sha256")
+    ours = result.meta.get("input_sha256")
+    other_shape = isinstance(shape, (list, tuple)) and tuple(shape) != tuple(result.shape)
+    if other_shape or (theirs and ours and theirs != ours):
+        raise InputError(
+            f"the rank selection is of {_described(selection.get('input'), shape, theirs)} but "
+            f"the factorization is of {_described(result.meta.get('input'), result.shape, ours)}"
+            "; select the rank on the factorization's data (banmf select-k)"
+        )
+
+
+def _described(name, shape, sha256) -> str:
+    """Data in words: its name, shape and checksum, as far as they are known."""
+    known = []
+    if shape is not None:
+        known.append(f"{shape[0]}×{shape[1]}")
+    if sha256:
+        known.append(f"sha256 {sha256[:12]}…")
+    return f"{name or 'unnamed data'}" + (f" ({', '.join(known)})" if known else "")
 
 
 def _selection(selection: dict) -> str:
@@ -589,8 +751,13 @@ def _selection(selection: dict) -> str:
     return (
         f"<section><h2>Rank selection: k = {best}</h2>"
         + (f"<p>{_e(str(reason))}</p>" if reason else "")
-        + f"<div class=charts>{''.join(charts)}</div><p class=note>The dashed line marks the "
-        "chosen k; a square marks each criterion's own choice.</p></section>"
+        + _tag("div", "".join(charts), class_="charts")
+        + _tag(
+            "p",
+            "The dashed line marks the chosen k; a square marks each criterion's own choice.",
+            class_="note",
+        )
+        + "</section>"
     )
 
 
@@ -609,46 +776,72 @@ def _chart(title: str, points: list, best: int, choice) -> str:
     def y(v):
         return height - bottom - (height - top - bottom) * (v - low) / span
 
+    def f(value: float) -> str:
+        return f"{value:.1f}"
+
+    base = height - bottom
     parts = [
-        f'<text x="{width / 2}" y="14" class=title>{_e(title)}</text>',
-        f'<line x1="{left}" y1="{height - bottom}" x2="{width - right}" y2="{height - bottom}" '
-        "class=axis/>",
-        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{height - bottom}" class=axis/>',
-        f'<text x="{left - 4}" y="{y(high) + 4:.1f}" class=tick text-anchor="end">{high:.4g}</text>',
-        f'<text x="{left - 4}" y="{y(low) + 4:.1f}" class=tick text-anchor="end">{low:.4g}</text>',
+        _tag("text", _e(title), x=f(width / 2), y=14, class_="title"),
+        _tag("line", x1=left, y1=base, x2=width - right, y2=base, class_="axis"),
+        _tag("line", x1=left, y1=top, x2=left, y2=base, class_="axis"),
     ]
+    for value in (high, low):
+        parts.append(
+            _tag(
+                "text",
+                f"{value:.4g}",
+                x=left - 4,
+                y=f(y(value) + 4),
+                class_="tick",
+                text_anchor="end",
+            )
+        )
     step = max(1, -(-len(ks) // 12))
     for k in ks[::step]:
         parts.append(
-            f'<text x="{x(k):.1f}" y="{height - bottom + 14}" class=tick text-anchor="middle">'
-            f"{k}</text>"
+            _tag("text", str(k), x=f(x(k)), y=base + 14, class_="tick", text_anchor="middle")
         )
     parts.append(
-        f'<text x="{(left + width - right) / 2}" y="{height - 2}" class=tick '
-        'text-anchor="middle">k</text>'
+        _tag(
+            "text",
+            "k",
+            x=f((left + width - right) / 2),
+            y=height - 2,
+            class_="tick",
+            text_anchor="middle",
+        )
     )
     if k0 <= best <= k1:
-        parts.append(
-            f'<line x1="{x(best):.1f}" y1="{top}" x2="{x(best):.1f}" y2="{height - bottom}" '
-            "class=best/>"
-        )
+        parts.append(_tag("line", x1=f(x(best)), y1=top, x2=f(x(best)), y2=base, class_="best"))
     for k, v, e in points:
         if e:
             parts.append(
-                f'<line x1="{x(k):.1f}" y1="{y(v - e):.1f}" x2="{x(k):.1f}" y2="{y(v + e):.1f}" '
-                "class=bar/>"
+                _tag("line", x1=f(x(k)), y1=f(y(v - e)), x2=f(x(k)), y2=f(y(v + e)), class_="bar")
             )
-    line = " ".join(f"{x(k):.1f},{y(v):.1f}" for k, v, _ in points)
-    parts.append(f'<polyline points="{line}" class=curve/>')
+    line = " ".join(f"{f(x(k))},{f(y(v))}" for k, v, _ in points)
+    parts.append(_tag("polyline", points=line, class_="curve"))
     for k, v, _ in points:
-        parts.append(f'<circle cx="{x(k):.1f}" cy="{y(v):.1f}" r="2.5" class=dot/>')
+        parts.append(_tag("circle", cx=f(x(k)), cy=f(y(v)), r=2.5, class_="dot"))
         if k == choice:
             parts.append(
-                f'<rect x="{x(k) - 6:.1f}" y="{y(v) - 6:.1f}" width="12" height="12" class=choice/>'
+                _tag(
+                    "rect",
+                    x=f(x(k) - 6),
+                    y=f(y(v) - 6),
+                    width=12,
+                    height=12,
+                    class_="choice",
+                )
             )
-    return (
-        f'<svg class=chart viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
-        f'role="img" aria-label="{_e(title)} against k">{"".join(parts)}</svg>'
+    return _tag(
+        "svg",
+        "".join(parts),
+        class_="chart",
+        viewBox=f"0 0 {width} {height}",
+        width=width,
+        height=height,
+        role="img",
+        aria_label=f"{title} against k",
     )
 
 
@@ -657,6 +850,22 @@ def _chart(title: str, points: list, best: int, choice) -> str:
 
 def _e(text) -> str:
     return html.escape(str(text), quote=True)
+
+
+def _tag(name: str, body: str | None = None, /, **attrs) -> str:
+    """An element whose attribute values are all quoted and escaped (an unquoted value takes a
+    following ``/`` in, and a browser then nests the rest of the page inside the element).
+    ``body`` is markup, escaped by the caller; without it the element is written empty,
+    ``<name …/>``: only for SVG's elements and HTML's void ones (``img``), as a browser ignores
+    the ``/`` of any other HTML element and leaves it open. A keyword's trailing ``_`` is
+    dropped and its other ``_`` become ``-`` (``class_``, ``text_anchor``); a value of None
+    leaves its attribute out."""
+    pairs = "".join(
+        f' {key.rstrip("_").replace("_", "-")}="{_e(value)}"'
+        for key, value in attrs.items()
+        if value is not None
+    )
+    return f"<{name}{pairs}/>" if body is None else f"<{name}{pairs}>{body}</{name}>"
 
 
 _CSS = """

@@ -77,10 +77,11 @@ def check_target(path: str, option: str, inputs=(), suffixes=(".npz",)) -> None:
     check_output(path, inputs=[p for p in inputs if p])
 
 
-def saved_with_data(args):
+def saved_with_data(args, *, other_file: str = "warn"):
     """The factorization saved in ``args.result`` and its data: the copy kept in the file, or
-    ``--data`` (``args.data``, of the result's shape), whose labels the result takes when it
-    has none. Returns ``(saved, X)``; X is None when neither holds the data."""
+    ``--data`` (``args.data``, of the result's shape; ``other_file`` as in
+    :func:`matching_data`), whose labels the result takes when it has none. Returns
+    ``(saved, X)``; X is None when neither holds the data."""
     from ..result import Factorization
 
     saved = Factorization.load(args.result)
@@ -88,15 +89,16 @@ def saved_with_data(args):
     if args.data:
         ds = read_input(args.data, args.format)
         X = ds.X
-        matching_data(X, args.data, saved, args.result)
+        matching_data(X, args.data, saved, args.result, other_file=other_file)
         if saved.row_labels is None and saved.col_labels is None:
             saved = saved.replace(row_labels=ds.row_labels, col_labels=ds.col_labels)
     return saved, X
 
 
-def matching_data(X, data_path: str, saved, result_path: str) -> None:
-    """Refuse data of another shape than the saved factorization's; warn if it is not the file
-    the factorization was made from (its sha256 is recorded)."""
+def matching_data(X, data_path: str, saved, result_path: str, *, other_file: str = "warn") -> None:
+    """Refuse data of another shape than the saved factorization's. If it is not the file the
+    factorization was made from (its sha256 is recorded), warn, or with ``other_file="refuse"``
+    refuse it too (a report would show it under the recorded file's name and checksum)."""
     n, m = saved.W.shape[0], saved.H.shape[1]
     if X.shape != (n, m):
         raise UsageError(
@@ -104,7 +106,15 @@ def matching_data(X, data_path: str, saved, result_path: str) -> None:
             f"{n}×{m} matrix"
         )
     recorded = saved.meta.get("input_sha256")
-    if recorded and recorded != sha256(data_path):
+    if not recorded:
+        return
+    found = sha256(data_path)
+    if found != recorded and other_file == "refuse":
+        raise UsageError(
+            f"{data_path} (sha256 {found[:12]}…) is not the file {result_path} was fitted to, "
+            f"{saved.meta.get('input', 'its input')} (sha256 {recorded[:12]}…); give that file"
+        )
+    if found != recorded:
         warnings.warn(
             f"{data_path} is not the file {result_path} was fitted to (its sha256 differs "
             f"from the recorded one, of {saved.meta.get('input', 'the input')})",

@@ -7,7 +7,7 @@ import json
 import logging
 
 from .exits import EXIT_OK, UsageError
-from .inputs import check_target, estimator_params, input_data, read_input
+from .inputs import check_target, estimator_params, input_data, read_input, sha256
 from .render import emit, listening, rank_line, rank_table, start_numba
 
 
@@ -63,7 +63,14 @@ def cmd_select_k(args, out, err) -> int:
             callback=report,
             **params,
         )
-    record = {"input": args.input, "method": args.method, **jsonable(sel.to_dict())}
+    # The data's shape and checksum: banmf report --selection refuses a selection of other data.
+    record = {
+        "input": args.input,
+        "shape": list(ds.X.shape),
+        "input_sha256": sha256(args.input),
+        "method": args.method,
+        **jsonable(sel.to_dict()),
+    }
     lines = [
         f"input           {args.input} ({ds.X.shape[0]}×{ds.X.shape[1]}, {ds.X.nnz} nonzeros)",
         f"method          {args.method}; criteria {', '.join(criteria)}; "

@@ -19,10 +19,10 @@ def cmd_report(args, out, err) -> int:
         inputs=[args.result, args.data, args.selection],
         suffixes=(".html", ".htm"),
     )
-    saved, X = saved_with_data(args)
+    saved, X = saved_with_data(args, other_file="refuse")
     selection = None
     if args.selection:
-        selection = _selection(args.selection)
+        selection = _selection(args.selection, saved)
     saved.report(target, X, selection=selection)
     args.written = target
     emit(
@@ -35,14 +35,22 @@ def cmd_report(args, out, err) -> int:
     return EXIT_OK
 
 
-def _selection(path: str) -> dict:
-    """The JSON that ``banmf select-k --json`` printed, read from ``path``."""
+def _selection(path: str, saved) -> dict:
+    """The JSON that ``banmf select-k --json`` printed, read from ``path``; refused unless it
+    is a rank selection of the data ``saved`` was fitted to."""
+    from ..exceptions import InputError
+    from ..report import _selection_dict
+
     if not Path(path).exists():
         raise FileNotFoundError(f"{path}: no such file")
     try:
         with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
+            selection = json.load(fh)
     except (UnicodeDecodeError, ValueError) as exc:
         raise UsageError(
             f"--selection {path}: not the JSON of banmf select-k --json ({exc})"
         ) from None
+    try:
+        return _selection_dict(selection, saved)
+    except InputError as exc:
+        raise UsageError(f"--selection {path}: {exc}") from None
