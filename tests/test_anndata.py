@@ -77,3 +77,23 @@ def test_a_file_and_its_object_give_the_same_data(tmp_path):
     a = factorize(ds, 2, method="asso")
     b = factorize(adata, 2, method="asso")
     assert np.array_equal(a.W, b.W) and a.col_labels == b.col_labels
+
+
+def test_entries_banmf_did_not_write_are_kept_unless_overwrite():
+    adata, _ = make_adata(4)
+    pca = np.arange(30 * 5, dtype=np.float32).reshape(30, 5)
+    adata.obsm["X_pca"] = pca
+    adata.uns["pca"] = {"params": {"zero_center": True}}
+    with pytest.raises(InvalidParameterError, match=r'obsm\["X_pca"\].*overwrite=True'):
+        factorize(adata, 3, method="asso", layer="binary", key_added="pca")
+    assert adata.obsm["X_pca"] is pca and "pca_H" not in adata.varm  # checked before the fit
+    adata.varm["mine_H"] = np.zeros((20, 2))
+    with pytest.raises(InvalidParameterError, match=r'varm\["mine_H"\]'):
+        factorize(adata, 3, method="asso", layer="binary", key_added="mine")
+    factorize(adata, 3, method="asso", layer="binary", key_added="pca", overwrite=True)
+    assert adata.obsm["X_pca"].shape == (30, 3) and adata.uns["pca"]["written_by"] == "banmf"
+    factorize(adata, 2, method="asso", layer="binary", key_added="pca")  # banmf's own: replaced
+    assert adata.obsm["X_pca"].shape == (30, 2)
+    for bad in (123, "", "a/b"):
+        with pytest.raises(InvalidParameterError, match="key_added must be a non-empty string"):
+            factorize(adata, 2, method="asso", layer="binary", key_added=bad)
