@@ -578,3 +578,11 @@ def test_complete_says_its_predictor_and_gives_calibrated_probabilities(tmp_path
     assert code == 0 and "(W⊗H)" in err
     code, _, err = run("complete", VOTES, str(one), "--proba")
     assert code == 2 and "no calibrated predictor" in err
+
+
+@pytest.mark.parametrize("address", ["bogus", "tcp://host", "host", "tcp://"])
+def test_scheduler_address_without_a_port_exits_2_naming_the_forms(address):
+    code, out, err = run("factorize", ZOO, "-k", "2", "--scheduler", address)
+    assert code == 2 and out == ""
+    assert "expected 'local' or a Dask scheduler's address with its port" in err
+    assert "tcp://host:8786" in err and "internal error" not in err
