@@ -586,3 +586,31 @@ def test_scheduler_address_without_a_port_exits_2_naming_the_forms(address):
     assert code == 2 and out == ""
     assert "expected 'local' or a Dask scheduler's address with its port" in err
     assert "tcp://host:8786" in err and "internal error" not in err
+
+
+def test_complete_proba_says_what_the_value_and_the_probability_are(tmp_path):
+    res = tmp_path / "v.npz"
+    argv = ("factorize", VOTES, "-k", "3", "--missing", VOTES_MASK, "--param", "n_init=3")
+    code, out, _ = run(*argv, "--out", str(res), "-q")
+    assert code == 0, out
+    code, out, err = run("complete", VOTES, str(res), "--proba")
+    assert code == 0 and "value: the predictor's 0/1 (as --out writes it)" in err
+    assert "probability: its score calibrated" in err
+    code, out, _ = run("complete", VOTES, str(res), "--proba", "--json")
+    meaning = json.loads(out)["meaning"]
+    assert meaning["value"].startswith(("0/1 by ", "every cell")) and "calibrated" in str(meaning)
+
+
+def test_complete_names_a_threshold_outside_the_scores_range_in_words():
+    from banmf._predictor import Predictor
+    from banmf.cli.data import _rule
+
+    def rule(kind, threshold, edges=(0.1, 0.3)):
+        return _rule(Predictor(kind, threshold, np.array(edges), np.zeros(len(edges) + 1)))
+
+    assert rule("vote", 0.45) == "the share of the starts predicting 1 above 0.45"
+    assert rule("vote", 2.0).startswith("every cell 0: on held-out cells, 0 everywhere beat")
+    assert rule("vote", -1.0).startswith("every cell 1: on held-out cells, 1 everywhere beat")
+    assert rule("nmf", 1.499, (0.2, 0.499)).startswith("every cell 0")
+    assert rule("nmf", 0.4022, (0.2, 0.499)) == "the NMF start's continuous product above 0.4022"
+    assert rule("product", 0.5) == "W⊗H"
