@@ -614,3 +614,16 @@ def test_complete_names_a_threshold_outside_the_scores_range_in_words():
     assert rule("nmf", 1.499, (0.2, 0.499)).startswith("every cell 0")
     assert rule("nmf", 0.4022, (0.2, 0.499)) == "the NMF start's continuous product above 0.4022"
     assert rule("product", 0.5) == "W⊗H"
+
+
+def test_show_escapes_control_characters_in_labels(tmp_path):
+    data = tmp_path / "esc.csv"
+    data.write_text("name,a,\x1b[31mb\x1b[0m,c\nr1,1,1,0\n\x1b[2Jr2,1,1,0\nr3,0,0,1\nr4,0,1,1\n")
+    res = tmp_path / "esc.npz"
+    code, _, err = run("factorize", str(data), "-k", "2", "--out", str(res), "-q")
+    assert code == 0, err
+    code, out, _ = run("show", str(res))
+    assert code == 0 and "\x1b" not in out
+    assert "\\x1b[31mb\\x1b[0m" in out and "\\x1b[2Jr2" in out
+    code, out, _ = run("show", str(res), "--json")  # JSON escapes them itself
+    assert "\x1b" not in out and "\\u001b[2Jr2" in out

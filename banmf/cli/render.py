@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import signal
 import threading
 import time
@@ -168,11 +169,26 @@ def plural(count: int, word: str, plural: str | None = None) -> str:
     return f"{count} {word if count == 1 else (plural or word + 's')}"
 
 
+#: What a terminal acts on rather than shows: C0 and C1 control characters (ANSI escape
+#: sequences start with one) and the bidirectional overrides, which reorder the text shown.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` with each control character written as its escape (``\\x1b``, ``\\u202e``),
+    so that a label cannot move the cursor, recolour or reorder a terminal's text."""
+    return _CONTROL.sub(
+        lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text
+    )
+
+
 def emit(args, record: dict, lines: list[str], out) -> None:
+    """A command's result on stdout: ``record`` as JSON (``--json``; JSON escapes control
+    characters itself), else ``lines`` with their control characters escaped."""
     if args.json:
         out.write(json.dumps(record, indent=2, default=str) + "\n")
     else:
-        out.write("\n".join(lines) + "\n")
+        out.write("\n".join(printable(line) for line in lines) + "\n")
 
 
 def fit_lines(
@@ -323,7 +339,7 @@ def warnings_to(err):
             shown.add(text)
             err.write(
                 ("\r\033[K" if getattr(err, "isatty", lambda: False)() else "")
-                + f"banmf: warning: {text}\n"
+                + f"banmf: warning: {printable(text)}\n"
             )
 
     return show
