@@ -28,11 +28,6 @@ def anndata_module():
     return anndata
 
 
-def is_anndata(X) -> bool:
-    """An AnnData object, recognised without importing anndata."""
-    return type(X).__module__.split(".")[0] == "anndata" and hasattr(X, "obsm")
-
-
 def anndata_dataset(
     adata, layer: str | None = None, *, where: str = "", name: str = "", one_based: bool = False
 ) -> Dataset:

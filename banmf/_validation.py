@@ -82,6 +82,11 @@ def is_dataframe(X) -> bool:
     return type(X).__module__.split(".")[0] == "pandas" and hasattr(X, "columns")
 
 
+def is_anndata(X) -> bool:
+    """An AnnData object, recognised without importing anndata (an optional dependency)."""
+    return type(X).__module__.split(".")[0] == "anndata" and hasattr(X, "obsm")
+
+
 def frame_labels(X) -> tuple[list | None, list | None]:
     """The row and column names of a pandas DataFrame (as str), else ``(None, None)``."""
     if not is_dataframe(X):
@@ -138,6 +143,11 @@ def check_binary_matrix(X, name: str = "X", *, one_based: bool = False) -> sp.cs
     if X is None or isinstance(X, (str, bytes)):
         raise InputError(
             f"{name} must be a 2-D 0/1 array or scipy sparse matrix, got {type(X).__name__}"
+        )
+    if is_anndata(X):
+        raise InputError(
+            f"{name} is an AnnData: pass its matrix (adata.X or adata.layers[...]), or call "
+            "banmf.factorize(adata, k), which reads it with its names and writes the result back"
         )
     if is_dataframe(X):
         # A frame of sparse columns stays sparse; any other is read as its values.

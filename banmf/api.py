@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import time
 
-from ._anndata import anndata_dataset, check_destination, is_anndata, store_result
+from ._anndata import anndata_dataset, check_destination, store_result
 from ._runner import fit_tasks
+from ._validation import is_anndata
 from .dataset import Dataset
 from .exceptions import Interrupted, InvalidParameterError
 from .models import METHODS

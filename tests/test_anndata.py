@@ -6,7 +6,7 @@ import pytest
 import scipy.sparse as sp
 
 from banmf import InputError, InvalidParameterError, factorize, make_boolean
-from banmf.io import read_dataset
+from banmf.io import Dataset, read_dataset
 
 anndata = pytest.importorskip("anndata")
 
@@ -97,3 +97,17 @@ def test_entries_banmf_did_not_write_are_kept_unless_overwrite():
     for bad in (123, "", "a/b"):
         with pytest.raises(InvalidParameterError, match="key_added must be a non-empty string"):
             factorize(adata, 2, method="asso", layer="binary", key_added=bad)
+
+
+def test_estimators_take_an_anndata_as_factorize_reads_it():
+    from banmf import BANMF, boolean_error
+
+    adata, X = make_adata(5)
+    adata.X = adata.layers["binary"]
+    est = BANMF(3, random_state=0, max_iter=50).fit(adata)
+    same = BANMF(3, random_state=0, max_iter=50).fit(X)
+    assert np.array_equal(est.W_, same.W_) and np.array_equal(est.components_, same.components_)
+    assert "X_banmf" not in adata.obsm  # only factorize writes back
+    assert boolean_error(adata, est.W_, est.components_) == est.reconstruction_err_
+    with pytest.raises(InputError, match="is an AnnData: pass its matrix.*banmf.factorize"):
+        Dataset(adata)  # the one door that builds from a matrix only
