@@ -233,6 +233,10 @@ def test_summary_plot_for_large_or_unembedded_data(tmp_path):
         (["factorize", ZOO, "-k", "2", "--param", "alpha=1"], "has no such parameter"),
         (["factorize", ZOO, "-k", "2", "--param", "oops"], "KEY=VALUE"),
         (["factorize", ZOO, "-k", "2", "--method", "asso", "--max-iter", "3"], "does not iterate"),
+        (
+            ["factorize", ZOO, "-k", "2", "--param", "init=custom"],
+            "--param init=custom: the command line has no way to pass starting factors",
+        ),
         (["evaluate", ZOO, "missing.npz"], "no such file"),
     ],
 )

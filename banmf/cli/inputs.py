@@ -155,6 +155,12 @@ def estimator_params(args, cls) -> dict:
             )
         if key in params:
             raise UsageError(f"--param {key} is given twice")
+        if key == "init" and value == "custom":
+            raise UsageError(
+                "--param init=custom: the command line has no way to pass starting factors; "
+                "leave init at its default, or start from your own W and H in Python: "
+                "BANMF(k, init='custom').fit(X, W=W0, H=H0)"
+            )
         params[key] = value
     if args.max_iter is not None:
         if "max_iter" not in valid:
