@@ -631,3 +631,11 @@ def test_show_escapes_control_characters_in_labels(tmp_path):
     assert "\\x1b[31mb\\x1b[0m" in out and "\\x1b[2Jr2" in out
     code, out, _ = run("show", str(res), "--json")  # JSON escapes them itself
     assert "\x1b" not in out and "\\u001b[2Jr2" in out
+
+
+def test_an_absurd_max_iter_is_refused_saying_what_it_would_allocate(monkeypatch):
+    monkeypatch.setenv("BANMF_MEMORY_LIMIT", "1G")
+    code, out, err = run("factorize", ZOO, "-k", "2", "--max-iter", "1000000000000")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "BANMF(max_iter=1000000000000): the regularization schedule" in err
+    assert "choose a smaller max_iter" in err
