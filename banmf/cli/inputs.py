@@ -12,7 +12,8 @@ from .exits import UsageError
 
 
 def read_input(path: str, fmt: str | None = None):
-    from ..io import FORMATS, format_of, read_dataset
+    from ..io import FORMATS, read_dataset
+    from ..io._formats import reading_format
 
     if Path(path).is_dir():
         raise UsageError(f"{path} is a directory, not a matrix file")
@@ -20,7 +21,7 @@ def read_input(path: str, fmt: str | None = None):
         raise FileNotFoundError(f"{path}: no such file")
     if fmt is None:
         try:
-            format_of(Path(path), None)
+            reading_format(Path(path), None)  # the extension, or a Matrix Market banner
         except ValueError:
             raise UsageError(
                 f"{path}: cannot tell the format from the extension; name it with "
