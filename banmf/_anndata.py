@@ -44,13 +44,16 @@ def anndata_dataset(
             have = ", ".join(map(repr, adata.layers)) or "none"
             raise InputError(f"{where}the AnnData has no layer {layer!r} (its layers: {have})")
         values, what = adata.layers[layer], f"layer {layer!r}"
-    X = check_binary_matrix(values, name=f"{where}{what}", one_based=one_based)
+    X = check_binary_matrix(
+        values, name=f"{where}{what}", one_based=one_based, binarize=_binarize(layer, where)
+    )
     missing = None
     if MISSING_LAYER in adata.layers and layer != MISSING_LAYER:
         missing = check_binary_matrix(
             adata.layers[MISSING_LAYER],
             name=f"{where}layer {MISSING_LAYER!r}",
             one_based=one_based,
+            binarize=_binarize(MISSING_LAYER, where),
         )
     return Dataset(
         X,
@@ -59,6 +62,14 @@ def anndata_dataset(
         name,
         missing=missing,
     )
+
+
+def _binarize(layer: str | None, where: str) -> str:
+    """How to binarize X or a layer of an AnnData, in the message about its values (a file's:
+    in Python, before writing it again)."""
+    part = "adata.X" if layer is None else f"adata.layers[{layer!r}]"
+    then = " in Python, then write the file again" if where else ""
+    return f"{part} = {part} > 0{then}"
 
 
 def result_keys(key_added: str) -> tuple[str, str, str]:

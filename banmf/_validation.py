@@ -57,7 +57,12 @@ def entries(count: int, that: str = "") -> str:
 
 
 def _describe_bad_values(
-    values: np.ndarray, rows: np.ndarray, cols: np.ndarray, name: str, base: int = 0
+    values: np.ndarray,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    name: str,
+    base: int = 0,
+    binarize: str | None = None,
 ) -> str:
     bad = ~((values == 0) | (values == 1))
     count = int(bad.sum())
@@ -66,7 +71,7 @@ def _describe_bad_values(
     return (
         f"{name} has {entries(count, 'is not 0 or 1')} ({example}{format_value(values[first])} "
         f"at row {int(rows[first]) + base}, column {int(cols[first]) + base}); binarize first, "
-        f"e.g. with {name} > 0"
+        f"e.g. {binarize or f'with {name} > 0'}"
     )
 
 
@@ -114,7 +119,9 @@ def frame_na(X):
     return values, support_mask(*na.nonzero(), na.shape)
 
 
-def check_binary_matrix(X, name: str = "X", *, one_based: bool = False) -> sp.csr_array:
+def check_binary_matrix(
+    X, name: str = "X", *, one_based: bool = False, binarize: str | None = None
+) -> sp.csr_array:
     """Validate a 0/1 matrix and return it as a canonical CSR support mask.
 
     Parameters
@@ -127,6 +134,10 @@ def check_binary_matrix(X, name: str = "X", *, one_based: bool = False) -> sp.cs
     one_based : bool, default False
         Count rows and columns from 1 in messages (X came from a file), else from 0 (numpy's
         indices).
+    binarize : str, optional
+        How the message about values other than 0 and 1 says to binarize X (after "e.g."),
+        where ``name > 0`` is not an expression (``name`` names a file's part, say); default
+        ``"with <name> > 0"``.
 
     Returns
     -------
@@ -194,7 +205,9 @@ def check_binary_matrix(X, name: str = "X", *, one_based: bool = False) -> sp.cs
             )
     if values.dtype != np.bool_:
         if not ((values == 0) | (values == 1)).all():
-            raise InputError(_describe_bad_values(values, rows, cols, name, int(one_based)))
+            raise InputError(
+                _describe_bad_values(values, rows, cols, name, int(one_based), binarize)
+            )
         keep = values != 0
         rows, cols = rows[keep], cols[keep]
     return support_mask(rows, cols, shape)

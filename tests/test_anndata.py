@@ -111,3 +111,16 @@ def test_estimators_take_an_anndata_as_factorize_reads_it():
     assert boolean_error(adata, est.W_, est.components_) == est.reconstruction_err_
     with pytest.raises(InputError, match="is an AnnData: pass its matrix.*banmf.factorize"):
         Dataset(adata)  # the one door that builds from a matrix only
+
+
+def test_values_other_than_0_or_1_say_how_to_binarize_the_anndata(tmp_path):
+    adata, _ = make_adata(6)  # X holds counts
+    with pytest.raises(InputError, match=r"binarize first, e\.g\. adata\.X = adata\.X > 0$"):
+        factorize(adata, 2, method="asso")
+    adata.layers["counts"] = adata.X
+    with pytest.raises(InputError, match=r"e\.g\. adata\.layers\['counts'\] = adata\.layers"):
+        factorize(adata, 2, method="asso", layer="counts")
+    path = tmp_path / "nb.h5ad"
+    adata.write_h5ad(path)
+    with pytest.raises(InputError, match=r"nb\.h5ad: X has .*adata\.X > 0 in Python, then write"):
+        read_dataset(path)
