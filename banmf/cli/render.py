@@ -258,23 +258,30 @@ def pattern_lines(found: list) -> list[str]:
     """The text of ``banmf show``: a head line per pattern, its columns, its rows."""
     lines = []
     for rank, p in enumerate(found, 1):
-        if p.unknown:
-            ones = f"{p.ones} of {p.cells - p.unknown} known cells are ones ({p.unknown} unknown"
+        size = f"{plural(p.n_rows, 'row')} × {plural(p.n_cols, 'column')}"
+        if p.cells == 0:  # a factor without rows or without columns covers no cell
+            lines.append(f"pattern {rank} (factor {p.factor}): empty, {size}: it covers no cell")
         else:
-            ones = f"{p.ones} of {p.cells} cells are ones ("
-        lines.append(
-            f"pattern {rank} (factor {p.factor}): {plural(p.n_rows, 'row')} × "
-            f"{plural(p.n_cols, 'column')}, {ones}{'; ' if p.unknown else ''}"
-            f"precision {p.precision:.2f}); "
-            f"{p.ones_alone} ones covered by it alone; without it the error rises by "
-            f"{p.contribution}"
-        )
+            if p.cells == p.unknown:
+                ones = f"all {p.cells} cells unknown (precision n/a"
+            elif p.unknown:
+                ones = (
+                    f"{p.ones} of {p.cells - p.unknown} known cells are ones ({p.unknown} "
+                    f"unknown; precision {p.precision:.2f}"
+                )
+            else:
+                ones = f"{p.ones} of {p.cells} cells are ones (precision {p.precision:.2f}"
+            lines.append(
+                f"pattern {rank} (factor {p.factor}): {size}, {ones}); "
+                f"{p.ones_alone} ones covered by it alone; without it the error rises by "
+                f"{p.contribution}"
+            )
         for what, names, total in (
             ("columns", p.col_names, p.n_cols),
             ("rows", p.row_names, p.n_rows),
         ):
             more = f" (+{total - len(names)} more)" if total > len(names) else ""
-            lines.append(f"  {what:<8}{', '.join(names)}{more}")
+            lines.append(f"  {what:<8}{', '.join(names) or '(none)'}{more}")
     return lines
 
 

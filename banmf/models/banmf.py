@@ -520,7 +520,9 @@ class BANMF(BaseFactorization):
         )
         if X.nnz == 0 and unknown is None:  # ones hidden by unknown cells: _begin said so
             warnings.warn(
-                "X has no nonzeros: the factorization is all zeros", UserWarning, stacklevel=2
+                "X has no nonzeros: nothing to factorize, the best W⊗H is all zeros",
+                UserWarning,
+                stacklevel=2,
             )
         backend = _Local(self, data, p, check_random_state(self.random_state), W, H)
         interrupts = Interruptions()
