@@ -10,7 +10,7 @@ from __future__ import annotations
 from ._files import jsonable
 from ._validation import check_binary_matrix
 from .dataset import Dataset
-from .exceptions import InputError, MissingDependencyError
+from .exceptions import InputError, InvalidParameterError, MissingDependencyError
 
 #: The layer that marks a cell whose value is unknown (1: unknown), as ``.h5ad`` files keep it.
 MISSING_LAYER = "missing"
@@ -26,11 +26,6 @@ def anndata_module():
             ".h5ad files need anndata: pip install anndata (or banmf[anndata])"
         ) from None
     return anndata
-
-
-def is_anndata(X) -> bool:
-    """An AnnData object, recognised without importing anndata."""
-    return type(X).__module__.split(".")[0] == "anndata" and hasattr(X, "obsm")
 
 
 def anndata_dataset(
@@ -49,13 +44,16 @@ def anndata_dataset(
             have = ", ".join(map(repr, adata.layers)) or "none"
             raise InputError(f"{where}the AnnData has no layer {layer!r} (its layers: {have})")
         values, what = adata.layers[layer], f"layer {layer!r}"
-    X = check_binary_matrix(values, name=f"{where}{what}", one_based=one_based)
+    X = check_binary_matrix(
+        values, name=f"{where}{what}", one_based=one_based, binarize=_binarize(layer, where)
+    )
     missing = None
     if MISSING_LAYER in adata.layers and layer != MISSING_LAYER:
         missing = check_binary_matrix(
             adata.layers[MISSING_LAYER],
             name=f"{where}layer {MISSING_LAYER!r}",
             one_based=one_based,
+            binarize=_binarize(MISSING_LAYER, where),
         )
     return Dataset(
         X,
@@ -66,15 +64,72 @@ def anndata_dataset(
     )
 
 
+def _binarize(layer: str | None, where: str) -> str:
+    """How to binarize X or a layer of an AnnData, in the message about its values (a file's:
+    in Python, before writing it again)."""
+    part = "adata.X" if layer is None else f"adata.layers[{layer!r}]"
+    then = " in Python, then write the file again" if where else ""
+    return f"{part} = {part} > 0{then}"
+
+
+def result_keys(key_added: str) -> tuple[str, str, str]:
+    """The ``obsm``, ``varm`` and ``uns`` keys that :func:`store_result` writes for
+    ``key_added``."""
+    return f"X_{key_added}", f"{key_added}_H", key_added
+
+
+def is_banmf_record(record) -> bool:
+    """``record`` (an ``uns`` entry) is one that :func:`store_result` wrote: it says
+    ``"written_by": "banmf"``, or has the method, k and params of a record written before
+    banmf said so."""
+    if not isinstance(record, dict):
+        return False
+    if record.get("written_by") == "banmf":
+        return True
+    return {"method", "k", "params"} <= set(record) and "written_by" not in record
+
+
+def check_destination(adata, key_added, overwrite: bool = False) -> str:
+    """``key_added`` checked before a fit: a non-empty string, and the entries it names in
+    ``adata`` either absent or banmf's own (the ``uns`` record under that key is banmf's), or
+    ``overwrite`` is set; otherwise an :class:`InvalidParameterError` naming the entries and
+    the fix. Returns the key."""
+    if not isinstance(key_added, str) or not key_added or "/" in key_added:
+        raise InvalidParameterError(
+            f"key_added must be a non-empty string without '/', e.g. 'banmf'; got {key_added!r}"
+        )
+    if overwrite or is_banmf_record(adata.uns.get(key_added)):
+        return key_added
+    obsm, varm, uns = result_keys(key_added)
+    taken = [
+        f'{where}["{key}"]'
+        for where, key, mapping in (
+            ("obsm", obsm, adata.obsm),
+            ("varm", varm, adata.varm),
+            ("uns", uns, adata.uns),
+        )
+        if key in mapping
+    ]
+    if taken:
+        raise InvalidParameterError(
+            f"the AnnData already has {' and '.join(taken)}, not written by banmf; "
+            f"choose another key_added (e.g. key_added='banmf_{key_added}') "
+            "or pass overwrite=True to replace it"
+        )
+    return key_added
+
+
 def store_result(adata, result, key_added: str = "banmf") -> None:
     """Write a factorization into ``adata`` as scanpy's tools write theirs: W (n, k) as
-    ``obsm["X_<key>"]``, Hᵀ (m, k) as ``varm["<key>_H"]``, and in ``uns["<key>"]`` the method,
-    k, the errors, the iterations, the time and the parameters (those set to None left out:
-    ``.h5ad`` files cannot hold None)."""
+    ``obsm["X_<key>"]``, Hᵀ (m, k) as ``varm["<key>_H"]``, and in ``uns["<key>"]`` who wrote
+    it (``"written_by": "banmf"``), the method, k, the errors, the iterations, the time and the
+    parameters (those set to None left out: ``.h5ad`` files cannot hold None)."""
     params = {k: v for k, v in jsonable(result.params).items() if v is not None}
-    adata.obsm[f"X_{key_added}"] = result.W
-    adata.varm[f"{key_added}_H"] = result.H.T.copy()
-    adata.uns[key_added] = {
+    obsm, varm, uns = result_keys(key_added)
+    adata.obsm[obsm] = result.W
+    adata.varm[varm] = result.H.T.copy()
+    adata.uns[uns] = {
+        "written_by": "banmf",
         "method": result.method,
         "k": int(result.n_components),
         "error": int(result.error),

@@ -57,7 +57,12 @@ def entries(count: int, that: str = "") -> str:
 
 
 def _describe_bad_values(
-    values: np.ndarray, rows: np.ndarray, cols: np.ndarray, name: str, base: int = 0
+    values: np.ndarray,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    name: str,
+    base: int = 0,
+    binarize: str | None = None,
 ) -> str:
     bad = ~((values == 0) | (values == 1))
     count = int(bad.sum())
@@ -66,7 +71,7 @@ def _describe_bad_values(
     return (
         f"{name} has {entries(count, 'is not 0 or 1')} ({example}{format_value(values[first])} "
         f"at row {int(rows[first]) + base}, column {int(cols[first]) + base}); binarize first, "
-        f"e.g. with {name} > 0"
+        f"e.g. {binarize or f'with {name} > 0'}"
     )
 
 
@@ -80,6 +85,11 @@ def _check_numeric(dtype: np.dtype, name: str) -> None:
 def is_dataframe(X) -> bool:
     """A pandas DataFrame, recognised without importing pandas (an optional dependency)."""
     return type(X).__module__.split(".")[0] == "pandas" and hasattr(X, "columns")
+
+
+def is_anndata(X) -> bool:
+    """An AnnData object, recognised without importing anndata (an optional dependency)."""
+    return type(X).__module__.split(".")[0] == "anndata" and hasattr(X, "obsm")
 
 
 def frame_labels(X) -> tuple[list | None, list | None]:
@@ -109,7 +119,9 @@ def frame_na(X):
     return values, support_mask(*na.nonzero(), na.shape)
 
 
-def check_binary_matrix(X, name: str = "X", *, one_based: bool = False) -> sp.csr_array:
+def check_binary_matrix(
+    X, name: str = "X", *, one_based: bool = False, binarize: str | None = None
+) -> sp.csr_array:
     """Validate a 0/1 matrix and return it as a canonical CSR support mask.
 
     Parameters
@@ -122,6 +134,10 @@ def check_binary_matrix(X, name: str = "X", *, one_based: bool = False) -> sp.cs
     one_based : bool, default False
         Count rows and columns from 1 in messages (X came from a file), else from 0 (numpy's
         indices).
+    binarize : str, optional
+        How the message about values other than 0 and 1 says to binarize X (after "e.g."),
+        where ``name > 0`` is not an expression (``name`` names a file's part, say); default
+        ``"with <name> > 0"``.
 
     Returns
     -------
@@ -138,6 +154,11 @@ def check_binary_matrix(X, name: str = "X", *, one_based: bool = False) -> sp.cs
     if X is None or isinstance(X, (str, bytes)):
         raise InputError(
             f"{name} must be a 2-D 0/1 array or scipy sparse matrix, got {type(X).__name__}"
+        )
+    if is_anndata(X):
+        raise InputError(
+            f"{name} is an AnnData: pass its matrix (adata.X or adata.layers[...]), or call "
+            "banmf.factorize(adata, k), which reads it with its names and writes the result back"
         )
     if is_dataframe(X):
         # A frame of sparse columns stays sparse; any other is read as its values.
@@ -184,7 +205,9 @@ def check_binary_matrix(X, name: str = "X", *, one_based: bool = False) -> sp.cs
             )
     if values.dtype != np.bool_:
         if not ((values == 0) | (values == 1)).all():
-            raise InputError(_describe_bad_values(values, rows, cols, name, int(one_based)))
+            raise InputError(
+                _describe_bad_values(values, rows, cols, name, int(one_based), binarize)
+            )
         keep = values != 0
         rows, cols = rows[keep], cols[keep]
     return support_mask(rows, cols, shape)

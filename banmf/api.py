@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import time
 
-from ._anndata import anndata_dataset, is_anndata, store_result
+from ._anndata import anndata_dataset, check_destination, store_result
 from ._runner import fit_tasks
+from ._validation import is_anndata
 from .dataset import Dataset
 from .exceptions import Interrupted, InvalidParameterError
 from .models import METHODS
@@ -24,6 +25,7 @@ def factorize(
     observed=None,
     layer: str | None = None,
     key_added: str | None = None,
+    overwrite: bool = False,
     **method_params,
 ) -> Factorization:
     """Factorize the 0/1 matrix X with any registered method.
@@ -55,7 +57,12 @@ def factorize(
     key_added : str, optional
         With an AnnData X, where the result goes, as scanpy's tools do: W as
         ``adata.obsm["X_<key>"]``, Hᵀ as ``adata.varm["<key>_H"]`` and the method, k, errors
-        and parameters in ``adata.uns["<key>"]``; default ``"banmf"``.
+        and parameters in ``adata.uns["<key>"]``; default ``"banmf"``. Checked before the fit:
+        an entry already there that banmf did not write (its ``uns["<key>"]`` record is not
+        banmf's) raises :class:`~banmf.exceptions.InvalidParameterError` unless ``overwrite``;
+        banmf's own result under the same key is replaced.
+    overwrite : bool, default False
+        With an AnnData X: replace entries under ``key_added`` that banmf did not write.
     **method_params
         Passed to the method's estimator (see its class).
 
@@ -82,11 +89,13 @@ def factorize(
             f"method {method!r} has no parameter(s) {sorted(unknown)}; valid: {sorted(valid)}"
         )
     adata = X if is_anndata(X) else None
-    if adata is None and (layer is not None or key_added is not None):
+    if adata is None and (layer is not None or key_added is not None or overwrite):
         raise InvalidParameterError(
-            f"layer= and key_added= are for an AnnData X (anndata.AnnData); got {type(X).__name__}"
+            "layer=, key_added= and overwrite= are for an AnnData X (anndata.AnnData); "
+            f"got {type(X).__name__}"
         )
     if adata is not None:
+        key_added = check_destination(adata, "banmf" if key_added is None else key_added, overwrite)
         X = anndata_dataset(adata, layer)
     data = Dataset.of(X, missing, observed)
     X = data.X
@@ -112,7 +121,7 @@ def factorize(
         est, method=method, X=X, seconds=time.perf_counter() - start, **labels
     )
     if adata is not None:
-        store_result(adata, result, "banmf" if key_added is None else key_added)
+        store_result(adata, result, key_added)
     return result
 
 

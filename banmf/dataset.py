@@ -25,7 +25,13 @@ from ._boolean import (
     support_mask_from_keys,
     transpose_mask,
 )
-from ._validation import check_binary_matrix, frame_labels, frame_na, is_dataframe
+from ._validation import (
+    check_binary_matrix,
+    frame_labels,
+    frame_na,
+    is_anndata,
+    is_dataframe,
+)
 from .exceptions import InputError
 
 __all__ = ["Dataset"]
@@ -140,9 +146,15 @@ class Dataset:
         """The boundary of every public function: ``X`` as a Dataset, validated once.
 
         A Dataset is returned as it is (it was validated when built); with ``missing`` or
-        ``observed`` too, those cells become unknown as well. Anything else (an array, a
-        sparse matrix, a DataFrame) is built as :class:`Dataset` builds it.
+        ``observed`` too, those cells become unknown as well. An AnnData is read as
+        :func:`banmf.factorize` reads it (its ``X``, obs and var names, and layer ``missing``),
+        then taken as a Dataset. Anything else (an array, a sparse matrix, a DataFrame) is
+        built as :class:`Dataset` builds it.
         """
+        if is_anndata(X):
+            from ._anndata import anndata_dataset  # it builds Datasets: imported on use
+
+            X = anndata_dataset(X)
         if not isinstance(X, cls):
             return cls(X, missing=missing, observed=observed)
         if missing is None and observed is None:

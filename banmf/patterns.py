@@ -67,13 +67,15 @@ class Pattern:
 
     @property
     def precision(self) -> float:
-        """Share of the tile's observed cells that are ones of X (1.0 for a tile with none)."""
+        """Share of the tile's observed cells that are ones of X (NaN for a tile with none:
+        an empty factor, or one whose cells are all unknown)."""
         observed = self.cells - self.unknown
-        return self.ones / observed if observed else 1.0
+        return self.ones / observed if observed else float("nan")
 
     def to_dict(self) -> dict:
-        """Plain values (for JSON): sizes, counts, precision and the listed rows and columns
-        by index and name."""
+        """Plain values (for JSON): sizes, counts, precision (None where it is NaN) and the
+        listed rows and columns by index and name."""
+        precision = self.precision
         return {
             "factor": self.factor,
             "n_rows": self.n_rows,
@@ -82,7 +84,7 @@ class Pattern:
             "unknown": self.unknown,
             "ones": self.ones,
             "ones_alone": self.ones_alone,
-            "precision": self.precision,
+            "precision": None if np.isnan(precision) else precision,
             "contribution": self.contribution,
             "cols": self.cols.tolist(),
             "col_names": list(self.col_names),

@@ -6,7 +6,7 @@ import pytest
 import scipy.sparse as sp
 
 from banmf import InputError, InvalidParameterError, factorize, make_boolean
-from banmf.io import read_dataset
+from banmf.io import Dataset, read_dataset
 
 anndata = pytest.importorskip("anndata")
 
@@ -77,3 +77,50 @@ def test_a_file_and_its_object_give_the_same_data(tmp_path):
     a = factorize(ds, 2, method="asso")
     b = factorize(adata, 2, method="asso")
     assert np.array_equal(a.W, b.W) and a.col_labels == b.col_labels
+
+
+def test_entries_banmf_did_not_write_are_kept_unless_overwrite():
+    adata, _ = make_adata(4)
+    pca = np.arange(30 * 5, dtype=np.float32).reshape(30, 5)
+    adata.obsm["X_pca"] = pca
+    adata.uns["pca"] = {"params": {"zero_center": True}}
+    with pytest.raises(InvalidParameterError, match=r'obsm\["X_pca"\].*overwrite=True'):
+        factorize(adata, 3, method="asso", layer="binary", key_added="pca")
+    assert adata.obsm["X_pca"] is pca and "pca_H" not in adata.varm  # checked before the fit
+    adata.varm["mine_H"] = np.zeros((20, 2))
+    with pytest.raises(InvalidParameterError, match=r'varm\["mine_H"\]'):
+        factorize(adata, 3, method="asso", layer="binary", key_added="mine")
+    factorize(adata, 3, method="asso", layer="binary", key_added="pca", overwrite=True)
+    assert adata.obsm["X_pca"].shape == (30, 3) and adata.uns["pca"]["written_by"] == "banmf"
+    factorize(adata, 2, method="asso", layer="binary", key_added="pca")  # banmf's own: replaced
+    assert adata.obsm["X_pca"].shape == (30, 2)
+    for bad in (123, "", "a/b"):
+        with pytest.raises(InvalidParameterError, match="key_added must be a non-empty string"):
+            factorize(adata, 2, method="asso", layer="binary", key_added=bad)
+
+
+def test_estimators_take_an_anndata_as_factorize_reads_it():
+    from banmf import BANMF, boolean_error
+
+    adata, X = make_adata(5)
+    adata.X = adata.layers["binary"]
+    est = BANMF(3, random_state=0, max_iter=50).fit(adata)
+    same = BANMF(3, random_state=0, max_iter=50).fit(X)
+    assert np.array_equal(est.W_, same.W_) and np.array_equal(est.components_, same.components_)
+    assert "X_banmf" not in adata.obsm  # only factorize writes back
+    assert boolean_error(adata, est.W_, est.components_) == est.reconstruction_err_
+    with pytest.raises(InputError, match="is an AnnData: pass its matrix.*banmf.factorize"):
+        Dataset(adata)  # the one door that builds from a matrix only
+
+
+def test_values_other_than_0_or_1_say_how_to_binarize_the_anndata(tmp_path):
+    adata, _ = make_adata(6)  # X holds counts
+    with pytest.raises(InputError, match=r"binarize first, e\.g\. adata\.X = adata\.X > 0$"):
+        factorize(adata, 2, method="asso")
+    adata.layers["counts"] = adata.X
+    with pytest.raises(InputError, match=r"e\.g\. adata\.layers\['counts'\] = adata\.layers"):
+        factorize(adata, 2, method="asso", layer="counts")
+    path = tmp_path / "nb.h5ad"
+    adata.write_h5ad(path)
+    with pytest.raises(InputError, match=r"nb\.h5ad: X has .*adata\.X > 0 in Python, then write"):
+        read_dataset(path)

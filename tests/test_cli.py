@@ -233,6 +233,10 @@ def test_summary_plot_for_large_or_unembedded_data(tmp_path):
         (["factorize", ZOO, "-k", "2", "--param", "alpha=1"], "has no such parameter"),
         (["factorize", ZOO, "-k", "2", "--param", "oops"], "KEY=VALUE"),
         (["factorize", ZOO, "-k", "2", "--method", "asso", "--max-iter", "3"], "does not iterate"),
+        (
+            ["factorize", ZOO, "-k", "2", "--param", "init=custom"],
+            "--param init=custom: the command line has no way to pass starting factors",
+        ),
         (["evaluate", ZOO, "missing.npz"], "no such file"),
     ],
 )
@@ -578,3 +582,60 @@ def test_complete_says_its_predictor_and_gives_calibrated_probabilities(tmp_path
     assert code == 0 and "(W⊗H)" in err
     code, _, err = run("complete", VOTES, str(one), "--proba")
     assert code == 2 and "no calibrated predictor" in err
+
+
+@pytest.mark.parametrize("address", ["bogus", "tcp://host", "host", "tcp://"])
+def test_scheduler_address_without_a_port_exits_2_naming_the_forms(address):
+    code, out, err = run("factorize", ZOO, "-k", "2", "--scheduler", address)
+    assert code == 2 and out == ""
+    assert "expected 'local' or a Dask scheduler's address with its port" in err
+    assert "tcp://host:8786" in err and "internal error" not in err
+
+
+def test_complete_proba_says_what_the_value_and_the_probability_are(tmp_path):
+    res = tmp_path / "v.npz"
+    argv = ("factorize", VOTES, "-k", "3", "--missing", VOTES_MASK, "--param", "n_init=3")
+    code, out, _ = run(*argv, "--out", str(res), "-q")
+    assert code == 0, out
+    code, out, err = run("complete", VOTES, str(res), "--proba")
+    assert code == 0 and "value: the predictor's 0/1 (as --out writes it)" in err
+    assert "probability: its score calibrated" in err
+    code, out, _ = run("complete", VOTES, str(res), "--proba", "--json")
+    meaning = json.loads(out)["meaning"]
+    assert meaning["value"].startswith(("0/1 by ", "every cell")) and "calibrated" in str(meaning)
+
+
+def test_complete_names_a_threshold_outside_the_scores_range_in_words():
+    from banmf._predictor import Predictor
+    from banmf.cli.data import _rule
+
+    def rule(kind, threshold, edges=(0.1, 0.3)):
+        return _rule(Predictor(kind, threshold, np.array(edges), np.zeros(len(edges) + 1)))
+
+    assert rule("vote", 0.45) == "the share of the starts predicting 1 above 0.45"
+    assert rule("vote", 2.0).startswith("every cell 0: on held-out cells, 0 everywhere beat")
+    assert rule("vote", -1.0).startswith("every cell 1: on held-out cells, 1 everywhere beat")
+    assert rule("nmf", 1.499, (0.2, 0.499)).startswith("every cell 0")
+    assert rule("nmf", 0.4022, (0.2, 0.499)) == "the NMF start's continuous product above 0.4022"
+    assert rule("product", 0.5) == "W⊗H"
+
+
+def test_show_escapes_control_characters_in_labels(tmp_path):
+    data = tmp_path / "esc.csv"
+    data.write_text("name,a,\x1b[31mb\x1b[0m,c\nr1,1,1,0\n\x1b[2Jr2,1,1,0\nr3,0,0,1\nr4,0,1,1\n")
+    res = tmp_path / "esc.npz"
+    code, _, err = run("factorize", str(data), "-k", "2", "--out", str(res), "-q")
+    assert code == 0, err
+    code, out, _ = run("show", str(res))
+    assert code == 0 and "\x1b" not in out
+    assert "\\x1b[31mb\\x1b[0m" in out and "\\x1b[2Jr2" in out
+    code, out, _ = run("show", str(res), "--json")  # JSON escapes them itself
+    assert "\x1b" not in out and "\\u001b[2Jr2" in out
+
+
+def test_an_absurd_max_iter_is_refused_saying_what_it_would_allocate(monkeypatch):
+    monkeypatch.setenv("BANMF_MEMORY_LIMIT", "1G")
+    code, out, err = run("factorize", ZOO, "-k", "2", "--max-iter", "1000000000000")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "BANMF(max_iter=1000000000000): the regularization schedule" in err
+    assert "choose a smaller max_iter" in err

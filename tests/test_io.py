@@ -1398,3 +1398,26 @@ def test_h5ad_messages_name_the_file_and_count_from_1(tmp_path):
         warnings.simplefilter("ignore")  # AnnData's note on the key's missing encoding
         with pytest.raises(ValueError, match=r"odd.h5ad: not a readable .h5ad file \(.*surprise"):
             read_dataset(odd)  # (AnnData raises a TypeError without the file's name)
+
+
+def test_a_matrix_market_banner_is_recognised_whatever_the_extension(tmp_path):
+    X = sp.csr_array(np.array([[1, 0, 1], [0, 1, 0]], dtype=np.uint8))
+    write_matrix(X, tmp_path / "a.mtx")
+    text = (tmp_path / "a.mtx").read_text()
+    for name in ("a.txt", "a.data", "a"):
+        (tmp_path / name).write_text(text)
+        assert (read_matrix(tmp_path / name) != X).nnz == 0
+    with gzip.open(tmp_path / "b.txt.gz", "wt") as fh:
+        fh.write(text)
+    assert (read_matrix(tmp_path / "b.txt.gz") != X).nnz == 0
+    (tmp_path / "t.txt").write_text("0 2\n1\n")  # FIMI transactions, as the extension says
+    assert (read_matrix(tmp_path / "t.txt") != X).nnz == 0
+
+
+def test_a_format_guessed_from_a_generic_extension_is_named_in_errors(tmp_path):
+    (tmp_path / "bad.txt").write_text("1 2\n3 x\n")
+    with pytest.raises(InputError, match=r"line 2: item id 'x' is not an integer \[read as FIMI"):
+        read_matrix(tmp_path / "bad.txt")
+    (tmp_path / "bad.dat").write_text("1 2\n3 x\n")  # a definite extension: no guess to name
+    with pytest.raises(InputError, match=r"not an integer$"):
+        read_matrix(tmp_path / "bad.dat")

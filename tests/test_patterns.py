@@ -214,3 +214,19 @@ def test_pictures_name_rows_and_columns_and_explain_their_colours(tmp_path, labe
     assert plotting.plot_result(res, tmp_path / "s.pdf") == "summary"
     with pytest.raises(ValueError, match="must end in"):
         plotting.plot_result(res, tmp_path / "x.jpg", X=res.X)
+
+
+def test_an_all_zero_input_gives_empty_patterns_said_as_such(tmp_path):
+    X = np.zeros((6, 5), dtype=np.uint8)
+    found = patterns(Factorization.from_factors(X, np.zeros((6, 2)), np.eye(2, 5)))
+    assert all(p.cells == 0 and np.isnan(p.precision) for p in found)
+    assert found[0].to_dict()["precision"] is None
+    data, res = tmp_path / "z.mtx", tmp_path / "z.npz"
+    data.write_text("%%MatrixMarket matrix coordinate pattern general\n6 5 0\n")
+    code, out, err = run("factorize", data, "-k", "2", "--out", res, "-q")
+    assert code == 0 and "nothing to factorize, the best W⊗H is all zeros" in err
+    code, out, _ = run("show", res)
+    assert code == 0 and "precision" not in out and "0 of 0" not in out
+    assert "empty, 0 rows × 1 column: it covers no cell" in out and "rows    (none)" in out
+    code, out, _ = run("show", res, "--csv")
+    assert [row["precision"] for row in csv.DictReader(io.StringIO(out))] == ["", ""]

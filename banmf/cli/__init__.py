@@ -34,7 +34,7 @@ from .exits import (
     UsageError,
 )
 from .parser import attach_dashed_values, build_parser
-from .render import Progress, announce, warnings_to
+from .render import Progress, announce, printable, warnings_to
 
 __all__ = [
     "EXIT_BROKEN_PIPE",
@@ -60,7 +60,7 @@ def main(argv=None, *, stdout=None, stderr=None) -> int:
     except SystemExit as exc:  # argparse: --help or --version
         return int(exc.code or 0)
     except UsageError as exc:
-        err.write(f"banmf: error: {exc}\n")
+        err.write(f"banmf: error: {printable(str(exc))}\n")
         return EXIT_USAGE
     with signals_interrupt(announce(err)) as args.signals, warnings.catch_warnings():
         warnings.simplefilter("always")
@@ -68,7 +68,7 @@ def main(argv=None, *, stdout=None, stderr=None) -> int:
         try:
             return args.func(args, out, err)
         except USER_ERRORS as exc:
-            err.write(f"banmf: error: {exc}\n")
+            err.write(f"banmf: error: {printable(str(exc))}\n")
             return EXIT_USAGE
         except KeyboardInterrupt:
             # Before any result existed, or a second signal: atomic writes leave no partial file.

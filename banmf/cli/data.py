@@ -184,12 +184,16 @@ def cmd_complete(args, out, err) -> int:
     if args.json:
         if not args.out:
             record["filled"] = entries
+        if args.proba:
+            rule = _rule(predictor)
+            record["meaning"] = {
+                "value": rule if rule.startswith("every") else f"0/1 by {rule}",
+                "probability": "the score calibrated on the held-out observed cells",
+            }
         out.write(json.dumps(record, indent=2, default=str) + "\n")
         return EXIT_OK
     what = "unobserved cells predicted 1" if values is None else "unknown cells filled in"
-    how = "W⊗H" if predictor is None else _PREDICTORS[predictor.kind]
-    if predictor is not None and predictor.kind != "product":
-        how += f" above {predictor.threshold:.4g}"
+    how = _rule(predictor)
     report = _calibration_lines(predictor) if args.verbose and predictor is not None else []
     if args.out:
         out.write(
@@ -203,6 +207,8 @@ def cmd_complete(args, out, err) -> int:
     for entry in entries:
         writer.writerow(list(entry.values()))
     err.write(f"banmf: {len(entries)} {what} ({how})\n")
+    if args.proba:
+        err.write(_proba_note(entries))
     err.writelines(report)
     return EXIT_OK
 
@@ -214,6 +220,42 @@ _PREDICTORS = {
     "nmf": "the NMF start's continuous product",
     "folds": "the mean probability of the rank selection's fold fits",
 }
+
+
+def _rule(predictor) -> str:
+    """Which cells the predictor calls 1, in words: its score above its threshold, or all or
+    none where the threshold lies outside the score's range (where predicting one value
+    everywhere made the fewest errors on the held-out cells)."""
+    if predictor is None:
+        return "W⊗H"
+    score = _PREDICTORS[predictor.kind]
+    if predictor.kind in ("product", "folds"):
+        return score
+    threshold, edges = predictor.threshold, predictor.edges
+    # Both scores are at least 0, a share at most 1. A threshold outside the held-out scores
+    # lies 1 beyond the extreme one (banmf._predictor.best_threshold), past every bin edge.
+    if predictor.kind == "vote":
+        above = threshold >= 1.0
+    else:
+        above = len(edges) > 0 and threshold - 1.0 >= edges[-1]
+    if threshold < 0.0:
+        return f"every cell 1: on held-out cells, 1 everywhere beat any threshold on {score}"
+    if above:
+        return f"every cell 0: on held-out cells, 0 everywhere beat any threshold on {score}"
+    return f"{score} above {threshold:.4g}"
+
+
+def _proba_note(entries: list) -> str:
+    """``banmf complete --proba``: what the value and the probability columns are, and on how
+    many cells they fall on either side of one half."""
+    split = sum((e["value"] == 1) != (e["probability"] > 0.5) for e in entries)
+    note = (
+        "banmf: value: the predictor's 0/1 (as --out writes it), chosen for the fewest errors "
+        "on held-out cells; probability: its score calibrated on them"
+    )
+    if split:
+        note += f" ({plural(split, 'cell')} near the threshold on the other side of 0.5)"
+    return note + "\n"
 
 
 def _calibration_lines(predictor) -> list[str]:

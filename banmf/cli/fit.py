@@ -214,6 +214,11 @@ def _connect(args, err):
         if cluster is not None:
             cluster.close()
         raise UsageError(f"--scheduler {args.scheduler}: cannot connect ({exc})") from None
+    except ValueError as exc:  # an address Dask cannot parse, e.g. of an unknown protocol
+        raise UsageError(
+            f"--scheduler {args.scheduler}: not an address Dask takes ({exc}); "
+            "expected 'local' or e.g. tcp://host:8786"
+        ) from None
 
 
 def _factorize_distributed(args, out, err, params) -> int:

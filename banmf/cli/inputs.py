@@ -12,7 +12,8 @@ from .exits import UsageError
 
 
 def read_input(path: str, fmt: str | None = None):
-    from ..io import FORMATS, format_of, read_dataset
+    from ..io import FORMATS, read_dataset
+    from ..io._formats import reading_format
 
     if Path(path).is_dir():
         raise UsageError(f"{path} is a directory, not a matrix file")
@@ -20,7 +21,7 @@ def read_input(path: str, fmt: str | None = None):
         raise FileNotFoundError(f"{path}: no such file")
     if fmt is None:
         try:
-            format_of(Path(path), None)
+            reading_format(Path(path), None)  # the extension, or a Matrix Market banner
         except ValueError:
             raise UsageError(
                 f"{path}: cannot tell the format from the extension; name it with "
@@ -165,6 +166,12 @@ def estimator_params(args, cls) -> dict:
             )
         if key in params:
             raise UsageError(f"--param {key} is given twice")
+        if key == "init" and value == "custom":
+            raise UsageError(
+                "--param init=custom: the command line has no way to pass starting factors; "
+                "leave init at its default, or start from your own W and H in Python: "
+                "BANMF(k, init='custom').fit(X, W=W0, H=H0)"
+            )
         params[key] = value
     if args.max_iter is not None:
         if "max_iter" not in valid:

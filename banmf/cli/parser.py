@@ -60,6 +60,22 @@ def _rank(text: str) -> int | str:
     return value
 
 
+#: ``--scheduler``: a protocol, then a host and a port (``tcp://host:8786``, ``[::1]:8786``,
+#: ``tls://host:8786``), or a protocol with its own kind of address (``inproc://...``).
+_SCHEDULER = re.compile(r"(?:(?:tcp|tls)://|(?!\w+://))(?:\[[0-9A-Fa-f:.]+\]|[^\s/:\[\]]+):\d+/?")
+_OTHER_PROTOCOL = re.compile(r"(?!(?:tcp|tls)://)[a-z][a-z0-9+.-]*://\S+")
+
+
+def _scheduler(text: str) -> str:
+    """``--scheduler``: ``local``, or a Dask scheduler's address with its port."""
+    if text == "local" or _SCHEDULER.fullmatch(text) or _OTHER_PROTOCOL.fullmatch(text):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"expected 'local' or a Dask scheduler's address with its port, such as "
+        f"tcp://host:8786, host:8786 or tls://host:8786; got {text!r}"
+    )
+
+
 def _fraction(low_open: bool):
     def parse(text: str) -> float:
         try:
@@ -191,6 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--scheduler",
+        type=_scheduler,
         metavar="ADDRESS",
         help="fit on a Dask cluster (banmf only; needs banmf[distributed]): a scheduler's "
         "address such as tcp://host:8786, or 'local' for a cluster of this machine's cores. "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import signal
 import threading
 import time
@@ -202,11 +203,26 @@ def plural(count: int, word: str, plural: str | None = None) -> str:
     return f"{count} {word if count == 1 else (plural or word + 's')}"
 
 
+#: What a terminal acts on rather than shows: C0 and C1 control characters (ANSI escape
+#: sequences start with one) and the bidirectional overrides, which reorder the text shown.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` with each control character written as its escape (``\\x1b``, ``\\u202e``),
+    so that a label cannot move the cursor, recolour or reorder a terminal's text."""
+    return _CONTROL.sub(
+        lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text
+    )
+
+
 def emit(args, record: dict, lines: list[str], out) -> None:
+    """A command's result on stdout: ``record`` as JSON (``--json``; JSON escapes control
+    characters itself), else ``lines`` with their control characters escaped."""
     if args.json:
         out.write(json.dumps(record, indent=2, default=str) + "\n")
     else:
-        out.write("\n".join(lines) + "\n")
+        out.write("\n".join(printable(line) for line in lines) + "\n")
 
 
 def fit_lines(
@@ -279,23 +295,30 @@ def pattern_lines(found: list) -> list[str]:
     """The text of ``banmf show``: a head line per pattern, its columns, its rows."""
     lines = []
     for rank, p in enumerate(found, 1):
-        if p.unknown:
-            ones = f"{p.ones} of {p.cells - p.unknown} known cells are ones ({p.unknown} unknown"
+        size = f"{plural(p.n_rows, 'row')} × {plural(p.n_cols, 'column')}"
+        if p.cells == 0:  # a factor without rows or without columns covers no cell
+            lines.append(f"pattern {rank} (factor {p.factor}): empty, {size}: it covers no cell")
         else:
-            ones = f"{p.ones} of {p.cells} cells are ones ("
-        lines.append(
-            f"pattern {rank} (factor {p.factor}): {plural(p.n_rows, 'row')} × "
-            f"{plural(p.n_cols, 'column')}, {ones}{'; ' if p.unknown else ''}"
-            f"precision {p.precision:.2f}); "
-            f"{p.ones_alone} ones covered by it alone; without it the error rises by "
-            f"{p.contribution}"
-        )
+            if p.cells == p.unknown:
+                ones = f"all {p.cells} cells unknown (precision n/a"
+            elif p.unknown:
+                ones = (
+                    f"{p.ones} of {p.cells - p.unknown} known cells are ones ({p.unknown} "
+                    f"unknown; precision {p.precision:.2f}"
+                )
+            else:
+                ones = f"{p.ones} of {p.cells} cells are ones (precision {p.precision:.2f}"
+            lines.append(
+                f"pattern {rank} (factor {p.factor}): {size}, {ones}); "
+                f"{p.ones_alone} ones covered by it alone; without it the error rises by "
+                f"{p.contribution}"
+            )
         for what, names, total in (
             ("columns", p.col_names, p.n_cols),
             ("rows", p.row_names, p.n_rows),
         ):
             more = f" (+{total - len(names)} more)" if total > len(names) else ""
-            lines.append(f"  {what:<8}{', '.join(names)}{more}")
+            lines.append(f"  {what:<8}{', '.join(names) or '(none)'}{more}")
     return lines
 
 
@@ -360,7 +383,7 @@ def warnings_to(err):
             shown.add(text)
             err.write(
                 ("\r\033[K" if getattr(err, "isatty", lambda: False)() else "")
-                + f"banmf: warning: {text}\n"
+                + f"banmf: warning: {printable(text)}\n"
             )
 
     return show

@@ -46,7 +46,7 @@ def cmd_show(args, out, err) -> int:
                     p.cells,
                     p.unknown,
                     p.ones,
-                    f"{p.precision:.4f}",
+                    "" if p.cells == p.unknown else f"{p.precision:.4f}",  # none observed
                     p.ones_alone,
                     p.contribution,
                     "; ".join(p.col_names),

@@ -278,7 +278,9 @@ normalize, n_init, dtype, random_state, verbose, callback
         nnz = sum(q[2] for q in loads)
         if nnz == 0:
             warnings.warn(
-                "X has no nonzeros: the factorization is all zeros", UserWarning, stacklevel=4
+                "X has no nonzeros: nothing to factorize, the best W⊗H is all zeros",
+                UserWarning,
+                stacklevel=4,
             )
         forms = {q[5] for q in loads} - {None}
         observed = bool(forms and forms.pop())

@@ -10,6 +10,8 @@ read it.
 
 from __future__ import annotations
 
+import gzip
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +64,14 @@ class Format:
 
 #: Every format by name, filled by :mod:`banmf.io` (the order is the one shown to users).
 REGISTRY: dict[str, Format] = {}
+
+#: Extensions that many kinds of file share: one names the format it is read as by default
+#: (``.txt``: FIMI transactions), a guess that the file's first line may overrule.
+GENERIC_SUFFIXES = (".txt",)
+#: The first line of every Matrix Market file starts so (case aside, as scipy reads it).
+_MTX_BANNER = b"%%matrixmarket"
+#: How the messages name a format read on a guess.
+_TITLES = {"dat": "FIMI transactions", "mtx": "Matrix Market"}
 
 
 def export_formats() -> tuple[str, ...]:
@@ -116,3 +126,47 @@ def format_of(path: Path, fmt: str | None) -> str:
         f"{path}: cannot tell the format from the extension {ext.lstrip('.') or '(none)'!r}; "
         f"use one of {known} (a .gz looked through) or pass format="
     )
+
+
+def content_format(path: Path) -> str | None:
+    """The format the first bytes of the file at ``path`` show (gzip looked through), or None:
+    "mtx" for a Matrix Market banner, the one format that says what it is in its text."""
+    try:
+        opener = gzip.open if path.suffix.lower() == ".gz" else open
+        with opener(path, "rb") as fh:
+            head = fh.read(len(_MTX_BANNER) + 3)
+    except (OSError, EOFError, zlib.error):
+        return None  # the reader says what is wrong with the file
+    if head.removeprefix(b"\xef\xbb\xbf").lower().startswith(_MTX_BANNER):
+        return "mtx"
+    return None
+
+
+def reading_format(path: Path, fmt: str | None) -> tuple[str, str]:
+    """``(name, guess)``: the format to read ``path`` as, and, when that is a guess, how it was
+    made, in words for an error message ("" when ``fmt`` or a definite extension named it).
+
+    A Matrix Market banner in the first line makes the file ``mtx`` whatever its extension says
+    when ``fmt`` is None and the extension is generic (:data:`GENERIC_SUFFIXES`) or names no
+    format; a generic extension without it is read as the format it names, a guess."""
+    if fmt is not None:
+        return format_of(path, fmt), ""
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes and suffixes[-1] == ".gz":
+        suffixes = suffixes[:-1]
+    ext = suffixes[-1] if suffixes else ""
+    try:
+        name = format_of(path, None)
+    except InputError:
+        if content_format(path) == "mtx":
+            return "mtx", ""
+        raise
+    if ext in GENERIC_SUFFIXES:
+        if content_format(path) == "mtx":
+            return "mtx", ""
+        title = _TITLES.get(name, name)
+        return name, (
+            f"read as {title} ({name}), as the extension {ext} suggests; for another format "
+            "pass --format, or format= in Python"
+        )
+    return name, ""

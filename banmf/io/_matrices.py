@@ -13,7 +13,7 @@ from .._validation import entries
 from ..dataset import Dataset
 from ..exceptions import InputError, InvalidParameterError
 from ._common import warn_data
-from ._formats import REGISTRY, format_of
+from ._formats import REGISTRY, format_of, reading_format
 
 
 def read_matrix(path, *, format: str | None = None, **options) -> sp.csr_array:
@@ -66,7 +66,7 @@ def read_matrix(path, *, format: str | None = None, **options) -> sp.csr_array:
 def read_dataset(path, *, format: str | None = None, **options) -> Dataset:
     """Like :func:`read_matrix`, with the labels the file (or its ``.json`` sidecar) carries."""
     path = Path(path)
-    fmt = format_of(path, format)
+    fmt, guess = reading_format(path, format)
     extra = set(options) - set(REGISTRY[fmt].options)
     if extra:
         raise InvalidParameterError(f"options {sorted(extra)} do not apply to {fmt} files")
@@ -86,6 +86,10 @@ def read_dataset(path, *, format: str | None = None, **options) -> Dataset:
         raise InvalidParameterError(f"n_cols must be a positive integer, got {n_cols}")
     try:
         return REGISTRY[fmt].read(path, **options)
+    except InputError as exc:
+        if not guess:
+            raise
+        raise InputError(f"{exc} [{guess}]") from None
     except MemoryError:  # an estimate fell short: still one line, not a traceback
         raise InputError(
             f"{path}: not enough memory to read it (set {ENV_VAR} to a budget that fits)"

@@ -11,6 +11,7 @@ from typing import ClassVar
 import numpy as np
 
 from .._boolean import cell_keys, in_sorted
+from .._memory import check_memory
 from .._params import BOOLEAN, CALLABLE, FLOAT_DTYPE, NONE, Interval, Options, subset_of
 from .._predictor import (
     Predictor,
@@ -421,6 +422,13 @@ class BANMF(BaseFactorization):
                 "n_init > 1 needs random starts; init='custom' gives one start"
             )
         p["dtype"] = check_dtype(self.dtype)
+        # The schedule holds one λ per iteration: an absurd max_iter is refused here, in words.
+        check_memory(
+            8 * p["max_iter"],
+            f"{type(self).__name__}(max_iter={p['max_iter']}): the regularization schedule "
+            "(one float64 λ per iteration)",
+            "choose a smaller max_iter",
+        )
         p["lams"] = lambda_schedule(self.regularization, p["max_iter"])
         return p
 
@@ -512,7 +520,9 @@ class BANMF(BaseFactorization):
         )
         if X.nnz == 0 and unknown is None:  # ones hidden by unknown cells: _begin said so
             warnings.warn(
-                "X has no nonzeros: the factorization is all zeros", UserWarning, stacklevel=2
+                "X has no nonzeros: nothing to factorize, the best W⊗H is all zeros",
+                UserWarning,
+                stacklevel=2,
             )
         backend = _Local(self, data, p, check_random_state(self.random_state), W, H)
         interrupts = Interruptions()
