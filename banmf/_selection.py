@@ -757,82 +757,89 @@ def select_rank_of(
     for i, k in enumerate(ks, 1):
         tasks = [(estimator(k, seeds[0]), data)]
         tasks += [(estimator(k, s), fold) for s, (_, fold) in zip(seeds[1:], held)]
-        _progress.info(
-            "k=%d (rank %d of %d): %d fits",
-            k,
-            i,
-            len(ks),
-            len(tasks),
-            extra={
-                "banmf": {
-                    "event": "rank_start",
-                    "k": k,
-                    "rank": i,
-                    "n_ranks": len(ks),
-                    "ks": list(ks),
-                    "n_fits": len(tasks),
-                }
-            },
-        )
         try:
+            _progress.info(
+                "k=%d (rank %d of %d): %d fits",
+                k,
+                i,
+                len(ks),
+                len(tasks),
+                extra={
+                    "banmf": {
+                        "event": "rank_start",
+                        "k": k,
+                        "rank": i,
+                        "n_ranks": len(ks),
+                        "ks": list(ks),
+                        "n_fits": len(tasks),
+                    }
+                },
+            )
             # No fit chooses a predictor of its unknown cells: scored by their factors, or by
             # the predictors their starts give.
             with keeping_starts() if by_predictor else without_choice() as kept:
                 done = fit_tasks(tasks, n_jobs, _FitsProgress(k, len(tasks)), labels)
+            if any(getattr(est, "interrupted_", False) for est in done):
+                interrupted = True  # cancelled from outside (fit_many): as by Ctrl-C
+                break
+            full = done[0]
+            fits[k] = Factorization.from_estimator(full, X=X)  # named by its class
+            errors[k] = int(full.reconstruction_err_)
+            if "mdl" in criteria:
+                bits[k] = sum(description_bits(data, full.W_, full.components_))
+            runs = done[1:]  # the fold fits
+            if "stability" in criteria:
+                pairs = [
+                    factor_agreement(a.W_, a.components_, b.W_, b.components_)
+                    for i, a in enumerate(runs)
+                    for b in runs[i + 1 :]
+                ]
+                stable[k] = float(np.mean(pairs))
+            if "cv" in criteria:
+                scored = by_predictor and all(est in kept for est in runs)
+                kind, rates, bag = _fold_rates(
+                    X,
+                    runs,
+                    [cells for cells, _ in held],
+                    kept if scored else None,
+                    zero_weight,
+                    int(seeds[0]),
+                )
+                if scored:
+                    kinds[k] = kind
+                if bag is not None:
+                    bags[k] = bag
+                fold_err[k] = [float(rate) for rate in rates]
+                held_err[k] = float(np.mean(rates))
+                held_se[k] = float(np.std(rates, ddof=1) / np.sqrt(len(rates)))
+            if bags:
+                # Only the ranks the rule could take on the curve so far keep their fold fits'
+                # factors: they are the folds' number of fits at each rank.
+                if cv_margin is not None and cv_rule == "min":
+                    near = _cv_choice(
+                        held_err, held_se, fold_err, kinds, cv_rule, cv_margin, against
+                    )["near"]
+                else:
+                    near = [min(held_err, key=lambda r: (_tie(held_err[r]), r))]
+                bags = {r: bag for r, bag in bags.items() if r in near}
+            row = _evidence(k, errors, bits, held_err, held_se, stable, kinds, fold_err)
+            said = "" if k not in held_err else f", held-out error {held_err[k]:.4f}"
+            said += f" ({kinds[k]})" if k in kinds else ""
+            _progress.info(
+                "k=%d: error %d%s",
+                k,
+                errors[k],
+                said,
+                extra={"banmf": {"event": "rank", "row": row}},
+            )
         except KeyboardInterrupt:
+            # This rank is not all there (its fits, or its scores): the ranks before it stand.
+            for curve in (errors, bits, held_err, held_se, stable, fits, fold_err, kinds, bags):
+                curve.pop(k, None)
             if not errors:
                 raise
-            interrupted = True  # this k's fits are not all there: the ranks before it stand
+            interrupted = True
             break
-        if any(getattr(est, "interrupted_", False) for est in done):
-            interrupted = True  # cancelled from outside (fit_many): the same
-            break
-        full = done[0]
-        fits[k] = Factorization.from_estimator(full, X=X)  # named by its class
-        errors[k] = int(full.reconstruction_err_)
-        if "mdl" in criteria:
-            bits[k] = sum(description_bits(data, full.W_, full.components_))
-        runs = done[1:]  # the fold fits
-        if "stability" in criteria:
-            pairs = [
-                factor_agreement(a.W_, a.components_, b.W_, b.components_)
-                for i, a in enumerate(runs)
-                for b in runs[i + 1 :]
-            ]
-            stable[k] = float(np.mean(pairs))
-        if "cv" in criteria:
-            scored = by_predictor and all(est in kept for est in runs)
-            kind, rates, bag = _fold_rates(
-                X,
-                runs,
-                [cells for cells, _ in held],
-                kept if scored else None,
-                zero_weight,
-                int(seeds[0]),
-            )
-            if scored:
-                kinds[k] = kind
-            if bag is not None:
-                bags[k] = bag
-            fold_err[k] = [float(rate) for rate in rates]
-            held_err[k] = float(np.mean(rates))
-            held_se[k] = float(np.std(rates, ddof=1) / np.sqrt(len(rates)))
-        if bags:
-            # Only the ranks the rule could take on the curve so far keep their fold fits'
-            # factors: they are the folds' number of fits at each rank.
-            if cv_margin is not None and cv_rule == "min":
-                near = _cv_choice(held_err, held_se, fold_err, kinds, cv_rule, cv_margin, against)[
-                    "near"
-                ]
-            else:
-                near = [min(held_err, key=lambda r: (_tie(held_err[r]), r))]
-            bags = {r: bag for r, bag in bags.items() if r in near}
-        row = _evidence(k, errors, bits, held_err, held_se, stable, kinds, fold_err)
-        said = "" if k not in held_err else f", held-out error {held_err[k]:.4f}"
-        said += f" ({kinds[k]})" if k in kinds else ""
-        _progress.info(
-            "k=%d: error %d%s", k, errors[k], said, extra={"banmf": {"event": "rank", "row": row}}
-        )
         if callback is not None and callback(row):
             break
         if patience is not None:

@@ -220,7 +220,7 @@ def test_select_k_refuses_too_many_folds_and_says_when_the_choice_is_at_the_edge
     path = str(banmf.datasets.data_dir() / "zoo_101x15.mtx")
     out, err = io.StringIO(), io.StringIO()
     assert main(["select-k", path, "--folds", "1000"], stdout=out, stderr=err) == 2
-    assert "at most 66 folds; pass folds <= 66" in err.getvalue() and out.getvalue() == ""
+    assert "at most 66 folds; pass --folds 66 or fewer" in err.getvalue() and out.getvalue() == ""
     monkeypatch.setattr(banmf._selection, "FITS_EVERY_SECONDS", 0.0)
     out, err = io.StringIO(), io.StringIO()
     code = main(
