@@ -849,7 +849,7 @@ def select_rank_of(
             if since is not None and k != ks[-1] and ks.index(k) - ks.index(since) >= patience:
                 stopped = {"patience": int(patience), "from_k": since}
                 break
-    _progress.info(
+    _progress.debug(
         "chose among k=%s", list(errors), extra={"banmf": {"event": "selected", "ks": list(errors)}}
     )
     choices = {}

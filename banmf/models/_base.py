@@ -295,12 +295,18 @@ class BaseFactorization:
         self.rank_selection_, k = selection, selection.best_k
         kind = (selection.predictor or {}).get(k)
         margin = selection.cv_margin
+        if not selection.generalizes:
+            how = "the smallest: no rank beats the trivial predictors, held-out error"
+        elif margin is None or margin["k"] == margin["lowest_k"]:
+            how = "the lowest held-out error"
+        else:
+            how = (
+                f"the largest within {margin['margin']:g} SE of the lowest (k={margin['lowest_k']})"
+            )
         _logger.info(
             "n_components='auto': k=%d, %s (%.4f%s) of k=1..%d",
             k,
-            "the lowest held-out error"
-            if margin is None or margin["k"] == margin["lowest_k"]
-            else f"the largest within {margin['margin']:g} SE of the lowest (k={margin['lowest_k']})",
+            how,
             selection.held_out_error[k],
             f", by the {kind} predictor" if kind else "",
             selection.ks[-1],
