@@ -528,16 +528,18 @@ class RankSelection:
         The trivial predictors' held-out error rates on the same folds (with "cv"): ``errors``
         (kind → mean rate) of "zeros" (every cell 0) and "majority" (each cell its column's
         majority among the fold's training cells); ``kind``, the better of the two, its
-        ``error`` (mean) and its ``fold_errors``; ``cells``, the folds' cells. None without "cv", or when pickled before
-        this was recorded.
+        ``error`` (mean) and its ``fold_errors``; ``cells``, the folds' cells, and
+        ``reliability``, the majority's column shares as probabilities on them
+        (:func:`banmf._predictor.reliability`). None without "cv", or when pickled before this
+        was recorded.
     generalizes : bool
         With ``cv_margin`` (``n_components="auto"``) a rank is a candidate only if its fold
         errors are lower than the better trivial predictor's by more than
-        :data:`BASELINE_MARGIN` standard errors of their differences, paired fold by fold. False when no rank tried
-        is: the data show no structure that a rank predicts held-out cells by, ``best_k`` is
-        the smallest rank tried, and a fit with unknown cells at it predicts them by the
-        column majority. True otherwise (and without ``cv_margin``, where the choice does not
-        look at the trivial predictors).
+        :data:`BASELINE_MARGIN` standard errors of their differences, paired fold by fold.
+        False when no rank tried is: the data show no structure that a rank predicts held-out
+        cells by, ``best_k`` is the smallest rank tried, and a fit with unknown cells at it
+        predicts them by the column majority. True otherwise (and without ``cv_margin``,
+        where the choice does not look at the trivial predictors).
     """
 
     ks: list
@@ -867,8 +869,8 @@ def select_rank_of(
         reason += (
             f"; no rank generalizes: none predicts the held-out cells better than the "
             f"{_BASELINE_WORDS[baseline['kind']]} ({baseline['error']:.4f}) by more than "
-            f"{BASELINE_MARGIN:g} standard errors of their differences, paired fold by fold, so the "
-            "smallest rank tried"
+            f"{BASELINE_MARGIN:g} standard errors of their differences, paired fold by fold, "
+            "so the smallest rank tried"
         )
     elif margin is not None and margin["k"] != margin["lowest_k"]:
         reason += (
