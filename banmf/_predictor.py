@@ -17,8 +17,13 @@ import numpy as np
 from ._boolean import product_at
 
 #: The kinds of predictor, in the order a tie on the held-out cells is broken: the kept start's
-#: product, the share of the starts whose product is 1, the NMF start's continuous product.
-KINDS = ("product", "vote", "nmf")
+#: product, the share of the starts whose product is 1, the NMF start's continuous product, and
+#: the trivial predictor that reads no factor, the column majority (a tie with it goes to the
+#: factors: they predict as well as the data's column shares do).
+KINDS = ("product", "vote", "nmf", "majority")
+#: The kind that predicts a cell by its column's majority of observed values alone: what a
+#: factorization must beat for its factors to say anything about the unknown cells.
+MAJORITY = "majority"
 #: The kind of predictor of ``n_components="auto"`` with unknown cells: the rank selection's
 #: fold fits at the chosen rank, each scored by the kind that scored that rank, their
 #: calibrated probabilities averaged (:func:`fold_predictor`).
@@ -37,10 +42,13 @@ class Predictor:
 
     Attributes
     ----------
-    kind : {"product", "vote", "nmf", "folds"}
+    kind : {"product", "vote", "nmf", "majority", "folds"}
         "product": the Boolean product ``W⊗H`` of the kept start (the score is 0 or 1).
         "vote": the share of the fit's starts whose Boolean product is 1 at the cell.
         "nmf": the NMF start's balanced continuous product ``(W H)[i, j]``.
+        "majority": the share of ones among the cell's column's observed cells
+        (:func:`column_shares`), thresholded at one half: the column majority, which reads no
+        factor.
         "folds" (``n_components="auto"``): the mean of the calibrated probabilities of the
         rank selection's fold fits at the chosen rank, each a predictor of ``member_kind``
         ("vote" or "nmf"); the score is itself a probability.
@@ -54,7 +62,8 @@ class Predictor:
         What the choice saw on the held-out cells (:func:`choose`).
     factors : tuple of ndarray
         What the score needs besides the result's W and H: ``(Ws, Hs)`` stacked Boolean factors
-        of the starts ("vote"), ``(W, H)`` continuous factors ("nmf"), none ("product"); for
+        of the starts ("vote"), ``(W, H)`` continuous factors ("nmf"), ``(shares,)`` the
+        columns' shares of ones, of shape (m,) ("majority"), none ("product"); for
         "folds", the members' factors stacked (every member's starts, or one continuous
         pair each).
     member_kind : str
@@ -111,6 +120,8 @@ class Predictor:
             return total / len(members)
         if self.kind == "product":
             return product_at(W, H, rows, cols).astype(np.float64)
+        if self.kind == MAJORITY:
+            return np.asarray(self.factors[0], dtype=np.float64)[cols]
         if self.kind == "vote":
             Ws, Hs = self.factors
             votes = np.zeros(len(rows), dtype=np.float64)
@@ -141,6 +152,11 @@ class Predictor:
     def chosen_on(self) -> str:
         """Where its :attr:`report` was measured, in words."""
         cells = self.report["held_out_cells"]
+        if self.report.get("source") == "rank selection":
+            return (
+                f"the {cells} observed cells of the rank selection's folds, where no rank "
+                "predicted better than the column majority"
+            )
         if self.kind == FOLDS:
             return (
                 f"the {cells} observed cells of the rank selection's folds, each scored by the "
@@ -281,12 +297,38 @@ def kind_threshold(
     kind: str, scores: np.ndarray, truth: np.ndarray, zero_weight: float = 1.0
 ) -> tuple[float, float]:
     """``(threshold, errors)`` of a kind of predictor on held-out cells, a wrong zero counting
-    ``zero_weight`` errors: "product" keeps 0.5 (W⊗H itself), the others take
-    :func:`best_threshold`."""
-    if kind == "product":
+    ``zero_weight`` errors: "product" and "majority" keep 0.5 (W⊗H itself, the column
+    majority), the others take :func:`best_threshold`."""
+    if kind in ("product", MAJORITY):
         wrong = (scores > 0.5) != truth
         return 0.5, float(np.sum(cell_weights(truth, zero_weight)[wrong]))
     return best_threshold(scores, truth, zero_weight)
+
+
+def column_shares(X, unknown) -> np.ndarray:
+    """Each column's share of ones among its observed cells, of shape (m,) (0 for a column
+    with no observed cell): the score of the "majority" kind. ``X`` is a canonical support
+    mask of the observed ones, ``unknown`` its :class:`banmf._boolean.Unknown` or None."""
+    n, m = X.shape
+    ones = np.bincount(X.indices, minlength=m).astype(np.float64)
+    if unknown is None:
+        cells = np.full(m, float(n))
+    elif unknown.observed:  # the observed zeros are listed
+        cells = ones + np.bincount(unknown.cells.indices, minlength=m)
+    else:
+        cells = n - np.bincount(unknown.cells.indices, minlength=m).astype(np.float64)
+    return np.divide(ones, cells, out=np.zeros(m), where=cells > 0)
+
+
+def majority_predictor(X, unknown, report: dict | None = None) -> Predictor:
+    """The "majority" predictor of the data's observed ones ``X`` and unknown cells
+    ``unknown`` (:func:`column_shares`): a column's unknown cells are 1 where most of its
+    observed cells are. Its calibration is the score itself (a column's share of ones is the
+    frequency of ones among its observed cells)."""
+    shares = column_shares(X, unknown)
+    values = np.unique(shares)
+    edges = (values[:-1] + values[1:]) / 2
+    return Predictor(MAJORITY, 0.5, edges, values, report or {}, (shares,))
 
 
 def candidate_scores(starts: dict, W, H, rows: np.ndarray, cols: np.ndarray) -> dict:

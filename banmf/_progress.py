@@ -13,6 +13,13 @@ a dict with at least ``"event"``:
   ``"per-factor thresholds"``, ``"polish"``) as each phase of a start begins (level INFO);
 - ``"done"``: ``start``, ``n_starts``, ``error`` when a start is finished (level INFO).
 
+A rank selection (:func:`banmf.select_rank`, ``n_components="auto"``) adds ``"rank_start"``
+(``k``, ``rank`` of ``n_ranks``, the ranks ``ks`` it may try, ``n_fits``) as each rank's fits
+begin, ``"fit_done"`` (``k``, ``fits_done``, ``n_fits``; DEBUG) as each of them ends,
+``"fits"`` (the same, INFO, at most every 2 s), ``"rank"`` (its evidence) and ``"selected"``
+when it has chosen; the records of the starts of its fits carry ``fit``, which fit they
+belong to (``"fold 3 of 10"``, ``"all observed cells"``).
+
 Starts are numbered from 1, in one count over all the starts of a fit (a BANMF fit's random
 and extra starts alike); the records of a start that is not a random one carry its ``name``
 (e.g. ``"columns"``, ``"nmf"``). ``n_starts`` is the total as known then: ``n_init="auto"``
@@ -45,6 +52,19 @@ def inside_a_start():
         _inside.reset(token)
 
 
+_fit: contextvars.ContextVar[str | None] = contextvars.ContextVar("banmf_fit", default=None)
+
+
+@contextlib.contextmanager
+def fit_label(label: str | None):
+    """Label the records of the starts run in this scope with the fit they belong to."""
+    token = _fit.set(label)
+    try:
+        yield
+    finally:
+        _fit.reset(token)
+
+
 #: Least time between two iteration records of one start.
 EVERY_SECONDS = 0.2
 
@@ -63,6 +83,8 @@ class StartProgress:
         if _inside.get():
             return
         data = {"event": event, "start": self.start, "n_starts": self.n_starts, **fields}
+        if _fit.get() is not None:
+            data["fit"] = _fit.get()
         label = f"start {self.start}/{self.n_starts}"
         if self.name:
             data["name"] = self.name

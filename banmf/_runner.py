@@ -23,6 +23,7 @@ import threading
 from collections.abc import Callable, Iterable, Sized
 from typing import Generic, TypeVar
 
+from ._progress import fit_label
 from ._signals import Interruptions
 from ._threads import cancel_with, thread_budget
 
@@ -257,15 +258,17 @@ def _in_threads(tasks, run: Run, on_done, on_interrupt, interrupts, name: str) -
     run.results = {i: finished[i] for i in sorted(finished) if run.wanted(i)}
 
 
-def fit_tasks(tasks, n_jobs=None, fitted=None) -> list:
+def fit_tasks(tasks, n_jobs=None, fitted=None, labels=None) -> list:
     """:func:`banmf.fit_many` for fits that each have their own data (:func:`banmf.select_rank`'s
     folds): ``tasks`` are ``(estimator, data)`` with ``data`` a :class:`banmf.io.Dataset`.
-    ``fitted()``, if given, is called (in the calling thread) as each fit ends. Returns the
-    estimators, fitted, in order; on Ctrl-C, once the fits under way have stopped, raises
-    KeyboardInterrupt."""
+    ``fitted()``, if given, is called (in the calling thread) as each fit ends; ``labels``, if
+    given, name the fits in their progress records (:func:`banmf._progress.fit_label`).
+    Returns the estimators, fitted, in order; on Ctrl-C, once the fits under way have
+    stopped, raises KeyboardInterrupt."""
     tasks = list(tasks)
+    labels = [None] * len(tasks) if labels is None else list(labels)
     run = run_side_by_side(
-        [functools.partial(_fit, *task) for task in tasks],
+        [functools.partial(_fit, *task, label) for task, label in zip(tasks, labels)],
         n_jobs=n_jobs,
         on_done=None if fitted is None else lambda i, est, run: fitted(),
         name="banmf-fit",
@@ -275,8 +278,9 @@ def fit_tasks(tasks, n_jobs=None, fitted=None) -> list:
     return [est for est, _ in tasks]
 
 
-def _fit(est, data):
-    return est.fit(data)
+def _fit(est, data, label=None):
+    with fit_label(label):
+        return est.fit(data)
 
 
 def _join(threads: list[threading.Thread], run: Run, on_interrupt, interrupts) -> None:

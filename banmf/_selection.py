@@ -19,11 +19,15 @@ from ._boolean import cell_keys, in_sorted, support_mask_from_keys
 from ._mdl import description_bits
 from ._memory import check_memory
 from ._predictor import (
+    MAJORITY,
     Predictor,
     candidate_scores,
     choose_over_folds,
+    column_shares,
+    error_rate,
     fold_predictor,
     keeping_starts,
+    reliability,
     without_choice,
     zero_sample,
 )
@@ -296,7 +300,23 @@ MIN_FOLD_ONES = 10
 #: (:func:`banmf.select_rank`): a rank done sooner says nothing before its result.
 FITS_EVERY_SECONDS = 2.0
 
+#: With ``cv_margin`` (``n_components="auto"``), a rank is a candidate only if its fold errors
+#: are lower than the better trivial predictor's (all zeros, the column majority) by more than
+#: this many standard errors of their differences, paired fold by fold. Two, not the margin's
+#: one: a rank's kind of predictor and threshold are chosen on the very cells it is scored on,
+#: which favours it over the trivial predictors, which choose nothing; on Bernoulli noise a
+#: vote over the starts beat the all-zeros prediction by one standard error.
+BASELINE_MARGIN = 2.0
+#: Decimals to which held-out error rates are compared: rates from equal error counts that
+#: float sums left a last bit apart (0.30208333333333337 and 0.3020833333333333) are equal.
+TIE_DECIMALS = 12
+
 _progress = logging.getLogger("banmf.progress")
+
+
+def _tie(rate: float) -> float:
+    """A held-out error rate (or a difference of them) as compared: :data:`TIE_DECIMALS`."""
+    return round(float(rate), TIE_DECIMALS)
 
 
 def description_length(X, W, H, *, missing=None, observed=None) -> float:
@@ -502,7 +522,24 @@ class RankSelection:
         kind "folds"): the fit at the chosen rank of ``n_components="auto"`` predicts by it
         (docs/missing.md). Only the ranks the rule could still take keep their fold fits'
         factors while the search runs, so it is None where the chosen rank's were let go, and
-        when the folds were scored by W⊗H or the selection was pickled before this existed.
+        when the folds were scored by W⊗H or the selection was pickled before this existed,
+        and when no rank generalizes.
+    baseline : dict or None
+        The trivial predictors' held-out error rates on the same folds (with "cv"): ``errors``
+        (kind → mean rate) of "zeros" (every cell 0) and "majority" (each cell its column's
+        majority among the fold's training cells); ``kind``, the better of the two, its
+        ``error`` (mean) and its ``fold_errors``; ``cells``, the folds' cells, and
+        ``reliability``, the majority's column shares as probabilities on them
+        (:func:`banmf._predictor.reliability`). None without "cv", or when pickled before this
+        was recorded.
+    generalizes : bool
+        With ``cv_margin`` (``n_components="auto"``) a rank is a candidate only if its fold
+        errors are lower than the better trivial predictor's by more than
+        :data:`BASELINE_MARGIN` standard errors of their differences, paired fold by fold.
+        False when no rank tried is: the data show no structure that a rank predicts held-out
+        cells by, ``best_k`` is the smallest rank tried, and a fit with unknown cells at it
+        predicts them by the column majority. True otherwise (and without ``cv_margin``,
+        where the choice does not look at the trivial predictors).
     """
 
     ks: list
@@ -526,6 +563,20 @@ class RankSelection:
     stopped: dict | None = None
     fold_errors: dict | None = None
     fold_predictor: Predictor | None = field(default=None, repr=False, compare=False)
+    baseline: dict | None = None
+    generalizes: bool = True
+
+    def baseline_report(self) -> dict:
+        """The report of the "majority" predictor that a fit at ``best_k`` predicts by when no
+        rank generalizes: the trivial predictors' held-out error rates on the folds."""
+        baseline = self.baseline or {}
+        return {
+            "held_out_cells": baseline.get("cells", 0),
+            "source": "rank selection",
+            "zero_weight": self.zero_weight,
+            "error_rates": dict(baseline.get("errors", {})),
+            **baseline.get("reliability", {"brier": float("nan"), "bins": []}),
+        }
 
     def to_dict(self) -> dict:
         """Plain values (for JSON): the per-k evidence as rows, the choices and the reason."""
@@ -555,13 +606,15 @@ class RankSelection:
             "edge": self.edge,
             "cv_margin": None if self.cv_margin is None else dict(self.cv_margin),
             "stopped": None if self.stopped is None else dict(self.stopped),
+            "baseline": None if self.baseline is None else dict(self.baseline),
+            "generalizes": self.generalizes,
         }
 
 
 def _one_se_choice(means: dict, ses: dict) -> int:
     """The smallest k whose mean is within one standard error of the lowest mean."""
-    best = min(means, key=lambda k: (means[k], k))
-    return min(k for k in means if means[k] <= means[best] + ses[best])
+    best = min(means, key=lambda k: (_tie(means[k]), k))
+    return min(k for k in means if _tie(means[k]) <= _tie(means[best] + ses[best]))
 
 
 def margin_choice(fold_errors: dict, kinds: dict, margin: float) -> dict:
@@ -582,7 +635,7 @@ def margin_choice(fold_errors: dict, kinds: dict, margin: float) -> dict:
     differences, which vary less than each rank's mean does.
     """
     means = {k: float(np.mean(errors)) for k, errors in fold_errors.items()}
-    lowest = min(means, key=lambda k: (means[k], k))
+    lowest = min(means, key=lambda k: (_tie(means[k]), k))
     base = np.asarray(fold_errors[lowest], dtype=np.float64)
     paired = {}
     for k in fold_errors:
@@ -591,7 +644,7 @@ def margin_choice(fold_errors: dict, kinds: dict, margin: float) -> dict:
     near = [
         k
         for k, (difference, se) in paired.items()
-        if difference <= margin * se and kinds.get(k) in REGULARIZED_KINDS
+        if _tie(difference) <= margin * _tie(se) and kinds.get(k) in REGULARIZED_KINDS
     ]
     k = max([lowest, *near])
     difference, se = paired[k]
@@ -670,6 +723,13 @@ def select_rank_of(
         )
     data = Dataset.of(X, missing, observed)
     X = data.X
+    if data.n_observed == 0:
+        n, m = X.shape
+        raise InputError(
+            f"every cell of X is unknown (all {n}×{m} cells): there is no cell to choose k on",
+            command_line=f"every cell of the input is unknown (all {n}×{m} cells): there is no "
+            "cell to choose k on",
+        )
     if "cv" in criteria or "stability" in criteria:
         _check_folds(int(folds), X.nnz, criteria)
     rng = check_random_state(random_state)
@@ -682,6 +742,9 @@ def select_rank_of(
             cells = support_mask_from_keys(part, X.shape)
             held.append((cells, data.hide(cells)))
     fold_zeros = sum(h[0].nnz for h in held) - (X.nnz if held else 0)
+    baseline = _baseline(X, held, zero_weight) if "cv" in criteria else None
+    # With cv_margin (n_components="auto"), a rank must beat the trivial predictors too.
+    against = None if cv_margin is None or cv_rule != "min" else baseline
 
     def estimator(k, seed):
         return cls(**{**template, "n_components": k, "random_state": int(seed)})
@@ -692,90 +755,124 @@ def select_rank_of(
     bags: dict[int, Predictor] = {}  # k → its fold fits' predictor (fold_predictor)
     by_predictor = by_predictor and "cv" in criteria
     interrupted, stopped = False, None
-    for k in ks:
+    labels = ["all observed cells"] + [f"fold {f} of {len(held)}" for f in range(1, len(held) + 1)]
+    for i, k in enumerate(ks, 1):
         tasks = [(estimator(k, seeds[0]), data)]
         tasks += [(estimator(k, s), fold) for s, (_, fold) in zip(seeds[1:], held)]
         try:
+            _progress.info(
+                "k=%d (rank %d of %d): %d fits",
+                k,
+                i,
+                len(ks),
+                len(tasks),
+                extra={
+                    "banmf": {
+                        "event": "rank_start",
+                        "k": k,
+                        "rank": i,
+                        "n_ranks": len(ks),
+                        "ks": list(ks),
+                        "n_fits": len(tasks),
+                    }
+                },
+            )
             # No fit chooses a predictor of its unknown cells: scored by their factors, or by
             # the predictors their starts give.
             with keeping_starts() if by_predictor else without_choice() as kept:
-                done = fit_tasks(tasks, n_jobs, _FitsProgress(k, len(tasks)))
+                done = fit_tasks(tasks, n_jobs, _FitsProgress(k, len(tasks)), labels)
+            if any(getattr(est, "interrupted_", False) for est in done):
+                interrupted = True  # cancelled from outside (fit_many): as by Ctrl-C
+                break
+            full = done[0]
+            fits[k] = Factorization.from_estimator(full, X=X)  # named by its class
+            errors[k] = int(full.reconstruction_err_)
+            if "mdl" in criteria:
+                bits[k] = sum(description_bits(data, full.W_, full.components_))
+            runs = done[1:]  # the fold fits
+            if "stability" in criteria:
+                pairs = [
+                    factor_agreement(a.W_, a.components_, b.W_, b.components_)
+                    for i, a in enumerate(runs)
+                    for b in runs[i + 1 :]
+                ]
+                stable[k] = float(np.mean(pairs))
+            if "cv" in criteria:
+                scored = by_predictor and all(est in kept for est in runs)
+                kind, rates, bag = _fold_rates(
+                    X,
+                    runs,
+                    [cells for cells, _ in held],
+                    kept if scored else None,
+                    zero_weight,
+                    int(seeds[0]),
+                )
+                if scored:
+                    kinds[k] = kind
+                if bag is not None:
+                    bags[k] = bag
+                fold_err[k] = [float(rate) for rate in rates]
+                held_err[k] = float(np.mean(rates))
+                held_se[k] = float(np.std(rates, ddof=1) / np.sqrt(len(rates)))
+            if bags:
+                # Only the ranks the rule could take on the curve so far keep their fold fits'
+                # factors: they are the folds' number of fits at each rank.
+                if cv_margin is not None and cv_rule == "min":
+                    near = _cv_choice(
+                        held_err, held_se, fold_err, kinds, cv_rule, cv_margin, against
+                    )["near"]
+                else:
+                    near = [min(held_err, key=lambda r: (_tie(held_err[r]), r))]
+                bags = {r: bag for r, bag in bags.items() if r in near}
+            row = _evidence(k, errors, bits, held_err, held_se, stable, kinds, fold_err)
+            said = "" if k not in held_err else f", held-out error {held_err[k]:.4f}"
+            said += f" ({kinds[k]})" if k in kinds else ""
+            _progress.info(
+                "k=%d: error %d%s",
+                k,
+                errors[k],
+                said,
+                extra={"banmf": {"event": "rank", "row": row}},
+            )
         except KeyboardInterrupt:
+            # This rank is not all there (its fits, or its scores): the ranks before it stand.
+            for curve in (errors, bits, held_err, held_se, stable, fits, fold_err, kinds, bags):
+                curve.pop(k, None)
             if not errors:
                 raise
-            interrupted = True  # this k's fits are not all there: the ranks before it stand
+            interrupted = True
             break
-        if any(getattr(est, "interrupted_", False) for est in done):
-            interrupted = True  # cancelled from outside (fit_many): the same
-            break
-        full = done[0]
-        fits[k] = Factorization.from_estimator(full, X=X)  # named by its class
-        errors[k] = int(full.reconstruction_err_)
-        if "mdl" in criteria:
-            bits[k] = sum(description_bits(data, full.W_, full.components_))
-        runs = done[1:]  # the fold fits
-        if "stability" in criteria:
-            pairs = [
-                factor_agreement(a.W_, a.components_, b.W_, b.components_)
-                for i, a in enumerate(runs)
-                for b in runs[i + 1 :]
-            ]
-            stable[k] = float(np.mean(pairs))
-        if "cv" in criteria:
-            scored = by_predictor and all(est in kept for est in runs)
-            kind, rates, bag = _fold_rates(
-                X,
-                runs,
-                [cells for cells, _ in held],
-                kept if scored else None,
-                zero_weight,
-                int(seeds[0]),
-            )
-            if scored:
-                kinds[k] = kind
-            if bag is not None:
-                bags[k] = bag
-            fold_err[k] = [float(rate) for rate in rates]
-            held_err[k] = float(np.mean(rates))
-            held_se[k] = float(np.std(rates, ddof=1) / np.sqrt(len(rates)))
-        if bags:
-            # Only the ranks the rule could take on the curve so far keep their fold fits'
-            # factors: they are the folds' number of fits at each rank.
-            if cv_margin is not None and cv_rule == "min":
-                near = margin_choice(fold_err, kinds, cv_margin)["near"]
-            else:
-                near = [min(held_err, key=lambda r: (held_err[r], r))]
-            bags = {r: bag for r, bag in bags.items() if r in near}
-        row = _evidence(k, errors, bits, held_err, held_se, stable, kinds, fold_err)
-        said = "" if k not in held_err else f", held-out error {held_err[k]:.4f}"
-        said += f" ({kinds[k]})" if k in kinds else ""
-        _progress.info(
-            "k=%d: error %d%s", k, errors[k], said, extra={"banmf": {"event": "rank", "row": row}}
-        )
         if callback is not None and callback(row):
             break
         if patience is not None:
-            since = _patience_from(bits, held_err, fold_err, kinds, cv_rule, cv_margin)
+            since = _patience_from(
+                bits, held_err, held_se, fold_err, kinds, cv_rule, cv_margin, against
+            )
             if since is not None and k != ks[-1] and ks.index(k) - ks.index(since) >= patience:
                 stopped = {"patience": int(patience), "from_k": since}
                 break
+    _progress.debug(
+        "chose among k=%s", list(errors), extra={"banmf": {"event": "selected", "ks": list(errors)}}
+    )
     choices = {}
     if "mdl" in criteria:
         choices["mdl"] = min(bits, key=lambda k: (bits[k], k))
-    margin = None
+    margin, generalizes = None, True
     if "cv" in criteria:
-        if cv_rule == "one-se":
-            choices["cv"] = _one_se_choice(held_err, held_se)
-        elif cv_margin is not None and kinds:
-            margin = margin_choice(fold_err, kinds, cv_margin)
-            choices["cv"] = margin["k"]
-        else:
-            choices["cv"] = min(held_err, key=lambda k: (held_err[k], k))
+        cv = _cv_choice(held_err, held_se, fold_err, kinds, cv_rule, cv_margin, against)
+        choices["cv"], margin, generalizes = cv["k"], cv["margin"], cv["generalizes"]
     if "stability" in criteria:
         steady = [k for k in stable if stable[k] >= STABLE]
         choices["stability"] = max(steady) if steady else max(stable, key=lambda k: (stable[k], -k))
     best, reason = _combined_choice(choices)
-    if margin is not None and margin["k"] != margin["lowest_k"]:
+    if not generalizes:
+        reason += (
+            f"; no rank generalizes: none predicts the held-out cells better than the "
+            f"{_BASELINE_WORDS[baseline['kind']]} ({baseline['error']:.4f}) by more than "
+            f"{BASELINE_MARGIN:g} standard errors of their differences, paired fold by fold, "
+            "so the smallest rank tried"
+        )
+    elif margin is not None and margin["k"] != margin["lowest_k"]:
         reason += (
             f"; the largest k within {margin['margin']:g} standard errors of the lowest "
             f"held-out error (k={margin['lowest_k']}, {held_err[margin['lowest_k']]:.4f}), "
@@ -806,8 +903,84 @@ def select_rank_of(
         predictor=kinds or None,
         cv_margin=margin,
         stopped=stopped,
-        fold_predictor=bags.get(best),
+        fold_predictor=bags.get(best) if generalizes else None,
+        baseline=baseline,
+        generalizes=generalizes,
     )
+
+
+#: The trivial predictors a rank's held-out error is compared with, in words.
+_BASELINE_WORDS = {"zeros": "all-zeros prediction", MAJORITY: "column majority"}
+
+
+def _baseline(X, held: list, zero_weight: float) -> dict | None:
+    """The held-out error rates of the trivial predictors on the folds ``held`` (each a pair
+    of its cells and the data fitted without them): "zeros" (every cell 0) and "majority"
+    (each cell its column's majority among the fold's training cells,
+    :func:`banmf._predictor.column_shares`), each zero counting ``zero_weight`` cells.
+    Returns :attr:`RankSelection.baseline`, or None without folds."""
+    if not held:
+        return None
+    ones, m = cell_keys(X), X.shape[1]
+    rates: dict = {"zeros": [], MAJORITY: []}
+    scores, truths = [], []
+    for cells, fitted in held:
+        keys = cell_keys(cells)
+        truth = in_sorted(keys, ones)
+        shares = column_shares(fitted.X, fitted.unknown)[keys % m]
+        rates["zeros"].append(error_rate(np.zeros(len(keys), bool), truth, zero_weight))
+        rates[MAJORITY].append(error_rate(shares > 0.5, truth, zero_weight))
+        scores.append(shares)
+        truths.append(truth)
+    means = {kind: float(np.mean(r)) for kind, r in rates.items()}
+    # The better of the two, the majority on a tie (it is the zeros wherever no column has
+    # a majority of ones).
+    kind = min((MAJORITY, "zeros"), key=lambda name: _tie(means[name]))
+    return {
+        "kind": kind,
+        "error": means[kind],
+        "fold_errors": [float(r) for r in rates[kind]],
+        "errors": means,
+        "cells": int(sum(cells.nnz for cells, _ in held)),
+        # The column shares as probabilities, each fold's from its training cells.
+        "reliability": reliability(np.concatenate(scores), np.concatenate(truths), zero_weight),
+    }
+
+
+def _beats(errors: list, base: list, margin: float) -> bool:
+    """Whether fold errors ``errors`` are lower than ``base``'s by more than ``margin``
+    standard errors of their differences, paired fold by fold (a difference of exactly 0,
+    as on data without structure, never is)."""
+    gaps = np.asarray(errors, dtype=np.float64) - np.asarray(base, dtype=np.float64)
+    difference = _tie(gaps.mean())
+    se = _tie(gaps.std(ddof=1) / np.sqrt(len(gaps)))
+    return difference < 0 and -difference > margin * se
+
+
+def _cv_choice(
+    held_err: dict, held_se: dict, fold_err: dict, kinds: dict, cv_rule: str, cv_margin, against
+) -> dict:
+    """The "cv" criterion's choice on the curve so far: ``k``, the :func:`margin_choice`
+    record ``margin`` (or None), ``near`` (the ranks the rule considers near-tied) and
+    ``generalizes``. With ``against`` (:attr:`RankSelection.baseline`; ``n_components="auto"``)
+    only the ranks that beat the better trivial predictor by :data:`BASELINE_MARGIN` standard
+    errors of their paired differences (:func:`_beats`) are candidates; when none does, the smallest
+    rank is chosen and ``generalizes`` is False."""
+    if cv_rule == "one-se":
+        k = _one_se_choice(held_err, held_se)
+        return {"k": k, "margin": None, "near": [k], "generalizes": True}
+    eligible = list(fold_err)
+    if against is not None:
+        base = against["fold_errors"]
+        eligible = [k for k in fold_err if _beats(fold_err[k], base, BASELINE_MARGIN)]
+        if not eligible:
+            k = min(fold_err)
+            return {"k": k, "margin": None, "near": [k], "generalizes": False}
+    if cv_margin is not None and kinds:
+        margin = margin_choice({k: fold_err[k] for k in eligible}, kinds, cv_margin)
+        return {"k": margin["k"], "margin": margin, "near": margin["near"], "generalizes": True}
+    k = min(eligible, key=lambda r: (_tie(held_err[r]), r))
+    return {"k": k, "margin": None, "near": [k], "generalizes": True}
 
 
 def _fold_rates(
@@ -845,28 +1018,42 @@ def _check_folds(folds: int, ones: int, criteria) -> None:
     most = ones // MIN_FOLD_ONES
     if most < 2:
         asked = " and ".join(repr(c) for c in criteria if c in ("cv", "stability"))
+        need = f"which need at least 2 folds of {MIN_FOLD_ONES} ones each"
         raise InputError(
-            f"X has {ones} observed ones: too few for {asked}, which need at least 2 folds of "
-            f"{MIN_FOLD_ONES} ones each; pass criteria=['mdl']"
+            f"X has {ones} observed ones: too few for {asked}, {need}; pass criteria=['mdl']",
+            command_line=f"the input has {ones} observed ones: too few for --criteria "
+            f"{asked.replace(chr(39), '').replace(' and ', ',')}, {need}; pass --criteria mdl",
         )
     if folds > most:
+        need = f"each fold must hold at least {MIN_FOLD_ONES} of its {ones} observed ones"
         raise InvalidParameterError(
-            f"folds={folds} is more than X supports: each fold must hold at least "
-            f"{MIN_FOLD_ONES} of its {ones} observed ones, so at most {most} folds; pass "
-            f"folds <= {most}"
+            f"folds={folds} is more than X supports: {need}, so at most {most} folds; pass "
+            f"folds <= {most}",
+            command_line=f"--folds {folds} is more than the input supports: {need}, so at most "
+            f"{most} folds; pass --folds {most} or fewer",
         )
 
 
 class _FitsProgress:
-    """Called as each fit of rank k ends: a ``"fits"`` record of the ``banmf.progress`` logger
-    (INFO) with ``k``, ``fits_done`` and ``n_fits``, at most every :data:`FITS_EVERY_SECONDS`
-    and not before."""
+    """Called as each fit of rank k ends: a ``"fit_done"`` record of the ``banmf.progress``
+    logger (DEBUG, for a progress line) and a ``"fits"`` one (INFO, at most every
+    :data:`FITS_EVERY_SECONDS` and not before), each with ``k``, ``fits_done`` and
+    ``n_fits``."""
 
     def __init__(self, k: int, n_fits: int):
         self.k, self.n_fits, self.done, self.last = k, n_fits, 0, time.monotonic()
 
     def __call__(self) -> None:  # in the calling thread (banmf._runner), one fit at a time
         self.done += 1
+        fields = {"k": self.k, "fits_done": self.done, "n_fits": self.n_fits}
+        if _progress.isEnabledFor(logging.DEBUG):
+            _progress.debug(
+                "k=%d: fit %d/%d done",
+                self.k,
+                self.done,
+                self.n_fits,
+                extra={"banmf": {"event": "fit_done", **fields}},
+            )
         now = time.monotonic()
         if now - self.last < FITS_EVERY_SECONDS:
             return
@@ -915,19 +1102,30 @@ def _evidence(k, errors, bits, held_err, held_se, stable, kinds, fold_err) -> di
 
 
 def _patience_from(
-    bits: dict, held_err: dict, fold_err: dict, kinds: dict, cv_rule: str, cv_margin
+    bits: dict,
+    held_err: dict,
+    held_se: dict,
+    fold_err: dict,
+    kinds: dict,
+    cv_rule: str,
+    cv_margin,
+    against,
 ) -> int | None:
     """The rank the patience of :func:`select_rank_of` counts from: of the criteria's curves
     so far (``bits``, ``held_err``; the empty ones say nothing), the latest rank one of them
     would choose by its lowest point, or None when no curve has a point. With ``cv_margin``
-    (and ranks scored by a predictor, ``kinds``) the held-out curve's rank is the one
-    :func:`margin_choice` takes, which may lie past its lowest point: counting from the lowest,
-    the scan would stop before the farther near-lowest ranks that rule could take."""
+    the held-out curve's rank is the one :func:`_cv_choice` takes: with ranks scored by a
+    predictor (``kinds``) the one :func:`margin_choice` takes, which may lie past its lowest
+    point (counting from the lowest, the scan would stop before the farther near-lowest ranks
+    that rule could take); with ``against``, the smallest rank while none beats the trivial
+    predictors, so that on data without structure the scan stops ``patience`` ranks in."""
     chosen = [min(bits, key=lambda k: (bits[k], k))] if bits else []
-    if held_err and cv_rule == "min" and cv_margin is not None and kinds:
-        chosen.append(margin_choice(fold_err, kinds, cv_margin)["k"])
+    if held_err and cv_rule == "min" and cv_margin is not None:
+        chosen.append(
+            _cv_choice(held_err, held_se, fold_err, kinds, cv_rule, cv_margin, against)["k"]
+        )
     elif held_err:
-        chosen.append(min(held_err, key=lambda k: (held_err[k], k)))
+        chosen.append(min(held_err, key=lambda k: (_tie(held_err[k]), k)))
     return max(chosen, default=None)
 
 

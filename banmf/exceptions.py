@@ -36,7 +36,15 @@ class BanmfError(Exception):
     The command line reports these as the user's mistake (exit 2); anything else that escapes
     is a bug (exit 1). Each subclass also derives from the built-in type that Python code would
     expect (``ValueError``, ``TypeError``, ...), so that ``except ValueError`` keeps working.
+
+    ``command_line``, when given, is the same message in the command line's words (``-k``
+    for ``n_components``, ``--criteria mdl`` for ``criteria=['mdl']``): the command line says
+    it instead of the library's.
     """
+
+    def __init__(self, *args, command_line: str | None = None):
+        super().__init__(*args)
+        self.command_line = command_line
 
 
 class InputError(BanmfError, ValueError, TypeError):

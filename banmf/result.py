@@ -33,7 +33,7 @@ from ._files import (
     versions,
 )
 from ._memory import check_memory
-from ._predictor import FOLDS, KINDS, Predictor
+from ._predictor import FOLDS, KINDS, MAJORITY, Predictor
 from ._validation import check_binary_matrix, check_boolean_factors, check_cells
 from .dataset import Dataset
 from .exceptions import InputError
@@ -129,7 +129,8 @@ class Factorization:
     predictor : Predictor or None
         How :meth:`predict`, :meth:`complete` and :meth:`filled` guess unknown cells, when the
         fit chose one (BANMF with unknown cells: its ``predictor_``; saved): ``kind``
-        ("product", "vote", "nmf", or "folds" with ``n_components="auto"``), ``threshold``,
+        ("product", "vote", "nmf", "majority" (the column majority, which reads no factor),
+        or "folds" with ``n_components="auto"``), ``threshold``,
         and the calibration behind
         :meth:`predict_proba` with its ``report``. None: ``W⊗H``.
     """
@@ -376,6 +377,13 @@ class Factorization:
         X, unknown = data.X, data.unknown
         if unknown is None:
             return X, None, None, None
+        if unknown.observed and self.predictor is not None and self.predictor.kind == MAJORITY:
+            # The column majority: every cell of the columns whose share is above one half.
+            n, m = X.shape
+            cols = np.flatnonzero(self.predictor.factors[0] > self.predictor.threshold)
+            keys = (np.arange(n, dtype=np.int64)[:, None] * m + cols[None, :]).ravel()
+            keys = np.sort(keys)
+            return X, unknown, keys[~in_sorted(keys, cell_keys(unknown.cells))], None
         if unknown.observed:
             # Cells no start covers score 0 in a vote: the candidates are the products' ones.
             factors = [check_boolean_factors(self.W, self.H)]
@@ -601,7 +609,12 @@ def _read(path) -> Factorization:
             raise not_result("damaged embedded matrix")
     if predictor is not None:
         kind = predictor["kind"]
-        factors = () if kind == "product" else (data["predictor_W"], data["predictor_H"])
+        if kind == "product":
+            factors = ()
+        elif kind == MAJORITY:  # the columns' shares of ones
+            factors = (data["predictor_W"],)
+        else:
+            factors = (data["predictor_W"], data["predictor_H"])
         predictor = Predictor(
             predictor["kind"],
             predictor["threshold"],
@@ -651,6 +664,8 @@ def _predictor_of(meta: dict, headers: dict, nmk: tuple, not_result) -> dict | N
         raise not_result("corrupt metadata: predictor")
     if kind == "product":
         want = {}
+    elif kind == MAJORITY:
+        want = {"W": ((m,), "f")}
     elif "vote" in (kind, saved.get("member_kind")):
         stacked = headers.get("predictor_W", ((),))[0]
         s = stacked[0] if len(stacked) == 3 else -1

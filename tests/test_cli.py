@@ -288,12 +288,15 @@ def test_a_plain_exception_inside_a_command_is_an_internal_error(monkeypatch, ki
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["select-k", ZOO, "--ks", "1:2", "--folds", "100"], "folds=100 is more than X supports"),
+        (
+            ["select-k", ZOO, "--ks", "1:2", "--folds", "100"],
+            "--folds 100 is more than the input supports",
+        ),
         (
             ["factorize", ZOO, "-k", "2", "--method", "pnlpf", "--param", "dense_budget=100"],
             "exceeds dense_budget=100",
         ),
-        (["factorize", ZOO, "-k", "2", "--missing", "ALL"], "every cell of X is unknown"),
+        (["factorize", ZOO, "-k", "2", "--missing", "ALL"], "every cell of the input is unknown"),
         (["evaluate", ZOO, "GARBAGE"], "not a banmf result file"),
         (["factorize", ZOO, "-k", "2", "--out", "FOLDER"], "is a directory"),
     ],
@@ -639,3 +642,129 @@ def test_an_absurd_max_iter_is_refused_saying_what_it_would_allocate(monkeypatch
     assert code == 2 and out == "" and err.count("\n") == 1
     assert "BANMF(max_iter=1000000000000): the regularization schedule" in err
     assert "choose a smaller max_iter" in err
+
+
+def test_k_auto_progress_says_the_rank_the_fold_and_the_time_left_for_the_selection():
+    import logging
+
+    from banmf._progress import StartProgress, fit_label
+
+    log = logging.getLogger("banmf.progress")
+    progress = Progress(io.StringIO(), "fitting banmf", enabled=False)
+
+    def record(event, **fields):
+        log.info("%s", event, extra={"banmf": {"event": event, **fields}})
+
+    with progress:
+        ks = [1, 2, 3, 4]
+        record("rank_start", k=1, rank=1, n_ranks=4, ks=ks, n_fits=11)
+        with fit_label("fold 3 of 10"):
+            StartProgress(2, 13, 100).phase("polish")
+        assert progress.status == (
+            "fitting banmf, choosing k: rank 1 of 4 (k=1), fold 3 of 10: start 2/13, polish "
+            "(0/11 fits of this rank done)"
+        )
+        assert "left" not in progress._line(time.monotonic())  # nothing done: no estimate
+        for done in range(1, 12):
+            record("fit_done", k=1, fits_done=done, n_fits=11)
+        record("rank", row={"k": 1})
+        record("rank_start", k=2, rank=2, n_ranks=4, ks=ks, n_fits=11)
+        # A start of another fit with fewer starts: the rank and fold, not a start count, lead.
+        with fit_label("all observed cells"):
+            StartProgress(1, 8, 100).phase("threshold search")
+        assert progress.status.startswith("fitting banmf, choosing k: rank 2 of 4 (k=2), all")
+        # The time left is for the whole selection: ranks 2..4 of 10 units of work, 1 done.
+        line = progress._line(progress.selection["since"] + 1.0)
+        assert "at most about 9 s left in the selection" in line
+        record("selected", ks=[1, 2])
+        assert progress.selection is None and progress.status == "fitting banmf"
+
+
+def interrupt_rank(monkeypatch, rank, signum):
+    """Send ``signum`` to this process as the selection's ``rank``-th rank begins."""
+    import os
+
+    emit = Progress.emit
+
+    def interrupting(self, record):
+        emit(self, record)
+        data = record.banmf
+        if data["event"] == "rank_start" and data["rank"] == rank:
+            os.kill(os.getpid(), signum)
+
+    monkeypatch.setattr(Progress, "emit", interrupting)
+
+
+def test_a_first_signal_during_k_auto_keeps_and_writes_the_best_rank_so_far(tmp_path, monkeypatch):
+    import signal
+
+    interrupt_rank(monkeypatch, 3, signal.SIGTERM)
+    res = tmp_path / "r.npz"
+    argv = ("factorize", ZOO, "-k", "auto", "--param", "n_init=1", "--max-iter", "50")
+    code, out, err = run(*argv, "--out", str(res), "--json")
+    assert code == 143, err
+    rec = json.loads(out)
+    assert rec["interrupted"] and rec["signal"] == "SIGTERM" and "aborted" not in rec
+    assert rec["rank_selection"]["interrupted"] and rec["rank_selection"]["ks"] == [1, 2]
+    saved = load_result(res)
+    assert saved.interrupted and saved.n_components == rec["rank_selection"]["best_k"]
+    code, out, err = run(*argv, "--out", str(tmp_path / "r2.npz"))
+    assert code == 143 and "interrupted     by SIGTERM while -k auto chose k: kept k=" in out
+
+
+def test_a_first_signal_in_k_autos_first_rank_writes_nothing_and_aborts_nothing(
+    tmp_path, monkeypatch
+):
+    import signal
+
+    interrupt_rank(monkeypatch, 1, signal.SIGTERM)
+    res = tmp_path / "r.npz"
+    argv = ("factorize", ZOO, "-k", "auto", "--param", "n_init=1", "--out", str(res), "--json")
+    code, out, err = run(*argv)
+    assert code == 143 and not res.exists()
+    assert "interrupted by SIGTERM before any result existed; nothing written" in err
+    rec = json.loads(out)
+    assert rec["interrupted"] and rec["aborted"] is False and rec["written"] is None
+
+
+def test_k_auto_on_noise_says_no_rank_generalizes_and_shows_the_curve_with_v(tmp_path):
+    from banmf.io import write_matrix
+
+    rng = np.random.default_rng(1)
+    write_matrix(rng.random((20, 30)) < 0.3, tmp_path / "noise.mtx")
+    argv = ("factorize", str(tmp_path / "noise.mtx"), "-k", "auto", "--hold-out", "0.2")
+    code, out, err = run(*argv, "--param", "n_init=2", "--max-iter", "200", "-v", "-q")
+    assert code == 0, err
+    assert "chosen k        1 (-k auto): no rank generalizes: none of k=1..4" in out
+    assert "k chosen by     held-out error" in out
+    method = next(line for line in out.splitlines() if line.startswith("method"))
+    assert "s choosing k" in method
+    curve = [line for line in out.splitlines() if line.startswith("  k=")]
+    assert len(curve) == 4 and curve[0].endswith("*")
+    assert "the column majority" in out and "by the fit's predictor (majority" in out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["factorize", "{few}", "-k", "auto"], "and the input has 15 observed ones; give -k a"),
+        (["select-k", "{zeros}"], "pass --criteria mdl"),
+        (["select-k", "{few}", "--criteria", "cv", "--folds", "2"], "pass --criteria mdl"),
+        (["select-k", "{many}", "--folds", "9"], "pass --folds 6 or fewer"),
+        (["select-k", "{few}", "--missing", "{all}"], "every cell of the input is unknown"),
+        (["factorize", "{few}", "-k", "2", "--missing", "{all}"], "every cell of the input is"),
+    ],
+)
+def test_cli_errors_name_options_not_parameters(tmp_path, argv, message):
+    from banmf.io import write_matrix
+
+    few = np.zeros((30, 30), dtype=bool)
+    few[0, :15] = True
+    many = np.zeros((30, 30), dtype=bool)
+    many[:6, :10] = True
+    files = {"few": few, "zeros": np.zeros((10, 8), bool), "many": many, "all": ~few | few}
+    for name, M in files.items():
+        write_matrix(M, tmp_path / f"{name}.mtx")
+    code, out, err = run(*(a.format(**{n: tmp_path / f"{n}.mtx" for n in files}) for a in argv))
+    assert code == 2 and message in err and out == "", err
+    assert "n_components" not in err and "criteria=" not in err and "folds=" not in err

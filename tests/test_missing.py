@@ -653,7 +653,42 @@ def test_the_observed_form_lists_the_cells_the_vote_predicts_one(kind):
     np.testing.assert_array_equal(res.complete().toarray(), (Xd & ~unknown) | (unknown & guess))
 
 
-@pytest.mark.parametrize("kind", ["vote", "nmf", "product", "folds of votes", "folds of nmf"])
+def column_majority_problem(form="missing"):
+    """Columns of independent cells, a one in seven of ten cells of every other column and in
+    two of ten of the rest: the column majority is the best predictor there is."""
+    rng = np.random.default_rng(0)
+    share = np.where(np.arange(24) % 2 == 0, 0.7, 0.2)
+    Xd = rng.random((40, 24)) < share
+    unknown = rng.random(Xd.shape) < 0.3
+    return Xd, unknown, masks(form, unknown)
+
+
+@pytest.mark.parametrize("form", ["missing", "observed"])
+def test_the_column_majority_is_a_kind_of_predictor_chosen_where_it_predicts_best(form):
+    from banmf._predictor import column_shares
+
+    Xd, unknown, fit_masks = column_majority_problem(form)
+    res = factorize(Xd, 8, random_state=0, max_iter=50, n_init=2, **fit_masks)
+    predictor = res.predictor
+    rates = predictor.report["error_rates"]
+    # Scored beside the factors' kinds on the inner fit's held-out cells, and the best there.
+    assert predictor.kind == "majority" and rates["majority"] == min(rates.values())
+    assert {"product", "vote", "majority"} <= set(rates)
+    # Its score is the column's share of ones among its observed cells, all of them.
+    data = Dataset.of(Xd, **fit_masks)
+    np.testing.assert_array_equal(predictor.factors[0], column_shares(data.X, data.unknown))
+    shares = (Xd & ~unknown).sum(axis=0) / (~unknown).sum(axis=0)
+    np.testing.assert_allclose(predictor.factors[0], shares)
+    majority = np.broadcast_to(shares > 0.5, Xd.shape)
+    rows, cols = np.nonzero(unknown)
+    np.testing.assert_array_equal(res.predict(rows, cols), majority[rows, cols])
+    # complete() fills the unknown cells by it, in either form of the unknown cells.
+    np.testing.assert_array_equal(res.complete().toarray(), (Xd & ~unknown) | (unknown & majority))
+
+
+@pytest.mark.parametrize(
+    "kind", ["vote", "nmf", "product", "majority", "folds of votes", "folds of nmf"]
+)
 def test_a_predictor_saves_and_loads_with_the_result(tmp_path, kind):
     from banmf._predictor import Predictor
 
@@ -664,6 +699,7 @@ def test_a_predictor_saves_and_loads_with_the_result(tmp_path, kind):
         "vote": (rng.random((4, 80, 3)) < 0.3, rng.random((4, 3, 50)) < 0.3),
         "nmf": (rng.random((80, 3)), rng.random((3, 50))),
         "product": (),
+        "majority": (rng.random(50),),
         "folds of votes": (rng.random((5, 80, 3)) < 0.3, rng.random((5, 3, 50)) < 0.3),
         "folds of nmf": (rng.random((3, 80, 3)), rng.random((3, 3, 50))),
     }[kind]

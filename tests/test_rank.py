@@ -220,7 +220,7 @@ def test_select_k_refuses_too_many_folds_and_says_when_the_choice_is_at_the_edge
     path = str(banmf.datasets.data_dir() / "zoo_101x15.mtx")
     out, err = io.StringIO(), io.StringIO()
     assert main(["select-k", path, "--folds", "1000"], stdout=out, stderr=err) == 2
-    assert "at most 66 folds; pass folds <= 66" in err.getvalue() and out.getvalue() == ""
+    assert "at most 66 folds; pass --folds 66 or fewer" in err.getvalue() and out.getvalue() == ""
     monkeypatch.setattr(banmf._selection, "FITS_EVERY_SECONDS", 0.0)
     out, err = io.StringIO(), io.StringIO()
     code = main(
@@ -500,6 +500,8 @@ def test_the_scan_stops_patience_ranks_past_the_rank_the_rule_takes(
                 None,
             ),
         )
+        # No trivial predictor to beat: the margin rule alone (the baseline's own test below).
+        patch.setattr(selection, "_baseline", lambda X, held, zero_weight: None)
         X, _, _ = banmf.make_boolean(30, 20, 2, 0.3, random_state=0)
         unknown = np.random.default_rng(0).random(X.shape) < 0.1
         got = selection.select_rank_of(
@@ -721,23 +723,96 @@ def test_auto_reports_each_rank_and_the_choice(planted, caplog):
     assert f"'auto': k={model.n_components_}, the lowest held-out error" in caplog.text
 
 
-def test_ctrl_c_during_the_selection_leaves_the_model_unfitted(planted, monkeypatch):
+def interrupt_rank(monkeypatch, rank):
+    """Make the fits of the selection's ``rank``-th rank end by Ctrl-C."""
     from banmf._runner import fit_tasks
 
     calls = []
 
-    def second_rank_interrupted(*args):
+    def interrupted(*args):
         calls.append(1)
-        if len(calls) == 2:
+        if len(calls) == rank:
             raise KeyboardInterrupt
         return fit_tasks(*args)
 
-    monkeypatch.setattr(banmf._selection, "fit_tasks", second_rank_interrupted)
+    monkeypatch.setattr(banmf._selection, "fit_tasks", interrupted)
+    return calls
+
+
+def test_ctrl_c_during_the_selection_keeps_the_best_rank_done(planted, monkeypatch):
+    calls = interrupt_rank(monkeypatch, 3)
     model = banmf.BANMF(n_components="auto", random_state=0, **QUICK)
     with pytest.raises(KeyboardInterrupt):
         model.fit(planted)
-    assert len(calls) == 2 and not hasattr(model, "components_")
-    assert not hasattr(model, "rank_selection_")
+    sel = model.rank_selection_
+    assert len(calls) == 3 and sel.interrupted and sel.ks == [1, 2]
+    # The selection's fit at its best rank so far, to all observed cells, marked interrupted.
+    kept = sel.fits[sel.best_k]
+    assert model.interrupted_ and model.n_components_ == sel.best_k
+    np.testing.assert_array_equal(model.W_, kept.W)
+    np.testing.assert_array_equal(model.components_, kept.H)
+    assert model.reconstruction_err_ == kept.error
+    # banmf.factorize hands it over as the result so far.
+    interrupt_rank(monkeypatch, 3)
+    with pytest.raises(banmf.exceptions.Interrupted) as caught:
+        banmf.factorize(planted, "auto", random_state=0, **QUICK)
+    assert caught.value.result.interrupted and caught.value.result.n_components == sel.best_k
+
+
+def test_ctrl_c_in_the_first_rank_leaves_the_model_unfitted(planted, monkeypatch):
+    interrupt_rank(monkeypatch, 1)
+    model = banmf.BANMF(n_components="auto", random_state=0, **QUICK)
+    with pytest.raises(KeyboardInterrupt):
+        model.fit(planted)
+    assert not hasattr(model, "components_") and not hasattr(model, "rank_selection_")
+
+
+def test_equal_held_out_errors_are_equal_whatever_their_last_bit():
+    from banmf._selection import margin_choice
+
+    # The same 61 errors in 240 cells, one error moved between folds: the means differ in
+    # their last bit only (0.25833333333333336 and 0.2583333333333333).
+    a = [7, 8, 5, 5, 8, 5, 7, 5, 6, 6]
+    b = [7, 8, 5, 6, 7, 5, 7, 5, 6, 6]
+    fold_errors = {1: [e / 24 for e in b], 2: [e / 24 for e in a]}
+    assert np.mean(fold_errors[1]) != np.mean(fold_errors[2])
+    got = margin_choice(fold_errors, {1: "product", 2: "product"}, 1.0)
+    assert got["lowest_k"] == got["k"] == 1  # a tie: the smaller rank
+
+
+@pytest.fixture(scope="module")
+def noise():
+    """Bernoulli(0.3) cells, a fifth of them unknown: nothing for a rank to predict by."""
+    rng = np.random.default_rng(1)
+    return rng.random((20, 30)) < 0.3, rng.random((20, 30)) < 0.2
+
+
+def test_auto_on_noise_takes_the_smallest_rank_and_says_no_rank_generalizes(noise):
+    X, unknown = noise
+    model = banmf.BANMF(n_components="auto", random_state=0, **QUICK)
+    model.fit(X, missing=unknown)
+    sel = model.rank_selection_
+    # No rank beats the trivial predictors: the smallest, found patience (3) ranks in.
+    assert not sel.generalizes and sel.best_k == model.n_components_ == 1
+    assert sel.ks == [1, 2, 3, 4] and sel.stopped == {"patience": 3, "from_k": 1}
+    assert sel.edge is None and "no rank generalizes" in sel.reason
+    base = sel.baseline
+    assert base["kind"] in ("zeros", "majority") and len(base["fold_errors"]) == sel.folds
+    assert base["error"] == min(base["errors"].values())
+    record = sel.to_dict()
+    assert record["generalizes"] is False and record["baseline"]["kind"] == base["kind"]
+    # The unknown cells are predicted by the column majority, chosen on the folds.
+    assert model.predictor_.kind == "majority" and sel.fold_predictor is None
+    assert "no rank predicted better" in model.predictor_.chosen_on()
+
+
+def test_auto_on_planted_data_beats_the_trivial_predictors(planted):
+    unknown = np.random.default_rng(0).random(planted.shape) < 0.1
+    model = banmf.BANMF(n_components="auto", random_state=0, **QUICK).fit(planted, missing=unknown)
+    sel = model.rank_selection_
+    assert sel.generalizes and sel.best_k >= 3
+    assert sel.held_out_error[sel.best_k] < sel.baseline["error"]
+    assert model.predictor_.kind != "majority"
 
 
 def test_auto_with_too_few_ones_for_two_folds_is_refused():

@@ -68,16 +68,19 @@ def main(argv=None, *, stdout=None, stderr=None) -> int:
         try:
             return args.func(args, out, err)
         except USER_ERRORS as exc:
-            err.write(f"banmf: error: {printable(str(exc))}\n")
+            # The library's errors in the command line's words, where they differ.
+            message = getattr(exc, "command_line", None) or str(exc)
+            err.write(f"banmf: error: {printable(message)}\n")
             return EXIT_USAGE
         except KeyboardInterrupt:
             # Before any result existed, or a second signal: atomic writes leave no partial file.
             what, written = args.signals.name, getattr(args, "written", None)
             done = f"{written} was written" if written else "nothing written"
-            if len(args.signals.received) > 1:
+            aborted = len(args.signals.received) > 1
+            if aborted:
                 err.write(f"banmf: aborted by a second signal ({what} first); {done}\n")
             else:
-                err.write(f"banmf: interrupted by {what}; {done}\n")
+                err.write(f"banmf: interrupted by {what} before any result existed; {done}\n")
             if getattr(args, "json", False):
                 out.write(
                     json.dumps(
@@ -85,7 +88,7 @@ def main(argv=None, *, stdout=None, stderr=None) -> int:
                             "command": args.command,
                             "interrupted": True,
                             "signal": what,
-                            "aborted": True,
+                            "aborted": aborted,
                             "written": written,
                         },
                         indent=2,

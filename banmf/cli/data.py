@@ -218,6 +218,7 @@ _PREDICTORS = {
     "product": "W⊗H",
     "vote": "the share of the starts predicting 1",
     "nmf": "the NMF start's continuous product",
+    "majority": "the column majority",
     "folds": "the mean probability of the rank selection's fold fits",
 }
 

@@ -97,6 +97,11 @@ def cmd_factorize(args, out, err) -> int:
         result.save(args.out)
         args.written = args.out
     compiling = progress.compile_seconds
+    selection = getattr(result.estimator, "rank_selection_", None)
+    choosing = None
+    if selection is not None:  # -k auto: the selection's time, without its compilation
+        choosing = max(selection.seconds - progress.selection_compile_seconds, 0.0)
+        record["selection_seconds"] = round(choosing, 4)
     lines = fit_lines(
         args,
         result,
@@ -107,19 +112,20 @@ def cmd_factorize(args, out, err) -> int:
         split=(fn, fp),
         compiling=compiling,
         compiled=progress.compiled,
+        choosing=choosing,
     )
     if hidden is not None:
         record["held_out"] = meta["held_out"]
         lines += _held_out_lines(meta["held_out"], predictor)
-    selection = getattr(result.estimator, "rank_selection_", None)
     if selection is not None:  # -k auto
         from ..io import jsonable
 
         record["rank_selection"] = jsonable(selection.to_dict())
         method_line = next(i for i, line in enumerate(lines) if line.startswith("method"))
-        lines.insert(method_line + 1, _auto_line(selection))
+        shown = _auto_lines(selection) + (_curve_lines(selection) if args.verbose else [])
+        lines[method_line + 1 : method_line + 1] = shown
     lines += refinement_lines(result.info, record)
-    lines += _ending_lines(args, record, signalled)
+    lines += _ending_lines(args, record, signalled, selection)
     if args.show:
         found = result.patterns(X, top=args.top)
         record["patterns"] = [pattern.to_dict() for pattern in found]
@@ -146,9 +152,27 @@ def _held_out_lines(held: dict, predictor) -> list[str]:
     ]
 
 
-def _auto_line(selection) -> str:
-    """The summary's line for the k that ``-k auto`` chose (:func:`banmf.select_rank`)."""
+#: The trivial predictors of -k auto's baseline, in words.
+_TRIVIAL = {"zeros": "the all-zeros prediction", "majority": "the column majority"}
+
+
+def _auto_lines(selection) -> list[str]:
+    """The summary's lines for the k that ``-k auto`` chose (:func:`banmf.select_rank`): the
+    choice, and what it optimizes."""
     k, ks, rates = selection.best_k, selection.ks, selection.held_out_error
+    tried = f"k={ks[0]}..{ks[-1]} ({selection.folds} folds)"
+    base = selection.baseline
+    trivial = "" if base is None else f"{_TRIVIAL[base['kind']]} {base['error']:.4f}"
+    if not selection.generalizes:
+        best = min(rates, key=lambda r: (rates[r], r))
+        return [
+            f"chosen k        {k} (-k auto): no rank generalizes: none of {tried} predicts "
+            f"held-out cells better than {trivial} by a margin (the best, k={best}: "
+            f"{rates[best]:.4f}), so the smallest",
+            "k chosen by     held-out error: the share of observed cells, hidden from the fits "
+            "fold by fold, that they predict wrong (not the fit's own error, which falls with "
+            "every k)",
+        ]
     # With unknown cells the folds are scored by the predictor the fit would use.
     kind = (selection.predictor or {}).get(k)
     by = f" (by the {kind} predictor)" if kind else ""
@@ -162,11 +186,32 @@ def _auto_line(selection) -> str:
             f"held-out error {rates[k]:.4f}{by}, the largest k within {margin['margin']:g} SE "
             f"of the lowest (k={low}, {rates[low]:.4f}),"
         )
-    line = (
-        f"chosen k        {k} (-k auto): {how} of "
-        f"k={ks[0]}..{ks[-1]} ({selection.folds} folds, {selection.seconds:.1f} s)"
-    )
-    return line + (f"; {selection.edge}" if selection.edge else "")
+    line = f"chosen k        {k} (-k auto): {how} of {tried}"
+    line += f"; {selection.edge}" if selection.edge else ""
+    said = "k chosen by     held-out error: the share of observed cells, hidden from the fits "
+    said += "fold by fold, that they predict wrong (not the fit's own error)"
+    if trivial:
+        said += f"; {trivial} scores"
+    return [line, said]
+
+
+def _curve_lines(selection) -> list[str]:
+    """``-v``: each rank's evidence (the curve ``-k auto`` read), the chosen one marked."""
+    lines = ["rank selection  k: the fit's error (all observed cells), held-out error ± SE"]
+    for row in selection.to_dict()["per_k"]:
+        k = row["k"]
+        text = f"  k={k:<3} {row['training_error']:>9}  {row['held_out_error']:.4f} ± "
+        text += f"{row['held_out_se']:.4f}"
+        if "predictor" in row:
+            text += f" ({row['predictor']})"
+        lines.append(text + ("  *" if k == selection.best_k else ""))
+    if selection.baseline is not None:
+        rates = selection.baseline["errors"]
+        lines.append(
+            "  trivial        "
+            + ", ".join(f"{_TRIVIAL[kind]} {rate:.4f}" for kind, rate in rates.items())
+        )
+    return lines
 
 
 def _blocks_input(args):
@@ -400,12 +445,21 @@ def _record(
     }
 
 
-def _ending_lines(args, record: dict, signalled: bool) -> list[str]:
-    """The summary's last lines: interrupted (by a signal, or by request), and saved."""
+def _ending_lines(args, record: dict, signalled: bool, selection=None) -> list[str]:
+    """The summary's last lines: interrupted (by a signal, or by request), and saved; what
+    was kept when ``-k auto``'s rank ``selection`` was interrupted."""
     lines = []
     if record["interrupted"]:
         why = f"by {record['signal']}" if signalled else "by request"
-        lines.append(f"interrupted     {why}: the best result so far")
+        if selection is not None and selection.interrupted:
+            ks = selection.ks
+            lines.append(
+                f"interrupted     {why} while -k auto chose k: kept k={selection.best_k}, the "
+                f"best of k={ks[0]}..{ks[-1]} done, as the selection fitted it to all observed "
+                "cells (its unknown cells predicted by W⊗H)"
+            )
+        else:
+            lines.append(f"interrupted     {why}: the best result so far")
     if args.out:
         lines.append(f"saved           {args.out}")
     return lines

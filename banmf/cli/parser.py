@@ -160,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_rank,
         required=True,
         help="rank (number of factors), or auto: the k in 1..20 whose fits predict held-out "
-        "cells best (cross-validated; see banmf select-k)",
+        "cells best (cross-validated; see banmf select-k), if any beats the column majority",
     )
     p.add_argument(
         "--method",
@@ -215,6 +215,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="with -k auto, also print each rank's held-out error (the curve the choice read)",
+    )
     add_show(p, "after the summary, list every factor as a pattern (as banmf show)")
     p.set_defaults(func=cmd_factorize)
 

@@ -20,6 +20,12 @@ class Progress(logging.Handler):
     time, ETA). Otherwise: quiet for the first 2 s, then a line every 2 s, so that a long run
     never goes silent. Compiling kernels is announced at once, and its time is kept apart
     (:attr:`compile_seconds`) so that the fit's own time can be reported without it.
+
+    While a rank selection runs (``-k auto``) the line says the rank (i of N, its k), the fit
+    (which fold), its fits done, and the time left for the whole selection: the time so far
+    per unit of work done, a rank's fits counting k units each (a fit's cost grows with k),
+    times the work of the ranks left, an upper bound when the patience stop may end it
+    sooner.
     """
 
     TTY_EVERY, LOG_EVERY = 0.1, 2.0
@@ -36,6 +42,9 @@ class Progress(logging.Handler):
         self._state = threading.Lock()
         self.fractions: dict[int, float] = {}  # start -> share of its iterations done
         self.n_starts, self.status = 1, what
+        self.selection: dict | None = None  # the rank selection under way (-k auto)
+        self.selection_compile_seconds = 0.0  # of compile_seconds, during the selection
+        self._fit_since, self._fit_compiled = self.start, 0.0  # where the fit's rate counts from
         self.compile_seconds, self._compiling_since, self._depth, self._announced = (
             0.0,
             None,
@@ -51,9 +60,21 @@ class Progress(logging.Handler):
         data = getattr(record, "banmf", None)
         if data is None:
             return
-        if data["event"] in ("fits", "rank"):  # a rank selection's (-k auto): no start of its own
+        event = data["event"]
+        if event in ("rank_start", "fit_done", "fits", "rank", "selected"):  # -k auto's
             with self._state:
-                self.status = f"{self.what}, choosing k: {record.getMessage()}"
+                self._selection_event(event, data)
+            return
+        if self.selection is not None:  # a start of one of the selection's fits
+            with self._state:
+                sel = self.selection
+                fit = f", {data['fit']}" if data.get("fit") else ""
+                self.status = f"{self._rank_words()}{fit}: start {data['start']}/{data['n_starts']}"
+                if event == "iteration":
+                    self.status += f", iteration {data['iteration']}"
+                elif event in ("setup", "phase"):
+                    self.status += f", {data[event]}"
+                self.status += f" ({sel['fits_done']}/{sel['n_fits']} fits of this rank done)"
             return
         with self._state:
             i, self.n_starts = data["start"], data["n_starts"]
@@ -75,6 +96,57 @@ class Progress(logging.Handler):
                 self.status = f"{label}: {data['phase']}"
             elif data["event"] == "done":
                 self.fractions[i] = 1.0
+
+    def _rank_words(self) -> str:
+        sel = self.selection
+        return f"{self.what}, choosing k: rank {sel['rank']} of {sel['n_ranks']} (k={sel['k']})"
+
+    def _selection_event(self, event: str, data: dict) -> None:
+        """A rank selection's record (under :attr:`_state`)."""
+        if event == "selected":
+            if self.selection is not None:  # its compilation, reported apart
+                self.selection_compile_seconds = self.compile_seconds - self.selection["compiled"]
+            self.selection, self.status = None, self.what
+            self.fractions, self.n_starts = {}, 1
+            # The fit at the chosen k: its time to go from its own rate.
+            self._fit_since, self._fit_compiled = time.monotonic(), self.compile_seconds
+            return
+        sel = self.selection
+        if event == "rank_start":
+            if sel is None:
+                sel = self.selection = {
+                    "since": time.monotonic(),
+                    "compiled": self.compile_seconds,
+                    "work_done": 0.0,
+                }
+            sel.update(
+                k=data["k"],
+                rank=data["rank"],
+                n_ranks=data["n_ranks"],
+                n_fits=data["n_fits"],
+                fits_done=0,
+                work_total=float(sum(data["ks"][data["rank"] - 1 :]) * data["n_fits"]),
+            )
+            sel["work_total"] += sel["work_done"]
+            self.status = f"{self._rank_words()}: {data['n_fits']} fits"
+        elif sel is None:
+            return
+        elif event in ("fit_done", "fits"):
+            sel["fits_done"] = max(sel["fits_done"], data["fits_done"])
+            self.status = f"{self._rank_words()}: {sel['fits_done']}/{sel['n_fits']} fits done"
+        elif event == "rank":
+            sel["work_done"] += sel["k"] * sel["n_fits"]
+            sel["fits_done"] = 0
+
+    def _selection_left(self, now: float, compiling: float) -> str:
+        """The time left for the whole rank selection, in words ("" until a fit is done)."""
+        sel = self.selection
+        done = sel["work_done"] + sel["k"] * sel["fits_done"]
+        if done <= 0 or done >= sel["work_total"]:
+            return ""
+        spent = max(now - sel["since"] - (compiling - sel["compiled"]), 1e-9)
+        left = spent / done * (sel["work_total"] - done)
+        return f", at most about {left:.0f} s left in the selection"
 
     # numba.core.event listener ("numba:compile"); compilations are serialised by numba's lock
     def on_start(self, event) -> None:
@@ -104,9 +176,12 @@ class Progress(logging.Handler):
             )
             if self._compiling_since is not None:
                 text = f"{COMPILING}… ({elapsed:.1f} s"
+            elif self.selection is not None:
+                text += self._selection_left(now, compiling)
             elif 0.02 < done < 1.0:
                 # Compilation is not part of the rate of progress.
-                rate = max(elapsed - compiling, 1e-9) / done
+                spent = now - self._fit_since - (compiling - self._fit_compiled)
+                rate = max(spent, 1e-9) / done
                 text += f", about {rate * (1.0 - done):.0f} s to go"
             return text + ")"
 
@@ -237,21 +312,23 @@ def fit_lines(
     compiling: float = 0.0,
     compiled: set[str] = frozenset(),
     where: str = "",
+    choosing: float | None = None,
 ) -> list[str]:
     """The head of ``banmf factorize``'s summary, on one machine or a cluster (``where``:
     " on SCHEDULER"): the input, its unknown cells, the method, the error and its two parts
-    (``split``: ones missed, zeros covered), the relative error."""
+    (``split``: ones missed, zeros covered), the relative error. ``choosing``: the seconds of
+    ``-k auto``'s rank selection, part of ``result.seconds`` and said apart from the fit's."""
     n, m = result.shape
     fn, fp = split
+    extra = [f"{choosing:.1f} s choosing k"] if choosing is not None else []
+    if compiling >= 0.05:
+        extra.append(f"{compiling:.1f} s compiling {compiled_kinds(compiled)}, once")
+    seconds = result.seconds - (choosing or 0.0)
     lines = [
         f"input           {args.input} ({n}×{m}, {nnz} nonzeros, density {nnz / (n * m):.4g})",
         f"method          {args.method}{where}, k={result.n_components}, "
-        f"{plural(result.n_iter, 'iteration')}, {result.seconds:.2f} s"
-        + (
-            f" (+ {compiling:.1f} s compiling {compiled_kinds(compiled)}, once)"
-            if compiling >= 0.05
-            else ""
-        ),
+        f"{plural(result.n_iter, 'iteration')}, {max(seconds, 0.0):.2f} s"
+        + (f" (+ {', + '.join(extra)})" if extra else ""),
         f"error           {result.error} ({fn} ones missed, {fp} zeros covered)"
         + (f" on the {observed_cells} cells fitted" if observed_cells < n * m else ""),
         f"relative error  {result.relative_error:.4f} (error / "

@@ -213,7 +213,9 @@ class BaseFactorization:
             n, m = X.shape
             how = "missing= marks all" if not unknown.observed else "observed= marks none of the"
             raise InputError(
-                f"every cell of X is unknown ({how} {n}×{m} cells): there is nothing to fit"
+                f"every cell of X is unknown ({how} {n}×{m} cells): there is nothing to fit",
+                command_line=f"every cell of the input is unknown ({_unknown_words(unknown)} "
+                f"{n}×{m} cells): there is nothing to fit",
             )
         if data.ones_given and not X.nnz:
             warn_user(
@@ -246,16 +248,24 @@ class BaseFactorization:
         its starts give (BANMF's :attr:`predictor_`), the fold fits are scored by that
         predictor too (``RankSelection.predictor`` names it per k), not by W⊗H: the
         predictor favours larger k than W⊗H does. The selection is kept as
-        ``rank_selection_``. A Ctrl-C during it leaves the model
-        unfitted (no fit at a chosen k exists yet to keep) and raises KeyboardInterrupt
-        again."""
+        ``rank_selection_``. A rank whose fold fits do not beat the trivial predictors (all
+        zeros, the column majority) by a margin is no candidate; when none does, k is the
+        smallest rank tried (``RankSelection.generalizes`` is False).
+
+        The first Ctrl-C during it keeps the best rank of those done: the model is the
+        selection's fit at that rank to all observed cells (its predictor of unknown cells
+        W⊗H), with ``interrupted_`` True and ``rank_selection_`` set, and KeyboardInterrupt
+        is raised again; before the first rank is done it leaves the model unfitted."""
         n, m = data.shape
         folds = min(AUTO_FOLDS, data.nnz // MIN_FOLD_ONES)
         if folds < 2:
             raise InputError(
                 f"n_components='auto' chooses k by the held-out error of at least 2 folds of "
                 f"{MIN_FOLD_ONES} observed ones each, and X has {data.nnz} observed ones; give "
-                "n_components"
+                "n_components",
+                command_line=f"-k auto chooses k by the held-out error of at least 2 folds of "
+                f"{MIN_FOLD_ONES} observed ones each, and the input has {data.nnz} observed "
+                "ones; give -k a number",
             )
         # Every fit of the selection is this estimator at a fixed k (so none recurses), on its
         # share of the thread budget in force, silent (the selection reports the ranks).
@@ -280,21 +290,45 @@ class BaseFactorization:
         finally:
             _choosing_rank.reset(choosing)
         if selection.interrupted:
+            self._keep_selection_fit(selection)
             raise KeyboardInterrupt
         self.rank_selection_, k = selection, selection.best_k
         kind = (selection.predictor or {}).get(k)
         margin = selection.cv_margin
+        if not selection.generalizes:
+            how = "the smallest: no rank beats the trivial predictors, held-out error"
+        elif margin is None or margin["k"] == margin["lowest_k"]:
+            how = "the lowest held-out error"
+        else:
+            how = (
+                f"the largest within {margin['margin']:g} SE of the lowest (k={margin['lowest_k']})"
+            )
         _logger.info(
             "n_components='auto': k=%d, %s (%.4f%s) of k=1..%d",
             k,
-            "the lowest held-out error"
-            if margin is None or margin["k"] == margin["lowest_k"]
-            else f"the largest within {margin['margin']:g} SE of the lowest (k={margin['lowest_k']})",
+            how,
             selection.held_out_error[k],
             f", by the {kind} predictor" if kind else "",
             selection.ks[-1],
         )
         return k
+
+    def _keep_selection_fit(self, selection) -> None:
+        """Become the fit of an interrupted selection at its best rank so far (the fitted
+        attributes of its fit to all observed cells), marked interrupted."""
+        k = selection.best_k
+        fitted = selection.fits[k].estimator
+        for name, value in vars(fitted).items():
+            if name.endswith("_") and not name.startswith("_"):
+                setattr(self, name, value)
+        self.rank_selection_ = selection
+        self.interrupted_ = True
+        _logger.info(
+            "n_components='auto' interrupted: keeping k=%d, the best of k=%s done, as the "
+            "selection fitted it to all observed cells",
+            k,
+            ", ".join(map(str, selection.ks)),
+        )
 
     def _fit_bytes(self, data: Dataset, k: int) -> int:
         """Estimated peak memory of a fit with k factors on ``data``, checked before anything
@@ -464,6 +498,11 @@ class BaseFactorization:
     def _check_fitted(self) -> None:
         if not hasattr(self, "components_"):
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
+
+
+def _unknown_words(unknown) -> str:
+    """How the command line's options marked every cell unknown, in words."""
+    return "the unknown cells cover all" if not unknown.observed else "--observed marks none of the"
 
 
 def _same(a, b) -> bool:

@@ -14,12 +14,15 @@ from .._boolean import cell_keys, in_sorted
 from .._memory import check_memory
 from .._params import BOOLEAN, CALLABLE, FLOAT_DTYPE, NONE, Interval, Options, subset_of
 from .._predictor import (
+    MAJORITY,
     Predictor,
     candidate_scores,
     choose,
     choosing,
+    column_shares,
     hand_over,
     keeping_starts,
+    majority_predictor,
     zero_sample,
 )
 from .._progress import inside_a_start
@@ -276,13 +279,16 @@ class BANMF(BaseFactorization):
         How the unknown cells are predicted, for a fit with unknown cells (``missing=`` or
         ``observed=``; None otherwise, with ``init="custom"``, and when a single start ran,
         which leaves W⊗H alone to choose): its ``kind``, "product"
-        (``W⊗H``), "vote" (the share of the starts whose product is 1) or "nmf" (the NMF
-        start's continuous product), its ``threshold``, its calibration and its ``report``,
-        chosen by the fewest errors on a fifth of the observed cells left out of an inner fit
-        (docs/missing.md, "The predictor"). With ``n_components="auto"`` it is "folds" where
-        the rank selection scored the chosen rank by a vote or NMF predictor: the mean of the
-        calibrated probabilities of the selection's fold fits at that rank
-        (:attr:`banmf.RankSelection.fold_predictor`), with no inner fit.
+        (``W⊗H``), "vote" (the share of the starts whose product is 1), "nmf" (the NMF
+        start's continuous product) or "majority" (the column majority, which reads no
+        factor: chosen when the factors predict no better), its ``threshold``, its
+        calibration and its ``report``, chosen by the fewest errors on a fifth of the observed
+        cells left out of an inner fit (docs/missing.md, "The predictor"). With
+        ``n_components="auto"`` it is "folds" where the rank selection scored the chosen rank
+        by a vote or NMF predictor: the mean of the calibrated probabilities of the
+        selection's fold fits at that rank (:attr:`banmf.RankSelection.fold_predictor`), with
+        no inner fit; and "majority" when no rank beat the column majority on the selection's
+        folds (:attr:`banmf.RankSelection.generalizes` False).
         :attr:`banmf.Factorization.predictor` holds it.
     timings_ : dict
         Where the time went: ``{start: {phase: seconds}}`` for every start that ran (keyed as
@@ -540,11 +546,20 @@ class BANMF(BaseFactorization):
         if unknown is not None:
             starts = _start_factors(outcome, unknown.observed)
             hand_over(self, starts)  # to a scope that scores them (keeping_starts), if any
-            if choosing() and not interrupted and self.init == "random" and len(starts) > 1:
+            selection = vars(self).get("rank_selection_")
+            if (
+                choosing()
+                and not interrupted
+                and selection is not None
+                and not selection.generalizes
+            ):
+                # No rank predicted the selection's folds better than the column majority
+                # (n_components="auto" on data without that structure): the majority predicts.
+                self.predictor_ = majority_predictor(data.X, unknown, selection.baseline_report())
+            elif choosing() and not interrupted and self.init == "random" and len(starts) > 1:
                 # One start (the paper's configuration, NMF's default): W⊗H is all there is.
                 # With n_components="auto" the selection's fold fits at this k predict
                 # together, with no inner fit (RankSelection.fold_predictor).
-                selection = vars(self).get("rank_selection_")
                 folds = None if selection is None else selection.fold_predictor
                 self.predictor_ = (
                     folds if folds is not None else self._choose_predictor(data, k, starts)
@@ -556,8 +571,10 @@ class BANMF(BaseFactorization):
         :data:`INNER_HOLD_OUT` of the observed cells left out as well (drawn with a seed from
         ``random_state``; the unknown cells are never drawn, and their values never read; on
         large sparse data a sample of that share of the zeros, :data:`INNER_ZEROS_PER_ONE`),
-        score every kind the fit's ``starts`` give on those cells, and keep the one with the
-        fewest errors, with its threshold and calibration, on the factors of this fit."""
+        score every kind the fit's ``starts`` give on those cells, and the column majority of
+        the inner fit's observed cells beside them, and keep the one with the fewest errors,
+        with its threshold and calibration, on the factors of this fit (the majority: on the
+        column shares of all observed cells)."""
         from .._selection import mask_entries
 
         seed = int(check_random_state(self.random_state).integers(2**31 - 1))
@@ -568,9 +585,10 @@ class BANMF(BaseFactorization):
         params = self.get_params(deep=False)
         params.update(n_components=k, random_state=seed, verbose=0, callback=None)
         inner = type(self)(**params)
+        inner_data = data.hide(hidden)
         try:
             with keeping_starts() as kept, inside_a_start():
-                inner.fit(data.hide(hidden))
+                inner.fit(inner_data)
         except KeyboardInterrupt:
             self.interrupted_ = True  # the fit stands, with W⊗H as its predictor
             raise
@@ -579,6 +597,8 @@ class BANMF(BaseFactorization):
         rows, cols = keys // m, keys % m
         truth = in_sorted(keys, cell_keys(data.X))
         offered = {kind: f for kind, f in kept[inner].items() if kind in starts}
+        offered[MAJORITY] = (column_shares(inner_data.X, inner_data.unknown),)
+        starts = {**starts, MAJORITY: (column_shares(data.X, data.unknown),)}
         scores = candidate_scores(offered, inner.W_, inner.components_, rows, cols)
         order = np.random.default_rng(seed).permutation(len(keys))
         kind, threshold, edges, probabilities, report = choose(scores, truth, order, zero_weight)
