@@ -7,6 +7,11 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from numba import config
 
+# The command line's fits start no second process to compile ahead (banmf._warmup): the
+# suite's workers compile the kernels themselves (warm_kernels), and a test's processes are
+# its own. tests/test_warmup.py turns it back on where it tests it.
+os.environ["BANMF_NO_AHEAD"] = "1"
+
 settings.register_profile(
     "default", deadline=None, max_examples=40, suppress_health_check=[HealthCheck.too_slow]
 )

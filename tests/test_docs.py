@@ -19,7 +19,7 @@ Every fenced block of those files is one of:
   ``banmf: ...``) but follows no command fails: attach it with ``output of``.
 
 Outputs are compared line by line after one normalisation: times are not compared (a number
-followed by `` s``, e.g. ``0.15 s``, and the ``(+ 5.5 s compiling kernels, first run only)``
+followed by `` s``, e.g. ``0.15 s``, and the ``(+ 6.0 s compiling serial float64 kernels, once)``
 note are dropped). Every other number must match exactly. A line ``...`` in an output stands
 for any number of lines.
 
@@ -66,7 +66,7 @@ FENCE = re.compile(r"^(\s*)(`{3,})\s*(\S*)\s*$")
 SHELL_LANGS = {"bash", "sh", "shell", "console"}
 PLAIN_LANGS = {"", "text"}
 LOOKS_LIKE_OUTPUT = re.compile(r"^(input {2,}|pattern \d+ |banmf: |k +error|row,column,value)")
-TIME = re.compile(r"\s*\(\+ [\d.]+ s compiling kernels, first run only\)|\b\d+(?:\.\d+)? s\b")
+TIME = re.compile(r"\s*\(\+ [\d.]+ s compiling [a-z0-9 ]*kernels, once\)|\b\d+(?:\.\d+)? s\b")
 OPTIONAL = {  # what a block uses → the module it needs
     "matplotlib": "matplotlib",
     "sklearn": "sklearn",
@@ -480,7 +480,7 @@ def test_outputs_compare_all_but_times():
         compare(
             ["method  banmf, k=5, 390 iterations, 0.15 s"],
             [
-                "method  banmf, k=5, 390 iterations, 2.31 s (+ 5.5 s compiling kernels, first run only)"
+                "method  banmf, k=5, 390 iterations, 2.31 s (+ 6.0 s compiling serial float64 kernels, once)"
             ],
         )
         is None

@@ -25,6 +25,7 @@ def test_a_rank_past_the_shape_is_cut():
 
 
 def test_ahead_starts_nothing_where_it_would_not_pay(monkeypatch):
+    monkeypatch.delenv("BANMF_NO_AHEAD")
     assert _warmup.ahead(np.float64, 5, "all", (2000, 1000), 10**5).process is None
     assert _warmup.ahead(np.float64, 5, "all", (0, 10), 0).process is None
     assert _warmup.ahead(np.float64, 5, "unknown", (10, 10), 5).process is None
@@ -35,6 +36,7 @@ def test_ahead_starts_nothing_where_it_would_not_pay(monkeypatch):
 def test_ahead_runs_and_stops(tmp_path, monkeypatch):
     if (os.cpu_count() or 1) < 2:
         pytest.skip("one core: ahead() starts nothing")
+    monkeypatch.delenv("BANMF_NO_AHEAD")
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))  # the child's cache, not the suite's
     with _warmup.ahead(np.float64, 3, "all", (20, 12), 80) as handle:
         assert handle.process.poll() is None
