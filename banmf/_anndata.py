@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from ._files import jsonable
 from ._validation import check_binary_matrix
-from .dataset import Dataset
 from .exceptions import InputError, InvalidParameterError, MissingDependencyError
 
 #: The layer that marks a cell whose value is unknown (1: unknown), as ``.h5ad`` files keep it.
@@ -28,13 +27,14 @@ def anndata_module():
     return anndata
 
 
-def anndata_dataset(
+def anndata_parts(
     adata, layer: str | None = None, *, where: str = "", name: str = "", one_based: bool = False
-) -> Dataset:
+) -> dict:
     """The 0/1 matrix of an AnnData (``X``, or the layer ``layer``) with the obs names as row
     labels, the var names as column labels and the layer ``missing``, if there is one, as the
-    unknown cells. ``where`` starts the messages (a file's path); ``one_based`` counts rows
-    and columns in them from 1 (as for files)."""
+    unknown cells: the keyword arguments of :class:`banmf.Dataset` (``Dataset(**parts)``).
+    ``where`` starts the messages (a file's path); ``one_based`` counts rows and columns in
+    them from 1 (as for files)."""
     if layer is None:
         if adata.X is None:
             raise InputError(f"{where}the AnnData {'file ' if where else ''}has no X matrix")
@@ -55,13 +55,13 @@ def anndata_dataset(
             one_based=one_based,
             binarize=_binarize(MISSING_LAYER, where),
         )
-    return Dataset(
-        X,
-        [str(v) for v in adata.obs_names],
-        [str(v) for v in adata.var_names],
-        name,
-        missing=missing,
-    )
+    return {
+        "X": X,
+        "row_labels": [str(v) for v in adata.obs_names],
+        "col_labels": [str(v) for v in adata.var_names],
+        "name": name,
+        "missing": missing,
+    }
 
 
 def _binarize(layer: str | None, where: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from ._anndata import anndata_dataset, check_destination, store_result
+from ._anndata import anndata_parts, check_destination, store_result
 from ._runner import fit_tasks
 from ._validation import is_anndata
 from .dataset import Dataset
@@ -96,7 +96,7 @@ def factorize(
         )
     if adata is not None:
         key_added = check_destination(adata, "banmf" if key_added is None else key_added, overwrite)
-        X = anndata_dataset(adata, layer)
+        X = Dataset(**anndata_parts(adata, layer))
     data = Dataset.of(X, missing, observed)
     X = data.X
     labels = {

@@ -152,9 +152,9 @@ class Dataset:
         built as :class:`Dataset` builds it.
         """
         if is_anndata(X):
-            from ._anndata import anndata_dataset  # it builds Datasets: imported on use
+            from ._anndata import anndata_parts  # anndata's own import waits for its first use
 
-            X = anndata_dataset(X)
+            X = cls(**anndata_parts(X))
         if not isinstance(X, cls):
             return cls(X, missing=missing, observed=observed)
         if missing is None and observed is None:

@@ -105,7 +105,7 @@ def write_report(result, path, X=None, *, selection=None, title: str | None = No
 
 def report_html(result, X=None, *, selection=None, title: str | None = None) -> str:
     """The page :func:`write_report` writes, as a string."""
-    selection = _selection_dict(selection, result)
+    selection = selection_record(selection, result)
     data = None
     if X is not None or result.X is not None:
         data = result.data(X)
@@ -684,7 +684,7 @@ _CRITERIA = (
 )
 
 
-def _selection_dict(selection, result) -> dict | None:
+def selection_record(selection, result) -> dict | None:
     """The selection as the dict ``banmf select-k --json`` prints, checked: a rank selection,
     of the factorization's data (:func:`_same_data`)."""
     if selection is None:

@@ -430,13 +430,19 @@ def test_directories_and_extensionless_files(tmp_path):
     code, _, err = run("info", tmp_path)
     assert code == 2
     one_line_error(err, "is a directory")
+    # Without an extension a Matrix Market file is known by its banner; anything else needs
+    # --format.
     plain = tmp_path / "zoo"
     plain.write_bytes(Path(ZOO).read_bytes())
-    code, _, err = run("info", plain)
+    code, out, _ = run("info", plain, "--json")
+    assert code == 0 and json.loads(out)["shape"] == [101, 15]
+    other = tmp_path / "baskets"
+    other.write_text("1 2\n2 3\n")
+    code, _, err = run("info", other)
     assert code == 2
     one_line_error(err, "--format")
-    code, out, _ = run("info", plain, "--format", "mtx", "--json")
-    assert code == 0 and json.loads(out)["shape"] == [101, 15]
+    code, out, _ = run("info", other, "--format", "dat", "--json")
+    assert code == 0 and json.loads(out)["shape"] == [2, 4]
 
 
 def test_duplicate_entries_give_one_consistent_notice(tmp_path):
@@ -578,12 +584,16 @@ def test_a_mask_that_hides_every_one_is_said_and_all_unknown_is_refused(tmp_path
     cells = "\n".join(f"{i} {j}" for i in range(1, 102) for j in range(1, 16))
     every.write_text(f"%%MatrixMarket matrix coordinate pattern general\n101 15 1515\n{cells}\n")
     code, out, err = run("factorize", ZOO, "-k", "2", "--missing", str(every))
-    assert code == 2 and "every cell of X is unknown (missing= marks all 101×15 cells)" in err
+    assert (
+        code == 2
+        and "every cell of the input is unknown (the unknown cells cover all 101×15" in err
+    )
     empty = tmp_path / "none.mtx"
     empty.write_text("%%MatrixMarket matrix coordinate pattern general\n101 15 0\n")
     code, out, err = run("factorize", ZOO, "-k", "2", "--observed", str(empty))
     assert (
-        code == 2 and "every cell of X is unknown (observed= marks none of the 101×15 cells)" in err
+        code == 2
+        and "every cell of the input is unknown (--observed marks none of the 101×15 cells)" in err
     )
 
 

@@ -12,8 +12,7 @@ from .exits import UsageError
 
 
 def read_input(path: str, fmt: str | None = None):
-    from ..io import FORMATS, read_dataset
-    from ..io._formats import reading_format
+    from ..io import FORMATS, read_dataset, reading_format
 
     if Path(path).is_dir():
         raise UsageError(f"{path} is a directory, not a matrix file")

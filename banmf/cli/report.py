@@ -39,7 +39,7 @@ def _selection(path: str, saved) -> dict:
     """The JSON that ``banmf select-k --json`` printed, read from ``path``; refused unless it
     is a rank selection of the data ``saved`` was fitted to."""
     from ..exceptions import InputError
-    from ..report import _selection_dict
+    from ..report import selection_record
 
     if not Path(path).exists():
         raise FileNotFoundError(f"{path}: no such file")
@@ -51,6 +51,6 @@ def _selection(path: str, saved) -> dict:
             f"--selection {path}: not the JSON of banmf select-k --json ({exc})"
         ) from None
     try:
-        return _selection_dict(selection, saved)
+        return selection_record(selection, saved)
     except InputError as exc:
         raise UsageError(f"--selection {path}: {exc}") from None

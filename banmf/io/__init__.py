@@ -38,6 +38,7 @@ from ..result import RESULT_VERSION as RESULT_VERSION
 from . import _dat, _delimited, _formats, _h5ad, _mtx, _npz
 from ._delimited import MISSING_CELLS as MISSING_CELLS
 from ._formats import REGISTRY, Format, format_of
+from ._formats import reading_format as reading_format
 from ._matrices import read_dataset, read_matrix, write_matrix
 from ._npz import npz_shape
 from ._results import export_factors as export_factors

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from .._anndata import MISSING_LAYER, anndata_dataset, anndata_module
+from .._anndata import MISSING_LAYER, anndata_module, anndata_parts
 from .._files import atomic_path
 from .._files import check_readable as _check_readable
 from .._files import reason_of as _reason
@@ -19,14 +19,14 @@ from ._formats import Format
 
 def read_h5ad(path: Path) -> Dataset:
     """An AnnData file's X (sparse or dense, 0/1), with obs names as row labels and var names
-    as column labels (:func:`banmf._anndata.anndata_dataset`)."""
+    as column labels (:func:`banmf._anndata.anndata_parts`)."""
     anndata = anndata_module()
     _check_readable(path)
     try:
         adata = anndata.read_h5ad(path)
     except (OSError, KeyError, ValueError, TypeError) as exc:  # TypeError: unexpected keys
         raise InputError(f"{path}: not a readable .h5ad file ({_reason(exc)})") from None
-    return anndata_dataset(adata, where=f"{path}: ", name=path.name, one_based=True)
+    return Dataset(**anndata_parts(adata, where=f"{path}: ", name=path.name, one_based=True))
 
 
 def _write_h5ad(X: sp.csr_array, tmp: Path, labels: dict, missing=None) -> None:

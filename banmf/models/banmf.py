@@ -530,7 +530,7 @@ class BANMF(BaseFactorization):
                 UserWarning,
                 stacklevel=2,
             )
-        backend = _Local(self, data, p, check_random_state(self.random_state), W, H)
+        backend = self._backend(data, p, check_random_state(self.random_state), W, H)
         interrupts = Interruptions()
         names = [name for name in p["extra_starts"] if name != "nmf" or self._project_y]
         driver = Driver(self, backend, p, interrupts)
@@ -565,6 +565,11 @@ class BANMF(BaseFactorization):
                     folds if folds is not None else self._choose_predictor(data, k, starts)
                 )
         return self
+
+    def _backend(self, data, p: dict, rng, W=None, H=None) -> _Local:
+        """The one-machine backend of a fit of ``data`` (a :class:`banmf.Dataset`) with run
+        settings ``p`` (:meth:`_check_params`), its starts drawn from ``rng``."""
+        return _Local(self, data, p, rng, W, H)
 
     def _choose_predictor(self, data, k: int, starts: dict) -> Predictor | None:
         """The predictor of the unknown cells (:attr:`predictor_`): fit again with
