@@ -7,18 +7,17 @@ pytest), from a temporary folder outside the checkout:
 
 It checks that banmf is imported from that environment (not from CHECKOUT), that every bundled
 dataset loads through the ``load_*`` functions from the data installed with the package, with
-its provenance and license README beside it, that the ``banmf`` console script factorizes a
-bundled file, and that the package's doctests pass. Exits non-zero on the first failure.
+its provenance and license README beside it, and that the ``banmf`` console script factorizes a
+bundled file: what a wheel adds to the checkout the test suite runs on (the doctests and every
+other test run on the checkout). Exits non-zero on the first failure.
 """
 
 from __future__ import annotations
 
-import configparser
 import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -100,33 +99,6 @@ def main(checkout: Path) -> int:
     assert record["shape"] == [101, 15] and record["n_components"] == 5, record
     step(f"factorize: error {record['error']}, relative error {record['relative_error']:.4f}")
 
-    # The docs examples: the package's doctests, with the repository's warning policy.
-    cfg = configparser.ConfigParser(interpolation=None)
-    cfg.read(checkout / "setup.cfg")
-    filterwarnings = cfg.get("tool:pytest", "filterwarnings", fallback="error")
-    with tempfile.TemporaryDirectory() as tmp:
-        ini = Path(tmp) / "pytest.ini"
-        lines = "".join(f"    {w.strip()}\n" for w in filterwarnings.splitlines() if w.strip())
-        ini.write_text(f"[pytest]\nfilterwarnings =\n{lines}", encoding="utf-8")
-        cmd = [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-c",
-            str(ini),
-            "--rootdir",
-            tmp,
-            "-p",
-            "no:cacheprovider",
-            "--doctest-modules",
-            "--pyargs",
-            "banmf",
-        ]
-        step(" ".join(cmd[2:]))
-        doctests = subprocess.run(cmd, check=False)
-    if doctests.returncode != 0:
-        sys.exit(f"doctests of the installed package failed ({doctests.returncode})")
     step(f"ok in {time.perf_counter() - t0:.0f} s")
     return 0
 

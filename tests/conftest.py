@@ -15,6 +15,11 @@ os.environ["BANMF_NO_AHEAD"] = "1"
 settings.register_profile(
     "default", deadline=None, max_examples=40, suppress_health_check=[HealthCheck.too_slow]
 )
+# The default's examples with every variant that a module draws under any other profile
+# (per_profile): .ci/run's second tier runs the kernel tests so.
+settings.register_profile(
+    "wide", deadline=None, max_examples=40, suppress_health_check=[HealthCheck.too_slow]
+)
 settings.register_profile(
     "thorough", deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow]
 )
@@ -80,6 +85,17 @@ def parallel_starts_on_small_data(monkeypatch):
     from banmf.models import banmf as module
 
     monkeypatch.setattr(module, "PARALLEL_STARTS_MIN_COST", 0)
+
+
+#: Fixtures that start processes (a Dask cluster): a test that uses one, directly or through
+#: another fixture, is in the second tier (the ``slow`` marker).
+PROCESS_FIXTURES = {"client"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -6,6 +6,9 @@ from pathlib import Path
 
 import pytest
 
+# Each starts a benchmark script in its own process: the second tier.
+pytestmark = pytest.mark.slow
+
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 

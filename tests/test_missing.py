@@ -310,6 +310,7 @@ def test_asso_and_grecond_treat_unknown_cells_as_dont_care(problem, tau, k):
     assert not (ref.boolean_product(W, H) & ~Xd & ~unknown).any()
 
 
+@pytest.mark.slow  # a property at size (10⁵ × 10⁵ cells): the second tier
 def test_observed_form_never_forms_the_whole_matrix():
     # 10^5 × 10^5 cells (80 GB as float64): a fit that formed anything n×m could not run.
     n = m = 100_000

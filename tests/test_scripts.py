@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+# Each starts an experiment script in its own process: the second tier.
+pytestmark = pytest.mark.slow
+
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 EXPERIMENTS = ["density", "noise", "rank_gap", "timing", "real", "convergence"]
 
