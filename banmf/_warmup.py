@@ -69,8 +69,9 @@ def plan(
 ) -> list[Callable[[], object]]:
     """The steps of a default fit of ``dtype`` at rank ``k`` with unknown cells of ``form``
     on data of ``shape`` and ``density``, each a call that runs one step on a random matrix
-    like it, in the order a fit runs them: the iterations and their threshold search, the
-    per-factor thresholds, the polish, the swaps, the NMF start, the greedy start, the
+    like it, in the order a fit first runs them (:meth:`banmf.engine.Driver.fit`): the
+    greedy start, the polish and the swaps (which refine it), the iterations of a random
+    start and their threshold search, the per-factor thresholds, the NMF start, the
     combination."""
     from .engine.driver import greedy_record
 
@@ -116,12 +117,12 @@ def plan(
         backend.combine(runs, k)
 
     return [
-        iterations,
-        thresholds,
+        lambda: backend.greedy("columns", k),
         polish,
         swaps,
+        iterations,
+        thresholds,
         backend.nmf_init,
-        lambda: backend.greedy("columns", k),
         combination,
     ]
 
