@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import reference as ref
-from conftest import binary_matrices, per_profile, run_both
+from conftest import binary_matrices, examples, per_profile, run_both
 from hypothesis import given
 from hypothesis import strategies as st
 from numba import njit
@@ -125,6 +125,9 @@ def _gram(rng, k):
 shares = st.sampled_from([None, 0.0, 0.3])
 
 
+# Each example compiles its own variants (width, dtype, unknown cells, serial and parallel):
+# eight under the default profile, the profile's own count in .ci/run's second tier ("wide").
+@examples(8)
 @given(
     binary_matrices(), width_ks, st.booleans(), st.integers(0, 2**31), dtypes, st.booleans(), shares
 )
@@ -223,6 +226,9 @@ def test_project_spmm_rows_sorted_by_degree(dtype, k):
     np.testing.assert_allclose(sq, _by_parts(sq_ref, X.indptr, None), rtol=tol, atol=tol)
 
 
+# Each example compiles its own variants (width, dtype, unknown cells, serial and parallel):
+# eight under the default profile, the profile's own count in .ci/run's second tier ("wide").
+@examples(8)
 @given(
     st.integers(1, 9),
     ks,
@@ -248,6 +254,9 @@ def test_update_rows(r, k, nb, lam, seed, dtype, pad):
     assert np.isfinite(Fp).all()
 
 
+# Each example compiles its own variants (width, dtype, unknown cells, serial and parallel):
+# eight under the default profile, the profile's own count in .ci/run's second tier ("wide").
+@examples(8)
 @given(
     binary_matrices(),
     width_ks,
@@ -338,6 +347,9 @@ def test_scatter_rows_into_partials_past_the_caches(k, dtype):
     np.testing.assert_array_equal(total, scatter.sum(axis=0))
 
 
+# Each example compiles its own variants (width, dtype, unknown cells, serial and parallel):
+# eight under the default profile, the profile's own count in .ci/run's second tier ("wide").
+@examples(8)
 @given(
     binary_matrices(),
     width_ks,
