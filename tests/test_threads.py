@@ -111,6 +111,7 @@ def _fit_in_child(X, queue):
     queue.put((model.W_, model.components_, said))
 
 
+@pytest.mark.slow  # it starts a process: the second tier
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork() on this platform")
 @pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="one Numba thread")
 def test_a_process_forked_after_the_threads_started_fits_with_the_same_result():
@@ -391,7 +392,8 @@ def test_fits_in_other_threads_stop_when_cancelled():
     assert model.interrupted_ and model.n_iter_ <= 4 and max(seen) <= 4
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+# float32 compiles every parallel kernel again: the second tier (and the TBB stage of .ci/run).
+@pytest.mark.parametrize("dtype", [np.float64, pytest.param(np.float32, marks=pytest.mark.slow)])
 def test_vector_kernels_serial_and_parallel_give_the_same_fit(dtype, monkeypatch):
     """The register-tiled MU kernels (problems over SMALL_WORK), forced here on a small X: the
     serial and parallel variants give the same fit to the bit."""
