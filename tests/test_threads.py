@@ -306,6 +306,7 @@ def test_every_method_gives_the_same_result_serial_and_parallel(name, monkeypatc
     assert serial.error == parallel.error
 
 
+@pytest.mark.slow  # a property at size (BLAS threads only start on large products)
 @pytest.mark.parametrize(
     "name, shape, nnz, k, params",
     [
