@@ -15,8 +15,8 @@ os.environ["BANMF_NO_AHEAD"] = "1"
 settings.register_profile(
     "default", deadline=None, max_examples=40, suppress_health_check=[HealthCheck.too_slow]
 )
-# The default's examples with every variant that a module draws under any other profile
-# (per_profile): .ci/run's second tier runs the kernel tests so.
+# The default's number of examples, of the variants a module draws for it (per_profile's
+# ``wide``, else its ``other``): .ci/run's second tier runs the kernel tests so.
 settings.register_profile(
     "wide", deadline=None, max_examples=40, suppress_health_check=[HealthCheck.too_slow]
 )
@@ -26,11 +26,15 @@ settings.register_profile(
 settings.load_profile("default")
 
 
-def per_profile(default, other):
-    """``default`` under the default profile (the suite's time budget), ``other`` under any
-    other, so that ``--hypothesis-profile thorough`` runs a property in full. Read when a test
-    module is imported, after pytest has loaded the profile it was given."""
-    return default if settings.get_current_profile_name() == "default" else other
+def per_profile(default, other, wide=None):
+    """``default`` under the default profile (the suite's time budget), ``wide`` (if given)
+    under the "wide" profile (.ci/run's second tier), ``other`` under any other, so that
+    ``--hypothesis-profile thorough`` runs a property in full. Read when a test module is
+    imported, after pytest has loaded the profile it was given."""
+    profile = settings.get_current_profile_name()
+    if profile == "default":
+        return default
+    return wide if profile == "wide" and wide is not None else other
 
 
 def examples(n: int) -> settings:

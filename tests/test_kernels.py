@@ -53,10 +53,11 @@ ks = st.sampled_from([1, 2, 3, 4, 7, 8, 9, 16, 17, 33, 36])
 # 24, 32 float32; 4, 8, 12, 16 float64), then once for every wider k: each width drawn costs a
 # compilation of each variant, for each dtype and with or without unknown cells. The default
 # profile (the README's test command) draws k = 1 (one register: 8 float32, 4 float64), 3 (the
-# loops' remainder) and 33 (past four registers: the loops); any other profile every width,
-# several registers among them (the "wide" profile, in .ci/run's second tier, and "thorough").
+# loops' remainder) and 33 (past four registers: the loops); the "wide" profile (.ci/run's second
+# tier) also 9 (several registers: 2 float32, and 3 float64, held as vectors of 8 and 4); any
+# other profile ("thorough") every width.
 all_width_ks = [1, 3, 8, 9, 16, 17, 33]
-width_ks = st.sampled_from(per_profile([1, 3, 33], all_width_ks))
+width_ks = st.sampled_from(per_profile([1, 3, 33], all_width_ks, wide=[1, 3, 9, 33]))
 dtypes = st.sampled_from([np.float64, np.float32])
 
 
