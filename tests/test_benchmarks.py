@@ -109,3 +109,17 @@ def test_bench_distributed_quick():
     # the iterations alone, each side's, and the verdict on them
     assert "| nnz, workers | single s/it | distributed s/it | ratio | single, each repeat |" in out
     assert "the single machine's time per iteration (the iterations alone; whole fits" in out
+
+
+def test_bench_startup_writes_its_record(tmp_path):
+    out_path = tmp_path / "startup.jsonl"
+    out = _run(BENCH / "bench_startup.py", "--pairs", "1", "--out", str(out_path))
+    assert "first_no_ahead" in out
+    import json
+
+    (record,) = [json.loads(line) for line in out_path.read_text().splitlines()]
+    assert record["command"].endswith("factorize data/zoo_101x15.mtx -k 5")
+    assert {"first", "first_no_ahead", "later"} == set(record["figures"])
+    assert record["figures"]["first"]["median_compile_s"] > 0  # an empty cache compiles
+    assert record["figures"]["later"]["median_compile_s"] == 0  # a full one does not
+    assert "numba" in record["versions"] and record["commit"] is not None
