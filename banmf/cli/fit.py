@@ -191,7 +191,7 @@ def _auto_lines(selection) -> list[str]:
     said = "k chosen by     held-out error: the share of observed cells, hidden from the fits "
     said += "fold by fold, that they predict wrong (not the fit's own error)"
     if trivial:
-        said += f"; {trivial} scores"
+        said += f"; {trivial} for comparison"
     return [line, said]
 
 
