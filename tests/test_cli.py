@@ -465,7 +465,7 @@ def test_hold_out_scores_the_fits_predictor_and_names_w_h_beside_it(tmp_path):
     assert (held["errors"], held["product"]["errors"]) == (by_predictor, by_product)
     assert by_predictor != by_product and held["cells"] == len(rows) == 1313
     assert f"held out        1313 observed cells (20 %): {by_predictor} wrong" in out
-    assert "by the fit's predictor (vote, threshold " in out
+    assert "by the fit's predictor (the share of the starts predicting 1 above " in out
     assert f"held out W⊗H    {by_product} wrong" in out
 
 
@@ -610,10 +610,10 @@ def test_complete_proba_says_what_the_value_and_the_probability_are(tmp_path):
 
 def test_complete_names_a_threshold_outside_the_scores_range_in_words():
     from banmf._predictor import Predictor
-    from banmf.cli.data import _rule
+    from banmf.cli.data import predictor_rule
 
     def rule(kind, threshold, edges=(0.1, 0.3)):
-        return _rule(Predictor(kind, threshold, np.array(edges), np.zeros(len(edges) + 1)))
+        return predictor_rule(Predictor(kind, threshold, np.array(edges), np.zeros(len(edges) + 1)))
 
     assert rule("vote", 0.45) == "the share of the starts predicting 1 above 0.45"
     assert rule("vote", 2.0).startswith("every cell 0: on held-out cells, 0 everywhere beat")

@@ -185,7 +185,7 @@ def cmd_complete(args, out, err) -> int:
         if not args.out:
             record["filled"] = entries
         if args.proba:
-            rule = _rule(predictor)
+            rule = predictor_rule(predictor)
             record["meaning"] = {
                 "value": rule if rule.startswith("every") else f"0/1 by {rule}",
                 "probability": "the score calibrated on the held-out observed cells",
@@ -193,7 +193,7 @@ def cmd_complete(args, out, err) -> int:
         out.write(json.dumps(record, indent=2, default=str) + "\n")
         return EXIT_OK
     what = "unobserved cells predicted 1" if values is None else "unknown cells filled in"
-    how = _rule(predictor)
+    how = predictor_rule(predictor)
     report = _calibration_lines(predictor) if args.verbose and predictor is not None else []
     if args.out:
         out.write(
@@ -223,7 +223,7 @@ _PREDICTORS = {
 }
 
 
-def _rule(predictor) -> str:
+def predictor_rule(predictor) -> str:
     """Which cells the predictor calls 1, in words: its score above its threshold, or all or
     none where the threshold lies outside the score's range (where predicting one value
     everywhere made the fewest errors on the held-out cells)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from .data import predictor_rule
 from .exits import EXIT_OK, UsageError
 from .inputs import (
     check_target,
@@ -146,8 +147,7 @@ def _held_out_lines(held: dict, predictor) -> list[str]:
     if "product" not in held:
         return [line + wrong(held)]
     return [
-        line + f"{wrong(held)} by the fit's predictor ({predictor.kind}, threshold "
-        f"{predictor.threshold:.4g})",
+        line + f"{wrong(held)} by the fit's predictor ({predictor_rule(predictor)})",
         f"held out W⊗H    {wrong(held['product'])} by the kept start's product alone",
     ]
 
