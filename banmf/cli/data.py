@@ -230,7 +230,7 @@ def predictor_rule(predictor) -> str:
     if predictor is None:
         return "W⊗H"
     score = _PREDICTORS[predictor.kind]
-    if predictor.kind in ("product", "folds"):
+    if predictor.kind in ("product", "majority", "folds"):
         return score
     threshold, edges = predictor.threshold, predictor.edges
     # Both scores are at least 0, a share at most 1. A threshold outside the held-out scores
