@@ -94,11 +94,10 @@ def plan(
     def thresholds():
         run = state.get("run")
         if run is None:  # backwards: the iterations have not run yet
-            k_ = k
             run = {
-                "W_continuous": rng.random((n, k_)),
-                "H_continuous": rng.random((k_, m)),
-                "thresholds": (np.full(k_, 0.5), np.full(k_, 0.5)),
+                "W_continuous": rng.random((n, k)),
+                "H_continuous": rng.random((k, m)),
+                "thresholds": (np.full(k, 0.5), np.full(k, 0.5)),
             }
         backend.refine_thresholds(run)
 
