@@ -228,8 +228,8 @@ def test_project_spmm_rows_sorted_by_degree(dtype, k):
 
 
 # Each example compiles its own variants (width, dtype, unknown cells, serial and parallel):
-# three under the default profile, the profile's own count in .ci/run's second tier ("wide").
-@examples(3)
+# two under the default profile, the profile's own count in .ci/run's second tier ("wide").
+@examples(2)
 @given(
     st.integers(1, 9),
     ks,
@@ -349,8 +349,9 @@ def test_scatter_rows_into_partials_past_the_caches(k, dtype):
 
 
 # Each example compiles eight kernels (the fused one, the two it fuses, the sum; each serial
-# and parallel): one example under the default profile, the profile's own count in .ci/run's
-# second tier ("wide").
+# and parallel), about a minute: the second tier, one example under the default profile, the
+# profile's own count under "wide" (.ci/run).
+@pytest.mark.slow
 @examples(1)
 @given(
     binary_matrices(),
