@@ -216,7 +216,7 @@ class Unknown:
 
     def pass_cells(self, nnz: int) -> int:
         """Cells the multiplicative updates visit beside X's ``nnz`` ones: the unknown cells,
-        or every observed cell (see :class:`banmf.models._mu.MUSolver`)."""
+        or every observed cell (see :class:`banmf.engine.iterations.MUSolver`)."""
         return nnz + self.cells.nnz if self.observed else self.cells.nnz
 
     def dense_observed(self, X: sp.csr_array) -> np.ndarray:

@@ -42,6 +42,7 @@ def _problem(dtype, k: int, form: str, shape: tuple[int, int], density: float):
     import scipy.sparse as sp
 
     from .datasets import make_boolean
+    from .engine.local import LocalBackend
     from .models.banmf import BANMF
 
     n, m = shape
@@ -57,7 +58,7 @@ def _problem(dtype, k: int, form: str, shape: tuple[int, int], density: float):
     model = BANMF(k, dtype=dtype, random_state=0, n_jobs=1)
     data = model._begin(X, **masks)[0]
     p = model._check_params(k, data.X.shape, data.X.nnz)
-    return model, data, p, model._backend(data, p, np.random.default_rng(0))
+    return model, data, p, LocalBackend(model, data, p, np.random.default_rng(0))
 
 
 def plan(

@@ -86,7 +86,7 @@ def parallel_starts_on_small_data(monkeypatch):
     """Tests use small matrices, whose starts banmf runs one after the other (threads do not
     pay there): make them run side by side, so that the threaded path is what is tested.
     ``test_cheap_starts_run_in_the_calling_thread`` checks the real threshold."""
-    from banmf.models import banmf as module
+    from banmf.engine import local as module
 
     monkeypatch.setattr(module, "PARALLEL_STARTS_MIN_COST", 0)
 

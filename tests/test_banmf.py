@@ -20,8 +20,8 @@ from banmf import (
 )
 from banmf._validation import check_binary_matrix
 from banmf.datasets import load_zoo
+from banmf.engine.iterations import MUSolver
 from banmf.io import Dataset
-from banmf.models._mu import MUSolver
 
 
 @st.composite
@@ -140,10 +140,10 @@ def test_loss_curve_is_the_objective_and_non_increasing():
     "regularization, upper", [(None, "k"), (None, None), (0.3, "k"), ("logspace", None)]
 )
 def test_matches_dense_reference_implementation(regularization, upper, small, monkeypatch):
-    from banmf.models import _mu
+    from banmf.engine import iterations as mu
 
     if not small:
-        monkeypatch.setattr(_mu, "SMALL_WORK", 0)
+        monkeypatch.setattr(mu, "SMALL_WORK", 0)
     rng = np.random.default_rng(5)
     Xd = rng.random((15, 12)) < 0.4
     Xd[3] = False  # an empty row

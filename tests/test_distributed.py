@@ -1245,7 +1245,7 @@ def test_the_threshold_search_cache_counts_in_the_budget():
 def test_the_blocks_share_out_one_solvers_partials():
     """Each block's solver has its share of the W pass's Wᵀ Y partials: all the blocks together
     about as many as one solver over all the rows, at least one each."""
-    from banmf.models._mu import n_row_blocks
+    from banmf.engine.iterations import n_row_blocks
 
     assert n_row_blocks(10**6, 10**4, 16, 8) == 4
     shares = [n_row_blocks(10**6, 10**4, 16, 8, parts) for parts in (1, 2, 3, 4, 8)]
@@ -1258,7 +1258,7 @@ def test_a_workers_blocks_side_by_side_give_the_same_sums():
     thread: the same partial sums, bit for bit, as in turn on all its threads, and (to
     rounding) one solver's over all the rows."""
     from banmf._threads import current_threads
-    from banmf.models import MUSolver
+    from banmf.engine.iterations import MUSolver
 
     X = banmf.make_boolean(2000, 200, 10, density=0.3, noise=0.02, random_state=3)[0]
     blocks = bd.BlockMatrix.from_matrix(X, n_blocks=4)

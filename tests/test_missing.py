@@ -28,11 +28,11 @@ from banmf import (
 )
 from banmf._boolean import mismatches
 from banmf._validation import check_binary_matrix
+from banmf.engine import iterations as mu
+from banmf.engine.iterations import MUSolver
 from banmf.exceptions import InputError
 from banmf.io import Dataset
 from banmf.model_selection import held_out_scores, hold_out, mask_entries
-from banmf.models import _mu
-from banmf.models._mu import MUSolver
 
 FORMS = ("missing", "observed")
 
@@ -156,7 +156,7 @@ def test_refinements_count_the_observed_cells_and_never_raise_the_error(problem,
 @pytest.mark.parametrize("project", [True, False])
 def test_masked_objective_matches_the_oracle_and_never_rises(small, form, project, monkeypatch):
     if not small:
-        monkeypatch.setattr(_mu, "SMALL_WORK", 0)
+        monkeypatch.setattr(mu, "SMALL_WORK", 0)
     rng = np.random.default_rng(3)
     Xd = rng.random((40, 30)) < 0.3
     unknown = rng.random(Xd.shape) < 0.25

@@ -340,7 +340,7 @@ def test_the_solver_is_made_on_one_blas_thread_outside_a_fit_too():
     matrices (HHᵀ over 40,000 rows of Hᵀ here) must not follow the worker's BLAS threads."""
     from banmf.dataset import Dataset
     from banmf.datasets import make_sparse_degrees
-    from banmf.models import MUSolver
+    from banmf.engine.iterations import MUSolver
 
     X = make_sparse_degrees(200, 40_000, 8_000, random_state=0)
     rng = np.random.default_rng(0)
@@ -398,9 +398,9 @@ def test_fits_in_other_threads_stop_when_cancelled():
 def test_vector_kernels_serial_and_parallel_give_the_same_fit(dtype, monkeypatch):
     """The register-tiled MU kernels (problems over SMALL_WORK), forced here on a small X: the
     serial and parallel variants give the same fit to the bit."""
-    from banmf.models import _mu
+    from banmf.engine import iterations as mu
 
-    monkeypatch.setattr(_mu, "SMALL_WORK", 0)
+    monkeypatch.setattr(mu, "SMALL_WORK", 0)
     X, _, _ = make_boolean(70, 50, 5, 0.3, noise=0.03, random_state=4)
     params = {"n_components": 5, "max_iter": 40, "n_init": 2, "random_state": 1, "dtype": dtype}
     serial = BANMF(n_jobs=1, **params).fit(X)
@@ -414,7 +414,7 @@ def test_vector_kernels_serial_and_parallel_give_the_same_fit(dtype, monkeypatch
 def test_cheap_starts_run_in_the_calling_thread(monkeypatch):
     import threading
 
-    from banmf.models import banmf as module
+    from banmf.engine import local as module
 
     monkeypatch.setattr(module, "PARALLEL_STARTS_MIN_COST", 5e7)
     X, _, _ = make_boolean(40, 30, 3, 0.3, noise=0.05, random_state=0)
@@ -450,7 +450,7 @@ def test_ctrl_c_while_starts_run_side_by_side_keeps_the_running_ones_and_starts_
     import _thread
     import threading
 
-    from banmf.models import banmf as module
+    from banmf.engine import local as module
 
     monkeypatch.setattr(module, "PARALLEL_STARTS_MIN_COST", 0)
     X, _, _ = make_boolean(40, 30, 3, 0.3, noise=0.05, random_state=0)
@@ -484,7 +484,7 @@ def test_the_solver_fused_on_two_threads_equals_it_on_one(form, monkeypatch):
     the same iterations to the bit, with or without unknown cells in either form, and Wᵀ Y
     read after a W step is the same."""
     from banmf.dataset import Dataset
-    from banmf.models import MUSolver
+    from banmf.engine.iterations import MUSolver
 
     rng = np.random.default_rng(4)
     Xd = rng.random((300, 200)) < 0.3

@@ -848,7 +848,7 @@ def _project_spmm_loops(
 def add_unobserved(out, observed_part, F, G, k):
     """``out[i, :k] += max(F[i] @ G − observed_part[i], 0)`` for every row: with few cells
     observed, the part of a numerator that Y's unobserved cells (Y = WH there) contribute is
-    ``F G`` less its part on the observed cells (:class:`banmf.models._mu.MUSolver`); >= 0
+    ``F G`` less its part on the observed cells (:class:`banmf.engine.iterations.MUSolver`); >= 0
     but for rounding. ``G`` is (k, k); rows are independent, so serial and parallel agree."""
     n = out.shape[0]
     nb = min(n, 64)

@@ -16,16 +16,22 @@ from __future__ import annotations
 
 import itertools
 import warnings
+from pathlib import Path
 
 import numpy as np
 
 from .._kernels.svd import fill_at_most
+from .._memory import check_memory
 from .._signals import Interruptions
 from .._threads import pick
+from .._validation import check_n_components
 from ..booleanize import balance_scales, grid_points, grid_ranks, search_grid
+from ..engine.iterations import h_step, objective_value
+from ..engine.local import grecond_factors, predictor_factors
 from ..engine.nndsvd import Here, nonnegative_part, subspace_svd, use_randomized
-from ..engine.pool import Pool, bounded, choose
-from ..models import h_step, objective_value
+from ..engine.pool import Pool, bounded, choose, grecond_pays
+from ..exceptions import InputError
+from ..io import Dataset
 from ..polish import moved_bits, polish_over, swaps_over, thresholds_over, top_columns
 from . import _worker
 from ._session import Session, WorkerLost
@@ -211,19 +217,114 @@ class DaskBackend:
     model : banmf.distributed.BANMF
         The estimator: its parameters, and ``recoveries_`` counted on it.
     session : Session
-        The blocks, placed on the workers.
-    p : dict
-        The run's settings (``BANMF._check_params``, with ``"observed"`` and ``"nnz_ones"``).
+        The blocks, not yet placed on the workers (placed here, and checked as read).
+    data : banmf.Dataset or None
+        The data whole in this process when the fit was given it in memory; None for row
+        blocks, gathered here only if a step needs it whole (:meth:`dataset`).
     rng : numpy.random.Generator
         The random starts' generator.
+
+    Attributes
+    ----------
+    p : dict
+        The run's settings (``BANMF._check_params``, with ``"observed"`` and ``"nnz_ones"``).
+    unknown : {None, "missing", "observed"}
+        The form of the unknown cells.
+    sizes : tuple
+        ``(columns, observed ones, observed cells)``.
     """
 
     whole_columns = False  # a block holds some rows of each column; the steps sum over blocks
+    deferred = True  # Ctrl-C is counted and seen at the next safe point
 
-    def __init__(self, model, session: Session, p: dict, rng):
-        self.model, self.session, self.p, self.rng = model, session, p, rng
+    def __init__(self, model, session: Session, data, rng):
+        self.model, self.session, self.data, self.rng = model, session, data, rng
+        self.interrupts = session.interrupts
         self.specs: dict = {}  # random start → how it was drawn
         self.error_counts: tuple[int, int] | None = None  # the kept start's (hits, cover)
+        self._grecond: tuple | None = None  # GreConD's factors, once computed
+        blocks = session.blocks
+        n, m = blocks.shape
+        k = check_n_components(model.n_components, (n, m))
+        session.place(range(blocks.n_blocks))
+        loads = [session.loads[b] for b in range(blocks.n_blocks)]
+        _check_loaded(blocks, loads)
+        nnz = sum(q[2] for q in loads)
+        if nnz == 0:
+            warnings.warn(
+                "X has no nonzeros: nothing to factorize, the best W⊗H is all zeros",
+                UserWarning,
+                stacklevel=6,
+            )
+        forms = {q[5] for q in loads} - {None}
+        if data is not None:
+            form = data.unknown and ("observed" if data.unknown.observed else "missing")
+        else:
+            form = forms and ("observed" if next(iter(forms)) else "missing")
+        self.unknown = form or None
+        p = model._check_params(k, (n, m), nnz + sum(q[3] for q in loads))
+        p["observed"], p["nnz_ones"] = self.unknown == "observed", nnz
+        self.p = p
+        self.sizes = (m, nnz, sum(q[4] for q in loads))
+        model.recoveries_ = 0
+
+    def fitted(self) -> dict:
+        """The fitted attributes a cluster fit adds: the error's two parts, the blocks, the
+        peak of a worker's blocks in memory and the traffic."""
+        session = self.session
+        hits, cover = self.error_counts
+        return {
+            "false_negatives_": int(self.p["nnz_ones"] - hits),
+            "false_positives_": int(cover - hits),
+            "n_blocks_": session.blocks.n_blocks,
+            "peak_block_bytes_": session.peak_bytes(),
+            "traffic_": {
+                "sent_bytes": session.sent,
+                "received_bytes": session.received,
+                "round_trips": session.calls,
+            },
+        }
+
+    def dataset(self):
+        """The data whole in this process: as given, or gathered from the row blocks once (a
+        step that reads X whole, as the predictor's choice and GreConD do on one machine)."""
+        if self.data is None:
+            n, m = self.session.blocks.shape
+            check_memory(
+                GATHERED_BYTES_PER_CELL * self.p["nnz"] + 8 * (n + 1),
+                f"the row blocks of a {n}×{m} matrix gathered on this machine (the predictor "
+                "of unknown cells and GreConD's factors read X whole)",
+                "fit without unknown cells, or with combine=False, or on a machine with more "
+                "memory",
+            )
+            self.data = Dataset.of(*self.session.blocks.gather())
+        return self.data
+
+    def start_factors(self, outcome, observed: bool, again) -> dict:
+        """Every start's Boolean rows (with two starts or more) and the NMF start's balanced
+        rows (with ``missing=``) gathered from the blocks: the predictor's factors
+        (:func:`banmf.engine.local.predictor_factors`), as one machine's records give them. A
+        start whose rows a block read again (after a lost worker) runs again first."""
+        runs = [run for _, run in outcome.kept]
+        keys = [run["start"] for run in runs] if len(runs) > 1 else []
+        nmf = None if observed else outcome.extra.get("nmf")
+        session = self.session
+
+        def gather():
+            wanted = [*keys, *(["nmf"] if nmf is not None else [])]
+            lost = set().union(*session.each(_worker.lacks, wanted)) if wanted else set()
+            for run in runs:
+                if run["start"] in lost:
+                    self._run_again(again, run)
+
+            def rows(key, part):
+                return np.concatenate([q[part] for q in session.each(_worker.rows_of, key)])
+
+            Ws = [rows(key, 1) for key in keys]
+            return Ws, None if nmf is None else rows("nmf", 0)
+
+        Ws, nmf_w = self.attempt(gather)
+        return predictor_factors(Ws, [run["H"] for run in runs], nmf, nmf_w, observed)
 
     def side_by_side(self, n_starts: int) -> int:
         return 1  # the workers' threads run each start's blocks
@@ -447,12 +548,31 @@ class DaskBackend:
         for run in runs:
             if run["start"] in lost:
                 self._run_again(again, run)
+        more = []
+        if all(run["start"] != "grecond" for run in runs) and self._grecond_pays(runs, k):
+            if self._grecond is None:
+                self._grecond = grecond_factors(self.dataset(), k)
+            W, H = self._grecond
+            offsets = session.blocks.offsets
+            own = {b: (W[offsets[b] : offsets[b + 1]],) for b in range(session.blocks.n_blocks)}
+            session.each(_worker.keep_boolean, "grecond", own=own)
+            more.append(("grecond", H))
         try:
-            _, H, error, info = choose(_BlockSource(self, k), runs, k)
+            _, H, error, info = choose(_BlockSource(self, k), runs, k, more)
         except _Stopped:
             session.each(_worker.pool_end, None, None, k)
             return None
         return None, H, error, info["new"]
+
+    def _grecond_pays(self, runs: list, k: int) -> bool:
+        """One machine's decision (:func:`banmf.engine.pool.grecond_pays`), from the rows'
+        squared degrees summed over the blocks."""
+        from ..models.grecond import grecond_work_of
+
+        p = self.p
+        squares = float(self.session.sum(_worker.degree_squares))
+        work = grecond_work_of(p["shape"], p["nnz_ones"], squares, k)
+        return grecond_pays(work, p["observed"], p["shape"], p["nnz_ones"], k, runs)
 
     def _run_again(self, again, run: dict) -> None:
         """``again(run, init)`` with the run again's own interruptions (none) seen by the
@@ -464,10 +584,12 @@ class DaskBackend:
             self.session.interrupts = counted
 
     def keep(self, best) -> None:
-        """Only the best start so far keeps its rows on the blocks (with ``combine``, the
-        others keep their Boolean rows)."""
-        combine = self.p["combine"]
-        self.attempt(lambda: self.session.each(_worker.keep_only, [best], combine))
+        """Only the best start so far keeps its rows on the blocks; the others keep their
+        Boolean rows for the combination (``combine``) and the predictor of unknown cells,
+        which also reads the NMF start's balanced rows (``missing=``)."""
+        boolean = self.p["combine"] or self.unknown is not None
+        whole = [best, *(["nmf"] if self.unknown == "missing" else [])]
+        self.attempt(lambda: self.session.each(_worker.keep_only, whole, boolean))
 
     def rows(self, best: dict, again) -> tuple[np.ndarray, np.ndarray]:
         """The kept start's rows from every block, and the error's two parts
@@ -632,3 +754,23 @@ class _BlockPool:
 
     def assign(self, slot, f, on):
         self.moves.append((slot, f, on))
+
+
+#: Bytes per stored cell of X (observed ones and unknown cells) gathered on the driver: its CSR
+#: index and the copies made while the blocks are stacked.
+GATHERED_BYTES_PER_CELL = 16
+
+
+def _check_loaded(blocks, loads: list) -> None:
+    """The blocks as read agree with the layout (files may change after read_blocks)."""
+    for b, (rows, cols, *_rest) in enumerate(loads):
+        expected = int(blocks.offsets[b + 1] - blocks.offsets[b])
+        if (rows, cols) != (expected, blocks.n_cols):
+            where = blocks.sources[b] if isinstance(blocks.sources[b], Path) else "in memory"
+            raise InputError(
+                f"row block {b} ({where}) has shape {(rows, cols)}, expected "
+                f"{(expected, blocks.n_cols)}: did the files change after read_blocks?"
+            )
+    forms = {q[5] for q in loads} - {None}
+    if len(forms) > 1:
+        raise InputError("row blocks mix both forms of unknown cells (missing and observed)")

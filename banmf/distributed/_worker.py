@@ -32,10 +32,10 @@ from .._changes import bit_changes, factor_costs
 from .._kernels.svd import fill_at_most
 from .._threads import pick, thread_budget
 from ..booleanize import GridRows, grid_ranks
+from ..engine.iterations import MUSolver
 from ..engine.nndsvd import Here, mask_product
 from ..engine.pool import Pool, WholePool, majority, majority_counts, segment_sums
 from ..io import read_dataset
-from ..models import MUSolver
 from ..polish import columns_as_factors, flip_half_step, swap_rows
 
 _lock = threading.RLock()
@@ -535,6 +535,21 @@ def column_counts(fit: str, b: int) -> np.ndarray:
     with _use(fit, b) as block:
         X = block.X
         return np.bincount(X.indices, minlength=X.shape[1]).astype(np.int64)
+
+
+def degree_squares(fit: str, b: int) -> np.float64:
+    """The sum of the block's rows' squared degrees (an integer, exact as a float64 up to
+    2⁵³, so the same in any grouping): :func:`banmf.models.grecond.grecond_work_of`."""
+    with _use(fit, b) as block:
+        deg = np.diff(block.X.indptr).astype(np.float64)
+        return np.float64(deg @ deg)
+
+
+def keep_boolean(fit: str, b: int, start, W: np.ndarray) -> None:
+    """Keep Boolean rows ``W`` of a factor set found on the driver (GreConD's, for the
+    combination's pool) as the block's rows of ``start``."""
+    with _use(fit, b) as block:
+        block.kept[start] = (None, np.ascontiguousarray(W, dtype=bool))
 
 
 def keep_columns(fit: str, b: int, start, top: np.ndarray, k: int) -> None:

@@ -1,27 +1,28 @@
 """BANMF on Dask: the rows of X stay on the workers, the sums over rows are reduced.
 
-The estimator holds the parameters, sets the cluster up and sets the fitted attributes; the
-fit is :class:`banmf.engine.Driver`'s, over the Dask backend
-(:class:`banmf.distributed._backend.DaskBackend`).
+The estimator holds the parameters and opens the Dask backend
+(:class:`banmf.distributed._backend.DaskBackend`) over the client's workers; the fit is
+:class:`banmf.BANMF`'s own, the same driver and the same choice of the predictor of unknown
+cells over this backend.
 """
 
 from __future__ import annotations
 
 import copy
 import time
-import warnings
+from contextlib import contextmanager
 from numbers import Integral, Real
-from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
 
 from .._params import BOOLEAN, NONE, Interval, Kind, Options
 from .._signals import Interruptions, deferred_interrupts
-from .._validation import check_n_components, check_random_state
-from ..engine import Driver, check_backend
+from .._validation import check_random_state
+from ..engine import check_backend
 from ..exceptions import InputError, InvalidParameterError, MissingDependencyError
-from ..models import budgeted, store_params
+from ..io import Dataset
+from ..models import store_params
 from ..models.banmf import BANMF as _BANMF
 from ..result import Factorization
 from ._backend import DaskBackend
@@ -74,8 +75,8 @@ normalize, n_init, dtype, random_state, verbose, callback
         As in :class:`banmf.BANMF`, over the blocks: they keep every start's Boolean rows
         (k bits a row and start, counted in ``block_memory``) until the combination, each
         candidate factor's rows are built on them, and the choice's error changes are sums
-        over them; GreConD's factors never join the pool (one machine adds them on narrow
-        data only). The same factors as one machine's.
+        over them. Where one machine pools GreConD's factors too (narrow data), they are
+        found here on X gathered from the blocks. The same factors as one machine's.
     n_jobs : int or None, default None
         Threads per worker for the fit (None: each worker's own thread count). A worker's
         blocks share them.
@@ -221,23 +222,12 @@ normalize, n_init, dtype, random_state, verbose, callback
                 "Client('tcp://host:8786')) or pass client="
             ) from None
 
-    @budgeted
-    def fit(self, X, y=None, *, missing=None, observed=None) -> BANMF:
-        """Fit the model to X.
-
-        Parameters
-        ----------
-        X : BlockMatrix, or array-like or sparse of shape (n, m)
-            Row blocks (:func:`read_blocks`), or 0/1 data in memory, cut into ``n_blocks``.
-        y : ignored
-        missing, observed : array-like or sparse of shape (n, m), optional
-            Unknown cells of data in memory, as in :meth:`banmf.BANMF.fit`. Row-block files
-            carry theirs.
-
-        Returns
-        -------
-        self
-        """
+    @contextmanager
+    def _open(self, X, missing, observed, W=None, H=None):
+        """The Dask backend of a fit of X (:class:`banmf.distributed._backend.DaskBackend`):
+        X given as row blocks, or in memory and cut into ``n_blocks``; the blocks placed on
+        the client's workers for the length of the fit, Ctrl-C deferred to the steps' safe
+        points. What the blocks cannot do is refused first, before the cluster works."""
         start = time.perf_counter()
         if isinstance(self.n_components, str):
             # Choosing k fits eleven models per rank tried: hours on data that needs a cluster.
@@ -246,92 +236,27 @@ normalize, n_init, dtype, random_state, verbose, callback
                 "models per rank tried on the cluster. Choose k on a sample of the rows with "
                 "banmf.BANMF(n_components='auto') or banmf.select_rank, and pass it"
             )
-        # The driver refuses what the blocks cannot do; asked here, before the cluster works.
+        if W is not None or H is not None:
+            raise InputError("W and H are only used with init='custom', which needs one machine")
         check_backend(self, DaskBackend)
+        data = None
         if isinstance(X, BlockMatrix):
             if missing is not None or observed is not None:
                 raise InputError("row blocks carry their unknown cells: pass no missing/observed")
             blocks = X
         else:
-            blocks = BlockMatrix.from_matrix(
-                X, n_blocks=self.n_blocks, missing=missing, observed=observed
-            )
-        client = self._client()
-        session = Session(client, blocks, self.block_memory, self.n_jobs)
+            data = Dataset.of(X, missing, observed)
+            blocks = BlockMatrix.from_matrix(data, n_blocks=self.n_blocks)
+        session = Session(self._client(), blocks, self.block_memory, self.n_jobs)
         session.interrupts = Interruptions()
         # The first Ctrl-C (or SIGTERM under the banmf command) stops the fit at its next safe
         # point, with the best result so far; the second aborts.
         try:
             with deferred_interrupts(session.interrupts):
-                self._fit_blocks(session, start)
+                rng = check_random_state(self.random_state)
+                yield DaskBackend(self, session, data, rng), start
         finally:
             session.close()
-        return self
-
-    def _fit_blocks(self, session: Session, start: float) -> None:
-        blocks = session.blocks
-        n, m = blocks.shape
-        k = check_n_components(self.n_components, (n, m))
-        session.place(range(blocks.n_blocks))
-        loads = [session.loads[b] for b in range(blocks.n_blocks)]
-        self._check_loaded(blocks, loads)
-        nnz = sum(q[2] for q in loads)
-        if nnz == 0:
-            warnings.warn(
-                "X has no nonzeros: nothing to factorize, the best W⊗H is all zeros",
-                UserWarning,
-                stacklevel=4,
-            )
-        forms = {q[5] for q in loads} - {None}
-        observed = bool(forms and forms.pop())
-        p = self._check_params(k, (n, m), nnz + sum(q[3] for q in loads))
-        p["observed"], p["nnz_ones"] = observed, nnz
-        self.recoveries_ = 0
-        backend = DaskBackend(self, session, p, check_random_state(self.random_state))
-        driver = Driver(self, backend, p, session.interrupts, deferred=True)
-        outcome = driver.fit(list(p["extra_starts"]))
-        best = self._set_fitted(outcome, p)
-        # The kept rows, and the error's two parts as banmf.booleanize.error_counts gives
-        # them on one machine (after a lost worker, both again: the start runs again first).
-        self.W_continuous_, W = driver.rows(best)
-        hits, cover = backend.error_counts
-        self.false_negatives_, self.false_positives_ = int(nnz - hits), int(cover - hits)
-        self.n_blocks_ = blocks.n_blocks
-        self.peak_block_bytes_ = session.peak_bytes()
-        self._store_result(
-            W,
-            best["H"],
-            best["error"],
-            best["n_iter"],
-            start,
-            outcome.interrupted or any(run["interrupted"] for _, run in outcome.kept),
-            m,
-            nnz,
-            sum(q[4] for q in loads),
-        )
-        self.traffic_ = {
-            "sent_bytes": session.sent,
-            "received_bytes": session.received,
-            "round_trips": session.calls,
-        }
-        if session.interrupts.count:
-            # The model holds the best result so far; a caller's loop of fits must stop too.
-            raise KeyboardInterrupt
-
-    @staticmethod
-    def _check_loaded(blocks: BlockMatrix, loads: list) -> None:
-        """The blocks as read agree with the layout (files may change after read_blocks)."""
-        for b, (rows, cols, *_rest) in enumerate(loads):
-            expected = int(blocks.offsets[b + 1] - blocks.offsets[b])
-            if (rows, cols) != (expected, blocks.n_cols):
-                where = blocks.sources[b] if isinstance(blocks.sources[b], Path) else "in memory"
-                raise InputError(
-                    f"row block {b} ({where}) has shape {(rows, cols)}, expected "
-                    f"{(expected, blocks.n_cols)}: did the files change after read_blocks?"
-                )
-        forms = {q[5] for q in loads} - {None}
-        if len(forms) > 1:
-            raise InputError("row blocks mix both forms of unknown cells (missing and observed)")
 
     def save(self, path) -> None:
         """Save the fitted factorization (:meth:`banmf.Factorization.save`): W, H, the errors,

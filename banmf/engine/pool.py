@@ -33,6 +33,7 @@ from .._boolean import words
 from .._kernels.pool import pool_cells, set_counts, set_majority, unit_gains
 from .._threads import pick
 from ..polish import top_columns
+from .starts import start_cost
 
 __all__ = [
     "GrowRows",
@@ -644,6 +645,26 @@ class WholeSource:
 
     def w(self, pool, chosen, k):
         return pool.w(chosen, self.shape[0], k)
+
+
+#: The combination pools GreConD's factors too when its estimated work is at most this share of
+#: the starts' (:func:`grecond_pays`). The estimate counts word operations, which cost far more
+#: than the iterations' multiply-adds: so narrow data only, where its concepts, which never
+#: cover a zero, complement the starts' factors (docs/decisions.md, "GreConD in the pool").
+GRECOND_SHARE = 5e-4
+
+
+def grecond_pays(work: float, observed: bool, shape: tuple, nnz: int, k: int, runs: list) -> bool:
+    """Whether GreConD's factors join the combination's pool: where GreConD runs (not with
+    observed cells given, ``observed``) and its estimated ``work``
+    (:func:`banmf.models.grecond.grecond_work`) is at most :data:`GRECOND_SHARE` of the starts'
+    (``runs``' records, :func:`start_cost` at the iterations each ran). The same decision on
+    every backend: it reads the problem's size and the starts' iterations only."""
+    if observed:
+        return False
+    n, m = shape
+    starts = sum(start_cost(n, m, nnz, k, run["n_iter"]) for run in runs)
+    return work <= GRECOND_SHARE * starts
 
 
 def combine(data, runs: list, k: int, more=()) -> tuple[np.ndarray, np.ndarray, int, dict]:

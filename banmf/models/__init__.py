@@ -1,16 +1,12 @@
 """Factorization methods, one module each, behind one name → class registry.
 
-Besides the estimators (``__all__``), the pieces that the Dask backend (:mod:`banmf.distributed`)
-runs as one machine does: the MU solver and steps, the estimators' ``budgeted`` and
-``store_params``.
+Besides the estimators (``__all__``), the estimators' ``budgeted`` and ``store_params``, which
+:mod:`banmf.distributed`'s estimator shares.
 """
 
 from ..result import METHODS
 from ._base import budgeted as budgeted
 from ._base import store_params as store_params
-from ._mu import MUSolver as MUSolver
-from ._mu import h_step as h_step
-from ._mu import objective_value as objective_value
 from .asso import ASSO
 from .banmf import BANMF, PAPER_CONFIG
 from .grecond import GreConD

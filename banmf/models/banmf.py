@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import itertools
 import warnings
+from contextlib import contextmanager
 from numbers import Integral, Real
 from types import MappingProxyType
 from typing import ClassVar
@@ -26,40 +26,25 @@ from .._predictor import (
     zero_sample,
 )
 from .._progress import inside_a_start
-from .._signals import Interruptions
 from .._threads import current_threads
 from .._validation import check_dtype, check_random_state
-from ..booleanize import boolean_product, threshold_factors
+from ..booleanize import boolean_product
 from ..engine import Driver, Outcome, auto_n_init, start_cost
-from ..engine.nndsvd import nndsvda
-from ..engine.pool import combine, pool_bytes
+from ..engine.iterations import MUSolver, lambda_schedule, solver_bytes
+from ..engine.local import LocalBackend, LocalStart
+from ..engine.pool import pool_bytes
 from ..exceptions import InputError, InvalidParameterError
 from ..polish import (
-    column_factors,
-    polish_factors,
     polish_rows,
-    refine_factor_thresholds,
     resolve_polish,
-    swap_steps,
 )
 from ..result import relative_error
 from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, store_params
-from ._mu import MUSolver, lambda_schedule, solver_bytes
 
 #: ``tol="auto"``: stop a start once its objective moves by less than this (relative to the
-#: first value) over ``check_every`` iterations. Measured with the default pipeline, seeds 0-2
-#: (median relative error, time against tol=None): Zoo 101×14 k=5 0.148 vs 0.146 (0.4×), k=10
-#: 0.041 vs 0.041 (0.7×); votes k=5 0.216 vs 0.216 (0.7×), k=10 0.075 vs 0.075 (1.0×). 3e-4
-#: was cheaper (0.3-0.6×) but raised k=10's errors (Zoo 0.047, votes 0.077).
+#: first value) over ``check_every`` iterations: the errors of all ``max_iter`` iterations at
+#: less of the time (docs/decisions.md, "The automatic tolerance").
 AUTO_TOL = 1e-4
-
-#: Starts run side by side only when one costs at least this (:func:`start_cost`): below it a
-#: start is mostly Python, which holds the GIL, and threads only add contention. Measured with
-#: n_init=10 on 2 threads against 1 (small problems running 10 iterations a kernel call): 1.14×
-#: on Zoo k=5 (7.5·10⁷), 1.69× on votes k=5 (10⁸), 1.9× on LUCAP0 k=10 (5.6·10⁹); before the
-#: iterations were grouped, Zoo measured 0.84×.
-PARALLEL_STARTS_MIN_COST = 5e7
-
 
 #: The paper's configuration of :class:`BANMF` (Algorithms 1-3 as published): one random start
 #: run for all ``max_iter`` iterations, the global grid thresholds, no Boolean refinements.
@@ -75,15 +60,6 @@ PAPER_CONFIG = MappingProxyType(
         "combine": False,
     }
 )
-
-#: The combination (``combine=True``) pools GreConD's factors too when its estimated work is
-#: at most this share of the starts' (:meth:`_Local._grecond_pays`). The estimate counts word
-#: operations, which cost far more than the iterations' multiply-adds: measured (a busy 2-core
-#: machine), mushroom k = 20 at a share of 1.5·10⁻⁵ took 0.2 s of a 30 s fit, retail k = 10 at
-#: 0.005 took 5 s of 26 s, tiles 10⁴×10³ k = 50 at 0.002 took 13 s of 56 s. So narrow data
-#: only, where its concepts, which never cover a zero, complement the starts' factors
-#: (mushroom k = 20: 46242 → 45891 combined with the best start alone).
-GRECOND_SHARE = 5e-4
 
 #: The share of the observed cells (ones and zeros alike) an inner fit leaves out, to choose
 #: the predictor of unknown cells on them (:meth:`BANMF._choose_predictor`).
@@ -441,7 +417,7 @@ class BANMF(BaseFactorization):
     def _fit_bytes(self, data, k: int) -> int:
         """Peak memory of the fit: every start's kept factors (float64 and Boolean, 18 bytes an
         entry), and the larger of what the starts running side by side hold (each its solver,
-        :func:`banmf.models._mu.solver_bytes`, alive until the start ends; its float64
+        :func:`banmf.engine.iterations.solver_bytes`, alive until the start ends; its float64
         starting factors; the threshold search's float64 copies) and the combination's pool
         (:func:`banmf.engine.pool.pool_bytes`), which comes after the last start; with unknown
         cells, the inner fit that chooses the predictor beside this fit's records."""
@@ -519,6 +495,37 @@ class BANMF(BaseFactorization):
         -------
         self
         """
+        with self._open(X, missing, observed, W, H) as (backend, start):
+            p = backend.p
+            names = [name for name in p["extra_starts"] if name != "nmf" or self._project_y]
+            driver = Driver(self, backend, p, backend.interrupts, backend.deferred)
+            outcome = driver.fit(names)
+            best = self._set_fitted(outcome, p)
+            self.W_continuous_, W = driver.rows(best)
+            interrupted = outcome.interrupted or any(run["interrupted"] for _, run in outcome.kept)
+            self._store_result(
+                W, best["H"], best["error"], best["n_iter"], start, interrupted, *backend.sizes
+            )
+            for name, value in backend.fitted().items():
+                setattr(self, name, value)
+            self.predictor_ = None
+            signalled = backend.interrupts.count or any(r["signalled"] for _, r in outcome.kept)
+            form = backend.unknown
+            if not signalled and form is not None:
+                # Gathered while the backend still holds the starts' rows.
+                starts = backend.start_factors(outcome, form == "observed", driver.rerun)
+        if signalled:
+            # The model holds the best result so far; a caller's loop of fits must stop too.
+            raise KeyboardInterrupt
+        if form is not None:
+            self._choose(backend, starts, interrupted)
+        return self
+
+    @contextmanager
+    def _open(self, X, missing, observed, W=None, H=None):
+        """The backend of a fit of X, with the clock started: ``(backend, start)``. Here
+        the one-machine backend (:class:`banmf.engine.local.LocalBackend`) over the data
+        checked once (:meth:`_begin`); :class:`banmf.distributed.BANMF` opens Dask's."""
         data, k, start = self._begin(X, missing, observed)
         X, unknown = data.X, data.unknown
         p = self._check_params(
@@ -528,48 +535,32 @@ class BANMF(BaseFactorization):
             warnings.warn(
                 "X has no nonzeros: nothing to factorize, the best W⊗H is all zeros",
                 UserWarning,
-                stacklevel=2,
+                stacklevel=4,
             )
-        backend = self._backend(data, p, check_random_state(self.random_state), W, H)
-        interrupts = Interruptions()
-        names = [name for name in p["extra_starts"] if name != "nmf" or self._project_y]
-        driver = Driver(self, backend, p, interrupts)
-        outcome = driver.fit(names)
-        best = self._set_fitted(outcome, p)
-        self.W_continuous_, W = driver.rows(best)
-        interrupted = outcome.interrupted or any(run["interrupted"] for _, run in outcome.kept)
-        self._set_result(data, W, best["H"], best["error"], best["n_iter"], start, interrupted)
-        self.predictor_ = None
-        if interrupts.count or any(run["signalled"] for _, run in outcome.kept):
-            # The model holds the best result so far; a caller's loop of fits must stop too.
-            raise KeyboardInterrupt
-        if unknown is not None:
-            starts = _start_factors(outcome, unknown.observed)
-            hand_over(self, starts)  # to a scope that scores them (keeping_starts), if any
-            selection = vars(self).get("rank_selection_")
-            if (
-                choosing()
-                and not interrupted
-                and selection is not None
-                and not selection.generalizes
-            ):
-                # No rank predicted the selection's folds better than the column majority
-                # (n_components="auto" on data without that structure): the majority predicts.
-                self.predictor_ = majority_predictor(data.X, unknown, selection.baseline_report())
-            elif choosing() and not interrupted and self.init == "random" and len(starts) > 1:
-                # One start (the paper's configuration, NMF's default): W⊗H is all there is.
-                # With n_components="auto" the selection's fold fits at this k predict
-                # together, with no inner fit (RankSelection.fold_predictor).
-                folds = None if selection is None else selection.fold_predictor
-                self.predictor_ = (
-                    folds if folds is not None else self._choose_predictor(data, k, starts)
-                )
-        return self
+        yield LocalBackend(self, data, p, check_random_state(self.random_state), W, H), start
 
-    def _backend(self, data, p: dict, rng, W=None, H=None) -> _Local:
-        """The one-machine backend of a fit of ``data`` (a :class:`banmf.Dataset`) with run
-        settings ``p`` (:meth:`_check_params`), its starts drawn from ``rng``."""
-        return _Local(self, data, p, rng, W, H)
+    def _choose(self, backend, starts: dict, interrupted: bool) -> None:
+        """Choose the predictor of the unknown cells (:attr:`predictor_`) from the factors of
+        each kind the fit's ``starts`` give, the same on every backend."""
+        hand_over(self, starts)  # to a scope that scores them (keeping_starts), if any
+        if not choosing() or interrupted:
+            return
+        selection = vars(self).get("rank_selection_")
+        if selection is not None and not selection.generalizes:
+            # No rank predicted the selection's folds better than the column majority
+            # (n_components="auto" on data without that structure): the majority predicts.
+            data = backend.dataset()
+            self.predictor_ = majority_predictor(data.X, data.unknown, selection.baseline_report())
+        elif self.init == "random" and len(starts) > 1:
+            # One start (the paper's configuration, NMF's default): W⊗H is all there is.
+            # With n_components="auto" the selection's fold fits at this k predict
+            # together, with no inner fit (RankSelection.fold_predictor).
+            folds = None if selection is None else selection.fold_predictor
+            self.predictor_ = (
+                folds
+                if folds is not None
+                else self._choose_predictor(backend.dataset(), self.n_components_, starts)
+            )
 
     def _choose_predictor(self, data, k: int, starts: dict) -> Predictor | None:
         """The predictor of the unknown cells (:attr:`predictor_`): fit again with
@@ -658,7 +649,7 @@ class BANMF(BaseFactorization):
         solver = MUSolver(
             data, W0, Ht, project=self._project_y, lower=self.lower, upper=p["upper"], eps=self.eps
         )
-        Driver(self, None, p, None).iterate(_LocalStart(None, solver, update_h=False))
+        Driver(self, None, p, None).iterate(LocalStart(None, solver, update_h=False))
         Wb = solver.W > self.thresholds_[0]
         if p["polish"] is not None:
             # Rows are independent given H: polish the new rows against the fitted H.
@@ -670,172 +661,3 @@ class BANMF(BaseFactorization):
         """The Boolean product ``W⊗H`` (a CSR support mask) for Boolean W of shape (n, k)."""
         self._check_fitted()
         return boolean_product(W, self.components_)
-
-
-def _start_factors(outcome: Outcome, observed: bool) -> dict:
-    """The factors of each kind of predictor a fit's starts give (:class:`Predictor`):
-    "product" always; "vote" with two starts or more (every start's Boolean factors); "nmf"
-    when the NMF start ran and the unknown cells were given as ``missing=`` (with
-    ``observed=`` the predicted ones off the observed cells are listed, which a continuous
-    product, nonzero almost everywhere, cannot do sparsely)."""
-    runs = [run for _, run in outcome.kept]
-    kinds: dict = {"product": ()}
-    if len(runs) > 1:
-        kinds["vote"] = (
-            np.stack([np.asarray(run["W"], dtype=bool) for run in runs]),
-            np.stack([np.asarray(run["H"], dtype=bool) for run in runs]),
-        )
-    nmf = outcome.extra.get("nmf")
-    if nmf is not None and not observed:
-        kinds["nmf"] = tuple(
-            np.asarray(nmf[f"{name}_continuous"], dtype=np.float64) for name in ("W", "H")
-        )
-    return kinds
-
-
-class _LocalStart:
-    """A start on one machine: the MU solver over all of X (one block)."""
-
-    def __init__(self, backend: _Local, solver: MUSolver, update_h: bool = True):
-        self.backend, self.solver, self.update_h = backend, solver, update_h
-
-    def chunk(self, every: int, callback: bool) -> int:
-        # Without a callback, a small problem runs up to ``every`` iterations a kernel call.
-        return every if not callback and self.solver.small else 1
-
-    def iterate(self, lams: np.ndarray) -> np.ndarray:
-        return self.solver.iterate(lams, self.update_h)
-
-    def threshold(self) -> dict:
-        b, solver = self.backend, self.solver
-        res = threshold_factors(
-            b.data,
-            solver.W.astype(np.float64),
-            solver.Ht.T.astype(np.float64),
-            b.p["n_thresholds"],
-            b.model.normalize,
-            "pruned",
-        )
-        k = res.W.shape[1]
-        return {
-            "W_continuous": res.W_scaled,
-            "H_continuous": res.H_scaled,
-            "grid_thresholds": (res.threshold_w, res.threshold_h),
-            "thresholds": (np.full(k, res.threshold_w), np.full(k, res.threshold_h)),
-            "W": res.W,
-            "H": res.H,
-            "error": res.error,
-        }
-
-
-class _Local:
-    """The one-machine backend of :mod:`banmf.engine.protocol`: X whole in this process (one
-    block), the records holding W, random starts side by side on threads when they pay."""
-
-    whole_columns = True  # Xᵀ's rows are X's columns whole: the exact polish, GreConD
-
-    def __init__(self, model: BANMF, data, p: dict, rng, W=None, H=None):
-        self.model, self.data, self.p = model, data, p
-        X = data.X
-        # The starting factors are drawn in start order from one generator, whichever thread
-        # then runs the start: the same starts as one after the other. The NMF start begins
-        # where the first start does if NNDSVD cannot run (a copy: the solver updates its
-        # factors in place).
-        k, dtype = p["k"], p["dtype"]
-        first = model._initial_factors(X.shape, k, dtype, rng, W, H)
-        self.first = (first[0].copy(), first[1].copy()) if "nmf" in p["extra_starts"] else None
-        self.starts = itertools.chain(
-            [first],
-            (model._initial_factors(X.shape, k, dtype, rng, W, H) for _ in range(p["n_init"] - 1)),
-        )
-
-    def side_by_side(self, n_starts: int) -> int:
-        # One thread for cheap starts (:data:`PARALLEL_STARTS_MIN_COST`).
-        p = self.p
-        (n, m), k = p["shape"], p["k"]
-        cheap = start_cost(n, m, p["nnz"], k, p["max_iter"]) < PARALLEL_STARTS_MIN_COST
-        return 1 if cheap else min(current_threads(), n_starts)
-
-    def random_starts(self):
-        return self.starts
-
-    def begin(self, key, init, project: bool) -> _LocalStart:
-        W0, Ht0 = init
-        model = self.model
-        solver = MUSolver(
-            self.data,
-            W0,
-            Ht0,
-            project=project,
-            lower=model.lower,
-            upper=self.p["upper"],
-            eps=model.eps,
-        )
-        return _LocalStart(self, solver)
-
-    def nmf_init(self):
-        svd = nndsvda(self.data, self.p["k"])
-        if svd is None:
-            return self.first
-        floor = np.finfo(self.p["dtype"]).eps
-        return tuple(np.maximum(f, floor).astype(self.p["dtype"], order="C") for f in svd)
-
-    def greedy(self, name: str, k: int):
-        if name == "grecond":
-            from .grecond import GreConD
-
-            with inside_a_start():
-                model = GreConD(k, polish=False, n_jobs=1).fit(self.data)
-            W, H = model.W_, model.components_
-        else:
-            W, H = column_factors(self.data.T.X, k)
-        return W, H, self.data.error(W, H)
-
-    def refine_thresholds(self, run: dict) -> dict:
-        # Refined in place: on copies, so that a Ctrl-C inside leaves the grid's as they were.
-        tw, th = (t.copy() for t in run["thresholds"])
-        ref = refine_factor_thresholds(self.data, run["W_continuous"], run["H_continuous"], tw, th)
-        return {"W": ref.W, "H": ref.H, "error": ref.error, "thresholds": (tw, th)}
-
-    def polish(self, run: dict, method: str) -> dict:
-        pol = polish_factors(self.data, run["W"], run["H"], method)
-        return {"W": pol.W, "H": pol.H, "error": pol.error, "polish_rounds": pol.rounds}
-
-    def swaps(self, run: dict, method: str, most: int):
-        for step in swap_steps(self.data, run["W"], run["H"], method, most):
-            yield {
-                "W": step.W,
-                "H": step.H,
-                "error": step.error,
-                "swap": (step.factor, step.column),
-            }
-
-    def attempt(self, work):
-        return work()
-
-    def combine(self, runs: list, k: int, again=None):
-        # Every record holds its W: nothing runs again here.
-        more = []
-        if all(run["start"] != "grecond" for run in runs) and self._grecond_pays(runs, k):
-            more.append(self.greedy("grecond", k)[:2])
-        W, H, error, info = combine(self.data, runs, k, more)
-        return W, H, error, info["new"]
-
-    def _grecond_pays(self, runs: list, k: int) -> bool:
-        """Whether GreConD's factors join the combination's pool: where it runs (not with
-        observed zeros given) and its estimated work is at most :data:`GRECOND_SHARE` of the
-        starts' (:func:`start_cost` at the iterations each ran)."""
-        from .grecond import grecond_work
-
-        data = self.data
-        if data.unknown is not None and data.unknown.observed:
-            return False
-        (n, m), nnz = data.shape, data.nnz
-        starts = sum(start_cost(n, m, nnz, k, run["n_iter"]) for run in runs)
-        return grecond_work(data.X, k) <= GRECOND_SHARE * starts
-
-    def keep(self, best) -> None:
-        """Every record holds its own W: nothing to drop."""
-
-    def rows(self, best: dict, again) -> tuple[np.ndarray, np.ndarray]:
-        return best["W_continuous"], best["W"]

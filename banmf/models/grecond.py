@@ -27,7 +27,7 @@ from ._base import (
 #: dense data); the first, over all rows, costs the most.
 CALLS_PER_FACTOR = 3
 
-__all__ = ["GreConD", "grecond_work"]
+__all__ = ["GreConD", "grecond_work", "grecond_work_of"]
 
 
 def _packed(mask: np.ndarray, words: int) -> np.ndarray:
@@ -40,15 +40,23 @@ def _packed(mask: np.ndarray, words: int) -> np.ndarray:
 
 def grecond_work(X, limit: int | None) -> float:
     """GreConD's estimated work on the relation X (a CSR mask) for ``limit`` factors (None:
-    min(n, m)). Each factor costs a few calls of :func:`grecond_values`: the first, over all
-    rows, Σ deg(i)² + nnz, the others a pass over the columns' rows (on packed columns, each
-    call m words and two per one of a row for each column)."""
-    n, m = X.shape
+    min(n, m)): :func:`grecond_work_of` its shape, ones and the sum of its rows' squared
+    degrees."""
     deg = np.diff(X.indptr).astype(np.float64)
-    per_factor = float(deg @ deg) + CALLS_PER_FACTOR * (X.nnz + m)
+    return grecond_work_of(X.shape, X.nnz, float(deg @ deg), limit)
+
+
+def grecond_work_of(shape: tuple, nnz: int, degree_squares: float, limit: int | None) -> float:
+    """GreConD's estimated work on a relation of ``shape`` with ``nnz`` ones whose rows'
+    squared degrees sum to ``degree_squares`` (a sum over row blocks too), for ``limit``
+    factors (None: min(n, m)). Each factor costs a few calls of :func:`grecond_values`: the
+    first, over all rows, Σ deg(i)² + nnz, the others a pass over the columns' rows (on packed
+    columns, each call m words and two per one of a row for each column)."""
+    n, m = shape
+    per_factor = degree_squares + CALLS_PER_FACTOR * (nnz + m)
     words = -(-n // 64)
-    if m * words <= X.nnz:
-        per_factor = min(per_factor, CALLS_PER_FACTOR * (m * words + 2.0 * X.nnz / max(1, n) * m))
+    if m * words <= nnz:
+        per_factor = min(per_factor, CALLS_PER_FACTOR * (m * words + 2.0 * nnz / max(1, n) * m))
     return (limit or min(n, m)) * per_factor
 
 
