@@ -10,7 +10,7 @@ from ._validation import is_anndata
 from .dataset import Dataset
 from .exceptions import Interrupted, InvalidParameterError
 from .models import METHODS
-from .result import Factorization
+from .result import EMBED_MAX_NNZ, Factorization
 
 __all__ = ["Factorization", "factorize", "fit_many"]  # Factorization: from banmf.result
 
@@ -26,6 +26,7 @@ def factorize(
     layer: str | None = None,
     key_added: str | None = None,
     overwrite: bool = False,
+    client=None,
     **method_params,
 ) -> Factorization:
     """Factorize the 0/1 matrix X with any registered method.
@@ -63,6 +64,13 @@ def factorize(
         banmf's own result under the same key is replaced.
     overwrite : bool, default False
         With an AnnData X: replace entries under ``key_added`` that banmf did not write.
+    client : distributed.Client, optional
+        Fit on this Dask cluster (:class:`banmf.distributed.BANMF`; "banmf" only): X is cut
+        into row blocks on the workers. An X given as row blocks
+        (:class:`banmf.distributed.BlockMatrix`) is fitted there too, on the current client
+        without one. The result is the one a fit on this machine gives (with
+        ``polish="flip"``: the exact polish needs X's columns whole), its predictor of unknown
+        cells included; the copy of X a result keeps is gathered from small row blocks.
     **method_params
         Passed to the method's estimator (see its class).
 
@@ -82,6 +90,16 @@ def factorize(
             f"unknown method {method!r}; choose one of {', '.join(METHODS)}"
         )
     cls = METHODS[method]
+    # Row blocks (banmf.distributed.BlockMatrix), told apart without importing Dask's side.
+    blocks = type(X).__qualname__ == "BlockMatrix" and type(X).__module__.startswith("banmf.")
+    if client is not None or blocks:
+        if method != "banmf":
+            raise InvalidParameterError(
+                f"only 'banmf' fits on a Dask cluster (client= or row blocks), not {method!r}"
+            )
+        from .distributed import BANMF as cls
+
+        method_params["client"] = client
     valid = set(cls._param_names())
     unknown = set(method_params) - valid
     if unknown:
@@ -97,29 +115,40 @@ def factorize(
     if adata is not None:
         key_added = check_destination(adata, "banmf" if key_added is None else key_added, overwrite)
         X = Dataset(**anndata_parts(adata, layer))
-    data = Dataset.of(X, missing, observed)
-    X = data.X
-    labels = {
-        "row_labels": data.row_labels,
-        "col_labels": data.col_labels,
-        "missing": data.missing,
-        "observed": data.observed,
-    }
+    if blocks:
+        if missing is not None or observed is not None:
+            raise InvalidParameterError(
+                "row blocks carry their unknown cells: pass no missing/observed"
+            )
+        data, X, labels = X, None, {}
+    else:
+        data = Dataset.of(X, missing, observed)
+        X = data.X
+        labels = {
+            "row_labels": data.row_labels,
+            "col_labels": data.col_labels,
+            "missing": data.missing,
+            "observed": data.observed,
+        }
     est = cls(n_components=n_components, random_state=random_state, **method_params)
     start = time.perf_counter()
+
+    def result_of() -> Factorization:
+        fields = labels
+        if blocks and est.nnz_ <= EMBED_MAX_NNZ:
+            # Small row blocks are gathered, as a result keeps a copy of small data.
+            fields = dict(zip(("X", "missing", "observed"), data.gather(), strict=True))
+        return Factorization.from_estimator(
+            est, method=method, X=X, seconds=time.perf_counter() - start, **fields
+        )
+
     try:
         est.fit(data)
     except KeyboardInterrupt:
         if not getattr(est, "interrupted_", False):
             raise  # before any result existed, or a second Ctrl-C
-        raise Interrupted(
-            Factorization.from_estimator(
-                est, method=method, X=X, seconds=time.perf_counter() - start, **labels
-            )
-        ) from None
-    result = Factorization.from_estimator(
-        est, method=method, X=X, seconds=time.perf_counter() - start, **labels
-    )
+        raise Interrupted(result_of()) from None
+    result = result_of()
     if adata is not None:
         store_result(adata, result, key_added)
     return result

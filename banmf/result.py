@@ -185,8 +185,14 @@ class Factorization:
         """
         estimator._check_fitted()
         if method is None:
+            # Its class, or the registered class it extends (banmf.distributed.BANMF: "banmf").
             method = next(
-                (name for name, cls_ in METHODS.items() if type(estimator) is cls_),
+                (
+                    name
+                    for kind in type(estimator).__mro__
+                    for name, cls_ in METHODS.items()
+                    if kind is cls_
+                ),
                 type(estimator).__name__,
             )
         info = {
@@ -203,7 +209,12 @@ class Factorization:
             error=int(estimator.reconstruction_err_),
             relative_error=float(estimator.relative_error_),
             method=method,
-            params={k: v for k, v in estimator.get_params(deep=False).items() if k != "callback"},
+            # A callback and a Dask client are handles of this process, not settings of the fit.
+            params={
+                k: v
+                for k, v in estimator.get_params(deep=False).items()
+                if k not in ("callback", "client")
+            },
             n_iter=int(estimator.n_iter_),
             seconds=float(estimator.fit_seconds_ if seconds is None else seconds),
             interrupted=bool(getattr(estimator, "interrupted_", False)),

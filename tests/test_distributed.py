@@ -202,8 +202,8 @@ def test_same_factors_as_one_machine_with_the_randomized_svd(
         masks = {name: mask.T.tocsr() for name, mask in masks.items()}
     one = banmf.BANMF(**params).fit(X, **masks)
     many = bd.BANMF(**params, n_blocks=5).fit(X, **masks)
-    # (one machine's fit with missing cells also fits a hold-out to choose its predictor)
-    assert randomized_svd["one"] >= 1 and randomized_svd["many"] == 1
+    # (a fit with missing cells also fits a hold-out to choose its predictor, on each side)
+    assert randomized_svd["many"] == randomized_svd["one"] >= 1
     _same(one, many, **({"rtol": 1e-7, "atol": 1e-8} if wide else {}))
     if data == "tiles" and not wide:
         assert many.best_start_ == "nmf"
@@ -439,6 +439,55 @@ def test_combined_as_on_one_machine(combined_fit, unknown, k, best, data):
     assert many.reconstruction_err_ == banmf.boolean_error(
         X, many.W_, many.components_, **masks[unknown]
     )
+
+
+def test_grecond_joins_the_pool_as_on_one_machine(client, monkeypatch):
+    """Where one machine pools GreConD's factors (here made to pay everywhere), the cluster
+    pools the same factors, found on X gathered on the driver, and ends at the same fit."""
+    from banmf.distributed import _backend
+    from banmf.engine import local, pool
+
+    monkeypatch.setattr(pool, "GRECOND_SHARE", np.inf)
+    calls = Counter()
+    for module, side in ((local, "one"), (_backend, "many")):
+
+        def spy(*args, original=local.grecond_factors, side=side):
+            calls[side] += 1
+            return original(*args)
+
+        monkeypatch.setattr(module, "grecond_factors", spy)
+    X, masks = _tiles()
+    one = banmf.BANMF(**COMBINED).fit(X, **masks[None])
+    many = bd.BANMF(**COMBINED, n_blocks=4).fit(X, **masks[None])
+    assert calls == {"one": 1, "many": 1}
+    _same(one, many)
+
+
+@pytest.mark.parametrize("unknown", ["missing", "observed"])
+def test_a_cluster_fit_chooses_and_completes_as_one_machine(client, unknown):
+    """With unknown cells, the cluster fit chooses the predictor one machine chooses (its
+    inner fit on the same held-out cells, on the cluster), keeps it with the result, and
+    completes the same cells the same way, bit for bit."""
+    rng = np.random.default_rng(0)
+    X = banmf.make_boolean(20, 30, 3, density=0.3, noise=0.05, random_state=1)[0]
+    mask = sp.csr_matrix(rng.random((20, 30)) < (0.1 if unknown == "missing" else 0.8))
+    params = {"random_state": 0, "polish": "flip", "max_iter": 100, "n_init": 3}
+    one = banmf.factorize(X, 3, **{unknown: mask}, **params)
+    many = banmf.factorize(X, 3, **{unknown: mask}, client=client, n_blocks=3, **params)
+    assert many.estimator.n_blocks_ == 3
+    assert one.predictor is not None and many.predictor is not None
+    assert many.predictor.kind == one.predictor.kind
+    assert many.predictor.threshold == one.predictor.threshold
+    assert np.array_equal(many.predictor.probabilities, one.predictor.probabilities)
+    assert (one.complete() != many.complete()).nnz == 0
+    rows, cols = np.divmod(np.arange(20 * 30), 30)
+    assert np.array_equal(one.predict_proba(rows, cols), many.predict_proba(rows, cols))
+
+
+def test_the_cluster_estimator_has_no_fit_of_its_own():
+    """banmf.distributed.BANMF is BANMF with a Dask backend: one fit, one choice of the
+    predictor, one end of the fit."""
+    assert "fit" not in vars(bd.BANMF) and bd.BANMF.fit is banmf.BANMF.fit
 
 
 def test_a_worker_lost_during_or_after_the_combination(combined_fit, monkeypatch):
@@ -1061,7 +1110,7 @@ def test_cli_cannot_connect_says_where_and_how_long(tmp_path):
     "extra, message",
     [
         (("--method", "asso"), "only banmf runs on a cluster"),
-        (("--hold-out", "0.1"), "--hold-out does not run on a cluster"),
+        (("--hold-out", "0.1"), "--hold-out needs the data in memory"),
         (("--show",), "--show needs the data in memory"),
     ],
 )

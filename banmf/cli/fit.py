@@ -1,4 +1,5 @@
-"""``banmf factorize``: a fit on this machine, or BANMF on a Dask cluster (``--scheduler``)."""
+"""``banmf factorize``: a fit on this machine, or BANMF on a Dask cluster (``--scheduler``),
+by one path: the library call differs by its ``client`` only."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from .render import Progress, emit, fit_lines, pattern_lines, plural, refinement
 
 
 def cmd_factorize(args, out, err) -> int:
+    """``banmf factorize``: read, fit (on this machine, or with ``--scheduler`` on a Dask
+    cluster, by the same library call), summarize, save."""
     from ..api import factorize
     from ..exceptions import InputError, Interrupted
     from ..models import METHODS
@@ -28,12 +31,15 @@ def cmd_factorize(args, out, err) -> int:
         )
     params = estimator_params(args, METHODS[args.method])
     if args.scheduler:
-        return _factorize_distributed(args, out, err, params)
+        _check_scheduler(args)
     if args.out:
         check_target(args.out, "--out", inputs=[args.input, args.missing, args.observed])
-    ds = read_input(args.input, args.format)
-    X = ds.X
-    data = fitted = input_data(args, ds)
+    blocks = _row_blocks(args) if args.scheduler else None
+    ds = data = fitted = X = None
+    if blocks is None:
+        ds = read_input(args.input, args.format)
+        X = ds.X
+        data = fitted = input_data(args, ds)
     hidden = None
     if args.hold_out:
         from ..model_selection import hold_out
@@ -43,20 +49,46 @@ def cmd_factorize(args, out, err) -> int:
         except InputError as exc:  # the data's masks are checked: this is about the fraction
             raise UsageError(f"--hold-out {exc}") from None
         fitted = data.hide(hidden)
+    client = cluster = None
+    if args.scheduler:
+        client, cluster = _connect(args, err)
+    where = f" on {args.scheduler}" if args.scheduler else ""
     progress = Progress(
-        err, f"fitting {args.method}", enabled=not args.quiet, ahead=_ahead(args, params, fitted)
+        err,
+        f"fitting {args.method}" + (" on the cluster" if args.scheduler else ""),
+        enabled=not args.quiet,
+        ahead=None if args.scheduler else _ahead(args, params, fitted),
     )
     signalled = False
     with progress:
         start_numba()
         start = time.perf_counter()
         try:
-            result = factorize(fitted, args.k, args.method, random_state=args.seed, **params)
+            result = factorize(
+                fitted if blocks is None else blocks,
+                args.k,
+                args.method,
+                random_state=args.seed,
+                **({"client": client} if client is not None else {}),
+                **params,
+            )
         except Interrupted as exc:  # the first signal: the best result so far
             result, signalled = exc.result, True
+        finally:
+            if client is not None:
+                client.close()
+            if cluster is not None:
+                cluster.close()
     # The fit's own time: the first run's compilation is reported apart.
     seconds = time.perf_counter() - start - progress.compile_seconds
-    meta = {"input": str(args.input), "input_sha256": sha256(args.input), "seed": args.seed}
+    model = result.estimator
+    if args.scheduler and not args.quiet:
+        _polish_note(args, model, err)
+    meta = {"input": str(args.input), "seed": args.seed}
+    if ds is not None:
+        meta["input_sha256"] = sha256(args.input)
+    if args.scheduler:
+        meta["scheduler"] = args.scheduler
     if hidden is not None:
         from ..model_selection import held_out_scores
 
@@ -74,31 +106,42 @@ def cmd_factorize(args, out, err) -> int:
         }
         if kind != "product":
             meta["held_out"]["product"] = held_out_scores(X, result.W, result.H, hidden)
-    result = result.replace(
-        seconds=seconds, row_labels=ds.row_labels, col_labels=ds.col_labels, meta=meta
-    )
-    counts = result.evaluate(X)  # with the unknown cells it was fitted with, hidden ones too
-    fn, fp = counts["false_negatives"], counts["false_positives"]
-    unknown = X.shape[0] * X.shape[1] - data.n_observed
+    labels = {} if ds is None else {"row_labels": ds.row_labels, "col_labels": ds.col_labels}
+    result = result.replace(seconds=seconds, meta=meta, **labels)
+    n, m = result.shape
+    if X is not None:
+        counts = result.evaluate(X)  # with the unknown cells it was fitted with, hidden ones too
+        split = (counts["false_negatives"], counts["false_positives"])
+        nnz, unknown = int(X.nnz), n * m - data.n_observed
+    else:  # row-block files: the cluster counted the error's parts
+        split = (model.false_negatives_, model.false_positives_)
+        nnz, unknown = int(model.nnz_), n * m - int(model.n_observed_)
     observed_cells = result.n_observed
     # The relative error divides by the observed ones the fit saw: fewer than X's nonzeros
     # when some are unknown or held out.
-    fitted_ones = X.nnz if result.X is None else int(result.X.nnz)
+    fitted_ones = int(model.nnz_) if result.X is None else int(result.X.nnz)
     record = _record(
         args,
         result,
-        nnz=int(X.nnz),
+        nnz=nnz,
         unknown=unknown,
         observed_cells=observed_cells,
-        split=(fn, fp),
+        split=split,
         compiling=progress.compile_seconds,
         signalled=signalled,
     )
+    if args.scheduler:
+        record.update(
+            scheduler=args.scheduler,
+            blocks=int(model.n_blocks_),
+            recoveries=int(model.recoveries_),
+            traffic=dict(model.traffic_),
+        )
     if args.out:
         result.save(args.out)
         args.written = args.out
     compiling = progress.compile_seconds
-    selection = getattr(result.estimator, "rank_selection_", None)
+    selection = getattr(model, "rank_selection_", None)
     choosing = None
     if selection is not None:  # -k auto: the selection's time, without its compilation
         choosing = max(selection.seconds - progress.selection_compile_seconds, 0.0)
@@ -106,13 +149,14 @@ def cmd_factorize(args, out, err) -> int:
     lines = fit_lines(
         args,
         result,
-        nnz=X.nnz,
+        nnz=nnz,
         fitted_ones=fitted_ones,
         observed_cells=observed_cells,
         unknown=unknown,
-        split=(fn, fp),
+        split=split,
         compiling=compiling,
         compiled=progress.compiled,
+        where=where,
         choosing=choosing,
     )
     if hidden is not None:
@@ -126,6 +170,8 @@ def cmd_factorize(args, out, err) -> int:
         shown = _auto_lines(selection) + (_curve_lines(selection) if args.verbose else [])
         lines[method_line + 1 : method_line + 1] = shown
     lines += refinement_lines(result.info, record)
+    if args.scheduler:
+        lines.append(_cluster_line(model))
     lines += _ending_lines(args, record, signalled, selection)
     if args.show:
         found = result.patterns(X, top=args.top)
@@ -214,24 +260,44 @@ def _curve_lines(selection) -> list[str]:
     return lines
 
 
-def _blocks_input(args):
-    """The input of a distributed fit: ``(blocks, ds, data)``. Row-block files (a folder or
-    a glob pattern) give ``ds`` and ``data`` None; one matrix file is read and cut into
-    blocks here, ``ds`` is the file's dataset and ``data`` it with the unknown cells of
-    ``--missing`` / ``--observed`` as well (:func:`input_data`)."""
-    from ..distributed import BlockMatrix, read_blocks
+def _check_scheduler(args) -> None:
+    """What ``--scheduler`` refuses, before anything is read or started."""
+    if args.method != "banmf":
+        raise UsageError(f"--scheduler: only banmf runs on a cluster, not {args.method}")
+    if args.k == "auto":
+        raise UsageError(
+            "-k auto does not run on a cluster (eleven fits per rank tried): choose k on a sample "
+            "with banmf select-k or factorize -k auto without --scheduler, and pass it"
+        )
+    try:
+        import distributed  # noqa: F401
+
+        import banmf.distributed  # noqa: F401
+    except ImportError:
+        raise UsageError("--scheduler needs Dask: pip install 'banmf[distributed]'") from None
+
+
+def _row_blocks(args):
+    """Row-block files (a folder or a glob pattern) as a :class:`banmf.distributed.BlockMatrix`;
+    None for one matrix file, which is read as on one machine. ``--hold-out`` and ``--show``
+    need the data in memory: refused with row-block files."""
+    from ..distributed import read_blocks
 
     path = Path(args.input)
-    if path.is_dir() or (not path.exists() and any(c in args.input for c in "*?[")):
-        if args.missing or args.observed:
-            raise UsageError("--missing/--observed: row-block files carry their unknown cells")
-        try:
-            return read_blocks(args.input), None, None
-        except (FileNotFoundError, ValueError) as exc:
-            raise UsageError(f"{args.input}: {exc}") from None
-    ds = read_input(args.input, args.format)
-    data = input_data(args, ds)
-    return BlockMatrix.from_matrix(data), ds, data
+    if not (path.is_dir() or (not path.exists() and any(c in args.input for c in "*?["))):
+        return None
+    if args.missing or args.observed:
+        raise UsageError("--missing/--observed: row-block files carry their unknown cells")
+    for option, given in (("--hold-out", args.hold_out), ("--show", args.show)):
+        if given:
+            raise UsageError(
+                f"{option} needs the data in memory, and row-block files stay on the workers: "
+                "give one matrix file, or run banmf show on the saved result"
+            )
+    try:
+        return read_blocks(args.input)
+    except (FileNotFoundError, ValueError) as exc:
+        raise UsageError(f"{args.input}: {exc}") from None
 
 
 def _connect(args, err):
@@ -266,126 +332,32 @@ def _connect(args, err):
         ) from None
 
 
-def _factorize_distributed(args, out, err, params) -> int:
-    """``banmf factorize --scheduler``: BANMF on a Dask cluster (:mod:`banmf.distributed`),
-    with the summary, the saved result and its record of a fit on one machine."""
-    from ..io import EMBED_MAX_NNZ
-    from ..result import Factorization
+def _polish_note(args, model, err) -> None:
+    """Say why a cluster fit's factors may differ from one machine's: one machine's
+    ``polish=True`` is "auto", the exact polish wherever it is cheap, which is not
+    distributed."""
+    from ..polish import resolve_polish
 
-    if args.method != "banmf":
-        raise UsageError(f"--scheduler: only banmf runs on a cluster, not {args.method}")
-    if args.hold_out:
-        raise UsageError("--hold-out does not run on a cluster yet")
-    if args.k == "auto":
-        raise UsageError(
-            "-k auto does not run on a cluster (eleven fits per rank tried): choose k on a sample "
-            "with banmf select-k or factorize -k auto without --scheduler, and pass it"
+    n, m = model.W_.shape[0], model.n_features_in_
+    k = model.n_components_
+    if k > 0 and model.polish is True and resolve_polish("auto", (n, m), model.nnz_, k) == "exact":
+        err.write(
+            f"banmf: note: on one machine banmf polishes these factors exactly (k={k}), "
+            "which is not distributed, so W and H may differ from a fit without --scheduler "
+            "(with --param polish=flip they agree)\n"
         )
-    if args.show:
-        raise UsageError("--show needs the data in memory: run banmf show on the saved result")
-    try:
-        import banmf.distributed as bd
-    except ImportError:
-        raise UsageError("--scheduler needs Dask: pip install 'banmf[distributed]'") from None
-    if args.out:
-        check_target(args.out, "--out", inputs=[args.input, args.missing, args.observed])
-    blocks, ds, data = _blocks_input(args)
-    n, m = blocks.shape
-    client, cluster = _connect(args, err)
-    progress = Progress(err, "fitting banmf on the cluster", enabled=not args.quiet)
-    signalled = False
-    with progress:
-        try:
-            model = bd.BANMF(args.k, random_state=args.seed, client=client, **params)
-            start = time.perf_counter()
-            try:
-                model.fit(blocks)
-            except KeyboardInterrupt:
-                if not hasattr(model, "W_"):  # nothing fitted yet
-                    raise
-                signalled = True  # the first signal: the best result so far
-            seconds = time.perf_counter() - start
-        finally:
-            client.close()
-            if cluster is not None:
-                cluster.close()
-    if args.k > 0 and not args.quiet:
-        from ..polish import resolve_polish
 
-        # One machine's polish=True is "auto": the exact polish wherever it is cheap.
-        if model.polish is True and resolve_polish("auto", (n, m), model.nnz_, args.k) == "exact":
-            err.write(
-                f"banmf: note: on one machine banmf polishes these factors exactly (k={args.k}), "
-                "which is not distributed, so W and H may differ from a fit without --scheduler "
-                "(with --param polish=flip they agree, unless one machine pools GreConD's "
-                "factors in the combination of the starts, which it does on narrow data)\n"
-            )
-    # The data as one machine's result keeps it (banmf.io.save_result keeps a copy of small
-    # data): read here from a matrix file, gathered from small row-block files.
-    meta = {"input": str(args.input), "seed": args.seed, "scheduler": args.scheduler}
-    fields = {}
-    if ds is not None:
-        fields = {
-            "missing": data.missing,
-            "observed": data.observed,
-            "row_labels": ds.row_labels,
-            "col_labels": ds.col_labels,
-        }
-        meta["input_sha256"] = sha256(args.input)
-    elif model.nnz_ <= EMBED_MAX_NNZ:
-        fields = dict(zip(("X", "missing", "observed"), blocks.gather()))
-    result = Factorization.from_estimator(model, method="banmf", seconds=seconds, **fields)
-    result = result.replace(
-        # Its observed ones, as a fit on one machine keeps them (the fit checked the masks).
-        X=result.X if ds is None else result.data(ds.X).X,
-        params={k: v for k, v in result.params.items() if k != "client"},
-        estimator=None,
-        meta=meta,
-    )
-    nnz = model.nnz_ if ds is None else int(ds.X.nnz)
-    observed_cells = int(model.n_observed_)
-    split = (model.false_negatives_, model.false_positives_)
-    record = {
-        **_record(
-            args,
-            result,
-            nnz=nnz,
-            unknown=n * m - observed_cells,
-            observed_cells=observed_cells,
-            split=split,
-            compiling=progress.compile_seconds,
-            signalled=signalled,
-        ),
-        "scheduler": args.scheduler,
-        "blocks": int(model.n_blocks_),
-        "recoveries": int(model.recoveries_),
-        "traffic": dict(model.traffic_),
-    }
-    if args.out:
-        result.save(args.out)
-        args.written = args.out
-    lines = fit_lines(
-        args,
-        result,
-        nnz=nnz,
-        fitted_ones=model.nnz_,
-        observed_cells=observed_cells,
-        unknown=n * m - observed_cells,
-        split=split,
-        where=f" on {args.scheduler}",
-    )
-    lines += refinement_lines(result.info, record)
+
+def _cluster_line(model) -> str:
+    """The summary's line of what the cluster did: its blocks, traffic and lost workers."""
     traffic = model.traffic_
-    lines.append(
+    return (
         f"cluster         {plural(model.n_blocks_, 'row block')}; "
         f"{traffic['sent_bytes'] / 1e6:.1f} MB sent, "
         f"{traffic['received_bytes'] / 1e6:.1f} MB received, "
         f"{plural(traffic['round_trips'], 'round trip')}"
         + (f"; {plural(model.recoveries_, 'lost worker')} survived" if model.recoveries_ else "")
     )
-    lines += _ending_lines(args, record, signalled)
-    emit(args, record, lines, out)
-    return args.signals.exit_code if signalled else EXIT_OK
 
 
 def _ahead(args, params: dict, data):

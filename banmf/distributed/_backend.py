@@ -6,10 +6,12 @@ that loses a worker runs again from its seed after the repair.
 The blocks hold W's rows (balanced and Boolean) of the best start so far, and with
 ``combine`` every other start's Boolean rows too; the driver holds every start's H. The
 combination (:func:`banmf.engine.pool.choose`) runs over the blocks' rows
-(:class:`_BlockSource`). Steps that need whole columns (the exact polish, GreConD) are not
-here: the driver refuses them (``DaskBackend.whole_columns`` is False), and GreConD's factors
-never join the combination's pool here (one machine adds them only on narrow data, where they
-cost little: :meth:`banmf.models.banmf._Local._grecond_pays`).
+(:class:`_BlockSource`). Steps that need whole columns (the exact polish, the GreConD start)
+are not here: the driver refuses them (``DaskBackend.whole_columns`` is False). Two steps read
+X whole on the driver, gathered from the blocks when the fit was not given it in memory
+(:meth:`DaskBackend.dataset`): GreConD's factors for the combination's pool, where one machine
+pools them too (:func:`banmf.engine.pool.grecond_pays`), and the inner fit that chooses the
+predictor of unknown cells (as one machine's, on the same cells).
 """
 
 from __future__ import annotations

@@ -14,16 +14,15 @@ from contextlib import contextmanager
 from numbers import Integral, Real
 from typing import ClassVar
 
-import numpy as np
-
 from .._params import BOOLEAN, NONE, Interval, Kind, Options
 from .._signals import Interruptions, deferred_interrupts
 from .._validation import check_random_state
 from ..engine import check_backend
 from ..exceptions import InputError, InvalidParameterError, MissingDependencyError
 from ..io import Dataset
-from ..models import store_params
+from ..models import declared_init
 from ..models.banmf import BANMF as _BANMF
+from ..models.banmf import BANMF_DEFAULTS
 from ..result import Factorization
 from ._backend import DaskBackend
 from ._session import Session
@@ -133,38 +132,15 @@ normalize, n_init, dtype, random_state, verbose, callback
     >>> model.save("big_k32.npz")                               # doctest: +SKIP
     """
 
-    def __init__(
-        self,
-        n_components=10,
-        *,
-        regularization=None,
-        max_iter=1000,
-        tol="auto",
-        check_every=10,
-        init="random",
-        init_scale=1.0,
-        lower=1.0,
-        upper="k",
-        eps=1e-12,
-        n_thresholds=100,
-        normalize="balance",
-        thresholds="per-factor",
-        polish=True,
-        swap=True,
-        extra_starts=("nmf", "columns"),
-        combine=True,
-        n_init="auto",
-        dtype=np.float64,
-        n_jobs=None,
-        random_state=None,
-        verbose=0,
-        callback=None,
-        client=None,
-        n_blocks=None,
-        block_memory="auto",
-        max_recoveries=3,
-    ):
-        store_params(self, locals())
+    __init__ = declared_init(
+        {
+            **BANMF_DEFAULTS,
+            "client": None,
+            "n_blocks": None,
+            "block_memory": "auto",
+            "max_recoveries": 3,
+        }
+    )
 
     _parameter_constraints: ClassVar[dict] = {
         **_BANMF._parameter_constraints,
@@ -262,6 +238,4 @@ normalize, n_init, dtype, random_state, verbose, callback
         """Save the fitted factorization (:meth:`banmf.Factorization.save`): W, H, the errors,
         the parameters (the client left out)."""
         self._check_fitted()
-        result = Factorization.from_estimator(self, method="banmf")
-        params = {k: v for k, v in result.params.items() if k != "client"}
-        result.replace(params=params, estimator=None).save(path)
+        Factorization.from_estimator(self).replace(estimator=None).save(path)

@@ -10,6 +10,7 @@ import inspect
 import logging
 import sys
 import time
+from collections.abc import Mapping
 from numbers import Integral
 from typing import ClassVar
 
@@ -117,6 +118,35 @@ def store_params(estimator, arguments: dict) -> None:
     """The body of every ``__init__``: store its arguments (``locals()``) as they are."""
     for name in estimator._param_names():
         setattr(estimator, name, arguments[name])
+
+
+def declared_init(defaults: Mapping, first: str = "n_components"):
+    """An ``__init__`` for estimators that share their parameters: it stores its arguments
+    as they are, and its signature is the one ``defaults`` (name → default, in order)
+    declares, ``first`` positional and the others keyword-only, as scikit-learn's
+    ``get_params`` and ``clone`` read it (and ``help`` and the docs show it)."""
+    kinds = {first: inspect.Parameter.POSITIONAL_OR_KEYWORD}
+    signature = inspect.Signature(
+        [
+            inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+            *(
+                inspect.Parameter(
+                    name, kinds.get(name, inspect.Parameter.KEYWORD_ONLY), default=default
+                )
+                for name, default in defaults.items()
+            ),
+        ]
+    )
+    names = tuple(defaults)
+
+    def __init__(self, *args, **kwargs):
+        bound = signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        for name in names:
+            setattr(self, name, bound.arguments[name])
+
+    __init__.__signature__ = signature
+    return __init__
 
 
 def refuse_observed(data: Dataset, method: str) -> None:

@@ -39,12 +39,42 @@ from ..polish import (
     resolve_polish,
 )
 from ..result import relative_error
-from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, store_params
+from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, declared_init
 
 #: ``tol="auto"``: stop a start once its objective moves by less than this (relative to the
 #: first value) over ``check_every`` iterations: the errors of all ``max_iter`` iterations at
 #: less of the time (docs/decisions.md, "The automatic tolerance").
 AUTO_TOL = 1e-4
+
+#: :class:`BANMF`'s parameters and their defaults, declared once: the variants
+#: (:mod:`banmf.models.nmf`) and :class:`banmf.distributed.BANMF` change or extend them.
+BANMF_DEFAULTS = MappingProxyType(
+    {
+        "n_components": 10,
+        "regularization": None,
+        "max_iter": 1000,
+        "tol": "auto",
+        "check_every": 10,
+        "init": "random",
+        "init_scale": 1.0,
+        "lower": 1.0,
+        "upper": "k",
+        "eps": 1e-12,
+        "n_thresholds": 100,
+        "normalize": "balance",
+        "thresholds": "per-factor",
+        "polish": True,
+        "swap": True,
+        "extra_starts": ("nmf", "columns"),
+        "combine": True,
+        "n_init": "auto",
+        "dtype": np.float64,
+        "n_jobs": None,
+        "random_state": None,
+        "verbose": 0,
+        "callback": None,
+    }
+)
 
 #: The paper's configuration of :class:`BANMF` (Algorithms 1-3 as published): one random start
 #: run for all ``max_iter`` iterations, the global grid thresholds, no Boolean refinements.
@@ -87,7 +117,7 @@ def inner_hold_out(ones: int, zeros: int) -> tuple[int, int, float]:
 EXTRA_STARTS = ("nmf", "grecond", "columns")
 
 
-__all__ = ["BANMF", "PAPER_CONFIG", "relative_error", "start_cost"]
+__all__ = ["BANMF", "BANMF_DEFAULTS", "PAPER_CONFIG", "relative_error", "start_cost"]
 
 
 class BANMF(BaseFactorization):
@@ -310,34 +340,7 @@ class BANMF(BaseFactorization):
     ((30, 3), (3, 20))
     """
 
-    def __init__(
-        self,
-        n_components=10,
-        *,
-        regularization=None,
-        max_iter=1000,
-        tol="auto",
-        check_every=10,
-        init="random",
-        init_scale=1.0,
-        lower=1.0,
-        upper="k",
-        eps=1e-12,
-        n_thresholds=100,
-        normalize="balance",
-        thresholds="per-factor",
-        polish=True,
-        swap=True,
-        extra_starts=("nmf", "columns"),
-        combine=True,
-        n_init="auto",
-        dtype=np.float64,
-        n_jobs=None,
-        random_state=None,
-        verbose=0,
-        callback=None,
-    ):
-        store_params(self, locals())
+    __init__ = declared_init(BANMF_DEFAULTS)
 
     _parameter_constraints: ClassVar[dict] = {
         **COMMON_CONSTRAINTS,

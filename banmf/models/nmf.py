@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import numpy as np
-
-from ._base import store_params
-from .banmf import BANMF
+from ._base import declared_init
+from .banmf import BANMF, BANMF_DEFAULTS, PAPER_CONFIG
 
 __all__ = ["NMF", "RegularizedBANMF", "RegularizedNMF"]
 
-# The variants differ from BANMF in their defaults only; each spells out its signature, as
-# scikit-learn's get_params and clone read it.
+# The variants differ from BANMF in their defaults only: BANMF's declaration with other values.
 
 
 class RegularizedBANMF(BANMF):
@@ -20,34 +17,7 @@ class RegularizedBANMF(BANMF):
     ``regularization`` differs (``"logspace"``).
     """
 
-    def __init__(
-        self,
-        n_components=10,
-        *,
-        regularization="logspace",
-        max_iter=1000,
-        tol="auto",
-        check_every=10,
-        init="random",
-        init_scale=1.0,
-        lower=1.0,
-        upper="k",
-        eps=1e-12,
-        n_thresholds=100,
-        normalize="balance",
-        thresholds="per-factor",
-        polish=True,
-        swap=True,
-        extra_starts=("nmf", "columns"),
-        combine=True,
-        n_init="auto",
-        dtype=np.float64,
-        n_jobs=None,
-        random_state=None,
-        verbose=0,
-        callback=None,
-    ):
-        store_params(self, locals())
+    __init__ = declared_init({**BANMF_DEFAULTS, "regularization": "logspace"})
 
 
 class NMF(BANMF):
@@ -68,64 +38,10 @@ class NMF(BANMF):
 
     _project_y = False
 
-    def __init__(
-        self,
-        n_components=10,
-        *,
-        regularization=None,
-        max_iter=1000,
-        tol=None,
-        check_every=10,
-        init="random",
-        init_scale=1.0,
-        lower=1.0,
-        upper="k",
-        eps=1e-12,
-        n_thresholds=100,
-        normalize="balance",
-        thresholds="global",
-        polish=False,
-        swap=False,
-        extra_starts=(),
-        combine=False,
-        n_init=1,
-        dtype=np.float64,
-        n_jobs=None,
-        random_state=None,
-        verbose=0,
-        callback=None,
-    ):
-        store_params(self, locals())
+    __init__ = declared_init({**BANMF_DEFAULTS, **PAPER_CONFIG})
 
 
 class RegularizedNMF(NMF):
     """:class:`NMF` with the log-space λ ramp by default (Zhang et al.'s penalty method)."""
 
-    def __init__(
-        self,
-        n_components=10,
-        *,
-        regularization="logspace",
-        max_iter=1000,
-        tol=None,
-        check_every=10,
-        init="random",
-        init_scale=1.0,
-        lower=1.0,
-        upper="k",
-        eps=1e-12,
-        n_thresholds=100,
-        normalize="balance",
-        thresholds="global",
-        polish=False,
-        swap=False,
-        extra_starts=(),
-        combine=False,
-        n_init=1,
-        dtype=np.float64,
-        n_jobs=None,
-        random_state=None,
-        verbose=0,
-        callback=None,
-    ):
-        store_params(self, locals())
+    __init__ = declared_init({**BANMF_DEFAULTS, **PAPER_CONFIG, "regularization": "logspace"})
