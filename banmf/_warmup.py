@@ -78,7 +78,7 @@ def plan(
 
     model, data, p, backend = _problem(dtype, k, form, shape, density)
     n, m = data.X.shape
-    k = p["k"]
+    k = p.k
     rng = np.random.default_rng(1)
     state: dict = {}
 
@@ -89,7 +89,7 @@ def plan(
     def iterations():
         start = backend.begin(0, next(iter(backend.random_starts())), model._project_y)
         for _ in range(2):
-            start.iterate(p["lams"][: start.chunk(p["check_every"], False)])
+            start.iterate(p.lams[: start.chunk(p.check_every, False)])
         state["run"] = start.threshold()
 
     def thresholds():
@@ -103,11 +103,11 @@ def plan(
         backend.refine_thresholds(run)
 
     def polish():
-        if p["polish"] is not None:
-            backend.polish(boolean_run("polish"), p["polish"])
+        if p.polish is not None:
+            backend.polish(boolean_run("polish"), p.polish)
 
     def swaps():
-        for _ in backend.swaps(boolean_run("swaps"), p["polish"] or "auto", k):
+        for _ in backend.swaps(boolean_run("swaps"), p.polish or "auto", k):
             pass
 
     def combination():

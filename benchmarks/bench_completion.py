@@ -265,8 +265,8 @@ def votes_example(seeds: int, ks=(3, 5, 10)) -> None:
 
 def cost(repeats: int, quick: bool) -> None:
     """Median seconds per iteration with and without unknown cells, alternating, one run."""
-    from banmf.io import Dataset
     from banmf.engine.iterations import MUSolver
+    from banmf.io import Dataset
 
     n, m, nnz, k = (10_000, 1_000, 100_000, 32) if quick else (100_000, 10_000, 1_000_000, 32)
     X = banmf.make_sparse_uniform(n, m, nnz, random_state=0)

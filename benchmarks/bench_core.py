@@ -210,8 +210,8 @@ def kernel_costs(n, m, nnz, k, itemsize) -> dict:
 def run_kernels(k, dtype, degrees, iters) -> dict:
     """Median seconds of each MU kernel call of an iteration (the library's own solver, on the
     budget's threads), alternating the kernels within each iteration."""
-    from banmf.io import Dataset
     from banmf.engine.iterations import MUSolver
+    from banmf.io import Dataset
 
     X = _data(*DEGREES_SIZE[:3], degrees)
     n, m = X.shape

@@ -211,7 +211,7 @@ def _time_worker_calls(start: bool = True):
     the CPU time of the thread running the call (all the call's compute with one thread per
     worker; with more, the kernels' other threads and the threads running blocks side by side
     are not counted)."""
-    from banmf.distributed import _worker
+    from banmf.engine.dask import worker as _worker
 
     server = _worker.BlockServer
     if not hasattr(server, "bench_times"):
@@ -236,7 +236,7 @@ def _time_worker_calls(start: bool = True):
 @contextlib.contextmanager
 def _timed_rounds():
     """Each ``Session.sum`` at the driver, while in the block: ``(call name, start, end)``."""
-    from banmf.distributed._session import Session
+    from banmf.engine.dask.session import Session
 
     plain, rounds = Session.sum, []
 

@@ -206,7 +206,7 @@ def _counting_coverages(sampler: _Sampler):
         return out
 
     # The Dask backend holds its own reference to the function.
-    users = [booleanize, sys.modules.get("banmf.distributed._backend")]
+    users = [booleanize, sys.modules.get("banmf.engine.dask.backend")]
     users = [module for module in users if module is not None]
     for module in users:
         module.search_grid = counted
@@ -221,7 +221,7 @@ def _counting_coverages(sampler: _Sampler):
 def _timing_dask_polish():
     """Each polish of a start on Dask (``DaskBackend.polish``): ``{start, seconds, rounds,
     round_trips}`` in a list."""
-    from banmf.distributed._backend import DaskBackend
+    from banmf.engine.dask.backend import DaskBackend
 
     plain, polishes = DaskBackend.polish, []
 

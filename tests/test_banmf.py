@@ -347,7 +347,7 @@ def test_auto_n_init_counts_the_whole_cost_of_a_start():
     assert starts((2000, 143), 147_632, 10, 1000) == 5  # LUCAP0
     assert starts((88_162, 16_470), 908_576, 5, 1000) == 1  # retail, a start of 1000 iterations
     assert starts((88_162, 16_470), 908_576, 5, 60) == 5  # one that tol="auto" stopped early
-    assert BANMF(5, init="custom")._check_params(5, (101, 15), 660)["n_init"] == 1
+    assert BANMF(5, init="custom")._check_params(5, (101, 15), 660).n_init == 1
 
 
 def test_auto_n_init_starts_no_more_than_the_least_cost_of_a_start_allows():
@@ -356,7 +356,7 @@ def test_auto_n_init_starts_no_more_than_the_least_cost_of_a_start_allows():
     never shares its threads with one that would be dropped."""
 
     def most(shape, nnz, k, **params):
-        return BANMF(k, **params)._check_params(k, shape, nnz)["n_init"]
+        return BANMF(k, **params)._check_params(k, shape, nnz).n_init
 
     assert most((101, 15), 660, 5) == 10  # Zoo
     assert most((88_162, 16_470), 908_576, 5) == 5  # retail at k = 5: tol may stop it early

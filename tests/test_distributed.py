@@ -21,10 +21,10 @@ import banmf
 import banmf.distributed as bd
 from banmf._signals import Interruptions
 from banmf.booleanize import GridRows, grid_points, grid_ranks, search_grid
-from banmf.distributed import _worker
-from banmf.distributed._session import Session
-from banmf.distributed.blocks import _cuts
 from banmf.engine import Driver
+from banmf.engine.dask import worker as _worker
+from banmf.engine.dask.blocks import _cuts
+from banmf.engine.dask.session import Session
 from banmf.io import Dataset
 
 # The parameters both estimators share in these tests: what bd.BANMF runs (global thresholds,
@@ -154,8 +154,8 @@ def randomized_svd(monkeypatch):
     The switch (:func:`banmf.engine.nndsvd.use_randomized`) is read on the driver, this
     process, which sends the workers only the SVD's products: a monkeypatch here reaches both
     estimators."""
-    from banmf.distributed import _backend
     from banmf.engine import nndsvd
+    from banmf.engine.dask import backend as _backend
 
     monkeypatch.setattr(nndsvd, "RANDOMIZED_MIN_NNZ", 1)
     calls = Counter()
@@ -444,8 +444,8 @@ def test_combined_as_on_one_machine(combined_fit, unknown, k, best, data):
 def test_grecond_joins_the_pool_as_on_one_machine(client, monkeypatch):
     """Where one machine pools GreConD's factors (here made to pay everywhere), the cluster
     pools the same factors, found on X gathered on the driver, and ends at the same fit."""
-    from banmf.distributed import _backend
     from banmf.engine import local, pool
+    from banmf.engine.dask import backend as _backend
 
     monkeypatch.setattr(pool, "GRECOND_SHARE", np.inf)
     calls = Counter()
@@ -496,7 +496,7 @@ def test_a_worker_lost_during_or_after_the_combination(combined_fit, monkeypatch
     rows are gathered: the combination (and the starts before it) runs again. Either way the
     result is the fit without the fault (the module cluster's: the number of workers does not
     matter)."""
-    from banmf.distributed import _backend
+    from banmf.engine.dask import backend as _backend
 
     distributed = pytest.importorskip("distributed")
     X, masks = _tiles()
@@ -522,7 +522,7 @@ def test_a_worker_lost_during_or_after_the_combination(combined_fit, monkeypatch
 
 
 def test_ctrl_c_during_the_combination_keeps_the_best_start(client, monkeypatch):
-    from banmf.distributed import _backend
+    from banmf.engine.dask import backend as _backend
 
     # The combination begins after any starts: short ones do here.
     params = {**COMBINED, "max_iter": 15}
@@ -885,7 +885,7 @@ def test_the_blocks_search_as_the_whole_matrix(seed, k, P, n_blocks, form):
     over all the rows, asking as many ahead: the pairs' floor is the same sum whatever the
     blocks."""
     from banmf.booleanize import pair_counts
-    from banmf.distributed._backend import _Rows
+    from banmf.engine.dask.backend import _Rows
 
     rng = np.random.default_rng(seed)
     dense = rng.random((16, 9)) < rng.choice([0.0, 0.2, 0.6])
@@ -931,7 +931,7 @@ def test_the_blocks_polish_as_the_whole_matrix(seed, k, n_blocks, form):
     (:func:`banmf.polish.polish_factors`), without counting the error again; so do the same
     rows after a threshold moved W (the bounds counted anew), and the swaps after (each swap
     moves W: the same)."""
-    from banmf.distributed._backend import DaskBackend, _BlockRows
+    from banmf.engine.dask.backend import DaskBackend, _BlockRows
     from banmf.polish import WholeRows, polish_factors, polish_over, swaps_over
 
     rng = np.random.default_rng(seed)
@@ -1174,7 +1174,7 @@ def test_a_hung_worker_is_survived(missing_fit, monkeypatch):
     import re
 
     distributed = pytest.importorskip("distributed")
-    from banmf.distributed import _session
+    from banmf.engine.dask import session as _session
 
     # Rounds here take milliseconds: the deadline is the floor, shrunk from a minute.
     monkeypatch.setattr(_session, "DEADLINE_FLOOR", 5.0)
@@ -1232,7 +1232,7 @@ def test_the_deadline_follows_the_rounds_and_names_the_late_worker(monkeypatch):
 
     pytest.importorskip("distributed")  # a failed call is told lost or not by Dask's errors
 
-    from banmf.distributed import _session
+    from banmf.engine.dask import session as _session
 
     monkeypatch.setattr(_session, "DEADLINE_FLOOR", 0.05)
     session = Session(None, bd.BlockMatrix.from_matrix(np.eye(4), n_blocks=2), None, None)
@@ -1383,7 +1383,7 @@ def test_short_rounds_run_on_the_workers_event_loop():
     ones in the thread again, and workers in the driver's process never on the loop."""
     from collections import deque
 
-    from banmf.distributed import _session
+    from banmf.engine.dask import session as _session
 
     session = Session(None, bd.BlockMatrix.from_matrix(np.eye(4), n_blocks=2), None, None)
     session.servers = {"tcp://a": None, "tcp://b": None}

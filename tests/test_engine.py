@@ -61,7 +61,7 @@ def _fit(backend, **params):
     """The driver's fit of BANMF(2, **params) (greedy starts only) over ``backend``."""
     model = banmf.BANMF(2, **{"extra_starts": ("columns",), "combine": False, **params})
     p = model._check_params(2, (3, backend.m), 6)
-    return Driver(model, backend, p, Interruptions()).fit(list(p["extra_starts"]))
+    return Driver(model, backend, p, Interruptions()).fit(list(p.extra_starts))
 
 
 @pytest.mark.parametrize("params, message", REFUSED)

@@ -12,8 +12,7 @@ Examples
 >>> model = bd.BANMF(n_components=32, random_state=0).fit(X)  # doctest: +SKIP
 """
 
-from ._session import WorkerLost
-from .blocks import BlockMatrix, read_blocks, write_blocks
+from ..engine.dask import BlockMatrix, WorkerLost, read_blocks, write_blocks
 from .estimator import BANMF
 
 __all__ = ["BANMF", "BlockMatrix", "WorkerLost", "read_blocks", "write_blocks"]

@@ -1,7 +1,7 @@
 """BANMF on Dask: the rows of X stay on the workers, the sums over rows are reduced.
 
 The estimator holds the parameters and opens the Dask backend
-(:class:`banmf.distributed._backend.DaskBackend`) over the client's workers; the fit is
+(:class:`banmf.engine.dask.backend.DaskBackend`) over the client's workers; the fit is
 :class:`banmf.BANMF`'s own, the same driver and the same choice of the predictor of unknown
 cells over this backend.
 """
@@ -18,15 +18,14 @@ from .._params import BOOLEAN, NONE, Interval, Kind, Options
 from .._signals import Interruptions, deferred_interrupts
 from .._validation import check_random_state
 from ..engine import check_backend
+from ..engine.dask import BlockMatrix, DaskBackend, Session
+from ..engine.dask.session import lost_before
 from ..exceptions import InputError, InvalidParameterError, MissingDependencyError
 from ..io import Dataset
 from ..models import declared_init
 from ..models.banmf import BANMF as _BANMF
 from ..models.banmf import BANMF_DEFAULTS
 from ..result import Factorization
-from ._backend import DaskBackend
-from ._session import Session
-from .blocks import BlockMatrix
 
 __all__ = ["BANMF"]
 
@@ -200,7 +199,7 @@ normalize, n_init, dtype, random_state, verbose, callback
 
     @contextmanager
     def _open(self, X, missing, observed, W=None, H=None):
-        """The Dask backend of a fit of X (:class:`banmf.distributed._backend.DaskBackend`):
+        """The Dask backend of a fit of X (:class:`banmf.engine.dask.backend.DaskBackend`):
         X given as row blocks, or in memory and cut into ``n_blocks``; the blocks placed on
         the client's workers for the length of the fit, Ctrl-C deferred to the steps' safe
         points. What the blocks cannot do is refused first, before the cluster works."""
@@ -232,7 +231,16 @@ normalize, n_init, dtype, random_state, verbose, callback
                 rng = check_random_state(self.random_state)
                 yield DaskBackend(self, session, data, rng), start
         finally:
+            self._lost_workers = frozenset(session.hung)
             session.close()
+
+    def _choose_predictor(self, data, k: int, starts: dict):
+        # The inner fit runs on the same cluster: the workers this fit lost stay left alone.
+        token = lost_before.set(self._lost_workers)
+        try:
+            return super()._choose_predictor(data, k, starts)
+        finally:
+            lost_before.reset(token)
 
     def save(self, path) -> None:
         """Save the fitted factorization (:meth:`banmf.Factorization.save`): W, H, the errors,

@@ -19,7 +19,7 @@ import threading
 import time
 import warnings
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from .._signals import Interruptions
 from .._threads import cancelled
 from ..exceptions import ConvergenceWarning, InvalidParameterError
 from .protocol import Backend, Start
+from .settings import RunSettings
 from .starts import auto_n_init
 
 __all__ = ["WITHOUT_WHOLE_COLUMNS", "Driver", "Outcome", "check_backend", "settled"]
@@ -194,7 +195,7 @@ class Driver:
         and those :func:`check_backend` reads).
     backend : Backend
         Where X is.
-    p : dict
+    p : RunSettings
         The run's settings (``BANMF._check_params``).
     interrupts : Interruptions
         The fit's interruptions, shared with a backend that defers Ctrl-C.
@@ -205,7 +206,12 @@ class Driver:
     """
 
     def __init__(
-        self, model, backend: Backend, p: dict, interrupts: Interruptions, deferred: bool = False
+        self,
+        model,
+        backend: Backend,
+        p: RunSettings,
+        interrupts: Interruptions,
+        deferred: bool = False,
     ):
         self.model, self.backend, self.p, self.interrupts = model, backend, p, interrupts
         self.deferred = deferred
@@ -215,8 +221,8 @@ class Driver:
     # -- the starts ----------------------------------------------------------------------
 
     def fit(self, names: list[str]) -> Outcome:
-        """Run the starts: the extra ones ``names`` and ``p["n_init"]`` random ones, then
-        (``p["combine"]``, unless a start was exact or Ctrl-C came) their combination.
+        """Run the starts: the extra ones ``names`` and ``p.n_init`` random ones, then
+        (``p.combine``, unless a start was exact or Ctrl-C came) their combination.
 
         The starts without iterations run first: when one is exact, nothing can beat it and
         no other start runs. They still rank after the random starts (ties: the earlier start,
@@ -235,15 +241,15 @@ class Driver:
         for j, name in enumerate(greedy):
             if interrupts.count:  # Ctrl-C before the first start (deferred): none runs
                 break
-            total = len(greedy) + p["n_init"] + len(later) + p["combine"]
-            progress = StartProgress(j + 1, total, p["max_iter"], name)
+            total = len(greedy) + p.n_init + len(later) + p.combine
+            progress = StartProgress(j + 1, total, p.max_iter, name)
             run, interrupted = self._attempt_extra(name, progress, [], extra)
             if interrupted or (run is not None and run["error"] == 0):
                 break
         exact = any(run["error"] == 0 for run in extra.values())
         if not interrupted and not exact and not interrupts.count:
             out.runs, interrupted = self.run_starts(
-                extra, before=len(greedy), after=len(later) + p["combine"]
+                extra, before=len(greedy), after=len(later) + p.combine
             )
         # Ctrl-C and the callback end the fit; nothing beats an exact fit.
         ended = interrupted or any(map(last_start, (*out.runs, *extra.values())))
@@ -251,24 +257,24 @@ class Driver:
             if ended or interrupts.count:
                 break
             number = len(greedy) + len(out.runs) + 1
-            progress = StartProgress(number, number + p["combine"], p["max_iter"], name)
+            progress = StartProgress(number, number + p.combine, p.max_iter, name)
             run, interrupted = self._attempt_extra(name, progress, out.runs, extra)
             ended = interrupted
         ended = interrupted or any(map(last_start, (*out.runs, *extra.values())))
-        if p["combine"] and not ended and not interrupts.count:
+        if p.combine and not ended and not interrupts.count:
             # Ranked after every start: it is kept only when strictly lower than all.
             kept = [*out.runs, *(extra[name] for name in names if name in extra)]
             self.pooled = kept
             self.names = [*names, "combined"]
             number = len(kept) + 1
-            progress = StartProgress(number, number, p["max_iter"], "combined")
+            progress = StartProgress(number, number, p.max_iter, "combined")
             _, interrupted = self._attempt_extra(
                 "combined", progress, out.runs, extra, lambda: self.combined(kept, progress)
             )
         out.extra = {name: extra[name] for name in self.names if name in extra}
         out.interrupted = interrupted or bool(interrupts.count)
-        decided = p["auto_n_init"] and out.runs
-        out.n_init = auto_n_init(p, out.runs[0]["n_iter"]) if decided else p["n_init"]
+        decided = p.auto_n_init and out.runs
+        out.n_init = auto_n_init(p, out.runs[0]["n_iter"]) if decided else p.n_init
         if not out.kept:  # Ctrl-C before any start had factors: nothing to keep
             raise KeyboardInterrupt
         out.seconds = time.perf_counter() - begin
@@ -304,7 +310,7 @@ class Driver:
         The progress counts every start of the fit: ``before`` run ahead of these, ``after``
         may follow them."""
         p, interrupts, backend = self.p, self.interrupts, self.backend
-        n_starts = p["n_init"]
+        n_starts = p.n_init
         workers = backend.side_by_side(n_starts)
         inline = workers == 1
         lock = None if inline else threading.Lock()  # the callback, called from every start
@@ -313,7 +319,7 @@ class Driver:
         dropped = False  # Ctrl-C in a start's threshold search (one after the other)
 
         def start(i: int, init) -> dict | None:
-            progress = StartProgress(before + i + 1, before + limit + after, p["max_iter"])
+            progress = StartProgress(before + i + 1, before + limit + after, p.max_iter)
             return backend.attempt(
                 lambda: self.fit_one(
                     i,
@@ -339,7 +345,7 @@ class Driver:
                 # and so does Ctrl-C, deferred (only counted) or not.
                 starts.stop()
             else:
-                if i == 0 and p["auto_n_init"]:
+                if i == 0 and p.auto_n_init:
                     # Starts past the number the first allows are not part of the fit.
                     limit = min(limit, auto_n_init(p, run["n_iter"]))
                 if run["error"] == 0:
@@ -380,9 +386,9 @@ class Driver:
         cutting the run short; "combined", the combination of the same starts. Raises
         RuntimeError if it ends elsewhere."""
         key = best["start"]
-        p = {**self.p, "max_iter": best["n_iter"], "tol": None, "rerun": True}
+        p = replace(self.p, max_iter=best["n_iter"], tol=None, rerun=True)
         driver = Driver(self.model, self.backend, p, Interruptions(), self.deferred)
-        progress = StartProgress(1, 1, p["max_iter"], key if isinstance(key, str) else None)
+        progress = StartProgress(1, 1, p.max_iter, key if isinstance(key, str) else None)
         if key == "combined":
             run, _ = driver.combined(self.pooled, progress)
         elif isinstance(key, str):
@@ -491,10 +497,10 @@ class Driver:
         run as Ctrl-C does; ``lock`` serialises the callback's calls when starts run side by
         side. The first Ctrl-C of the fit (``interrupts``) ends the iterations; without
         ``interrupts`` it propagates.
-        ``p["rerun"]``: a start run again exactly, without the callback."""
+        ``p.rerun``: a start run again exactly, without the callback."""
         p, model = self.p, self.model
-        callback = None if p.get("rerun") else model.callback
-        lams, max_iter, tol, every = p["lams"], p["max_iter"], p["tol"], p["check_every"]
+        callback = None if p.rerun else model.callback
+        lams, max_iter, tol, every = p.lams, p.max_iter, p.tol, p.check_every
         losses: list[float] = []
         interrupted = stopped = converged = False
         chunk = start.chunk(every, callback is not None)
@@ -560,7 +566,7 @@ class Driver:
         """The polish and the swaps on a start's Boolean factors, updating ``out`` after each
         step, so that Ctrl-C keeps the steps done so far."""
         p, backend = self.p, self.backend
-        method = p["polish"]
+        method = p.polish
         if method is not None and not backend.whole_columns:
             method = "flip"  # polish=True ("auto"): check_backend left only flips here
         if method is not None:
@@ -569,7 +575,7 @@ class Driver:
                 pol = backend.polish(out, method)
             out.update(pol, refinement={**out["refinement"], "polish": pol["error"]})
         k = out["H"].shape[0]
-        if p["swap"] and out["error"] > 0 and k > 0:
+        if p.swap and out["error"] > 0 and k > 0:
             progress.phase("swaps")
             # At most one swap per factor on average: each is a polish, and on sparse data
             # the first few swaps bring nearly all of the gain.
@@ -613,7 +619,7 @@ class Driver:
         try:
             progress.phase("greedy factors")
             with timed(seconds, "greedy factors"):
-                W, H, error = self.backend.greedy(name, self.p["k"])
+                W, H, error = self.backend.greedy(name, self.p.k)
         except KeyboardInterrupt:
             if not interrupts.first():
                 raise
@@ -629,7 +635,7 @@ class Driver:
         try:
             progress.phase("combining")
             with timed(seconds, "combining"):
-                chosen = self.backend.combine(kept, self.p["k"], self.rerun)
+                chosen = self.backend.combine(kept, self.p.k, self.rerun)
         except KeyboardInterrupt:
             if not self.interrupts.first():
                 raise

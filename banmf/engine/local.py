@@ -15,6 +15,7 @@ from ..polish import column_factors, polish_factors, refine_factor_thresholds, s
 from .iterations import MUSolver
 from .nndsvd import nndsvda
 from .pool import combine, grecond_pays
+from .settings import RunSettings
 from .starts import start_cost
 
 __all__ = ["PARALLEL_STARTS_MIN_COST", "LocalBackend", "LocalStart", "predictor_factors"]
@@ -44,7 +45,7 @@ class LocalStart:
             b.data,
             solver.W.astype(np.float64),
             solver.Ht.T.astype(np.float64),
-            b.p["n_thresholds"],
+            b.p.n_thresholds,
             b.model.normalize,
             "pruned",
         )
@@ -69,7 +70,7 @@ class LocalBackend:
         The estimator: its parameters, and how it draws a start (``_initial_factors``).
     data : banmf.Dataset
         The data, validated.
-    p : dict
+    p : RunSettings
         The run's settings (``BANMF._check_params``).
     rng : numpy.random.Generator
         The random starts' generator.
@@ -80,7 +81,7 @@ class LocalBackend:
     whole_columns = True  # Xᵀ's rows are X's columns whole: the exact polish, GreConD
     deferred = False  # Ctrl-C raises KeyboardInterrupt where it lands
 
-    def __init__(self, model, data, p: dict, rng, W=None, H=None):
+    def __init__(self, model, data, p: RunSettings, rng, W=None, H=None):
         self.model, self.data, self.p = model, data, p
         self.interrupts = Interruptions()
         unknown = data.unknown
@@ -91,19 +92,19 @@ class LocalBackend:
         # then runs the start: the same starts as one after the other. The NMF start begins
         # where the first start does if NNDSVD cannot run (a copy: the solver updates its
         # factors in place).
-        k, dtype = p["k"], p["dtype"]
+        k, dtype = p.k, p.dtype
         first = model._initial_factors(X.shape, k, dtype, rng, W, H)
-        self.first = (first[0].copy(), first[1].copy()) if "nmf" in p["extra_starts"] else None
+        self.first = (first[0].copy(), first[1].copy()) if "nmf" in p.extra_starts else None
         self.starts = itertools.chain(
             [first],
-            (model._initial_factors(X.shape, k, dtype, rng, W, H) for _ in range(p["n_init"] - 1)),
+            (model._initial_factors(X.shape, k, dtype, rng, W, H) for _ in range(p.n_init - 1)),
         )
 
     def side_by_side(self, n_starts: int) -> int:
         # One thread for cheap starts (:data:`PARALLEL_STARTS_MIN_COST`).
         p = self.p
-        (n, m), k = p["shape"], p["k"]
-        cheap = start_cost(n, m, p["nnz"], k, p["max_iter"]) < PARALLEL_STARTS_MIN_COST
+        (n, m), k = p.shape, p.k
+        cheap = start_cost(n, m, p.nnz, k, p.max_iter) < PARALLEL_STARTS_MIN_COST
         return 1 if cheap else min(current_threads(), n_starts)
 
     def random_starts(self):
@@ -118,17 +119,17 @@ class LocalBackend:
             Ht0,
             project=project,
             lower=model.lower,
-            upper=self.p["upper"],
+            upper=self.p.upper,
             eps=model.eps,
         )
         return LocalStart(self, solver)
 
     def nmf_init(self):
-        svd = nndsvda(self.data, self.p["k"])
+        svd = nndsvda(self.data, self.p.k)
         if svd is None:
             return self.first
-        floor = np.finfo(self.p["dtype"]).eps
-        return tuple(np.maximum(f, floor).astype(self.p["dtype"], order="C") for f in svd)
+        floor = np.finfo(self.p.dtype).eps
+        return tuple(np.maximum(f, floor).astype(self.p.dtype, order="C") for f in svd)
 
     def greedy(self, name: str, k: int):
         if name == "grecond":

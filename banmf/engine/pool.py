@@ -14,7 +14,7 @@ rectangle that the selection leaves uncovered counts -1 if a one, +1 if an obser
 The search itself (:func:`select`) sees only these sums, and so does everything else the
 combination asks of the rows: :func:`choose` is written once over a :class:`PoolSource`, the
 rows where they are. On one machine (:class:`WholeSource`) that is the data and the starts'
-records; on Dask (``banmf.distributed._backend``) it is the row blocks, which keep every
+records; on Dask (``banmf.engine.dask.backend``) it is the row blocks, which keep every
 start's Boolean rows until the combination, build each candidate's rows on their own rows
 (a candidate's identity across blocks is its row count and a 128-bit hash of its rows, summed
 over the blocks, with its columns), and send per-candidate sums. Ties go to the earlier pool

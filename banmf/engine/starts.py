@@ -29,11 +29,12 @@ def start_cost(n: int, m: int, nnz: int, k: int, max_iter: int) -> int:
     return per_iteration * (max_iter + _REFINEMENT_ITERATIONS)
 
 
-def auto_n_init(p: dict, n_iter: int) -> int:
+def auto_n_init(p, n_iter: int) -> int:
     """``n_init="auto"``: the random starts that one start of ``n_iter`` iterations allows on
-    the run's problem (``p["shape"]``, ``p["nnz"]``, ``p["k"]``): the tier of
-    :data:`AUTO_N_INIT` of its whole cost (:func:`start_cost`)."""
-    n, m = p["shape"]
-    cost = start_cost(n, m, p["nnz"], p["k"], n_iter)
+    the run's problem (``p``'s ``shape``, ``nnz`` and ``k``, a
+    :class:`~banmf.engine.settings.RunSettings`): the tier of :data:`AUTO_N_INIT` of its
+    whole cost (:func:`start_cost`)."""
+    n, m = p.shape
+    cost = start_cost(n, m, p.nnz, p.k, n_iter)
     tiers = [starts for limit, starts in AUTO_N_INIT if cost <= limit]
     return tiers[0] if tiers else 1

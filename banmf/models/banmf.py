@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 from contextlib import contextmanager
+from dataclasses import replace
 from numbers import Integral, Real
 from types import MappingProxyType
 from typing import ClassVar
@@ -33,6 +34,7 @@ from ..engine import Driver, Outcome, auto_n_init, start_cost
 from ..engine.iterations import MUSolver, lambda_schedule, solver_bytes
 from ..engine.local import LocalBackend, LocalStart
 from ..engine.pool import pool_bytes
+from ..engine.settings import RunSettings
 from ..exceptions import InputError, InvalidParameterError
 from ..polish import (
     polish_rows,
@@ -367,55 +369,59 @@ class BANMF(BaseFactorization):
     # Subclasses (NMF) freeze Y at X by setting this to False.
     _project_y = True
 
-    def _check_params(self, k: int, shape: tuple[int, int] = (0, 0), nnz: int = 0) -> dict:
+    def _check_params(self, k: int, shape: tuple[int, int] = (0, 0), nnz: int = 0) -> RunSettings:
         """The run's settings derived from the parameters (already checked against their
-        constraints): tolerance, cap of Y, polish, starts, λ per iteration."""
-        p = {
-            "max_iter": int(self.max_iter),
-            "check_every": int(self.check_every),
-            "n_thresholds": int(self.n_thresholds),
-        }
+        constraints) for rank ``k`` on data of ``shape`` whose passes visit ``nnz`` cells:
+        tolerance, cap of Y, polish, starts, λ per iteration."""
+        max_iter = int(self.max_iter)
         if self.tol == "auto":
             # The log-space λ ramp must run its whole course: no early stop there.
-            p["tol"] = None if self.regularization == "logspace" else AUTO_TOL
+            tol = None if self.regularization == "logspace" else AUTO_TOL
         else:
-            p["tol"] = self.tol
+            tol = self.tol
         upper = (
             float(k) if self.upper == "k" else np.inf if self.upper is None else float(self.upper)
         )
         if self._project_y and upper < self.lower:
             raise InvalidParameterError(f"upper ({upper}) must be >= lower ({self.lower})")
-        p["upper"] = upper
-        p["polish"] = self._polish_method(k)
-        p["swap"] = bool(self.swap)
-        p["extra_starts"] = tuple(self.extra_starts)
-        p["combine"] = bool(self.combine)
-        # "auto" is decided when the first start has run (:func:`banmf.engine.auto_n_init`);
-        # until then up to the tier of its least possible cost may start (side by side,
-        # speculatively), so that a start that must be the only one never shares the threads
-        # with one that will be dropped.
-        p["auto_n_init"] = self.n_init == "auto" and self.init == "random"
-        p["shape"], p["nnz"], p["k"] = shape, nnz, k
-        if self.n_init == "auto":
-            # The tolerance is first checked after 2·check_every iterations.
-            least = p["max_iter"] if p["tol"] is None else min(p["max_iter"], 2 * p["check_every"])
-            p["n_init"] = auto_n_init(p, least) if p["auto_n_init"] else 1
-        else:
-            p["n_init"] = int(self.n_init)
-        if self.init == "custom" and p["n_init"] > 1:
-            raise InvalidParameterError(
-                "n_init > 1 needs random starts; init='custom' gives one start"
-            )
-        p["dtype"] = check_dtype(self.dtype)
         # The schedule holds one λ per iteration: an absurd max_iter is refused here, in words.
         check_memory(
-            8 * p["max_iter"],
-            f"{type(self).__name__}(max_iter={p['max_iter']}): the regularization schedule "
+            8 * max_iter,
+            f"{type(self).__name__}(max_iter={max_iter}): the regularization schedule "
             "(one float64 λ per iteration)",
             "choose a smaller max_iter",
         )
-        p["lams"] = lambda_schedule(self.regularization, p["max_iter"])
-        return p
+        settings = RunSettings(
+            k=k,
+            shape=shape,
+            nnz=nnz,
+            max_iter=max_iter,
+            check_every=int(self.check_every),
+            n_thresholds=int(self.n_thresholds),
+            tol=tol,
+            upper=upper,
+            polish=self._polish_method(k),
+            swap=bool(self.swap),
+            extra_starts=tuple(self.extra_starts),
+            combine=bool(self.combine),
+            # "auto" is decided when the first start has run (banmf.engine.auto_n_init);
+            # until then up to the tier of its least possible cost may start (side by side,
+            # speculatively), so that a start that must be the only one never shares the
+            # threads with one that will be dropped.
+            n_init=1 if self.n_init == "auto" else int(self.n_init),
+            auto_n_init=self.n_init == "auto" and self.init == "random",
+            dtype=check_dtype(self.dtype),
+            lams=lambda_schedule(self.regularization, max_iter),
+        )
+        if settings.auto_n_init:
+            # The tolerance is first checked after 2·check_every iterations.
+            least = max_iter if tol is None else min(max_iter, 2 * settings.check_every)
+            settings = replace(settings, n_init=auto_n_init(settings, least))
+        if self.init == "custom" and settings.n_init > 1:
+            raise InvalidParameterError(
+                "n_init > 1 needs random starts; init='custom' gives one start"
+            )
+        return settings
 
     def _fit_bytes(self, data, k: int) -> int:
         """Peak memory of the fit: every start's kept factors (float64 and Boolean, 18 bytes an
@@ -427,8 +433,8 @@ class BANMF(BaseFactorization):
         X, unknown = data.X, data.unknown
         (n, m), nnz = X.shape, X.nnz
         p = self._check_params(k, (n, m), nnz if unknown is None else nnz + unknown.pass_cells(nnz))
-        starts = p["n_init"] + len(p["extra_starts"])
-        running = min(p["n_init"], current_threads())
+        starts = p.n_init + len(p.extra_starts)
+        running = min(p.n_init, current_threads())
         entries = (n + m) * k
         kept = 18 * starts * entries
         cells = 0 if unknown is None else unknown.cells.nnz
@@ -441,8 +447,8 @@ class BANMF(BaseFactorization):
                 ones, zeros, _ = inner_hold_out(nnz, data.n_observed - nnz)
                 cells += ones + zeros
         observed = unknown is not None and unknown.observed
-        start = solver_bytes(n, m, k, p["dtype"], nnz, cells, observed) + (2 + 4) * 8 * entries
-        pool = pool_bytes(n, m, k, starts, nnz) if p["combine"] else 0
+        start = solver_bytes(n, m, k, p.dtype, nnz, cells, observed) + (2 + 4) * 8 * entries
+        pool = pool_bytes(n, m, k, starts, nnz) if p.combine else 0
         return kept + max(running * start, pool)
 
     def _initial_factors(self, shape, k, dtype, rng, W, H):
@@ -500,7 +506,7 @@ class BANMF(BaseFactorization):
         """
         with self._open(X, missing, observed, W, H) as (backend, start):
             p = backend.p
-            names = [name for name in p["extra_starts"] if name != "nmf" or self._project_y]
+            names = [name for name in p.extra_starts if name != "nmf" or self._project_y]
             driver = Driver(self, backend, p, backend.interrupts, backend.deferred)
             outcome = driver.fit(names)
             best = self._set_fitted(outcome, p)
@@ -603,7 +609,7 @@ class BANMF(BaseFactorization):
         kind, threshold, edges, probabilities, report = choose(scores, truth, order, zero_weight)
         return Predictor(kind, threshold, edges, probabilities, report, starts[kind])
 
-    def _set_fitted(self, outcome: Outcome, p: dict) -> dict:
+    def _set_fitted(self, outcome: Outcome, p: RunSettings) -> dict:
         """The fitted attributes of the starts (all but W's and the shared ones of
         :meth:`_set_result`); returns the kept start's record."""
         self.best_start_, best = outcome.best
@@ -644,20 +650,20 @@ class BANMF(BaseFactorization):
         k = self.n_components_
         p = self._check_params(k)
         rng = check_random_state(self.random_state)
-        dtype = p["dtype"]
+        dtype = p.dtype
         W0 = np.maximum(
             rng.random((data.shape[0], k)) * self.init_scale, np.finfo(dtype).eps
         ).astype(dtype)
         Ht = np.ascontiguousarray(self.H_continuous_.T, dtype=dtype)
         solver = MUSolver(
-            data, W0, Ht, project=self._project_y, lower=self.lower, upper=p["upper"], eps=self.eps
+            data, W0, Ht, project=self._project_y, lower=self.lower, upper=p.upper, eps=self.eps
         )
         Driver(self, None, p, None).iterate(LocalStart(None, solver, update_h=False))
         Wb = solver.W > self.thresholds_[0]
-        if p["polish"] is not None:
+        if p.polish is not None:
             # Rows are independent given H: polish the new rows against the fitted H.
             Ht = np.ascontiguousarray(self.components_.T)
-            polish_rows(data, Wb, Ht, resolve_polish(p["polish"], data.shape, data.nnz, k))
+            polish_rows(data, Wb, Ht, resolve_polish(p.polish, data.shape, data.nnz, k))
         return Wb
 
     def inverse_transform(self, W) -> np.ndarray:

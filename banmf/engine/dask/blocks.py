@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .._boolean import csr_from_parts
-from .._validation import check_binary_matrix
-from ..dataset import Dataset
-from ..exceptions import InputError, InvalidParameterError
-from ..io import check_output, npz_shape, write_matrix
+from ..._boolean import csr_from_parts
+from ..._validation import check_binary_matrix
+from ...dataset import Dataset
+from ...exceptions import InputError, InvalidParameterError
+from ...io import check_output, npz_shape, write_matrix
 
 __all__ = ["BlockMatrix", "read_blocks", "write_blocks"]
 
@@ -90,7 +90,7 @@ class BlockMatrix:
         observed)``, X's observed ones and its unknown cells in the blocks' form (the other
         None; both None without unknown cells). Reads every file here: for small data (a
         copy of it kept with a result, :func:`banmf.io.save_result`)."""
-        from ..io import read_dataset
+        from ...io import read_dataset
 
         parts, forms = [], set()
         for source in self.sources:

@@ -27,16 +27,16 @@ from pathlib import Path
 
 import numpy as np
 
-from .._boolean import hits_and_cover, pack_rows, words
-from .._changes import bit_changes, factor_costs
-from .._kernels.svd import fill_at_most
-from .._threads import pick, thread_budget
-from ..booleanize import GridRows, grid_ranks
-from ..engine.iterations import MUSolver
-from ..engine.nndsvd import Here, mask_product
-from ..engine.pool import Pool, WholePool, majority, majority_counts, segment_sums
-from ..io import read_dataset
-from ..polish import columns_as_factors, flip_half_step, swap_rows
+from ..._boolean import hits_and_cover, pack_rows, words
+from ..._changes import bit_changes, factor_costs
+from ..._kernels.svd import fill_at_most
+from ..._threads import pick, thread_budget
+from ...booleanize import GridRows, grid_ranks
+from ...io import read_dataset
+from ...polish import columns_as_factors, flip_half_step, swap_rows
+from ..iterations import MUSolver
+from ..nndsvd import Here, mask_product
+from ..pool import Pool, WholePool, majority, majority_counts, segment_sums
 
 _lock = threading.RLock()
 #: (fit, block) → its state, most recently used last.

@@ -3,14 +3,15 @@ blocks by one fixed tree, and the repair of a lost worker."""
 
 from __future__ import annotations
 
+import contextvars
 import time
 import uuid
 from collections import deque
 
 import numpy as np
 
-from .._signals import Interruptions
-from . import _worker
+from ..._signals import Interruptions
+from . import worker
 from .blocks import BlockMatrix
 
 __all__ = ["Session", "WorkerLost"]
@@ -34,6 +35,14 @@ DEADLINE_HISTORY = 9
 LOOP_LIMIT = 0.25
 
 
+#: The workers an enclosing fit lost (a hung worker, still listed by the scheduler): a fit run
+#: inside it (the inner fit that chooses the predictor of unknown cells) leaves them alone from
+#: the start instead of waiting on them again.
+lost_before: contextvars.ContextVar[frozenset] = contextvars.ContextVar(
+    "banmf_lost_workers", default=frozenset()
+)
+
+
 class WorkerLost(Exception):
     """A worker holding row blocks died, hung (missed a round's deadline) or lost its blocks
     during the fit."""
@@ -45,7 +54,7 @@ def _is_lost(exc: BaseException) -> bool:
     from distributed import KilledWorker
     from distributed.comm import CommClosedError
 
-    if isinstance(exc, (_worker.BlockLost, KilledWorker, CommClosedError)):
+    if isinstance(exc, (worker.BlockLost, KilledWorker, CommClosedError)):
         return True
     # What an actor's call raises when its worker is gone.
     return isinstance(exc, (OSError, RuntimeError)) and "Actor" in str(exc)
@@ -70,8 +79,9 @@ class Session:
         self.sent = self.received = self.calls = 0
         self.loads: dict[int, tuple] = {}  # block → what its load reported
         self.times: dict[str, deque] = {}  # call → its last rounds' times (seconds)
-        # Workers that missed a deadline (or could not be reached): lost to this fit.
-        self.hung: set[str] = set()
+        # Workers that missed a deadline (or could not be reached): lost to this fit, and to
+        # the fits it runs inside its own (:data:`lost_before`).
+        self.hung: set[str] = set(lost_before.get())
 
     def _workers(self) -> dict[str, dict]:
         """The live workers: the scheduler's, but those lost to this fit (:attr:`hung`)."""
@@ -95,7 +105,7 @@ class Session:
             if self.n_jobs is not None and self.n_jobs > 0:
                 threads = min(threads, self.n_jobs)
             future = self.client.submit(
-                _worker.BlockServer,
+                worker.BlockServer,
                 self.fit,
                 threads,
                 workers=[w],
@@ -110,7 +120,7 @@ class Session:
         by_worker = self._by_worker(blocks)
         calls = {
             w: self.servers[w].each(
-                _worker.load,
+                worker.load,
                 mine,
                 own={b: (self.blocks.sources[b], self._budget(workers[w])) for b in mine},
             )
@@ -206,7 +216,7 @@ class Session:
 
     def sum(self, func, *args):
         """The sum over all blocks of ``func(fit, b, *args)``, by the fixed tree over blocks
-        (:func:`banmf.distributed._worker.node_sum`): each worker adds the nodes within its
+        (:func:`banmf.distributed.worker.node_sum`): each worker adds the nodes within its
         blocks, the driver the rest."""
         n_blocks, how = self.blocks.n_blocks, self._dispatch(func.__name__)
         calls = {
@@ -217,7 +227,7 @@ class Session:
         for part in self._answers(calls, func.__name__, args).values():
             nodes.update(part)
         # Every block lies in a node some worker added.
-        return _worker.node_sum(0, n_blocks, None, nodes)
+        return worker.node_sum(0, n_blocks, None, nodes)
 
     def repair(self) -> None:
         """Read the blocks of workers that left (or hung) again on the live ones."""
@@ -233,7 +243,7 @@ class Session:
             # Or it died a moment ago and the scheduler still lists it: one that cannot be
             # reached is lost to this fit, as a hung one is.
             answers = self.client.run(
-                _worker.forget, self.fit, workers=sorted(alive), on_error="return"
+                worker.forget, self.fit, workers=sorted(alive), on_error="return"
             )
             self.hung.update(w for w, answer in answers.items() if isinstance(answer, Exception))
         for b in lost:
@@ -245,7 +255,7 @@ class Session:
     def peak_bytes(self) -> int:
         """The most bytes of the fit's blocks a live worker held in memory at once."""
         return max(
-            self.client.run(_worker.peak_bytes, self.fit, workers=sorted(self.servers)).values()
+            self.client.run(worker.peak_bytes, self.fit, workers=sorted(self.servers)).values()
         )
 
     def close(self) -> None:
@@ -255,7 +265,7 @@ class Session:
         try:
             live = sorted(self._workers())
             if live:
-                self.client.run(_worker.forget, self.fit, workers=live)
+                self.client.run(worker.forget, self.fit, workers=live)
         except Exception:  # the cluster may be gone; there is nothing left to free then
             pass
 

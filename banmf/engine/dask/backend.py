@@ -1,6 +1,6 @@
 """The Dask backend of :mod:`banmf.engine.protocol`: the row blocks stay on the workers
-(:class:`~banmf.distributed._session.Session`), each step is per-block work
-(:mod:`banmf.distributed._worker`) and sums over the blocks by one fixed tree, and a start
+(:class:`~banmf.engine.dask.session.Session`), each step is per-block work
+(:mod:`banmf.engine.dask.worker`) and sums over the blocks by one fixed tree, and a start
 that loses a worker runs again from its seed after the repair.
 
 The blocks hold W's rows (balanced and Boolean) of the best start so far, and with
@@ -18,25 +18,26 @@ from __future__ import annotations
 
 import itertools
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from .._kernels.svd import fill_at_most
-from .._memory import check_memory
-from .._signals import Interruptions
-from .._threads import pick
-from .._validation import check_n_components
-from ..booleanize import balance_scales, grid_points, grid_ranks, search_grid
-from ..engine.iterations import h_step, objective_value
-from ..engine.local import grecond_factors, predictor_factors
-from ..engine.nndsvd import Here, nonnegative_part, subspace_svd, use_randomized
-from ..engine.pool import Pool, bounded, choose, grecond_pays
-from ..exceptions import InputError
-from ..io import Dataset
-from ..polish import moved_bits, polish_over, swaps_over, thresholds_over, top_columns
-from . import _worker
-from ._session import Session, WorkerLost
+from ..._kernels.svd import fill_at_most
+from ..._memory import check_memory
+from ..._signals import Interruptions
+from ..._threads import pick
+from ..._validation import check_n_components
+from ...booleanize import balance_scales, grid_points, grid_ranks, search_grid
+from ...exceptions import InputError
+from ...io import Dataset
+from ...polish import moved_bits, polish_over, swaps_over, thresholds_over, top_columns
+from ..iterations import h_step, objective_value
+from ..local import grecond_factors, predictor_factors
+from ..nndsvd import Here, nonnegative_part, subspace_svd, use_randomized
+from ..pool import Pool, bounded, choose, grecond_pays
+from . import worker
+from .session import Session, WorkerLost
 
 __all__ = ["DaskBackend"]
 
@@ -58,7 +59,7 @@ class _Rows:
     def hit_diffs(self, vt, P):
         # The factors' sizes and pair counts come in the same round trip: search_grid asks
         # for the hits first. Integer sums: the same whatever the blocks' grouping.
-        hits, cells, self.sizes, self.shared = self.s.sum(_worker.grid_sums, vt, P, self.pairs)
+        hits, cells, self.sizes, self.shared = self.s.sum(worker.grid_sums, vt, P, self.pairs)
         return hits, cells
 
     def active_counts(self, P):
@@ -71,10 +72,10 @@ class _Rows:
         return self.distinct
 
     def packed_bytes(self, P):
-        return max(self.s.each(_worker.packed_bytes, P))
+        return max(self.s.each(worker.packed_bytes, P))
 
     def covers(self, requests, cache):
-        counts = self.s.sum(_worker.covers, requests, cache)
+        counts = self.s.sum(worker.covers, requests, cache)
         out, at = [], 0
         for _, packed_h in requests:
             out.append([int(c) for c in counts[at : at + len(packed_h)]])
@@ -99,16 +100,16 @@ class _DaskStart:
         session, p, eps = self.b.session, self.b.p, self.b.model.eps
         out = []
         if self.sums is None:
-            self.sums = session.sum(_worker.step, None, float(lams[0]))
+            self.sums = session.sum(worker.step, None, float(lams[0]))
         for q, lam in enumerate(lams):
             lam, sums = float(lam), self.sums
             WtW = sums[1]
             Ht, HHt = h_step(self.Ht, sums[0].astype(self.Ht.dtype), sums[1], lam, eps)
             penalty = sums[2] + (float(np.sum((Ht * Ht - Ht) ** 2)) if lam else 0.0)
             last = q + 1 == len(lams) or bool(session.interrupts.count)
-            sums = session.sum(_worker.step, (Ht, HHt), None if last else float(lams[q + 1]))
+            sums = session.sum(worker.step, (Ht, HHt), None if last else float(lams[q + 1]))
             res, s2, observed_s2 = sums[3:]
-            covered = observed_s2 if p["observed"] else float(np.sum(WtW * HHt))
+            covered = observed_s2 if p.observed else float(np.sum(WtW * HHt))
             out.append(objective_value(res, s2, covered, lam, penalty))
             self.Ht, self.sums = Ht, None if last else sums
             if last:
@@ -119,33 +120,33 @@ class _DaskStart:
         """The grid threshold search over the blocks (:func:`banmf.booleanize.search_grid`),
         keeping each block's Boolean rows."""
         session, p, normalize = self.b.session, self.b.p, self.b.model.normalize
-        P = p["n_thresholds"]
+        P = p.n_thresholds
         H = self.Ht.T.astype(np.float64)
         factors = None
         if normalize == "balance":
-            a = np.max(session.each(_worker.column_max), axis=0)
+            a = np.max(session.each(worker.column_max), axis=0)
             b = H.max(axis=1) if H.shape[1] else np.zeros(H.shape[0])
             factors, inv = balance_scales(a, b)
             H = H * inv[:, None]
-        top = max(session.each(_worker.scale, factors))
+        top = max(session.each(worker.scale, factors))
         w_points = grid_points(top, P)
         h_points = grid_points(H.max() if H.size else 0.0, P)
         vt = grid_ranks(np.ascontiguousarray(H.T), h_points)
-        distinct = np.unique(np.concatenate(session.each(_worker.rank, w_points)))
+        distinct = np.unique(np.concatenate(session.each(worker.rank, w_points)))
         # The pruned search needs the pairs' counts unless few observed cells make every
         # point's error known from the hits alone.
         s, t, error, _, _ = search_grid(
-            _Rows(session, distinct, pairs=not p["observed"]),
+            _Rows(session, distinct, pairs=not p.observed),
             vt,
             P,
-            p["nnz_ones"],
+            p.nnz_ones,
             "pruned",
             w_points,
             h_points,
             normalize,
-            p["observed"],
+            p.observed,
         )
-        session.each(_worker.keep, self.key, s)
+        session.each(worker.keep, self.key, s)
         k = H.shape[0]
         return {
             "H_continuous": H,
@@ -175,16 +176,16 @@ class _SvdRows:
     def put(self, Y: np.ndarray) -> int:
         offsets = self.s.blocks.offsets
         own = {b: (Y[offsets[b] : offsets[b + 1]],) for b in range(len(offsets) - 1)}
-        self.s.each(_worker.svd_put, own=own)
+        self.s.each(worker.svd_put, own=own)
         return self._replaced()
 
     def gram(self, Y: int) -> np.ndarray:
         self._check(Y)
-        return self.s.sum(_worker.svd_gram)
+        return self.s.sum(worker.svd_gram)
 
     def times(self, Y: int, M: np.ndarray) -> int:
         self._check(Y)
-        self.s.each(_worker.svd_times, M)
+        self.s.each(worker.svd_times, M)
         return self._replaced()
 
     def x_times(self, C: np.ndarray, single: bool = False) -> int:
@@ -192,7 +193,7 @@ class _SvdRows:
         the product kept in float32 (:func:`banmf.engine.nndsvd.mask_product`)."""
         if single:
             C = C.astype(np.float32)
-        self.s.each(_worker.rows_apply, C, True, single)
+        self.s.each(worker.rows_apply, C, True, single)
         return self._replaced()
 
     def xt_times(self, Y: int, single: bool = False) -> np.ndarray:
@@ -200,7 +201,7 @@ class _SvdRows:
         and the sum rounded to float32 (the one-machine product's rounding, to that of its
         sums)."""
         self._check(Y)
-        total = self.s.sum(_worker.cols_apply, None, None, single)
+        total = self.s.sum(worker.cols_apply, None, None, single)
         return total.astype(np.float32) if single else total
 
     def keep_left(self, U: int) -> np.ndarray:
@@ -208,7 +209,7 @@ class _SvdRows:
         negative parts (2, r), summed over the blocks."""
         self._check(U)
         self.live = None
-        return self.s.sum(_worker.keep_left)
+        return self.s.sum(worker.keep_left)
 
 
 class DaskBackend:
@@ -228,8 +229,8 @@ class DaskBackend:
 
     Attributes
     ----------
-    p : dict
-        The run's settings (``BANMF._check_params``, with ``"observed"`` and ``"nnz_ones"``).
+    p : RunSettings
+        The run's settings (``BANMF._check_params``, with ``observed`` and ``nnz_ones``).
     unknown : {None, "missing", "observed"}
         The form of the unknown cells.
     sizes : tuple
@@ -265,8 +266,7 @@ class DaskBackend:
             form = forms and ("observed" if next(iter(forms)) else "missing")
         self.unknown = form or None
         p = model._check_params(k, (n, m), nnz + sum(q[3] for q in loads))
-        p["observed"], p["nnz_ones"] = self.unknown == "observed", nnz
-        self.p = p
+        self.p = replace(p, observed=self.unknown == "observed", nnz_ones=nnz)
         self.sizes = (m, nnz, sum(q[4] for q in loads))
         model.recoveries_ = 0
 
@@ -276,7 +276,7 @@ class DaskBackend:
         session = self.session
         hits, cover = self.error_counts
         return {
-            "false_negatives_": int(self.p["nnz_ones"] - hits),
+            "false_negatives_": int(self.p.nnz_ones - hits),
             "false_positives_": int(cover - hits),
             "n_blocks_": session.blocks.n_blocks,
             "peak_block_bytes_": session.peak_bytes(),
@@ -293,7 +293,7 @@ class DaskBackend:
         if self.data is None:
             n, m = self.session.blocks.shape
             check_memory(
-                GATHERED_BYTES_PER_CELL * self.p["nnz"] + 8 * (n + 1),
+                GATHERED_BYTES_PER_CELL * self.p.nnz + 8 * (n + 1),
                 f"the row blocks of a {n}×{m} matrix gathered on this machine (the predictor "
                 "of unknown cells and GreConD's factors read X whole)",
                 "fit without unknown cells, or with combine=False, or on a machine with more "
@@ -314,13 +314,13 @@ class DaskBackend:
 
         def gather():
             wanted = [*keys, *(["nmf"] if nmf is not None else [])]
-            lost = set().union(*session.each(_worker.lacks, wanted)) if wanted else set()
+            lost = set().union(*session.each(worker.lacks, wanted)) if wanted else set()
             for run in runs:
                 if run["start"] in lost:
                     self._run_again(again, run)
 
             def rows(key, part):
-                return np.concatenate([q[part] for q in session.each(_worker.rows_of, key)])
+                return np.concatenate([q[part] for q in session.each(worker.rows_of, key)])
 
             Ws = [rows(key, 1) for key in keys]
             return Ws, None if nmf is None else rows("nmf", 0)
@@ -332,7 +332,7 @@ class DaskBackend:
         return 1  # the workers' threads run each start's blocks
 
     def random_starts(self):
-        for i in range(self.p["n_init"]):
+        for i in range(self.p.n_init):
             self.specs[i] = self._draw_start()
             yield self.specs[i]
 
@@ -342,19 +342,19 @@ class DaskBackend:
         with a bit generator other than PCG64, the rows are drawn here), then H."""
         blocks, model, rng = self.session.blocks, self.model, self.rng
         n, m = blocks.shape
-        k, dtype = self.p["k"], self.p["dtype"]
+        k, dtype = self.p.k, self.p.dtype
         tiny = np.finfo(dtype).eps
         bitgen = rng.bit_generator
         spec = {
             "init_scale": float(model.init_scale),
             "lower": float(model.lower),
-            "upper": self.p["upper"],
+            "upper": self.p.upper,
             "eps": float(model.eps),
         }
         # PCG64's advance counts draws (Philox's counts blocks of four): jump only there.
         if isinstance(bitgen, (np.random.PCG64, np.random.PCG64DXSM)):
             spec["stream"] = (type(bitgen).__name__, bitgen.state)
-            H = _worker.draw(spec["stream"], n * k, (k, m))
+            H = worker.draw(spec["stream"], n * k, (k, m))
             bitgen.advance(n * k + k * m)
         else:
             spec["rows"] = [
@@ -374,7 +374,7 @@ class DaskBackend:
             if "rows" in init:
                 start["W"] = init["rows"][b]
             own[b] = (start,)
-        self.session.each(_worker.begin, init["Ht"], own=own)
+        self.session.each(worker.begin, init["Ht"], own=own)
         return _DaskStart(self, key, init["Ht"])
 
     def nmf_init(self) -> dict:
@@ -399,12 +399,12 @@ class DaskBackend:
         vectors stay on the blocks. The factors agree with one machine's to rounding."""
         session, p = self.session, self.p
         n, m = session.blocks.shape
-        k = p["k"]
+        k = p.k
         r = min(k, min(n, m) - 1)
-        if r < 1 or p["nnz_ones"] == 0:
+        if r < 1 or p.nnz_ones == 0:
             return None
         rows = _SvdRows(session)
-        if use_randomized(p["nnz_ones"]):
+        if use_randomized(p.nnz_ones):
             U, S, V = subspace_svd((n, m), r, rows, Here, rows.x_times, rows.xt_times)
             Vt = V.T
         else:
@@ -421,11 +421,11 @@ class DaskBackend:
                 side, b, na, nb, scale = part
                 Ht[:, l] = scale * b / nb
                 picks[l] = (int(j), side, scale / na)
-        top = max(session.each(_worker.nndsvd_rows, k, picks))
-        fill = p["nnz_ones"] / (n * m)
-        dtype = p["dtype"]
+        top = max(session.each(worker.nndsvd_rows, k, picks))
+        fill = p.nnz_ones / (n * m)
+        dtype = p.dtype
         floor = np.finfo(dtype).eps
-        session.each(_worker.nndsvd_fill, 1e-12 * max(top, 1.0), fill, dtype, floor)
+        session.each(worker.nndsvd_fill, 1e-12 * max(top, 1.0), fill, dtype, floor)
         pick(fill_at_most, Ht.size)(Ht, 1e-12 * max(Ht.max(), 1.0), fill)
         return np.maximum(Ht, floor).astype(dtype, order="C")
 
@@ -443,9 +443,9 @@ class DaskBackend:
 
         def gram(V):
             if n >= m:
-                return session.sum(_worker.gram_apply, V)
+                return session.sum(worker.gram_apply, V)
             return np.concatenate(
-                session.each(_worker.rows_apply, session.sum(_worker.cols_apply, V, offsets))
+                session.each(worker.rows_apply, session.sum(worker.cols_apply, V, offsets))
             )
 
         size = min(n, m)
@@ -467,7 +467,7 @@ class DaskBackend:
             S = np.sqrt(np.maximum(values, 0.0))
             return rows.times(Av, V / np.where(S > 0, S, 1.0)), S, V.T @ eigvec.T
         u, S, vh = np.linalg.svd(
-            session.sum(_worker.cols_apply, eigvec, offsets), full_matrices=False
+            session.sum(worker.cols_apply, eigvec, offsets), full_matrices=False
         )
         u, S, vh = u[:, ::-1], S[::-1], vh[::-1]
         return rows.put(eigvec @ vh.T), S, u.T
@@ -475,17 +475,17 @@ class DaskBackend:
     def greedy(self, name: str, k: int):
         """The "columns" start (:func:`banmf.polish.column_factors`) over the blocks; W's rows
         stay on them."""
-        counts = self.session.sum(_worker.column_counts)
+        counts = self.session.sum(worker.column_counts)
         top = top_columns(counts, k)
         H = np.zeros((k, counts.shape[0]), dtype=bool)
         H[np.arange(len(top)), top] = True
-        self.session.each(_worker.keep_columns, name, top, k)
+        self.session.each(worker.keep_columns, name, top, k)
         return None, H, self._error(name, H)
 
     def _error(self, start, H: np.ndarray) -> int:
         """The Hamming error (observed cells) of the start's kept rows times H."""
-        hits, cover = self.session.sum(_worker.counts, start, H)
-        return int(self.p["nnz_ones"] + cover - 2 * hits)
+        hits, cover = self.session.sum(worker.counts, start, H)
+        return int(self.p.nnz_ones + cover - 2 * hits)
 
     def refine_thresholds(self, run: dict) -> dict:
         """Per-factor thresholds over the blocks (:func:`banmf.polish.thresholds_over`): for a
@@ -546,7 +546,7 @@ class DaskBackend:
         holds runs again first (``again(run, init)``), from its seed: the same rows. None
         when a deferred Ctrl-C came during the choice: the starts stand."""
         session = self.session
-        lost = set().union(*session.each(_worker.lacks, [run["start"] for run in runs]))
+        lost = set().union(*session.each(worker.lacks, [run["start"] for run in runs]))
         for run in runs:
             if run["start"] in lost:
                 self._run_again(again, run)
@@ -557,24 +557,24 @@ class DaskBackend:
             W, H = self._grecond
             offsets = session.blocks.offsets
             own = {b: (W[offsets[b] : offsets[b + 1]],) for b in range(session.blocks.n_blocks)}
-            session.each(_worker.keep_boolean, "grecond", own=own)
+            session.each(worker.keep_boolean, "grecond", own=own)
             more.append(("grecond", H))
         try:
             _, H, error, info = choose(_BlockSource(self, k), runs, k, more)
         except _Stopped:
-            session.each(_worker.pool_end, None, None, k)
+            session.each(worker.pool_end, None, None, k)
             return None
         return None, H, error, info["new"]
 
     def _grecond_pays(self, runs: list, k: int) -> bool:
         """One machine's decision (:func:`banmf.engine.pool.grecond_pays`), from the rows'
         squared degrees summed over the blocks."""
-        from ..models.grecond import grecond_work_of
+        from ...models.grecond import grecond_work_of
 
         p = self.p
-        squares = float(self.session.sum(_worker.degree_squares))
-        work = grecond_work_of(p["shape"], p["nnz_ones"], squares, k)
-        return grecond_pays(work, p["observed"], p["shape"], p["nnz_ones"], k, runs)
+        squares = float(self.session.sum(worker.degree_squares))
+        work = grecond_work_of(p.shape, p.nnz_ones, squares, k)
+        return grecond_pays(work, p.observed, p.shape, p.nnz_ones, k, runs)
 
     def _run_again(self, again, run: dict) -> None:
         """``again(run, init)`` with the run again's own interruptions (none) seen by the
@@ -589,9 +589,9 @@ class DaskBackend:
         """Only the best start so far keeps its rows on the blocks; the others keep their
         Boolean rows for the combination (``combine``) and the predictor of unknown cells,
         which also reads the NMF start's balanced rows (``missing=``)."""
-        boolean = self.p["combine"] or self.unknown is not None
+        boolean = self.p.combine or self.unknown is not None
         whole = [best, *(["nmf"] if self.unknown == "missing" else [])]
-        self.attempt(lambda: self.session.each(_worker.keep_only, whole, boolean))
+        self.attempt(lambda: self.session.each(worker.keep_only, whole, boolean))
 
     def rows(self, best: dict, again) -> tuple[np.ndarray, np.ndarray]:
         """The kept start's rows from every block, and the error's two parts
@@ -600,10 +600,10 @@ class DaskBackend:
 
         def gather():
             i = best["start"]
-            if not all(self.session.each(_worker.holds, i)):
+            if not all(self.session.each(worker.holds, i)):
                 self._run_again(lambda run, init: again(init), best)
-            parts = self.session.each(_worker.rows_of, i)
-            self.error_counts = self.session.sum(_worker.counts, i, best["H"])
+            parts = self.session.each(worker.rows_of, i)
+            self.error_counts = self.session.sum(worker.counts, i, best["H"])
             return np.concatenate([q[0] for q in parts]), np.concatenate([q[1] for q in parts])
 
         return self.attempt(gather)
@@ -616,7 +616,7 @@ class _BlockRows:
     def __init__(self, backend: DaskBackend, start):
         self.backend, self.session, self.start = backend, backend.session, start
         self.Htb = None
-        # The flips' bounds stay on the blocks (:func:`_worker.polish_rows_of`); here, the
+        # The flips' bounds stay on the blocks (:func:`worker.polish_rows_of`); here, the
         # stamp they are kept under and H as they were counted against, while W moves only
         # by the flips (None: the blocks count new bounds).
         self._bounds: tuple | None = None
@@ -636,7 +636,7 @@ class _BlockRows:
                 return 0
         self._bounds = (next(_stamps), Ht.copy())
         flips, self.moved, gain = self.session.sum(
-            _worker.polish_rows_of, self.start, Ht, since, moved, self._bounds[0]
+            worker.polish_rows_of, self.start, Ht, since, moved, self._bounds[0]
         )
         self.gain = int(gain)
         return int(flips)
@@ -645,24 +645,24 @@ class _BlockRows:
         raise AssertionError("the exact polish needs whole columns: the driver refuses it here")
 
     def column_changes(self, A, columns, only=-1):
-        return self.session.sum(_worker.column_changes, self.start, A, columns, only)
+        return self.session.sum(worker.column_changes, self.start, A, columns, only)
 
     def fix(self, Htb):
         self.Htb = Htb.copy()  # sent with every factor's request: H as it was fixed
 
     def factor_changes(self, l):
-        parts = self.session.each(_worker.row_changes, self.start, self.Htb, l)
+        parts = self.session.each(worker.row_changes, self.start, self.Htb, l)
         return np.concatenate([q[0] for q in parts]), np.concatenate([q[1] for q in parts])
 
     def set_threshold(self, l, t):
-        self.session.each(_worker.set_threshold, self.start, l, t)
+        self.session.each(worker.set_threshold, self.start, l, t)
         self._bounds = None  # W moved otherwise than by the flips
 
     def swap_costs(self, Ht):
-        return self.session.sum(_worker.swap_costs, self.start, Ht)
+        return self.session.sum(worker.swap_costs, self.start, Ht)
 
     def swap_in(self, Ht, l, j):
-        self.session.each(_worker.swap_in, self.start, Ht, l, j)
+        self.session.each(worker.swap_in, self.start, Ht, l, j)
         self._bounds = None  # W moved otherwise than by the flips
 
     def error(self, H):
@@ -685,17 +685,17 @@ class _BlockSource:
     def __init__(self, backend: DaskBackend, k: int):
         self.session, self.k = backend.session, k
         self.shape = self.session.blocks.shape
-        self.nnz, self.observed = backend.p["nnz_ones"], backend.p["observed"]
+        self.nnz, self.observed = backend.p.nnz_ones, backend.p.observed
         self.counts: list = []  # per set, its factors' row counts (:meth:`row_keys`)
 
     def column_ones(self):
-        return self.session.sum(_worker.column_counts)
+        return self.session.sum(worker.column_counts)
 
     def grow_rows(self, H):
-        self.session.each(_worker.grow_rows, H)
+        self.session.each(worker.grow_rows, H)
 
     def grow_columns(self, t0, t1):
-        return self.session.sum(_worker.grow_columns, t0, t1)
+        return self.session.sum(worker.grow_columns, t0, t1)
 
     def set_of(self, run):
         return run["start"], run["H"]
@@ -705,7 +705,7 @@ class _BlockSource:
 
     def row_keys(self, sets):
         offsets = self.session.blocks.offsets
-        counts, hashes = self.session.sum(_worker.pool_keys, [key for key, _ in sets], offsets)
+        counts, hashes = self.session.sum(worker.pool_keys, [key for key, _ in sets], offsets)
         out, at = [], 0
         self.counts = []
         for _, H in sets:
@@ -720,24 +720,24 @@ class _BlockSource:
     def pool(self, sets, picks):
         cols = [np.flatnonzero(sets[s][1][l]) for s, l in picks]
         keys = [key for key, _ in sets]
-        self.session.each(_worker.pool_build, keys, picks, cols)
+        self.session.each(worker.pool_build, keys, picks, cols)
         return Pool.counted(np.array([self.counts[s][l] for s, l in picks], dtype=np.int64), cols)
 
     def useful(self, pool):
         if self.observed:
             return np.arange(len(pool))
-        ones, row_ones, hidden, row_hidden = self.session.sum(_worker.pool_bounds)
+        ones, row_ones, hidden, row_hidden = self.session.sum(worker.pool_bounds)
         return bounded(pool, (ones, row_ones), (hidden, row_hidden))
 
     def take(self, pool, keep):
-        self.session.each(_worker.pool_take, keep, self.k)
+        self.session.each(worker.pool_take, keep, self.k)
         return pool.take(keep)
 
     def rows(self, pool, k):
         return _BlockPool(self.session)
 
     def w(self, pool, chosen, k):
-        self.session.each(_worker.pool_end, "combined", chosen, k)
+        self.session.each(worker.pool_end, "combined", chosen, k)
 
 
 class _BlockPool:
@@ -750,7 +750,7 @@ class _BlockPool:
     def gains(self, col_codes, skip):
         if self.session.interrupts is not None and self.session.interrupts.count:
             raise _Stopped
-        out = self.session.sum(_worker.pool_gains, self.fresh, self.moves, col_codes, skip)
+        out = self.session.sum(worker.pool_gains, self.fresh, self.moves, col_codes, skip)
         self.fresh, self.moves = False, []
         return out
 
