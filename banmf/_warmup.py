@@ -22,6 +22,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -82,7 +83,7 @@ def plan(
     rng = np.random.default_rng(1)
     state: dict = {}
 
-    def boolean_run(name: str) -> dict:
+    def boolean_run(name: str):
         W, H = rng.random((n, k)) < 0.3, rng.random((k, m)) < 0.3
         return greedy_record(W, H, data.error(W, H), name, {})
 
@@ -93,14 +94,15 @@ def plan(
         state["run"] = start.threshold()
 
     def thresholds():
-        run = state.get("run")
-        if run is None:  # backwards: the iterations have not run yet
-            run = {
+        found = state.get("run")
+        if found is None:  # backwards: the iterations have not run yet
+            found = {
                 "W_continuous": rng.random((n, k)),
                 "H_continuous": rng.random((k, m)),
                 "thresholds": (np.full(k, 0.5), np.full(k, 0.5)),
             }
-        backend.refine_thresholds(run)
+        # What the per-factor thresholds read of a start's record.
+        backend.refine_thresholds(SimpleNamespace(**found))
 
     def polish():
         if p.polish is not None:
@@ -113,7 +115,7 @@ def plan(
     def combination():
         runs = [boolean_run("0"), boolean_run("1")]
         for i, run in enumerate(runs):
-            run["start"] = i
+            run.start = i
         backend.combine(runs, k)
 
     return [

@@ -134,12 +134,12 @@ def factorize(
     start = time.perf_counter()
 
     def result_of() -> Factorization:
-        fields = labels
+        fields = {"X": X, **labels}
         if blocks and est.nnz_ <= EMBED_MAX_NNZ:
             # Small row blocks are gathered, as a result keeps a copy of small data.
             fields = dict(zip(("X", "missing", "observed"), data.gather(), strict=True))
         return Factorization.from_estimator(
-            est, method=method, X=X, seconds=time.perf_counter() - start, **fields
+            est, method=method, seconds=time.perf_counter() - start, **fields
         )
 
     try:

@@ -54,7 +54,7 @@ class Blocks:
 
     def polish(self, run: dict, method: str) -> dict:
         self.asked.append(("polish", method))
-        return {"H": run["H"], "error": run["error"], "polish_rounds": 1}
+        return {"H": run.H, "error": run.error, "polish_rounds": 1}
 
 
 def _fit(backend, **params):
@@ -96,7 +96,7 @@ def test_polish_true_flips_bits_without_whole_columns(whole_columns, polish, ask
     backend = Blocks(whole_columns)
     outcome = _fit(backend, polish=polish)
     assert ("polish", asked) in backend.asked
-    assert outcome.best[1]["refinement"] == {"columns": 0, "polish": 0}
+    assert outcome.best[1].refinement == {"columns": 0, "polish": 0}
 
 
 def test_a_backend_that_cannot_combine_refuses_the_combination_before_any_work():

@@ -7,7 +7,7 @@ the starts side by side are interrupted by a real signal in tests/test_cli.py.
 import numpy as np
 import pytest
 
-import banmf.models.banmf as banmf_module
+import banmf.engine.local as banmf_module
 from banmf import BANMF, boolean_error, make_boolean
 from banmf._signals import Interruptions
 
@@ -18,7 +18,7 @@ def X():
 
 
 def interrupt_call(monkeypatch, name, when, times=1):
-    """Make ``banmf.models.banmf.<name>`` raise KeyboardInterrupt at its calls number ``when``
+    """Make ``banmf.engine.local.<name>`` raise KeyboardInterrupt at its calls number ``when``
     (1-based) and the ``times - 1`` calls after it."""
     real = getattr(banmf_module, name)
     calls = []

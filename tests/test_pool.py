@@ -25,7 +25,15 @@ from banmf.engine.pool import (
     select,
     useful,
 )
+from banmf.engine.protocol import StartRecord
 from banmf.io import Dataset
+
+
+def _record(start, W, H, error) -> StartRecord:
+    """A start's record with its Boolean factors, as the combination reads it."""
+    k = H.shape[0]
+    thresholds = (np.full(k, 0.5), np.full(k, 0.5))
+    return StartRecord(start, H, error, H.astype(float), (0.5, 0.5), thresholds, W=W)
 
 
 def unknown_forms(draw, X):
@@ -304,7 +312,7 @@ def test_combine_on_tiles_is_exact_and_within_budget():
     X, W0, H0 = banmf.make_sparse_tiles(400, 300, 3000, 6, random_state=1)
     data = Dataset.of(X)
     noise = np.random.default_rng(0).random(W0.shape) < 0.1
-    runs = [{"W": W, "H": H0, "error": data.error(W, H0)} for W in (W0 ^ noise, W0)]
+    runs = [_record(i, W, H0, data.error(W, H0)) for i, W in enumerate((W0 ^ noise, W0))]
     W, H, error, info = combine(data, runs, 6)
     assert error == data.error(W, H) <= data.error(W0, H0)
     assert info["candidates"] <= info["pool"]
@@ -324,8 +332,8 @@ def test_the_worked_example_of_the_docs():
     for block in blocks:
         W = np.stack([block[0], cell[0]], axis=1)
         H = np.stack([block[1], cell[1]])
-        runs.append({"W": W, "H": H, "error": data.error(W, H)})
-    assert [run["error"] for run in runs] == [16, 16]
+        runs.append(_record(len(runs), W, H, data.error(W, H)))
+    assert [run.error for run in runs] == [16, 16]
     W, H, error, info = combine(data, runs, 2)
     assert (error, info["pool"], info["new"]) == (1, 3, True)
     assert W[:, 0].tolist() == blocks[0][0].tolist()

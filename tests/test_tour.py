@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-import banmf.models.banmf as banmf_module
+import banmf.engine.local as banmf_module
 from banmf.cli import Progress, main
 from banmf.datasets import data_dir
 from banmf.engine import Driver

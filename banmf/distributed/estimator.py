@@ -229,7 +229,7 @@ normalize, n_init, dtype, random_state, verbose, callback
         try:
             with deferred_interrupts(session.interrupts):
                 rng = check_random_state(self.random_state)
-                yield DaskBackend(self, session, data, rng), start
+                yield DaskBackend.open(self, session, data, rng), start
         finally:
             self._lost_workers = frozenset(session.hung)
             session.close()

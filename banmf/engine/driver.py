@@ -29,7 +29,7 @@ from .._runner import run_side_by_side
 from .._signals import Interruptions
 from .._threads import cancelled
 from ..exceptions import ConvergenceWarning, InvalidParameterError
-from .protocol import Backend, Start
+from .protocol import Backend, Start, StartRecord
 from .settings import RunSettings
 from .starts import auto_n_init
 
@@ -111,39 +111,31 @@ def timed(seconds: dict, phase: str):
         seconds[phase] = seconds.get(phase, 0.0) + time.perf_counter() - begin
 
 
-def last_start(run: dict) -> bool:
+def last_start(run: StartRecord) -> bool:
     """Does this start end the restarts? Ctrl-C and the callback stop the whole fit, and
     nothing beats an exact fit."""
-    return run["interrupted"] or run["stopped"] or run["error"] == 0
+    return run.interrupted or run.stopped or run.error == 0
 
 
-def greedy_record(W, H: np.ndarray, error: int, name: str, seconds: dict) -> dict:
+def greedy_record(W, H: np.ndarray, error: int, name: str, seconds: dict) -> StartRecord:
     """A start's record for Boolean factors found without iterations (a greedy start), before
     its polish and swaps; its "continuous" factors are the Boolean ones, thresholded at 0.5
     (W None: the backend keeps W's rows). ``seconds``: the times of its phases so far."""
     k = H.shape[0]
-    run = {
-        "start": name,
-        "losses": np.zeros(0),
-        "n_iter": 0,
-        "stopped": False,
-        "H_continuous": H.astype(np.float64),
-        "grid_thresholds": (0.5, 0.5),
-        "thresholds": (np.full(k, 0.5), np.full(k, 0.5)),
-        "booleanized_err": error,
-        "unpolished_err": error,
-        "polish_rounds": 0,
-        "swaps": [],
-        "refinement": {name: error},
-        "H": H,
-        "error": error,
-        "interrupted": False,
-        "signalled": False,
-        "seconds": seconds,
-    }
-    if W is not None:
-        run.update(W=W, W_continuous=W.astype(np.float64))
-    return run
+    return StartRecord(
+        start=name,
+        H=H,
+        error=error,
+        H_continuous=H.astype(np.float64),
+        grid_thresholds=(0.5, 0.5),
+        thresholds=(np.full(k, 0.5), np.full(k, 0.5)),
+        booleanized_err=error,
+        unpolished_err=error,
+        refinement={name: error},
+        seconds=seconds,
+        W=W,
+        W_continuous=None if W is None else W.astype(np.float64),
+    )
 
 
 @dataclass
@@ -172,7 +164,7 @@ class Outcome:
         ``"combining"`` (the combination's choice), ``"polish"``, ``"swaps"``; only those
         that ran. Starts side by side each count their own wall time.
         """
-        return {start: dict(run["seconds"]) for start, run in self.kept}
+        return {start: dict(run.seconds) for start, run in self.kept}
 
     @property
     def kept(self) -> list[tuple]:
@@ -182,7 +174,7 @@ class Outcome:
     @property
     def best(self) -> tuple:
         """The kept start ``(start, record)``: the lowest error (ties: the first ranked)."""
-        return min(self.kept, key=lambda start: start[1]["error"])
+        return min(self.kept, key=lambda start: start[1].error)
 
 
 class Driver:
@@ -216,7 +208,7 @@ class Driver:
         self.model, self.backend, self.p, self.interrupts = model, backend, p, interrupts
         self.deferred = deferred
         self.names: list[str] = []  # the extra starts, in the order ranked
-        self.pooled: list[dict] = []  # the starts the combination pooled, ranked
+        self.pooled: list[StartRecord] = []  # the starts the combination pooled, ranked
 
     # -- the starts ----------------------------------------------------------------------
 
@@ -236,7 +228,7 @@ class Driver:
         greedy = [name for name in names if name != "nmf"]
         later = [name for name in names if name == "nmf"]
         out = Outcome()
-        extra: dict[str, dict] = {}
+        extra: dict[str, StartRecord] = {}
         interrupted = False
         for j, name in enumerate(greedy):
             if interrupts.count:  # Ctrl-C before the first start (deferred): none runs
@@ -244,9 +236,9 @@ class Driver:
             total = len(greedy) + p.n_init + len(later) + p.combine
             progress = StartProgress(j + 1, total, p.max_iter, name)
             run, interrupted = self._attempt_extra(name, progress, [], extra)
-            if interrupted or (run is not None and run["error"] == 0):
+            if interrupted or (run is not None and run.error == 0):
                 break
-        exact = any(run["error"] == 0 for run in extra.values())
+        exact = any(run.error == 0 for run in extra.values())
         if not interrupted and not exact and not interrupts.count:
             out.runs, interrupted = self.run_starts(
                 extra, before=len(greedy), after=len(later) + p.combine
@@ -274,7 +266,7 @@ class Driver:
         out.extra = {name: extra[name] for name in self.names if name in extra}
         out.interrupted = interrupted or bool(interrupts.count)
         decided = p.auto_n_init and out.runs
-        out.n_init = auto_n_init(p, out.runs[0]["n_iter"]) if decided else p.n_init
+        out.n_init = auto_n_init(p, out.runs[0].n_iter) if decided else p.n_init
         if not out.kept:  # Ctrl-C before any start had factors: nothing to keep
             raise KeyboardInterrupt
         out.seconds = time.perf_counter() - begin
@@ -294,9 +286,11 @@ class Driver:
     def _keep_best(self, runs: list, extra: dict) -> None:
         """Tell the backend the best start so far (ties: the first ranked)."""
         ranked = [*runs, *(extra[name] for name in self.names if name in extra)]
-        self.backend.keep(min(ranked, key=lambda run: run["error"])["start"])
+        self.backend.keep(min(ranked, key=lambda run: run.error).start)
 
-    def run_starts(self, extra: dict, before: int = 0, after: int = 0) -> tuple[list[dict], bool]:
+    def run_starts(
+        self, extra: dict, before: int = 0, after: int = 0
+    ) -> tuple[list[StartRecord], bool]:
         """Every random start's run, in start order, up to and including the first that ends
         the restarts (:func:`last_start`): one after the other, or side by side, one thread
         each, as many as the backend runs at once (:meth:`Backend.side_by_side`), on
@@ -315,10 +309,10 @@ class Driver:
         inline = workers == 1
         lock = None if inline else threading.Lock()  # the callback, called from every start
         limit = n_starts  # starts from here on are not part of the fit (an earlier one decided)
-        runs: dict[int, dict] = {}  # the starts with a result so far, by index
+        runs: dict[int, StartRecord] = {}  # the starts with a result so far, by index
         dropped = False  # Ctrl-C in a start's threshold search (one after the other)
 
-        def start(i: int, init) -> dict | None:
+        def start(i: int, init) -> StartRecord | None:
             progress = StartProgress(before + i + 1, before + limit + after, p.max_iter)
             return backend.attempt(
                 lambda: self.fit_one(
@@ -333,22 +327,22 @@ class Driver:
                 )
             )
 
-        def ended(i: int, run: dict | None, starts) -> None:
+        def ended(i: int, run: StartRecord | None, starts) -> None:
             nonlocal limit, dropped
             if run is None:  # the earlier starts stand
                 dropped = True
                 starts.stop()
                 return
             runs[i] = run
-            if run["stopped"] or run["interrupted"] or interrupts.count:
+            if run.stopped or run.interrupted or interrupts.count:
                 # The callback stops the whole fit (by its return value or a KeyboardInterrupt),
                 # and so does Ctrl-C, deferred (only counted) or not.
                 starts.stop()
             else:
                 if i == 0 and p.auto_n_init:
                     # Starts past the number the first allows are not part of the fit.
-                    limit = min(limit, auto_n_init(p, run["n_iter"]))
-                if run["error"] == 0:
+                    limit = min(limit, auto_n_init(p, run.n_iter))
+                if run.error == 0:
                     # An exact fit ends the restarts: later starts stop, earlier ones run to
                     # their end.
                     limit = min(limit, i + 1)
@@ -375,18 +369,18 @@ class Driver:
         )
         return [run for run in done.ordered() if run is not None], done.interrupted or dropped
 
-    def rows(self, best: dict) -> tuple[np.ndarray, np.ndarray]:
+    def rows(self, best: StartRecord) -> tuple[np.ndarray, np.ndarray]:
         """The kept start's W ``(balanced continuous, Boolean)`` from the backend."""
         return self.backend.rows(best, functools.partial(self.rerun, best))
 
-    def rerun(self, best: dict, init) -> None:
+    def rerun(self, best: StartRecord, init) -> None:
         """Run the kept start ``best`` again from ``init`` (its initial factors; None for an
         extra start), for a backend that lost its rows: exactly the iterations it ran (Ctrl-C,
         the callback or the tolerance may have ended it), with neither the callback nor Ctrl-C
         cutting the run short; "combined", the combination of the same starts. Raises
         RuntimeError if it ends elsewhere."""
-        key = best["start"]
-        p = replace(self.p, max_iter=best["n_iter"], tol=None, rerun=True)
+        key = best.start
+        p = replace(self.p, max_iter=best.n_iter, tol=None, rerun=True)
         driver = Driver(self.model, self.backend, p, Interruptions(), self.deferred)
         progress = StartProgress(1, 1, p.max_iter, key if isinstance(key, str) else None)
         if key == "combined":
@@ -395,8 +389,8 @@ class Driver:
             run, _ = driver.extra_start(key, progress)
         else:
             run = driver.fit_one(key, init, progress, interrupts=driver.interrupts)
-        if run is None or run["error"] != best["error"] or not np.array_equal(run["H"], best["H"]):
-            error = None if run is None else run["error"]
+        if run is None or run.error != best.error or not np.array_equal(run.H, best.H):
+            error = None if run is None else run.error
             raise RuntimeError(
                 f"start {key} ran again after a lost worker and ended elsewhere (error "
                 f"{error}, not {best['error']}): the result would not be consistent"
@@ -415,7 +409,7 @@ class Driver:
         needed: bool = True,
         project: bool | None = None,
         setup: dict | None = None,
-    ) -> dict | None:
+    ) -> StartRecord | None:
         """One start from ``init``: iterate, threshold, refine the thresholds, polish, swap.
         ``setup``: the times of the phases that prepared ``init`` (:attr:`Outcome.timings`).
 
@@ -435,22 +429,20 @@ class Driver:
         def absorbed() -> bool:  # in an except KeyboardInterrupt block: go on (True) or abort
             return not interrupted and interrupts is not None and interrupts.first()
 
-        def search() -> dict:
+        def search() -> StartRecord:
             with timed(seconds, "threshold search"):
-                run = start.threshold()
-            run.update(
+                found = start.threshold()
+            return StartRecord(
                 start=key,
+                **found,
                 losses=losses,
                 n_iter=n_iter,
                 stopped=stopped,
-                booleanized_err=run["error"],
-                unpolished_err=run["error"],
-                polish_rounds=0,
-                swaps=[],
-                refinement={"grid": run["error"]},
+                booleanized_err=found["error"],
+                unpolished_err=found["error"],
+                refinement={"grid": found["error"]},
                 seconds=seconds,
             )
-            return run
 
         out = None
         try:
@@ -464,7 +456,7 @@ class Driver:
                 out.update(
                     ref,
                     unpolished_err=ref["error"],
-                    refinement={**out["refinement"], "per-factor thresholds": ref["error"]},
+                    refinement={**out.refinement, "per-factor thresholds": ref["error"]},
                 )
             self.boolean_steps(out, progress)
         except KeyboardInterrupt:
@@ -480,7 +472,7 @@ class Driver:
         out.update(
             interrupted=interrupted, signalled=interrupts is not None and interrupts.count > 0
         )
-        progress.done(out["error"])
+        progress.done(out.error)
         return out
 
     def iterate(
@@ -562,7 +554,7 @@ class Driver:
             )
         return np.asarray(losses), len(losses), interrupted, stopped
 
-    def boolean_steps(self, out: dict, progress: StartProgress) -> None:
+    def boolean_steps(self, out: StartRecord, progress: StartProgress) -> None:
         """The polish and the swaps on a start's Boolean factors, updating ``out`` after each
         step, so that Ctrl-C keeps the steps done so far."""
         p, backend = self.p, self.backend
@@ -571,24 +563,24 @@ class Driver:
             method = "flip"  # polish=True ("auto"): check_backend left only flips here
         if method is not None:
             progress.phase("polish")
-            with timed(out["seconds"], "polish"):
+            with timed(out.seconds, "polish"):
                 pol = backend.polish(out, method)
-            out.update(pol, refinement={**out["refinement"], "polish": pol["error"]})
-        k = out["H"].shape[0]
-        if p.swap and out["error"] > 0 and k > 0:
+            out.update(pol, refinement={**out.refinement, "polish": pol["error"]})
+        k = out.H.shape[0]
+        if p.swap and out.error > 0 and k > 0:
             progress.phase("swaps")
             # At most one swap per factor on average: each is a polish, and on sparse data
             # the first few swaps bring nearly all of the gain.
-            with timed(out["seconds"], "swaps"):
+            with timed(out.seconds, "swaps"):
                 for step in backend.swaps(out, method or "auto", k):
                     swap = step.pop("swap")
                     out.update(
                         step,
-                        swaps=[*out["swaps"], swap],
-                        refinement={**out["refinement"], "swaps": step["error"]},
+                        swaps=[*out.swaps, swap],
+                        refinement={**out.refinement, "swaps": step["error"]},
                     )
 
-    def extra_start(self, name: str, progress: StartProgress) -> tuple[dict | None, bool]:
+    def extra_start(self, name: str, progress: StartProgress) -> tuple[StartRecord | None, bool]:
         """One of ``extra_starts``, refined as every start is: its record (None if it did not
         run: NMF's own start in :class:`banmf.NMF`, or Ctrl-C before it had factors) and
         whether Ctrl-C cut it short."""
@@ -614,7 +606,7 @@ class Driver:
                 project=False,
                 setup=seconds,
             )
-            return run, run is None or run["interrupted"]
+            return run, run is None or run.interrupted
         seconds: dict = {}
         try:
             progress.phase("greedy factors")
@@ -626,7 +618,7 @@ class Driver:
             return None, True
         return self._refined(greedy_record(W, H, error, name, seconds), progress)
 
-    def combined(self, kept: list, progress: StartProgress) -> tuple[dict | None, bool]:
+    def combined(self, kept: list, progress: StartProgress) -> tuple[StartRecord | None, bool]:
         """The combination of the starts ``kept`` (:mod:`banmf.engine.pool`): k of their
         factors chosen for the lowest error, then polished and swapped as a start unless they
         are the best start's own; its record (None if Ctrl-C came before the choice) and
@@ -650,7 +642,7 @@ class Driver:
         progress.done(error)
         return run, False
 
-    def _refined(self, run: dict, progress: StartProgress) -> tuple[dict, bool]:
+    def _refined(self, run: StartRecord, progress: StartProgress) -> tuple[StartRecord, bool]:
         """A start without iterations through the polish and the swaps."""
         interrupts = self.interrupts
         try:
@@ -658,9 +650,9 @@ class Driver:
         except KeyboardInterrupt:  # the steps done so far stand
             if not interrupts.first():
                 raise
-            run["interrupted"] = True
-        progress.done(run["error"])
-        return run, run["interrupted"]
+            run.interrupted = True
+        progress.done(run.error)
+        return run, run.interrupted
 
 
 def _warn_interrupted(done: int) -> None:

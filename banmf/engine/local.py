@@ -15,6 +15,7 @@ from ..polish import column_factors, polish_factors, refine_factor_thresholds, s
 from .iterations import MUSolver
 from .nndsvd import nndsvda
 from .pool import combine, grecond_pays
+from .protocol import StartRecord
 from .settings import RunSettings
 from .starts import start_cost
 
@@ -138,18 +139,18 @@ class LocalBackend:
             W, H = column_factors(self.data.T.X, k)
         return W, H, self.data.error(W, H)
 
-    def refine_thresholds(self, run: dict) -> dict:
+    def refine_thresholds(self, run: StartRecord) -> dict:
         # Refined in place: on copies, so that a Ctrl-C inside leaves the grid's as they were.
-        tw, th = (t.copy() for t in run["thresholds"])
-        ref = refine_factor_thresholds(self.data, run["W_continuous"], run["H_continuous"], tw, th)
+        tw, th = (t.copy() for t in run.thresholds)
+        ref = refine_factor_thresholds(self.data, run.W_continuous, run.H_continuous, tw, th)
         return {"W": ref.W, "H": ref.H, "error": ref.error, "thresholds": (tw, th)}
 
-    def polish(self, run: dict, method: str) -> dict:
-        pol = polish_factors(self.data, run["W"], run["H"], method)
+    def polish(self, run: StartRecord, method: str) -> dict:
+        pol = polish_factors(self.data, run.W, run.H, method)
         return {"W": pol.W, "H": pol.H, "error": pol.error, "polish_rounds": pol.rounds}
 
-    def swaps(self, run: dict, method: str, most: int):
-        for step in swap_steps(self.data, run["W"], run["H"], method, most):
+    def swaps(self, run: StartRecord, method: str, most: int):
+        for step in swap_steps(self.data, run.W, run.H, method, most):
             yield {
                 "W": step.W,
                 "H": step.H,
@@ -163,7 +164,7 @@ class LocalBackend:
     def combine(self, runs: list, k: int, again=None):
         # Every record holds its W: nothing runs again here.
         more = []
-        if all(run["start"] != "grecond" for run in runs) and self._grecond_pays(runs, k):
+        if all(run.start != "grecond" for run in runs) and self._grecond_pays(runs, k):
             more.append(self.greedy("grecond", k)[:2])
         W, H, error, info = combine(self.data, runs, k, more)
         return W, H, error, info["new"]
@@ -178,18 +179,18 @@ class LocalBackend:
     def keep(self, best) -> None:
         """Every record holds its own W: nothing to drop."""
 
-    def rows(self, best: dict, again) -> tuple[np.ndarray, np.ndarray]:
-        return best["W_continuous"], best["W"]
+    def rows(self, best: StartRecord, again) -> tuple[np.ndarray, np.ndarray]:
+        return best.W_continuous, best.W
 
     def fitted(self) -> dict:
         return {}
 
     def start_factors(self, outcome, observed: bool, again=None) -> dict:
         return predictor_factors(
-            [run["W"] for _, run in outcome.kept],
-            [run["H"] for _, run in outcome.kept],
+            [run.W for _, run in outcome.kept],
+            [run.H for _, run in outcome.kept],
             outcome.extra.get("nmf"),
-            None if "nmf" not in outcome.extra else outcome.extra["nmf"]["W_continuous"],
+            None if "nmf" not in outcome.extra else outcome.extra["nmf"].W_continuous,
             observed,
         )
 
@@ -207,7 +208,7 @@ def grecond_factors(data, k: int) -> tuple[np.ndarray, np.ndarray]:
     return model.W_, model.components_
 
 
-def predictor_factors(Ws: list, Hs: list, nmf: dict | None, nmf_w, observed: bool) -> dict:
+def predictor_factors(Ws: list, Hs: list, nmf, nmf_w, observed: bool) -> dict:
     """The factors of each kind of predictor a fit's starts give (:class:`banmf.Predictor`),
     from every start's Boolean ``Ws`` and ``Hs`` (ranked), the NMF start's record ``nmf`` and
     its balanced W ``nmf_w``: "product" always; "vote" with two starts or more; "nmf" when the
@@ -223,6 +224,6 @@ def predictor_factors(Ws: list, Hs: list, nmf: dict | None, nmf_w, observed: boo
     if nmf is not None and not observed:
         kinds["nmf"] = (
             np.asarray(nmf_w, dtype=np.float64),
-            np.asarray(nmf["H_continuous"], dtype=np.float64),
+            np.asarray(nmf.H_continuous, dtype=np.float64),
         )
     return kinds

@@ -33,6 +33,7 @@ from .._boolean import words
 from .._kernels.pool import pool_cells, set_counts, set_majority, unit_gains
 from .._threads import pick
 from ..polish import top_columns
+from .protocol import StartRecord
 from .starts import start_cost
 
 __all__ = [
@@ -572,7 +573,7 @@ class PoolSource(GrowRows, Protocol):
     def column_ones(self) -> np.ndarray:
         """Ones per column (m,)."""
 
-    def set_of(self, run: dict):
+    def set_of(self, run: StartRecord):
         """The factor set of a start's record."""
 
     def grown_set(self, H: np.ndarray):
@@ -619,7 +620,7 @@ class WholeSource:
         return majority_counts(self.data, self.W[:, t0:t1])
 
     def set_of(self, run):
-        return run["W"], run["H"]
+        return run.W, run.H
 
     def grown_set(self, H):
         return self.W, H
@@ -663,7 +664,7 @@ def grecond_pays(work: float, observed: bool, shape: tuple, nnz: int, k: int, ru
     if observed:
         return False
     n, m = shape
-    starts = sum(start_cost(n, m, nnz, k, run["n_iter"]) for run in runs)
+    starts = sum(start_cost(n, m, nnz, k, run.n_iter) for run in runs)
     return work <= GRECOND_SHARE * starts
 
 
@@ -684,7 +685,7 @@ def choose(
     their error and what it took (``info``: pool sizes, bytes, sweeps, and ``new``: whether
     the choice differs from the best start's factors)."""
     n, m = source.shape
-    best = min(range(len(runs)), key=lambda r: runs[r]["error"])
+    best = min(range(len(runs)), key=lambda r: runs[r].error)
     seeds = top_columns(source.column_ones(), min(m, GROWN_PER_K * k))
     sets = [*(source.set_of(run) for run in runs), *more]
     sets.append(source.grown_set(grow(source, seeds, m, source.observed)))
@@ -707,7 +708,7 @@ def choose(
     pool = source.take(pool, keep)
     renumber = {int(f): i for i, f in enumerate(keep)}
     info.update(candidates=len(pool), bytes=pool.nbytes)
-    start = [renumber.get(f, -1) for f in where[best]], runs[best]["error"] - source.nnz
+    start = [renumber.get(f, -1) for f in where[best]], runs[best].error - source.nnz
     choices = [
         select(source.rows(pool, k), pool, m, k),
         select(source.rows(pool, k), pool, m, k, start),

@@ -5,7 +5,7 @@ later). The driver never sees X: it begins starts on the backend and asks each f
 a BANMF start, which the backend runs as per-block work and sums over its blocks, with the
 library's own pieces (:class:`banmf.models.MUSolver` and its kernels, the grid search of
 :func:`banmf.booleanize.search_grid`, the bit changes and cuts of :mod:`banmf.polish`). A start's
-record (a dict) travels between the driver and the backend: the driver reads only its Boolean H,
+record (a :class:`StartRecord`) travels between the driver and the backend: the driver reads only its Boolean H,
 its error and its bookkeeping; W stays where the backend keeps it (in the record on one machine,
 on the blocks on Dask) until :meth:`Backend.rows`.
 
@@ -21,12 +21,87 @@ the driver refuses, before any work, a fit that needs what its backend lacks
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-__all__ = ["Backend", "Start"]
+__all__ = ["Backend", "Start", "StartRecord"]
+
+
+@dataclass(eq=False)
+class StartRecord:
+    """One start of a fit as the driver keeps it: its factors after each step and what each
+    step did. A step's result (a mapping of some of these names, from the backend) is merged
+    in with :meth:`update`.
+
+    Attributes
+    ----------
+    start : int or str
+        The random start's index, or an extra start's name ("nmf", "columns", "grecond",
+        "combined").
+    H : ndarray of shape (k, m), bool
+        The Boolean H after the steps so far.
+    error : int
+        The Boolean error of the start's factors after the steps so far.
+    H_continuous : ndarray of shape (k, m)
+        The balanced continuous H (a greedy start's Boolean H).
+    grid_thresholds : tuple of float
+        The grid search's global ``(δ_W, δ_H)``.
+    thresholds : tuple of two ndarrays of shape (k,)
+        Per factor ``(δ_W, δ_H)``.
+    losses : ndarray
+        The relaxed objective after each iteration.
+    n_iter : int
+        The iterations run.
+    stopped : bool
+        The callback stopped the fit.
+    booleanized_err, unpolished_err : int
+        The error at the grid's thresholds, and before the polish.
+    polish_rounds : int
+    swaps : list of (int, int)
+        The ``(factor, column)`` swaps made.
+    refinement : dict
+        The error after each step that ran, in order.
+    interrupted, signalled : bool
+        Ctrl-C (or the callback) cut the start short; a signal came during it.
+    seconds : dict
+        The wall time of each phase (:attr:`banmf.engine.Outcome.timings`).
+    W, W_continuous : ndarray or None
+        W's Boolean and balanced rows where the backend keeps them in the record (one
+        machine); None where they stay with the backend.
+    """
+
+    start: Any
+    H: np.ndarray
+    error: int
+    H_continuous: np.ndarray
+    grid_thresholds: tuple
+    thresholds: tuple
+    losses: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    n_iter: int = 0
+    stopped: bool = False
+    booleanized_err: int = 0
+    unpolished_err: int = 0
+    polish_rounds: int = 0
+    swaps: list = field(default_factory=list)
+    refinement: dict = field(default_factory=dict)
+    interrupted: bool = False
+    signalled: bool = False
+    seconds: dict = field(default_factory=dict)
+    W: np.ndarray | None = None
+    W_continuous: np.ndarray | None = None
+
+    def update(self, changes: Mapping = (), **more) -> None:
+        """Set the fields named in ``changes`` and ``more`` (a step's result)."""
+        for name, value in {**dict(changes), **more}.items():
+            if name not in _RECORD_FIELDS:
+                raise AttributeError(f"a start's record has no field {name!r}")
+            setattr(self, name, value)
+
+
+_RECORD_FIELDS = frozenset(f.name for f in fields(StartRecord))
 
 
 class Start(Protocol):
@@ -106,7 +181,7 @@ class Backend(Protocol):
         the backend keeps W's rows, H, error)``."""
 
     def combine(
-        self, runs: list, k: int, again: Callable[[dict, Any], None]
+        self, runs: list, k: int, again: Callable[[StartRecord, Any], None]
     ) -> tuple[np.ndarray | None, np.ndarray, int, bool] | None:
         """The combination of the starts' records ``runs`` (:mod:`banmf.engine.pool`):
         ``(W or None, H, error, new)``, ``new`` False when the choice is the best start's own
@@ -115,16 +190,16 @@ class Backend(Protocol):
         rows. Optional: without it the driver refuses ``combine=True``
         (:func:`banmf.engine.driver.check_backend`)."""
 
-    def refine_thresholds(self, run: dict) -> dict:
+    def refine_thresholds(self, run: StartRecord) -> dict:
         """Per-factor thresholds from the grid's (:func:`banmf.refine_thresholds`); returns
         the record's new ``"H"``, ``"error"``, ``"thresholds"`` (and ``"W"``)."""
 
-    def polish(self, run: dict, method: str) -> dict:
+    def polish(self, run: StartRecord, method: str) -> dict:
         """The Boolean polish (:func:`banmf.polish`) of the record's factors; returns its
         new ``"H"``, ``"error"``, ``"polish_rounds"`` (and ``"W"``). ``method`` is "flip"
         unless the backend has :attr:`whole_columns`."""
 
-    def swaps(self, run: dict, method: str, most: int) -> Iterator[dict]:
+    def swaps(self, run: StartRecord, method: str, most: int) -> Iterator[dict]:
         """The factor swaps (:func:`banmf.swap_factors`), each followed by the polish
         ``method`` (as in :meth:`polish`), at most ``most``; yields after each the record's new ``"H"``,
         ``"error"``, ``"swap"`` ``(factor, column)`` (and ``"W"``)."""
@@ -137,7 +212,9 @@ class Backend(Protocol):
         """The start ``best`` is the best so far: a backend holding W's rows per start may
         drop the others."""
 
-    def rows(self, best: dict, again: Callable[[Any], None]) -> tuple[np.ndarray, np.ndarray]:
+    def rows(
+        self, best: StartRecord, again: Callable[[Any], None]
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The kept start's W ``(balanced continuous, Boolean)``; ``again(init)`` runs that
         start again exactly from its initial factors (None for an extra start), for a backend
         that lost its rows."""

@@ -34,6 +34,7 @@ from ..engine import Driver, Outcome, auto_n_init, start_cost
 from ..engine.iterations import MUSolver, lambda_schedule, solver_bytes
 from ..engine.local import LocalBackend, LocalStart
 from ..engine.pool import pool_bytes
+from ..engine.protocol import StartRecord
 from ..engine.settings import RunSettings
 from ..exceptions import InputError, InvalidParameterError
 from ..polish import (
@@ -511,14 +512,14 @@ class BANMF(BaseFactorization):
             outcome = driver.fit(names)
             best = self._set_fitted(outcome, p)
             self.W_continuous_, W = driver.rows(best)
-            interrupted = outcome.interrupted or any(run["interrupted"] for _, run in outcome.kept)
+            interrupted = outcome.interrupted or any(run.interrupted for _, run in outcome.kept)
             self._store_result(
-                W, best["H"], best["error"], best["n_iter"], start, interrupted, *backend.sizes
+                W, best.H, best.error, best.n_iter, start, interrupted, *backend.sizes
             )
             for name, value in backend.fitted().items():
                 setattr(self, name, value)
             self.predictor_ = None
-            signalled = backend.interrupts.count or any(r["signalled"] for _, r in outcome.kept)
+            signalled = backend.interrupts.count or any(r.signalled for _, r in outcome.kept)
             form = backend.unknown
             if not signalled and form is not None:
                 # Gathered while the backend still holds the starts' rows.
@@ -609,24 +610,24 @@ class BANMF(BaseFactorization):
         kind, threshold, edges, probabilities, report = choose(scores, truth, order, zero_weight)
         return Predictor(kind, threshold, edges, probabilities, report, starts[kind])
 
-    def _set_fitted(self, outcome: Outcome, p: RunSettings) -> dict:
+    def _set_fitted(self, outcome: Outcome, p: RunSettings) -> StartRecord:
         """The fitted attributes of the starts (all but W's and the shared ones of
         :meth:`_set_result`); returns the kept start's record."""
         self.best_start_, best = outcome.best
         runs = outcome.runs
-        self.init_errors_ = [run["error"] for run in runs]
-        self.extra_start_errors_ = {name: run["error"] for name, run in outcome.extra.items()}
+        self.init_errors_ = [run.error for run in runs]
+        self.extra_start_errors_ = {name: run.error for name, run in outcome.extra.items()}
         self.n_starts_ = len(outcome.kept)
         self.n_init_ = outcome.n_init
-        self.loss_curve_ = best["losses"]
-        self.H_continuous_ = best["H_continuous"]
-        self.grid_thresholds_, self.thresholds_ = best["grid_thresholds"], best["thresholds"]
+        self.loss_curve_ = best.losses
+        self.H_continuous_ = best.H_continuous
+        self.grid_thresholds_, self.thresholds_ = best.grid_thresholds, best.thresholds
         self.booleanized_err_, self.unpolished_err_ = (
-            best["booleanized_err"],
-            best["unpolished_err"],
+            best.booleanized_err,
+            best.unpolished_err,
         )
-        self.polish_rounds_, self.refinement_ = best["polish_rounds"], best["refinement"]
-        self.swaps_ = best["swaps"]
+        self.polish_rounds_, self.refinement_ = best.polish_rounds, best.refinement
+        self.swaps_ = best.swaps
         self.timings_ = {**outcome.timings, "fit": {"starts": outcome.seconds}}
         return best
 

@@ -36,6 +36,7 @@ from ..iterations import h_step, objective_value
 from ..local import grecond_factors, predictor_factors
 from ..nndsvd import Here, nonnegative_part, subspace_svd, use_randomized
 from ..pool import Pool, bounded, choose, grecond_pays
+from ..protocol import StartRecord
 from . import worker
 from .session import Session, WorkerLost
 
@@ -220,17 +221,14 @@ class DaskBackend:
     model : banmf.distributed.BANMF
         The estimator: its parameters, and ``recoveries_`` counted on it.
     session : Session
-        The blocks, not yet placed on the workers (placed here, and checked as read).
+        The blocks, placed on the workers (:meth:`open` places them).
+    p : RunSettings
+        The run's settings (``BANMF._check_params``, with ``observed`` and ``nnz_ones``).
+    rng : numpy.random.Generator
+        The random starts' generator.
     data : banmf.Dataset or None
         The data whole in this process when the fit was given it in memory; None for row
         blocks, gathered here only if a step needs it whole (:meth:`dataset`).
-    rng : numpy.random.Generator
-        The random starts' generator.
-
-    Attributes
-    ----------
-    p : RunSettings
-        The run's settings (``BANMF._check_params``, with ``observed`` and ``nnz_ones``).
     unknown : {None, "missing", "observed"}
         The form of the unknown cells.
     sizes : tuple
@@ -240,12 +238,18 @@ class DaskBackend:
     whole_columns = False  # a block holds some rows of each column; the steps sum over blocks
     deferred = True  # Ctrl-C is counted and seen at the next safe point
 
-    def __init__(self, model, session: Session, data, rng):
-        self.model, self.session, self.data, self.rng = model, session, data, rng
+    def __init__(self, model, session: Session, p, rng, data=None, unknown=None, sizes=()):
+        self.model, self.session, self.p, self.rng = model, session, p, rng
+        self.data, self.unknown, self.sizes = data, unknown, sizes
         self.interrupts = session.interrupts
         self.specs: dict = {}  # random start → how it was drawn
         self.error_counts: tuple[int, int] | None = None  # the kept start's (hits, cover)
         self._grecond: tuple | None = None  # GreConD's factors, once computed
+
+    @classmethod
+    def open(cls, model, session: Session, data, rng) -> DaskBackend:
+        """The backend of ``model``'s fit over ``session``'s blocks, placed on the workers
+        here and checked as read; its run settings from the blocks' sizes."""
         blocks = session.blocks
         n, m = blocks.shape
         k = check_n_components(model.n_components, (n, m))
@@ -257,18 +261,18 @@ class DaskBackend:
             warnings.warn(
                 "X has no nonzeros: nothing to factorize, the best W⊗H is all zeros",
                 UserWarning,
-                stacklevel=6,
+                stacklevel=7,
             )
         forms = {q[5] for q in loads} - {None}
         if data is not None:
             form = data.unknown and ("observed" if data.unknown.observed else "missing")
         else:
             form = forms and ("observed" if next(iter(forms)) else "missing")
-        self.unknown = form or None
+        unknown = form or None
         p = model._check_params(k, (n, m), nnz + sum(q[3] for q in loads))
-        self.p = replace(p, observed=self.unknown == "observed", nnz_ones=nnz)
-        self.sizes = (m, nnz, sum(q[4] for q in loads))
+        p = replace(p, observed=unknown == "observed", nnz_ones=nnz)
         model.recoveries_ = 0
+        return cls(model, session, p, rng, data, unknown, (m, nnz, sum(q[4] for q in loads)))
 
     def fitted(self) -> dict:
         """The fitted attributes a cluster fit adds: the error's two parts, the blocks, the
@@ -308,7 +312,7 @@ class DaskBackend:
         (:func:`banmf.engine.local.predictor_factors`), as one machine's records give them. A
         start whose rows a block read again (after a lost worker) runs again first."""
         runs = [run for _, run in outcome.kept]
-        keys = [run["start"] for run in runs] if len(runs) > 1 else []
+        keys = [run.start for run in runs] if len(runs) > 1 else []
         nmf = None if observed else outcome.extra.get("nmf")
         session = self.session
 
@@ -316,7 +320,7 @@ class DaskBackend:
             wanted = [*keys, *(["nmf"] if nmf is not None else [])]
             lost = set().union(*session.each(worker.lacks, wanted)) if wanted else set()
             for run in runs:
-                if run["start"] in lost:
+                if run.start in lost:
                     self._run_again(again, run)
 
             def rows(key, part):
@@ -326,7 +330,7 @@ class DaskBackend:
             return Ws, None if nmf is None else rows("nmf", 0)
 
         Ws, nmf_w = self.attempt(gather)
-        return predictor_factors(Ws, [run["H"] for run in runs], nmf, nmf_w, observed)
+        return predictor_factors(Ws, [run.H for run in runs], nmf, nmf_w, observed)
 
     def side_by_side(self, n_starts: int) -> int:
         return 1  # the workers' threads run each start's blocks
@@ -487,34 +491,34 @@ class DaskBackend:
         hits, cover = self.session.sum(worker.counts, start, H)
         return int(self.p.nnz_ones + cover - 2 * hits)
 
-    def refine_thresholds(self, run: dict) -> dict:
+    def refine_thresholds(self, run: StartRecord) -> dict:
         """Per-factor thresholds over the blocks (:func:`banmf.polish.thresholds_over`): for a
         column of W, each block sends its rows' values and bit changes (16 bytes a row) and
         the cut is chosen here; for a row of H, the bit changes are summed over the blocks."""
-        tw, th = (t.copy() for t in run["thresholds"])
-        history = [run["error"]]
+        tw, th = (t.copy() for t in run.thresholds)
+        history = [run.error]
         Htb = thresholds_over(
-            _BlockRows(self, run["start"]),
-            np.ascontiguousarray(run["H_continuous"].T),
+            _BlockRows(self, run.start),
+            np.ascontiguousarray(run.H_continuous.T),
             tw,
             th,
             history=history,
         )
         return {"H": np.ascontiguousarray(Htb.T), "error": history[-1], "thresholds": (tw, th)}
 
-    def polish(self, run: dict, method: str) -> dict:
+    def polish(self, run: StartRecord, method: str) -> dict:
         """The polish over the blocks (:func:`banmf.polish.polish_over`; the driver asks for
         flips here, the exact polish needing whole columns)."""
-        Ht = np.array(run["H"].T, order="C")
-        history = [run["error"]]
-        rounds = polish_over(_BlockRows(self, run["start"]), Ht, method, history=history)
+        Ht = np.array(run.H.T, order="C")
+        history = [run.error]
+        rounds = polish_over(_BlockRows(self, run.start), Ht, method, history=history)
         return {"H": np.ascontiguousarray(Ht.T), "error": history[-1], "polish_rounds": rounds}
 
-    def swaps(self, run: dict, method: str, most: int):
+    def swaps(self, run: StartRecord, method: str, most: int):
         """The swaps over the blocks (:func:`banmf.polish.swaps_over`): each factor's cost and
         each column's gain summed over the blocks, the new factor's rows found on theirs."""
-        Ht = np.array(run["H"].T, order="C")
-        for l, j, error in swaps_over(_BlockRows(self, run["start"]), Ht, method, most):
+        Ht = np.array(run.H.T, order="C")
+        for l, j, error in swaps_over(_BlockRows(self, run.start), Ht, method, most):
             yield {"H": np.ascontiguousarray(Ht.T), "error": error, "swap": (l, j)}
 
     def attempt(self, work):
@@ -546,12 +550,12 @@ class DaskBackend:
         holds runs again first (``again(run, init)``), from its seed: the same rows. None
         when a deferred Ctrl-C came during the choice: the starts stand."""
         session = self.session
-        lost = set().union(*session.each(worker.lacks, [run["start"] for run in runs]))
+        lost = set().union(*session.each(worker.lacks, [run.start for run in runs]))
         for run in runs:
-            if run["start"] in lost:
+            if run.start in lost:
                 self._run_again(again, run)
         more = []
-        if all(run["start"] != "grecond" for run in runs) and self._grecond_pays(runs, k):
+        if all(run.start != "grecond" for run in runs) and self._grecond_pays(runs, k):
             if self._grecond is None:
                 self._grecond = grecond_factors(self.dataset(), k)
             W, H = self._grecond
@@ -576,12 +580,12 @@ class DaskBackend:
         work = grecond_work_of(p.shape, p.nnz_ones, squares, k)
         return grecond_pays(work, p.observed, p.shape, p.nnz_ones, k, runs)
 
-    def _run_again(self, again, run: dict) -> None:
+    def _run_again(self, again, run: StartRecord) -> None:
         """``again(run, init)`` with the run again's own interruptions (none) seen by the
         steps' safe points."""
         counted, self.session.interrupts = self.session.interrupts, Interruptions()
         try:
-            again(run, self.specs.get(run["start"]))
+            again(run, self.specs.get(run.start))
         finally:
             self.session.interrupts = counted
 
@@ -593,17 +597,17 @@ class DaskBackend:
         whole = [best, *(["nmf"] if self.unknown == "missing" else [])]
         self.attempt(lambda: self.session.each(worker.keep_only, whole, boolean))
 
-    def rows(self, best: dict, again) -> tuple[np.ndarray, np.ndarray]:
+    def rows(self, best: StartRecord, again) -> tuple[np.ndarray, np.ndarray]:
         """The kept start's rows from every block, and the error's two parts
         (:attr:`error_counts`); a start that a block read again (after a worker was lost) no
         longer holds runs again first (``again``), from its seed: the same rows."""
 
         def gather():
-            i = best["start"]
+            i = best.start
             if not all(self.session.each(worker.holds, i)):
                 self._run_again(lambda run, init: again(init), best)
             parts = self.session.each(worker.rows_of, i)
-            self.error_counts = self.session.sum(worker.counts, i, best["H"])
+            self.error_counts = self.session.sum(worker.counts, i, best.H)
             return np.concatenate([q[0] for q in parts]), np.concatenate([q[1] for q in parts])
 
         return self.attempt(gather)
@@ -698,7 +702,7 @@ class _BlockSource:
         return self.session.sum(worker.grow_columns, t0, t1)
 
     def set_of(self, run):
-        return run["start"], run["H"]
+        return run.start, run.H
 
     def grown_set(self, H):
         return None, H
