@@ -10,9 +10,7 @@ Ctrl-C must already be handled) does not wait for numpy, scipy and numba.
 
 import ast as _ast
 import importlib as _importlib
-import sys as _sys
 from pathlib import Path as _Path
-from types import ModuleType as _ModuleType
 
 
 def _exports() -> dict[str, tuple[str, str | None]]:
@@ -31,24 +29,6 @@ def _exports() -> dict[str, tuple[str, str | None]]:
 
 _EXPORTS = _exports()
 
-
-class _Package(_ModuleType):
-    """banmf itself, so that a submodule named as the function it defines (``polish``,
-    ``booleanize``, ``patterns``) does not replace that function: importing a submodule sets the
-    package's attribute of that name to the module, wherever the import happens."""
-
-    def __setattr__(self, name: str, value) -> None:
-        module, attribute = _EXPORTS.get(name, ("", None))
-        if (
-            attribute
-            and isinstance(value, _ModuleType)
-            and value.__name__ == f"{__name__}.{module}"
-        ):
-            value = getattr(value, attribute)
-        super().__setattr__(name, value)
-
-
-_sys.modules[__name__].__class__ = _Package
 
 # The names, not the submodules (banmf.model_selection has a page of its own).
 __all__ = sorted([*(n for n, (_, a) in _EXPORTS.items() if a), "__version__"], key=str.lower)

@@ -1,19 +1,21 @@
 # The public names of banmf and where they live: the one list, read by type checkers and, at
 # run time, by banmf/__init__.py (which imports each submodule on first use).
 from . import model_selection as model_selection
-from ._threads import effective_n_jobs as effective_n_jobs
 from .api import factorize as factorize
 from .api import fit_many as fit_many
-from .booleanize import balance as balance
-from .booleanize import boolean_error as boolean_error
-from .booleanize import boolean_product as boolean_product
-from .booleanize import booleanize as booleanize
-from .booleanize import error_counts as error_counts
-from .booleanize import predict_cells as predict_cells
 from .datasets import make_boolean as make_boolean
 from .datasets import make_sparse_degrees as make_sparse_degrees
 from .datasets import make_sparse_tiles as make_sparse_tiles
 from .datasets import make_sparse_uniform as make_sparse_uniform
+from .engine.booleanize import balance as balance
+from .engine.booleanize import boolean_error as boolean_error
+from .engine.booleanize import boolean_product as boolean_product
+from .engine.booleanize import booleanize as booleanize
+from .engine.booleanize import error_counts as error_counts
+from .engine.booleanize import predict_cells as predict_cells
+from .engine.polish import polish as polish
+from .engine.polish import refine_thresholds as refine_thresholds
+from .engine.polish import swap_factors as swap_factors
 from .exceptions import BanmfError as BanmfError
 from .exceptions import ConvergenceWarning as ConvergenceWarning
 from .exceptions import DataWarning as DataWarning
@@ -37,12 +39,10 @@ from .models import PaNDa as PaNDa
 from .models import RegularizedBANMF as RegularizedBANMF
 from .models import RegularizedNMF as RegularizedNMF
 from .models import ZhangThreshold as ZhangThreshold
-from .patterns import Pattern as Pattern
-from .patterns import patterns as patterns
-from .polish import polish as polish
-from .polish import refine_thresholds as refine_thresholds
-from .polish import swap_factors as swap_factors
+from .report.patterns import Pattern as Pattern
+from .report.patterns import patterns as patterns
 from .result import Factorization as Factorization
+from .runtime.threads import effective_n_jobs as effective_n_jobs
 
 __version__: str
 __all__: list[str]

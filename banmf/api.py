@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import time
 
-from ._anndata import anndata_parts, check_destination, store_result
-from ._runner import fit_tasks
-from ._validation import is_anndata
-from .dataset import Dataset
+from .data.dataset import Dataset
+from .data.validation import is_anndata
 from .exceptions import Interrupted, InvalidParameterError
+from .io.anndata import anndata_parts, check_destination, store_result
 from .models import METHODS
 from .result import EMBED_MAX_NNZ, Factorization
+from .runtime.runner import fit_tasks
 
 __all__ = ["Factorization", "factorize", "fit_many"]  # Factorization: from banmf.result
 

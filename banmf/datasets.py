@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from ._boolean import support_mask_from_keys
-from ._memory import check_matrix_size
-from ._validation import check_n_components, check_random_state
-from .booleanize import boolean_product
+from .data.masks import support_mask_from_keys
+from .data.validation import check_n_components, check_random_state
+from .engine.booleanize import boolean_product
 from .exceptions import InputError, InvalidParameterError
 from .io import Dataset, read_dataset
+from .runtime.memory import check_matrix_size
 
 __all__ = [
     "Dataset",

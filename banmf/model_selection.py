@@ -8,7 +8,9 @@ them), and :func:`held_out_scores` compares its prediction with the hidden truth
 
 from __future__ import annotations
 
-from ._selection import (
+from .exceptions import InvalidParameterError
+from .models import METHODS
+from .selection.ranks import (
     CRITERIA,
     CV_RULES,
     FITS_EVERY_SECONDS,
@@ -24,8 +26,6 @@ from ._selection import (
     mask_entries,
     select_rank_of,
 )
-from .exceptions import InvalidParameterError
-from .models import METHODS
 
 __all__ = [
     "CRITERIA",
@@ -134,7 +134,7 @@ def select_rank(
     Within a rank that takes a while, the fits done so far are logged on the
     ``banmf.progress`` logger (level INFO, every :data:`FITS_EVERY_SECONDS` at most), each
     record's ``record.banmf`` ``{"event": "fits", "k", "fits_done", "n_fits"}``, beside the
-    records of the fits themselves (:mod:`banmf._progress`); as each rank is done, a
+    records of the fits themselves (:mod:`banmf.runtime.progress`); as each rank is done, a
     ``"rank"`` record (INFO) whose ``record.banmf`` is ``{"event": "rank", "row": ...}`` with
     that rank's evidence (as ``callback`` has it).
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from ._boolean import (
+from .data.dataset import Dataset
+from .data.masks import (
     cell_keys,
     hits_and_cover,
     in_sorted,
@@ -21,7 +22,9 @@ from ._boolean import (
     product_mask,
     support_mask_from_keys,
 )
-from ._files import (
+from .data.validation import check_binary_matrix, check_boolean_factors, check_cells
+from .exceptions import InputError
+from .runtime.files import (
     atomic_path,
     jsonable,
     nbytes,
@@ -32,11 +35,8 @@ from ._files import (
     stored_pattern,
     versions,
 )
-from ._memory import check_memory
-from ._predictor import FOLDS, KINDS, MAJORITY, Predictor
-from ._validation import check_binary_matrix, check_boolean_factors, check_cells
-from .dataset import Dataset
-from .exceptions import InputError
+from .runtime.memory import check_memory
+from .selection.predictor import FOLDS, KINDS, MAJORITY, Predictor
 
 __all__ = ["Factorization", "relative_error"]
 
@@ -248,7 +248,7 @@ class Factorization:
     @property
     def n_observed(self) -> int:
         """Observed cells (every cell when nothing was unknown)."""
-        from ._boolean import count_unknown
+        from .data.masks import count_unknown
 
         n, m = self.shape
         return n * m - count_unknown(self.shape, self.missing, self.observed)
@@ -412,7 +412,7 @@ class Factorization:
 
     def patterns(self, X=None, *, top: int | None = None) -> list:
         """Every factor as a pattern, largest contribution first: :func:`banmf.patterns`."""
-        from .patterns import patterns
+        from .report.patterns import patterns
 
         return patterns(self, X, top=top)
 
@@ -432,7 +432,7 @@ class Factorization:
         >>> with tempfile.TemporaryDirectory() as folder:
         ...     res.report(pathlib.Path(folder) / "report.html")
         """
-        from .report import write_report
+        from .report.html import write_report
 
         write_report(self, path, X, selection=selection, title=title)
 

@@ -50,7 +50,7 @@ import numpy as np
 from _records import run_tasks
 
 import banmf
-from banmf._boolean import mask_difference, mask_union
+from banmf.data.masks import mask_difference, mask_union
 from banmf.model_selection import held_out_scores, mask_entries
 
 PAPER = dict(banmf.PAPER_CONFIG)

@@ -5,7 +5,7 @@
 For growing X (uniform rows, ~40 nonzeros a row) it times one call of each MU kernel (the row
 update, the WᵀY scatter, the Y pass) in its serial and its parallel variant, interleaved in
 one process, and prints the medians, their ratio and the work per call in the units of
-``banmf._threads.PARALLEL_MIN_WORK`` (multiply-adds). Run it alone and beside a busy process
+``banmf.runtime.threads.PARALLEL_MIN_WORK`` (multiply-adds). Run it alone and beside a busy process
 (``--busy``): the crossover moves up when the machine is shared.
 """
 

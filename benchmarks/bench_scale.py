@@ -31,7 +31,7 @@ nnz·k per iteration), and the whole fit's time per nonzero·k by that of the sm
 same k and threads: > 1 means it grew faster than nnz·k. The third divides each later phase of
 an extra start that iterates (the NMF start) by that start's own iterations. The fourth gives the
 coverages each start's grid threshold search computed (``n_evaluated``: the points its lower
-bound did not rule out), counted by wrapping :func:`banmf.booleanize.search_grid`.
+bound did not rule out), counted by wrapping :func:`banmf.engine.booleanize.search_grid`.
 
 ``--dask WORKERS``: the same pipeline on a Dask cluster instead,
 ``banmf.distributed.BANMF(k, random_state=0, n_blocks=--blocks)`` (its defaults are one
@@ -270,8 +270,8 @@ def _estimate_mb(model, X, task: dict) -> float | None:
     before it begins), in MiB; None for a Dask fit, which checks each block's instead."""
     if task.get("dask"):
         return None
-    from banmf._threads import thread_budget
-    from banmf.dataset import Dataset
+    from banmf.data.dataset import Dataset
+    from banmf.runtime.threads import thread_budget
 
     with thread_budget(task["threads"]):
         return model._fit_bytes(Dataset.of(X), task["k"]) / 2**20

@@ -4,7 +4,7 @@
 
 Runs ``banmf factorize data/zoo_101x15.mtx -k 5`` (the README's first command) in fresh
 processes: each pair from an empty ``NUMBA_CACHE_DIR``, once as it is and once with
-``BANMF_NO_AHEAD=1`` (no second process compiling ahead, :mod:`banmf._warmup`), in alternating
+``BANMF_NO_AHEAD=1`` (no second process compiling ahead, :mod:`banmf.runtime.warmup`), in alternating
 order, then once more from the cache the first left. Each run's wall time and the compile time
 its time line reports. Prints the medians and appends one JSON record (date, commit, host CPU
 and cache, versions, command, figures) to ``--out``.

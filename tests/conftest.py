@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from numba import config
 
-# The command line's fits start no second process to compile ahead (banmf._warmup): the
+# The command line's fits start no second process to compile ahead (banmf.runtime.warmup): the
 # suite's workers compile the kernels themselves (warm_kernels), and a test's processes are
 # its own. tests/test_warmup.py turns it back on where it tests it.
 os.environ["BANMF_NO_AHEAD"] = "1"
@@ -105,9 +105,9 @@ def pytest_collection_modifyitems(items):
 @pytest.fixture(scope="session", autouse=True)
 def warm_kernels():
     """Compile (or load from cache) a default fit's kernels once, outside the timed test
-    bodies. Under pytest-xdist the odd workers go backwards (:func:`banmf._warmup.warm`): on
+    bodies. Under pytest-xdist the odd workers go backwards (:func:`banmf.runtime.warmup.warm`): on
     an empty cache two workers then compile different kernels, each loading the other's."""
-    from banmf._warmup import warm
+    from banmf.runtime.warmup import warm
 
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
     backwards = worker[2:].isdigit() and int(worker[2:]) % 2 == 1

@@ -18,7 +18,7 @@ from banmf import (
     booleanize,
     make_boolean,
 )
-from banmf._validation import check_binary_matrix
+from banmf.data.validation import check_binary_matrix
 from banmf.datasets import load_zoo
 from banmf.engine.iterations import MUSolver
 from banmf.io import Dataset

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from banmf import balance, boolean_error, boolean_product, booleanize
-from banmf._boolean import unique_rows
 from banmf._kernels.boolean import pair_cover_bound, pair_histograms
+from banmf.data.masks import unique_rows
 
 bz = sys.modules["banmf.booleanize"]
 
@@ -163,7 +163,7 @@ def test_factor_without_zeros_can_be_kept_whole():
 
 def _ranks(rng, n, k, P, dtype=np.uint8):
     """Grid ranks 0..P, a third of them 0 (factors absent from the row), of
-    :func:`banmf.booleanize.grid_ranks`' type for a grid of P ≤ 255 points or more."""
+    :func:`banmf.engine.booleanize.grid_ranks`' type for a grid of P ≤ 255 points or more."""
     ranks = rng.integers(0, P + 1, size=(n, k)).astype(dtype)
     ranks[rng.random((n, k)) < 1 / 3] = 0
     return ranks

@@ -71,7 +71,7 @@ def test_factorize_summary_json_and_saved_result(tmp_path):
 
 
 def test_progress_with_a_setup_and_an_unknown_total(monkeypatch):
-    from banmf._progress import StartProgress
+    from banmf.runtime.progress import StartProgress
 
     stream = io.StringIO()
     monkeypatch.setattr(Progress, "LOG_EVERY", 0.05)
@@ -90,7 +90,7 @@ def test_progress_with_a_setup_and_an_unknown_total(monkeypatch):
 
 
 def test_progress_says_which_start_where_and_how_long(monkeypatch):
-    from banmf._progress import StartProgress
+    from banmf.runtime.progress import StartProgress
 
     stream = io.StringIO()
     progress = Progress(stream, "fitting banmf")
@@ -219,7 +219,7 @@ def test_summary_plot_for_large_or_unembedded_data(tmp_path):
     res = tmp_path / "r.npz"
     run("factorize", ZOO, "-k", "3", "--max-iter", "30", "--out", str(res))
     saved = load_result(res)
-    from banmf.plotting import plot_result
+    from banmf.report.plots import plot_result
 
     assert plot_result(saved, tmp_path / "s.png", X=None) == "summary"
 
@@ -609,8 +609,8 @@ def test_complete_proba_says_what_the_value_and_the_probability_are(tmp_path):
 
 
 def test_complete_names_a_threshold_outside_the_scores_range_in_words():
-    from banmf._predictor import Predictor
     from banmf.cli.data import predictor_rule
+    from banmf.selection.predictor import Predictor
 
     def rule(kind, threshold, edges=(0.1, 0.3)):
         return predictor_rule(Predictor(kind, threshold, np.array(edges), np.zeros(len(edges) + 1)))
@@ -647,7 +647,7 @@ def test_an_absurd_max_iter_is_refused_saying_what_it_would_allocate(monkeypatch
 def test_k_auto_progress_says_the_rank_the_fold_and_the_time_left_for_the_selection():
     import logging
 
-    from banmf._progress import StartProgress, fit_label
+    from banmf.runtime.progress import StartProgress, fit_label
 
     log = logging.getLogger("banmf.progress")
     progress = Progress(io.StringIO(), "fitting banmf", enabled=False)

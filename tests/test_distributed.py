@@ -20,13 +20,13 @@ from hypothesis import strategies as st
 
 import banmf
 import banmf.distributed as bd
-from banmf._signals import Interruptions
-from banmf.booleanize import GridRows, grid_points, grid_ranks, search_grid
 from banmf.engine import Driver
+from banmf.engine.booleanize import GridRows, grid_points, grid_ranks, search_grid
 from banmf.engine.dask import worker as _worker
 from banmf.engine.dask.blocks import _cuts
 from banmf.engine.dask.session import Session
 from banmf.io import Dataset
+from banmf.runtime.signals import Interruptions
 
 # The parameters both estimators share in these tests: what bd.BANMF runs (global thresholds,
 # no polish, no swaps, the columns start), two random starts, few iterations (every round trip
@@ -382,7 +382,7 @@ def test_defaults_are_one_machines_but_the_polish():
     one machine (the exact polish where it is cheap: Zoo at k=5) and flips on a cluster;
     every other default is banmf.BANMF's (the combination too), so with polish="flip" the
     fits agree."""
-    from banmf.polish import resolve_polish
+    from banmf.engine.polish import resolve_polish
 
     one, many = banmf.BANMF().get_params(), bd.BANMF().get_params()
     assert set(many) - set(one) == {"client", "n_blocks", "block_memory", "max_recoveries"}
@@ -893,7 +893,7 @@ def test_the_blocks_search_as_the_whole_matrix(seed, k, P, n_blocks, form):
     workers send them) finds the point, the error and the number of coverages of the search
     over all the rows, asking as many ahead: the pairs' floor is the same sum whatever the
     blocks."""
-    from banmf.booleanize import pair_counts
+    from banmf.engine.booleanize import pair_counts
     from banmf.engine.dask.backend import _Rows
 
     rng = np.random.default_rng(seed)
@@ -937,11 +937,11 @@ def test_the_blocks_search_as_the_whole_matrix(seed, k, P, n_blocks, form):
 def test_the_blocks_polish_as_the_whole_matrix(seed, k, n_blocks, form):
     """The flip polish over row blocks (each keeping its rows' bounds, summing its moves per
     bit and its error change) gives one machine's W, H and per-round errors
-    (:func:`banmf.polish.polish_factors`), without counting the error again; so do the same
+    (:func:`banmf.engine.polish.polish_factors`), without counting the error again; so do the same
     rows after a threshold moved W (the bounds counted anew), and the swaps after (each swap
     moves W: the same)."""
     from banmf.engine.dask.backend import DaskBackend, _BlockRows
-    from banmf.polish import WholeRows, polish_factors, polish_over, swaps_over
+    from banmf.engine.polish import WholeRows, polish_factors, polish_over, swaps_over
 
     rng = np.random.default_rng(seed)
     n, m = 16, 9
@@ -1266,7 +1266,7 @@ def test_the_threshold_search_cache_counts_in_the_budget():
     budget checks: without a budget it keeps every threshold asked for (its bytes counted);
     with a budget it gets the room the block leaves, or none (each request then packs W
     again); the counts are the same every way."""
-    from banmf._boolean import Packed
+    from banmf.data.masks import Packed
 
     rng = np.random.default_rng(0)
     data = banmf.io.Dataset(sp.random(300, 60, density=0.2, random_state=1, format="csr") > 0)
@@ -1315,8 +1315,8 @@ def test_a_workers_blocks_side_by_side_give_the_same_sums():
     """A worker with at least as many blocks as threads runs them side by side, each on one
     thread: the same partial sums, bit for bit, as in turn on all its threads, and (to
     rounding) one solver's over all the rows."""
-    from banmf._threads import current_threads
     from banmf.engine.iterations import MUSolver
+    from banmf.runtime.threads import current_threads
 
     X = banmf.make_boolean(2000, 200, 10, density=0.3, noise=0.02, random_state=3)[0]
     blocks = bd.BlockMatrix.from_matrix(X, n_blocks=4)

@@ -6,9 +6,9 @@ import pytest
 
 import banmf
 import banmf.distributed as bd
-from banmf._signals import Interruptions
 from banmf.engine import Driver
 from banmf.exceptions import InvalidParameterError
+from banmf.runtime.signals import Interruptions
 
 # The messages banmf.distributed.BANMF has always refused these with.
 REFUSED = [

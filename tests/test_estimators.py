@@ -169,10 +169,10 @@ def test_banmf_memory_estimate_bounds_what_the_fit_allocates(form, k, jobs, monk
     import scipy.sparse as sp
 
     import banmf.models.banmf as module
-    from banmf._threads import thread_budget
-    from banmf.dataset import Dataset
+    from banmf.data.dataset import Dataset
     from banmf.datasets import make_sparse_degrees
     from banmf.model_selection import mask_entries
+    from banmf.runtime.threads import thread_budget
 
     X = make_sparse_degrees(3000, 400, 15_000, rows="powerlaw", cols="powerlaw", random_state=0)
     fit_masks = {

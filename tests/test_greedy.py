@@ -14,7 +14,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from banmf import ASSO, GreConD, boolean_error, make_boolean
-from banmf._boolean import transpose_mask
 from banmf._kernels.cover import (
     asso_scores,
     asso_scores_rowwise,
@@ -24,12 +23,13 @@ from banmf._kernels.cover import (
     grecond_values,
     intent_of,
 )
-from banmf._threads import cancel_with
-from banmf._validation import check_binary_matrix
+from banmf.data.masks import transpose_mask
+from banmf.data.validation import check_binary_matrix
 from banmf.io import Dataset
 from banmf.models import asso as asso_module
 from banmf.models import grecond as grecond_module
 from banmf.models.asso import TAU_GRID, _Association, _Greedy, _Patterns
+from banmf.runtime.threads import cancel_with
 
 NO_BITS = np.zeros((0, 0), dtype=np.uint64)
 

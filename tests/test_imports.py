@@ -104,9 +104,9 @@ def test_the_graph_sees_every_kind_of_import():
     targets = {target for imports in graph.values() for target, _ in imports}
     # Relative (one and two levels), from a package's __init__, and inside a function.
     assert "banmf.result" in {t for t, _ in graph["banmf.io"]}
-    assert "banmf.dataset" in {t for t, _ in graph["banmf.models._base"]}
+    assert "banmf.data.dataset" in {t for t, _ in graph["banmf.models._base"]}
     assert "banmf.models.asso" in {t for t, _ in graph["banmf.models"]}
-    assert "banmf.exceptions" in {t for t, _ in graph["banmf._files"]}  # in atomic_path
+    assert "banmf.exceptions" in {t for t, _ in graph["banmf.runtime.files"]}  # in atomic_path
     assert "banmf._kernels.boolean" in targets
 
 

@@ -9,7 +9,7 @@ import pytest
 
 import banmf.engine.local as banmf_module
 from banmf import BANMF, boolean_error, make_boolean
-from banmf._signals import Interruptions
+from banmf.runtime.signals import Interruptions
 
 
 @pytest.fixture

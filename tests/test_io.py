@@ -437,7 +437,7 @@ def budget(monkeypatch):
 
 
 def test_memory_limit_variable(monkeypatch):
-    from banmf._memory import available_memory, check_memory, format_size, parse_size
+    from banmf.runtime.memory import available_memory, check_memory, format_size, parse_size
 
     assert parse_size("8G") == 8 * 2**30 and parse_size("512m") == 512 * 2**20
     assert (
@@ -733,7 +733,7 @@ def test_file_value_messages_are_plain(tmp_path):
 
 
 def test_api_value_messages_are_plain_and_zero_based():
-    from banmf._validation import check_binary_matrix
+    from banmf.data.validation import check_binary_matrix
 
     with pytest.raises(ValueError) as info:
         check_binary_matrix(np.array([[0.0, 2.0]]))
@@ -1363,7 +1363,7 @@ def test_matrix_stats_match_a_dense_count(Xd):
         "max_row_nnz": int(Xd.sum(1).max()),
         "max_column_nnz": int(Xd.sum(0).max()),
     }
-    from banmf._boolean import csr_from_parts
+    from banmf.data.masks import csr_from_parts
 
     assert matrix_stats(csr_from_parts(X.indptr, X.indices, X.shape)) == want
 

@@ -8,7 +8,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from numba import njit
 
-from banmf._boolean import row_codes
 from banmf._kernels.boolean import (
     pack_cols_above,
     pack_csr_rows,
@@ -41,7 +40,8 @@ from banmf._kernels.prefetch import (
     zeros_line_aligned,
 )
 from banmf._kernels.simd import Width
-from banmf._validation import check_binary_matrix
+from banmf.data.masks import row_codes
+from banmf.data.validation import check_binary_matrix
 
 pytestmark = pytest.mark.usefixtures("wrapping_integers")
 
@@ -467,7 +467,7 @@ def test_support_hits_and_union_popcounts(Xd, k, seed):
     st.sampled_from([np.uint8, np.int32]),
 )
 def test_staircase_hits(Xd, k, P, n_blocks, seed, dtype):
-    """On the ranks of either width :func:`banmf.booleanize.grid_ranks` gives."""
+    """On the ranks of either width :func:`banmf.engine.booleanize.grid_ranks` gives."""
     rng = np.random.default_rng(seed)
     n, m = Xd.shape
     X = check_binary_matrix(Xd)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from banmf import MessagePassing, boolean_error, make_boolean
 from banmf._kernels.message_passing import mp_column_marginals, mp_decoded_errors, mp_sweep
-from banmf._validation import check_binary_matrix
+from banmf.data.validation import check_binary_matrix
 from banmf.io import Dataset
 from banmf.model_selection import held_out_scores, mask_entries
 from banmf.models.message_passing import _Cells, _Run
@@ -321,7 +321,7 @@ def test_the_budget_refuses_before_allocating(monkeypatch):
 def test_ctrl_c_keeps_the_best_factors_so_far_and_cancel_stops(monkeypatch):
     import threading
 
-    from banmf._threads import cancel_with
+    from banmf.runtime.threads import cancel_with
 
     X, _, _ = make_boolean(40, 30, 3, 0.4, noise=0.05, random_state=9)
     step, calls = _Run.step, []

@@ -26,8 +26,8 @@ from banmf import (
     refine_thresholds,
     swap_factors,
 )
-from banmf._boolean import mismatches
-from banmf._validation import check_binary_matrix
+from banmf.data.masks import mismatches
+from banmf.data.validation import check_binary_matrix
 from banmf.engine import iterations as mu
 from banmf.engine.iterations import MUSolver
 from banmf.exceptions import InputError
@@ -666,7 +666,7 @@ def column_majority_problem(form="missing"):
 
 @pytest.mark.parametrize("form", ["missing", "observed"])
 def test_the_column_majority_is_a_kind_of_predictor_chosen_where_it_predicts_best(form):
-    from banmf._predictor import column_shares
+    from banmf.selection.predictor import column_shares
 
     Xd, unknown, fit_masks = column_majority_problem(form)
     res = factorize(Xd, 8, random_state=0, max_iter=50, n_init=2, **fit_masks)
@@ -691,7 +691,7 @@ def test_the_column_majority_is_a_kind_of_predictor_chosen_where_it_predicts_bes
     "kind", ["vote", "nmf", "product", "majority", "folds of votes", "folds of nmf"]
 )
 def test_a_predictor_saves_and_loads_with_the_result(tmp_path, kind):
-    from banmf._predictor import Predictor
+    from banmf.selection.predictor import Predictor
 
     Xd, unknown, fit_masks = noisy_problem("missing")
     res = factorize(Xd, 3, random_state=0, max_iter=60, n_init=3, **fit_masks)
@@ -754,7 +754,7 @@ def test_a_damaged_predictor_is_refused(tmp_path):
 def test_a_folds_predictor_whose_sizes_do_not_match_its_factors_is_refused(tmp_path):
     import json
 
-    from banmf._predictor import Predictor
+    from banmf.selection.predictor import Predictor
 
     Xd, unknown, fit_masks = noisy_problem("missing")
     res = factorize(Xd, 3, random_state=0, max_iter=60, n_init=3, **fit_masks)
@@ -788,7 +788,7 @@ def test_a_folds_predictor_whose_sizes_do_not_match_its_factors_is_refused(tmp_p
 )
 @settings(max_examples=30, deadline=None)
 def test_a_folds_predictor_averages_its_members_calibrated_probabilities(k, sizes, kind, seed):
-    from banmf._predictor import Predictor, calibrate, fold_predictor
+    from banmf.selection.predictor import Predictor, calibrate, fold_predictor
 
     rng = np.random.default_rng(seed)
     n, m = 7, 5
@@ -825,7 +825,7 @@ def test_a_folds_predictor_averages_its_members_calibrated_probabilities(k, size
 
 @given(st.lists(st.integers(0, 4), min_size=1, max_size=30), st.integers(0, 2**32 - 1))
 def test_best_threshold_has_the_fewest_errors(values, seed):
-    from banmf._predictor import best_threshold, calibrate
+    from banmf.selection.predictor import best_threshold, calibrate
 
     scores = np.array(values, dtype=np.float64) / 4
     truth = np.random.default_rng(seed).random(len(scores)) < 0.5
@@ -849,7 +849,7 @@ def test_best_threshold_has_the_fewest_errors(values, seed):
 def test_a_zero_weight_counts_each_zero_that_many_times(values, seed, weight):
     """The choice on a sample of the zeros, each standing for ``weight`` zeros, is the choice on
     the cells with every zero repeated that often."""
-    from banmf._predictor import best_threshold, calibrate, kind_threshold, reliability
+    from banmf.selection.predictor import best_threshold, calibrate, kind_threshold, reliability
 
     scores = np.array(values, dtype=np.float64) / 4
     truth = np.random.default_rng(seed).random(len(scores)) < 0.5
@@ -893,7 +893,7 @@ def test_on_sparse_data_the_inner_fit_leaves_out_a_sample_of_the_zeros(monkeypat
 
 
 def test_the_html_report_names_the_predictor():
-    from banmf.report import report_html
+    from banmf.report.html import report_html
 
     Xd, unknown, fit_masks = noisy_problem("missing")
     res = factorize(Xd, 3, random_state=0, max_iter=60, n_init=3, **fit_masks)

@@ -11,12 +11,12 @@ from hypothesis import strategies as st
 
 import banmf.engine.nndsvd as nd
 from banmf import BANMF
-from banmf._boolean import transpose_mask
 from banmf._kernels.svd import fill_at_most, mask_times, rows_times, scaled_column, signed_parts
-from banmf._threads import thread_budget
-from banmf._validation import check_binary_matrix
+from banmf.data.masks import transpose_mask
+from banmf.data.validation import check_binary_matrix
 from banmf.datasets import make_sparse_degrees
 from banmf.io import Dataset
+from banmf.runtime.threads import thread_budget
 
 
 def _data(X) -> Dataset:
@@ -248,7 +248,7 @@ def test_subspace_svd_over_row_blocks_agrees_with_one_block(shape, k):
 
 
 def test_randomized_svd_is_the_same_on_any_number_of_threads(monkeypatch):
-    from banmf import _threads
+    from banmf.runtime import threads as _threads
 
     monkeypatch.setattr(_threads, "PARALLEL_MIN_WORK", 0)  # the passes parallel even here
     X = check_binary_matrix(

@@ -160,7 +160,7 @@ def test_recovers_planted_factors_under_five_percent_noise(planted):
 
 
 def test_same_seed_same_result_whatever_the_thread_count(monkeypatch, planted):
-    from banmf import _threads
+    from banmf.runtime import threads as _threads
 
     monkeypatch.setattr(_threads, "PARALLEL_MIN_WORK", 0)  # the parallel kernels run
     X = planted[0]

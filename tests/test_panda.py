@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from banmf import PaNDa, boolean_error, factorize, make_boolean
-from banmf._boolean import transpose_mask
 from banmf._kernels.panda import extend_core, find_core, residual_counts, single_patterns
-from banmf._validation import check_binary_matrix
+from banmf.data.masks import transpose_mask
+from banmf.data.validation import check_binary_matrix
 from banmf.models import panda as panda_module
 
 pytestmark = pytest.mark.usefixtures("wrapping_integers")

@@ -186,7 +186,7 @@ def test_a_dataframe_in_gives_labelled_patterns_out(sparse):
 @pytest.mark.parametrize("labelled", [True, False])
 def test_pictures_name_rows_and_columns_and_explain_their_colours(tmp_path, labelled, monkeypatch):
     pytest.importorskip("matplotlib")
-    from banmf import plotting
+    from banmf.report import plots as plotting
 
     X, W, H = make_boolean(30, 12, 3, 0.3, noise=0.05, random_state=2)
     names = {

@@ -7,8 +7,8 @@ from banmf import Factorization, make_boolean
 
 pytest.importorskip("matplotlib")
 
-from banmf import plotting
 from banmf.model_selection import STABLE, RankSelection
+from banmf.report import plots as plotting
 
 
 @pytest.fixture

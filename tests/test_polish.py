@@ -11,7 +11,6 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from banmf import ASSO, BANMF, NMF, GreConD, PaNDa, boolean_error, make_boolean, refine_thresholds
-from banmf._boolean import pack_rows, row_codes
 from banmf._kernels.polish import (
     SLACK_MAX,
     best_flips,
@@ -29,13 +28,14 @@ from banmf._kernels.polish import (
     uncovered_by_codes,
     unpack_keys,
 )
-from banmf._validation import check_binary_matrix
+from banmf.data.masks import pack_rows, row_codes
+from banmf.data.validation import check_binary_matrix
+from banmf.engine.polish import _bit_changes, _Fixed, best_cut, polish
 from banmf.io import Dataset
-from banmf.polish import _bit_changes, _Fixed, best_cut, polish
 
 # The module, not the function of the same name that the package exports.
 bp = sys.modules["banmf.polish"]
-bc = sys.modules["banmf._changes"]  # the bit changes that the polish counts with
+bc = sys.modules["banmf.engine.changes"]  # the bit changes that the polish counts with
 
 
 @given(st.integers(1, 5), st.integers(0, 2**31))
@@ -483,7 +483,7 @@ def test_auto_takes_the_exact_update_by_its_work_not_by_k():
 
 @contextlib.contextmanager
 def _paths(lines: bool, codes: bool):
-    """Force the per-factor thresholds' counts (:func:`banmf.polish.lone_changes`) through
+    """Force the per-factor thresholds' counts (:func:`banmf.engine.polish.lone_changes`) through
     the fixed factor's lines or every free row, and through the distinct codes or the
     bitsets (where there are no tables), whatever their work."""
     saved = bp.LINE_COST, bp.CODES_PER_SORT
@@ -505,7 +505,7 @@ def _paths(lines: bool, codes: bool):
 )
 @pytest.mark.filterwarnings("ignore:the unknown cells hide all")
 def test_one_factors_bit_changes_equal_the_dense_oracle(lines, codes, tables, Xd, k, seed, form):
-    """:func:`banmf.polish.lone_changes`, both sides (W's rows against H, H's columns against
+    """:func:`banmf.engine.polish.lone_changes`, both sides (W's rows against H, H's columns against
     W), every way of counting, with unknown cells either way, any word count."""
     if tables and k > bc.TABLE_MAX_K:
         return

@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import banmf
-from banmf._boolean import pack_rows, words
 from banmf._kernels.pool import MAJORITY_ROWS, pool_cells, set_counts, set_majority, unit_gains
+from banmf.data.masks import pack_rows, words
 from banmf.engine.pool import (
     Pool,
     WholePool,

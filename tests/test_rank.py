@@ -122,7 +122,7 @@ def test_the_selection_is_reproducible_and_takes_unknown_cells():
 @settings(max_examples=10, deadline=None)
 @given(st.lists(st.integers(1, 9), min_size=1, max_size=3))
 def test_the_combined_choice_is_a_majority_or_the_median(values):
-    from banmf._selection import _combined_choice
+    from banmf.selection.ranks import _combined_choice
 
     choices = dict(zip(["mdl", "cv", "stability"], values))
     k, reason = _combined_choice(choices)
@@ -169,7 +169,7 @@ def test_grid_search_with_the_default_score_finds_a_planted_rank(seed):
 
 def test_more_folds_than_the_ones_fill_are_refused_before_any_fit(monkeypatch):
     """1000 folds of zoo's 1,515 cells ran 119 s at k=1: refused at once, with the most."""
-    monkeypatch.setattr(banmf._selection, "fit_tasks", lambda *a: pytest.fail("fitted"))
+    monkeypatch.setattr(banmf.selection.ranks, "fit_tasks", lambda *a: pytest.fail("fitted"))
     X = banmf.datasets.load_zoo().X
     most = X.nnz // MIN_FOLD_ONES
     with pytest.raises(
@@ -187,7 +187,7 @@ def test_more_folds_than_the_ones_fill_are_refused_before_any_fit(monkeypatch):
 
 
 def test_progress_within_a_rank_counts_the_fits(monkeypatch, caplog):
-    monkeypatch.setattr(banmf._selection, "FITS_EVERY_SECONDS", 0.0)
+    monkeypatch.setattr(banmf.selection.ranks, "FITS_EVERY_SECONDS", 0.0)
     X, _, _ = banmf.make_boolean(40, 30, 2, 0.3, random_state=0)
     with caplog.at_level(logging.INFO, logger="banmf.progress"):
         select_rank(X, [1, 2], folds=3, random_state=0, n_jobs=1, n_init=1)
@@ -221,7 +221,7 @@ def test_select_k_refuses_too_many_folds_and_says_when_the_choice_is_at_the_edge
     out, err = io.StringIO(), io.StringIO()
     assert main(["select-k", path, "--folds", "1000"], stdout=out, stderr=err) == 2
     assert "at most 66 folds; pass --folds 66 or fewer" in err.getvalue() and out.getvalue() == ""
-    monkeypatch.setattr(banmf._selection, "FITS_EVERY_SECONDS", 0.0)
+    monkeypatch.setattr(banmf.selection.ranks, "FITS_EVERY_SECONDS", 0.0)
     out, err = io.StringIO(), io.StringIO()
     code = main(
         ["select-k", path, "--ks", "1:2", "--folds", "3", "--param", "n_init=1"],
@@ -334,7 +334,7 @@ def test_auto_predicts_unknown_cells_by_its_fold_fits_the_same_on_any_threads(mo
 def noisy_selection(
     by_predictor, n_jobs=None, cv_margin=None, ks=(2, 3, 5), patience=None, flip=False
 ):
-    from banmf._selection import select_rank_of
+    from banmf.selection.ranks import select_rank_of
 
     X, _, _ = banmf.make_boolean(80, 50, 3, 0.3, noise=0.05, random_state=0)
     unknown = np.random.default_rng(0).random(X.shape) < 0.2
@@ -373,7 +373,7 @@ def test_with_unknown_cells_the_folds_are_scored_by_the_predictor():
 
 
 def test_the_margin_takes_the_largest_near_equal_rank_the_same_on_any_threads():
-    from banmf._selection import margin_choice
+    from banmf.selection.ranks import margin_choice
 
     lowest = noisy_selection(True)
     serial, parallel = (noisy_selection(True, n_jobs, cv_margin=1.0) for n_jobs in (1, 2))
@@ -411,7 +411,7 @@ def test_the_margin_takes_the_largest_near_equal_rank_the_same_on_any_threads():
 
 
 def paired_choice(fold_errors, kind, margin):
-    """:func:`banmf._selection.margin_choice`, brute force: each rank's fold errors less the
+    """:func:`banmf.selection.ranks.margin_choice`, brute force: each rank's fold errors less the
     lowest mean rank's, fold by fold; the largest rank within the margin, checked downwards,
     and every rank within it."""
     ks = sorted(fold_errors)
@@ -435,7 +435,7 @@ def paired_choice(fold_errors, kind, margin):
     st.sampled_from([0.0, 0.5, 1.0, 2.0]),
 )
 def test_the_margin_choice_against_brute_force(errors, hardness, kinds, margin):
-    from banmf._selection import margin_choice
+    from banmf.selection.ranks import margin_choice
 
     # Rates in 64ths (exact in binary): sums and differences carry no rounding.
     ks = [2 * i + 1 for i in range(len(errors))]  # ranks need not be consecutive
@@ -454,7 +454,7 @@ def test_the_margin_choice_against_brute_force(errors, hardness, kinds, margin):
 
 
 def test_the_margin_pairs_the_ranks_fold_by_fold():
-    from banmf._selection import margin_choice
+    from banmf.selection.ranks import margin_choice
 
     # Folds of very unequal difficulty: each rank's own standard error is large.
     hardness = np.array([0.10, 0.30, 0.20, 0.40])
@@ -484,7 +484,7 @@ def test_the_margin_pairs_the_ranks_fold_by_fold():
 def test_the_scan_stops_patience_ranks_past_the_rank_the_rule_takes(
     errors, spreads, kinds, margin, patience
 ):
-    import banmf._selection as selection
+    import banmf.selection.ranks as selection
 
     # A constructed fold-error curve: rank k's two folds score mean ± spread, by kind[k].
     ks = list(range(1, len(errors) + 1))
@@ -533,7 +533,7 @@ def test_the_scan_stops_patience_ranks_past_the_rank_the_rule_takes(
 
 
 def test_the_stop_reads_no_unknown_cell_and_is_the_same_on_any_threads():
-    from banmf._selection import margin_choice
+    from banmf.selection.ranks import margin_choice
 
     runs = [
         noisy_selection(True, n_jobs, 1.0, range(1, 11), 3, flip)
@@ -565,7 +565,7 @@ def test_the_stop_reads_no_unknown_cell_and_is_the_same_on_any_threads():
 
 
 def test_a_kind_of_predictor_scores_the_folds_with_one_threshold():
-    from banmf._predictor import choose_over_folds
+    from banmf.selection.predictor import choose_over_folds
 
     rng = np.random.default_rng(0)
     truths = [rng.random(size) < 0.4 for size in (40, 41, 41)]
@@ -597,7 +597,7 @@ def test_a_kind_of_predictor_scores_the_folds_with_one_threshold():
 def test_a_zero_weight_in_the_folds_counts_each_zero_that_many_times(cells, folds, weight):
     """The folds' kind and error rates, each zero standing for ``weight`` zeros, are those of
     the cells with every zero repeated that often."""
-    from banmf._predictor import choose_over_folds, error_rate
+    from banmf.selection.predictor import choose_over_folds, error_rate
 
     cells = np.array(cells, dtype=np.float64)
     parts = [cells[f::folds] for f in range(folds)]
@@ -618,7 +618,7 @@ def fold_selection(monkeypatch, form, n_jobs=None, by_predictor=False, seen=None
     """``(X, unknown, selection)`` on sparse data whose folds sample the zeros (``FOLD_ZEROS``
     patched to 600: each zero drawn stands for about 11); ``seen`` collects the arguments of
     every ``choose_over_folds`` call."""
-    import banmf._selection as module
+    import banmf.selection.ranks as module
 
     monkeypatch.setattr(module, "FOLD_ZEROS", 600)
     if seen is not None:
@@ -654,7 +654,7 @@ def test_when_the_folds_sample_the_zeros_each_stands_for_its_share(form, by_pred
     """Past ``FOLD_ZEROS`` observed zeros the folds take every one and a sample of the zeros:
     each zero drawn weighs (observed zeros) / ``FOLD_ZEROS`` in the threshold and the rates,
     so that the folds weigh ones and zeros as the data does."""
-    from banmf._predictor import kind_threshold
+    from banmf.selection.predictor import kind_threshold
 
     seen = []
     X, unknown, got = fold_selection(monkeypatch, form, None, by_predictor, seen)
@@ -725,7 +725,7 @@ def test_auto_reports_each_rank_and_the_choice(planted, caplog):
 
 def interrupt_rank(monkeypatch, rank):
     """Make the fits of the selection's ``rank``-th rank end by Ctrl-C."""
-    from banmf._runner import fit_tasks
+    from banmf.runtime.runner import fit_tasks
 
     calls = []
 
@@ -735,7 +735,7 @@ def interrupt_rank(monkeypatch, rank):
             raise KeyboardInterrupt
         return fit_tasks(*args)
 
-    monkeypatch.setattr(banmf._selection, "fit_tasks", interrupted)
+    monkeypatch.setattr(banmf.selection.ranks, "fit_tasks", interrupted)
     return calls
 
 
@@ -768,7 +768,7 @@ def test_ctrl_c_in_the_first_rank_leaves_the_model_unfitted(planted, monkeypatch
 
 
 def test_equal_held_out_errors_are_equal_whatever_their_last_bit():
-    from banmf._selection import margin_choice
+    from banmf.selection.ranks import margin_choice
 
     # The same 61 errors in 240 cells, one error moved between folds: the means differ in
     # their last bit only (0.25833333333333336 and 0.2583333333333333).

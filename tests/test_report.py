@@ -28,7 +28,7 @@ from banmf import (
 from banmf.cli import main
 from banmf.datasets import data_dir, load_votes
 from banmf.io import read_dataset
-from banmf.report import report_html
+from banmf.report.html import report_html
 
 ZOO = str(data_dir() / "zoo_101x15.mtx")
 VOTES = str(data_dir() / "votes_435x16_yes.mtx")

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from banmf._runner import Run, run_side_by_side
-from banmf._signals import Interruptions
-from banmf._threads import cancel_with, cancelled, current_threads
+from banmf.runtime.runner import Run, run_side_by_side
+from banmf.runtime.signals import Interruptions
+from banmf.runtime.threads import cancel_with, cancelled, current_threads
 
 
 def stepper(i, steps=1000, log=None):

@@ -10,11 +10,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from banmf import BANMF, NMF, boolean_error, make_sparse_degrees, swap_factors
-from banmf._boolean import pack_rows, transpose_mask
 from banmf._kernels.polish import single_cover
-from banmf._validation import check_binary_matrix
+from banmf.data.masks import pack_rows, transpose_mask
+from banmf.data.validation import check_binary_matrix
+from banmf.engine.polish import WholeRows, choose_swap, column_factors
 from banmf.io import Dataset
-from banmf.polish import WholeRows, choose_swap, column_factors
 
 
 @given(binary_matrices(max_n=10, max_m=10), st.sampled_from([1, 2, 3, 66]), st.integers(0, 2**31))

@@ -16,9 +16,9 @@ from conftest import observed_and_unknown
 import banmf
 from banmf import BANMF, METHODS, _threads, effective_n_jobs, make_boolean
 from banmf._kernels.variants import kernel
-from banmf._threads import thread_budget, threads_for, usable_cpus, variant
-from banmf._validation import check_binary_matrix
+from banmf.data.validation import check_binary_matrix
 from banmf.datasets import make_sparse_degrees
+from banmf.runtime.threads import thread_budget, threads_for, usable_cpus, variant
 
 
 @kernel(cache=False)  # get_num_threads is a dynamic global: not cacheable
@@ -318,7 +318,7 @@ def test_every_method_gives_the_same_result_serial_and_parallel(name, monkeypatc
 )
 def test_fits_do_not_depend_on_the_blas_thread_count(name, shape, nnz, k, params):
     """OpenBLAS splits a long product's sums between its threads: a fit runs numpy's BLAS on
-    one thread (banmf._threads.serial_blas), so that the continuous factors and the loss
+    one thread (banmf.runtime.threads.serial_blas), so that the continuous factors and the loss
     curve, not only the Boolean factors, are the same on any number of BLAS threads. (Both
     cases differed at 1 and 2 BLAS threads before.)"""
     from banmf.datasets import make_sparse_degrees
@@ -338,7 +338,7 @@ def test_fits_do_not_depend_on_the_blas_thread_count(name, shape, nnz, k, params
 def test_the_solver_is_made_on_one_blas_thread_outside_a_fit_too():
     """A Dask worker makes its blocks' solvers outside any estimator's fit: their first Gram
     matrices (HHᵀ over 40,000 rows of Hᵀ here) must not follow the worker's BLAS threads."""
-    from banmf.dataset import Dataset
+    from banmf.data.dataset import Dataset
     from banmf.datasets import make_sparse_degrees
     from banmf.engine.iterations import MUSolver
 
@@ -483,7 +483,7 @@ def test_the_solver_fused_on_two_threads_equals_it_on_one(form, monkeypatch):
     step sums Wᵀ Y's partials itself (update_scatter_rows); on one they run apart. Both give
     the same iterations to the bit, with or without unknown cells in either form, and Wᵀ Y
     read after a W step is the same."""
-    from banmf.dataset import Dataset
+    from banmf.data.dataset import Dataset
     from banmf.engine.iterations import MUSolver
 
     rng = np.random.default_rng(4)

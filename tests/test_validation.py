@@ -5,8 +5,8 @@ import pytest
 import scipy.sparse as sp
 
 from banmf import BANMF, boolean_error, booleanize
-from banmf._boolean import transpose_mask
-from banmf._validation import check_binary_matrix
+from banmf.data.masks import transpose_mask
+from banmf.data.validation import check_binary_matrix
 
 
 @pytest.mark.parametrize("fmt", ["csr", "csc", "coo", "lil", "dok", "bsr"])

@@ -1,4 +1,4 @@
-"""Compiling a fit's kernels ahead in a second process (banmf._warmup)."""
+"""Compiling a fit's kernels ahead in a second process (banmf.runtime.warmup)."""
 
 import io
 import os
@@ -9,8 +9,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from banmf import _warmup
 from banmf.cli.render import Progress, compiled_kinds, kernel_kinds
+from banmf.runtime import warmup as _warmup
 
 
 @pytest.mark.parametrize("form", _warmup.FORMS)
@@ -88,7 +88,17 @@ def test_after_the_plan_a_fit_of_that_kind_compiles_almost_nothing(tmp_path):
     ran backwards in one process, a fit of Zoo's shape in another compiles at most a few
     kernels (those whose branch follows the data's values, not its shape)."""
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "BANMF_NO_AHEAD": "1"}
-    warm = [sys.executable, "-m", "banmf._warmup", "float64", "5", "all", "101", "15", "0.4356"]
+    warm = [
+        sys.executable,
+        "-m",
+        "banmf.runtime.warmup",
+        "float64",
+        "5",
+        "all",
+        "101",
+        "15",
+        "0.4356",
+    ]
     subprocess.run(warm, check=True, env=env, timeout=600)
     count = textwrap.dedent(
         """

@@ -439,7 +439,7 @@ def update_scatter_rows(width: Width) -> Kernel:
     cindices, cy, scatter_blocks, width)``, ``gram_blocks`` and ``scatter_blocks`` with the
     same number of blocks; the results are those of the two kernels to the bit. Each parallel
     call wakes the sleeping threads up (banmf's OpenMP threads wait passively; see
-    :mod:`banmf._threads`), about 0.1 ms on a 2-core virtual machine: one call fewer here and
+    :mod:`banmf.runtime.threads`), about 0.1 ms on a 2-core virtual machine: one call fewer here and
     one in the H step (``numer_blocks`` of :func:`update_rows`). For several threads only: on
     one, the update's and the scatter's own best variants are apart.
     """

@@ -29,7 +29,7 @@ def best_row_codes(
     whose code is a subset of s (all m columns). A row with pattern a leaves uncovered exactly
     the columns with code ⊆ ~a, so with S_i its support and F_i the same count over S_i only,
     its error is ``m − |S_i| − F(~a) + 2·F_i(~a)``. With unknown cells (``cindptr``,
-    ``cindices``: row i's cells C_i, :class:`banmf._boolean.Unknown`, and F_C the count over
+    ``cindices``: row i's cells C_i, :class:`banmf.data.masks.Unknown`, and F_C the count over
     them) only observed cells count: ``m − |S_i| − |C_i| − F + 2·F_i + F_C`` when C_i are the
     unknown cells, ``|C_i| + F_i − F_C`` when they are the observed zeros (``observed``).
     ``codes`` (n,) is updated in place; returns how many rows changed.
@@ -79,7 +79,7 @@ def best_row_codes(
 
 _ONE = np.uint64(1)
 
-#: The flips' bounds on each row's changes (:func:`banmf.polish.flip_rows`) are kept as int16,
+#: The flips' bounds on each row's changes (:func:`banmf.engine.polish.flip_rows`) are kept as int16,
 #: the larger changes as this (still a bound).
 SLACK_MAX = np.iinfo(np.int16).max
 
@@ -302,7 +302,7 @@ def uncovered_by_codes(A, codes, counts, out):
 def table_uncovered(A, T, only, out):
     """``out[r, l] = T[l, ~(A[r] minus bit l)]``: per row pattern ``A[r]`` (k ≤ 16 bits, one
     word) and bit l, the columns with bit l that no other bit of the pattern covers, read from
-    the subset-sum tables ``T`` (k, 2^k) of :func:`banmf._changes.bit_tables`. ``only >= 0``:
+    the subset-sum tables ``T`` (k, 2^k) of :func:`banmf.engine.changes.bit_tables`. ``only >= 0``:
     that bit alone, into ``out[r, 0]``. The gather numpy would make of it indexes with two
     arrays of n·k entries: 4× this loop's processor time at 10⁶ rows, k = 10 (0.10 against
     0.025 s, one thread)."""
@@ -343,7 +343,7 @@ def best_flips(d, rows, free, A, slack, bounded, moved):
     """Each row ``i = rows[r]``'s best single-bit flip, from ``d[r, l]`` (its error with bit l
     on minus with it off): the flip's change is ``-d`` where the bit is on, ``d`` where it is
     off, and the least, the first bit on ties (as ``np.argmin``), is made if it is negative:
-    in ``free`` and in its packed row ``A`` (:func:`banmf._boolean.pack_rows`), with
+    in ``free`` and in its packed row ``A`` (:func:`banmf.data.masks.pack_rows`), with
     ``moved[r]`` set. A row that does not move, when ``bounded``, leaves its changes in
     ``slack[i]`` (capped at :data:`SLACK_MAX`). Returns the sum of the changes made: integers,
     the same on any number of threads. Fused because numpy's ``where``, ``argmin`` and fancy

@@ -4,7 +4,7 @@ A parallel kernel pays a fork and a join of the thread team on every call; on sm
 costs more than the work, and when the machine is busy (other fits, other processes) every join
 waits for a descheduled thread. So each kernel exists as ``kernel.serial`` (``prange`` runs as
 ``range``) and ``kernel.parallel``, compiled from the same Python function: the arithmetic, and
-so the results, are the same. Which one runs is the caller's choice (:mod:`banmf._threads`).
+so the results, are the same. Which one runs is the caller's choice (:mod:`banmf.runtime.threads`).
 
 Each variant is compiled lazily, on its first call: a run that never goes parallel never
 compiles a parallel kernel.
@@ -41,7 +41,7 @@ class Kernel:
     one_thread : {"serial", "parallel"}
         The variant a call on one thread should run: "parallel" for a body that runs faster
         as a parallel kernel on one Numba thread than compiled serially
-        (:func:`banmf._threads.pick` decides where that is allowed).
+        (:func:`banmf.runtime.threads.pick` decides where that is allowed).
     py_func : function
         The body, plain Python (for tests and debugging).
     """

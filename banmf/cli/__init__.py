@@ -24,7 +24,7 @@ import sys
 import traceback
 import warnings
 
-from .._signals import signals_interrupt
+from ..runtime.signals import signals_interrupt
 from .exits import (
     EXIT_BROKEN_PIPE,
     EXIT_INTERNAL,

@@ -234,7 +234,7 @@ def predictor_rule(predictor) -> str:
         return score
     threshold, edges = predictor.threshold, predictor.edges
     # Both scores are at least 0, a share at most 1. A threshold outside the held-out scores
-    # lies 1 beyond the extreme one (banmf._predictor.best_threshold), past every bin edge.
+    # lies 1 beyond the extreme one (banmf.selection.predictor.best_threshold), past every bin edge.
     if predictor.kind == "vote":
         above = threshold >= 1.0
     else:

@@ -336,7 +336,7 @@ def _polish_note(args, model, err) -> None:
     """Say why a cluster fit's factors may differ from one machine's: one machine's
     ``polish=True`` is "auto", the exact polish wherever it is cheap, which is not
     distributed."""
-    from ..polish import resolve_polish
+    from ..engine.polish import resolve_polish
 
     n, m = model.W_.shape[0], model.n_features_in_
     k = model.n_components_
@@ -362,13 +362,13 @@ def _cluster_line(model) -> str:
 
 def _ahead(args, params: dict, data):
     """For a BANMF fit at a fixed rank: a call that starts compiling its kernels ahead in a
-    second process (:func:`banmf._warmup.ahead`), for the progress to make on the fit's first
+    second process (:func:`banmf.runtime.warmup.ahead`), for the progress to make on the fit's first
     compilation; else None."""
     if args.method != "banmf" or not isinstance(args.k, int):
         return None
     import numpy as np
 
-    from .._warmup import ahead
+    from ..runtime.warmup import ahead
 
     unknown = data.unknown
     form = "all" if unknown is None else "observed" if unknown.observed else "missing"

@@ -33,7 +33,7 @@ def input_data(args, ds):
     """The data as the command fits or scores it: the file's dataset ``ds`` with its own
     unknown cells (``?``, ``NA``, blank; a mask it carries) and those of ``--missing FILE``
     or ``--observed FILE`` (a :class:`banmf.io.Dataset`)."""
-    from ..dataset import Dataset
+    from ..data.dataset import Dataset
 
     n, m = ds.X.shape
     given = {}
@@ -177,7 +177,7 @@ def estimator_params(args, cls) -> dict:
             raise UsageError(f"--max-iter: method {args.method} does not iterate")
         params["max_iter"] = args.max_iter
     if args.jobs is not None:
-        from .._threads import effective_n_jobs
+        from ..runtime.threads import effective_n_jobs
 
         if "n_jobs" not in valid:
             raise UsageError(f"--jobs: method {args.method} runs on one thread")

@@ -27,7 +27,7 @@ def cmd_select_k(args, out, err) -> int:
     params = estimator_params(args, METHODS[args.method])
     jobs = params.pop("n_jobs", None)
     if args.plot:
-        from ..plotting import IMAGE_FORMATS
+        from ..report.plots import IMAGE_FORMATS
 
         check_target(
             args.plot, "--plot", inputs=[args.input], suffixes=tuple(f".{f}" for f in IMAGE_FORMATS)
@@ -92,7 +92,7 @@ def cmd_select_k(args, out, err) -> int:
         args.written = args.out
         lines.append(f"saved           {args.out}")
     if args.plot:
-        from ..plotting import plot_rank_selection
+        from ..report.plots import plot_rank_selection
 
         plot_rank_selection(sel, args.plot)
         args.written = args.plot

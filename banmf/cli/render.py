@@ -13,7 +13,7 @@ import time
 
 
 class Progress(logging.Handler):
-    """The status of a fit on stderr, from the ``banmf.progress`` records (:mod:`banmf._progress`)
+    """The status of a fit on stderr, from the ``banmf.progress`` records (:mod:`banmf.runtime.progress`)
     and numba's compile events.
 
     On a terminal: one line rewritten every 0.1 s (start i/N, iteration, objective, elapsed
@@ -33,7 +33,7 @@ class Progress(logging.Handler):
     def __init__(self, stream, what: str, enabled: bool = True, ahead=None):
         super().__init__(level=logging.DEBUG)
         # Called on the first compilation: starts compiling the rest in a second process
-        # (:func:`banmf._warmup.ahead`); its handle is stopped when the progress ends.
+        # (:func:`banmf.runtime.warmup.ahead`); its handle is stopped when the progress ends.
         self._ahead, self._ahead_handle = ahead, None
         self.compiled: set[str] = set()  # the kinds of kernels compiled: "float64", "parallel"
         self.stream, self.what, self.enabled = stream, what, enabled

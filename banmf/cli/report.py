@@ -39,7 +39,7 @@ def _selection(path: str, saved) -> dict:
     """The JSON that ``banmf select-k --json`` printed, read from ``path``; refused unless it
     is a rank selection of the data ``saved`` was fitted to."""
     from ..exceptions import InputError
-    from ..report import selection_record
+    from ..report.html import selection_record
 
     if not Path(path).exists():
         raise FileNotFoundError(f"{path}: no such file")

@@ -86,7 +86,7 @@ def cmd_export(args, out, err) -> int:
 
 
 def cmd_plot(args, out, err) -> int:
-    from ..plotting import IMAGE_FORMATS, plot_result
+    from ..report.plots import IMAGE_FORMATS, plot_result
     from ..result import Factorization
 
     target = args.out or str(Path(args.result).with_suffix(".png"))

@@ -14,9 +14,8 @@ from contextlib import contextmanager
 from numbers import Integral, Real
 from typing import ClassVar
 
-from .._params import BOOLEAN, NONE, Interval, Kind, Options
-from .._signals import Interruptions, deferred_interrupts
-from .._validation import check_random_state
+from ..data.params import BOOLEAN, NONE, Interval, Kind, Options
+from ..data.validation import check_random_state
 from ..engine import check_backend
 from ..engine.dask import BlockMatrix, DaskBackend, Session
 from ..engine.dask.session import lost_before
@@ -26,6 +25,7 @@ from ..models import declared_init
 from ..models.banmf import BANMF as _BANMF
 from ..models.banmf import BANMF_DEFAULTS
 from ..result import Factorization
+from ..runtime.signals import Interruptions, deferred_interrupts
 
 __all__ = ["BANMF"]
 
@@ -102,7 +102,7 @@ normalize, n_init, dtype, random_state, verbose, callback
     n_blocks_ : int
     false_negatives_, false_positives_ : int
         The error's two parts: ones of X that W⊗H misses and observed zeros it covers
-        (:func:`banmf.booleanize.error_counts` on one machine).
+        (:func:`banmf.engine.booleanize.error_counts` on one machine).
     recoveries_ : int
         Worker losses survived.
     peak_block_bytes_ : int

@@ -7,8 +7,8 @@ choice of the kept start. What a step computes, the backend computes.
 
 Ctrl-C: the first ends the iterations of the start under way, or cuts its refinements short
 (the steps done so far stand), and no further start begins; the best start so far is kept. A
-second one aborts. A backend may defer the first (:func:`banmf._signals.deferred_interrupts`):
-it is then counted in the fit's :class:`~banmf._signals.Interruptions` and seen at the next
+second one aborts. A backend may defer the first (:func:`banmf.runtime.signals.deferred_interrupts`):
+it is then counted in the fit's :class:`~banmf.runtime.signals.Interruptions` and seen at the next
 safe point instead of raised.
 """
 
@@ -23,12 +23,12 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .._params import Options, subset_of, validate_params
-from .._progress import StartProgress
-from .._runner import run_side_by_side
-from .._signals import Interruptions
-from .._threads import cancelled
+from ..data.params import Options, subset_of, validate_params
 from ..exceptions import ConvergenceWarning, InvalidParameterError
+from ..runtime.progress import StartProgress
+from ..runtime.runner import run_side_by_side
+from ..runtime.signals import Interruptions
+from ..runtime.threads import cancelled
 from .protocol import Backend, Start, StartRecord
 from .settings import RunSettings
 from .starts import auto_n_init
@@ -192,7 +192,7 @@ class Driver:
     interrupts : Interruptions
         The fit's interruptions, shared with a backend that defers Ctrl-C.
     deferred : bool, default False
-        Ctrl-C is deferred (:func:`banmf._signals.deferred_interrupts`): a first one is only
+        Ctrl-C is deferred (:func:`banmf.runtime.signals.deferred_interrupts`): a first one is only
         counted, and a KeyboardInterrupt in the iterations is then the callback's own, which
         stops the fit as Ctrl-C does, without the warning that tells a signal.
     """
@@ -294,7 +294,7 @@ class Driver:
         """Every random start's run, in start order, up to and including the first that ends
         the restarts (:func:`last_start`): one after the other, or side by side, one thread
         each, as many as the backend runs at once (:meth:`Backend.side_by_side`), on
-        :func:`banmf._runner.run_side_by_side`. Either way the list is the same. Also returns
+        :func:`banmf.runtime.runner.run_side_by_side`. Either way the list is the same. Also returns
         whether Ctrl-C stopped the starts.
 
         The first Ctrl-C ends the starts: the running ones booleanize their factors so far
@@ -485,7 +485,7 @@ class Driver:
     ):
         """Iterate; returns (loss curve, iterations done, interrupted, stopped by the callback).
 
-        A cancel (:func:`banmf._threads.cancelled`: the start is no longer wanted) ends the
+        A cancel (:func:`banmf.runtime.threads.cancelled`: the start is no longer wanted) ends the
         run as Ctrl-C does; ``lock`` serialises the callback's calls when starts run side by
         side. The first Ctrl-C of the fit (``interrupts``) ends the iterations; without
         ``interrupts`` it propagates.

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._boolean import mask_union
 from .._kernels.mu import (
     Y_PARTS,
     add_unobserved,
@@ -29,7 +28,8 @@ from .._kernels.mu_small import (
     update_rows_small,
 )
 from .._kernels.prefetch import zeros_line_aligned
-from .._threads import pick, serial_blas, threads_for, variant
+from ..data.masks import mask_union
+from ..runtime.threads import pick, serial_blas, threads_for, variant
 
 # Row blocks of the W pass: each holds an (m, k) partial of Wᵀ Y. The count depends only on the
 # problem's shape (never on the thread count), so results are the same on any machine.
@@ -163,7 +163,7 @@ class MUSolver:
         (O the observed cells, W' the new W), both passes over O only.
 
     Each kernel runs serially or in parallel by its work per call and the thread budget in
-    force when the solver is made (:mod:`banmf._threads`); the results are the same either way.
+    force when the solver is made (:mod:`banmf.runtime.threads`); the results are the same either way.
     On several threads the W step's update and scatter are one parallel call
     (:func:`update_scatter_rows`) and the H step sums Wᵀ Y's block partials itself: each
     parallel call wakes the threads up.

@@ -7,13 +7,13 @@ import itertools
 
 import numpy as np
 
-from .._progress import inside_a_start
-from .._signals import Interruptions
-from .._threads import current_threads
-from ..booleanize import threshold_factors
-from ..polish import column_factors, polish_factors, refine_factor_thresholds, swap_steps
+from ..runtime.progress import inside_a_start
+from ..runtime.signals import Interruptions
+from ..runtime.threads import current_threads
+from .booleanize import threshold_factors
 from .iterations import MUSolver
 from .nndsvd import nndsvda
+from .polish import column_factors, polish_factors, refine_factor_thresholds, swap_steps
 from .pool import combine, grecond_pays
 from .protocol import StartRecord
 from .settings import RunSettings

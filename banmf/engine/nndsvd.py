@@ -17,10 +17,10 @@ from typing import Protocol
 import numpy as np
 from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, svds
 
-from .._boolean import transpose_mask
 from .._kernels.mu import cross_gram
 from .._kernels.svd import fill_at_most, mask_times, rows_times, scaled_column, signed_parts
-from .._threads import pick, serial_blas
+from ..data.masks import transpose_mask
+from ..runtime.threads import pick, serial_blas
 
 #: Nonzeros from which the NNDSVD's SVD is the randomized one, not ARPACK's
 #: (:func:`use_randomized`). Above about 10⁶ nonzeros ARPACK's serial steps cost more than the

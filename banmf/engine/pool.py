@@ -29,10 +29,10 @@ from typing import Protocol
 
 import numpy as np
 
-from .._boolean import words
 from .._kernels.pool import pool_cells, set_counts, set_majority, unit_gains
-from .._threads import pick
-from ..polish import top_columns
+from ..data.masks import words
+from ..runtime.threads import pick
+from .polish import top_columns
 from .protocol import StartRecord
 from .starts import start_cost
 

@@ -4,7 +4,7 @@ X lives with a backend, as one block of rows (one machine) or many (Dask workers
 later). The driver never sees X: it begins starts on the backend and asks each for the steps of
 a BANMF start, which the backend runs as per-block work and sums over its blocks, with the
 library's own pieces (:class:`banmf.models.MUSolver` and its kernels, the grid search of
-:func:`banmf.booleanize.search_grid`, the bit changes and cuts of :mod:`banmf.polish`). A start's
+:func:`banmf.engine.booleanize.search_grid`, the bit changes and cuts of :mod:`banmf.polish`). A start's
 record (a :class:`StartRecord`) travels between the driver and the backend: the driver reads only its Boolean H,
 its error and its bookkeeping; W stays where the backend keeps it (in the record on one machine,
 on the blocks on Dask) until :meth:`Backend.rows`.
@@ -135,7 +135,7 @@ class Start(Protocol):
         """
 
     def threshold(self) -> dict:
-        """The grid threshold search (:func:`banmf.booleanize.threshold_factors`): the
+        """The grid threshold search (:func:`banmf.engine.booleanize.threshold_factors`): the
         start's record with its balanced continuous H ``"H_continuous"``, Boolean ``"H"``,
         ``"grid_thresholds"``, per-factor ``"thresholds"`` (all equal), ``"error"``; W's
         Boolean and balanced rows stay with the backend (in ``"W"`` and ``"W_continuous"`` if

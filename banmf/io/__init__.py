@@ -10,7 +10,7 @@ when it can only be that file's. Every reader
 returns a canonical support mask in memory O(nnz + n + m); a malformed file gets one line naming
 the file, the line where there is one, and the problem (rows and columns counted from 1). A
 reader estimates what the matrix will take from the file's header before allocating it, and
-refuses a matrix larger than the memory available (:mod:`banmf._memory`, ``BANMF_MEMORY_LIMIT``).
+refuses a matrix larger than the memory available (:mod:`banmf.runtime.memory`, ``BANMF_MEMORY_LIMIT``).
 Oddities that the readers read past, such as duplicate entries, raise a :class:`DataWarning`.
 
 What a format is lives in one place, :data:`REGISTRY` (name → :class:`Format`: its suffixes,
@@ -21,20 +21,20 @@ export, the command line's ``--format`` and the docs' table of formats all read.
 Factorizations are saved as one self-describing ``.npz`` (W, H, the loss curve, metadata as
 JSON: method, parameters, errors, versions) that :func:`load_result` reads back, refusing in one
 line anything else; the format is :class:`banmf.Factorization`'s own (:mod:`banmf.result`).
-All writes are atomic (:mod:`banmf._files`): a temporary file in the same folder, renamed over
+All writes are atomic (:mod:`banmf.runtime.files`): a temporary file in the same folder, renamed over
 the target when complete, with the permissions a plain ``open()`` would give (or those of the file
 it replaces). :func:`check_output` checks a destination before any work is done.
 """
 
 from __future__ import annotations
 
-from .._files import atomic_path, check_output
-from .._files import jsonable as jsonable  # banmf.io.jsonable, as before
-from ..dataset import Dataset
+from ..data.dataset import Dataset
 from ..exceptions import DataWarning
 from ..result import EMBED_MAX_NNZ as EMBED_MAX_NNZ  # the result files' names, as before
 from ..result import RESULT_FORMAT as RESULT_FORMAT
 from ..result import RESULT_VERSION as RESULT_VERSION
+from ..runtime.files import atomic_path, check_output
+from ..runtime.files import jsonable as jsonable  # banmf.io.jsonable, as before
 from . import _dat, _delimited, _formats, _h5ad, _mtx, _npz
 from ._delimited import MISSING_CELLS as MISSING_CELLS
 from ._formats import REGISTRY, Format, format_of

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .._boolean import support_mask_from_keys
-from .._validation import entries, format_value
+from ..data.masks import support_mask_from_keys
+from ..data.validation import entries, format_value
 from ..exceptions import DataWarning, InputError, warn_user
 
 

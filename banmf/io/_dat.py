@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from .._boolean import csr_from_parts
-from .._memory import check_matrix_size, check_memory
-from ..dataset import Dataset
+from ..data.dataset import Dataset
+from ..data.masks import csr_from_parts
 from ..exceptions import InputError
+from ..runtime.memory import check_matrix_size, check_memory
 from ._common import fail, quote, warn_duplicates
 from ._formats import Format
 from ._sidecars import (

@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from .._boolean import csr_from_parts, support_mask_from_keys
-from .._files import atomic_path
-from .._files import reason_of as _reason
-from .._memory import check_matrix_size, check_memory
-from ..dataset import Dataset
+from ..data.dataset import Dataset
+from ..data.masks import csr_from_parts, support_mask_from_keys
 from ..exceptions import InputError
+from ..runtime.files import atomic_path
+from ..runtime.files import reason_of as _reason
+from ..runtime.memory import check_matrix_size, check_memory
 from ._common import fail, not_binary, quote
 from ._formats import Format
 from ._textfiles import PARSE_BYTES_PER_CHAR, open_text_output, read_text

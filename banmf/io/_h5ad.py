@@ -8,18 +8,18 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from .._anndata import MISSING_LAYER, anndata_module, anndata_parts
-from .._files import atomic_path
-from .._files import check_readable as _check_readable
-from .._files import reason_of as _reason
-from ..dataset import Dataset
+from ..data.dataset import Dataset
 from ..exceptions import InputError
+from ..runtime.files import atomic_path
+from ..runtime.files import check_readable as _check_readable
+from ..runtime.files import reason_of as _reason
 from ._formats import Format
+from .anndata import MISSING_LAYER, anndata_module, anndata_parts
 
 
 def read_h5ad(path: Path) -> Dataset:
     """An AnnData file's X (sparse or dense, 0/1), with obs names as row labels and var names
-    as column labels (:func:`banmf._anndata.anndata_parts`)."""
+    as column labels (:func:`banmf.io.anndata.anndata_parts`)."""
     anndata = anndata_module()
     _check_readable(path)
     try:

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from .._memory import ENV_VAR
-from .._validation import entries
-from ..dataset import Dataset
+from ..data.dataset import Dataset
+from ..data.validation import entries
 from ..exceptions import InputError, InvalidParameterError
+from ..runtime.memory import ENV_VAR
 from ._common import warn_data
 from ._formats import REGISTRY, format_of, reading_format
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from .._memory import check_matrix_size, check_memory
-from .._validation import format_value
-from ..dataset import Dataset
+from ..data.dataset import Dataset
+from ..data.validation import format_value
 from ..exceptions import InputError
+from ..runtime.memory import check_matrix_size, check_memory
 from ._common import fail, not_binary, quote, support_from_coords
 from ._formats import Format
 from ._sidecars import with_sidecar, write_with_sidecar

@@ -9,18 +9,18 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from .._boolean import csr_from_parts
-from .._files import csr_problem as _csr_problem
-from .._files import nbytes as _nbytes
-from .._files import npz_array as _npz_array
-from .._files import open_npz as _open_npz
-from .._files import reason_of as _reason
-from .._files import signed as _signed
-from .._files import sorted_rows as _sorted_rows
-from .._files import stored_pattern as _stored_pattern
-from .._memory import check_matrix_size
-from ..dataset import Dataset
+from ..data.dataset import Dataset
+from ..data.masks import csr_from_parts
 from ..exceptions import InputError
+from ..runtime.files import csr_problem as _csr_problem
+from ..runtime.files import nbytes as _nbytes
+from ..runtime.files import npz_array as _npz_array
+from ..runtime.files import open_npz as _open_npz
+from ..runtime.files import reason_of as _reason
+from ..runtime.files import signed as _signed
+from ..runtime.files import sorted_rows as _sorted_rows
+from ..runtime.files import stored_pattern as _stored_pattern
+from ..runtime.memory import check_matrix_size
 from ._common import not_binary, quote, support_from_coords
 from ._formats import Format
 from ._sidecars import with_sidecar, write_with_sidecar

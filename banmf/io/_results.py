@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .._files import atomic_path
-from ..dataset import Dataset
+from ..data.dataset import Dataset
 from ..exceptions import InvalidParameterError
 from ..result import Factorization
+from ..runtime.files import atomic_path
 from ._formats import REGISTRY, export_formats
 from ._matrices import write_matrix
 from ._sidecars import sidecar_path

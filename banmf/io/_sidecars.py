@@ -17,10 +17,10 @@ from pathlib import Path
 
 import scipy.sparse as sp
 
-from .._files import atomic_path
-from .._files import reason_of as _reason
-from ..dataset import Dataset
+from ..data.dataset import Dataset
 from ..exceptions import InputError
+from ..runtime.files import atomic_path
+from ..runtime.files import reason_of as _reason
 from ._common import quote, warn_data
 from ._formats import REGISTRY, format_of
 from ._matrices import read_dataset, write_matrix

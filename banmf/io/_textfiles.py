@@ -10,10 +10,10 @@ import stat
 import zlib
 from pathlib import Path
 
-from .._files import check_readable as _check_readable
-from .._files import reason_of as _reason
-from .._memory import check_memory
 from ..exceptions import InputError
+from ..runtime.files import check_readable as _check_readable
+from ..runtime.files import reason_of as _reason
+from ..runtime.memory import check_memory
 
 #: Parsing text holds at most one 8-byte number per 2 characters ("1 " or "1\n").
 PARSE_BYTES_PER_CHAR = 4

@@ -16,16 +16,16 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._mdl import description_bits
-from .._memory import check_memory
-from .._params import BOOLEAN, N_JOBS, RANDOM_STATE, Interval, Options, validate_params
-from .._selection import MIN_FOLD_ONES, select_rank_of
-from .._threads import serial_blas, thread_budget
-from .._validation import check_n_components
-from ..dataset import Dataset
+from ..data.dataset import Dataset
+from ..data.params import BOOLEAN, N_JOBS, RANDOM_STATE, Interval, Options, validate_params
+from ..data.validation import check_n_components
+from ..engine.polish import EXACT_MAX_K, polish_factors, polish_rows, resolve_polish
 from ..exceptions import InputError, InvalidParameterError, NotFittedError, warn_user
-from ..polish import EXACT_MAX_K, polish_factors, polish_rows, resolve_polish
 from ..result import relative_error
+from ..runtime.memory import check_memory
+from ..runtime.threads import serial_blas, thread_budget
+from ..selection.mdl import description_bits
+from ..selection.ranks import MIN_FOLD_ONES, select_rank_of
 
 #: Bytes per factor entry of :meth:`BaseFactorization._fit_bytes`'s estimate: the Boolean
 #: factors, a float copy of them and room for temporaries.
@@ -42,13 +42,13 @@ AUTO_MAX_K, AUTO_FOLDS = 20, 10
 #: ``n_components="auto"`` with unknown cells, the folds scored by the predictor: the largest
 #: rank whose fold errors exceed the lowest rank's by at most this many standard errors of
 #: their differences, paired fold by fold, among those a vote or NMF predictor scored
-#: (:func:`banmf._selection.margin_choice`). One, the mirror of the
+#: (:func:`banmf.selection.ranks.margin_choice`). One, the mirror of the
 #: one-standard-error rule: that rule guards W⊗H, whose error rises with k; a vote over the
 #: starts does not, and its curve is flat over a range of ranks whose lowest point is a draw
 #: (docs/choosing-k.md).
 AUTO_MARGIN = 1.0
 
-#: Constraints of the parameters every method has (:mod:`banmf._params`).
+#: Constraints of the parameters every method has (:mod:`banmf.data.params`).
 COMMON_CONSTRAINTS = {
     "n_components": [Interval(Integral, 1, None), Options("auto")],
     "polish": [BOOLEAN, Options("auto", "exact", "flip")],
@@ -97,8 +97,8 @@ def _verbosity(verbose):
 def budgeted(method):
     """Run an estimator's method (``fit``, ``transform``) with its parameters checked against
     their declared constraints, within its ``n_jobs`` thread budget
-    (:func:`banmf._threads.thread_budget`), numpy's BLAS on one thread
-    (:func:`banmf._threads.serial_blas`: OpenBLAS splits a long product's sums between its
+    (:func:`banmf.runtime.threads.thread_budget`), numpy's BLAS on one thread
+    (:func:`banmf.runtime.threads.serial_blas`: OpenBLAS splits a long product's sums between its
     threads, so a Gram matrix of 30,000 rows, or the dense baselines' products, would
     otherwise come out with other last bits on another number of BLAS threads) and, with
     ``verbose``, with its progress on stderr."""
@@ -176,7 +176,7 @@ def fit_inner(estimator, data: Dataset) -> bool:
 class BaseFactorization:
     """The base of every method, scikit-learn style: ``__init__`` only stores its keyword
     arguments; ``fit`` checks them against ``_parameter_constraints`` (one list of allowed
-    kinds per parameter, :mod:`banmf._params`) as it begins (:meth:`_begin`).
+    kinds per parameter, :mod:`banmf.data.params`) as it begins (:meth:`_begin`).
 
     Every method takes ``n_components="auto"``: its fit first chooses k, the rank from 1 to
     :data:`AUTO_MAX_K` (20, at most min(n, m)) whose fits predict held-out observed cells

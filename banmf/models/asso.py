@@ -8,7 +8,6 @@ from typing import ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from .._boolean import transpose_mask, with_cells
 from .._kernels.cover import (
     asso_scores,
     asso_scores_rowwise,
@@ -16,11 +15,12 @@ from .._kernels.cover import (
     asso_usage,
     cover_concept,
 )
-from .._memory import format_size
-from .._params import NONE, Interval
-from .._progress import StartProgress
-from .._threads import blocks_for, cancelled, threads_for, variant
-from .._validation import WORK_BUDGET, check_work, work_duration
+from ..data.masks import transpose_mask, with_cells
+from ..data.params import NONE, Interval
+from ..data.validation import WORK_BUDGET, check_work, work_duration
+from ..runtime.memory import format_size
+from ..runtime.progress import StartProgress
+from ..runtime.threads import blocks_for, cancelled, threads_for, variant
 from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, refuse_observed, store_params
 
 __all__ = ["ASSO"]

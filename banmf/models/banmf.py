@@ -11,10 +11,26 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._boolean import cell_keys, in_sorted
-from .._memory import check_memory
-from .._params import BOOLEAN, CALLABLE, FLOAT_DTYPE, NONE, Interval, Options, subset_of
-from .._predictor import (
+from ..data.masks import cell_keys, in_sorted
+from ..data.params import BOOLEAN, CALLABLE, FLOAT_DTYPE, NONE, Interval, Options, subset_of
+from ..data.validation import check_dtype, check_random_state
+from ..engine import Driver, Outcome, auto_n_init, start_cost
+from ..engine.booleanize import boolean_product
+from ..engine.iterations import MUSolver, lambda_schedule, solver_bytes
+from ..engine.local import LocalBackend, LocalStart
+from ..engine.polish import (
+    polish_rows,
+    resolve_polish,
+)
+from ..engine.pool import pool_bytes
+from ..engine.protocol import StartRecord
+from ..engine.settings import RunSettings
+from ..exceptions import InputError, InvalidParameterError
+from ..result import relative_error
+from ..runtime.memory import check_memory
+from ..runtime.progress import inside_a_start
+from ..runtime.threads import current_threads
+from ..selection.predictor import (
     MAJORITY,
     Predictor,
     candidate_scores,
@@ -26,22 +42,6 @@ from .._predictor import (
     majority_predictor,
     zero_sample,
 )
-from .._progress import inside_a_start
-from .._threads import current_threads
-from .._validation import check_dtype, check_random_state
-from ..booleanize import boolean_product
-from ..engine import Driver, Outcome, auto_n_init, start_cost
-from ..engine.iterations import MUSolver, lambda_schedule, solver_bytes
-from ..engine.local import LocalBackend, LocalStart
-from ..engine.pool import pool_bytes
-from ..engine.protocol import StartRecord
-from ..engine.settings import RunSettings
-from ..exceptions import InputError, InvalidParameterError
-from ..polish import (
-    polish_rows,
-    resolve_polish,
-)
-from ..result import relative_error
 from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, declared_init
 
 #: ``tol="auto"``: stop a start once its objective moves by less than this (relative to the
@@ -110,7 +110,7 @@ def inner_hold_out(ones: int, zeros: int) -> tuple[int, int, float]:
     observed ones and ``zeros`` observed zeros: :data:`INNER_HOLD_OUT` of the ones, of the
     zeros at most :data:`INNER_ZEROS_PER_ONE` per held-out one or :data:`INNER_MIN_ZEROS`,
     whichever is more, and how many of that share of the zeros each one drawn stands for
-    (:func:`banmf._predictor.zero_sample`)."""
+    (:func:`banmf.selection.predictor.zero_sample`)."""
     held_ones = round(INNER_HOLD_OUT * ones)
     most = max(INNER_ZEROS_PER_ONE * held_ones, INNER_MIN_ZEROS)
     return held_ones, *zero_sample(round(INNER_HOLD_OUT * zeros), most)
@@ -240,7 +240,7 @@ class BANMF(BaseFactorization):
         Seed for the random initialisation. Same seed, same result, whatever ``n_jobs``.
     verbose : int, default 0
         1: show each start's phases and error on stderr; 2: also its objective as it goes
-        (the records of :mod:`banmf._progress`, through the logger ``"banmf"``). Starts are
+        (the records of :mod:`banmf.runtime.progress`, through the logger ``"banmf"``). Starts are
         counted in the order they run, random and extra together ("start 1/12 (columns)",
         "start 2/12", …, "start 12/12 (nmf)").
     callback : callable or None
@@ -581,7 +581,7 @@ class BANMF(BaseFactorization):
         the inner fit's observed cells beside them, and keep the one with the fewest errors,
         with its threshold and calibration, on the factors of this fit (the majority: on the
         column shares of all observed cells)."""
-        from .._selection import mask_entries
+        from ..selection.ranks import mask_entries
 
         seed = int(check_random_state(self.random_state).integers(2**31 - 1))
         _, drawn, zero_weight = inner_hold_out(data.X.nnz, data.n_observed - data.X.nnz)

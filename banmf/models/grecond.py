@@ -7,14 +7,14 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._boolean import transpose_mask, with_cells
 from .._kernels.boolean import pack_csr_rows
 from .._kernels.cover import cover_concept, grecond_values, intent_of
-from .._memory import format_size
-from .._params import NONE, Interval
-from .._progress import StartProgress
-from .._threads import blocks_for, cancelled, pick, threads_for, variant
-from .._validation import WORK_BUDGET, check_work
+from ..data.masks import transpose_mask, with_cells
+from ..data.params import NONE, Interval
+from ..data.validation import WORK_BUDGET, check_work
+from ..runtime.memory import format_size
+from ..runtime.progress import StartProgress
+from ..runtime.threads import blocks_for, cancelled, pick, threads_for, variant
 from ._base import (
     COMMON_CONSTRAINTS,
     BaseFactorization,

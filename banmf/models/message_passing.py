@@ -9,19 +9,19 @@ from typing import ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from .._boolean import cell_keys, with_cells
 from .._kernels.message_passing import mp_column_marginals, mp_decoded_errors, mp_sweep
-from .._memory import check_memory
-from .._params import NONE, Interval
-from .._progress import StartProgress
-from .._threads import blocks_for, cancelled, threads_for, variant
-from .._validation import WORK_BUDGET, check_random_state, check_work
+from ..data.masks import cell_keys, with_cells
+from ..data.params import NONE, Interval
+from ..data.validation import WORK_BUDGET, check_random_state, check_work
 from ..exceptions import InputError
+from ..runtime.memory import check_memory
+from ..runtime.progress import StartProgress
+from ..runtime.threads import blocks_for, cancelled, threads_for, variant
 from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, store_params
 
 __all__ = ["MessagePassing"]
 
-#: Operations (in the units of :data:`banmf._validation.OPS_PER_SECOND`) per observed cell,
+#: Operations (in the units of :data:`banmf.data.validation.OPS_PER_SECOND`) per observed cell,
 #: factor and iteration: the message update, the marginals and the decoded error together.
 #: Measured on this project's 2-core machine (shared with other jobs): about 10 ns per cell and
 #: factor on LUCAP0 without a mask, k = 10, one thread or two.

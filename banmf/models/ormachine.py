@@ -11,15 +11,15 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._boolean import csr_from_parts, unique_rows, words
 from .._kernels.ormachine import accumulate_codes, gibbs_rows
-from .._params import BOOLEAN, NONE, Interval, Options
-from .._progress import StartProgress
-from .._runner import run_side_by_side
-from .._signals import Interruptions
-from .._threads import blocks_for, cancelled, pick, threads_for, variant
-from .._validation import WORK_BUDGET, check_random_state, check_work
+from ..data.masks import csr_from_parts, unique_rows, words
+from ..data.params import BOOLEAN, NONE, Interval, Options
+from ..data.validation import WORK_BUDGET, check_random_state, check_work
 from ..exceptions import InvalidParameterError
+from ..runtime.progress import StartProgress
+from ..runtime.runner import run_side_by_side
+from ..runtime.signals import Interruptions
+from ..runtime.threads import blocks_for, cancelled, pick, threads_for, variant
 from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, store_params
 
 __all__ = ["OrMachine"]

@@ -10,14 +10,14 @@ from typing import ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from .._boolean import transpose_mask, words
 from .._kernels.panda import extend_core, find_core, residual_counts, single_patterns
-from .._params import NONE, Interval
-from .._progress import StartProgress
-from .._runner import run_side_by_side
-from .._signals import Interruptions
-from .._threads import cancelled
-from .._validation import WORK_BUDGET, check_random_state, check_work
+from ..data.masks import transpose_mask, words
+from ..data.params import NONE, Interval
+from ..data.validation import WORK_BUDGET, check_random_state, check_work
+from ..runtime.progress import StartProgress
+from ..runtime.runner import run_side_by_side
+from ..runtime.signals import Interruptions
+from ..runtime.threads import cancelled
 from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, store_params
 
 __all__ = ["PaNDa"]
@@ -29,7 +29,7 @@ def _round_work(n: int, m: int, cells: int) -> float:
     items a pattern takes grow with m; 1 + √m passes matches the measured times within 3× on
     LUCAP0 and mushroom (m ≈ 120-140: 0.7 s for 10 patterns × 20 rounds) and on planted
     n×n data at density 0.05, k = 10 (n = 4000: 52 s for 20 rounds, n = 16000: 105 s for one),
-    at :data:`banmf._validation.OPS_PER_SECOND`."""
+    at :data:`banmf.data.validation.OPS_PER_SECOND`."""
     return (1.0 + np.sqrt(m)) * (cells + n) + m * np.log2(m + 1)
 
 

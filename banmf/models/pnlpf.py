@@ -7,9 +7,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._params import NONE, Interval
-from .._validation import check_dense_budget, check_random_state
-from ..booleanize import balance, threshold_factors
+from ..data.params import NONE, Interval
+from ..data.validation import check_dense_budget, check_random_state
+from ..engine.booleanize import balance, threshold_factors
 from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, fit_inner, store_params
 from .nmf import NMF
 

@@ -7,9 +7,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._params import Interval
-from .._validation import check_dense_budget
-from ..booleanize import threshold_factors
+from ..data.params import Interval
+from ..data.validation import check_dense_budget
+from ..engine.booleanize import threshold_factors
 from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, fit_inner, store_params
 from .nmf import NMF
 from .pnlpf import DENSE_BUDGET

@@ -24,17 +24,17 @@ from pathlib import Path
 import numpy as np
 
 from ..._kernels.svd import fill_at_most
-from ..._memory import check_memory
-from ..._signals import Interruptions
-from ..._threads import pick
-from ..._validation import check_n_components
-from ...booleanize import balance_scales, grid_points, grid_ranks, search_grid
+from ...data.validation import check_n_components
 from ...exceptions import InputError
 from ...io import Dataset
-from ...polish import moved_bits, polish_over, swaps_over, thresholds_over, top_columns
+from ...runtime.memory import check_memory
+from ...runtime.signals import Interruptions
+from ...runtime.threads import pick
+from ..booleanize import balance_scales, grid_points, grid_ranks, search_grid
 from ..iterations import h_step, objective_value
 from ..local import grecond_factors, predictor_factors
 from ..nndsvd import Here, nonnegative_part, subspace_svd, use_randomized
+from ..polish import moved_bits, polish_over, swaps_over, thresholds_over, top_columns
 from ..pool import Pool, bounded, choose, grecond_pays
 from ..protocol import StartRecord
 from . import worker
@@ -47,10 +47,10 @@ _stamps = itertools.count()
 
 
 class _Rows:
-    """The rows' half of the threshold search (:class:`banmf.booleanize.GridRows`) summed over
+    """The rows' half of the threshold search (:class:`banmf.engine.booleanize.GridRows`) summed over
     the row blocks on the workers."""
 
-    #: Coverages asked for in one round trip (:func:`banmf.booleanize.search_grid`).
+    #: Coverages asked for in one round trip (:func:`banmf.engine.booleanize.search_grid`).
     batch = 16
 
     def __init__(self, session: Session, distinct: np.ndarray, pairs: bool):
@@ -118,7 +118,7 @@ class _DaskStart:
         return np.asarray(out)
 
     def threshold(self) -> dict:
-        """The grid threshold search over the blocks (:func:`banmf.booleanize.search_grid`),
+        """The grid threshold search over the blocks (:func:`banmf.engine.booleanize.search_grid`),
         keeping each block's Boolean rows."""
         session, p, normalize = self.b.session, self.b.p, self.b.model.normalize
         P = p.n_thresholds
@@ -477,7 +477,7 @@ class DaskBackend:
         return rows.put(eigvec @ vh.T), S, u.T
 
     def greedy(self, name: str, k: int):
-        """The "columns" start (:func:`banmf.polish.column_factors`) over the blocks; W's rows
+        """The "columns" start (:func:`banmf.engine.polish.column_factors`) over the blocks; W's rows
         stay on them."""
         counts = self.session.sum(worker.column_counts)
         top = top_columns(counts, k)
@@ -492,7 +492,7 @@ class DaskBackend:
         return int(self.p.nnz_ones + cover - 2 * hits)
 
     def refine_thresholds(self, run: StartRecord) -> dict:
-        """Per-factor thresholds over the blocks (:func:`banmf.polish.thresholds_over`): for a
+        """Per-factor thresholds over the blocks (:func:`banmf.engine.polish.thresholds_over`): for a
         column of W, each block sends its rows' values and bit changes (16 bytes a row) and
         the cut is chosen here; for a row of H, the bit changes are summed over the blocks."""
         tw, th = (t.copy() for t in run.thresholds)
@@ -507,7 +507,7 @@ class DaskBackend:
         return {"H": np.ascontiguousarray(Htb.T), "error": history[-1], "thresholds": (tw, th)}
 
     def polish(self, run: StartRecord, method: str) -> dict:
-        """The polish over the blocks (:func:`banmf.polish.polish_over`; the driver asks for
+        """The polish over the blocks (:func:`banmf.engine.polish.polish_over`; the driver asks for
         flips here, the exact polish needing whole columns)."""
         Ht = np.array(run.H.T, order="C")
         history = [run.error]
@@ -515,7 +515,7 @@ class DaskBackend:
         return {"H": np.ascontiguousarray(Ht.T), "error": history[-1], "polish_rounds": rounds}
 
     def swaps(self, run: StartRecord, method: str, most: int):
-        """The swaps over the blocks (:func:`banmf.polish.swaps_over`): each factor's cost and
+        """The swaps over the blocks (:func:`banmf.engine.polish.swaps_over`): each factor's cost and
         each column's gain summed over the blocks, the new factor's rows found on theirs."""
         Ht = np.array(run.H.T, order="C")
         for l, j, error in swaps_over(_BlockRows(self, run.start), Ht, method, most):
@@ -614,7 +614,7 @@ class DaskBackend:
 
 
 class _BlockRows:
-    """:class:`banmf.polish.Rows` with the kept start's rows of W in the row blocks on the
+    """:class:`banmf.engine.polish.Rows` with the kept start's rows of W in the row blocks on the
     workers: per-row work on each block, sums over the blocks here."""
 
     def __init__(self, backend: DaskBackend, start):

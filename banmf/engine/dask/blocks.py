@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..._boolean import csr_from_parts
-from ..._validation import check_binary_matrix
-from ...dataset import Dataset
+from ...data.dataset import Dataset
+from ...data.masks import csr_from_parts
+from ...data.validation import check_binary_matrix
 from ...exceptions import InputError, InvalidParameterError
 from ...io import check_output, npz_shape, write_matrix
 

@@ -10,7 +10,7 @@ from collections import deque
 
 import numpy as np
 
-from ..._signals import Interruptions
+from ...runtime.signals import Interruptions
 from . import worker
 from .blocks import BlockMatrix
 

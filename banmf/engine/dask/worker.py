@@ -27,15 +27,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ..._boolean import hits_and_cover, pack_rows, words
-from ..._changes import bit_changes, factor_costs
 from ..._kernels.svd import fill_at_most
-from ..._threads import pick, thread_budget
-from ...booleanize import GridRows, grid_ranks
+from ...data.masks import hits_and_cover, pack_rows, words
 from ...io import read_dataset
-from ...polish import columns_as_factors, flip_half_step, swap_rows
+from ...runtime.threads import pick, thread_budget
+from ..booleanize import GridRows, grid_ranks
+from ..changes import bit_changes, factor_costs
 from ..iterations import MUSolver
 from ..nndsvd import Here, mask_product
+from ..polish import columns_as_factors, flip_half_step, swap_rows
 from ..pool import Pool, WholePool, majority, majority_counts, segment_sums
 
 _lock = threading.RLock()
@@ -198,7 +198,7 @@ def load(fit: str, b: int, source, budget: int | None) -> tuple:
     """Read block ``b`` (a file, or its rows sent in memory) and keep it here. Returns its
     ``(rows, columns, observed ones, cells the updates visit besides them, observed cells,
     unknown-cell form)``; the form is None without unknown cells, else
-    :attr:`banmf._boolean.Unknown.observed`."""
+    :attr:`banmf.data.masks.Unknown.observed`."""
     data = read_dataset(source) if isinstance(source, (str, Path)) else source
     X, unknown = data.X, data.unknown
     with _lock:
@@ -449,7 +449,7 @@ def column_max(fit: str, b: int) -> np.ndarray:
 
 
 def scale(fit: str, b: int, factors: np.ndarray | None) -> float:
-    """Balance the block's rows of W (:func:`banmf.booleanize.balance`; None: as they are);
+    """Balance the block's rows of W (:func:`banmf.engine.booleanize.balance`; None: as they are);
     returns their largest entry."""
     with _use(fit, b) as block:
         W = block.solver.W.astype(np.float64)
@@ -458,7 +458,7 @@ def scale(fit: str, b: int, factors: np.ndarray | None) -> float:
 
 
 def rank(fit: str, b: int, points: np.ndarray) -> np.ndarray:
-    """The block's grid ranks of W (:func:`banmf.booleanize.grid_ranks`); returns the
+    """The block's grid ranks of W (:func:`banmf.engine.booleanize.grid_ranks`); returns the
     distinct ranks."""
     with _use(fit, b) as block:
         block.rows = GridRows(block.data, grid_ranks(block.scaled, points))
@@ -554,7 +554,7 @@ def keep_boolean(fit: str, b: int, start, W: np.ndarray) -> None:
 
 def keep_columns(fit: str, b: int, start, top: np.ndarray, k: int) -> None:
     """Keep the block's rows of the "columns" start: factor l is column ``top[l]`` with all
-    its rows (:func:`banmf.polish.columns_as_factors`)."""
+    its rows (:func:`banmf.engine.polish.columns_as_factors`)."""
     with _use(fit, b) as block:
         W, _ = columns_as_factors(block.Xt, top, k)
         block.kept[start] = (W.astype(np.float64), W)
@@ -584,7 +584,7 @@ def polish_rows_of(
     fit: str, b: int, start, Ht: np.ndarray, since, moved: np.ndarray | None, stamp
 ) -> tuple:
     """The flip polish's row half-step on the block's rows of the kept start (in place,
-    :func:`banmf.polish.flip_half_step`), with the bounds the block keeps: those of the
+    :func:`banmf.engine.polish.flip_half_step`), with the bounds the block keeps: those of the
     half-step ``since`` names, lowered by ``moved`` (H's rows that changed since, per bit),
     if the block holds them; else new ones. The bounds left are kept under ``stamp``.
     Returns ``(flips, W's rows changed per bit (k,), change in error)``, to be summed over
@@ -605,7 +605,7 @@ def column_changes(
 ) -> np.ndarray:
     """The block's share of the column updates of H: per column in ``columns`` (of H's
     packed columns ``A``) and factor l (``only``: that one), the change in error on the
-    block's rows from switching bit l (:func:`banmf._changes.bit_changes`)."""
+    block's rows from switching bit l (:func:`banmf.engine.changes.bit_changes`)."""
     with _use(fit, b) as block:
         return bit_changes(block.data.T, A, block.kept[start][1], columns, only)
 
@@ -628,14 +628,14 @@ def set_threshold(fit: str, b: int, start, l: int, t: float) -> None:
 
 
 def swap_costs(fit: str, b: int, start, Ht: np.ndarray) -> tuple:
-    """The block's share of :func:`banmf._changes.factor_costs` for the kept start's rows:
+    """The block's share of :func:`banmf.engine.changes.factor_costs` for the kept start's rows:
     ``(removal (k,), cover (m, k + 1))``."""
     with _use(fit, b) as block:
         return factor_costs(block.data, block.kept[start][1], Ht)
 
 
 def swap_in(fit: str, b: int, start, Ht: np.ndarray, l: int, j: int) -> None:
-    """Swap column j in for factor l on the block's rows (:func:`banmf.polish.swap_rows`)."""
+    """Swap column j in for factor l on the block's rows (:func:`banmf.engine.polish.swap_rows`)."""
     with _use(fit, b) as block:
         W = block.kept[start][1]
         rows = swap_rows(block.Xt, W, Ht, l, j)

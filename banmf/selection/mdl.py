@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._boolean import hits_and_cover
+from ..data.masks import hits_and_cover
 
 
 def log2_binomial(a, b) -> float:

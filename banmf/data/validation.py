@@ -13,11 +13,11 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
-from ._boolean import (
+from ..exceptions import InputError, InvalidParameterError
+from .masks import (
     csr_from_parts,
     support_mask,
 )
-from .exceptions import InputError, InvalidParameterError
 
 __all__ = [
     "check_binary_matrix",

@@ -15,10 +15,21 @@ from numbers import Integral, Real
 import numpy as np
 import scipy.sparse as sp
 
-from ._boolean import cell_keys, in_sorted, support_mask_from_keys
-from ._mdl import description_bits
-from ._memory import check_memory
-from ._predictor import (
+from ..data.dataset import Dataset
+from ..data.masks import cell_keys, in_sorted, support_mask_from_keys
+from ..data.validation import (
+    check_binary_matrix,
+    check_boolean_factors,
+    check_cells,
+    check_random_state,
+)
+from ..engine.booleanize import predict_cells
+from ..exceptions import InputError, InvalidParameterError
+from ..result import Factorization
+from ..runtime.memory import check_memory
+from ..runtime.runner import fit_tasks
+from .mdl import description_bits
+from .predictor import (
     MAJORITY,
     Predictor,
     candidate_scores,
@@ -31,17 +42,6 @@ from ._predictor import (
     without_choice,
     zero_sample,
 )
-from ._runner import fit_tasks
-from ._validation import (
-    check_binary_matrix,
-    check_boolean_factors,
-    check_cells,
-    check_random_state,
-)
-from .booleanize import predict_cells
-from .dataset import Dataset
-from .exceptions import InputError, InvalidParameterError
-from .result import Factorization
 
 __all__ = [
     "RankSelection",
@@ -386,7 +386,7 @@ def cv_folds(X, folds: int = 5, *, random_state=None, missing=None, observed=Non
 
 def _fold_keys(data, folds: int, rng) -> tuple[list, float]:
     """The row-major keys of each fold's cells (sorted), for :func:`cv_folds`, and the zeros
-    each of their zeros stands for (:func:`banmf._predictor.zero_sample`)."""
+    each of their zeros stands for (:func:`banmf.selection.predictor.zero_sample`)."""
     X, unknown = data.X, data.unknown
     n, m = X.shape
     ones = cell_keys(X)
@@ -518,7 +518,7 @@ class RankSelection:
         without "cv", or when pickled before this was recorded.
     fold_predictor : Predictor or None
         The predictor of unknown cells that ``best_k``'s fold fits give together, when they
-        were scored by a vote or NMF predictor (:func:`banmf._predictor.fold_predictor`,
+        were scored by a vote or NMF predictor (:func:`banmf.selection.predictor.fold_predictor`,
         kind "folds"): the fit at the chosen rank of ``n_components="auto"`` predicts by it
         (docs/missing.md). Only the ranks the rule could still take keep their fold fits'
         factors while the search runs, so it is None where the chosen rank's were let go, and
@@ -530,7 +530,7 @@ class RankSelection:
         majority among the fold's training cells); ``kind``, the better of the two, its
         ``error`` (mean) and its ``fold_errors``; ``cells``, the folds' cells, and
         ``reliability``, the majority's column shares as probabilities on them
-        (:func:`banmf._predictor.reliability`). None without "cv", or when pickled before this
+        (:func:`banmf.selection.predictor.reliability`). None without "cv", or when pickled before this
         was recorded.
     generalizes : bool
         With ``cv_margin`` (``n_components="auto"``) a rank is a candidate only if its fold
@@ -697,10 +697,10 @@ def select_rank_of(
     (the rank) and ``random_state`` (a seed of the selection's).
 
     ``by_predictor``: score the fold fits for "cv" by the predictor of unknown cells their
-    starts give (:func:`banmf._predictor.choose_over_folds`: one kind and threshold per rank,
+    starts give (:func:`banmf.selection.predictor.choose_over_folds`: one kind and threshold per rank,
     named in ``RankSelection.predictor``) rather than by W⊗H, as a fit with unknown cells
     predicts them (``n_components="auto"`` on such data). No extra fit: the fold fits hand
-    their starts' factors over (:func:`banmf._predictor.keeping_starts`). A method whose fits
+    their starts' factors over (:func:`banmf.selection.predictor.keeping_starts`). A method whose fits
     hand none over is scored by W⊗H."""
     start = time.perf_counter()
     criteria = tuple(criteria)
@@ -917,7 +917,7 @@ def _baseline(X, held: list, zero_weight: float) -> dict | None:
     """The held-out error rates of the trivial predictors on the folds ``held`` (each a pair
     of its cells and the data fitted without them): "zeros" (every cell 0) and "majority"
     (each cell its column's majority among the fold's training cells,
-    :func:`banmf._predictor.column_shares`), each zero counting ``zero_weight`` cells.
+    :func:`banmf.selection.predictor.column_shares`), each zero counting ``zero_weight`` cells.
     Returns :attr:`RankSelection.baseline`, or None without folds."""
     if not held:
         return None
@@ -987,12 +987,12 @@ def _fold_rates(
     X, runs: list, held: list, kept: dict | None, zero_weight: float, seed: int
 ) -> tuple:
     """``(kind, rates, bag)``: the ``(kind, rates)`` of
-    :func:`banmf._predictor.choose_over_folds` for the fold fits ``runs``, each scored on its
+    :func:`banmf.selection.predictor.choose_over_folds` for the fold fits ``runs``, each scored on its
     fold's cells (``held``, each zero among them standing for ``zero_weight`` zeros) by every
     kind of predictor its starts give (``kept``, from
-    :func:`banmf._predictor.keeping_starts`), or by W⊗H alone (``kept`` None: the kind is
+    :func:`banmf.selection.predictor.keeping_starts`), or by W⊗H alone (``kept`` None: the kind is
     "product"); and where that kind is one of :data:`REGULARIZED_KINDS`, the fold fits'
-    predictor (:func:`banmf._predictor.fold_predictor`, its report's halves drawn with
+    predictor (:func:`banmf.selection.predictor.fold_predictor`, its report's halves drawn with
     ``seed``), else None."""
     ones, m = cell_keys(X), X.shape[1]
     candidates, truths = [], []
@@ -1043,7 +1043,7 @@ class _FitsProgress:
     def __init__(self, k: int, n_fits: int):
         self.k, self.n_fits, self.done, self.last = k, n_fits, 0, time.monotonic()
 
-    def __call__(self) -> None:  # in the calling thread (banmf._runner), one fit at a time
+    def __call__(self) -> None:  # in the calling thread (banmf.runtime.runner), one fit at a time
         self.done += 1
         fields = {"k": self.k, "fits_done": self.done, "n_fits": self.n_fits}
         if _progress.isEnabledFor(logging.DEBUG):

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._changes import factor_costs
-from ._validation import check_boolean_factors
-from .exceptions import InputError, InvalidParameterError
+from ..data.validation import check_boolean_factors
+from ..engine.changes import factor_costs
+from ..exceptions import InputError, InvalidParameterError
 
 __all__ = ["Pattern", "patterns"]
 

@@ -14,7 +14,8 @@ import functools
 import numpy as np
 import scipy.sparse as sp
 
-from ._boolean import (
+from ..exceptions import InputError
+from .masks import (
     Unknown,
     cell_keys,
     csr_from_parts,
@@ -25,14 +26,13 @@ from ._boolean import (
     support_mask_from_keys,
     transpose_mask,
 )
-from ._validation import (
+from .validation import (
     check_binary_matrix,
     frame_labels,
     frame_na,
     is_anndata,
     is_dataframe,
 )
-from .exceptions import InputError
 
 __all__ = ["Dataset"]
 
@@ -70,7 +70,7 @@ class Dataset:
     missing, observed : csr_array of shape (n, m), bool, or None
         The unknown cells in the form they were given (a DataFrame's NA and a file's unknown
         cells as ``missing``); both None when every cell is observed.
-    unknown : banmf._boolean.Unknown or None
+    unknown : banmf.data.masks.Unknown or None
         The same cells in the form banmf's layers read them (the unknown cells, or the
         observed zeros when most cells are unknown).
     ones_given : int
@@ -152,7 +152,7 @@ class Dataset:
         built as :class:`Dataset` builds it.
         """
         if is_anndata(X):
-            from ._anndata import anndata_parts  # anndata's own import waits for its first use
+            from ..io.anndata import anndata_parts  # anndata's own import waits for its first use
 
             X = cls(**anndata_parts(X))
         if not isinstance(X, cls):

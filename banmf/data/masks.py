@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from ._kernels.boolean import pack_cols_above, pack_rows_above, support_hits, union_popcounts
-from ._threads import pick
+from .._kernels.boolean import pack_cols_above, pack_rows_above, support_hits, union_popcounts
+from ..runtime.threads import pick
 
 __all__ = [
     "Packed",

@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from ._boolean import csr_from_parts
-from .exceptions import InputError, OutputNotReplaced
+from ..data.masks import csr_from_parts
+from ..exceptions import InputError, OutputNotReplaced
 
 
 def reason_of(exc: BaseException) -> str:
@@ -354,7 +354,7 @@ def versions() -> dict:
     import numba
     import scipy
 
-    from . import __version__
+    from .. import __version__
 
     return {
         "banmf": __version__,

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .booleanize import boolean_product
-from .exceptions import InputError, MissingDependencyError
-from .io import atomic_path
-from .result import Factorization
+from ..engine.booleanize import boolean_product
+from ..exceptions import InputError, MissingDependencyError
+from ..io import atomic_path
+from ..result import Factorization
 
 __all__ = ["plot_rank_selection", "plot_result", "rank_selection_figure", "result_figure"]
 
@@ -80,7 +80,7 @@ def rank_selection_figure(selection, plt=None):
     plt = plt or _pyplot()
     from matplotlib.ticker import MaxNLocator
 
-    from .model_selection import STABLE
+    from ..model_selection import STABLE
 
     panels = [("training error (observed cells)", selection.training_error, None, None)]
     if selection.description_length is not None:

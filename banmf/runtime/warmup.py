@@ -42,9 +42,9 @@ def _problem(dtype, k: int, form: str, shape: tuple[int, int], density: float):
     parallel kernels) that their sizes choose, so the shape is the fit's own."""
     import scipy.sparse as sp
 
-    from .datasets import make_boolean
-    from .engine.local import LocalBackend
-    from .models.banmf import BANMF
+    from ..datasets import make_boolean
+    from ..engine.local import LocalBackend
+    from ..models.banmf import BANMF
 
     n, m = shape
     k = min(k, n, m)
@@ -75,7 +75,7 @@ def plan(
     greedy start, the polish and the swaps (which refine it), the iterations of a random
     start and their threshold search, the per-factor thresholds, the NMF start, the
     combination."""
-    from .engine.driver import greedy_record
+    from ..engine.driver import greedy_record
 
     model, data, p, backend = _problem(dtype, k, form, shape, density)
     n, m = data.X.shape
@@ -185,7 +185,16 @@ def ahead(dtype, k: int, form: str, shape: tuple[int, int], nnz: int) -> Ahead:
         return Ahead(None)
     name = np.dtype(dtype).name
     density = repr(nnz / (n * m))
-    command = [sys.executable, "-m", "banmf._warmup", name, str(int(k)), form, str(n), str(m)]
+    command = [
+        sys.executable,
+        "-m",
+        "banmf.runtime.warmup",
+        name,
+        str(int(k)),
+        form,
+        str(n),
+        str(m),
+    ]
     command.append(density)
     try:
         process = subprocess.Popen(
@@ -202,7 +211,7 @@ def ahead(dtype, k: int, form: str, shape: tuple[int, int], nnz: int) -> Ahead:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m banmf._warmup DTYPE K FORM N M DENSITY``: :func:`warm` backwards."""
+    """``python -m banmf.runtime.warmup DTYPE K FORM N M DENSITY``: :func:`warm` backwards."""
     dtype, k, form = np.dtype(argv[0]).type, int(argv[1]), argv[2]
     if form not in FORMS:
         raise SystemExit(f"form must be one of {FORMS}, got {form!r}")

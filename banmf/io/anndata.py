@@ -7,9 +7,9 @@ read an AnnData here, so that a file and the object it holds give the same data.
 
 from __future__ import annotations
 
-from ._files import jsonable
-from ._validation import check_binary_matrix
-from .exceptions import InputError, InvalidParameterError, MissingDependencyError
+from ..data.validation import check_binary_matrix
+from ..exceptions import InputError, InvalidParameterError, MissingDependencyError
+from ..runtime.files import jsonable
 
 #: The layer that marks a cell whose value is unknown (1: unknown), as ``.h5ad`` files keep it.
 MISSING_LAYER = "missing"

@@ -22,9 +22,9 @@ import zlib
 import numpy as np
 import scipy.sparse as sp
 
-from ._boolean import product_at, product_mask
-from ._files import atomic_path, check_output, jsonable, versions
-from .exceptions import InputError
+from ..data.masks import product_at, product_mask
+from ..exceptions import InputError
+from ..runtime.files import atomic_path, check_output, jsonable, versions
 from .patterns import patterns
 
 __all__ = ["report_html", "write_report"]

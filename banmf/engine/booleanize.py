@@ -13,7 +13,15 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from ._boolean import (
+from .._kernels.boolean import (
+    pair_cover_bound,
+    pair_histograms,
+    pruned_grid_search,
+    scaled_ranks,
+    staircase_hits,
+)
+from ..data.dataset import Dataset
+from ..data.masks import (
     Packed,
     cover_count,
     hits_and_cover,
@@ -21,18 +29,10 @@ from ._boolean import (
     product_mask,
     words,
 )
-from ._kernels.boolean import (
-    pair_cover_bound,
-    pair_histograms,
-    pruned_grid_search,
-    scaled_ranks,
-    staircase_hits,
-)
-from ._threads import blocks_for, pick, threads_for, variant
-from ._validation import check_boolean_factors, check_cells
-from .dataset import Dataset
-from .exceptions import InputError, InvalidParameterError
-from .result import Factorization
+from ..data.validation import check_boolean_factors, check_cells
+from ..exceptions import InputError, InvalidParameterError
+from ..result import Factorization
+from ..runtime.threads import blocks_for, pick, threads_for, variant
 
 __all__ = [
     "balance",

@@ -6,10 +6,10 @@ returning its result. :func:`run_side_by_side` runs them on at most ``workers`` 
 task with an equal share of the thread budget, and gives their results in task order, so that
 the thread count never changes what a caller computes from them.
 
-Interruptions follow :mod:`banmf._signals`: Ctrl-C (and SIGTERM under
-:func:`banmf._signals.signals_interrupt`) reaches the calling thread only; the first one
+Interruptions follow :mod:`banmf.runtime.signals`: Ctrl-C (and SIGTERM under
+:func:`banmf.runtime.signals.signals_interrupt`) reaches the calling thread only; the first one
 cancels the running tasks (they stop at their next iteration through
-:func:`banmf._threads.cancelled` and return their partial result, which is kept), starts no
+:func:`banmf.runtime.threads.cancelled` and return their partial result, which is kept), starts no
 other, and returns with ``Run.interrupted`` set: the caller finishes the best result so far. A
 second one aborts (``KeyboardInterrupt`` propagates).
 """
@@ -23,9 +23,9 @@ import threading
 from collections.abc import Callable, Iterable, Sized
 from typing import Generic, TypeVar
 
-from ._progress import fit_label
-from ._signals import Interruptions
-from ._threads import cancel_with, thread_budget
+from .progress import fit_label
+from .signals import Interruptions
+from .threads import cancel_with, thread_budget
 
 __all__ = ["Run", "fit_tasks", "run_side_by_side"]
 
@@ -109,13 +109,13 @@ def run_side_by_side(
     ----------
     tasks : iterable of callables
         Each called without arguments, in a worker thread (or in the calling thread when one
-        worker runs them) whose thread budget (:func:`banmf._threads.current_threads`) is its
-        share and that is cancelled (:func:`banmf._threads.cancelled`) when the task is no
+        worker runs them) whose thread budget (:func:`banmf.runtime.threads.current_threads`) is its
+        share and that is cancelled (:func:`banmf.runtime.threads.cancelled`) when the task is no
         longer wanted. Drawn in order, in the calling thread, only when a worker is free to run
         it: a generator that draws random starts draws the same ones whatever the thread
         count, and none past the last that runs.
     n_jobs : int or None, default None
-        The budget (:func:`banmf._threads.effective_n_jobs`); None: the one in force.
+        The budget (:func:`banmf.runtime.threads.effective_n_jobs`); None: the one in force.
     workers : int or None, default None
         At most this many tasks at a time (besides the budget and the number of tasks, when
         ``tasks`` has a length); 1 runs them one after the other in the calling thread. Each
@@ -135,7 +135,7 @@ def run_side_by_side(
     -------
     Run
         ``results`` in task order. After the first Ctrl-C, ``interrupted`` is True and the
-        results are those the tasks had: the caller decides, per :mod:`banmf._signals`, what
+        results are those the tasks had: the caller decides, per :mod:`banmf.runtime.signals`, what
         to finish and whether to raise ``KeyboardInterrupt`` again.
 
     Raises
@@ -262,7 +262,7 @@ def fit_tasks(tasks, n_jobs=None, fitted=None, labels=None) -> list:
     """:func:`banmf.fit_many` for fits that each have their own data (:func:`banmf.select_rank`'s
     folds): ``tasks`` are ``(estimator, data)`` with ``data`` a :class:`banmf.io.Dataset`.
     ``fitted()``, if given, is called (in the calling thread) as each fit ends; ``labels``, if
-    given, name the fits in their progress records (:func:`banmf._progress.fit_label`).
+    given, name the fits in their progress records (:func:`banmf.runtime.progress.fit_label`).
     Returns the estimators, fitted, in order; on Ctrl-C, once the fits under way have
     stopped, raises KeyboardInterrupt."""
     tasks = list(tasks)

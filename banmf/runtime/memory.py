@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 
-from .exceptions import InputError, InvalidParameterError
+from ..exceptions import InputError, InvalidParameterError
 
 ENV_VAR = "BANMF_MEMORY_LIMIT"
 

@@ -26,17 +26,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ._boolean import (
-    csr_from_parts,
-    decode_codes,
-    pack_rows,
-    row_codes,
-    unique_rows,
-)
-from ._changes import Fixed as _Fixed
-from ._changes import factor_costs
-from ._changes import fixed_changes as _bit_changes
-from ._kernels.polish import (
+from .._kernels.polish import (
     best_flips,
     best_row_codes,
     changed_bits,
@@ -51,11 +41,21 @@ from ._kernels.polish import (
     uncovered_by_codes,
     unpack_keys,
 )
-from ._threads import blocks_for, pick, threads_for, variant
-from ._validation import check_boolean_factors
-from .dataset import Dataset
-from .exceptions import InputError, InvalidParameterError
-from .result import Factorization
+from ..data.dataset import Dataset
+from ..data.masks import (
+    csr_from_parts,
+    decode_codes,
+    pack_rows,
+    row_codes,
+    unique_rows,
+)
+from ..data.validation import check_boolean_factors
+from ..exceptions import InputError, InvalidParameterError
+from ..result import Factorization
+from ..runtime.threads import blocks_for, pick, threads_for, variant
+from .changes import Fixed as _Fixed
+from .changes import factor_costs
+from .changes import fixed_changes as _bit_changes
 
 __all__ = ["polish", "refine_thresholds", "swap_factors"]
 
@@ -70,7 +70,7 @@ EXACT_MAX_K = 16
 EXACT_MIN_BUDGET = 10**8
 POLISH_METHODS = ("auto", "exact", "flip")
 #: A one read from the fixed factor's lines (:func:`lone_ones`: its free row at random) costs
-#: about this many ones read row by row (:func:`banmf._changes.fixed_changes`). Measured on
+#: about this many ones read row by row (:func:`banmf.engine.changes.fixed_changes`). Measured on
 #: power-law 10⁶ and 10⁷ nonzeros, k = 10 and 32, one thread (minima of 7, load average 12):
 #: 0.4-2.6×, the lines dearer from W's side (n free rows at random), cheaper from H's.
 LINE_COST = 2
@@ -148,7 +148,7 @@ def _flip_rows(
 
 def flip_rows(free: np.ndarray, changes, slack: np.ndarray | None = None) -> tuple[int, int]:
     """:func:`_flip_rows` with the rows' bit changes from ``changes(A, rows)`` (A: ``free``
-    packed, :func:`banmf._boolean.pack_rows`; the result as :func:`_bit_changes`'s): sums
+    packed, :func:`banmf.data.masks.pack_rows`; the result as :func:`_bit_changes`'s): sums
     over row blocks of X elsewhere serve as well as X here. Returns the flips made and the
     change in error they made (the sum of their changes: exact, rows being independent).
 
@@ -563,7 +563,7 @@ class WholeRows:
 
 
 def set_bits(A: np.ndarray, l: int, column: np.ndarray) -> None:
-    """Bit l of the packed rows ``A`` (:func:`banmf._boolean.pack_rows`) becomes ``column``
+    """Bit l of the packed rows ``A`` (:func:`banmf.data.masks.pack_rows`) becomes ``column``
     (one bool per row), in place: a factor's move without packing the others again."""
     w, shift = l >> 6, np.uint64(l & 63)
     A[:, w] &= ~(np.uint64(1) << shift)
@@ -576,7 +576,7 @@ def lone_ones(M, Mt, A: np.ndarray, fixed: _Fixed, lines: np.ndarray, l: int) ->
     mask seen from the fixed side: one row per row of the fixed factor) that ``lines`` names,
     the fixed rows with bit l; or, when those hold over 1 / :data:`LINE_COST` of the cells,
     from every row of M, in order. Integer counts, as
-    :func:`banmf._changes.fixed_changes`'s for one bit."""
+    :func:`banmf.engine.changes.fixed_changes`'s for one bit."""
     total = int((Mt.indptr[lines + 1] - Mt.indptr[lines]).sum())
     words = fixed.codes.shape[1]
     if LINE_COST * total >= M.nnz and M.nnz:
@@ -611,7 +611,7 @@ def lone_uncovered(A: np.ndarray, fixed: _Fixed, lines: np.ndarray, l: int) -> n
 
 
 def lone_changes(data, other, A, fixed: _Fixed, lines: np.ndarray, l: int) -> np.ndarray:
-    """``d[i]`` of :func:`banmf._changes.fixed_changes` for bit l and every free row (packed
+    """``d[i]`` of :func:`banmf.engine.changes.fixed_changes` for bit l and every free row (packed
     ``A``, the rows of ``data``), the same integers, with ``other`` (``data`` seen from the
     fixed side: its transpose) and the fixed rows with bit l (``lines``): a factor's share of
     the ones (:func:`lone_ones`) and of the fixed rows (:func:`lone_uncovered`) instead of all

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 
 import numba
 
-from .exceptions import InvalidParameterError
+from ..exceptions import InvalidParameterError
 
 # Numba's OpenMP threads otherwise spin for a while after every parallel call, waiting for the
 # next; on a shared machine they take the cores that other processes (and the other fits of a
@@ -113,7 +113,7 @@ def _serial_after_fork() -> bool:
 PARALLEL_MIN_WORK = 500_000
 
 _budget: contextvars.ContextVar[int | None] = contextvars.ContextVar("banmf_threads", default=None)
-# Set by whoever runs work in other threads (banmf._runner): fits stop at their next iteration
+# Set by whoever runs work in other threads (banmf.runtime.runner): fits stop at their next iteration
 # once one of these is set, as on Ctrl-C, since KeyboardInterrupt reaches only the main thread.
 # Every enclosing one holds: a start among several inside one fit of banmf.fit_many stops when
 # either its own fit or fit_many is cancelled.

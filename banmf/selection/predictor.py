@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._boolean import product_at
+from ..data.masks import product_at
 
 #: The kinds of predictor, in the order a tie on the held-out cells is broken: the kept start's
 #: product, the share of the starts whose product is 1, the NMF start's continuous product, and
@@ -308,7 +308,7 @@ def kind_threshold(
 def column_shares(X, unknown) -> np.ndarray:
     """Each column's share of ones among its observed cells, of shape (m,) (0 for a column
     with no observed cell): the score of the "majority" kind. ``X`` is a canonical support
-    mask of the observed ones, ``unknown`` its :class:`banmf._boolean.Unknown` or None."""
+    mask of the observed ones, ``unknown`` its :class:`banmf.data.masks.Unknown` or None."""
     n, m = X.shape
     ones = np.bincount(X.indices, minlength=m).astype(np.float64)
     if unknown is None:

@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._boolean import pack_rows, unique_rows, words
-from ._kernels.boolean import pack_cols_above
-from ._kernels.polish import (
+from .._kernels.boolean import pack_cols_above
+from .._kernels.polish import (
     single_cover,
     support_uncovered,
     table_changes,
     table_uncovered,
     uncovered_counts,
 )
-from ._threads import pick
+from ..data.masks import pack_rows, unique_rows, words
+from ..runtime.threads import pick
 
 #: Largest k for which flips may read subset-sum tables (k·2^k counts) instead of bitsets.
 TABLE_MAX_K = 16
