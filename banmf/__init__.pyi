@@ -14,8 +14,8 @@ from .engine.booleanize import booleanize as booleanize
 from .engine.booleanize import error_counts as error_counts
 from .engine.booleanize import predict_cells as predict_cells
 from .engine.polish import polish as polish
-from .engine.polish import refine_thresholds as refine_thresholds
-from .engine.polish import swap_factors as swap_factors
+from .engine.refine import refine_thresholds as refine_thresholds
+from .engine.swaps import swap_factors as swap_factors
 from .exceptions import BanmfError as BanmfError
 from .exceptions import ConvergenceWarning as ConvergenceWarning
 from .exceptions import DataWarning as DataWarning

@@ -10,20 +10,22 @@ from __future__ import annotations
 
 from .exceptions import InvalidParameterError
 from .models import METHODS
-from .selection.ranks import (
-    CRITERIA,
-    CV_RULES,
-    FITS_EVERY_SECONDS,
+from .selection.held_out import (
     FOLD_ZEROS,
-    MIN_FOLD_ONES,
     STABLE,
-    RankSelection,
     cv_folds,
     description_length,
     factor_agreement,
     held_out_scores,
     hold_out,
     mask_entries,
+)
+from .selection.ranks import (
+    CRITERIA,
+    CV_RULES,
+    FITS_EVERY_SECONDS,
+    MIN_FOLD_ONES,
+    RankSelection,
     select_rank_of,
 )
 

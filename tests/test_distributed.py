@@ -941,7 +941,8 @@ def test_the_blocks_polish_as_the_whole_matrix(seed, k, n_blocks, form):
     rows after a threshold moved W (the bounds counted anew), and the swaps after (each swap
     moves W: the same)."""
     from banmf.engine.dask.backend import DaskBackend, _BlockRows
-    from banmf.engine.polish import WholeRows, polish_factors, polish_over, swaps_over
+    from banmf.engine.polish import WholeRows, polish_factors, polish_over
+    from banmf.engine.swaps import swaps_over
 
     rng = np.random.default_rng(seed)
     n, m = 16, 9

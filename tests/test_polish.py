@@ -30,7 +30,8 @@ from banmf._kernels.polish import (
 )
 from banmf.data.masks import pack_rows, row_codes
 from banmf.data.validation import check_binary_matrix
-from banmf.engine.polish import _bit_changes, _Fixed, best_cut, polish
+from banmf.engine.polish import _bit_changes, _Fixed, polish
+from banmf.engine.refine import best_cut
 from banmf.io import Dataset
 
 # The module, not the function of the same name that the package exports.

@@ -13,7 +13,9 @@ from banmf import BANMF, NMF, boolean_error, make_sparse_degrees, swap_factors
 from banmf._kernels.polish import single_cover
 from banmf.data.masks import pack_rows, transpose_mask
 from banmf.data.validation import check_binary_matrix
-from banmf.engine.polish import WholeRows, choose_swap, column_factors
+from banmf.engine.columns import column_factors
+from banmf.engine.polish import WholeRows
+from banmf.engine.swaps import choose_swap
 from banmf.io import Dataset
 
 

@@ -11,13 +11,16 @@ from ..runtime.progress import inside_a_start
 from ..runtime.signals import Interruptions
 from ..runtime.threads import current_threads
 from .booleanize import threshold_factors
+from .columns import column_factors
 from .iterations import MUSolver
 from .nndsvd import nndsvda
-from .polish import column_factors, polish_factors, refine_factor_thresholds, swap_steps
+from .polish import polish_factors
 from .pool import combine, grecond_pays
 from .protocol import StartRecord
+from .refine import refine_factor_thresholds
 from .settings import RunSettings
 from .starts import start_cost
+from .swaps import swap_steps
 
 __all__ = ["PARALLEL_STARTS_MIN_COST", "LocalBackend", "LocalStart", "predictor_factors"]
 

@@ -16,8 +16,7 @@ the most uncovered ones, when that lowers the error, and polishes again.
 Neither densifies X: a row's error change from switching bit l is counted on the row's
 support (ones that only bit l covers) plus, over all columns, the ones of bit l that nothing
 else in the row's pattern covers, from subset-sum tables of the fixed factor's column codes
-(k ≤ 16) or from its bitsets per distinct pattern (any k).
-"""
+(k ≤ 16) or from its bitsets per distinct pattern (any k)."""
 
 from __future__ import annotations
 
@@ -30,16 +29,11 @@ from .._kernels.polish import (
     best_flips,
     best_row_codes,
     changed_bits,
-    cut_sums,
-    descending_keys,
     drift_bounds,
     lone_bit_lines,
-    order_ties,
-    rank_buckets,
     subset_sums,
     support_uncovered,
     uncovered_by_codes,
-    unpack_keys,
 )
 from ..data.dataset import Dataset
 from ..data.masks import (
@@ -50,16 +44,37 @@ from ..data.masks import (
     unique_rows,
 )
 from ..data.validation import check_boolean_factors
-from ..exceptions import InputError, InvalidParameterError
+from ..exceptions import InvalidParameterError
 from ..result import Factorization
 from ..runtime.threads import blocks_for, pick, threads_for, variant
 from .changes import Fixed as _Fixed
 from .changes import factor_costs
 from .changes import fixed_changes as _bit_changes
+from .columns import swap_rows
 
-__all__ = ["polish", "refine_thresholds", "swap_factors"]
+__all__ = [
+    "Rows",
+    "WholeRows",
+    "drifted",
+    "flip_half_step",
+    "flip_rows",
+    "lone_changes",
+    "lone_ones",
+    "lone_uncovered",
+    "moved_bits",
+    "polish",
+    "polish_factors",
+    "polish_over",
+    "polish_rows",
+    "resolve_polish",
+    "set_bits",
+]
+
 
 #: Largest k for the exact polish (it enumerates 2^k patterns per row).
+EXACT_MAX_K = 16
+
+
 EXACT_MAX_K = 16
 #: ``polish="auto"`` takes the exact update while its table work per half-step, (n+m)·k·2^k,
 #: is at most this or ten times the flips' nnz·k (:func:`resolve_polish`). Measured with the
@@ -68,11 +83,20 @@ EXACT_MAX_K = 16
 #: 1.5×, 2.4× (under a second); LUCAP0 2000×143 k = 10, 11 (two starts) 68111 → 67649,
 #: 66454 → 65964 at 0.95×, 1.1×. At 10⁷ the flips took over from k = 12 on such data.
 EXACT_MIN_BUDGET = 10**8
+
+
+EXACT_MIN_BUDGET = 10**8
+POLISH_METHODS = ("auto", "exact", "flip")
+
+
 POLISH_METHODS = ("auto", "exact", "flip")
 #: A one read from the fixed factor's lines (:func:`lone_ones`: its free row at random) costs
 #: about this many ones read row by row (:func:`banmf.engine.changes.fixed_changes`). Measured on
 #: power-law 10⁶ and 10⁷ nonzeros, k = 10 and 32, one thread (minima of 7, load average 12):
 #: 0.4-2.6×, the lines dearer from W's side (n free rows at random), cheaper from H's.
+LINE_COST = 2
+
+
 LINE_COST = 2
 #: The distinct codes of the fixed rows with a bit (:func:`lone_uncovered`) serve every free
 #: row while there are at most this many per log2 of the free rows (against sorting them):
@@ -103,30 +127,6 @@ class _Polished:
     history: list
     rounds: int
     method: str
-
-
-@dataclass(frozen=True)
-class _Thresholds:
-    """The threshold descent's result (:func:`refine_thresholds` returns it as a Factorization).
-
-    Attributes
-    ----------
-    W : ndarray of shape (n, k), bool
-        ``W_continuous > threshold_w`` (column by column).
-    H : ndarray of shape (k, m), bool
-        ``H_continuous > threshold_h[:, None]``.
-    threshold_w, threshold_h : ndarray of shape (k,)
-    error : int
-    history : list of int
-        Error after every sweep; ``history[0]`` is the starting error.
-    """
-
-    W: np.ndarray
-    H: np.ndarray
-    threshold_w: np.ndarray
-    threshold_h: np.ndarray
-    error: int
-    history: list
 
 
 def _flip_rows(
@@ -247,7 +247,7 @@ def resolve_polish(method: str, shape: tuple[int, int], nnz: int, k: int) -> str
     return "exact" if exact_cost <= max(EXACT_MIN_BUDGET, 10 * nnz * k) else "flip"
 
 
-def _check_rounds(value, name: str) -> int:
+def check_rounds(value, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
         raise InvalidParameterError(f"{name} must be a nonnegative integer, got {value!r}")
     return int(value)
@@ -302,7 +302,7 @@ def polish(
             f"the exact polish enumerates 2^k patterns per row: k={k} exceeds {EXACT_MAX_K}; "
             "use method='flip'"
         )
-    res = polish_factors(data, Wb, Hb, method, _check_rounds(max_rounds, "max_rounds"))
+    res = polish_factors(data, Wb, Hb, method, check_rounds(max_rounds, "max_rounds"))
     return Factorization.from_factors(
         data,
         res.W,
@@ -325,100 +325,6 @@ def polish_factors(
     history = [rows.error(Ht.T)]
     rounds = polish_over(rows, Ht, method, max_rounds, history)
     return _Polished(rows.W, np.ascontiguousarray(Ht.T), history[-1], history, rounds, method)
-
-
-def refine_thresholds(
-    X, W, H, threshold_w, threshold_h, *, max_sweeps: int = 100, missing=None, observed=None
-) -> Factorization:
-    """Per-factor thresholds by cyclic coordinate descent, from given (e.g. global) ones.
-
-    Starting from ``W > threshold_w`` and ``H > threshold_h``, each column l of W in turn gets the
-    threshold (over all cuts between its distinct values) with the lowest Hamming error, all
-    else fixed; then each row of H; sweeps repeat until one changes nothing. A threshold moves
-    only on a strict improvement, so the result is never worse than the start (in particular
-    than the global grid optimum of :func:`banmf.booleanize`).
-
-    Parameters
-    ----------
-    X : array-like or sparse of shape (n, m)
-    W : array-like of shape (n, k)
-        Nonnegative factor (e.g. ``booleanize(X, W, H).info["W_scaled"]``).
-    H : array-like of shape (k, m)
-    threshold_w, threshold_h : float or array-like of shape (k,)
-        Starting thresholds (strict ``>``).
-    max_sweeps : int, default 100
-    missing, observed : array-like or sparse of shape (n, m), optional
-        Unknown cells, as in :meth:`banmf.BANMF.fit`: the errors count observed cells only.
-
-    Returns
-    -------
-    Factorization
-        ``method="refine_thresholds"``; its ``info`` holds ``threshold_w`` and ``threshold_h``
-        (arrays of shape (k,): ``W`` is ``W_continuous > threshold_w``, column by column, and
-        ``H`` is ``H_continuous > threshold_h[:, None]``) and ``history`` (the error after every
-        sweep; ``history[0]`` is the starting error).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> X = np.array([[1, 1, 0], [1, 1, 0], [0, 0, 1]])
-    >>> W = [[0.9, 0.0], [0.6, 0.1], [0.0, 0.3]]
-    >>> H = [[1.0, 0.8, 0.1], [0.0, 0.1, 0.9]]
-    >>> res = refine_thresholds(X, W, H, 0.5, 0.5)
-    >>> res.error, res.info["threshold_w"].tolist()
-    (0, [0.5, 0.1])
-    """
-    data = Dataset.of(X, missing, observed)
-    X = data.X
-    Wf = np.asarray(W, dtype=np.float64)
-    Hf = np.asarray(H, dtype=np.float64)
-    if (
-        Wf.ndim != 2
-        or Hf.ndim != 2
-        or Wf.shape[1] != Hf.shape[0]
-        or (Wf.shape[0], Hf.shape[1]) != X.shape
-    ):
-        raise InputError(
-            f"shapes do not fit: X {X.shape}, W {Wf.shape}, H {Hf.shape}; need W (n, k), H (k, m)"
-        )
-    if not (np.isfinite(Wf).all() and np.isfinite(Hf).all()):
-        raise InputError("W and H must be finite")
-    k = Wf.shape[1]
-    tw = np.broadcast_to(np.asarray(threshold_w, dtype=np.float64), (k,)).copy()
-    th = np.broadcast_to(np.asarray(threshold_h, dtype=np.float64), (k,)).copy()
-    res = refine_factor_thresholds(data, Wf, Hf, tw, th, _check_rounds(max_sweeps, "max_sweeps"))
-    return Factorization.from_factors(
-        data,
-        res.W,
-        res.H,
-        error=res.error,
-        method="refine_thresholds",
-        n_iter=len(res.history) - 1,
-        params={"max_sweeps": max_sweeps},
-        info={
-            "threshold_w": res.threshold_w,
-            "threshold_h": res.threshold_h,
-            "history": res.history,
-        },
-    )
-
-
-def refine_factor_thresholds(data, W, H, tw, th, max_sweeps: int = 100) -> _Thresholds:
-    """:func:`refine_thresholds` on trusted inputs (``data`` a :class:`banmf.io.Dataset`);
-    ``tw``, ``th`` (k,) are updated in place."""
-    rows = WholeRows(data, W > tw, W)
-    Ht = np.ascontiguousarray(H.T)
-    history = [rows.error((Ht > th).T)]
-    Htb = thresholds_over(rows, Ht, tw, th, max_sweeps, history)
-    return _Thresholds(rows.W, np.ascontiguousarray(Htb.T), tw, th, history[-1], history)
-
-
-# -- the steps over W's rows, wherever they live -------------------------------------------
-#
-# The per-factor thresholds, the polish and the swaps, written once. W's rows are independent
-# given H, so each step asks its ``rows`` (all here: :class:`WholeRows`; in row blocks on
-# workers: banmf.distributed's) for per-row work and for sums over rows, and decides the rest
-# here. Integer counts throughout: where the rows live never changes a result.
 
 
 def flip_half_step(data, W: np.ndarray, Ht: np.ndarray, slack: np.ndarray | None, moved):
@@ -663,311 +569,3 @@ def polish_over(
         if changed == 0 or rows.stopped():
             break
     return rounds
-
-
-def thresholds_over(
-    rows: Rows,
-    Ht: np.ndarray,
-    tw: np.ndarray,
-    th: np.ndarray,
-    max_sweeps: int = 100,
-    history: list | None = None,
-) -> np.ndarray:
-    """Per-factor thresholds (:func:`refine_thresholds`) by cyclic coordinate descent: each
-    column l of W (``rows``, from their values) and each row of H (``Ht``, H's values m × k)
-    gets the exact best cut with all else fixed; sweeps until none moves, at most
-    ``max_sweeps`` (and after the sweep under way on Ctrl-C). ``tw``, ``th`` (k,) are updated
-    in place; each sweep's error is appended to ``history`` (its last entry, the starting
-    error, plus the moves' changes; counted if it is empty). Returns the Boolean Hᵀ."""
-    m, k = Ht.shape
-    Htb = Ht > th
-    columns = np.arange(m)
-    # H's rows in decreasing order of value per factor, sorted once (the order within ties is
-    # irrelevant: cuts fall only where the value drops), with their values in that order.
-    h_sorted, h_layout = zip(*(sorted_cuts(Ht[:, l]) for l in range(k)))
-    # W's, on the first sweep: its values are the same at every sweep.
-    w_sorted: list = [None] * k
-    # The cuts' scratch, one per side, kept over the sweeps: at 10⁸ nonzeros the first cut of
-    # W after H's took 0.15-0.3 s against 0.05 for the others, its fresh pages faulted in.
-    h_scratch, w_scratch = np.empty((2, m), dtype=np.int64), None
-    for _ in range(max_sweeps):
-        moved = gain = 0
-        rows.fix(Htb)
-        for l in range(k):
-            vals, d = rows.factor_changes(l)
-            if w_sorted[l] is None:
-                w_sorted[l] = sorted_cuts(vals)
-            if w_scratch is None:
-                w_scratch = np.empty((2, len(vals)), dtype=np.int64)
-            better = best_cut(*w_sorted[l], d, tw[l], w_scratch)
-            if better is not None:
-                tw[l], change = better
-                rows.set_threshold(l, float(tw[l]))
-                moved, gain = moved + 1, gain + change
-        A = pack_rows(Htb)
-        for l in range(k):
-            d = rows.column_changes(A, columns, l)[:, 0]
-            better = best_cut(h_sorted[l], h_layout[l], d, th[l], h_scratch)
-            if better is not None:
-                th[l], change = better
-                Htb[:, l] = Ht[:, l] > th[l]
-                set_bits(A, l, Htb[:, l])
-                moved, gain = moved + 1, gain + change
-        if history is not None:
-            # Each move's change is exact with all else fixed: their sum is the sweep's, with no
-            # count of the error over X.
-            history.append(history[-1] + gain if history else rows.error(Htb.T))
-        if moved == 0 or rows.stopped():
-            break
-    return Htb
-
-
-def swaps_over(rows: Rows, Ht: np.ndarray, method: str, most: int):
-    """The swaps of :func:`swap_factors` on W (``rows``) and H (``Ht``, in place): the best
-    swap (:func:`choose_swap`) and the polish after it, while that lowers the error, at most
-    ``most`` times (none more after a Ctrl-C). Yields ``(factor, column, error)`` after each."""
-    for _ in range(most):
-        if rows.stopped():
-            return
-        change, l, j = choose_swap(*rows.swap_costs(Ht))
-        if change >= 0:
-            return
-        rows.swap_in(Ht, l, j)
-        Ht[:, l] = False
-        Ht[j, l] = True
-        history = []
-        polish_over(rows, Ht, method, history=history)
-        # The polish never raises the error, so each swap lowers it strictly: this ends.
-        yield l, j, history[-1]
-
-
-def descending(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``values`` in decreasing order (ties in a fixed order, whatever the threads: all that
-    :func:`best_cut` needs) and their positions: each value packed with its position in one word
-    (:func:`~banmf._kernels.polish.descending_keys`), the words sorted by numpy's vectorised
-    sort, and the rare runs whose values share the words' top bits put in order
-    (:func:`~banmf._kernels.polish.order_ties`). At 10⁸ nonzeros an argsort of W's values per
-    factor was the per-factor thresholds' serial step: 1.0-1.3 s for 10⁷ values against
-    0.33-0.5 s so (load 3.8); sorting parts on threads and merging them had taken 1.4-2.1 s."""
-    n = len(values)
-    shift = np.uint64(max(n - 1, 0).bit_length())
-    keys = np.empty(n, dtype=np.uint64)
-    pick(descending_keys, n)(values.astype(np.float64, copy=False).view(np.uint64), shift, keys)
-    keys.sort()
-    vals, order = np.empty(n, dtype=values.dtype), np.empty(n, dtype=np.intp)
-    pick(unpack_keys, n)(keys, shift, values, vals, order)
-    order_ties(keys, shift, vals, order)
-    return vals, order
-
-
-#: :func:`cut_layout` cuts the ranks into at most this many buckets.
-CUT_BUCKETS = 1024
-
-
-def cut_layout(order: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """How :func:`banmf._kernels.polish.cut_sums` takes a factor's changes into the order
-    ``order`` (its rows by decreasing value): ``(pos, low, shift)`` of
-    :func:`~banmf._kernels.polish.rank_buckets`, with at most :data:`CUT_BUCKETS` buckets of
-    ranks (2^shift each: 2^14 at 10⁷ rows, whose part of the scratch stays in cache)."""
-    n = len(order)
-    shift = max(0, max(n - 1, 0).bit_length() - CUT_BUCKETS.bit_length() + 1)
-    index = np.int32 if n < 2**31 else np.int64
-    pos, low = np.empty(n, dtype=index), np.empty(n, dtype=np.int32)
-    rank_buckets(order, shift, pos, low)
-    return pos, low, shift
-
-
-def sorted_cuts(values: np.ndarray) -> tuple[np.ndarray, tuple]:
-    """``values`` in decreasing order and the :func:`cut_layout` of their order: what
-    :func:`best_cut` takes, made once per factor."""
-    vals, order = descending(values)
-    return vals, cut_layout(order)
-
-
-def best_cut(
-    vals: np.ndarray, layout: tuple, d: np.ndarray, t: float, scratch: np.ndarray
-) -> tuple[float, int] | None:
-    """One factor's best threshold, exactly, and the change in error it makes (< 0), or None
-    if none beats ``t``: ``vals`` its values in decreasing order (over all rows; ties in any
-    order), ``layout`` the :func:`cut_layout` of the rows in that order, ``d`` each row's
-    change in error from having the bit on, ``scratch`` (2, n) int64. The error past a cut is
-    a prefix sum of ``d`` in that order (ties: the highest threshold), found in one parallel
-    kernel (:func:`banmf._kernels.polish.cut_sums`) that takes d into the order as it sums."""
-    n = len(vals)
-    pos, low, shift = layout
-    current = n - int(np.searchsorted(vals[::-1], t, side="right"))  # the rows above t
-    threads = threads_for(n)
-    sums = np.empty(((n - 1) >> shift) + 1 if n else 0, dtype=np.int64)
-    out = np.empty(3, dtype=np.int64)
-    variant(cut_sums, threads)(vals, d, pos, low, shift, current, scratch[0], scratch[1], sums, out)
-    best, least, now = (int(v) for v in out)
-    if least >= now:
-        return None
-    return (vals[best] if best < n else np.nextafter(vals[-1], -np.inf)), least - now
-
-
-def column_factors(Xt, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Boolean W (n, k), H (k, m) whose factor l is the column of X with the l-th most ones
-    (ties: the lower index) with all its rows; factors past the m-th stay empty. ``Xt`` is the
-    support mask of Xᵀ (trusted)."""
-    return columns_as_factors(Xt, top_columns(np.diff(Xt.indptr), k), k)
-
-
-def top_columns(counts: np.ndarray, k: int) -> np.ndarray:
-    """The (at most) k columns with the most ones, most first (ties: the lower index)."""
-    return np.argsort(-counts, kind="stable")[: min(k, len(counts))]
-
-
-def columns_as_factors(Xt, top: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Boolean W (n, k), H (k, m) whose factor l is column ``top[l]`` of X with all its rows
-    (``Xt``: the mask of Xᵀ, or of a row block's transpose for the block's rows of W)."""
-    m, n = Xt.shape
-    W = np.zeros((n, k), dtype=bool)
-    H = np.zeros((k, m), dtype=bool)
-    for l, j in enumerate(top):
-        W[Xt.indices[Xt.indptr[j] : Xt.indptr[j + 1]], l] = True
-        H[l, j] = True
-    return W, H
-
-
-@dataclass(frozen=True)
-class _Swap:
-    """One accepted factor swap and the polish after it (:func:`swap_steps` yields these).
-
-    Attributes
-    ----------
-    W : ndarray of shape (n, k), bool
-    H : ndarray of shape (k, m), bool
-    error : int
-        Hamming error after the swap and the polish.
-    factor, column : int
-        Factor ``factor`` was replaced by column ``column`` of X (with its uncovered ones).
-    """
-
-    W: np.ndarray
-    H: np.ndarray
-    error: int
-    factor: int
-    column: int
-
-
-def choose_swap(removal: np.ndarray, cover: np.ndarray) -> tuple[int, int, int]:
-    """The swap that lowers the error most, ``(change, factor, column)``, from
-    :func:`factor_costs`' results (sums over rows, so row blocks' results added serve as well);
-    ``change >= 0`` means no swap helps.
-
-    Removing factor l changes the error by the sum over its rows of the error with bit l off
-    minus with it on (rows are independent given H); column j then gains, as a factor of its
-    own over the rows where its ones are left uncovered, exactly those ones. So the best swap
-    over every (l, j) costs one pass over the rows and one over the columns: O(nnz·k), not a
-    trial fit per pair. The new factor covers ones only, so unknown cells change the removal
-    costs alone."""
-    k = len(removal)
-    # gain[j, l]: the ones of column j that nothing covers once factor l is gone.
-    gain = cover[:, :k] + cover[:, k:]
-    best_column = gain.argmax(axis=0) if len(gain) else np.zeros(k, dtype=np.intp)
-    change = removal - (gain[best_column, np.arange(k)] if len(gain) else 0)
-    l = int(np.argmin(change))
-    return int(change[l]), l, int(best_column[l])
-
-
-def swap_rows(Xt, W: np.ndarray, Ht: np.ndarray, l: int, j: int) -> np.ndarray:
-    """The rows of factor l after swapping in column j: those whose one in column j no other
-    factor covers (rows are independent: a row block answers for its own rows)."""
-    ones = Xt.indices[Xt.indptr[j] : Xt.indptr[j + 1]]
-    others = Ht[j].copy()
-    others[l] = False
-    return ones[~(W[ones] & others).any(axis=1)]
-
-
-def swap_steps(data, Wb: np.ndarray, Hb: np.ndarray, method: str, max_swaps: int):
-    """Apply the best swap (:func:`best_swap`) and polish, while that lowers the error, at
-    most ``max_swaps`` times; yields a :class:`_Swap` after each (a caller that stops early
-    keeps the last). Trusted inputs (``data`` a :class:`banmf.io.Dataset`); the caller's
-    factors are not changed."""
-    method = resolve_polish(method, data.shape, data.nnz, Wb.shape[1])
-    rows = WholeRows(data, Wb.copy())
-    Ht = np.array(Hb.T, order="C")
-    for l, j, error in swaps_over(rows, Ht, method, max_swaps):
-        # Copies: the caller keeps each step's factors while the next one changes these.
-        yield _Swap(rows.W.copy(), np.ascontiguousarray(Ht.T), error, l, j)
-
-
-def swap_factors(
-    X,
-    W,
-    H,
-    *,
-    max_swaps: int | None = None,
-    method: str = "auto",
-    missing=None,
-    observed=None,
-) -> Factorization:
-    """Replace weak factors by strong columns: a search over whole factors after the polish.
-
-    Each step finds, over every factor l and column j, the swap that lowers the Hamming error
-    most: drop factor l and put in its place column j alone, over the rows whose ones in
-    column j are then uncovered. If it lowers the error, it is made and the factors are
-    polished (:func:`polish`) so that the new factor grows to the rows and columns it fits;
-    steps repeat until no swap helps (or ``max_swaps``). The error falls strictly at every
-    step.
-
-    Why: the polish moves single entries, so a factor that covers little — an empty one, or one
-    of several that share the same heavy column, common after a relaxed fit of very sparse
-    data — stays. On sparse data the factors that matter most are often single frequent
-    columns, and a swap puts them in.
-
-    Parameters
-    ----------
-    X : array-like or sparse of shape (n, m)
-    W : array-like of shape (n, k), Boolean
-    H : array-like of shape (k, m), Boolean
-    max_swaps : int or None, default None
-        None: until no swap lowers the error.
-    method : {"auto", "exact", "flip"}, default "auto"
-        The polish after each swap (see :func:`polish`).
-    missing, observed : array-like or sparse of shape (n, m), optional
-        Unknown cells, as in :meth:`banmf.BANMF.fit`: the errors count observed cells only.
-
-    Returns
-    -------
-    Factorization
-        ``method="swap_factors"``, ``n_iter`` the swaps made; its ``info`` holds ``history``
-        (the error before the first swap and after each swap and polish) and ``swaps`` (the
-        ``(factor, column)`` of each).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> X = np.array([[1, 1, 0], [1, 1, 0], [0, 0, 1]])
-    >>> res = swap_factors(X, [[1, 1], [1, 1], [0, 0]], [[1, 1, 0], [1, 1, 0]])
-    >>> res.error, res.info["swaps"]
-    (0, [(0, 2)])
-    """
-    data = Dataset.of(X, missing, observed)
-    Wb, Hb = check_boolean_factors(W, H, data.shape)
-    if method not in POLISH_METHODS:
-        raise InvalidParameterError(f"method must be one of {POLISH_METHODS}, got {method!r}")
-    if method == "exact" and Wb.shape[1] > EXACT_MAX_K:
-        raise InvalidParameterError(
-            f"the exact polish enumerates 2^k patterns per row: k={Wb.shape[1]} exceeds "
-            f"{EXACT_MAX_K}; use method='flip'"
-        )
-    limit = np.iinfo(np.int64).max if max_swaps is None else _check_rounds(max_swaps, "max_swaps")
-    history, swaps = [data.error(Wb, Hb)], []
-    W, H = Wb, Hb
-    if Wb.shape[1]:
-        for step in swap_steps(data, Wb, Hb, method, limit):
-            W, H = step.W, step.H
-            history.append(step.error)
-            swaps.append((step.factor, step.column))
-    return Factorization.from_factors(
-        data,
-        W,
-        H,
-        error=history[-1],
-        method="swap_factors",
-        n_iter=len(swaps),
-        params={"max_swaps": max_swaps, "method": method},
-        info={"history": history, "swaps": swaps},
-    )

@@ -32,7 +32,7 @@ import numpy as np
 from .._kernels.pool import pool_cells, set_counts, set_majority, unit_gains
 from ..data.masks import words
 from ..runtime.threads import pick
-from .polish import top_columns
+from .columns import top_columns
 from .protocol import StartRecord
 from .starts import start_cost
 

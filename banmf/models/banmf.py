@@ -581,7 +581,7 @@ class BANMF(BaseFactorization):
         the inner fit's observed cells beside them, and keep the one with the fewest errors,
         with its threshold and calibration, on the factors of this fit (the majority: on the
         column shares of all observed cells)."""
-        from ..selection.ranks import mask_entries
+        from ..selection.held_out import mask_entries
 
         seed = int(check_random_state(self.random_state).integers(2**31 - 1))
         _, drawn, zero_weight = inner_hold_out(data.X.nnz, data.n_observed - data.X.nnz)

@@ -31,12 +31,15 @@ from ...runtime.memory import check_memory
 from ...runtime.signals import Interruptions
 from ...runtime.threads import pick
 from ..booleanize import balance_scales, grid_points, grid_ranks, search_grid
+from ..columns import top_columns
 from ..iterations import h_step, objective_value
 from ..local import grecond_factors, predictor_factors
 from ..nndsvd import Here, nonnegative_part, subspace_svd, use_randomized
-from ..polish import moved_bits, polish_over, swaps_over, thresholds_over, top_columns
+from ..polish import moved_bits, polish_over
 from ..pool import Pool, bounded, choose, grecond_pays
 from ..protocol import StartRecord
+from ..refine import thresholds_over
+from ..swaps import swaps_over
 from . import worker
 from .session import Session, WorkerLost
 
@@ -477,7 +480,7 @@ class DaskBackend:
         return rows.put(eigvec @ vh.T), S, u.T
 
     def greedy(self, name: str, k: int):
-        """The "columns" start (:func:`banmf.engine.polish.column_factors`) over the blocks; W's rows
+        """The "columns" start (:func:`banmf.engine.columns.column_factors`) over the blocks; W's rows
         stay on them."""
         counts = self.session.sum(worker.column_counts)
         top = top_columns(counts, k)
@@ -492,7 +495,7 @@ class DaskBackend:
         return int(self.p.nnz_ones + cover - 2 * hits)
 
     def refine_thresholds(self, run: StartRecord) -> dict:
-        """Per-factor thresholds over the blocks (:func:`banmf.engine.polish.thresholds_over`): for a
+        """Per-factor thresholds over the blocks (:func:`banmf.engine.refine.thresholds_over`): for a
         column of W, each block sends its rows' values and bit changes (16 bytes a row) and
         the cut is chosen here; for a row of H, the bit changes are summed over the blocks."""
         tw, th = (t.copy() for t in run.thresholds)
@@ -515,7 +518,7 @@ class DaskBackend:
         return {"H": np.ascontiguousarray(Ht.T), "error": history[-1], "polish_rounds": rounds}
 
     def swaps(self, run: StartRecord, method: str, most: int):
-        """The swaps over the blocks (:func:`banmf.engine.polish.swaps_over`): each factor's cost and
+        """The swaps over the blocks (:func:`banmf.engine.swaps.swaps_over`): each factor's cost and
         each column's gain summed over the blocks, the new factor's rows found on theirs."""
         Ht = np.array(run.H.T, order="C")
         for l, j, error in swaps_over(_BlockRows(self, run.start), Ht, method, most):

@@ -33,9 +33,10 @@ from ...io import read_dataset
 from ...runtime.threads import pick, thread_budget
 from ..booleanize import GridRows, grid_ranks
 from ..changes import bit_changes, factor_costs
+from ..columns import columns_as_factors, swap_rows
 from ..iterations import MUSolver
 from ..nndsvd import Here, mask_product
-from ..polish import columns_as_factors, flip_half_step, swap_rows
+from ..polish import flip_half_step
 from ..pool import Pool, WholePool, majority, majority_counts, segment_sums
 
 _lock = threading.RLock()
@@ -554,7 +555,7 @@ def keep_boolean(fit: str, b: int, start, W: np.ndarray) -> None:
 
 def keep_columns(fit: str, b: int, start, top: np.ndarray, k: int) -> None:
     """Keep the block's rows of the "columns" start: factor l is column ``top[l]`` with all
-    its rows (:func:`banmf.engine.polish.columns_as_factors`)."""
+    its rows (:func:`banmf.engine.columns.columns_as_factors`)."""
     with _use(fit, b) as block:
         W, _ = columns_as_factors(block.Xt, top, k)
         block.kept[start] = (W.astype(np.float64), W)
@@ -635,7 +636,7 @@ def swap_costs(fit: str, b: int, start, Ht: np.ndarray) -> tuple:
 
 
 def swap_in(fit: str, b: int, start, Ht: np.ndarray, l: int, j: int) -> None:
-    """Swap column j in for factor l on the block's rows (:func:`banmf.engine.polish.swap_rows`)."""
+    """Swap column j in for factor l on the block's rows (:func:`banmf.engine.columns.swap_rows`)."""
     with _use(fit, b) as block:
         W = block.kept[start][1]
         rows = swap_rows(block.Xt, W, Ht, l, j)
