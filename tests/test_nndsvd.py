@@ -193,7 +193,7 @@ def test_randomized_svd_is_near_arpack_on_skewed_data(shape, k):
 
 
 class _Blocks:
-    """:class:`banmf.engine.nndsvd.Side` of X's rows split into blocks, as the Dask backend
+    """:class:`banmf.engine.protocol.Side` of X's rows split into blocks, as the Dask backend
     keeps them: a block is a list of the blocks' arrays, the Gram their sum."""
 
     def __init__(self, X, offsets):

@@ -12,7 +12,6 @@ so their starts agree to rounding."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
 
 import numpy as np
 from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, svds
@@ -21,6 +20,7 @@ from .._kernels.mu import cross_gram
 from .._kernels.svd import fill_at_most, mask_times, rows_times, scaled_column, signed_parts
 from ..data.masks import transpose_mask
 from ..runtime.threads import pick, serial_blas
+from .protocol import Side
 
 #: Nonzeros from which the NNDSVD's SVD is the randomized one, not ARPACK's
 #: (:func:`use_randomized`). Above about 10⁶ nonzeros ARPACK's serial steps cost more than the
@@ -61,21 +61,6 @@ def use_randomized(nnz: int) -> bool:
     takes the randomized SVD (:func:`subspace_svd`) rather than ARPACK's: from
     :data:`RANDOMIZED_MIN_NNZ` on, read at each call."""
     return nnz >= RANDOMIZED_MIN_NNZ
-
-
-class Side(Protocol):
-    """Where :func:`subspace_svd` keeps the blocks of one side of X (c columns of X's rows' or
-    columns' length) and the three things it does with them; a block is whatever the side
-    hands out (an array here, a name of rows kept on the Dask workers)."""
-
-    def put(self, Y: np.ndarray):
-        """The block of the array ``Y`` (this side's length × c)."""
-
-    def gram(self, Y) -> np.ndarray:
-        """YᵀY (c, c)."""
-
-    def times(self, Y, M: np.ndarray):
-        """The block Y M for a small M (c, w); Y is not used again."""
 
 
 class Here:

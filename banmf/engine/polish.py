@@ -21,7 +21,6 @@ else in the row's pattern covers, from subset-sum tables of the fixed factor's c
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
@@ -51,6 +50,7 @@ from .changes import Fixed as _Fixed
 from .changes import factor_costs
 from .changes import fixed_changes as _bit_changes
 from .columns import swap_rows
+from .protocol import Rows
 
 __all__ = [
     "Rows",
@@ -338,61 +338,6 @@ def flip_half_step(data, W: np.ndarray, Ht: np.ndarray, slack: np.ndarray | None
     before = W.copy()
     flips, gain = _flip_rows(data, W, Ht, slack)
     return slack, flips, moved_bits(before, W), gain
-
-
-class Rows(Protocol):
-    """W's rows as the steps below see them, with the data's rows they belong to.
-
-    Attributes
-    ----------
-    moved : ndarray of shape (k,), int
-        After a flip row half-step (:meth:`polish_rows` with "flip"): per bit l, W's rows that
-        it changed and that hold bit l before or after (:func:`moved_bits`), which the
-        columns' bounds drift by (:func:`drifted`).
-    gain : int
-        After a flip row half-step: the change in error its flips made (exact: the polish
-        adds it up instead of counting the error again).
-    """
-
-    moved: np.ndarray
-    gain: int
-
-    def polish_rows(self, Ht: np.ndarray, method: str) -> int:
-        """The polish's row half-step against H (``Ht``, m × k): every row of W its best
-        pattern ("exact") or its best single-bit flips ("flip"), in place; the moves made.
-        The flips keep bounds on each row's changes from one call to the next
-        (:func:`flip_half_step`) while W moves only by them."""
-
-    def exact_columns(self, Ht: np.ndarray) -> int:
-        """The exact column half-step: every row of ``Ht`` its best pattern against W, in
-        place; the columns changed. Only where the data's columns are whole (the exact
-        polish is refused elsewhere)."""
-
-    def column_changes(self, A: np.ndarray, columns: np.ndarray, only: int = -1) -> np.ndarray:
-        """Summed over W's rows: per column in ``columns`` (rows of H packed as ``A``) and
-        factor l (``only``: that one), the change in error from switching bit l."""
-
-    def fix(self, Htb: np.ndarray) -> None:
-        """The Boolean H (``Htb``, m × k) that :meth:`factor_changes` holds fixed."""
-
-    def factor_changes(self, l: int) -> tuple[np.ndarray, np.ndarray]:
-        """W's values in column l (all rows, in order: the same at every call) and each
-        row's change in error from having bit l on, against the fixed H."""
-
-    def set_threshold(self, l: int, t: float) -> None:
-        """Factor l of W is its values above ``t``."""
-
-    def swap_costs(self, Ht: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """:func:`factor_costs` of W against H, summed over the rows."""
-
-    def swap_in(self, Ht: np.ndarray, l: int, j: int) -> None:
-        """Factor l of W becomes the rows whose one in column j no other factor covers."""
-
-    def error(self, H: np.ndarray) -> int:
-        """The Hamming error of W ⊗ H on the observed cells."""
-
-    def stopped(self) -> bool:
-        """Whether a Ctrl-C asks the step under way to end at its next safe point."""
 
 
 class WholeRows:

@@ -25,7 +25,6 @@ whatever the thread count or the number of blocks.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
@@ -33,7 +32,7 @@ from .._kernels.pool import pool_cells, set_counts, set_majority, unit_gains
 from ..data.masks import words
 from ..runtime.threads import pick
 from .columns import top_columns
-from .protocol import StartRecord
+from .protocol import GrowRows, PoolRows, PoolSource
 from .starts import start_cost
 
 __all__ = [
@@ -208,18 +207,6 @@ def segment_sums(values: np.ndarray, ptr: np.ndarray) -> np.ndarray:
     total = np.zeros(len(values) + 1, dtype=np.int64)
     np.cumsum(values, out=total[1:])
     return total[ptr[1:]] - total[ptr[:-1]]
-
-
-class PoolRows(Protocol):
-    """The data's rows as the selection sees them, with the pool's rows among them and each
-    row's chosen slots."""
-
-    def gains(self, col_codes: np.ndarray, skip: np.ndarray) -> np.ndarray:
-        """Summed over the rows: per candidate, the change in error from adding it to the
-        selection whose column codes are ``col_codes`` (m × words), slots ``skip`` left out."""
-
-    def assign(self, slot: int, f: int, on: bool) -> None:
-        """Candidate f's rows take (``on``) or leave slot ``slot``."""
 
 
 class WholePool:
@@ -445,18 +432,6 @@ def bounded(pool: Pool, ones: tuple, hidden: tuple | None) -> np.ndarray:
     return np.flatnonzero(pool.areas - unseen < 2 * cover)
 
 
-class GrowRows(Protocol):
-    """The rows of :func:`grow`'s candidates, where the data's rows are."""
-
-    def grow_rows(self, H: np.ndarray) -> None:
-        """Each candidate's rows: those with more ones than observed zeros in the columns of
-        its row of ``H`` (:func:`majority`), kept for :meth:`grow_columns`."""
-
-    def grow_columns(self, t0: int, t1: int) -> tuple:
-        """Summed over the rows: :func:`majority_counts` for candidates ``t0:t1`` of the rows
-        kept (ones and unknown cells per candidate and column, and each candidate's rows)."""
-
-
 def grow(rows: GrowRows, seeds: np.ndarray, m: int, observed: bool, rounds: int = 3):
     """Candidates grown from the columns ``seeds``: from a column's rows, the columns where
     those rows hold more ones than observed zeros, then the rows that hold more ones than
@@ -557,48 +532,6 @@ def pool_bytes(n: int, m: int, k: int, starts: int, nnz: int) -> int:
     entries = (starts * k + grown_k) * (n + m)
     bits = 2 * int(cell_budget(nnz, k)) // 8
     return 16 * entries + (n + m) * grown_k + 2 * 8 * MAJORITY_CELLS + bits
-
-
-class PoolSource(GrowRows, Protocol):
-    """What :func:`choose` asks of the data's rows and the starts' factors: the data whole
-    (:class:`WholeSource`), or a backend's row blocks. A factor set is whatever the source
-    knows a start's factors by (a pair ``(W, H)``, or a start's key with its H)."""
-
-    shape: tuple[int, int]
-    #: Observed ones.
-    nnz: int
-    #: The unknown cells are given as the observed zeros (``observed=``).
-    observed: bool
-
-    def column_ones(self) -> np.ndarray:
-        """Ones per column (m,)."""
-
-    def set_of(self, run: StartRecord):
-        """The factor set of a start's record."""
-
-    def grown_set(self, H: np.ndarray):
-        """The factor set of :func:`grow`'s candidates, their rows as last grown."""
-
-    def row_keys(self, sets: list) -> list[tuple[list, np.ndarray]]:
-        """Per set, per factor: a key that equal row sets share, and the row count
-        (:func:`unique`)."""
-
-    def pool(self, sets: list, picks: list) -> Pool:
-        """The pool of the factors ``picks`` (``(set, factor)``, in order) of ``sets``."""
-
-    def useful(self, pool: Pool) -> np.ndarray:
-        """:func:`useful` of the pool."""
-
-    def take(self, pool: Pool, keep: np.ndarray) -> Pool:
-        """The candidates ``keep`` of ``pool`` (the pool of :meth:`pool`), in that order."""
-
-    def rows(self, pool: Pool, k: int) -> PoolRows:
-        """The :class:`PoolRows` of ``pool`` (the last taken), no slot assigned; asked again
-        for the same pool, the same rows with what they read from X."""
-
-    def w(self, pool: Pool, chosen: list, k: int) -> np.ndarray | None:
-        """W with factor s the rows of candidate ``chosen[s]`` (-1: none), or None where the
-        source keeps W's rows (as the start "combined")."""
 
 
 class WholeSource:

@@ -1,7 +1,7 @@
 """Per-factor thresholds: one threshold per column of W and per row of H by cyclic coordinate
 descent from the grid optimum, each step an exact 1-D search over the factor's distinct values
 (:func:`refine_thresholds`), written once over W's rows wherever they live
-(:class:`~banmf.engine.polish.Rows`).
+(:class:`~banmf.engine.protocol.Rows`).
 """
 
 from __future__ import annotations

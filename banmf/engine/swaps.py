@@ -1,7 +1,7 @@
 """Factor swaps: the factor whose removal costs least is replaced by the column with the most
 uncovered ones while that lowers the error, each swap followed by the polish
 (:func:`swap_factors`), written once over W's rows wherever they live
-(:class:`~banmf.engine.polish.Rows`).
+(:class:`~banmf.engine.protocol.Rows`).
 """
 
 from __future__ import annotations

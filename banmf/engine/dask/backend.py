@@ -162,7 +162,7 @@ class _DaskStart:
 
 
 class _SvdRows:
-    """:class:`banmf.engine.nndsvd.Side` of X's rows for the NNDSVD's SVD: each block keeps
+    """:class:`banmf.engine.protocol.Side` of X's rows for the NNDSVD's SVD: each block keeps
     its rows of one array at a time (``stored["svd"]``), so a block handed out here is that
     array's number, and one made since replaced it; the products by X on the blocks."""
 
@@ -617,7 +617,7 @@ class DaskBackend:
 
 
 class _BlockRows:
-    """:class:`banmf.engine.polish.Rows` with the kept start's rows of W in the row blocks on the
+    """:class:`banmf.engine.protocol.Rows` with the kept start's rows of W in the row blocks on the
     workers: per-row work on each block, sums over the blocks here."""
 
     def __init__(self, backend: DaskBackend, start):
@@ -684,7 +684,7 @@ class _Stopped(Exception):
 
 
 class _BlockSource:
-    """:class:`banmf.engine.pool.PoolSource` over the row blocks: the starts' Boolean rows
+    """:class:`banmf.engine.protocol.PoolSource` over the row blocks: the starts' Boolean rows
     kept on them, the candidates' rows built there, every count summed over the blocks. A
     factor set is a start's key (None: the grown candidates) with its H; a candidate's rows
     are known across blocks by their count and hashes summed over the blocks."""
@@ -748,7 +748,7 @@ class _BlockSource:
 
 
 class _BlockPool:
-    """:class:`banmf.engine.pool.PoolRows` over the blocks: the gains summed over them; the
+    """:class:`banmf.engine.protocol.PoolRows` over the blocks: the gains summed over them; the
     slot changes go to the blocks with the next gains asked for (one round trip each)."""
 
     def __init__(self, session: Session):

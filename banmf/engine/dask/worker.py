@@ -754,7 +754,7 @@ def pool_take(fit: str, b: int, keep: np.ndarray, k: int) -> None:
 
 
 def pool_gains(fit: str, b: int, fresh: bool, moves: list, col_codes, skip) -> np.ndarray:
-    """The block's share of :meth:`banmf.engine.pool.PoolRows.gains`, after the slot changes
+    """The block's share of :meth:`banmf.engine.protocol.PoolRows.gains`, after the slot changes
     ``moves`` (``(slot, candidate, on)``, in order; ``fresh``: from no slot assigned)."""
     with _use(fit, b) as block:
         rows = block.candidates
