@@ -651,7 +651,7 @@ def data_dir(path=None) -> Path:
     """Folder of the bundled datasets.
 
     Looked up in order: ``path`` (the loaders' ``data_home=``), the folder named by the
-    ``BANMF_DATA`` environment variable, the data installed with the package (``banmf/data``
+    ``BANMF_DATA`` environment variable, the data installed with the package (``banmf/bundled``
     in a wheel, found with :mod:`importlib.resources`), and the repository's ``data/`` folder
     (a source checkout or an editable install).
 
@@ -700,8 +700,8 @@ _REPO_DATA = Path(__file__).resolve().parent.parent / "data"
 
 
 def _installed_data() -> Path | None:
-    """``banmf/data`` as installed from a wheel (pyproject.toml maps data/ there), or None."""
-    folder = resources.files("banmf").joinpath("data")
+    """``banmf/bundled`` as installed from a wheel (pyproject.toml maps data/ there), or None."""
+    folder = resources.files("banmf").joinpath("bundled")
     # An installed package lives on the file system; a zipped one (zipimport) has no real
     # folder to hand back, so it is not used (BANMF_DATA or data_home= still work).
     return folder if isinstance(folder, Path) and folder.is_dir() else None

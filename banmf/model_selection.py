@@ -12,7 +12,6 @@ from .exceptions import InvalidParameterError
 from .models import METHODS
 from .selection.held_out import (
     FOLD_ZEROS,
-    STABLE,
     cv_folds,
     description_length,
     factor_agreement,
@@ -25,6 +24,7 @@ from .selection.ranks import (
     CV_RULES,
     FITS_EVERY_SECONDS,
     MIN_FOLD_ONES,
+    STABLE,
     RankSelection,
     select_rank_of,
 )

@@ -1,7 +1,5 @@
 """Booleanization, Boolean error and Boolean product against dense oracles."""
 
-import sys
-
 import numpy as np
 import pytest
 import reference as ref
@@ -9,11 +7,10 @@ from conftest import binary_matrices, run_both
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import banmf.engine.booleanize as bz
 from banmf import balance, boolean_error, boolean_product, booleanize
 from banmf._kernels.boolean import pair_cover_bound, pair_histograms
 from banmf.data.masks import unique_rows
-
-bz = sys.modules["banmf.booleanize"]
 
 
 @given(

@@ -382,7 +382,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def test_installed_copy_finds_its_data_through_package_resources(tmp_path):
-    """A copy of the package laid out as a wheel installs it (banmf/data/, no data/ beside it)
+    """A copy of the package laid out as a wheel installs it (banmf/bundled/, no data/ beside it)
     finds the data with importlib.resources, with BANMF_DATA unset and run from elsewhere."""
     import banmf
 
@@ -390,11 +390,11 @@ def test_installed_copy_finds_its_data_through_package_resources(tmp_path):
     shutil.copytree(
         Path(banmf.__file__).parent,
         site / "banmf",
-        ignore=shutil.ignore_patterns("__pycache__", "data"),
+        ignore=shutil.ignore_patterns("__pycache__", "bundled"),
     )
-    (site / "banmf" / "data").mkdir()
+    (site / "banmf" / "bundled").mkdir()
     for name in ("zoo_101x15.mtx", "zoo_101x15.json"):
-        shutil.copy(REPO / "data" / name, site / "banmf" / "data" / name)
+        shutil.copy(REPO / "data" / name, site / "banmf" / "bundled" / name)
     env = {k: v for k, v in os.environ.items() if k != "BANMF_DATA"}
     env["PYTHONPATH"] = str(site)
     code = (
@@ -411,7 +411,7 @@ def test_installed_copy_finds_its_data_through_package_resources(tmp_path):
     ).stdout.split("\n")
     assert out[0] == str(site / "banmf" / "datasets.py")  # the copy, not the checkout
     assert out[1] == "False"  # no repository data/ beside the copy
-    assert out[2] == str(site / "banmf" / "data")
+    assert out[2] == str(site / "banmf" / "bundled")
     assert out[3] == "660"
 
 
@@ -419,7 +419,7 @@ def test_data_dir_order(tmp_path, monkeypatch):
     from banmf import datasets
 
     monkeypatch.delenv("BANMF_DATA", raising=False)
-    assert datasets.data_dir() == REPO / "data"  # a checkout: no banmf/data, the repo's data/
+    assert datasets.data_dir() == REPO / "data"  # a checkout: no banmf/bundled, the repo's data/
     installed = tmp_path / "installed"
     installed.mkdir()
     shutil.copy(REPO / "data" / "zoo_101x15.mtx", installed)
@@ -446,15 +446,15 @@ def test_no_data_anywhere_says_where_to_get_it(tmp_path, monkeypatch):
 
 
 def test_packaging_lists_every_subpackage_and_ships_the_data():
-    """pyproject.toml lists the packages by hand (banmf.data is mapped to data/): none forgotten."""
+    """pyproject.toml lists the packages by hand (banmf.bundled is mapped to data/): none forgotten."""
     import tomllib
 
     setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     on_disk = {
         ".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "banmf").rglob("__init__.py")
     }
-    assert set(setuptools["packages"]) == on_disk | {"banmf.data"}
-    assert setuptools["package-dir"] == {"banmf.data": "data"}
-    patterns = setuptools["package-data"]["banmf.data"]
+    assert set(setuptools["packages"]) == on_disk | {"banmf.bundled"}
+    assert setuptools["package-dir"] == {"banmf.bundled": "data"}
+    patterns = setuptools["package-data"]["banmf.bundled"]
     shipped = {p.name for pat in patterns for p in (REPO / "data").glob(pat)}
     assert shipped == {p.name for p in (REPO / "data").iterdir() if p.is_file()}

@@ -1,7 +1,6 @@
 """Per-factor thresholds and the Boolean polish: kernels against brute force, errors never rise."""
 
 import contextlib
-import sys
 
 import numpy as np
 import pytest
@@ -10,6 +9,10 @@ from conftest import binary_matrices, observed_and_unknown, run_both
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+import banmf.engine.changes as bc
+import banmf.engine.polish as bp
+import banmf.engine.refine as br
+import banmf.engine.swaps as bs
 from banmf import ASSO, BANMF, NMF, GreConD, PaNDa, boolean_error, make_boolean, refine_thresholds
 from banmf._kernels.polish import (
     SLACK_MAX,
@@ -33,10 +36,6 @@ from banmf.data.validation import check_binary_matrix
 from banmf.engine.polish import _bit_changes, _Fixed, polish
 from banmf.engine.refine import best_cut
 from banmf.io import Dataset
-
-# The module, not the function of the same name that the package exports.
-bp = sys.modules["banmf.polish"]
-bc = sys.modules["banmf.engine.changes"]  # the bit changes that the polish counts with
 
 
 @given(st.integers(1, 5), st.integers(0, 2**31))
@@ -628,7 +627,7 @@ def test_flip_bounds_skip_only_rows_that_would_not_move(Xd, k, seed, form):
     np.testing.assert_array_equal(res.H, Htr.T)
     assert res.history == history
     # After each swap the polish's errors are added up from the flips' changes as well.
-    swapped = bp.swap_factors(Xd, W, H, method="flip", **mask)
+    swapped = bs.swap_factors(Xd, W, H, method="flip", **mask)
     assert swapped.info["history"][-1] == data.error(swapped.W, swapped.H)
 
 
@@ -674,7 +673,7 @@ forms = st.sampled_from(["plain", "signed", "close", "float32"])
 def test_descending_is_a_sort(n, distinct, form, seed):
     """The values in decreasing order, in their dtype, and positions that give them."""
     values = sort_values(n, distinct, form, seed)
-    ordered, at = bp.descending(values)
+    ordered, at = br.descending(values)
     np.testing.assert_array_equal(ordered, -np.sort(-values), strict=True)
     np.testing.assert_array_equal(np.sort(at), np.arange(n))
     np.testing.assert_array_equal(values[at], ordered)
@@ -737,7 +736,7 @@ def test_cut_sums_is_the_least_prefix_sum_at_the_cuts(n, distinct, shift, t, see
     run_both(cut_sums, vals, d, pos, low, shift, current, scratch[0], scratch[1], sums, out)
     assert tuple(out) == ref.cut_sums(vals, d, order, current)
     if n:
-        better = best_cut(vals, bp.cut_layout(order), d, float(t), scratch)
+        better = best_cut(vals, br.cut_layout(order), d, float(t), scratch)
         best, least, now = ref.cut_sums(vals, d, order, current)
         if least >= now:
             assert better is None

@@ -618,9 +618,10 @@ def fold_selection(monkeypatch, form, n_jobs=None, by_predictor=False, seen=None
     """``(X, unknown, selection)`` on sparse data whose folds sample the zeros (``FOLD_ZEROS``
     patched to 600: each zero drawn stands for about 11); ``seen`` collects the arguments of
     every ``choose_over_folds`` call."""
+    import banmf.selection.held_out as held_out
     import banmf.selection.ranks as module
 
-    monkeypatch.setattr(module, "FOLD_ZEROS", 600)
+    monkeypatch.setattr(held_out, "FOLD_ZEROS", 600)
     if seen is not None:
         real = module.choose_over_folds
 

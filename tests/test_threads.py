@@ -14,10 +14,11 @@ import threadpoolctl
 from conftest import observed_and_unknown
 
 import banmf
-from banmf import BANMF, METHODS, _threads, effective_n_jobs, make_boolean
+from banmf import BANMF, METHODS, effective_n_jobs, make_boolean
 from banmf._kernels.variants import kernel
 from banmf.data.validation import check_binary_matrix
 from banmf.datasets import make_sparse_degrees
+from banmf.runtime import threads as _threads
 from banmf.runtime.threads import thread_budget, threads_for, usable_cpus, variant
 
 

@@ -73,34 +73,18 @@ __all__ = [
 
 #: Largest k for the exact polish (it enumerates 2^k patterns per row).
 EXACT_MAX_K = 16
-
-
-EXACT_MAX_K = 16
 #: ``polish="auto"`` takes the exact update while its table work per half-step, (n+m)·k·2^k,
-#: is at most this or ten times the flips' nnz·k (:func:`resolve_polish`). Measured with the
-#: default fit against 10⁷ (medians of 3, a busy 2-core machine): votes 232×16 k = 12, 13, 14
-#: error 82 → 81, 75 → 63, 50 → 46 at 1.2×, 1.0×, 1.3× the time; Zoo k = 13, 14 errors equal at
-#: 1.5×, 2.4× (under a second); LUCAP0 2000×143 k = 10, 11 (two starts) 68111 → 67649,
-#: 66454 → 65964 at 0.95×, 1.1×. At 10⁷ the flips took over from k = 12 on such data.
+#: is at most this or ten times the flips' nnz·k (:func:`resolve_polish`): lower errors at
+#: about the flips' time (docs/decisions.md, "The exact polish's budget").
 EXACT_MIN_BUDGET = 10**8
-
-
-EXACT_MIN_BUDGET = 10**8
-POLISH_METHODS = ("auto", "exact", "flip")
-
-
 POLISH_METHODS = ("auto", "exact", "flip")
 #: A one read from the fixed factor's lines (:func:`lone_ones`: its free row at random) costs
-#: about this many ones read row by row (:func:`banmf.engine.changes.fixed_changes`). Measured on
-#: power-law 10⁶ and 10⁷ nonzeros, k = 10 and 32, one thread (minima of 7, load average 12):
-#: 0.4-2.6×, the lines dearer from W's side (n free rows at random), cheaper from H's.
-LINE_COST = 2
-
-
+#: about this many ones read row by row (:func:`banmf.engine.changes.fixed_changes`)
+#: (docs/decisions.md, "Reading a factor's lines").
 LINE_COST = 2
 #: The distinct codes of the fixed rows with a bit (:func:`lone_uncovered`) serve every free
-#: row while there are at most this many per log2 of the free rows (against sorting them):
-#: measured at 10⁶ nonzeros, k = 32, the crossover fell at 1.7-3 (one thread, load 12).
+#: row while there are at most this many per log2 of the free rows, against sorting them
+#: (docs/decisions.md, "Reading a factor's lines").
 CODES_PER_SORT = 2
 
 

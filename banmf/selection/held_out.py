@@ -259,13 +259,9 @@ def held_out_scores(X, W, H, hidden, *, predictor=None) -> dict:
     }
 
 
-STABLE = 0.8
 #: Observed zeros the cross-validation folds take at most, beside every one: on large sparse
 #: data all zeros would be n·m cells.
 FOLD_ZEROS = 5_000_000
-
-
-BASELINE_MARGIN = 2.0
 #: Decimals to which held-out error rates are compared: rates from equal error counts that
 #: float sums left a last bit apart (0.30208333333333337 and 0.3020833333333333) are equal.
 TIE_DECIMALS = 12

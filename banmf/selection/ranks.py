@@ -43,38 +43,22 @@ __all__ = ["RankSelection", "margin_choice", "select_rank_of"]
 
 #: ``criteria`` of :func:`banmf.select_rank`.
 CRITERIA = ("mdl", "cv", "stability")
-
-
-CRITERIA = ("mdl", "cv", "stability")
 #: ``cv_rule`` of :func:`banmf.select_rank`: how the "cv" criterion picks k from the held-out error.
-CV_RULES = ("one-se", "min")
-
-
 CV_RULES = ("one-se", "min")
 #: The kinds of predictor of unknown cells that grow no worse with k for long: a vote over
 #: starts, an NMF product with its threshold chosen on held-out cells (not W⊗H, which fits
 #: more noise with every factor). Among near-equal ranks, ``cv_margin`` takes the largest
 #: that such a kind scored.
 REGULARIZED_KINDS = ("vote", "nmf")
-
-
-REGULARIZED_KINDS = ("vote", "nmf")
 #: A rank is stable when its fits to the folds' training cells agree at least this well: the
 #: mean, over pairs of those fits, of :func:`factor_agreement` (their worst-matched factor).
 STABLE = 0.8
-
-
-FOLD_ZEROS = 5_000_000
 #: Observed ones each fold of :func:`banmf.select_rank` must hold at least: a fold with fewer scores
 #: its fit by a handful of cells, and every fold is one more fit per rank.
-MIN_FOLD_ONES = 10
-
-
 MIN_FOLD_ONES = 10
 #: Least time from a rank's start, or its last ``"fits"`` progress record, to the next one
 #: (:func:`banmf.select_rank`): a rank done sooner says nothing before its result.
 FITS_EVERY_SECONDS = 2.0
-
 
 #: With ``cv_margin`` (``n_components="auto"``), a rank is a candidate only if its fold errors
 #: are lower than the better trivial predictor's (all zeros, the column majority) by more than
@@ -83,7 +67,6 @@ FITS_EVERY_SECONDS = 2.0
 #: which favours it over the trivial predictors, which choose nothing; on Bernoulli noise a
 #: vote over the starts beat the all-zeros prediction by one standard error.
 BASELINE_MARGIN = 2.0
-
 
 _progress = logging.getLogger("banmf.progress")
 
