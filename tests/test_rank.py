@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import reference as ref
 from conftest import binary_matrices
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import banmf
@@ -23,6 +23,7 @@ from banmf.model_selection import (
     description_length,
     factor_agreement,
 )
+from banmf.selection.held_out import TIE_DECIMALS
 
 
 @pytest.mark.filterwarnings("ignore:the unknown cells hide all")
@@ -413,7 +414,9 @@ def test_the_margin_takes_the_largest_near_equal_rank_the_same_on_any_threads():
 def paired_choice(fold_errors, kind, margin):
     """:func:`banmf.selection.ranks.margin_choice`, brute force: each rank's fold errors less the
     lowest mean rank's, fold by fold; the largest rank within the margin, checked downwards,
-    and every rank within it."""
+    and every rank within it. Compared as the library compares held-out rates (to
+    ``TIE_DECIMALS``): a difference equal to ``margin`` standard errors is within, though the
+    standard error's square root may round a last bit below it."""
     ks = sorted(fold_errors)
     means = {k: np.mean(fold_errors[k]) for k in ks}
     lowest = next(k for k in ks if means[k] == min(means.values()))
@@ -421,7 +424,8 @@ def paired_choice(fold_errors, kind, margin):
     for k in reversed(ks):
         gaps = np.array(fold_errors[k]) - np.array(fold_errors[lowest])
         mean, se = gaps.mean(), gaps.std(ddof=1) / np.sqrt(len(gaps))
-        if k == lowest or (mean <= margin * se and kind[k] in ("vote", "nmf")):
+        within = round(mean, TIE_DECIMALS) <= margin * round(se, TIE_DECIMALS)
+        if k == lowest or (within and kind[k] in ("vote", "nmf")):
             near.append((k, mean, se))
     k, mean, se = max(near)
     return lowest, k, mean, se, sorted(r for r, _, _ in near)
@@ -480,6 +484,9 @@ def test_the_margin_pairs_the_ranks_fold_by_fold():
     st.lists(st.sampled_from(["product", "vote", "nmf"]), min_size=8, max_size=8),
     st.sampled_from([None, 1.0]),
     st.integers(1, 3),
+)
+@example(
+    [0, 0, 0, 3], [0, 0, 0, 3, 0, 0, 0, 0], ["product"] * 3 + ["vote"] + ["product"] * 4, 1.0, 3
 )
 def test_the_scan_stops_patience_ranks_past_the_rank_the_rule_takes(
     errors, spreads, kinds, margin, patience
