@@ -1,13 +1,12 @@
 """Factorization methods, one module each, behind one name → class registry.
 
-Besides the estimators (``__all__``), the estimators' ``budgeted``, ``store_params`` and
-``declared_init``, which :mod:`banmf.distributed`'s estimator shares.
+Besides the estimators (``__all__``), the estimators' ``budgeted`` and ``declared_init``,
+which :mod:`banmf.distributed`'s estimator shares.
 """
 
 from ..result import METHODS
 from ._base import budgeted as budgeted
 from ._base import declared_init as declared_init
-from ._base import store_params as store_params
 from .asso import ASSO
 from .banmf import BANMF, PAPER_CONFIG
 from .grecond import GreConD

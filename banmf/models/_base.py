@@ -57,6 +57,10 @@ COMMON_CONSTRAINTS = {
     "verbose": [BOOLEAN, Interval(Integral, 0, None)],
 }
 
+#: The defaults of the parameters most methods share, after their own (:func:`declared_init`):
+#: no polish, the environment's thread budget, no seed, silent.
+COMMON_DEFAULTS = {"polish": False, "n_jobs": None, "random_state": None, "verbose": 0}
+
 
 #: Set while ``n_components="auto"`` chooses k (:meth:`BaseFactorization._choose_rank`), in the
 #: threads of its fits too (they run in a copy of the context).
@@ -112,12 +116,6 @@ def budgeted(method):
             return method(self, *args, **kwargs)
 
     return within_budget
-
-
-def store_params(estimator, arguments: dict) -> None:
-    """The body of every ``__init__``: store its arguments (``locals()``) as they are."""
-    for name in estimator._param_names():
-        setattr(estimator, name, arguments[name])
 
 
 def declared_init(defaults: Mapping, first: str = "n_components"):

@@ -21,7 +21,14 @@ from ..data.validation import WORK_BUDGET, check_work, work_duration
 from ..runtime.memory import format_size
 from ..runtime.progress import StartProgress
 from ..runtime.threads import blocks_for, cancelled, threads_for, variant
-from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, refuse_observed, store_params
+from ._base import (
+    COMMON_CONSTRAINTS,
+    COMMON_DEFAULTS,
+    BaseFactorization,
+    budgeted,
+    declared_init,
+    refuse_observed,
+)
 
 __all__ = ["ASSO"]
 
@@ -98,20 +105,16 @@ class ASSO(BaseFactorization):
         "work_budget": [NONE, Interval(Real, 0, None, closed="neither")],
     }
 
-    def __init__(
-        self,
-        n_components=10,
-        *,
-        tau=None,
-        w_pos=1.0,
-        w_neg=1.0,
-        work_budget=WORK_BUDGET,
-        polish=False,
-        n_jobs=None,
-        random_state=None,
-        verbose=0,
-    ):
-        store_params(self, locals())
+    __init__ = declared_init(
+        {
+            "n_components": 10,
+            "tau": None,
+            "w_pos": 1.0,
+            "w_neg": 1.0,
+            "work_budget": WORK_BUDGET,
+            **COMMON_DEFAULTS,
+        }
+    )
 
     @budgeted
     def fit(self, X, y=None, *, missing=None, observed=None) -> ASSO:

@@ -17,10 +17,11 @@ from ..runtime.progress import StartProgress
 from ..runtime.threads import blocks_for, cancelled, pick, threads_for, variant
 from ._base import (
     COMMON_CONSTRAINTS,
+    COMMON_DEFAULTS,
     BaseFactorization,
     budgeted,
+    declared_init,
     refuse_observed,
-    store_params,
 )
 
 #: Calls of the value kernel per factor, at most about: measured 2-3 (retail, random sparse and
@@ -126,17 +127,13 @@ class GreConD(BaseFactorization):
         "work_budget": [NONE, Interval(Real, 0, None, closed="neither")],
     }
 
-    def __init__(
-        self,
-        n_components=None,
-        *,
-        work_budget=WORK_BUDGET,
-        polish=False,
-        n_jobs=None,
-        random_state=None,
-        verbose=0,
-    ):
-        store_params(self, locals())
+    __init__ = declared_init(
+        {
+            "n_components": None,
+            "work_budget": WORK_BUDGET,
+            **COMMON_DEFAULTS,
+        }
+    )
 
     @budgeted
     def fit(self, X, y=None, *, missing=None, observed=None) -> GreConD:

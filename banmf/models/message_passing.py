@@ -17,7 +17,13 @@ from ..exceptions import InputError
 from ..runtime.memory import check_memory
 from ..runtime.progress import StartProgress
 from ..runtime.threads import blocks_for, cancelled, threads_for, variant
-from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, store_params
+from ._base import (
+    COMMON_CONSTRAINTS,
+    COMMON_DEFAULTS,
+    BaseFactorization,
+    budgeted,
+    declared_init,
+)
 
 __all__ = ["MessagePassing"]
 
@@ -180,23 +186,19 @@ class MessagePassing(BaseFactorization):
         "work_budget": [NONE, Interval(Real, 0, None, closed="neither")],
     }
 
-    def __init__(
-        self,
-        n_components=10,
-        *,
-        max_iter=200,
-        tol=1e-4,
-        damping=0.5,
-        noise=0.01,
-        prior_w=0.5,
-        prior_h=0.5,
-        work_budget=WORK_BUDGET,
-        polish=False,
-        n_jobs=None,
-        random_state=None,
-        verbose=0,
-    ):
-        store_params(self, locals())
+    __init__ = declared_init(
+        {
+            "n_components": 10,
+            "max_iter": 200,
+            "tol": 1e-4,
+            "damping": 0.5,
+            "noise": 0.01,
+            "prior_w": 0.5,
+            "prior_h": 0.5,
+            "work_budget": WORK_BUDGET,
+            **COMMON_DEFAULTS,
+        }
+    )
 
     @budgeted
     def fit(self, X, y=None, *, missing=None, observed=None) -> MessagePassing:

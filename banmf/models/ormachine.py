@@ -20,7 +20,13 @@ from ..runtime.progress import StartProgress
 from ..runtime.runner import run_side_by_side
 from ..runtime.signals import Interruptions
 from ..runtime.threads import blocks_for, cancelled, pick, threads_for, variant
-from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, store_params
+from ._base import (
+    COMMON_CONSTRAINTS,
+    COMMON_DEFAULTS,
+    BaseFactorization,
+    budgeted,
+    declared_init,
+)
 
 __all__ = ["OrMachine"]
 
@@ -152,24 +158,20 @@ class OrMachine(BaseFactorization):
         "work_budget": [NONE, Interval(Real, 0, None, closed="neither")],
     }
 
-    def __init__(
-        self,
-        n_components=10,
-        *,
-        max_iter=200,
-        burn_in=None,
-        alpha=1.0,
-        beta=1.0,
-        init="rows",
-        reseed=True,
-        n_init=1,
-        work_budget=WORK_BUDGET,
-        polish=False,
-        n_jobs=None,
-        random_state=None,
-        verbose=0,
-    ):
-        store_params(self, locals())
+    __init__ = declared_init(
+        {
+            "n_components": 10,
+            "max_iter": 200,
+            "burn_in": None,
+            "alpha": 1.0,
+            "beta": 1.0,
+            "init": "rows",
+            "reseed": True,
+            "n_init": 1,
+            "work_budget": WORK_BUDGET,
+            **COMMON_DEFAULTS,
+        }
+    )
 
     @budgeted
     def fit(self, X, y=None, *, missing=None, observed=None) -> OrMachine:

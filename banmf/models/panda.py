@@ -18,7 +18,13 @@ from ..runtime.progress import StartProgress
 from ..runtime.runner import run_side_by_side
 from ..runtime.signals import Interruptions
 from ..runtime.threads import cancelled
-from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, store_params
+from ._base import (
+    COMMON_CONSTRAINTS,
+    COMMON_DEFAULTS,
+    BaseFactorization,
+    budgeted,
+    declared_init,
+)
 
 __all__ = ["PaNDa"]
 
@@ -151,21 +157,17 @@ class PaNDa(BaseFactorization):
         "work_budget": [NONE, Interval(Real, 0, None, closed="neither")],
     }
 
-    def __init__(
-        self,
-        n_components=None,
-        *,
-        eps_row=0.2,
-        eps_col=0.2,
-        rho=1.0,
-        n_restarts=20,
-        work_budget=WORK_BUDGET,
-        polish=False,
-        n_jobs=None,
-        random_state=None,
-        verbose=0,
-    ):
-        store_params(self, locals())
+    __init__ = declared_init(
+        {
+            "n_components": None,
+            "eps_row": 0.2,
+            "eps_col": 0.2,
+            "rho": 1.0,
+            "n_restarts": 20,
+            "work_budget": WORK_BUDGET,
+            **COMMON_DEFAULTS,
+        }
+    )
 
     @budgeted
     def fit(self, X, y=None, *, missing=None, observed=None) -> PaNDa:

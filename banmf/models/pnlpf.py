@@ -10,7 +10,14 @@ import numpy as np
 from ..data.params import NONE, Interval
 from ..data.validation import check_dense_budget, check_random_state
 from ..engine.booleanize import balance, threshold_factors
-from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, fit_inner, store_params
+from ._base import (
+    COMMON_CONSTRAINTS,
+    COMMON_DEFAULTS,
+    BaseFactorization,
+    budgeted,
+    declared_init,
+    fit_inner,
+)
 from .nmf import NMF
 
 __all__ = ["DENSE_BUDGET", "PNLPF"]
@@ -78,26 +85,22 @@ class PNLPF(BaseFactorization):
         "dense_budget": [Interval(Integral, 1, None)],
     }
 
-    def __init__(
-        self,
-        n_components=10,
-        *,
-        gamma=10.0,
-        lam0=2.0,
-        growth=3.0,
-        lam_max=1e10,
-        max_iter=100,
-        tol=0.01,
-        init_iter=1000,
-        eps=1e-12,
-        n_thresholds=100,
-        dense_budget=DENSE_BUDGET,
-        polish=False,
-        n_jobs=None,
-        random_state=None,
-        verbose=0,
-    ):
-        store_params(self, locals())
+    __init__ = declared_init(
+        {
+            "n_components": 10,
+            "gamma": 10.0,
+            "lam0": 2.0,
+            "growth": 3.0,
+            "lam_max": 1e10,
+            "max_iter": 100,
+            "tol": 0.01,
+            "init_iter": 1000,
+            "eps": 1e-12,
+            "n_thresholds": 100,
+            "dense_budget": DENSE_BUDGET,
+            **COMMON_DEFAULTS,
+        }
+    )
 
     @budgeted
     def fit(self, X, y=None, *, missing=None, observed=None) -> PNLPF:

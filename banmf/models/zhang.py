@@ -10,7 +10,14 @@ import numpy as np
 from ..data.params import Interval
 from ..data.validation import check_dense_budget
 from ..engine.booleanize import threshold_factors
-from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, fit_inner, store_params
+from ._base import (
+    COMMON_CONSTRAINTS,
+    COMMON_DEFAULTS,
+    BaseFactorization,
+    budgeted,
+    declared_init,
+    fit_inner,
+)
 from .nmf import NMF
 from .pnlpf import DENSE_BUDGET
 
@@ -67,22 +74,18 @@ class ZhangThreshold(BaseFactorization):
         "dense_budget": [Interval(Integral, 1, None)],
     }
 
-    def __init__(
-        self,
-        n_components=10,
-        *,
-        slope=100.0,
-        max_iter=1000,
-        refine_iter=100,
-        tol=1e-4,
-        n_thresholds=100,
-        dense_budget=DENSE_BUDGET,
-        polish=False,
-        n_jobs=None,
-        random_state=None,
-        verbose=0,
-    ):
-        store_params(self, locals())
+    __init__ = declared_init(
+        {
+            "n_components": 10,
+            "slope": 100.0,
+            "max_iter": 1000,
+            "refine_iter": 100,
+            "tol": 1e-4,
+            "n_thresholds": 100,
+            "dense_budget": DENSE_BUDGET,
+            **COMMON_DEFAULTS,
+        }
+    )
 
     @budgeted
     def fit(self, X, y=None, *, missing=None, observed=None) -> ZhangThreshold:
