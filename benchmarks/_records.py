@@ -1,13 +1,85 @@
-"""Running a benchmark's tasks and keeping their records, and a local Dask cluster (shared by
-the benchmark scripts)."""
+"""Running a benchmark's tasks and keeping their records (with where and on what they were
+measured), and a local Dask cluster (shared by the benchmark scripts)."""
 
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import os
+import platform
+import subprocess
 import sys
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+#: The checkout the benchmarks belong to.
+ROOT = Path(__file__).resolve().parent.parent
+#: Where the records go: one JSON-lines file per benchmark.
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def host() -> dict:
+    """The CPU's model and caches, from lscpu where it runs."""
+    info = {"machine": platform.machine(), "cores": os.cpu_count()}
+    try:
+        text = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return info
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("Model name", "CPU family", "Model", "L2 cache", "L3 cache"):
+            info[key.strip()] = value.strip()
+    return info
+
+
+def versions() -> dict:
+    """Python's and the numerical libraries' versions, and banmf's."""
+    import numba
+    import numpy
+    import scipy
+
+    import banmf
+
+    return {
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+        "scipy": scipy.__version__,
+        "numba": numba.__version__,
+        "banmf": banmf.__version__,
+    }
+
+
+def commit(tree: Path = ROOT) -> str:
+    """The short commit of ``tree`` (empty outside git)."""
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=tree, capture_output=True, text=True
+        ).stdout.strip()
+    except OSError:
+        return ""
+
+
+def provenance(benchmark: str, command: str) -> dict:
+    """What every record begins with: the benchmark, the date, the commit, the host, the
+    versions and the command that measured it."""
+    return {
+        "benchmark": benchmark,
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "commit": commit(),
+        "host": host(),
+        "versions": versions(),
+        "command": command,
+    }
+
+
+def append_record(path, record: dict) -> None:
+    """Append ``record`` to the JSON-lines file ``path`` (its folder made if need be)."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(record) + "\n")
+    print(f"appended a record to {out}")
 
 
 def run_tasks(run, tasks: list, jobs: int, out_path: str | None = None, warm_up=None) -> list:

@@ -12,7 +12,7 @@ global thresholds, no polish), or of the default pipeline (``--config default``:
 thresholds, polish and swaps; ``max_iter`` is then the most iterations a start runs). The trees
 alternate, repeat by repeat, so that a busy machine slows both
 alike. Prints per tree the median fit time and the median time per iteration, and B's time
-over A's.
+over A's, and appends a record to ``benchmarks/results/ab.jsonl`` (``--out``).
 """
 
 from __future__ import annotations
@@ -23,6 +23,9 @@ import os
 import statistics
 import subprocess
 import sys
+from pathlib import Path
+
+from _records import RESULTS, append_record, commit, provenance
 
 CHILD = """
 import json, sys, time
@@ -57,6 +60,7 @@ def main() -> None:
     parser.add_argument("--max-iter", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--config", choices=("paper", "default"), default="paper")
+    parser.add_argument("--out", default=str(RESULTS / "ab.jsonl"))
     args = parser.parse_args()
     times: dict[str, list[float]] = {tree: [] for tree in args.trees}
     errors: dict[str, set] = {tree: set() for tree in args.trees}
@@ -81,6 +85,21 @@ def main() -> None:
         )
     a, b = (statistics.median(times[tree]) for tree in args.trees)
     print(f"B/A: {b / a:.3f}")
+    sizes = {k: getattr(args, k) for k in ("n", "m", "nnz", "k", "max_iter", "repeats", "config")}
+    record = provenance("ab", "python " + " ".join(sys.argv))
+    record["settings"] = sizes
+    record["trees"] = [
+        {
+            "tree": tree,
+            "commit": commit(Path(tree)),
+            "seconds": [round(t, 4) for t in times[tree]],
+            "median_s": round(statistics.median(times[tree]), 4),
+            "errors": sorted(errors[tree]),
+        }
+        for tree in args.trees
+    ]
+    record["b_over_a"] = round(b / a, 4)
+    append_record(args.out, record)
 
 
 if __name__ == "__main__":

@@ -13,10 +13,7 @@ and cache, versions, command, figures) to ``--out``.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
-import platform
 import re
 import statistics
 import subprocess
@@ -24,6 +21,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _records import append_record, provenance
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMAND = ["-m", "banmf", "factorize", "data/zoo_101x15.mtx", "-k", "5"]
@@ -42,45 +41,6 @@ def run(cache: str, ahead: bool) -> tuple[float, float]:
     wall = time.perf_counter() - start
     found = COMPILING.search(out)
     return wall, float(found.group(1)) if found else 0.0
-
-
-def host() -> dict:
-    """The CPU's model and caches, from lscpu where it runs."""
-    info = {"machine": platform.machine(), "cores": os.cpu_count()}
-    try:
-        text = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return info
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("Model name", "CPU family", "Model", "L2 cache", "L3 cache"):
-            info[key.strip()] = value.strip()
-    return info
-
-
-def versions() -> dict:
-    import numba
-    import numpy
-    import scipy
-
-    import banmf
-
-    return {
-        "python": platform.python_version(),
-        "numpy": numpy.__version__,
-        "scipy": scipy.__version__,
-        "numba": numba.__version__,
-        "banmf": banmf.__version__,
-    }
-
-
-def commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        ).stdout.strip()
-    except OSError:
-        return ""
 
 
 def main() -> int:
@@ -108,20 +68,11 @@ def main() -> int:
             f"  compiling {figures[name]['median_compile_s']:6.2f} s  (median of {len(values)})"
         )
     record = {
-        "benchmark": "startup",
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "commit": commit(),
-        "host": host(),
-        "versions": versions(),
-        "command": "python " + " ".join(COMMAND),
+        **provenance("startup", "python " + " ".join(COMMAND)),
         "pairs": args.pairs,
         "figures": figures,
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("a", encoding="utf-8") as fh:
-        fh.write(json.dumps(record) + "\n")
-    print(f"appended a record to {out}")
+    append_record(args.out, record)
     return 0
 
 
