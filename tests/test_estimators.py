@@ -168,7 +168,7 @@ def test_banmf_memory_estimate_bounds_what_the_fit_allocates(form, k, jobs, monk
 
     import scipy.sparse as sp
 
-    import banmf.models.banmf as module
+    import banmf.engine.predictor as module
     from banmf.data.dataset import Dataset
     from banmf.datasets import make_sparse_degrees
     from banmf.model_selection import mask_entries

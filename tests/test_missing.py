@@ -875,7 +875,7 @@ def test_a_zero_weight_counts_each_zero_that_many_times(values, seed, weight):
 def test_on_sparse_data_the_inner_fit_leaves_out_a_sample_of_the_zeros(monkeypatch):
     """A fifth of every observed zero would be a fifth of n·m cells: the inner fit leaves out
     a bounded sample, each zero standing for its share, and says so."""
-    import banmf.models.banmf as module
+    import banmf.engine.predictor as module
 
     monkeypatch.setattr(module, "INNER_MIN_ZEROS", 100)
     X = banmf.make_sparse_tiles(400, 200, 800, 3, random_state=0)[0]

@@ -15,6 +15,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import banmf
+import banmf.engine.predictor
 from banmf import select_rank
 from banmf.model_selection import (
     MIN_FOLD_ONES,
@@ -304,7 +305,7 @@ def test_auto_predicts_unknown_cells_by_its_fold_fits_the_same_on_any_threads(mo
     def no_inner_fit(*args):
         raise AssertionError("the fold fits predict: no inner fit")
 
-    monkeypatch.setattr(banmf.BANMF, "_choose_predictor", no_inner_fit)
+    monkeypatch.setattr(banmf.engine.predictor, "inner_fit_predictor", no_inner_fit)
     fits = [
         banmf.factorize(
             X, "auto", random_state=0, missing=unknown, n_jobs=jobs, n_init=3, max_iter=60

@@ -18,7 +18,6 @@ from ..data.params import BOOLEAN, NONE, Interval, Kind, Options
 from ..data.validation import check_random_state
 from ..engine import check_backend
 from ..engine.dask import BlockMatrix, DaskBackend, Session
-from ..engine.dask.session import lost_before
 from ..exceptions import InputError, InvalidParameterError, MissingDependencyError
 from ..io import Dataset
 from ..models import declared_init
@@ -231,16 +230,7 @@ normalize, n_init, dtype, random_state, verbose, callback
                 rng = check_random_state(self.random_state)
                 yield DaskBackend.open(self, session, data, rng), start
         finally:
-            self._lost_workers = frozenset(session.hung)
             session.close()
-
-    def _choose_predictor(self, data, k: int, starts: dict):
-        # The inner fit runs on the same cluster: the workers this fit lost stay left alone.
-        token = lost_before.set(self._lost_workers)
-        try:
-            return super()._choose_predictor(data, k, starts)
-        finally:
-            lost_before.reset(token)
 
     def save(self, path) -> None:
         """Save the fitted factorization (:meth:`banmf.Factorization.save`): W, H, the errors,

@@ -273,6 +273,10 @@ class Backend(Protocol):
     def fitted(self) -> dict:
         """The fitted attributes this backend adds to the estimator's (name → value)."""
 
+    def inner_fits(self):
+        """The context the predictor's inner fit runs in (a context manager): a backend that
+        lost workers keeps them out of it."""
+
 
 # -- the operations of each step, per block of rows or summed over them -------------------
 

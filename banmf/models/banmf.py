@@ -11,7 +11,6 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..data.masks import cell_keys, in_sorted
 from ..data.params import BOOLEAN, CALLABLE, FLOAT_DTYPE, NONE, Interval, Options, subset_of
 from ..data.validation import check_dtype, check_random_state
 from ..engine import Driver, Outcome, auto_n_init, start_cost
@@ -23,24 +22,16 @@ from ..engine.polish import (
     resolve_polish,
 )
 from ..engine.pool import pool_bytes
+from ..engine.predictor import choose_predictor, inner_hold_out
 from ..engine.protocol import StartRecord
 from ..engine.settings import RunSettings
 from ..exceptions import InputError, InvalidParameterError
 from ..result import relative_error
 from ..runtime.memory import check_memory
-from ..runtime.progress import inside_a_start
 from ..runtime.threads import current_threads
 from ..selection.predictor import (
-    MAJORITY,
-    Predictor,
-    candidate_scores,
-    choose,
     choosing,
-    column_shares,
     hand_over,
-    keeping_starts,
-    majority_predictor,
-    zero_sample,
 )
 from ._base import COMMON_CONSTRAINTS, BaseFactorization, budgeted, declared_init
 
@@ -93,28 +84,6 @@ PAPER_CONFIG = MappingProxyType(
         "combine": False,
     }
 )
-
-#: The share of the observed cells (ones and zeros alike) an inner fit leaves out, to choose
-#: the predictor of unknown cells on them (:meth:`BANMF._choose_predictor`).
-INNER_HOLD_OUT = 0.2
-#: At most this many observed zeros per held-out one, or :data:`INNER_MIN_ZEROS`, whichever is
-#: more, leave the inner fit: on large sparse data a share of all zeros is a share of n·m cells
-#: (a fifth of 10⁹ cells at 10⁶ nonzeros), which the inner fit would visit in every pass. The
-#: zeros left out then stand for that share each (the choice's ``zero_weight``). The floor
-#: keeps every zero's share on data up to 10⁶ cells (votes, LUCAP0, mushroom).
-INNER_ZEROS_PER_ONE, INNER_MIN_ZEROS = 2, 200_000
-
-
-def inner_hold_out(ones: int, zeros: int) -> tuple[int, int, float]:
-    """``(ones, zeros, zero_weight)`` of the inner fit's held-out cells on data with ``ones``
-    observed ones and ``zeros`` observed zeros: :data:`INNER_HOLD_OUT` of the ones, of the
-    zeros at most :data:`INNER_ZEROS_PER_ONE` per held-out one or :data:`INNER_MIN_ZEROS`,
-    whichever is more, and how many of that share of the zeros each one drawn stands for
-    (:func:`banmf.selection.predictor.zero_sample`)."""
-    held_ones = round(INNER_HOLD_OUT * ones)
-    most = max(INNER_ZEROS_PER_ONE * held_ones, INNER_MIN_ZEROS)
-    return held_ones, *zero_sample(round(INNER_HOLD_OUT * zeros), most)
-
 
 #: The starts ``extra_starts`` may name.
 EXTRA_STARTS = ("nmf", "grecond", "columns")
@@ -442,7 +411,7 @@ class BANMF(BaseFactorization):
         if unknown is not None and starts > 1:
             # The inner fit that chooses the predictor runs with this fit's records, and the
             # vote's stacked Boolean factors, still held, and with more unknown cells: those it
-            # leaves out (at most, :meth:`_choose_predictor`).
+            # leaves out (at most, :func:`banmf.engine.predictor.inner_fit_predictor`).
             kept += (18 + 2) * starts * entries
             if not unknown.observed:
                 ones, zeros, _ = inner_hold_out(nnz, data.n_observed - nnz)
@@ -528,7 +497,9 @@ class BANMF(BaseFactorization):
             # The model holds the best result so far; a caller's loop of fits must stop too.
             raise KeyboardInterrupt
         if form is not None:
-            self._choose(backend, starts, interrupted)
+            hand_over(self, starts)  # to a scope that scores them (keeping_starts), if any
+            if choosing() and not interrupted:
+                self.predictor_ = choose_predictor(self, backend, starts)
         return self
 
     @contextmanager
@@ -548,67 +519,6 @@ class BANMF(BaseFactorization):
                 stacklevel=4,
             )
         yield LocalBackend(self, data, p, check_random_state(self.random_state), W, H), start
-
-    def _choose(self, backend, starts: dict, interrupted: bool) -> None:
-        """Choose the predictor of the unknown cells (:attr:`predictor_`) from the factors of
-        each kind the fit's ``starts`` give, the same on every backend."""
-        hand_over(self, starts)  # to a scope that scores them (keeping_starts), if any
-        if not choosing() or interrupted:
-            return
-        selection = vars(self).get("rank_selection_")
-        if selection is not None and not selection.generalizes:
-            # No rank predicted the selection's folds better than the column majority
-            # (n_components="auto" on data without that structure): the majority predicts.
-            data = backend.dataset()
-            self.predictor_ = majority_predictor(data.X, data.unknown, selection.baseline_report())
-        elif self.init == "random" and len(starts) > 1:
-            # One start (the paper's configuration, NMF's default): W⊗H is all there is.
-            # With n_components="auto" the selection's fold fits at this k predict
-            # together, with no inner fit (RankSelection.fold_predictor).
-            folds = None if selection is None else selection.fold_predictor
-            self.predictor_ = (
-                folds
-                if folds is not None
-                else self._choose_predictor(backend.dataset(), self.n_components_, starts)
-            )
-
-    def _choose_predictor(self, data, k: int, starts: dict) -> Predictor | None:
-        """The predictor of the unknown cells (:attr:`predictor_`): fit again with
-        :data:`INNER_HOLD_OUT` of the observed cells left out as well (drawn with a seed from
-        ``random_state``; the unknown cells are never drawn, and their values never read; on
-        large sparse data a sample of that share of the zeros, :data:`INNER_ZEROS_PER_ONE`),
-        score every kind the fit's ``starts`` give on those cells, and the column majority of
-        the inner fit's observed cells beside them, and keep the one with the fewest errors,
-        with its threshold and calibration, on the factors of this fit (the majority: on the
-        column shares of all observed cells)."""
-        from ..selection.held_out import mask_entries
-
-        seed = int(check_random_state(self.random_state).integers(2**31 - 1))
-        _, drawn, zero_weight = inner_hold_out(data.X.nnz, data.n_observed - data.X.nnz)
-        hidden = mask_entries(data, INNER_HOLD_OUT, random_state=seed, n_zeros=drawn)
-        if hidden.nnz == 0:  # too few observed cells to leave any out
-            return None
-        params = self.get_params(deep=False)
-        params.update(n_components=k, random_state=seed, verbose=0, callback=None)
-        inner = type(self)(**params)
-        inner_data = data.hide(hidden)
-        try:
-            with keeping_starts() as kept, inside_a_start():
-                inner.fit(inner_data)
-        except KeyboardInterrupt:
-            self.interrupted_ = True  # the fit stands, with W⊗H as its predictor
-            raise
-        keys = cell_keys(hidden)
-        m = data.shape[1]
-        rows, cols = keys // m, keys % m
-        truth = in_sorted(keys, cell_keys(data.X))
-        offered = {kind: f for kind, f in kept[inner].items() if kind in starts}
-        offered[MAJORITY] = (column_shares(inner_data.X, inner_data.unknown),)
-        starts = {**starts, MAJORITY: (column_shares(data.X, data.unknown),)}
-        scores = candidate_scores(offered, inner.W_, inner.components_, rows, cols)
-        order = np.random.default_rng(seed).permutation(len(keys))
-        kind, threshold, edges, probabilities, report = choose(scores, truth, order, zero_weight)
-        return Predictor(kind, threshold, edges, probabilities, report, starts[kind])
 
     def _set_fitted(self, outcome: Outcome, p: RunSettings) -> StartRecord:
         """The fitted attributes of the starts (all but W's and the shared ones of

@@ -16,6 +16,7 @@ predictor of unknown cells (as one machine's, on the same cells).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import warnings
 from dataclasses import replace
@@ -41,7 +42,7 @@ from ..protocol import StartRecord
 from ..refine import thresholds_over
 from ..swaps import swaps_over
 from . import worker
-from .session import Session, WorkerLost
+from .session import Session, WorkerLost, lost_before
 
 __all__ = ["DaskBackend"]
 
@@ -308,6 +309,16 @@ class DaskBackend:
             )
             self.data = Dataset.of(*self.session.blocks.gather())
         return self.data
+
+    @contextlib.contextmanager
+    def inner_fits(self):
+        """The predictor's inner fit runs on the same cluster: the workers this fit lost (a
+        hung worker, still listed by the scheduler) stay left alone."""
+        token = lost_before.set(frozenset(self.session.hung))
+        try:
+            yield
+        finally:
+            lost_before.reset(token)
 
     def start_factors(self, outcome, observed: bool, again) -> dict:
         """Every start's Boolean rows (with two starts or more) and the NMF start's balanced
