@@ -1100,6 +1100,30 @@ def test_cli_on_a_cluster_says_what_one_machine_says(client, tmp_path):
     assert shown[0][0] == shown[1][0] == 0 and shown[0][1] == shown[1][1]
 
 
+def test_cli_complete_after_a_cluster_fit_fills_what_one_machine_fills(client, tmp_path):
+    """The issue's tour: 20×30 with 10 % unknown cells, ``banmf complete`` after a fit with
+    ``--scheduler`` and after one without fills the same cells the same way, and
+    ``complete --proba`` finds a predictor in both results."""
+    rng = np.random.default_rng(0)
+    X = banmf.make_boolean(20, 30, 3, density=0.3, noise=0.05, random_state=1)[0]
+    missing = sp.csr_matrix(rng.random((20, 30)) < 0.1)
+    data, mask = tmp_path / "x.mtx", tmp_path / "missing.mtx"
+    banmf.io.write_matrix(X, data)
+    banmf.io.write_matrix(missing, mask)
+    common = ["-k", "3", "--max-iter", "100", "--param", "polish=flip", "--missing", str(mask)]
+    filled = []
+    for where, extra in (("one", []), ("cluster", ["--scheduler", client.scheduler.address])):
+        saved = str(tmp_path / f"{where}.npz")
+        code, _, err = _cli("factorize", str(data), *common, *extra, "--out", saved, "-q")
+        assert code == 0, err
+        code, out, err = _cli("complete", str(data), saved, "--missing", str(mask))
+        assert code == 0, err
+        code, proba, err = _cli("complete", str(data), saved, "--missing", str(mask), "--proba")
+        assert code == 0, err
+        filled.append(out)
+    assert filled[0] == filled[1] and filled[0].count("\n") > missing.nnz // 2
+
+
 def test_cli_cannot_connect_says_where_and_how_long(tmp_path):
     dask = pytest.importorskip("dask")
     pytest.importorskip("distributed")
