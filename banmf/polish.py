@@ -51,6 +51,7 @@ from ._kernels.polish import (
     uncovered_by_codes,
     unpack_keys,
 )
+from ._kernels.sparse import Sparse
 from ._threads import blocks_for, pick, threads_for, variant
 from ._validation import check_boolean_factors
 from .dataset import Dataset
@@ -215,7 +216,15 @@ def _exact_rows(data, free: np.ndarray, fixed_bool: np.ndarray) -> int:
     n_blocks = blocks_for(threads, X.shape[0])
     observed = unknown is not None and unknown.observed
     changed = variant(best_row_codes, threads)(
-        X.indptr, X.indices, C.indptr, C.indices, observed, b, F, k, X.shape[1], a, n_blocks
+        Sparse(X.indptr, X.indices),
+        Sparse(C.indptr, C.indices),
+        observed,
+        b,
+        F,
+        k,
+        X.shape[1],
+        a,
+        n_blocks,
     )
     free[:] = decode_codes(a, k)
     return int(changed)
