@@ -8,8 +8,8 @@ of X that no pattern covers.
 
 Unknown cells come as a second sparse pattern, :class:`Cells` (its CSR and CSC forms): with
 ``observed`` False they are the unknown cells (every other non-one is an observed zero), with
-``observed`` True they are the observed zeros (every other non-one is unknown). Unknown cells are never noise and never count in the cost; the noise of a pattern
-is its observed zeros.
+``observed`` True they are the observed zeros (every other non-one is unknown). Unknown cells
+are never noise and never count in the cost; the noise of a pattern is its observed zeros.
 
 The cost is PaNDa+'s J_P^ρ: ``J = ρ·Σ_P (|P_T| + |P_I|) + (false negatives + false positives)``
 over observed cells. A candidate pattern P lowers J by ``U − Z − ρ·(|P_T| + |P_I|)``, U the
