@@ -102,15 +102,6 @@ class Core(NamedTuple):
     ext: np.ndarray
 
 
-class _Scratch(NamedTuple):
-    """Scratch of :func:`_extend_side`: ``tight`` and ``mark`` per line of either side (left
-    False), ``inter`` per pattern."""
-
-    tight: np.ndarray
-    mark: np.ndarray
-    inter: np.ndarray
-
-
 @njit(cache=True, nogil=True, inline="always")
 def _covered(wcode, hcode, i, j):
     for w in range(wcode.shape[1]):
@@ -275,20 +266,21 @@ def _count(s, ptr, ind, code, in_other, other_code, tight):
 
 
 @njit(cache=True, nogil=True)
-def _extend_side(side, count, other, n_other, ext, head, scratch, observed, rho):
+def _extend_side(side, count, other, n_other, ext, head, tight, mark, inter, observed, rho):
     """One pass of EXTEND-CORE (see :func:`extend_core`) over the lines of ``side``, the
     pattern being ``side.lines[:count]`` × ``other.lines[:n_other]``. With ``ext`` None, every
     line not in the pattern, in index order, joins it if its noise stays within the tolerances
     and J does not rise (the row pass); else the lines ``ext[head:]`` are tried in order until
-    one joins (the item pass). ``scratch``: :class:`_Scratch`.
+    one joins (the item pass). ``tight``, ``mark`` (left False) and ``inter`` are scratch.
 
     Returns ``(head, count, Σ (u − z))``: where the next item pass starts in ``ext``, the new
     count of the side's lines and the u − z of the lines added.
     """
     # Scoring and adding a candidate are written out here: as helpers taking a side's dozen
-    # arrays (inlined or not) they made mushroom fits 1.3-2 times slower.
+    # arrays (inlined or not) they made mushroom fits 1.3-2 times slower. For the same reason
+    # the scratch arrays come as arguments of their own, not as a group: the passes run slower
+    # on arrays taken from a tuple argument.
     ptr, ind, cptr, cind, code, pat, eps, member, lines, noise_of = side
-    tight, mark, inter = scratch
     other_code, other_pat, other_eps = other.code, other.pat, other.eps
     in_other, others, other_noise = other.member, other.lines, other.noise
     # Per pattern l, how many of the other side's lines it holds: the covered cells of a
@@ -454,18 +446,18 @@ def extend_core(X, Xt, cells, codes, tol, in_rows, in_cols, ext):
 
     by_row = _Side(indptr, indices, cptr, cind, wcode, row_pat, eps_row, in_rows, rows, zr)
     by_col = _Side(cindptr, cindices, ccptr, ccind, hcode, col_pat, eps_col, in_cols, cols, zc)
-    scratch = _Scratch(
-        np.zeros(max(n, m), dtype=np.bool_),  # tight
-        np.zeros(max(n, m), dtype=np.bool_),  # mark
-        np.zeros(n_pat, dtype=np.int64),  # inter
-    )
+    tight = np.zeros(max(n, m), dtype=np.bool_)
+    mark = np.zeros(max(n, m), dtype=np.bool_)
+    inter = np.zeros(n_pat, dtype=np.int64)
     head = 0
     while True:
         # (A) every row not in the pattern, in index order.
-        _, t, gain = _extend_side(by_row, t, by_col, c, None, 0, scratch, observed, rho)
+        _, t, gain = _extend_side(by_row, t, by_col, c, None, 0, tight, mark, inter, observed, rho)
         uz += gain
         # (B) the items of the extension list from the head, until one joins.
-        head, joined, gain = _extend_side(by_col, c, by_row, t, ext, head, scratch, observed, rho)
+        head, joined, gain = _extend_side(
+            by_col, c, by_row, t, ext, head, tight, mark, inter, observed, rho
+        )
         uz += gain
         if joined == c:
             return uz
