@@ -287,11 +287,14 @@ def _asso_candidate(c, cands, X, Xt, cover, groups, weights, scratch, view):
     cls = cands.cls[c]
     indptr, indices = X
     colptr, colrows = Xt
-    uncov, _, fac_mask = cover
-    coldeg, xtop, all_x, all_count, pat, pat_used, _, g_ptr, g_x, g_count = groups
+    uncov, fac_mask = cover.uncov, cover.fac_mask
+    coldeg, xtop, pat, pat_used = groups.coldeg, groups.xtop, groups.pat, groups.pat_used
+    all_x, all_count = groups.all_x, groups.all_count
+    g_ptr, g_x, g_count = groups.g_ptr, groups.g_x, groups.g_count
     w_pos, w_neg = weights
     acc, touched, mark, meets, cache, cached = scratch
-    _, hit, size, thresh, keep, limit, rest = view
+    hit, size, thresh, keep = view.hit, view.size, view.thresh, view.keep
+    limit, rest = view.limit, view.rest
     words = fac_mask.shape[1]
     for w in range(words):
         meets[w] = 0
