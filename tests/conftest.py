@@ -60,16 +60,33 @@ def positive_factors(draw, n, m, k):
     return rng.random((n, k)) + 0.01, rng.random((m, k)) + 0.01
 
 
+def _copied(a):
+    """``a`` with its arrays copied, also those in (named) tuples of arrays."""
+    if isinstance(a, np.ndarray):
+        return a.copy()
+    if isinstance(a, tuple):
+        items = [_copied(x) for x in a]
+        return type(a)(*items) if hasattr(a, "_fields") else tuple(items)
+    return a
+
+
+def _assert_same_arrays(a, c):
+    if isinstance(a, np.ndarray):
+        np.testing.assert_array_equal(a, c, strict=True)
+    elif isinstance(a, tuple):
+        for x, y in zip(a, c):
+            _assert_same_arrays(x, y)
+
+
 def run_both(kernel, *args):
     """Run ``kernel.serial`` on copies of the arguments and ``kernel.parallel`` on the
-    arguments themselves; assert that both variants leave every array, and return, the same to
-    the last bit. Returns the parallel variant's result."""
-    copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    arguments themselves; assert that both variants leave every array (also those in groups of
+    arrays), and return, the same to the last bit. Returns the parallel variant's result."""
+    copies = [_copied(a) for a in args]
     expected = kernel.serial(*copies)
     result = kernel.parallel(*args)
     for a, c in zip(args, copies):
-        if isinstance(a, np.ndarray):
-            np.testing.assert_array_equal(a, c, strict=True)
+        _assert_same_arrays(a, c)
     if isinstance(result, np.ndarray):
         np.testing.assert_array_equal(result, expected, strict=True)
     else:

@@ -15,6 +15,12 @@ from hypothesis import strategies as st
 
 from banmf import ASSO, GreConD, boolean_error, make_boolean
 from banmf._kernels.cover import (
+    Concept,
+    Cover,
+    Packed,
+    RowGroups,
+    Sums,
+    Weights,
     asso_scores,
     asso_scores_rowwise,
     asso_threshold,
@@ -23,6 +29,7 @@ from banmf._kernels.cover import (
     grecond_values,
     intent_of,
 )
+from banmf._kernels.sparse import Sparse
 from banmf.data.masks import transpose_mask
 from banmf.data.validation import check_binary_matrix
 from banmf.io import Dataset
@@ -98,16 +105,11 @@ def test_grecond_values(Xd, seed, bits, n_blocks):
     values = np.empty(X.shape[1], dtype=np.int64)
     run_both(
         grecond_values,
-        X.indptr,
-        X.indices,
-        Xt.indptr,
-        Xt.indices,
+        Sparse(X.indptr, X.indices),
+        Sparse(Xt.indptr, Xt.indices),
         csr_order(X, U),
-        extent,
-        intent,
-        extent_bits,
-        colbits,
-        ubits,
+        Concept(extent, intent, extent_bits),
+        Packed(colbits, ubits),
         n_blocks,
         values,
     )
@@ -205,42 +207,36 @@ weights = st.sampled_from([(1.0, 1.0), (1.0, 0.5), (1.0, 3.0), (0.7, 1.3)])
     st.integers(1, 4),
 )
 def test_asso_scores(Xd, k, seed, heavy, tau, w, n_blocks):
-    X, C, assoc, greedy, cands, _, fac_mask, patterns, uncov = _asso_state(Xd, k, seed, heavy, tau)
-    ptr, cols, n_light, kmask, cls = cands
-    n_cand = len(ptr) - 1
+    X, C, assoc, greedy, cands, used, fac_mask, patterns, uncov = _asso_state(
+        Xd, k, seed, heavy, tau
+    )
+    n_cand = len(cands.ptr) - 1
     todo = np.random.default_rng(seed).random(n_cand) < 0.8
     A = np.full(n_cand, -7, dtype=np.int64)
     B = np.full(n_cand, -7, dtype=np.int64)
-    run_both(
-        asso_scores,
-        ptr,
-        cols,
-        n_light,
-        kmask,
-        cls,
-        int(cls.max(initial=0)) + 1,
-        todo,
-        assoc.colptr,
-        assoc.colrows,
+    groups = RowGroups(
         assoc.coldeg,
-        X.indptr,
-        X.indices,
-        uncov,
         greedy.xtop,
+        greedy.all_x,
+        greedy.all_count,
         patterns.pat,
         patterns.used,
         patterns.ctop,
-        greedy.all_x,
-        greedy.all_count,
         patterns.g_ptr,
         patterns.g_x,
         patterns.g_count,
-        fac_mask,
-        w[0],
-        w[1],
+    )
+    run_both(
+        asso_scores,
+        cands,
+        todo,
+        Sparse(X.indptr, X.indices),
+        Sparse(assoc.colptr, assoc.colrows),
+        Cover(uncov, used, fac_mask),
+        groups,
+        Weights(*w),
         min(n_blocks, max(1, n_cand)),
-        A,
-        B,
+        Sums(A, B),
     )
     Xb = Xd.astype(bool)
     for c, cand in enumerate(_candidate_masks(cands, X.shape[1])):
@@ -257,17 +253,12 @@ def test_asso_usage(Xd, k, seed, w):
     for c, cand in enumerate(_candidate_masks(cands, X.shape[1])):
         usage = np.zeros(X.shape[0], dtype=bool)
         got = asso_usage(
-            cands[1][cands[0][c] : cands[0][c + 1]],
-            assoc.colptr,
-            assoc.colrows,
-            X.indptr,
-            X.indices,
-            uncov,
+            cands.cols[cands.ptr[c] : cands.ptr[c + 1]],
+            Sparse(X.indptr, X.indices),
+            Sparse(assoc.colptr, assoc.colrows),
+            Cover(uncov, used, fac_mask),
             np.zeros(0, dtype=bool),
-            used,
-            fac_mask,
-            w[0],
-            w[1],
+            Weights(*w),
             usage,
         )
         a, b, gains = asso_gains_ref(Xd.astype(bool), C, cand, *w)
@@ -291,13 +282,19 @@ def test_asso_scores_rowwise_with_dont_care_cells(Xd, k, seed, tau, w, n_blocks)
     D = Xb & (np.random.default_rng(seed).random(Xb.shape) < 0.3)  # the "don't care" ones
     uncov = csr_order(X, Xb & ~C & ~D)
     dont_care = csr_order(X, D)
-    ptr, cols = cands[0], cands[1]
+    ptr, cols = cands.ptr, cands.cols
     n_cand = len(ptr) - 1
     todo = np.random.default_rng(seed).random(n_cand) < 0.8
     A = np.full(n_cand, -7, dtype=np.int64)
     B = np.full(n_cand, -7, dtype=np.int64)
-    args = (assoc.colptr, assoc.colrows, X.indptr, X.indices, uncov, dont_care, used, fac_mask)
-    run_both(asso_scores_rowwise, ptr, cols, todo, *args, *w, min(n_blocks, max(1, n_cand)), A, B)
+    data = (
+        Sparse(X.indptr, X.indices),
+        Sparse(assoc.colptr, assoc.colrows),
+        Cover(uncov, used, fac_mask),
+        dont_care,
+        Weights(*w),
+    )
+    run_both(asso_scores_rowwise, cands, todo, *data, min(n_blocks, max(1, n_cand)), Sums(A, B))
     for c, cand in enumerate(_candidate_masks(cands, X.shape[1])):
         if not todo[c]:
             assert A[c] == B[c] == -7
@@ -307,7 +304,7 @@ def test_asso_scores_rowwise_with_dont_care_cells(Xd, k, seed, tau, w, n_blocks)
         gains = w[0] * a - w[1] * b > 0
         assert (A[c], B[c]) == (a[gains].sum(), b[gains].sum())
         usage = np.zeros(X.shape[0], dtype=bool)
-        got = asso_usage(cols[ptr[c] : ptr[c + 1]], *args, *w, usage)
+        got = asso_usage(cols[ptr[c] : ptr[c + 1]], *data, usage)
         np.testing.assert_array_equal(usage, gains)
         assert got == (A[c], B[c])
 

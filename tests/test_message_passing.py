@@ -12,7 +12,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from banmf import MessagePassing, boolean_error, make_boolean
-from banmf._kernels.message_passing import mp_column_marginals, mp_decoded_errors, mp_sweep
+from banmf._kernels.message_passing import (
+    Cells,
+    Channel,
+    Marginals,
+    Messages,
+    mp_column_marginals,
+    mp_decoded_errors,
+    mp_sweep,
+)
 from banmf.data.validation import check_binary_matrix
 from banmf.io import Dataset
 from banmf.model_selection import held_out_scores, mask_entries
@@ -120,9 +128,16 @@ def test_sweep_matches_the_dense_step(Xd, k, damping, first, share, form, seed):
         want = ref.mp_step(Xd, observed, Dx, Dy, out_x, out_y, damping, CO1, -CO1, cx, cy)
     row_diff = np.zeros(n)
     run_both(
-        mp_sweep, c.indptr, c.indices, c.ones, in_x, in_y, marg_x, marg_y, CO1, -CO1, cx,
-        damping, first, min(3, n), row_diff,
-    )  # fmt: skip
+        mp_sweep,
+        Cells(c.indptr, c.indices, c.ones),
+        Messages(in_x, in_y),
+        Marginals(marg_x, marg_y),
+        Channel(CO1, -CO1, cx),
+        damping,
+        first,
+        min(3, n),
+        row_diff,
+    )
     np.testing.assert_allclose(in_x, want[0][rows, cols], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(in_y, want[1][rows, cols], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(marg_x, want[2], rtol=1e-12, atol=1e-12)
@@ -158,7 +173,9 @@ def test_decoded_errors_count_the_observed_cells(Xd, k, share, form, seed):
     n, m = Xd.shape
     marg_x, marg_y = rng.normal(size=(n, k)), rng.normal(size=(m, k))
     row_err = np.full(n, -1, dtype=np.int64)
-    run_both(mp_decoded_errors, c.indptr, c.indices, c.ones, marg_x, marg_y, 2, row_err)
+    run_both(
+        mp_decoded_errors, Cells(c.indptr, c.indices, c.ones), Marginals(marg_x, marg_y), 2, row_err
+    )
     assert row_err.sum() == ref.boolean_error(Xd, marg_x > 0, (marg_y > 0).T, observed)
 
 

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 import banmf
 from banmf import OrMachine, make_boolean
-from banmf._kernels.ormachine import accumulate_codes, all_row_scores, gibbs_rows
+from banmf._kernels.ormachine import Other, Weights, accumulate_codes, all_row_scores, gibbs_rows
+from banmf._kernels.sparse import Sparse
 from banmf.io import Dataset
 from banmf.models import ormachine as module
 
@@ -50,16 +51,14 @@ def kernel_inputs(X, observed, form, other):
     ids[nonzero] = np.arange(nonzero.sum())
     i32 = np.int32
     return (
-        Xs.indptr.astype(i32),
-        Xs.indices.astype(i32),
-        cells.indptr.astype(i32),
-        cells.indices.astype(i32),
-        w_one,
-        w_cell,
-        implicit,
-        ids[inverse.ravel()].astype(np.int64),
-        np.ascontiguousarray(distinct[nonzero]),
-        counts[nonzero].astype(np.int64),
+        Sparse(Xs.indptr.astype(i32), Xs.indices.astype(i32)),
+        Sparse(cells.indptr.astype(i32), cells.indices.astype(i32)),
+        Weights(w_one, w_cell, implicit),
+        Other(
+            ids[inverse.ravel()].astype(np.int64),
+            np.ascontiguousarray(distinct[nonzero]),
+            counts[nonzero].astype(np.int64),
+        ),
     )
 
 

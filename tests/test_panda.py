@@ -11,7 +11,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from banmf import PaNDa, boolean_error, factorize, make_boolean
-from banmf._kernels.panda import extend_core, find_core, residual_counts, single_patterns
+from banmf._kernels.panda import (
+    Cells,
+    Codes,
+    Core,
+    Tolerances,
+    extend_core,
+    find_core,
+    residual_counts,
+    single_patterns,
+)
+from banmf._kernels.sparse import Sparse
 from banmf.data.masks import transpose_mask
 from banmf.data.validation import check_binary_matrix
 from banmf.models import panda as panda_module
@@ -78,8 +88,9 @@ def _find(Xt, W, H, order, rho, n, m):
     rows = np.empty(n, dtype=np.int64)
     cols = np.empty(m, dtype=np.int64)
     ext = np.empty(m, dtype=np.int64)
+    codes = Codes(_codes(W), _codes(H.T), np.empty(n, np.int64), np.empty(m, np.int64))
     t, c, e = find_core(
-        Xt.indptr, Xt.indices, _codes(W), _codes(H.T), order, rho, in_rows, rows, cols, ext
+        Sparse(Xt.indptr, Xt.indices), codes, order, rho, Core(in_rows, rows, cols, ext)
     )
     return in_rows, rows[:t], cols[:c], ext[:e]
 
@@ -124,10 +135,15 @@ def test_extend_core_matches_the_dense_algorithm(Xd, seed, form, rho, eps_row, e
     single_patterns(_codes(W), row_pat)
     single_patterns(_codes(H.T), col_pat)
     added = extend_core(
-        X.indptr, X.indices, Xt.indptr, Xt.indices, C.indptr, C.indices, Ct.indptr, Ct.indices,
-        obs_form, _codes(W), _codes(H.T), row_pat, col_pat, in_rows, in_cols, ext,
-        eps_row, eps_col, rho,
-    )  # fmt: skip
+        Sparse(X.indptr, X.indices),
+        Sparse(Xt.indptr, Xt.indices),
+        Cells(Sparse(C.indptr, C.indices), Sparse(Ct.indptr, Ct.indices), obs_form),
+        Codes(_codes(W), _codes(H.T), row_pat, col_pat),
+        Tolerances(eps_row, eps_col, rho),
+        in_rows,
+        in_cols,
+        ext,
+    )
     want_rows, want_items = ref.panda_extend(
         Xd, observed, W, H, start_rows, start_items, ext, eps_row, eps_col, rho
     )

@@ -31,6 +31,7 @@ from banmf._kernels.polish import (
     uncovered_by_codes,
     unpack_keys,
 )
+from banmf._kernels.sparse import Sparse
 from banmf.data.masks import pack_rows, row_codes
 from banmf.data.validation import check_binary_matrix
 from banmf.engine.polish import _bit_changes, _Fixed, polish
@@ -71,10 +72,8 @@ def test_best_row_codes_is_the_brute_force_row_optimum(Xd, k, n_blocks, seed, fo
     before = a.copy()
     changed = run_both(
         best_row_codes,
-        X.indptr,
-        X.indices,
-        cindptr,
-        C.indices,
+        Sparse(X.indptr, X.indices),
+        Sparse(cindptr, C.indices),
         observed,
         b,
         F,

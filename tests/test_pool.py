@@ -11,7 +11,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import banmf
-from banmf._kernels.pool import MAJORITY_ROWS, pool_cells, set_counts, set_majority, unit_gains
+from banmf._kernels.pool import (
+    MAJORITY_ROWS,
+    CellBits,
+    Rectangles,
+    Slots,
+    Units,
+    pool_cells,
+    set_counts,
+    set_majority,
+    unit_gains,
+)
+from banmf._kernels.sparse import Sparse
 from banmf.data.masks import pack_rows, words
 from banmf.engine.pool import (
     Pool,
@@ -114,9 +125,17 @@ def check_kernels(data, pool: Pool, chosen: list, skip: int, k: int) -> None:
     ones = np.zeros(size, dtype=np.uint64)
     zeros = np.zeros(size if mode else 0, dtype=np.uint64)
     units = np.empty(len(unit_f), dtype=np.int64)
-    args = (X.indptr, X.indices, cells.indptr, cells.indices, mode, pool.row_ptr, pool.row_idx)
-    parts = (pool.col_ptr, pool.col_idx, cell_ptr, unit_f, unit_r)
-    run_both(pool_cells, *args, *parts, base, ones, zeros, units)
+    rects = Rectangles(pool.row_ptr, pool.row_idx, pool.col_ptr, pool.col_idx, cell_ptr)
+    run_both(
+        pool_cells,
+        Sparse(X.indptr, X.indices),
+        Sparse(cells.indptr, cells.indices),
+        mode,
+        rects,
+        Units(unit_f, unit_r),
+        CellBits(base, ones, zeros),
+        units,
+    )
     # Each entry's cells, and their bits (candidate by candidate, row by row).
     V = cell_values(data)
     bits = np.unpackbits(ones.view(np.uint8), bitorder="little")
@@ -136,8 +155,16 @@ def check_kernels(data, pool: Pool, chosen: list, skip: int, k: int) -> None:
     np.testing.assert_array_equal(rows.gains(zero_codes, zero_codes[0]), none)
     W, H = pool.factors(chosen, n, m, k)
     skip_bits = pack_rows(np.arange(k)[None, :] == skip)[0]
-    args = (mode, pool.row_ptr, pool.row_idx, *parts, base, ones, zeros)
-    run_both(unit_gains, *args, pack_rows(W), pack_rows(H.T), skip_bits, units)
+    slots = Slots(pack_rows(W), pack_rows(H.T), skip_bits)
+    run_both(
+        unit_gains,
+        mode,
+        rects,
+        Units(unit_f, unit_r),
+        CellBits(base, ones, zeros),
+        slots,
+        units,
+    )
     expected = reference_gains(data, pool, chosen, skip)
     np.testing.assert_array_equal(np.bincount(unit_f, units, len(pool)), expected)
     for s, f in enumerate(chosen):

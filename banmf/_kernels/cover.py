@@ -1,5 +1,11 @@
 """Kernels for the greedy cover methods (ASSO, GreConD): scores of candidate factors over the
-rows of X that can take them, from X's CSR and CSC forms."""
+rows of X that can take them, from X's CSR and CSC forms.
+
+The kernels take their arrays in named groups: X's CSR and CSC forms as
+:class:`~banmf._kernels.sparse.Sparse`, and the groups below.
+"""
+
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit, prange
@@ -8,6 +14,185 @@ from .boolean import popcount64
 from .variants import kernel
 
 _ONE = np.uint64(1)
+
+
+class AssoCandidates(NamedTuple):
+    """ASSO's candidate basis vectors.
+
+    Attributes
+    ----------
+    ptr, cols : int64 arrays (n_cand + 1,) and (total size,)
+        Candidate c's columns are ``cols[ptr[c]:ptr[c + 1]]``, rarest first.
+    n_light : int64 array (n_cand,)
+        Candidate c's first ``n_light[c]`` columns are light, the rest heavy.
+    kmask : uint64 array (n_cand,)
+        Its heavy columns, as bits.
+    cls : int64 array (n_cand,)
+        Its class: candidates of equal heavy columns and size share one.
+    n_cls : int
+        The number of classes.
+    """
+
+    ptr: np.ndarray
+    cols: np.ndarray
+    n_light: np.ndarray
+    kmask: np.ndarray
+    cls: np.ndarray
+    n_cls: int
+
+
+class Cover(NamedTuple):
+    """The factors chosen so far, as X's uncovered ones and bits of factors (bit l of word
+    l // 64: factor l).
+
+    Attributes
+    ----------
+    uncov : bool array (nnz,)
+        ``uncov[p]``: is the p-th one of X (CSR order) uncovered.
+    used : uint64 array (n, words)
+        The factors each row uses.
+    fac_mask : uint64 array (m, words)
+        The factors that hold each column.
+    """
+
+    uncov: np.ndarray
+    used: np.ndarray
+    fac_mask: np.ndarray
+
+
+class RowGroups(NamedTuple):
+    """X's rows as :func:`asso_scores` counts them: by pattern (the set of factors a row uses)
+    and heavy columns (at most 64 of X's heaviest, numbered by bit).
+
+    Attributes
+    ----------
+    coldeg : int64 array (nnz,)
+        Per one of X in the CSC order, its row's number of ones (each column's rows come by
+        decreasing number of ones).
+    xtop : uint64 array (n,)
+        Each row's heavy columns.
+    all_x, all_count : uint64 and int64 arrays
+        All rows by their heavy columns: each set of heavy columns and its number of rows.
+    pat : int64 array (n,)
+        Each row's pattern.
+    pat_used : uint64 array (patterns, words)
+        Each pattern's factors (bit l: factor l).
+    pat_ctop : uint64 array (patterns,)
+        The heavy columns its factors hold.
+    g_ptr, g_x, g_count : int64, uint64 and int64 arrays
+        The groups of rows of equal pattern and heavy columns: pattern P's are
+        ``g_ptr[P]:g_ptr[P + 1]``, each with its heavy columns and its number of rows.
+    """
+
+    coldeg: np.ndarray
+    xtop: np.ndarray
+    all_x: np.ndarray
+    all_count: np.ndarray
+    pat: np.ndarray
+    pat_used: np.ndarray
+    pat_ctop: np.ndarray
+    g_ptr: np.ndarray
+    g_x: np.ndarray
+    g_count: np.ndarray
+
+
+class Weights(NamedTuple):
+    """ASSO's weights: covering a ones and b zeros of a row gains iff ``pos·a − neg·b > 0``."""
+
+    pos: float
+    neg: float
+
+
+class Sums(NamedTuple):
+    """ASSO's scores as integer sums, per candidate (outputs).
+
+    Attributes
+    ----------
+    A, B : int64 arrays (n_cand,)
+        The uncovered ones and the uncovered zeros a candidate covers in the rows where it
+        gains: its score is ``pos·A − neg·B``.
+    """
+
+    A: np.ndarray
+    B: np.ndarray
+
+
+class Concept(NamedTuple):
+    """GreConD's current concept.
+
+    Attributes
+    ----------
+    in_extent : bool array (n,)
+        Its rows.
+    in_intent : bool array (m,)
+        Its columns.
+    extent_bits : uint64 array (ceil(n / 64),)
+        Its rows packed (empty when X's columns are not packed).
+    """
+
+    in_extent: np.ndarray
+    in_intent: np.ndarray
+    extent_bits: np.ndarray
+
+
+class Packed(NamedTuple):
+    """X's columns as bits of rows, for GreConD on dense data (both (0, 0) when not used).
+
+    Attributes
+    ----------
+    colbits : uint64 array (m, ceil(n / 64))
+        Each column's rows.
+    ubits : uint64 array (m, ceil(n / 64))
+        Its rows where its one is uncovered.
+    """
+
+    colbits: np.ndarray
+    ubits: np.ndarray
+
+
+class _Candidate(NamedTuple):
+    """One candidate: its columns ``cols[lo:hi]``, the first ``n_light`` of them light, its
+    heavy ones as bits (``kmask``)."""
+
+    cols: np.ndarray
+    lo: int
+    hi: int
+    n_light: int
+    kmask: np.uint64
+
+
+class _PatternView(NamedTuple):
+    """Per pattern, the current candidate as its rows see it (see :func:`_pattern`)."""
+
+    stamp: np.ndarray
+    hit: np.ndarray
+    size: np.ndarray
+    thresh: np.ndarray
+    keep: np.ndarray
+    limit: np.ndarray
+    rest: np.ndarray
+
+
+class _Scratch(NamedTuple):
+    """One block's scratch for :func:`_asso_candidate`: per row ``acc`` (zero between
+    candidates) and ``touched``, per column ``mark``, per word ``meets``, per class of
+    candidates ``cache`` and ``cached``."""
+
+    acc: np.ndarray
+    touched: np.ndarray
+    mark: np.ndarray
+    meets: np.ndarray
+    cache: np.ndarray
+    cached: np.ndarray
+
+
+class _UsageScratch(NamedTuple):
+    """Zeroed scratch of :func:`_usage_counts`: per row ``seen``, per column ``mark``, per
+    word ``meets``."""
+
+    seen: np.ndarray
+    mark: np.ndarray
+    meets: np.ndarray
 
 
 @njit(cache=True, nogil=True)
@@ -32,34 +217,18 @@ def _gains(a, s, w_pos, w_neg):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _pattern(
-    P,
-    c,
-    cols,
-    lo,
-    hi,
-    n_light,
-    kmask,
-    pat_used,
-    pat_ctop,
-    fac_mask,
-    meets,
-    w_pos,
-    w_neg,
-    stamp,
-    hit,
-    size,
-    thresh,
-    keep,
-    limit,
-    rest,
-):
-    """Candidate c as the rows of pattern P see it (factor set ``pat_used[P]``; ``hit``: one of
-    them holds a column of c): the columns of c those factors do not hold (``size``; ``keep``:
-    its heavy ones as bits), the most of them a row can hold without gaining (``thresh``), and
-    how many of c's light columns (rarest first) must be looked at for the rows of P that the
-    count by groups gets wrong (``limit``; ``rest``: the light columns after those that P does
-    not hold). Computed once per candidate (``stamp``)."""
+def _pattern(P, c, cand, groups, fac_mask, meets, weights, view):
+    """Candidate c (``cand``) as the rows of pattern P see it, into ``view``
+    (:class:`_PatternView`): ``hit[P]``, does one of P's factors (``groups.pat_used[P]``) hold
+    a column of c (``meets``: the factors that do); the columns of c those factors do not hold
+    (``size``; ``keep``: its heavy ones as bits), the most of them a row can hold without
+    gaining (``thresh``), and how many of c's light columns (rarest first) must be looked at
+    for the rows of P that the count by groups gets wrong (``limit``; ``rest``: the light
+    columns after those that P does not hold). Computed once per candidate (``stamp``)."""
+    cols, lo, hi, n_light, kmask = cand
+    pat_used, pat_ctop = groups.pat_used, groups.pat_ctop
+    w_pos, w_neg = weights
+    stamp, hit, size, thresh, keep, limit, rest = view
     if stamp[P] == c:
         return
     stamp[P] = c
@@ -110,49 +279,22 @@ def _pattern(
 
 
 @njit(cache=True, nogil=True)
-def _asso_candidate(
-    c,
-    cols,
-    lo,
-    hi,
-    n_light,
-    kmask,
-    cls,
-    colptr,
-    colrows,
-    coldeg,
-    indptr,
-    indices,
-    uncov,
-    xtop,
-    pat,
-    pat_used,
-    pat_ctop,
-    all_x,
-    all_count,
-    g_ptr,
-    g_x,
-    g_count,
-    fac_mask,
-    w_pos,
-    w_neg,
-    acc,
-    touched,
-    mark,
-    meets,
-    stamp,
-    hit,
-    size,
-    thresh,
-    keep,
-    limit,
-    rest,
-    cache,
-    cached,
-    totals,
-):
-    """(A, B) of candidate c into ``totals``; see :func:`asso_scores`. ``acc`` is all zeros on
-    entry and on return."""
+def _asso_candidate(c, cands, X, Xt, cover, groups, weights, scratch, view):
+    """(A, B) of candidate c; see :func:`asso_scores` (``scratch``: :class:`_Scratch`, whose
+    ``acc`` is all zeros on entry and on return; ``view``: :class:`_PatternView`)."""
+    cand = _Candidate(cands.cols, cands.ptr[c], cands.ptr[c + 1], cands.n_light[c], cands.kmask[c])
+    cols, lo, hi, n_light, kmask = cand
+    cls = cands.cls[c]
+    indptr, indices = X
+    colptr, colrows = Xt
+    uncov, fac_mask = cover.uncov, cover.fac_mask
+    coldeg, xtop, pat, pat_used = groups.coldeg, groups.xtop, groups.pat, groups.pat_used
+    all_x, all_count = groups.all_x, groups.all_count
+    g_ptr, g_x, g_count = groups.g_ptr, groups.g_x, groups.g_count
+    w_pos, w_neg = weights
+    acc, touched, mark, meets, cache, cached = scratch
+    hit, size, thresh, keep = view.hit, view.size, view.thresh, view.keep
+    limit, rest = view.limit, view.rest
     words = fac_mask.shape[1]
     for w in range(words):
         meets[w] = 0
@@ -171,28 +313,7 @@ def _asso_candidate(
     by_pattern = 0  # the groups to go through pattern by pattern
     by_class = 0 if cached[cls] or not heavy_gain else len(all_x)  # ... or all rows at once
     for P in range(len(g_ptr) - 1):
-        _pattern(
-            P,
-            c,
-            cols,
-            lo,
-            hi,
-            n_light,
-            kmask,
-            pat_used,
-            pat_ctop,
-            fac_mask,
-            meets,
-            w_pos,
-            w_neg,
-            stamp,
-            hit,
-            size,
-            thresh,
-            keep,
-            limit,
-            rest,
-        )
+        _pattern(P, c, cand, groups, fac_mask, meets, weights, view)
         reach = max(reach, limit[P])
         least = min(least, thresh[P])
         own_gain = popcount64(keep[P]) > thresh[P]
@@ -291,158 +412,92 @@ def _asso_candidate(
         if _gains(heavy, s, w_pos, w_neg):
             A -= heavy
             B -= s - heavy
-    totals[0] = A
-    totals[1] = B
+    return A, B
 
 
 @kernel()
-def asso_scores(
-    cand_ptr,
-    cand_cols,
-    n_light,
-    kmask,
-    cls,
-    n_cls,
-    todo,
-    colptr,
-    colrows,
-    coldeg,
-    indptr,
-    indices,
-    uncov,
-    xtop,
-    pat,
-    pat_used,
-    pat_ctop,
-    all_x,
-    all_count,
-    g_ptr,
-    g_x,
-    g_count,
-    fac_mask,
-    w_pos,
-    w_neg,
-    n_blocks,
-    A,
-    B,
-):
+def asso_scores(cands, todo, X, Xt, cover, groups, weights, n_blocks, out):
     """ASSO's score of every candidate basis vector marked in ``todo``, as integer sums.
 
-    Candidate c (columns ``cand_cols[cand_ptr[c]:cand_ptr[c+1]]``, rarest first) used in row i
-    covers ``a`` uncovered ones and ``b`` uncovered zeros of row i; it gains there iff
-    ``w_pos·a − w_neg·b > 0``. ``A[c]``, ``B[c]``: the sums of a and b over the rows where it
-    gains, so that its score is ``w_pos·A − w_neg·B`` (integer sums: the score does not depend
-    on the order of the rows).
+    Candidate c used in row i covers ``a`` uncovered ones and ``b`` uncovered zeros of row i;
+    it gains there iff ``w_pos·a − w_neg·b > 0``. ``out.A[c]``, ``out.B[c]``: the sums of a
+    and b over the rows where it gains, so that its score is ``w_pos·A − w_neg·B`` (integer
+    sums: the score does not depend on the order of the rows).
 
     The heaviest columns of X (at most 64, numbered by bit) make the difference: a row's gain
-    depends on its pattern (the factors it uses, ``pat[i]``; ``pat_used`` (patterns, words),
-    bit l: factor l; ``pat_ctop``: the heavy columns those factors hold), its heavy columns
-    (``xtop[i]``) and its light ones. Rows are counted in groups as if they held no light column
-    of c: by groups of equal pattern and heavy columns (``g_ptr``: each pattern's groups;
-    ``g_x``, ``g_count``), or, when that goes through fewer groups, all rows by their heavy
-    columns (``all_x``, ``all_count``) as if they used no factor holding a column of c (the same
-    for candidates of equal heavy columns and size: class ``cls[c]`` of ``n_cls``, computed once
-    per block) corrected for the patterns whose factors do. Then the rows whose light columns
-    of c change their gain are looked at one by one: those of groups that gain and hold light
-    columns of c, and those that gain only with their light columns, which (pigeonhole) hold
-    one of c's rarest. So no heavy column's rows are listed. c's first ``n_light[c]`` columns
-    are light, the rest heavy (bits ``kmask[c]``).
+    depends on its pattern (the factors it uses, ``groups.pat[i]``), its heavy columns
+    (``groups.xtop[i]``) and its light ones. Rows are counted in groups as if they held no
+    light column of c: by groups of equal pattern and heavy columns, or, when that goes through
+    fewer groups, all rows by their heavy columns as if they used no factor holding a column of
+    c (the same for candidates of equal heavy columns and size: class ``cands.cls[c]``,
+    computed once per block) corrected for the patterns whose factors do. Then the rows whose
+    light columns of c change their gain are looked at one by one: those of groups that gain
+    and hold light columns of c, and those that gain only with their light columns, which
+    (pigeonhole) hold one of c's rarest. So no heavy column's rows are listed.
 
-    X comes as CSR and CSC (``colptr``, ``colrows``; each column's rows by decreasing number
-    of ones, ``coldeg``, so that a list is cut where its rows hold too few to gain);
-    ``uncov[p]``: is the p-th one of X (CSR order) uncovered; ``fac_mask`` (m, words), bit l:
-    factor l holds the column. Candidates are dealt to ``n_blocks`` blocks in turn (each score
-    is computed alone: the results do not depend on the blocks).
+    Parameters
+    ----------
+    cands : AssoCandidates
+        The candidates: columns (rarest first), light and heavy ones, classes.
+    todo : bool array (n_cand,)
+        The candidates to score; the others' sums are left as they are.
+    X, Xt : Sparse
+        X's CSR and CSC forms; Xt's rows of each column come by decreasing number of ones
+        (``groups.coldeg``), so that a list is cut where its rows hold too few to gain.
+    cover : Cover
+        The factors so far (``uncov`` and ``fac_mask``; the rows' factors come by pattern).
+    groups : RowGroups
+        The rows by pattern and heavy columns.
+    weights : Weights
+        w_pos and w_neg.
+    n_blocks : int
+        Candidates are dealt to ``n_blocks`` blocks in turn (each score is computed alone: the
+        results do not depend on the blocks).
+    out : Sums
+        A and B, written for the candidates of ``todo``.
     """
-    n_cand = len(cand_ptr) - 1
-    n = len(indptr) - 1
-    m = len(colptr) - 1
-    n_pat = len(g_ptr) - 1
+    A, B = out
+    n_cand = len(cands.ptr) - 1
+    n = len(X.indptr) - 1
+    m = len(Xt.indptr) - 1
+    n_pat = len(groups.g_ptr) - 1
+    n_cls = cands.n_cls
+    words = cover.fac_mask.shape[1]
     for b in prange(n_blocks):
-        acc = np.zeros(n, dtype=np.int64)
-        touched = np.empty(n, dtype=np.int64)
-        mark = np.full(m, -1, dtype=np.int64)
-        meets = np.zeros(fac_mask.shape[1], dtype=np.uint64)
-        stamp = np.full(n_pat, -1, dtype=np.int64)
-        hit = np.zeros(n_pat, dtype=np.bool_)
-        size = np.zeros(n_pat, dtype=np.int64)
-        thresh = np.zeros(n_pat, dtype=np.int64)
-        keep = np.zeros(n_pat, dtype=np.uint64)
-        limit = np.zeros(n_pat, dtype=np.int64)
-        rest = np.zeros(n_pat, dtype=np.int64)
-        cache = np.zeros((n_cls, 2), dtype=np.int64)
-        cached = np.zeros(n_cls, dtype=np.bool_)
-        totals = np.zeros(2, dtype=np.int64)
+        scratch = _Scratch(
+            np.zeros(n, dtype=np.int64),  # acc
+            np.empty(n, dtype=np.int64),  # touched
+            np.full(m, -1, dtype=np.int64),  # mark
+            np.zeros(words, dtype=np.uint64),  # meets
+            np.zeros((n_cls, 2), dtype=np.int64),  # cache
+            np.zeros(n_cls, dtype=np.bool_),  # cached
+        )
+        view = _PatternView(
+            np.full(n_pat, -1, dtype=np.int64),  # stamp
+            np.zeros(n_pat, dtype=np.bool_),  # hit
+            np.zeros(n_pat, dtype=np.int64),  # size
+            np.zeros(n_pat, dtype=np.int64),  # thresh
+            np.zeros(n_pat, dtype=np.uint64),  # keep
+            np.zeros(n_pat, dtype=np.int64),  # limit
+            np.zeros(n_pat, dtype=np.int64),  # rest
+        )
         for c in range(b, n_cand, n_blocks):
             if not todo[c]:
                 continue
-            _asso_candidate(
-                c,
-                cand_cols,
-                cand_ptr[c],
-                cand_ptr[c + 1],
-                n_light[c],
-                kmask[c],
-                cls[c],
-                colptr,
-                colrows,
-                coldeg,
-                indptr,
-                indices,
-                uncov,
-                xtop,
-                pat,
-                pat_used,
-                pat_ctop,
-                all_x,
-                all_count,
-                g_ptr,
-                g_x,
-                g_count,
-                fac_mask,
-                w_pos,
-                w_neg,
-                acc,
-                touched,
-                mark,
-                meets,
-                stamp,
-                hit,
-                size,
-                thresh,
-                keep,
-                limit,
-                rest,
-                cache,
-                cached,
-                totals,
-            )
-            A[c] = totals[0]
-            B[c] = totals[1]
+            A[c], B[c] = _asso_candidate(c, cands, X, Xt, cover, groups, weights, scratch, view)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _usage_counts(
-    cols,
-    colptr,
-    colrows,
-    indptr,
-    indices,
-    uncov,
-    dont_care,
-    used,
-    fac_mask,
-    w_pos,
-    w_neg,
-    usage,
-    seen,
-    mark,
-    meets,
-):
+def _usage_counts(cols, X, Xt, cover, dont_care, weights, usage, scratch):
     """The rows where the basis vector ``cols`` gains (``usage[i] = True``) and its (A, B):
     uncovered ones and zeros it would cover in them. ``dont_care`` (per one, CSR order; empty:
-    none) marks cells that are neither: unknown cells in the relation. ``seen``, ``mark``
-    and ``meets`` are zeroed scratch, left zeroed."""
+    none) marks cells that are neither: unknown cells in the relation. ``scratch``
+    (:class:`_UsageScratch`) is zeroed, and left zeroed."""
+    indptr, indices = X
+    colptr, colrows = Xt
+    uncov, used, fac_mask = cover
+    w_pos, w_neg = weights
+    seen, mark, meets = scratch
     words = used.shape[1]
     s = len(cols)
     careless = len(dont_care) > 0
@@ -497,82 +552,86 @@ def _usage_counts(
 
 
 @njit(cache=True, nogil=True)
-def asso_usage(
-    cols, colptr, colrows, indptr, indices, uncov, dont_care, used, fac_mask, w_pos, w_neg, usage
-):
-    """``usage[i] = True`` for every row where the basis vector ``cols`` gains, found row by row
-    through all its columns; returns its (A, B) as :func:`asso_scores` counts them, with the
-    ``dont_care`` cells (per one of X; empty: none) counted as neither ones nor zeros."""
-    seen = np.zeros(len(indptr) - 1, dtype=np.bool_)
-    mark = np.zeros(len(colptr) - 1, dtype=np.bool_)
-    meets = np.zeros(used.shape[1], dtype=np.uint64)
-    return _usage_counts(
-        cols,
-        colptr,
-        colrows,
-        indptr,
-        indices,
-        uncov,
-        dont_care,
-        used,
-        fac_mask,
-        w_pos,
-        w_neg,
-        usage,
-        seen,
-        mark,
-        meets,
+def asso_usage(cols, X, Xt, cover, dont_care, weights, usage):
+    """Where the basis vector ``cols`` gains, found row by row through all its columns.
+
+    Parameters
+    ----------
+    cols : int array
+        The basis vector's columns.
+    X, Xt : Sparse
+        X's CSR and CSC forms.
+    cover : Cover
+        The factors so far.
+    dont_care : bool array (nnz,)
+        Per one of X (CSR order): an unknown cell, counted as neither a one nor a zero
+        (empty: none).
+    weights : Weights
+        w_pos and w_neg.
+    usage : bool array (n,)
+        Output: ``usage[i] = True`` for every row where it gains.
+
+    Returns
+    -------
+    A, B : int
+        Its sums as :func:`asso_scores` counts them.
+    """
+    scratch = _UsageScratch(
+        np.zeros(len(X.indptr) - 1, dtype=np.bool_),  # seen
+        np.zeros(len(Xt.indptr) - 1, dtype=np.bool_),  # mark
+        np.zeros(cover.used.shape[1], dtype=np.uint64),  # meets
     )
+    return _usage_counts(cols, X, Xt, cover, dont_care, weights, usage, scratch)
 
 
 @kernel()
-def asso_scores_rowwise(
-    cand_ptr,
-    cand_cols,
-    todo,
-    colptr,
-    colrows,
-    indptr,
-    indices,
-    uncov,
-    dont_care,
-    used,
-    fac_mask,
-    w_pos,
-    w_neg,
-    n_blocks,
-    A,
-    B,
-):
-    """(A, B) of every candidate with ``todo`` by :func:`asso_usage`, row by row: the scores
-    with "don't care" cells, where the counts by groups of :func:`asso_scores` do not hold
-    (a row's zeros are no longer its free columns less its ones). Candidates in ``n_blocks``
-    blocks, each with its own scratch."""
+def asso_scores_rowwise(cands, todo, X, Xt, cover, dont_care, weights, n_blocks, out):
+    """The sums of :func:`asso_scores` for every candidate with ``todo``, by
+    :func:`asso_usage`, row by row: the scores with "don't care" cells, where the counts by
+    groups of :func:`asso_scores` do not hold (a row's zeros are no longer its free columns
+    less its ones).
+
+    Parameters
+    ----------
+    cands : AssoCandidates
+        The candidates (their columns: ``ptr`` and ``cols``).
+    todo : bool array (n_cand,)
+        The candidates to score; the others' sums are left as they are.
+    X, Xt : Sparse
+        X's CSR and CSC forms.
+    cover : Cover
+        The factors so far.
+    dont_care : bool array (nnz,)
+        Per one of X (CSR order): an unknown cell (empty: none).
+    weights : Weights
+        w_pos and w_neg.
+    n_blocks : int
+        Candidates in ``n_blocks`` blocks, each with its own scratch.
+    out : Sums
+        A and B, written for the candidates of ``todo``.
+    """
+    cand_ptr, cand_cols = cands.ptr, cands.cols
+    A, B = out
     n_cand = len(cand_ptr) - 1
-    n = len(indptr) - 1
+    n = len(X.indptr) - 1
     for b in prange(n_blocks):
-        seen = np.zeros(n, dtype=np.bool_)
-        mark = np.zeros(len(colptr) - 1, dtype=np.bool_)
-        meets = np.zeros(used.shape[1], dtype=np.uint64)
+        scratch = _UsageScratch(
+            np.zeros(n, dtype=np.bool_),  # seen
+            np.zeros(len(Xt.indptr) - 1, dtype=np.bool_),  # mark
+            np.zeros(cover.used.shape[1], dtype=np.uint64),  # meets
+        )
         usage = np.zeros(n, dtype=np.bool_)
         for c in range(b * n_cand // n_blocks, (b + 1) * n_cand // n_blocks):
             if todo[c]:
                 A[c], B[c] = _usage_counts(
                     cand_cols[cand_ptr[c] : cand_ptr[c + 1]],
-                    colptr,
-                    colrows,
-                    indptr,
-                    indices,
-                    uncov,
+                    X,
+                    Xt,
+                    cover,
                     dont_care,
-                    used,
-                    fac_mask,
-                    w_pos,
-                    w_neg,
+                    weights,
                     usage,
-                    seen,
-                    mark,
-                    meets,
+                    scratch,
                 )
 
 
@@ -593,41 +652,41 @@ def _rows_within(ext, colbits, j, lo, hi):
 
 
 @kernel()
-def grecond_values(
-    indptr,
-    indices,
-    colptr,
-    colrows,
-    uncov,
-    in_extent,
-    in_intent,
-    extent_bits,
-    colbits,
-    ubits,
-    n_blocks,
-    values,
-):
+def grecond_values(X, Xt, uncov, concept, packed, n_blocks, values):
     """GreConD's value of adding each column j not in the current intent D.
 
     The new concept is C' = extent ∩ rows(j) and D' = C'↑ (the columns shared by all of C');
     its value is the number of still-uncovered ones in C' × D'. ``values[j] = -1`` for j in D
-    and 0 when C' is empty.
-
-    X comes as CSR (``indptr``, ``indices``) and CSC (``colptr``, ``colrows``: the rows of each
-    column); ``uncov[p]`` tells whether the p-th one in CSR order is still uncovered. D' lies
-    within any one row of C', say the first, r. Two ways to the value, the cheaper per column:
+    and 0 when C' is empty. D' lies within any one row of C', say the first, r. Two ways to the
+    value, the cheaper per column:
 
     - counting: over the rows of C', how many hold each column and how many of those ones are
       uncovered; D' is the columns of r held by all |C'| rows, the value the sum of their
       uncovered counts. Cost Σ deg(i) over C' (a call: Σ deg(i)² over the extent).
-    - bitsets (when ``colbits`` is given, shape (m, ceil(n/64)), each column's rows packed, and
-      ``ubits`` its uncovered ones; ``extent_bits`` packs the extent): C' packed, then each
-      column of r tested for containing it and its uncovered rows in C' counted. Cost
-      deg(r) × the words that C' spans: dense data.
+    - bitsets (when X's columns are packed): C' packed, then each column of r tested for
+      containing it and its uncovered rows in C' counted. Cost deg(r) × the words that C'
+      spans: dense data.
 
-    Columns are dealt to ``n_blocks`` blocks in turn (each value is computed alone, so the
-    results do not depend on the blocks).
+    Parameters
+    ----------
+    X, Xt : Sparse
+        X's CSR and CSC (the rows of each column) forms.
+    uncov : bool array (nnz,)
+        ``uncov[p]``: is the p-th one of X (CSR order) still uncovered.
+    concept : Concept
+        The current extent and intent D (``extent_bits`` used with ``packed``).
+    packed : Packed
+        X's columns and their uncovered ones as bits of rows; (0, 0) arrays: count instead.
+    n_blocks : int
+        Columns are dealt to ``n_blocks`` blocks in turn (each value is computed alone, so the
+        results do not depend on the blocks).
+    values : int64 array (m,)
+        Output: the value of each column.
     """
+    indptr, indices = X
+    colptr, colrows = Xt
+    in_extent, in_intent, extent_bits = concept
+    colbits, ubits = packed
     m = len(colptr) - 1
     words = colbits.shape[1]
     bits = colbits.shape[0] > 0

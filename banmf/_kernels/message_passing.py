@@ -31,35 +31,104 @@ and sums are computed in the same order either way, so the results are the same 
 any number of threads.
 """
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import prange
 
 from .variants import kernel
 
 
+class Cells(NamedTuple):
+    """The observed cells of X (the edges of the factor graph).
+
+    Attributes
+    ----------
+    indptr, indices : integer arrays (n + 1,) and (cells,)
+        Their CSR form.
+    ones : bool array (cells,)
+        X's value at each.
+    """
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    ones: np.ndarray
+
+
+class Messages(NamedTuple):
+    """The incoming messages of every observed cell and factor.
+
+    Attributes
+    ----------
+    in_x, in_y : float64 arrays (cells, k)
+        To ``W[i, l]`` and to ``H[l, j]`` (on the first iteration they hold the random
+        outgoing messages).
+    """
+
+    in_x: np.ndarray
+    in_y: np.ndarray
+
+
+class Marginals(NamedTuple):
+    """The marginals' log-ratios.
+
+    Attributes
+    ----------
+    x : float64 array (n, k)
+        W's.
+    y : float64 array (m, k)
+        H's, transposed.
+    """
+
+    x: np.ndarray
+    y: np.ndarray
+
+
+class Channel(NamedTuple):
+    """The channel's and W's prior log-ratios.
+
+    Attributes
+    ----------
+    co1, co0 : float
+        The channel's log-ratio on an observed one, on an observed zero.
+    cx : float
+        W's prior log-odds.
+    """
+
+    co1: float
+    co0: float
+    cx: float
+
+
 @kernel()
-def mp_sweep(
-    indptr, indices, ones, in_x, in_y, marg_x, marg_y, co1, co0, cx, damping, first, n_blocks,
-    row_diff,
-):  # fmt: skip
+def mp_sweep(cells, messages, marginals, channel, damping, first, n_blocks, row_diff):
     """One damped update of every cell's messages, and the new ``marg_x``.
 
     Parameters
     ----------
-    indptr, indices : the observed cells of X, CSR (rows (n + 1,), columns)
-    ones : bool array (cells,): X's value at each observed cell
-    in_x, in_y : float64 (cells, k), updated in place (on the first iteration they hold the
-        random outgoing messages)
-    marg_x : float64 (n, k): read for the outgoing messages, then set to the new marginals
-    marg_y : float64 (m, k): read only (:func:`mp_column_marginals` sets it afterwards)
-    co1, co0 : the channel's log-ratio on an observed one, on an observed zero
-    cx : W's prior log-odds
-    damping : share of the previous message kept
-    first : the first iteration
-    n_blocks : blocks of rows (one per parallel task)
-    row_diff : float64 (n,): set to the largest |new − previous| message of each row, before
-        damping (the convergence test)
+    cells : Cells
+        The observed cells of X.
+    messages : Messages
+        ``in_x``, ``in_y``, updated in place.
+    marginals : Marginals
+        ``x``: read for the outgoing messages, then set to the new marginals; ``y``: read only
+        (:func:`mp_column_marginals` sets it afterwards).
+    channel : Channel
+        The channel's log-ratios and W's prior.
+    damping : float
+        Share of the previous message kept.
+    first : bool
+        The first iteration.
+    n_blocks : int
+        Blocks of rows (one per parallel task).
+    row_diff : float64 array (n,)
+        Output: the largest |new − previous| message of each row, before damping (the
+        convergence test).
     """
+    indptr, indices, ones = cells
+    in_x, in_y = messages
+    marg_x, marg_y = marginals
+    co1, co0, cx = channel
     n = indptr.shape[0] - 1
     k = in_x.shape[1]
     fresh = 1.0 - damping
@@ -146,9 +215,12 @@ def mp_column_marginals(col_indptr, col_cells, in_y, cy, n_blocks, marg_y):
 
 
 @kernel()
-def mp_decoded_errors(indptr, indices, ones, marg_x, marg_y, n_blocks, row_err):
-    """Errors of the decoded factors ``W = marg_x > 0``, ``H = marg_yᵀ > 0`` on each row's
-    observed cells, into ``row_err`` (n,)."""
+def mp_decoded_errors(cells, marginals, n_blocks, row_err):
+    """Errors of the decoded factors ``W = marginals.x > 0``, ``H = marginals.yᵀ > 0`` on each
+    row's observed ``cells`` (:class:`Cells`), into ``row_err`` (n,), in ``n_blocks`` blocks
+    of rows."""
+    indptr, indices, ones = cells
+    marg_x, marg_y = marginals
     n = indptr.shape[0] - 1
     k = marg_x.shape[1]
     for b in prange(n_blocks):

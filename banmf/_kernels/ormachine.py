@@ -25,6 +25,8 @@ Signed weights make one body serve the three forms of the data:
   (weight ``−1``), each one weighs ``+1``, and nothing else is observed.
 """
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit, prange
 
@@ -32,6 +34,50 @@ from .boolean import popcount64
 from .variants import kernel
 
 _ONE = np.uint64(1)
+
+
+class Weights(NamedTuple):
+    """The signed weights of the data's form (see the module's description).
+
+    Attributes
+    ----------
+    one, cell : int
+        The weight of a one of X and of a listed cell.
+    implicit : bool
+        Whether the cells not listed are observed zeros (every column of a code then weighs
+        −1 on top).
+    """
+
+    one: int
+    cell: int
+    implicit: bool
+
+
+class Other(NamedTuple):
+    """The factor held fixed, by the distinct nonzero codes of its columns.
+
+    Attributes
+    ----------
+    code_id : int64 array (m,)
+        Each column's code, −1 for none.
+    dcodes : uint64 array (D, ceil(k / 64))
+        The distinct codes.
+    dcounts : int64 array (D,)
+        How many columns have each.
+    """
+
+    code_id: np.ndarray
+    dcodes: np.ndarray
+    dcounts: np.ndarray
+
+
+class _Tally(NamedTuple):
+    """A row's tally by code (see :func:`_tally`): ``ones``, ``cells`` and ``touched``, one
+    entry per distinct code."""
+
+    ones: np.ndarray
+    cells: np.ndarray
+    touched: np.ndarray
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -78,13 +124,16 @@ def _covers(code, zrow):
 
 
 @njit(cache=True, nogil=True)
-def _tally(i, indptr, indices, cptr, cidx, code_id, implicit, ones, cells, touched):
-    """Row i's listed cells grouped by the distinct code of their column: ``ones[q]`` and
-    ``cells[q]`` count its ones and listed cells of code q (columns of code −1, covered by no
-    factor, count for nothing); ``touched[:t]`` lists the codes to visit (every code when zeros
-    are implicit, since each holds observed zeros). Returns t and the row's ones in columns of
-    no factor (always missed). The scratch arrays must be zero on entry; :func:`_untally` puts
-    them back."""
+def _tally(i, X, cells_of, code_id, implicit, tally):
+    """Row i's cells (``X``'s ones and the listed cells ``cells_of``, CSR) grouped by the
+    distinct code of their column, into ``tally``: ``ones[q]`` and ``cells[q]`` count its ones
+    and listed cells of code q (columns of code −1, covered by no factor, count for nothing);
+    ``touched[:t]`` lists the codes to visit (every code when zeros are implicit, since each
+    holds observed zeros). Returns t and the row's ones in columns of no factor (always
+    missed). The tally must be zero on entry; :func:`_untally` puts it back."""
+    indptr, indices = X
+    cptr, cidx = cells_of
+    ones, cells, touched = tally
     t = 0
     lost = 0
     if implicit:
@@ -111,15 +160,19 @@ def _tally(i, indptr, indices, cptr, cidx, code_id, implicit, ones, cells, touch
 
 
 @njit(cache=True, nogil=True)
-def _untally(t, touched, ones, cells):
+def _untally(t, tally):
+    ones, cells, touched = tally
     for s in range(t):
         ones[touched[s]] = 0
         cells[touched[s]] = 0
 
 
 @njit(cache=True, nogil=True)
-def _row_scores(t, touched, ones, cells, w_one, w_cell, implicit, dcodes, dcounts, zrow, scores):
+def _row_scores(t, tally, weights, other, zrow, scores):
     """``scores[l] = Σ x̃`` over the row's columns that count for factor l, from the tallies."""
+    ones, cells, touched = tally
+    w_one, w_cell, implicit = weights
+    dcodes, dcounts = other.dcodes, other.dcounts
     scores[:] = 0
     for s in range(t):
         q = touched[s]
@@ -131,10 +184,12 @@ def _row_scores(t, touched, ones, cells, w_one, w_cell, implicit, dcodes, dcount
 
 
 @njit(cache=True, nogil=True)
-def _row_errors(t, touched, ones, cells, implicit, dcodes, dcounts, zrow):
+def _row_errors(t, tally, implicit, other, zrow):
     """Observed cells of the row that the product gets wrong: the ones it misses and the
     observed zeros it covers (implicit zeros: every cell of a covered code, less its ones and
     its unknown cells)."""
+    ones, cells, touched = tally
+    dcodes, dcounts = other.dcodes, other.dcounts
     wrong = 0
     for s in range(t):
         q = touched[s]
@@ -147,64 +202,55 @@ def _row_errors(t, touched, ones, cells, implicit, dcodes, dcounts, zrow):
 
 
 @kernel()
-def gibbs_rows(
-    indptr,
-    indices,
-    cptr,
-    cidx,
-    w_one,
-    w_cell,
-    implicit,
-    code_id,
-    dcodes,
-    dcounts,
-    n_blocks,
-    lam,
-    uniforms,
-    codes,
-    errors,
-):
+def gibbs_rows(X, cells, weights, other, n_blocks, lam, uniforms, codes, errors):
     """One Gibbs sweep over the rows of a factor: for each row i and each factor l in order,
     set ``z_il = 1`` iff ``uniforms[i, l] < σ(λ·score)``, the score taken with the row's
-    current factors (recounted after each change). The other factor enters through its
-    distinct nonzero codes ``dcodes`` (D, ceil(k/64)), how many columns have each
-    (``dcounts``) and each column's code (``code_id``, −1 for none). ``codes`` (rows,
-    ceil(k/64)) is updated in place; ``errors[i]`` gets row i's errors under the new codes.
-    Rows are independent given the other factor: they run in ``n_blocks`` contiguous blocks
-    (in parallel, each with its own scratch), and the uniforms are drawn by the caller, so the
-    result depends on neither the blocks nor the threads."""
-    n = indptr.shape[0] - 1
+    current factors (recounted after each change). Rows are independent given the other
+    factor: they run in ``n_blocks`` contiguous blocks (in parallel, each with its own
+    scratch), and the uniforms are drawn by the caller, so the result depends on neither the
+    blocks nor the threads.
+
+    Parameters
+    ----------
+    X, cells : Sparse
+        X's ones and the listed cells, CSR.
+    weights : Weights
+        The data's form.
+    other : Other
+        The other factor.
+    n_blocks : int
+        Blocks of rows.
+    lam : float
+        λ.
+    uniforms : float64 array (rows, k)
+        The uniform draws.
+    codes : uint64 array (rows, ceil(k / 64))
+        The factor's codes, updated in place.
+    errors : int64 array (rows,)
+        Output: each row's errors under the new codes.
+    """
+    implicit = weights.implicit
+    code_id, dcodes = other.code_id, other.dcodes
+    n = X.indptr.shape[0] - 1
     k = uniforms.shape[1]
     kw = codes.shape[1]
     D = dcodes.shape[0]
     for b in prange(n_blocks):
-        ones = np.zeros(D, dtype=np.int64)
-        cells = np.zeros(D, dtype=np.int64)
-        touched = np.empty(D, dtype=np.int64)
+        tally = _Tally(
+            np.zeros(D, dtype=np.int64),  # ones
+            np.zeros(D, dtype=np.int64),  # cells
+            np.empty(D, dtype=np.int64),  # touched
+        )
         scores = np.empty(k, dtype=np.int64)
         zrow = np.empty(kw, dtype=np.uint64)
         for i in range(b * n // n_blocks, (b + 1) * n // n_blocks):
-            t, lost = _tally(
-                i, indptr, indices, cptr, cidx, code_id, implicit, ones, cells, touched
-            )
+            t, lost = _tally(i, X, cells, code_id, implicit, tally)
             for w in range(kw):
                 zrow[w] = codes[i, w]
             stale = True
             for l in range(k):
                 if stale:
-                    _row_scores(
-                        t,
-                        touched,
-                        ones,
-                        cells,
-                        w_one,
-                        w_cell,
-                        implicit,
-                        dcodes,
-                        dcounts,
-                        zrow,
-                        scores,
-                    )
+                    _row_scores(t, tally, weights, other, zrow, scores)
                     stale = False
                 p1 = 1.0 / (1.0 + np.exp(-lam * scores[l]))
                 word = l >> 6
@@ -215,26 +261,25 @@ def gibbs_rows(
                     stale = True
             for w in range(kw):
                 codes[i, w] = zrow[w]
-            errors[i] = lost + _row_errors(t, touched, ones, cells, implicit, dcodes, dcounts, zrow)
-            _untally(t, touched, ones, cells)
+            errors[i] = lost + _row_errors(t, tally, implicit, other, zrow)
+            _untally(t, tally)
 
 
 @kernel()
-def all_row_scores(
-    indptr, indices, cptr, cidx, w_one, w_cell, implicit, code_id, dcodes, dcounts, codes, out
-):
+def all_row_scores(X, cells, weights, other, codes, out):
     """``out[i, l]``: the score of factor l in row i, the factors held as they are (for tests
-    and diagnostics: the conditional log-odds of ``z_il = 1`` is ``λ·out[i, l]``)."""
-    n = indptr.shape[0] - 1
-    D = dcodes.shape[0]
+    and diagnostics: the conditional log-odds of ``z_il = 1`` is ``λ·out[i, l]``); the
+    arguments as for :func:`gibbs_rows`."""
+    n = X.indptr.shape[0] - 1
+    D = other.dcodes.shape[0]
     for i in prange(n):
-        ones = np.zeros(D, dtype=np.int64)
-        cells = np.zeros(D, dtype=np.int64)
-        touched = np.empty(D, dtype=np.int64)
-        t, _ = _tally(i, indptr, indices, cptr, cidx, code_id, implicit, ones, cells, touched)
-        _row_scores(
-            t, touched, ones, cells, w_one, w_cell, implicit, dcodes, dcounts, codes[i], out[i]
+        tally = _Tally(
+            np.zeros(D, dtype=np.int64),  # ones
+            np.zeros(D, dtype=np.int64),  # cells
+            np.empty(D, dtype=np.int64),  # touched
         )
+        t, _ = _tally(i, X, cells, other.code_id, weights.implicit, tally)
+        _row_scores(t, tally, weights, other, codes[i], out[i])
 
 
 @kernel()

@@ -6,11 +6,10 @@ contain row i and ``hcode[j]`` those that contain column j (bit l of word l // 6
 (i, j) is covered iff ``wcode[i] & hcode[j]`` is not zero. The residual data D_R are the ones
 of X that no pattern covers.
 
-Unknown cells come as a second sparse pattern, ``cells`` (CSR ``cptr, cind`` and its CSC form
-``ccptr, ccind``): with ``observed`` False they are the unknown cells (every other non-one is
-an observed zero), with ``observed`` True they are the observed zeros (every other non-one is
-unknown). Unknown cells are never noise and never count in the cost; the noise of a pattern
-is its observed zeros.
+Unknown cells come as a second sparse pattern, :class:`Cells` (its CSR and CSC forms): with
+``observed`` False they are the unknown cells (every other non-one is an observed zero), with
+``observed`` True they are the observed zeros (every other non-one is unknown). Unknown cells
+are never noise and never count in the cost; the noise of a pattern is its observed zeros.
 
 The cost is PaNDa+'s J_P^ρ: ``J = ρ·Σ_P (|P_T| + |P_I|) + (false negatives + false positives)``
 over observed cells. A candidate pattern P lowers J by ``U − Z − ρ·(|P_T| + |P_I|)``, U the
@@ -20,11 +19,87 @@ dense oracle doing the same arithmetic gets the same answer.
 """
 
 from collections import namedtuple
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
 from .boolean import popcount64
+from .sparse import Sparse
+
+
+class Cells(NamedTuple):
+    """The listed cells: X's unknown cells or its observed zeros.
+
+    Attributes
+    ----------
+    csr, csc : Sparse
+        Their CSR and CSC forms.
+    observed : bool
+        False: they are the unknown cells (every other non-one of X is an observed zero);
+        True: they are the observed zeros (every other non-one is unknown).
+    """
+
+    csr: Sparse
+    csc: Sparse
+    observed: bool
+
+
+class Codes(NamedTuple):
+    """The patterns accepted so far, as bit codes (bit l of word l // 64: pattern l).
+
+    Attributes
+    ----------
+    wcode : uint64 array (n, words)
+        The patterns that contain each row.
+    hcode : uint64 array (m, words)
+        The patterns that contain each column.
+    row_pat, col_pat : int64 arrays (n,) and (m,)
+        :func:`single_patterns` of ``wcode`` and ``hcode``.
+    """
+
+    wcode: np.ndarray
+    hcode: np.ndarray
+    row_pat: np.ndarray
+    col_pat: np.ndarray
+
+
+class Tolerances(NamedTuple):
+    """PaNDa+'s noise tolerances and ρ.
+
+    Attributes
+    ----------
+    eps_row, eps_col : float
+        Every row of a pattern holds at most ``eps_row·|I|`` noisy cells in its items, every
+        item at most ``eps_col·|T|`` in its rows.
+    rho : float
+        The weight of a pattern's size in the cost J.
+    """
+
+    eps_row: float
+    eps_col: float
+    rho: float
+
+
+class Core(NamedTuple):
+    """FIND-CORE's outputs (see :func:`find_core`).
+
+    Attributes
+    ----------
+    in_rows : bool array (n,)
+        The core's rows, as a mask.
+    rows : int64 array (n,)
+        The core's rows, first t.
+    cols : int64 array (m,)
+        Its items in the order they joined, first c.
+    ext : int64 array (m,)
+        The extension list, first e.
+    """
+
+    in_rows: np.ndarray
+    rows: np.ndarray
+    cols: np.ndarray
+    ext: np.ndarray
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -75,17 +150,37 @@ def single_patterns(codes, out):
 
 
 @njit(cache=True, nogil=True)
-def find_core(cindptr, cindices, wcode, hcode, order, rho, in_rows, rows, cols, ext):
+def find_core(Xt, codes, order, rho, core):
     """FIND-CORE (TKDE 2014, Algorithm 2) on the residual data.
 
     The core starts as the item ``order[0]`` with its residual rows; each further item of
     ``order`` joins it (its rows shrink to those that hold the item in D_R) iff J does not rise,
     i.e. ``t'·(c+1) − t·c ≥ ρ·(t' + 1 − t)`` for t rows, c items and t' rows left; otherwise
-    the item goes to the extension list. ``in_rows`` (n, bool) is set to the core's rows.
-    Returns ``(t, c, e)``: the core's rows ``rows[:t]``, items ``cols[:c]`` (in the order they
-    joined) and the extension list ``ext[:e]`` (in ``order``). t = 0 when ``order[0]`` has no
-    residual one (then c = e = 0).
+    the item goes to the extension list.
+
+    Parameters
+    ----------
+    Xt : Sparse
+        X's CSC form.
+    codes : Codes
+        The patterns so far (``wcode`` and ``hcode``).
+    order : int64 array
+        The items in the order they are tried.
+    rho : float
+        ρ.
+    core : Core
+        Outputs: ``in_rows`` set to the core's rows, and ``rows``, ``cols``, ``ext``.
+
+    Returns
+    -------
+    t, c, e : int
+        The core's rows ``rows[:t]``, items ``cols[:c]`` (in the order they joined) and the
+        extension list ``ext[:e]`` (in ``order``). t = 0 when ``order[0]`` has no residual one
+        (then c = e = 0).
     """
+    cindptr, cindices = Xt
+    wcode, hcode = codes.wcode, codes.hcode
+    in_rows, rows, cols, ext = core
     n = in_rows.shape[0]
     in_rows[:] = False
     first = order[0]
@@ -182,7 +277,9 @@ def _extend_side(side, count, other, n_other, ext, head, tight, mark, inter, obs
     count of the side's lines and the u − z of the lines added.
     """
     # Scoring and adding a candidate are written out here: as helpers taking a side's dozen
-    # arrays (inlined or not) they made mushroom fits 1.3-2 times slower.
+    # arrays (inlined or not) they made mushroom fits 1.3-2 times slower. For the same reason
+    # the scratch arrays come as arguments of their own, not as a group: the passes run slower
+    # on arrays taken from a tuple argument.
     ptr, ind, cptr, cind, code, pat, eps, member, lines, noise_of = side
     other_code, other_pat, other_eps = other.code, other.pat, other.eps
     in_other, others, other_noise = other.member, other.lines, other.noise
@@ -267,29 +364,9 @@ def _extend_side(side, count, other, n_other, ext, head, tight, mark, inter, obs
 
 
 @njit(cache=True, nogil=True)
-def extend_core(
-    indptr,
-    indices,
-    cindptr,
-    cindices,
-    cptr,
-    cind,
-    ccptr,
-    ccind,
-    observed,
-    wcode,
-    hcode,
-    row_pat,
-    col_pat,
-    in_rows,
-    in_cols,
-    ext,
-    eps_row,
-    eps_col,
-    rho,
-):
-    """EXTEND-CORE (TKDE 2014, Algorithm 3): grow the pattern ``in_rows`` × ``in_cols`` (bool
-    masks, updated in place) on the whole data.
+def extend_core(X, Xt, cells, codes, tol, in_rows, in_cols, ext):
+    """EXTEND-CORE (TKDE 2014, Algorithm 3): grow the pattern ``in_rows`` × ``in_cols`` on the
+    whole data.
 
     Repeat: (A) every row not in the pattern, in index order, joins it if its noise stays
     within the tolerances and J does not rise (``u − z ≥ ρ``: u uncovered ones, z uncovered
@@ -297,12 +374,36 @@ def extend_core(
     time and each at most once, until one joins under the same rule; stop when (B) adds none.
     Tolerances (noise = observed zeros): every row of the pattern has at most ``eps_row·|I|``
     noisy cells in the pattern's items, every item at most ``eps_col·|T|`` in its rows.
-    ``row_pat``/``col_pat``: :func:`single_patterns` of ``wcode``/``hcode``.
 
-    Returns Σ (u − z) over the rows and items added: the extended pattern's U − Z (uncovered
-    ones less uncovered observed zeros) is the starting pattern's plus this (for a core, t·c
-    plus this), and its decrease of J is its U − Z less ρ·(|T| + |I|).
+    Parameters
+    ----------
+    X, Xt : Sparse
+        X's CSR and CSC forms.
+    cells : Cells
+        The listed cells (unknown cells or observed zeros).
+    codes : Codes
+        The patterns so far.
+    tol : Tolerances
+        ``eps_row``, ``eps_col`` and ρ.
+    in_rows, in_cols : bool arrays (n,) and (m,)
+        The pattern's rows and items, updated in place.
+    ext : int64 array
+        The extension list (the items that (B) tries, in order).
+
+    Returns
+    -------
+    int
+        Σ (u − z) over the rows and items added: the extended pattern's U − Z (uncovered ones
+        less uncovered observed zeros) is the starting pattern's plus this (for a core, t·c
+        plus this), and its decrease of J is its U − Z less ρ·(|T| + |I|).
     """
+    indptr, indices = X
+    cindptr, cindices = Xt
+    cptr, cind = cells.csr
+    ccptr, ccind = cells.csc
+    observed = cells.observed
+    wcode, hcode, row_pat, col_pat = codes
+    eps_row, eps_col, rho = tol
     n = in_rows.shape[0]
     m = in_cols.shape[0]
     n_pat = 64 * wcode.shape[1]

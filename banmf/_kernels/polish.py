@@ -20,20 +20,21 @@ def subset_sums(counts, k):
 
 
 @kernel()
-def best_row_codes(
-    indptr, indices, cindptr, cindices, observed, col_codes, F, k, m, codes, n_blocks
-):
+def best_row_codes(X, cells, observed, col_codes, F, k, m, codes, n_blocks):
     """Give every row the k-bit pattern with the lowest Hamming error; change only on strict gain.
 
     ``col_codes[j]`` is column j of the other factor as k bits and ``F[s]`` the number of columns
     whose code is a subset of s (all m columns). A row with pattern a leaves uncovered exactly
-    the columns with code ⊆ ~a, so with S_i its support and F_i the same count over S_i only,
-    its error is ``m − |S_i| − F(~a) + 2·F_i(~a)``. With unknown cells (``cindptr``,
-    ``cindices``: row i's cells C_i, :class:`banmf.data.masks.Unknown`, and F_C the count over
-    them) only observed cells count: ``m − |S_i| − |C_i| − F + 2·F_i + F_C`` when C_i are the
-    unknown cells, ``|C_i| + F_i − F_C`` when they are the observed zeros (``observed``).
+    the columns with code ⊆ ~a, so with S_i its support (``X``, CSR
+    :class:`~banmf._kernels.sparse.Sparse`) and F_i the same count over S_i only, its error is
+    ``m − |S_i| − F(~a) + 2·F_i(~a)``. With listed cells (``cells``, CSR: row i's cells C_i,
+    :class:`banmf.data.masks.Unknown`, and F_C the count over them) only observed cells count:
+    ``m − |S_i| − |C_i| − F + 2·F_i + F_C`` when C_i are the unknown cells, ``|C_i| + F_i − F_C``
+    when they are the observed zeros (``observed``).
     ``codes`` (n,) is updated in place; returns how many rows changed.
     """
+    indptr, indices = X
+    cindptr, cindices = cells
     n = len(indptr) - 1
     size = 1 << k
     full = size - 1

@@ -1,11 +1,80 @@
 """The combination's kernels: what adding each candidate factor of a pool does to the error, and
 the grown candidates' majorities."""
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit, prange
 
 from .boolean import lower_bound
 from .variants import kernel
+
+
+class Rectangles(NamedTuple):
+    """A pool's candidates as rectangles of cells.
+
+    Attributes
+    ----------
+    row_ptr, row_idx : int64 arrays
+        Candidate f's rows are ``row_idx[row_ptr[f]:row_ptr[f + 1]]`` (sorted; local to this
+        block of rows); entry r is candidate f's row ``row_idx[r]``.
+    col_ptr, col_idx : int64 arrays
+        Its columns ``col_idx[col_ptr[f]:col_ptr[f + 1]]`` (sorted).
+    cell_ptr : int64 array (candidates + 1,)
+        The bit where its cells begin (row by row; a word of their own).
+    """
+
+    row_ptr: np.ndarray
+    row_idx: np.ndarray
+    col_ptr: np.ndarray
+    col_idx: np.ndarray
+    cell_ptr: np.ndarray
+
+
+class Units(NamedTuple):
+    """Units of work: unit u is candidate ``f[u]``'s entries ``r[u]:r[u + 1]``, whose bits
+    begin on a word of their own."""
+
+    f: np.ndarray
+    r: np.ndarray
+
+
+class CellBits(NamedTuple):
+    """The pool's cells as :func:`pool_cells` reads them from X.
+
+    Attributes
+    ----------
+    base : int64 array (entries,)
+        Per entry, the change in Hamming error from covering its cells where nothing covers
+        them (-1 a one, +1 an observed zero).
+    ones : uint64 array
+        A bit per cell, set on the ones of X (empty: not kept).
+    zeros : uint64 array
+        A bit per cell, set on the observed zeros (empty: not kept, or mode 0).
+    """
+
+    base: np.ndarray
+    ones: np.ndarray
+    zeros: np.ndarray
+
+
+class Slots(NamedTuple):
+    """The factors selected so far, as slots (bits in words).
+
+    Attributes
+    ----------
+    row_codes : uint64 array (n, words)
+        The slots that hold each row.
+    col_codes : uint64 array (m, words)
+        The slots that hold each column.
+    skip : uint64 array (words,)
+        The slots left out.
+    """
+
+    row_codes: np.ndarray
+    col_codes: np.ndarray
+    skip: np.ndarray
+
 
 #: Rows per parallel step of :func:`set_majority` (its counts are allocated once a step).
 MAJORITY_ROWS = 4096
@@ -83,38 +152,30 @@ def _cell_value(indices, p, p1, cindices, q, q1, mode, j):
 
 
 @kernel()
-def pool_cells(
-    indptr,
-    indices,
-    cindptr,
-    cindices,
-    mode,
-    row_ptr,
-    row_idx,
-    col_ptr,
-    col_idx,
-    cell_ptr,
-    unit_f,
-    unit_r,
-    base,
-    ones,
-    zeros,
-    out,
-):
-    """Each cell of a pool's candidates read from X once.
+def pool_cells(X, cells, mode, rects, units, read, out):
+    """Each cell of a pool's candidates read from X once. Cost O(area · log(row length)).
 
-    Candidate f is the rectangle of rows ``row_idx[row_ptr[f]:row_ptr[f + 1]]`` (sorted; local
-    to this block of rows) by columns ``col_idx[col_ptr[f]:col_ptr[f + 1]]`` (sorted). X's
-    ones are the CSR support ``indptr``, ``indices``; ``mode`` says what the cells ``cindices``
-    (CSR in ``cindptr``) are (:func:`_cell_value`). Writes ``base[r]``: the change in Hamming
-    error from covering the cells of entry r (candidate f's row ``row_idx[r]``, by its
-    columns) where nothing covers them (-1 a one, +1 an observed zero). With ``ones`` not
-    empty, a bit per cell (candidate f's from bit ``cell_ptr[f]`` on, row by row) set on the
-    ones of X, and with ``zeros`` not empty one set on the observed zeros (mode 1 or 2).
-    The work goes in units ``u``: candidate ``unit_f[u]``'s entries ``unit_r[u]:unit_r[u +
-    1]``, whose bits begin on a word of their own; ``out[u]`` is the unit's sum of ``base``.
-    Cost O(area · log(row length)).
+    Parameters
+    ----------
+    X, cells : Sparse
+        X's ones and its listed cells, CSR.
+    mode : int
+        What the listed cells are (:func:`_cell_value`).
+    rects : Rectangles
+        The candidates.
+    units : Units
+        The units of work.
+    read : CellBits
+        Outputs: ``base`` of every entry; with ``ones`` not empty, the bits of the ones of X
+        and with ``zeros`` not empty those of the observed zeros (mode 1 or 2).
+    out : int64 array (units,)
+        Output: each unit's sum of ``base``.
     """
+    indptr, indices = X
+    cindptr, cindices = cells
+    row_ptr, row_idx, col_ptr, col_idx, cell_ptr = rects
+    unit_f, unit_r = units
+    base, ones, zeros = read
     keep = len(ones) > 0
     for u in prange(len(unit_f)):
         f = unit_f[u]
@@ -142,31 +203,34 @@ def pool_cells(
 
 
 @kernel()
-def unit_gains(
-    mode,
-    row_ptr,
-    row_idx,
-    col_ptr,
-    col_idx,
-    cell_ptr,
-    unit_f,
-    unit_r,
-    base,
-    ones,
-    zeros,
-    row_codes,
-    col_codes,
-    skip,
-    out,
-):
+def unit_gains(mode, rects, units, read, slots, out):
     """``out[u]``: unit u's share of the change in Hamming error from adding candidate
-    ``unit_f[u]`` to a selection, from :func:`pool_cells`'s ``base`` and bits (X is not read).
+    ``units.f[u]`` to a selection, from :func:`pool_cells`'s ``read`` (X is not read).
 
-    The selection covers cell (i, j) when ``row_codes[i] & col_codes[j] & ~skip`` is not zero
-    (its slots as bits in words; ``skip``: slots left out). A row that no slot covers counts
-    its ``base`` whole; in another, each cell left uncovered counts -1 if a one, +1 if an
-    observed zero. Integer counts: units, and blocks of rows, add up to the whole's.
+    The selection covers cell (i, j) when ``row_codes[i] & col_codes[j] & ~skip`` is not zero.
+    A row that no slot covers counts its ``base`` whole; in another, each cell left uncovered
+    counts -1 if a one, +1 if an observed zero (``mode``: as for :func:`pool_cells`). Integer
+    counts: units, and blocks of rows, add up to the whole's.
+
+    Parameters
+    ----------
+    mode : int
+        What the listed cells are (:func:`_cell_value`).
+    rects : Rectangles
+        The candidates.
+    units : Units
+        The units of work.
+    read : CellBits
+        What :func:`pool_cells` read, bits included.
+    slots : Slots
+        The slots selected.
+    out : int64 array (units,)
+        Output.
     """
+    row_ptr, row_idx, col_ptr, col_idx, cell_ptr = rects
+    unit_f, unit_r = units
+    base, ones, zeros = read
+    row_codes, col_codes, skip = slots
     words = row_codes.shape[1]
     for u in prange(len(unit_f)):
         f = unit_f[u]

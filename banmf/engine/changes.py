@@ -1,5 +1,5 @@
 """What switching one bit of a Boolean factor does to the Hamming error of W⊗H, row by row,
-counted on the support: the step that the polish and the factor swaps (:mod:`banmf.polish`)
+counted on the support: the step that the polish and the factor swaps (:mod:`banmf.engine.polish`, :mod:`banmf.engine.swaps`)
 and the patterns (:mod:`banmf.patterns`) share.
 
 A row's change from switching bit l is the ones of X in the row that only bit l covers, plus,

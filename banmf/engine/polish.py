@@ -34,6 +34,7 @@ from .._kernels.polish import (
     support_uncovered,
     uncovered_by_codes,
 )
+from .._kernels.sparse import Sparse
 from ..data.dataset import Dataset
 from ..data.masks import (
     csr_from_parts,
@@ -199,7 +200,15 @@ def _exact_rows(data, free: np.ndarray, fixed_bool: np.ndarray) -> int:
     n_blocks = blocks_for(threads, X.shape[0])
     observed = unknown is not None and unknown.observed
     changed = variant(best_row_codes, threads)(
-        X.indptr, X.indices, C.indptr, C.indices, observed, b, F, k, X.shape[1], a, n_blocks
+        Sparse(X.indptr, X.indices),
+        Sparse(C.indptr, C.indices),
+        observed,
+        b,
+        F,
+        k,
+        X.shape[1],
+        a,
+        n_blocks,
     )
     free[:] = decode_codes(a, k)
     return int(changed)

@@ -28,7 +28,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._kernels.pool import pool_cells, set_counts, set_majority, unit_gains
+from .._kernels.pool import (
+    CellBits,
+    Rectangles,
+    Slots,
+    Units,
+    pool_cells,
+    set_counts,
+    set_majority,
+    unit_gains,
+)
+from .._kernels.sparse import Sparse
 from ..data.masks import words
 from ..runtime.threads import pick
 from .columns import top_columns
@@ -232,6 +242,10 @@ class WholePool:
         same pool reads none)."""
         self.codes[:] = 0
 
+    def _rects(self) -> Rectangles:
+        pool = self.pool
+        return Rectangles(pool.row_ptr, pool.row_idx, pool.col_ptr, pool.col_idx, self.cell_ptr)
+
     def _mode(self) -> tuple:
         X, unknown = self.data.X, self.data.unknown
         if unknown is None:
@@ -249,21 +263,12 @@ class WholePool:
         self.zeros = np.zeros(size if mode else 0, dtype=np.uint64)
         work = int(pool.areas.sum()) * 4
         pick(pool_cells, work)(
-            X.indptr,
-            X.indices,
-            cells.indptr,
-            cells.indices,
+            Sparse(X.indptr, X.indices),
+            Sparse(cells.indptr, cells.indices),
             mode,
-            pool.row_ptr,
-            pool.row_idx,
-            pool.col_ptr,
-            pool.col_idx,
-            self.cell_ptr,
-            self.unit_f,
-            self.unit_r,
-            self.base,
-            self.ones,
-            self.zeros,
+            self._rects(),
+            Units(self.unit_f, self.unit_r),
+            CellBits(self.base, self.ones, self.zeros),
             units,
         )
         if not bits:
@@ -280,19 +285,10 @@ class WholePool:
                 self._read(True, units)
             pick(unit_gains, int(pool.areas.sum()))(
                 self._mode()[1],
-                pool.row_ptr,
-                pool.row_idx,
-                pool.col_ptr,
-                pool.col_idx,
-                self.cell_ptr,
-                self.unit_f,
-                self.unit_r,
-                self.base,
-                self.ones,
-                self.zeros,
-                self.codes,
-                col_codes,
-                skip,
+                self._rects(),
+                Units(self.unit_f, self.unit_r),
+                CellBits(self.base, self.ones, self.zeros),
+                Slots(self.codes, col_codes, skip),
                 units,
             )
         out = np.zeros(len(pool), dtype=np.int64)

@@ -9,12 +9,18 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._kernels.cover import (
+    AssoCandidates,
+    Cover,
+    RowGroups,
+    Sums,
+    Weights,
     asso_scores,
     asso_scores_rowwise,
     asso_threshold,
     asso_usage,
     cover_concept,
 )
+from .._kernels.sparse import Sparse
 from ..data.masks import transpose_mask, with_cells
 from ..data.params import NONE, Interval
 from ..data.validation import WORK_BUDGET, check_work, work_duration
@@ -260,10 +266,10 @@ class _Association:
         self._most = int(deg.max(initial=0)) + 1
         self._keys = col_of * self._most + (self._most - 1 - self.coldeg)
 
-    def candidates(self, tau: float):
-        """(cand_ptr, cand_cols, n_light, kmask, cls) of the candidates ``A_ij ≥ τ`` (as
-        ``count ≥ τ·colsum``): the number of each one's light columns, its heavy ones as bits,
-        and its class (candidates of equal heavy columns and size share a class)."""
+    def candidates(self, tau: float) -> AssoCandidates:
+        """The candidates ``A_ij ≥ τ`` (as ``count ≥ τ·colsum``): their columns, the number of
+        each one's light columns, its heavy ones as bits, and its class (candidates of equal
+        heavy columns and size share a class)."""
         keep = self.counts >= tau * self.base
         owner = self.index[self.rows[keep]]
         n_cand = len(self.nonempty)
@@ -280,7 +286,7 @@ class _Association:
         kmask = np.bitwise_or.reduceat(one_bit, ptr[:-1]) if n_cand else np.zeros(0, np.uint64)
         key = np.stack([kmask.view(np.int64), np.diff(ptr)], axis=1)
         cls = np.unique(key, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
-        return ptr, cols, n_light, kmask, cls
+        return AssoCandidates(ptr, cols, n_light, kmask, cls, int(cls.max(initial=-1)) + 1)
 
     def step_work(self, cands, w_pos: float, w_neg: float, n_groups: int) -> float:
         """Operations of one step of :func:`asso_scores` over every candidate of ``cands``
@@ -288,7 +294,7 @@ class _Association:
         look and the row's sum), the groups of rows counted once per class of candidates whose
         heavy columns may gain, and a pass over its columns. Later steps cost about as much or
         less (only the candidates meeting the new factor are scored again)."""
-        ptr, cols, n_light, kmask, cls = cands
+        ptr, cols, n_light, kmask, cls, _ = cands
         sizes = np.diff(ptr)
         if len(sizes) == 0:
             return 0.0
@@ -361,7 +367,7 @@ class _Greedy:
         self._reset(tau)
         X, k = self.X, self.k
         n, m = X.shape
-        cand_ptr, cand_cols, n_light, kmask, cls = cands
+        cand_ptr, cand_cols = cands.ptr, cands.cols
         n_cand = len(cand_ptr) - 1
         if n_cand == 0:
             return False
@@ -385,6 +391,10 @@ class _Greedy:
         scores_kernel = variant(asso_scores, threads)
         rowwise = variant(asso_scores_rowwise, threads)
         dont_care = _NO_CELLS if self.dont_care is None else self.dont_care
+        csr, csc = Sparse(X.indptr, X.indices), Sparse(self.colptr, self.colrows)
+        cover = Cover(uncov, used, fac_mask)
+        weights = Weights(self.w_pos, self.w_neg)
+        sums = Sums(A, B)
         for l in range(k):
             if cancelled():
                 return True
@@ -394,55 +404,21 @@ class _Greedy:
                 A[same], B[same] = last_steps[l][1][same], last_steps[l][2][same]
                 todo = ~same
             if todo.any() and self.dont_care is not None:
-                rowwise(
-                    cand_ptr,
-                    cand_cols,
-                    todo,
-                    self.colptr,
-                    self.colrows,
-                    X.indptr,
-                    X.indices,
-                    uncov,
-                    dont_care,
-                    used,
-                    fac_mask,
-                    self.w_pos,
-                    self.w_neg,
-                    n_blocks,
-                    A,
-                    B,
-                )
+                rowwise(cands, todo, csr, csc, cover, dont_care, weights, n_blocks, sums)
             elif todo.any():
-                scores_kernel(
-                    cand_ptr,
-                    cand_cols,
-                    n_light,
-                    kmask,
-                    cls,
-                    int(cls.max()) + 1,
-                    todo,
-                    self.colptr,
-                    self.colrows,
+                groups = RowGroups(
                     self.coldeg,
-                    X.indptr,
-                    X.indices,
-                    uncov,
                     self.xtop,
+                    self.all_x,
+                    self.all_count,
                     patterns.pat,
                     patterns.used,
                     patterns.ctop,
-                    self.all_x,
-                    self.all_count,
                     patterns.g_ptr,
                     patterns.g_x,
                     patterns.g_count,
-                    fac_mask,
-                    self.w_pos,
-                    self.w_neg,
-                    n_blocks,
-                    A,
-                    B,
                 )
+                scores_kernel(cands, todo, csr, csc, cover, groups, weights, n_blocks, sums)
             self.steps.append((sizes, A.copy(), B.copy()))
             scores = self.w_pos * A - self.w_neg * B
             c = int(np.argmax(scores))
@@ -452,20 +428,7 @@ class _Greedy:
             self.chosen.append(cols)
             shared = shared and l < len(last_chosen) and np.array_equal(last_chosen[l], cols)
             usage = np.zeros(n, dtype=bool)
-            a, b = asso_usage(
-                cols,
-                self.colptr,
-                self.colrows,
-                X.indptr,
-                X.indices,
-                uncov,
-                dont_care,
-                used,
-                fac_mask,
-                self.w_pos,
-                self.w_neg,
-                usage,
-            )
+            a, b = asso_usage(cols, csr, csc, cover, dont_care, weights, usage)
             rows = np.flatnonzero(usage)
             in_factor = np.zeros(m, dtype=bool)
             in_factor[cols] = True

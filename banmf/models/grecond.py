@@ -8,7 +8,8 @@ from typing import ClassVar
 import numpy as np
 
 from .._kernels.boolean import pack_csr_rows
-from .._kernels.cover import cover_concept, grecond_values, intent_of
+from .._kernels.cover import Concept, Packed, cover_concept, grecond_values, intent_of
+from .._kernels.sparse import Sparse
 from ..data.masks import transpose_mask, with_cells
 from ..data.params import NONE, Interval
 from ..data.validation import WORK_BUDGET, check_work
@@ -220,6 +221,9 @@ class GreConD(BaseFactorization):
             colbits = ubits = np.zeros((0, 0), dtype=np.uint64)
             words = 0
         extent_bits = np.zeros(words, dtype=np.uint64)
+        csr, csc = Sparse(X.indptr, X.indices), Sparse(Xt.indptr, Xt.indices)
+        concept = Concept(in_extent, intent, extent_bits)
+        packed = Packed(colbits, ubits)
         while n_uncov > 0 and (limit is None or len(concepts) < limit):
             if cancelled():
                 return True
@@ -235,18 +239,7 @@ class GreConD(BaseFactorization):
                 # Work: every row of the extent, once per column it holds, against its ones.
                 threads = threads_for(int(deg2[rows].sum()) + X.nnz)
                 variant(grecond_values, threads)(
-                    X.indptr,
-                    X.indices,
-                    Xt.indptr,
-                    Xt.indices,
-                    uncov,
-                    in_extent,
-                    intent,
-                    extent_bits,
-                    colbits,
-                    ubits,
-                    blocks_for(threads, m),
-                    values,
+                    csr, csc, uncov, concept, packed, blocks_for(threads, m), values
                 )
                 j = int(np.argmax(values))
                 if values[j] <= best:

@@ -9,7 +9,15 @@ from typing import ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from .._kernels.message_passing import mp_column_marginals, mp_decoded_errors, mp_sweep
+from .._kernels.message_passing import (
+    Cells,
+    Channel,
+    Marginals,
+    Messages,
+    mp_column_marginals,
+    mp_decoded_errors,
+    mp_sweep,
+)
 from ..data.masks import cell_keys, with_cells
 from ..data.params import NONE, Interval
 from ..data.validation import WORK_BUDGET, check_random_state, check_work
@@ -315,10 +323,15 @@ class _Run:
         c = self.cells
         threads = threads_for(c.count * self.k * 10)
         variant(mp_sweep, threads)(
-            c.indptr, c.indices, c.ones, self.in_x, self.in_y, self.marg_x, self.marg_y,
-            self.co1, self.co0, self.cx, self.damping, first, blocks_for(threads, self.n),
+            Cells(c.indptr, c.indices, c.ones),
+            Messages(self.in_x, self.in_y),
+            Marginals(self.marg_x, self.marg_y),
+            Channel(self.co1, self.co0, self.cx),
+            self.damping,
+            first,
+            blocks_for(threads, self.n),
             self.row_diff,
-        )  # fmt: skip
+        )
         threads = threads_for(c.count * self.k)
         variant(mp_column_marginals, threads)(
             c.col_indptr, c.col_cells, self.in_y, self.cy, blocks_for(threads, self.m),
@@ -330,9 +343,11 @@ class _Run:
         c = self.cells
         threads = threads_for(c.count * 2)
         variant(mp_decoded_errors, threads)(
-            c.indptr, c.indices, c.ones, self.marg_x, self.marg_y, blocks_for(threads, self.n),
+            Cells(c.indptr, c.indices, c.ones),
+            Marginals(self.marg_x, self.marg_y),
+            blocks_for(threads, self.n),
             self.row_err,
-        )  # fmt: skip
+        )
         return int(self.row_err.sum())
 
     def iterate(self, progress: StartProgress) -> bool:

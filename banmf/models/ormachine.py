@@ -11,7 +11,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._kernels.ormachine import accumulate_codes, gibbs_rows
+from .._kernels.ormachine import Other, Weights, accumulate_codes, gibbs_rows
+from .._kernels.sparse import Sparse
 from ..data.masks import csr_from_parts, unique_rows, words
 from ..data.params import BOOLEAN, NONE, Interval, Options
 from ..data.validation import WORK_BUDGET, check_random_state, check_work
@@ -435,16 +436,10 @@ class _Side:
         visits = X.shape[0] * len(dcodes) if self.implicit else X.nnz + C.nnz
         threads = threads_for((X.nnz + C.nnz + 2 * visits) * other.shape[1])
         variant(gibbs_rows, threads)(
-            X.indptr,
-            X.indices,
-            C.indptr,
-            C.indices,
-            self.w_one,
-            self.w_cell,
-            self.implicit,
-            code_id,
-            dcodes,
-            dcounts,
+            Sparse(X.indptr, X.indices),
+            Sparse(C.indptr, C.indices),
+            Weights(self.w_one, self.w_cell, self.implicit),
+            Other(code_id, dcodes, dcounts),
             blocks_for(threads, X.shape[0]),
             float(lam),
             uniforms,

@@ -10,7 +10,17 @@ from typing import ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from .._kernels.panda import extend_core, find_core, residual_counts, single_patterns
+from .._kernels.panda import (
+    Cells,
+    Codes,
+    Core,
+    Tolerances,
+    extend_core,
+    find_core,
+    residual_counts,
+    single_patterns,
+)
+from .._kernels.sparse import Sparse
 from ..data.masks import transpose_mask, words
 from ..data.params import NONE, Interval
 from ..data.validation import WORK_BUDGET, check_random_state, check_work
@@ -297,37 +307,19 @@ class PaNDa(BaseFactorization):
         rows, items) of the pattern."""
         data, wcode, hcode, row_pat, col_pat = state
         n, m = data.X.shape
-        Xt, C, Ct = data.Xt, data.cells, data.cells_t
+        X, Xt = Sparse(data.X.indptr, data.X.indices), Sparse(data.Xt.indptr, data.Xt.indices)
+        C, Ct = data.cells, data.cells_t
+        cells = Cells(Sparse(C.indptr, C.indices), Sparse(Ct.indptr, Ct.indices), data.observed)
+        codes = Codes(wcode, hcode, row_pat, col_pat)
+        tol = Tolerances(float(self.eps_row), float(self.eps_col), float(self.rho))
         in_rows = np.empty(n, dtype=bool)
         rows = np.empty(n, dtype=np.int64)
         cols = np.empty(m, dtype=np.int64)
         ext = np.empty(m, dtype=np.int64)
-        t, c, e = find_core(
-            Xt.indptr, Xt.indices, wcode, hcode, order, float(self.rho), in_rows, rows, cols, ext
-        )
+        t, c, e = find_core(Xt, codes, order, tol.rho, Core(in_rows, rows, cols, ext))
         in_cols = np.zeros(m, dtype=bool)
         in_cols[cols[:c]] = True
-        added = extend_core(
-            data.X.indptr,
-            data.X.indices,
-            Xt.indptr,
-            Xt.indices,
-            C.indptr,
-            C.indices,
-            Ct.indptr,
-            Ct.indices,
-            data.observed,
-            wcode,
-            hcode,
-            row_pat,
-            col_pat,
-            in_rows,
-            in_cols,
-            ext[:e],
-            float(self.eps_row),
-            float(self.eps_col),
-            float(self.rho),
-        )
+        added = extend_core(X, Xt, cells, codes, tol, in_rows, in_cols, ext[:e])
         rows, cols = np.flatnonzero(in_rows), np.flatnonzero(in_cols)
         gain = (t * c + added) - float(self.rho) * (len(rows) + len(cols))
         return gain, rows, cols
