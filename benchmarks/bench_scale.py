@@ -193,9 +193,7 @@ def _counting_coverages(sampler: _Sampler):
     """The coverages each grid threshold search computes (its ``n_evaluated``, which the fit
     does not record), as ``{start: [counts]}``: an extra start by name, the random starts under
     ``"random"``, told apart by the last progress record of the thread that runs the search."""
-    import banmf  # noqa: F401 (loads the module below; its name is shadowed by the function)
-
-    booleanize = sys.modules["banmf.booleanize"]
+    import banmf.engine.booleanize as booleanize
     counts: dict[str, list[int]] = {}
     search_grid = booleanize.search_grid
 
