@@ -29,10 +29,9 @@ from ..exceptions import InvalidParameterError
 
 # Numba's OpenMP threads otherwise spin for a while after every parallel call, waiting for the
 # next; on a shared machine they take the cores that other processes (and the other fits of a
-# sweep) need, and every join then waits for a descheduled spinner. Measured at 10⁶ nonzeros,
-# k = 32 beside other busy processes: an iteration 62 → 24 ms alone, 124 → 47 ms with two
-# copies (docs/PERFORMANCE.md). GNU OpenMP reads this when Numba first starts its threads; a
-# policy the user has set is kept.
+# sweep) need, and every join then waits for a descheduled spinner (docs/decisions.md,
+# "Waiting threads"). GNU OpenMP reads this when Numba first starts its threads; a policy the
+# user has set is kept.
 if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
@@ -46,8 +45,9 @@ def _load_tbb() -> None:
     The wheel puts ``libtbb.so.12`` in the environment's ``lib`` folder, where the dynamic
     loader does not look, so Numba's TBB layer fails to load and Numba falls back to OpenMP.
     Loaded once by its path, the library is then found by its name. Why TBB where it is
-    installed: its waiting threads make an iteration 1.04-1.08× faster than OpenMP's passive
-    ones, and it keeps its threads in processes forked after them (docs/PERFORMANCE.md)."""
+    installed: its waiting threads make an iteration a little faster than OpenMP's passive
+    ones, and it keeps its threads in processes forked after them (docs/decisions.md, "Waiting
+    threads"; docs/PERFORMANCE.md)."""
     if not sys.platform.startswith("linux"):
         return
     try:
