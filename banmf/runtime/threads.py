@@ -106,10 +106,8 @@ def _serial_after_fork() -> bool:
 
 
 #: Work (about one multiply-add or one word operation per unit) below which a kernel call runs
-#: serially. ``benchmarks/bench_crossover.py`` on this project's 2-core machine (with other jobs
-#: running): the parallel MU kernels lose below 2·10⁵ units (0.2-0.8× the serial speed), break
-#: even between 2.5·10⁵ and 10⁶ (0.7-1.3×), and win above (1.6-2.3× at 2.5·10⁶-10⁷); a parallel
-#: call on a busy machine costs more still, so the cut sits in the upper half of the range.
+#: serially: there a parallel call's fork and join cost more than they save, the more so on a
+#: busy machine (docs/decisions.md, "Serial calls for small work").
 PARALLEL_MIN_WORK = 500_000
 
 _budget: contextvars.ContextVar[int | None] = contextvars.ContextVar("banmf_threads", default=None)
