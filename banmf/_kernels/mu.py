@@ -14,48 +14,9 @@ The solver stores factor rows zero-padded to whole vectors (:func:`padded_width`
 and the scatter are compiled per padded width up to four registers (:func:`row_width`) and
 then keep a factor row in registers across a row's nonzeros.
 
-Measured and dropped: fusing the Y pass into the W pass (10-15 % slower at 10⁶ nonzeros: the
-gathered rows of H and the scattered rows of Wᵀ Y compete for L2). Measured again with the current
-kernels: one pass per row doing the Y pass of iteration t (its row of Y Hᵀ kept in registers),
-the W update of iteration t+1 and its scatter, bit-identical to the three kernels, ran at
-0.72-0.99× their speed (medians beside other jobs, 2 threads and 1, Poisson and power-law rows,
-k = 10 float64 and k = 32 float32) at 10⁶ nonzeros and 0.90× at 10⁷. Likely the same cause (not
-measured with counters): the rows of Hᵀ and of the Wᵀ Y partial (1 MB each at m = 10⁴) then
-share a 512 KiB L2, and the extra misses cost more than the saved second read of the indices, Y
-and W and Y Hᵀ's round trip. The Y pass and the W update alone in one pass (the scatter after
-it) gained nothing either: 0.84-1.00×. Also dropped: the scatter inside the W update's row loop
-instead of after it (no faster, and it made the update's kernel compile per width).
-
-Also measured and dropped: relabelling the columns by decreasing degree, each row's nonzeros
-kept in their order (the same bits), so that the hot rows of Hᵀ and of the Wᵀ Y partials share
-cache lines; and 16-bit column indices where m < 65536. The Y pass and the scatter alone, the
-variants rotated in one process (31 rounds at 10⁶ nonzeros, 100,000×10,000, three processes; 9
-rounds at 10⁷, 1,000,000×100,000, power-law only, two processes; medians of the processes'
-medians; load 6.3-10.8), on 2 threads and 1, Poisson and power-law rows and columns, k = 10
-float64 and k = 32 float32, ran at 0.97-1.03× (relabelled), 0.95-1.08× (relabelled, 16-bit)
-and 0.93-1.02× (16-bit) the current code's speed at 10⁶, and relabelled at 0.94-1.03× at 10⁷.
-Poisson columns are near even (max/mean degree 1.4); on power-law ones (max/mean 294) the top
-tenth of the columns hold 47 % of the nonzeros, and their rows (96 KB at k = 10 float64) likely
-stay in L2 under any labels (not measured with counters): the misses left are the cold rows',
-gathered at random either way.
-
-Measured again on a 2-core Sapphire Rapids machine (2 MiB of L2 a core, AVX-512; 10⁶ nonzeros,
-k = 10 float64, 2 threads, old and new code in alternated processes, nothing else running) and
-dropped: the Y pass fused with the next W update, the row of Y Hᵀ kept in registers (the same
-bits), 1.01-1.02× as fast as the two kernels; the Y pass, the next W update and its scatter in
-one parallel call, phase after phase over each W block's rows (the same bits; an iteration's
-parallel calls two instead of three), 0.93-1.04× (medians of 21 paired iterations, Poisson and
-power-law rows), and over runs of 64-4096 of a block's rows at a time, 0.85-0.96×; Y Hᵀ written
-with non-temporal stores, slower (the pass 2.44 → 2.51 ms, and the W update, which then reads
-it from memory, 1.64 → 1.79 ms); Y stored only where its value changed (on sparse data nearly
-every value stays at the lower bound), slower (2.34-2.41 → 2.55-2.60 ms: a compare and a branch
-per value); four nonzeros at a time in the Y pass (AVX-512 has 32 vector registers), two sums
-of the row of Y Hᵀ (other bits), a three-vector register tile in the row update: each within
-the noise (0.89-1.13×); rows stored 10 wide instead of 12 (vectors of 8 and 2 lanes): no
-faster, the W update 1.1× slower (its last two columns scalar). There an iteration costs what
-the number of vectors in a row says more than its bytes: 5.2-5.8 ms at k = 8 (one vector of 8),
-6.8-7.2 ms at k = 10 and 6.7-7.0 ms at k = 12 (two). The Y pass's prefetch stays: without it
-the pass took 2.9-3.3 ms against 2.5-2.6, although Hᵀ (960 KB) is smaller than L2.
+Each pass keeps its own loop over the rows (the W step's two share a parallel call, not a
+loop): fusing them was no faster, nor were the other variants tried (docs/decisions.md, "The
+iteration's passes stay apart" and "The kernels' other variants").
 """
 
 import numpy as np
@@ -504,22 +465,9 @@ def _scatter_rows_registers(
     Its own kernel, as the Y pass's: with the loops for wide rows in the same body it ran
     1.2-1.7× slower, and with vectors over a run-time k instead of those loops 1.1-4.8×
     (bench_devices.py; docs/devices.md). The rows of the partial it will update are asked for
-    ahead only where the partials are beyond the caches (:data:`~.prefetch.SCATTER_MIN_BYTES`):
-    at 10⁶ nonzeros (partials of 1 MB) that won 0.93-1.12× (median 1.07), at 10⁷ (10 MB) the
-    scatter alone ran 1.7-1.9× faster (k = 10 float64 and k = 32 float32; 1.15× inside the
-    solver at k = 10 float64), at 10⁸ 1.2×.
-
-    Also measured and dropped (10⁶ nonzeros, Poisson and power-law rows, k = 10 float64 and
-    k = 32 float32, alternated in one process): four nonzeros at a time (0.77-1.02×); blocks of
-    equal nonzeros instead of equal rows (0.94-1.01×: generated data's blocks already hold the
-    same nonzeros to within 0.3 %, and moving a boundary changes the bits); each partial zeroed
-    in the reduction, where it is read anyway, instead of before the pass (0.92-0.94×); the
-    reduction in one thread, a fork and join fewer (0.90-1.01×); each row's nonzeros split into
-    2-4 column tiles, rows taken 512 or 4096 at a time, so that a tile of the partial (1 MB at
-    m = 10⁴, k = 10 float64) fits in the 512 KiB L2 (0.5-0.8× on one thread: the extra pointers
-    and passes over W cost more than the misses saved); the columns split between the threads
-    instead of the rows (each thread its columns' share of every block's partial, the same
-    bits; 0.70-0.86× on 2 threads, beside another job: each thread reads all of W).
+    ahead only where the partials are beyond the caches (:data:`~.prefetch.SCATTER_MIN_BYTES`;
+    docs/decisions.md, "Prefetching"). The variants not kept are in docs/decisions.md, "The
+    kernels' other variants".
     """
     n = W.shape[0]
     nb = scatter_blocks.shape[0]
@@ -547,10 +495,8 @@ def _scatter_rows_loops(indptr, indices, y, cindptr, cindices, cy, W, scatter_bl
     """The scatter (:func:`scatter_rows`) with loops over a run-time k (any k; ``width`` is
     unused): for rows too wide for registers, plain loops ran 3× faster than vectors over a
     run-time k (bench_devices.py). The partial's rows are asked for ahead where the partials
-    are past the caches, as in :func:`_scatter_rows_registers`: at k = 32 float64, 2 threads,
-    the scatter took 0.15 s against 0.33 s at 10⁷ nonzeros and 10.1 ms against 12.0 ms at 10⁶
-    (partials of 2.6 MB); measured earlier without that bound, at 10⁶ on another machine,
-    prefetching cost."""
+    are past the caches, as in :func:`_scatter_rows_registers` (docs/decisions.md,
+    "Prefetching")."""
     n = W.shape[0]
     nb = scatter_blocks.shape[0]
     for b in prange(nb):
@@ -773,10 +719,8 @@ def _project_spmm_loops(
     indptr, indices, W, Ht, lower, upper, project, y, YHt, sq, cindptr, cindices, cy, width
 ):
     """The Y pass (:func:`project_spmm`) with loops over k (any k; ``width`` is unused). The
-    rows of Hᵀ are asked for :data:`~.prefetch.FAR_AHEAD` nonzeros ahead where Hᵀ is past L2:
-    at k = 32 float64, 2 threads, the pass took 0.19 s against 0.31 s at 10⁷ nonzeros, and
-    0.97-1.08× the time at 10⁶ (uniform and power-law rows, one thread and two); measured with
-    earlier kernels at 10⁶, prefetching made it 1.3× slower (bench_devices.py)."""
+    rows of Hᵀ are asked for :data:`~.prefetch.FAR_AHEAD` nonzeros ahead where Hᵀ is past L2
+    (docs/decisions.md, "Prefetching")."""
     k = W.shape[1]
     pf = worth_prefetching(Ht)
     zero = W.dtype.type(0)

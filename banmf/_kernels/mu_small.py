@@ -2,9 +2,9 @@
 
 The kernels of :mod:`banmf._kernels.mu` hold rows in vector registers and tile the k×k Gram
 products; on a problem of a few thousand nonzeros that buys nothing (the same µs per call) and
-costs most of a first run's compile time (4.4 s of the 10 s in all, measured; these compile
-in under 1.5 s). The solver uses these below :data:`banmf.engine.iterations.SMALL_WORK`, whatever the
-thread budget, so the choice never depends on the number of threads. Same semantics as their
+costs most of a first run's compile time, where these compile in a fraction of it
+(docs/decisions.md, "Plain loops for small problems"). The solver uses these below
+:data:`banmf.engine.iterations.SMALL_WORK`, whatever the thread budget, so the choice never depends on the number of threads. Same semantics as their
 twins; serial only (small work never pays for threads).
 """
 

@@ -435,11 +435,9 @@ def cut_sums(vals, d, pos, low, shift, current, buf, gathered, sums, out):
     over the cuts r, where ``vals`` drops or r is 0 or n: ``out = (r, its sum, the sum after
     `current` rows)``, the first r on ties as ``np.argmin``. d is taken into rank order in
     two passes that each write within a bucket's part (``buf``, ``gathered``: n scratch;
-    ``sums``: one per bucket), not by a gather at random over n, whose 10⁷ random reads were
-    the cost: 0.096 s against 0.21-0.24 at 10⁷ rows (load 1.3). Dropped: d and the order in
-    int32 for that gather, half the bytes read at random, took as long (0.18-0.22 s against
-    0.18-0.20). Then the buckets sum in parallel and each scans from its offset. Integer
-    sums: the same whatever the threads."""
+    ``sums``: one per bucket), not by a gather at random over n, whose random reads take about
+    twice as long (docs/decisions.md, "Sorting for the thresholds"). Then the buckets sum in
+    parallel and each scans from its offset. Integer sums: the same whatever the threads."""
     n = len(vals)
     n_buckets = len(sums)
     for c in prange(n_buckets):

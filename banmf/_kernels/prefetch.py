@@ -4,14 +4,13 @@ The rows of ``Ht`` the Y pass reads come in the random order of the column indic
 hardware prefetcher can predict: without help every row is a cache miss waited for in turn.
 Asking for the row a few nonzeros ahead overlaps those misses. Who asks, and where:
 
-- the Y pass, both variants, where Hᵀ is past L2 (:data:`MIN_BYTES`): with rows in registers
-  1.15-1.23× at 10⁶ nonzeros (bench_devices.py, docs/devices.md); with loops for wide rows
-  1.65× at 10⁷ and 0.97-1.08× at 10⁶ (k = 32 float64; earlier kernels had lost 1.3× there);
+- the Y pass, both variants, where Hᵀ is past L2 (:data:`MIN_BYTES`);
 - the scatter of Wᵀ Y, both variants, where a partial is past :data:`SCATTER_MIN_BYTES` (from
-  about 10⁷ nonzeros, 10⁶ for wide rows): below it the hints cost about what they save
-  (0.93-1.12× at 10⁶);
+  about 10⁷ nonzeros, 10⁶ for wide rows): below it the hints cost about what they save;
 - the randomized SVD's product of X with a block (:func:`banmf._kernels.svd.mask_times`),
-  whose gathered rows at 10⁸ nonzeros come from memory: 1.8-2.5× faster there.
+  whose gathered rows at 10⁸ nonzeros come from memory.
+
+The bounds and distances are chosen in docs/decisions.md, "Prefetching".
 
 A prefetch is only a hint: it never faults and never changes a result.
 
@@ -31,27 +30,23 @@ from .simd import item_pointer, python_twin
 LINE = 64
 
 #: Tables smaller than this stay in L2 once touched: prefetching them only costs instructions
-#: (2× slower iterations at 500×500, k = 5).
+#: (docs/decisions.md, "Prefetching").
 MIN_BYTES = 512 * 1024
 
 #: How many nonzeros ahead the passes ask for a row: far enough to cover a miss to L3 or
-#: memory, near enough that the line is still there when used (4-16 measured equally well).
-#: On a 512 KiB L2, 32 MiB L3 machine the Y pass with 16 ahead took 0.77-0.94× the time over
-#: 10⁵ columns but 1.19-1.29× over 10⁶ and 0.99-1.13× over 10⁴-3·10⁴ (10⁶-10⁷ nonzeros, k = 10
-#: float64 and k = 32 float32): no distance that depends on Hᵀ's size alone wins everywhere.
+#: memory, near enough that the line is still there when used; no distance that depends on
+#: Hᵀ's size alone wins everywhere (docs/decisions.md, "Prefetching").
 AHEAD = 8
 
 #: Partials smaller than this, scattered into at random, stay in the caches: there the hints
-#: for the rows about to be written cost about what they save (0.96× at 1.9 MB, 1.08× at 2.9
-#: MB on a 512 KiB L2, 32 MiB L3 machine), beyond it they win (1.7-1.9× at 10 MB, the
-#: kernel alone; 1.15× inside the solver, where the W update shares its call).
+#: for the rows about to be written cost about what they save, beyond it they win
+#: (docs/decisions.md, "Prefetching").
 SCATTER_MIN_BYTES = 2 * 1024 * 1024
 
 #: How many nonzeros ahead the scatter asks for the partial's rows it will update, and the Y
 #: pass's loops for wide rows for the rows they read: an update is a read and a write-back, and
-#: a wide row several lines, whose misses need a longer lead than the Y pass's narrow reads (16
-#: and 32 ahead 1.1-1.3× faster than 8 in the scatter at 10⁷ nonzeros; 8 and 16 alike in the
-#: wide Y pass).
+#: a wide row several lines, whose misses need a longer lead than the Y pass's narrow reads
+#: (docs/decisions.md, "Prefetching").
 FAR_AHEAD = 16
 
 

@@ -10,10 +10,9 @@ compile time (a wider Vec spans several registers); otherwise kernels loop over 
 and finish the last ``k % lanes`` entries with scalar code.
 
 The kernels index their per-nonzero arrays with an unsigned index (``y[np.uintp(p)]``), which
-Numba does not wrap: the intrinsics ``item`` / ``set_item`` that did the same were no faster
-(0.95-1.04×, bench_devices.py) and were removed. Each device here was A/B-tested against plain
-Numba (docs/devices.md): explicit vectors won 1.4-6.4× and the :class:`Width` specialization
-1.1-4.8×.
+Numba does not wrap, and which is as fast as intrinsics doing the same (docs/devices.md). Each
+device here was A/B-tested against plain Numba (docs/devices.md): explicit vectors won
+1.4-6.4× and the :class:`Width` specialization 1.1-4.8×.
 
 Every function here is inlined into its caller; none checks bounds (the kernels' indices come
 from validated CSR structure and the arrays' own shapes).

@@ -303,8 +303,8 @@ def check_dense_budget(shape: tuple[int, int], budget, what: str) -> None:
 #: minutes at :data:`OPS_PER_SECOND`).
 WORK_BUDGET = 6e10
 #: The rate the estimates are turned into time with: operations (a row looked at, a group
-#: counted) per second, measured on the 2-core machine this was developed on (retail,
-#: 88162 × 16470: ASSO's τ sweep and GreConD, k = 5 and 10).
+#: counted) per second on the 2-core machine banmf was developed on (docs/decisions.md, "The
+#: work estimates").
 OPS_PER_SECOND = 2e8
 
 

@@ -28,11 +28,8 @@ TABLE_MAX_K = 16
 
 
 #: Tables are built when their k·2^k counts are at most this many times the bitsets' word
-#: operations for one pass over the free rows (:func:`use_tables`). Measured on a flip polish
-#: of random factors, tables against bitsets for both half-steps (medians of 3, a busy 2-core
-#: machine): votes 232×16 0.87× at k = 10 (work ratios 4 and 16), 3.5× at 12, 37× at 16; Zoo
-#: 0.71× at k = 8 (2.5 and 8.5), 2.7× at 12, 149× at 16; LUCAP0 2000×143 0.44× at k = 10 (0.2),
-#: 1.2× at 12 (0.7 and 0.9), 11× at 16 (11 and 14). Before, tables served every k ≤ 16.
+#: operations for one pass over the free rows (:func:`use_tables`) (docs/decisions.md,
+#: "Subset-sum tables for the flips").
 TABLE_WORK_RATIO = 1
 
 

@@ -37,8 +37,8 @@ _MAX_BLOCKS = 4
 _SCATTER_BUDGET_BYTES = 2**28
 
 #: Work per iteration (multiply-adds: 3·nnz·k + (n+m)·k²) below which the solver uses the
-#: plain-loop kernels of :mod:`banmf._kernels.mu_small`: as fast there, and a first run compiles
-#: in 7 s instead of 10 (the README's Zoo fit, measured). It depends on the problem only, never
+#: plain-loop kernels of :mod:`banmf._kernels.mu_small`: as fast there, and quicker to compile
+#: (docs/decisions.md, "Plain loops for small problems"). It depends on the problem only, never
 #: on the threads.
 SMALL_WORK = 100_000
 

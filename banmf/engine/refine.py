@@ -209,9 +209,9 @@ def descending(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     :func:`best_cut` needs) and their positions: each value packed with its position in one word
     (:func:`~banmf._kernels.polish.descending_keys`), the words sorted by numpy's vectorised
     sort, and the rare runs whose values share the words' top bits put in order
-    (:func:`~banmf._kernels.polish.order_ties`). At 10⁸ nonzeros an argsort of W's values per
-    factor was the per-factor thresholds' serial step: 1.0-1.3 s for 10⁷ values against
-    0.33-0.5 s so (load 3.8); sorting parts on threads and merging them had taken 1.4-2.1 s."""
+    (:func:`~banmf._kernels.polish.order_ties`). An argsort of the values per factor, the
+    per-factor thresholds' serial step at scale, takes about three times as long
+    (docs/decisions.md, "Sorting for the thresholds")."""
     n = len(values)
     shift = np.uint64(max(n - 1, 0).bit_length())
     keys = np.empty(n, dtype=np.uint64)

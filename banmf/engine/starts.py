@@ -13,9 +13,9 @@ __all__ = ["AUTO_N_INIT", "auto_n_init", "start_cost"]
 AUTO_N_INIT = ((10**9, 10), (10**10, 5))
 
 # Costs of a start in multiply-adds, for n_init="auto": an iteration's fixed Python cost (about
-# 50 µs, as much as 5·10⁴ multiply-adds here), and the threshold search, per-factor thresholds
-# and polish after the iterations (together about 200 iterations' worth: 10 ms on Zoo,
-# 0.2 s on LUCAP0 k=10, measured).
+# 50 µs, as much as 5·10⁴ multiply-adds), and the threshold search, per-factor thresholds and
+# polish after the iterations (together about 200 iterations' worth) (docs/decisions.md, "The
+# cost of a start").
 _ITERATION_OVERHEAD = 50_000
 _REFINEMENT_ITERATIONS = 200
 

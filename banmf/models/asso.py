@@ -136,7 +136,9 @@ class ASSO(BaseFactorization):
         n, m = X.shape
         deg = np.diff(X.indptr).astype(np.float64)
         products = float(deg @ deg)  # the products that XᵀX sums, and a bound on its entries
-        gram = 30 * products  # the sparse product, then its entries sorted twice (measured)
+        # The sparse product, then its entries sorted twice (docs/decisions.md, "The work
+        # estimates").
+        gram = 30 * products
         what = f"ASSO on this {n}×{m} X ({X.nnz:,} ones)"
         check_work(
             gram,
@@ -158,7 +160,8 @@ class ASSO(BaseFactorization):
             assoc = _Association(X, 0, relation)
             greedy = _Greedy(relation, k, w_pos, w_neg, assoc, dont_care)
         plan = {tau: assoc.candidates(tau) for tau in taus}
-        # each step: the kernel, and a few passes over the rows and candidates (measured)
+        # each step: the kernel, and a few passes over the rows and candidates
+        # (docs/decisions.md, "The work estimates")
         steps = {
             tau: (
                 assoc.step_work(plan[tau], w_pos, w_neg, len(greedy.all_x))

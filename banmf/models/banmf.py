@@ -165,8 +165,8 @@ class BANMF(BaseFactorization):
 
         Not counted in ``n_init``. "columns" and "grecond", which have no iterations, run
         before the random starts, and "nmf" after them, one after the other; whichever start
-        is exact (error 0) ends the fit, as nothing can beat it (on Zoo 101×15 at k = 15, the
-        "columns" start: 0.1 s instead of the 11 other starts' 85 s on a busy machine).
+        is exact (error 0) ends the fit, as nothing can beat it, and saves the other starts'
+        time.
     combine : bool, default True
         After the starts, combine them (docs/pipeline.md, "Combining the starts"): pool the
         Boolean factors of every start, GreConD's where it costs little beside the starts
@@ -178,26 +178,24 @@ class BANMF(BaseFactorization):
         sparse data it finds what no single start has (tiles 10⁵×10⁴ at k = 10: 0.6393 →
         0.6296). The pool is cut to a work budget of O(nnz·k). Not after an exact start.
     n_init : int or "auto", default "auto"
-        Independent random initialisations; the one with the lowest final Boolean error is
-        kept (ties: the earliest; an exact fit, of any start, stops the starts). The first uses the same
-        start as ``n_init=1``. "auto": decided by the whole cost of the first start
+        Independent random initialisations; the one with the lowest final Boolean error is kept
+        (ties: the earliest; an exact fit, of any start, stops the starts). The first uses the
+        same start as ``n_init=1``. "auto": decided by the whole cost of the first start
         (:func:`start_cost` at the iterations it took: its iterations, their fixed cost and the
         refinements after them): 10 starts while a start is cheap (≤ 10⁹ multiply-adds, well
-        under a second here), 5 up to 10¹⁰ (seconds), else 1. The decision depends on the data
-        and the seed only; starts begun beside the first beyond it are dropped. Measured on the paper's generator (seeds 0..9, with the
-        polish): exact recovery of 50×50, k=5 at d=0.8 rises from 4/10 (1 start) to 10/10 (3 or
-        5 starts), of 100×100, k=10 at d=0.8 from 3/5 to 4/5 (3) and 5/5 (5); on votes at k=5
-        the error falls from 0.226 / 0.219 / 0.218 (seeds 0, 1, 2; 1 start) to 0.210 / 0.216 /
-        0.216 (10 starts) and 0.210 / 0.210 / 0.214 (20 starts). Starts that cost more than a
-        few hundredths of a second run side by side on the thread budget (``n_jobs``), each on
-        serial kernels; the result is the same as one after the other.
+        under a second), 5 up to 10¹⁰ (seconds), else 1. The decision depends on the data
+        and the seed only; starts begun beside the first beyond it are dropped. More starts
+        recover planted factors more often and lower the error a little on real data
+        (docs/decisions.md, "Random starts"). Starts that cost more than a few hundredths of a
+        second run side by side on the thread budget (``n_jobs``), each on serial kernels; the
+        result is the same as one after the other.
     dtype : float64 or float32, default float64
         Floating type of W, H and Y. float32 saves memory (4 bytes per nonzero for Y and half
-        the factors) and the passes over the nonzeros compute in float32: measured on
-        100,000×10,000 with 10⁶ nonzeros, 1.5× (k=10), 2.6× (k=32) and 2.1× (k=64) faster per
-        iteration (docs/PERFORMANCE.md). Sums then carry ~7 digits (the objective and the k×k
-        Gram partials stay float64). float64 is the default: it keeps the regularized ramp
-        (λ up to 1e10) and the exactness properties (Theorems 1 and 2) at full precision.
+        the factors) and the passes over the nonzeros compute in float32, typically 1.1-2.6×
+        faster per iteration, most on large sparse data (docs/PERFORMANCE.md, "float32"). Sums
+        then carry ~7 digits (the objective and the k×k Gram partials stay float64). float64 is
+        the default: it keeps the regularized ramp (λ up to 1e10) and the exactness properties
+        (Theorems 1 and 2) at full precision.
     n_jobs : int or None, default None
         Thread budget, with scikit-learn's meaning: None uses what the environment allows
         (usable CPUs, ``NUMBA_NUM_THREADS``, ``OMP_NUM_THREADS``, threadpoolctl limits), -1

@@ -25,8 +25,8 @@ from ._base import (
     refuse_observed,
 )
 
-#: Calls of the value kernel per factor, at most about: measured 2-3 (retail, random sparse and
-#: dense data); the first, over all rows, costs the most.
+#: Calls of the value kernel per factor, at most about; the first, over all rows, costs the
+#: most (docs/decisions.md, "The work estimates").
 CALLS_PER_FACTOR = 3
 
 __all__ = ["GreConD", "grecond_work", "grecond_work_of"]

@@ -36,9 +36,8 @@ from ._base import (
 __all__ = ["MessagePassing"]
 
 #: Operations (in the units of :data:`banmf.data.validation.OPS_PER_SECOND`) per observed cell,
-#: factor and iteration: the message update, the marginals and the decoded error together.
-#: Measured on this project's 2-core machine (shared with other jobs): about 10 ns per cell and
-#: factor on LUCAP0 without a mask, k = 10, one thread or two.
+#: factor and iteration: the message update, the marginals and the decoded error together
+#: (docs/decisions.md, "The work estimates").
 OPS_PER_CELL_FACTOR = 2.0
 #: Bytes per observed cell besides its 16·k bytes of messages: its column index, value and CSC
 #: position, and the temporaries of building them.

@@ -83,19 +83,17 @@ class OrMachine(BaseFactorization):
         explains the cells), from the ones of X that the sample leaves uncovered in one row
         (drawn with probability proportional to them); its Z column is then sampled afresh.
         Without it a factor that dies early stays dead (with no rows its columns carry no
-        information, and a row never takes such a factor), and the fit has one factor fewer:
-        on noiseless 50×50, k = 5, d = 0.2 planted data it recovers X exactly 69 times in 100
-        without, 98 with (``scripts/density.py``, seeds 0..99). The authors' code resets such
-        factors too; the samples that are averaged come after every restart. False: the
-        sampler alone.
+        information, and a row never takes such a factor), and the fit has one factor fewer;
+        with it, planted data is recovered exactly far more often (docs/decisions.md,
+        "OrMachine's reseeding and chains"). The authors' code resets such factors too; the
+        samples that are averaged come after every restart. False: the sampler alone.
     n_init : int, default 1
         Chains run one after the other, each from its own start; the one whose rounded
         posterior means have the fewest errors is kept (``chain_errors_`` has each chain's).
         One chain is the published method. Single-site Gibbs sampling can settle in a local
         mode (two factors each holding half of two planted ones) that it does not leave in a
-        few hundred sweeps: on planted 2000×2000, k = 5, d = 0.5 with 1 % noise, 2 of 6 seeds
-        stay at an error 6-7× the planted factors'; with ``n_init=3`` every one of seeds 0..5
-        reaches the planted error on the 500×500 and 1000×1000 matrices of that kind.
+        few hundred sweeps; a few chains avoid most such fits (docs/decisions.md, "OrMachine's
+        reseeding and chains").
     work_budget : float or None, default 6e10
         Refuse up front (``ValueError`` with the estimate) a fit estimated at more operations
         than this (about 5 minutes on 2 cores); None: no limit.
@@ -368,8 +366,8 @@ class OrMachine(BaseFactorization):
         """Refuse up front a fit estimated over ``work_budget``. Per sweep and side: each
         listed cell tallied once, then each code a row touches (all distinct codes of the other
         factor when zeros are implicit, at most ``min(2^k, columns)``) visited about twice (a
-        rescoring after a change, and the errors), k/64 words each. Measured on planted
-        8000×8000 (3·10⁷ ones, k = 5): 28 s on a busy 2-core machine for an estimate of 65 s."""
+        rescoring after a change, and the errors), k/64 words each (docs/decisions.md, "The work
+        estimates")."""
         X, unknown = data.X, data.unknown
         n, m = X.shape
         cells = 0 if unknown is None else unknown.cells.nnz

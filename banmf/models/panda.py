@@ -42,10 +42,9 @@ __all__ = ["PaNDa"]
 def _round_work(n: int, m: int, cells: int) -> float:
     """Operations of one round of one pattern, about: FIND-CORE is one pass over the residual
     columns; EXTEND-CORE one pass over the rows (O(nnz + n)) per item it adds, plus one. The
-    items a pattern takes grow with m; 1 + √m passes matches the measured times within 3× on
-    LUCAP0 and mushroom (m ≈ 120-140: 0.7 s for 10 patterns × 20 rounds) and on planted
-    n×n data at density 0.05, k = 10 (n = 4000: 52 s for 20 rounds, n = 16000: 105 s for one),
-    at :data:`banmf.data.validation.OPS_PER_SECOND`."""
+    items a pattern takes grow with m; 1 + √m passes matches the times of real and planted data
+    within 3× at :data:`banmf.data.validation.OPS_PER_SECOND` (docs/decisions.md, "The work
+    estimates")."""
     return (1.0 + np.sqrt(m)) * (cells + n) + m * np.log2(m + 1)
 
 

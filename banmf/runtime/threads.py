@@ -29,10 +29,9 @@ from ..exceptions import InvalidParameterError
 
 # Numba's OpenMP threads otherwise spin for a while after every parallel call, waiting for the
 # next; on a shared machine they take the cores that other processes (and the other fits of a
-# sweep) need, and every join then waits for a descheduled spinner. Measured at 10⁶ nonzeros,
-# k = 32 beside other busy processes: an iteration 62 → 24 ms alone, 124 → 47 ms with two
-# copies (docs/PERFORMANCE.md). GNU OpenMP reads this when Numba first starts its threads; a
-# policy the user has set is kept.
+# sweep) need, and every join then waits for a descheduled spinner (docs/decisions.md,
+# "Waiting threads"). GNU OpenMP reads this when Numba first starts its threads; a policy the
+# user has set is kept.
 if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
@@ -46,8 +45,9 @@ def _load_tbb() -> None:
     The wheel puts ``libtbb.so.12`` in the environment's ``lib`` folder, where the dynamic
     loader does not look, so Numba's TBB layer fails to load and Numba falls back to OpenMP.
     Loaded once by its path, the library is then found by its name. Why TBB where it is
-    installed: its waiting threads make an iteration 1.04-1.08× faster than OpenMP's passive
-    ones, and it keeps its threads in processes forked after them (docs/PERFORMANCE.md)."""
+    installed: its waiting threads make an iteration a little faster than OpenMP's passive
+    ones, and it keeps its threads in processes forked after them (docs/decisions.md, "Waiting
+    threads"; docs/PERFORMANCE.md)."""
     if not sys.platform.startswith("linux"):
         return
     try:
@@ -106,10 +106,8 @@ def _serial_after_fork() -> bool:
 
 
 #: Work (about one multiply-add or one word operation per unit) below which a kernel call runs
-#: serially. ``benchmarks/bench_crossover.py`` on this project's 2-core machine (with other jobs
-#: running): the parallel MU kernels lose below 2·10⁵ units (0.2-0.8× the serial speed), break
-#: even between 2.5·10⁵ and 10⁶ (0.7-1.3×), and win above (1.6-2.3× at 2.5·10⁶-10⁷); a parallel
-#: call on a busy machine costs more still, so the cut sits in the upper half of the range.
+#: serially: there a parallel call's fork and join cost more than they save, the more so on a
+#: busy machine (docs/decisions.md, "Serial calls for small work").
 PARALLEL_MIN_WORK = 500_000
 
 _budget: contextvars.ContextVar[int | None] = contextvars.ContextVar("banmf_threads", default=None)
