@@ -194,6 +194,7 @@ def _counting_coverages(sampler: _Sampler):
     does not record), as ``{start: [counts]}``: an extra start by name, the random starts under
     ``"random"``, told apart by the last progress record of the thread that runs the search."""
     import banmf.engine.booleanize as booleanize
+
     counts: dict[str, list[int]] = {}
     search_grid = booleanize.search_grid
 
