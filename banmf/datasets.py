@@ -390,6 +390,28 @@ def make_sparse_tiles(
     >>> round(clicks.nnz / clicks.shape[0], 1), int(np.diff(clicks.indptr).max())
     (2.9, 14)
     """
+    n, m, nnz, k, (lo, hi) = _check_tiles_params(
+        n, m, nnz, k, tile_share, tile_cols, dropout, overlap, rows, cols, exponent
+    )
+    rng = check_random_state(random_state)
+    row_w = _degree_weights(rng, n, rows, exponent)
+    col_w = _degree_weights(rng, m, cols, exponent)
+    W = np.zeros((n, k), dtype=bool)
+    H = np.zeros((k, m), dtype=bool)
+    keys = np.zeros(0, dtype=np.int64)
+    if k:
+        widths, heights = _tile_shapes(rng, (n, m), k, (lo, hi), tile_share, nnz, exponent)
+        keys = _place_tiles(rng, W, H, widths, heights, overlap, row_w, col_w)
+    keys = _add_noise(rng, keys, (n, m), nnz, dropout, row_w, col_w)
+    return support_mask_from_keys(keys, (n, m)), W, H
+
+
+def _check_tiles_params(
+    n, m, nnz, k, tile_share, tile_cols, dropout, overlap, rows, cols, exponent
+) -> tuple:
+    """Check :func:`make_sparse_tiles`'s parameters: ``(n, m, nnz, k, (low, high))`` as ints,
+    ``(low, high)`` the bounds of ``tile_cols``; raise InvalidParameterError (or
+    :func:`check_matrix_size`'s error) on the first that is wrong."""
     for name, v in (("n", n), ("m", m), ("nnz", nnz), ("k", k)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
             raise InvalidParameterError(f"{name} must be a nonnegative integer, got {v!r}")
@@ -416,28 +438,51 @@ def make_sparse_tiles(
         f"make_sparse_tiles({n}, {m}, {nnz}, {k})",
         extra=32 * (n + m) + 96 * nnz + (n + m) * k,
     )
-    rng = check_random_state(random_state)
-    row_w = _degree_weights(rng, n, rows, exponent)
-    col_w = _degree_weights(rng, m, cols, exponent)
-    W = np.zeros((n, k), dtype=bool)
-    H = np.zeros((k, m), dtype=bool)
+    return n, m, nnz, k, (lo, hi)
+
+
+def _tile_shapes(
+    rng: np.random.Generator, shape, k: int, tile_cols, tile_share, nnz: int, exponent
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` tiles' ``(widths, heights)``: widths log-uniform between the bounds of
+    ``tile_cols`` (capped at m), areas in proportion to Pareto weights summing to about
+    ``tile_share * nnz``, heights the areas over the widths (1 to n rows)."""
+    (n, m), (lo, hi) = shape, tile_cols
+    lo, hi = min(lo, m), min(hi, m)
+    widths = np.exp(rng.uniform(np.log(lo), np.log(hi + 1), size=k)).astype(np.int64)
+    widths = np.clip(widths, lo, hi)
+    areas = _degree_weights(rng, k, "powerlaw", exponent) * tile_share * nnz
+    heights = np.clip(np.rint(areas / widths), 1, n).astype(np.int64)
+    return widths, heights
+
+
+def _place_tiles(
+    rng: np.random.Generator, W, H, widths, heights, overlap: float, row_w, col_w
+) -> np.ndarray:
+    """Draw each tile's rows and columns in proportion to the weights (its columns partly from
+    a random earlier tile's with ``overlap``), mark them in ``W`` and ``H`` (in place), and
+    return the sorted distinct keys (``row * m + col``) of the tiles' cells."""
+    n, m = W.shape[0], H.shape[1]
     planted = []
-    if k:
-        lo, hi = min(lo, m), min(hi, m)
-        widths = np.exp(rng.uniform(np.log(lo), np.log(hi + 1), size=k)).astype(np.int64)
-        widths = np.clip(widths, lo, hi)
-        areas = _degree_weights(rng, k, "powerlaw", exponent) * tile_share * nnz
-        heights = np.clip(np.rint(areas / widths), 1, n).astype(np.int64)
-        for l in range(k):
-            r = rng.choice(n, size=heights[l], replace=False, p=row_w)
-            if overlap and l:
-                c = _overlapping_columns(rng, H[rng.integers(l)], widths[l], overlap, col_w)
-            else:
-                c = rng.choice(m, size=widths[l], replace=False, p=col_w)
-            W[r, l] = True
-            H[l, c] = True
-            planted.append((r[:, None].astype(np.int64) * m + c[None, :]).ravel())
-    keys = np.unique(np.concatenate(planted)) if planted else np.zeros(0, dtype=np.int64)
+    for l in range(len(widths)):
+        r = rng.choice(n, size=heights[l], replace=False, p=row_w)
+        if overlap and l:
+            c = _overlapping_columns(rng, H[rng.integers(l)], widths[l], overlap, col_w)
+        else:
+            c = rng.choice(m, size=widths[l], replace=False, p=col_w)
+        W[r, l] = True
+        H[l, c] = True
+        planted.append((r[:, None].astype(np.int64) * m + c[None, :]).ravel())
+    return np.unique(np.concatenate(planted))
+
+
+def _add_noise(
+    rng: np.random.Generator, keys: np.ndarray, shape, nnz: int, dropout: float, row_w, col_w
+) -> np.ndarray:
+    """The tiles' cell ``keys`` less a ``dropout`` share of them (false negatives), with
+    background ones up to ``nnz`` (false positives): a random bipartite graph whose degrees
+    are drawn from the weights."""
+    n, m = shape
     if dropout and len(keys):
         keys = keys[rng.random(len(keys)) >= dropout]
     background = max(0, nnz - len(keys))
@@ -445,7 +490,7 @@ def make_sparse_tiles(
         row_deg = _degree_sequence(rng, n, row_w, background, m)
         col_deg = _degree_sequence(rng, m, col_w, background, n)
         keys = np.union1d(keys, _match_degrees(rng, row_deg, col_deg, col_w))
-    return support_mask_from_keys(keys, (n, m)), W, H
+    return keys
 
 
 def _overlapping_columns(

@@ -555,51 +555,109 @@ def search_grid(
     diff, cell_diff = rows.hit_diffs(vt, P)
     hits = _grid_counts(diff, P)
     cell_hits = np.zeros_like(hits) if cell_diff is None else _grid_counts(cell_diff, P)
-
-    def point(best_idx, error, n_evaluated, grid=None):
-        s, t = divmod(int(best_idx), P)
-        return s, t, int(error), int(n_evaluated), grid
-
     if observed:
-        # Few observed cells: the covered observed zeros are counted exactly at every point, so
-        # the whole error grid is known without a coverage (covered observed cells: the hits
-        # and the observed zeros hit).
-        grid = nnz - hits + cell_hits
-        best_idx = int(np.argmin(grid))
-        return point(best_idx, grid.flat[best_idx], 0, grid if search == "exhaustive" else None)
-    if search == "pruned":
-        # Pairs of factors: never below the largest rectangle, and far above it where the
-        # rectangles overlap little (NMF's factors), so that fewer coverages are computed.
-        k = vt.shape[1]
-        covered = variant(pair_cover_bound, threads_for(P * P * k * k))(
-            rows.pair_counts(P), pair_counts(vt, P)
-        )
-    else:
-        cw = rows.active_counts(P)
-        ch = active_counts(vt, P)
-        covered = (  # the largest single rectangle
-            (cw[:, :, None] * ch[:, None, :]).max(axis=0)
-            if cw.shape[0]
-            else np.zeros((P, P), np.int64)
-        )
+        return _observed_search(hits, cell_hits, nnz, P, search)
+    covered = _pair_cover(rows, vt, P) if search == "pruned" else _single_cover(rows, vt, P)
     # Observed coverage is at least the hits, and at least the coverage's lower bound less the
     # unknown cells covered (the covered cells are the observed ones and those).
-    bound = nnz - 2 * hits + np.maximum(hits, covered - cell_hits)
+    floor = np.maximum(hits, covered - cell_hits)
+    bound = nnz - 2 * hits + floor
+    coverages = _Coverages(rows, vt, P, cell_hits)
+    grid = None
+    if search == "exhaustive":
+        best_err, best_idx, grid = _exhaustive_search(coverages, hits, nnz, P)
+    elif search == "coordinate":
+        best_err, best_idx = _coordinate_search(
+            nnz, hits, bound, coverages.cover, w_points, h_points, normalize
+        )
+    elif small:
+        flat, order = _visit_order(bound)
+        best_err, best_idx, n_small = pruned_grid_search(
+            rows.u, vt, order, flat, hits, cell_hits, floor, nnz, coverages.key_w, coverages.key_h
+        )
+        return _grid_point(best_idx, best_err, n_small, P)
+    else:
+        best_err, best_idx = _pruned_search(coverages, bound, floor, hits, nnz, P)
+    return _grid_point(best_idx, best_err, len(coverages.covers), P, grid)
 
-    # Thresholds with no factor value between them give the same Boolean factors: pack each
-    # distinct factor once (near-binary factors make most of the grid tie). Hits are known for
-    # the whole grid already, so an exact error needs only the coverage.
-    key_w = np.searchsorted(rows.distinct_ranks(), np.arange(P), side="right")
-    key_h = np.searchsorted(np.unique(vt), np.arange(P), side="right")
-    # Keep up to ~256 MB of packed factors per side (all of them for moderate n and m).
-    cache_w = max(8, min(P, 2**28 // rows.packed_bytes(P)))
-    packed_h = functools.lru_cache(
-        maxsize=max(8, min(P, 2**28 // (Packed.of(vt, P).nbytes + 8 * vt.shape[0])))
-    )(lambda t: Packed.of(vt, t))
-    covers: dict[tuple[int, int], int] = {}
 
-    def fetch(points) -> None:
+def _grid_point(best_idx, error, n_evaluated, P: int, grid=None) -> tuple:
+    """:func:`search_grid`'s result for the flat grid index ``best_idx``: ``(s, t, error,
+    n_evaluated, grid)``."""
+    s, t = divmod(int(best_idx), P)
+    return s, t, int(error), int(n_evaluated), grid
+
+
+def _observed_search(hits, cell_hits, nnz: int, P: int, search: str) -> tuple:
+    """:func:`search_grid` with few observed cells, no coverage computed: the covered observed
+    zeros are counted exactly at every point (``cell_hits``, the observed cells covered less
+    the hits), so the whole error grid is known; it is returned for ``search="exhaustive"``."""
+    grid = nnz - hits + cell_hits
+    best_idx = int(np.argmin(grid))
+    return _grid_point(
+        best_idx, grid.flat[best_idx], 0, P, grid if search == "exhaustive" else None
+    )
+
+
+def _pair_cover(rows, vt, P: int) -> np.ndarray:
+    """A lower bound on the coverage at every grid point from pairs of factors
+    (:func:`pair_cover_bound`): never below the largest rectangle, and far above it where the
+    rectangles overlap little (NMF's factors), so that fewer coverages are computed."""
+    k = vt.shape[1]
+    return variant(pair_cover_bound, threads_for(P * P * k * k))(
+        rows.pair_counts(P), pair_counts(vt, P)
+    )
+
+
+def _single_cover(rows, vt, P: int) -> np.ndarray:
+    """A lower bound on the coverage at every grid point: the largest single rectangle."""
+    cw = rows.active_counts(P)
+    ch = active_counts(vt, P)
+    if not cw.shape[0]:
+        return np.zeros((P, P), np.int64)
+    return (cw[:, :, None] * ch[:, None, :]).max(axis=0)
+
+
+def _visit_order(bound: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The pruned search's order of the grid points, by (static bound, flat index): the flat
+    bound and the order."""
+    flat = bound.ravel()
+    return flat, np.lexsort((np.arange(flat.size), flat))
+
+
+class _Coverages:
+    """The exact coverages the search computes, each distinct pair of Boolean factors once.
+
+    Thresholds with no factor value between them give the same Boolean factors: each
+    distinct factor is packed once (near-binary factors make most of the grid tie). Hits are
+    known for the whole grid already, so an exact error needs only the coverage.
+
+    Parameters
+    ----------
+    rows : GridRows or one that sums its counts over row blocks
+    vt : ndarray (m, k), H's grid ranks
+    P : int, the grid points per factor
+    cell_hits : ndarray (P, P), the unknown cells covered at each point
+    """
+
+    def __init__(self, rows, vt: np.ndarray, P: int, cell_hits: np.ndarray):
+        self.rows, self.cell_hits = rows, cell_hits
+        self.key_w = np.searchsorted(rows.distinct_ranks(), np.arange(P), side="right")
+        self.key_h = np.searchsorted(np.unique(vt), np.arange(P), side="right")
+        # Keep up to ~256 MB of packed factors per side (all of them for moderate n and m).
+        self.cache_w = max(8, min(P, 2**28 // rows.packed_bytes(P)))
+        self.packed_h = functools.lru_cache(
+            maxsize=max(8, min(P, 2**28 // (Packed.of(vt, P).nbytes + 8 * vt.shape[0])))
+        )(lambda t: Packed.of(vt, t))
+        self.covers: dict[tuple[int, int], int] = {}
+
+    def known(self, s: int, t: int) -> bool:
+        """Whether the coverage at (s, t) is computed already."""
+        return (int(self.key_w[s]), int(self.key_h[t])) in self.covers
+
+    def fetch(self, points) -> None:
         """The coverages of the grid points ``points`` not yet known, in one request."""
+        key_w, key_h, covers = self.key_w, self.key_h, self.covers
         wanted: dict[int, tuple[int, dict[int, int]]] = {}  # W's key → (s, {H's key: t})
         for s, t in points:
             key = (int(key_w[s]), int(key_h[t]))
@@ -607,77 +665,82 @@ def search_grid(
                 wanted.setdefault(key[0], (s, {}))[1][key[1]] = t
         if not wanted:
             return
-        requests = [(s, [packed_h(t) for t in ts.values()]) for s, ts in wanted.values()]
-        for (s, ts), counts in zip(wanted.values(), rows.covers(requests, cache_w), strict=True):
-            for t, c in zip(ts.values(), counts, strict=True):
+        requests = [(s, [self.packed_h(t) for t in ts.values()]) for s, ts in wanted.values()]
+        counts = self.rows.covers(requests, self.cache_w)
+        for (s, ts), row in zip(wanted.values(), counts, strict=True):
+            for t, c in zip(ts.values(), row, strict=True):
                 covers[(int(key_w[s]), int(key_h[t]))] = c
 
-    def cover(s: int, t: int) -> int:
+    def cover(self, s: int, t: int) -> int:
         """Observed cells covered at (s, t); never below the same at a higher point (a cell
         newly covered lower down is either observed or one of the unknown ones counted)."""
-        key = (int(key_w[s]), int(key_h[t]))
-        if key not in covers:
-            fetch([(s, t)])
-        return covers[key] - int(cell_hits[s, t])
+        key = (int(self.key_w[s]), int(self.key_h[t]))
+        if key not in self.covers:
+            self.fetch([(s, t)])
+        return self.covers[key] - int(self.cell_hits[s, t])
 
-    grid = None
-    if search == "exhaustive":
-        for s in range(P):  # a row of the grid at a time: the packed H cache bounds memory
-            fetch([(s, t) for t in range(P)])
-        grid = nnz - 2 * hits + np.array([[cover(s, t) for t in range(P)] for s in range(P)])
-        best_idx = int(np.argmin(grid))
-        best_err = int(grid.flat[best_idx])
-    elif search == "coordinate":
-        best_err, best_idx = _coordinate_search(
-            nnz, hits, bound, cover, w_points, h_points, normalize
-        )
-    else:
-        # Coverage only shrinks as thresholds rise: an exact coverage C at (s, t) is a floor for
-        # every point at or below it in both thresholds. Visit points by (static bound, index);
-        # once one cannot beat or tie-win the best so far, none after it can.
-        floor = np.maximum(hits, covered - cell_hits)
-        flat = bound.ravel()
-        order = np.lexsort((np.arange(flat.size), flat))
-        if small:
-            best_err, best_idx, n_small = pruned_grid_search(
-                rows.u, vt, order, flat, hits, cell_hits, floor, nnz, key_w, key_h
+
+def _exhaustive_search(coverages: _Coverages, hits, nnz: int, P: int) -> tuple:
+    """Every grid point's exact error: ``(best error, best flat index, error grid)``."""
+    for s in range(P):  # a row of the grid at a time: the packed H cache bounds memory
+        coverages.fetch([(s, t) for t in range(P)])
+    cover = coverages.cover
+    grid = nnz - 2 * hits + np.array([[cover(s, t) for t in range(P)] for s in range(P)])
+    best_idx = int(np.argmin(grid))
+    return int(grid.flat[best_idx]), best_idx, grid
+
+
+def _pruned_search(coverages: _Coverages, bound, floor, hits, nnz: int, P: int) -> tuple:
+    """The pruned search in Python: ``(best error, best flat index)``.
+
+    Coverage only shrinks as thresholds rise: an exact coverage C at (s, t) is a floor for
+    every point at or below it in both thresholds (``floor`` is raised in place). Points are
+    visited by (static ``bound``, index); once one cannot beat or tie-win the best so far,
+    none after it can."""
+    flat, order = _visit_order(bound)
+    batch = coverages.rows.batch
+    best_err, best_idx = np.iinfo(np.int64).max, -1
+
+    def hopeless(idx) -> bool | None:
+        """True: no point from ``idx`` on can win (stop); False: this one cannot; None:
+        it must be evaluated."""
+        lb = flat[idx]
+        if lb > best_err or (lb == best_err and idx > best_idx):
+            return True
+        s, t = divmod(int(idx), P)
+        dyn = nnz - 2 * hits[s, t] + floor[s, t]
+        return False if dyn > best_err or (dyn == best_err and idx > best_idx) else None
+
+    for pos, idx in enumerate(order):
+        verdict = hopeless(idx)
+        if verdict:
+            break
+        if verdict is False:
+            continue
+        s, t = divmod(int(idx), P)
+        if batch > 1 and not coverages.known(s, t):
+            coverages.fetch(
+                _points_ahead(order[pos + 1 : pos + 8 * batch], (s, t), hopeless, P, batch)
             )
-            return point(best_idx, best_err, n_small)
-        best_err, best_idx = np.iinfo(np.int64).max, -1
+        c = coverages.cover(s, t)
+        np.maximum(floor[: s + 1, : t + 1], c, out=floor[: s + 1, : t + 1])
+        err = int(nnz - 2 * hits[s, t] + c)
+        if err < best_err or (err == best_err and idx < best_idx):
+            best_err, best_idx = err, int(idx)
+    return best_err, best_idx
 
-        def hopeless(idx) -> bool | None:
-            """True: no point from ``idx`` on can win (stop); False: this one cannot; None:
-            it must be evaluated."""
-            lb = flat[idx]
-            if lb > best_err or (lb == best_err and idx > best_idx):
-                return True
-            s, t = divmod(int(idx), P)
-            dyn = nnz - 2 * hits[s, t] + floor[s, t]
-            return False if dyn > best_err or (dyn == best_err and idx > best_idx) else None
 
-        for pos, idx in enumerate(order):
-            verdict = hopeless(idx)
-            if verdict:
+def _points_ahead(following, first: tuple, hopeless, P: int, batch: int) -> list:
+    """``first`` and the next few points of ``following`` (up to ``batch`` in all) that the
+    pruned search would evaluate as things stand (a later floor may rule some out: their
+    coverage then goes unused), for one request to rows whose requests cost a round trip."""
+    ahead = [first]
+    for nxt in following:
+        verdict = hopeless(nxt)
+        if verdict:
+            break
+        if verdict is None:
+            ahead.append(divmod(int(nxt), P))
+            if len(ahead) == batch:
                 break
-            if verdict is False:
-                continue
-            s, t = divmod(int(idx), P)
-            if rows.batch > 1 and (int(key_w[s]), int(key_h[t])) not in covers:
-                # Ask for the next few points the search would evaluate as things stand (a
-                # later floor may rule some out: their coverage then goes unused).
-                ahead = [(s, t)]
-                for nxt in order[pos + 1 : pos + 8 * rows.batch]:
-                    verdict = hopeless(nxt)
-                    if verdict:
-                        break
-                    if verdict is None:
-                        ahead.append(divmod(int(nxt), P))
-                        if len(ahead) == rows.batch:
-                            break
-                fetch(ahead)
-            c = cover(s, t)
-            np.maximum(floor[: s + 1, : t + 1], c, out=floor[: s + 1, : t + 1])
-            err = int(nnz - 2 * hits[s, t] + c)
-            if err < best_err or (err == best_err and idx < best_idx):
-                best_err, best_idx = err, int(idx)
-    return point(best_idx, best_err, len(covers), grid)
+    return ahead

@@ -328,210 +328,410 @@ def select_rank_of(
     their starts' factors over (:func:`banmf.selection.predictor.keeping_starts`). A method whose fits
     hand none over is scored by W⊗H."""
     start = time.perf_counter()
-    criteria = tuple(criteria)
-    bad = [c for c in criteria if c not in CRITERIA]
-    if bad or not criteria:
-        raise InvalidParameterError(f"criteria must be some of {CRITERIA}, got {criteria!r}")
-    if cv_rule not in CV_RULES:
-        raise InvalidParameterError(f"cv_rule must be one of {CV_RULES}, got {cv_rule!r}")
-    cls, template = type(estimator), estimator.get_params(deep=False)
-    ks = sorted({int(k) for k in ks})
-    if not ks or ks[0] < 1:
-        raise InvalidParameterError(f"ks must be positive ranks, got {ks!r}")
-    if isinstance(folds, bool) or not isinstance(folds, Integral) or folds < 2:
-        raise InvalidParameterError(f"folds must be an integer >= 2, got {folds!r}")
-    if patience is not None and (
-        isinstance(patience, bool) or not isinstance(patience, Integral) or patience < 1
-    ):
-        raise InvalidParameterError(
-            f"patience must be a positive integer or None, got {patience!r}"
-        )
-    data = Dataset.of(X, missing, observed)
-    X = data.X
-    if data.n_observed == 0:
-        n, m = X.shape
-        raise InputError(
-            f"every cell of X is unknown (all {n}×{m} cells): there is no cell to choose k on",
-            command_line=f"every cell of the input is unknown (all {n}×{m} cells): there is no "
-            "cell to choose k on",
-        )
-    if "cv" in criteria or "stability" in criteria:
-        _check_folds(int(folds), X.nnz, criteria)
-    rng = check_random_state(random_state)
-    seeds = rng.integers(0, 2**31, size=1 + folds)
-    held = []  # per fold: (the fold's cells, the data it is fitted to)
-    zero_weight = 1.0  # the zeros each of the folds' zeros stands for
-    if "cv" in criteria or "stability" in criteria:
-        keys, zero_weight = fold_keys(data, int(folds), rng)
-        for part in keys:
-            cells = support_mask_from_keys(part, X.shape)
-            held.append((cells, data.hide(cells)))
-    fold_zeros = sum(h[0].nnz for h in held) - (X.nnz if held else 0)
-    baseline = _baseline(X, held, zero_weight) if "cv" in criteria else None
-    # With cv_margin (n_components="auto"), a rank must beat the trivial predictors too.
-    against = None if cv_margin is None or cv_rule != "min" else baseline
-
-    def estimator(k, seed):
-        return cls(**{**template, "n_components": k, "random_state": int(seed)})
-
-    errors, bits, held_err, held_se, stable, fits = {}, {}, {}, {}, {}, {}
-    fold_err = {}  # k → its error on each fold, in fold order (the folds are every rank's)
-    kinds = {}  # k → the predictor that scored it (by_predictor)
-    bags: dict[int, Predictor] = {}  # k → its fold fits' predictor (fold_predictor)
-    by_predictor = by_predictor and "cv" in criteria
+    settings = _Settings.of(ks, criteria, folds, cv_rule, patience, by_predictor, cv_margin)
+    data = _checked_data(X, missing, observed, settings)
+    split = _Split.of(data, settings, check_random_state(random_state))
+    fits = _RankFits(estimator, data, split, n_jobs)
+    curves = _Curves()
     interrupted, stopped = False, None
-    labels = ["all observed cells"] + [f"fold {f} of {len(held)}" for f in range(1, len(held) + 1)]
-    for i, k in enumerate(ks, 1):
-        tasks = [(estimator(k, seeds[0]), data)]
-        tasks += [(estimator(k, s), fold) for s, (_, fold) in zip(seeds[1:], held)]
+    for i, k in enumerate(settings.ks, 1):
         try:
-            _progress.info(
-                "k=%d (rank %d of %d): %d fits",
-                k,
-                i,
-                len(ks),
-                len(tasks),
-                extra={
-                    "banmf": {
-                        "event": "rank_start",
-                        "k": k,
-                        "rank": i,
-                        "n_ranks": len(ks),
-                        "ks": list(ks),
-                        "n_fits": len(tasks),
-                    }
-                },
-            )
-            # No fit chooses a predictor of its unknown cells: scored by their factors, or by
-            # the predictors their starts give.
-            with keeping_starts() if by_predictor else without_choice() as kept:
-                done = fit_tasks(tasks, n_jobs, _FitsProgress(k, len(tasks)), labels)
+            done, kept = fits.run(k, i, settings)
             if any(getattr(est, "interrupted_", False) for est in done):
                 interrupted = True  # cancelled from outside (fit_many): as by Ctrl-C
                 break
-            full = done[0]
-            fits[k] = Factorization.from_estimator(full, X=X)  # named by its class
-            errors[k] = int(full.reconstruction_err_)
-            if "mdl" in criteria:
-                bits[k] = sum(description_bits(data, full.W_, full.components_))
-            runs = done[1:]  # the fold fits
-            if "stability" in criteria:
-                pairs = [
-                    factor_agreement(a.W_, a.components_, b.W_, b.components_)
-                    for i, a in enumerate(runs)
-                    for b in runs[i + 1 :]
-                ]
-                stable[k] = float(np.mean(pairs))
-            if "cv" in criteria:
-                scored = by_predictor and all(est in kept for est in runs)
-                kind, rates, bag = _fold_rates(
-                    X,
-                    runs,
-                    [cells for cells, _ in held],
-                    kept if scored else None,
-                    zero_weight,
-                    int(seeds[0]),
-                )
-                if scored:
-                    kinds[k] = kind
-                if bag is not None:
-                    bags[k] = bag
-                fold_err[k] = [float(rate) for rate in rates]
-                held_err[k] = float(np.mean(rates))
-                held_se[k] = float(np.std(rates, ddof=1) / np.sqrt(len(rates)))
-            if bags:
-                # Only the ranks the rule could take on the curve so far keep their fold fits'
-                # factors: they are the folds' number of fits at each rank.
-                if cv_margin is not None and cv_rule == "min":
-                    near = _cv_choice(
-                        held_err, held_se, fold_err, kinds, cv_rule, cv_margin, against
-                    )["near"]
-                else:
-                    near = [min(held_err, key=lambda r: (tie(held_err[r]), r))]
-                bags = {r: bag for r, bag in bags.items() if r in near}
-            row = _evidence(k, errors, bits, held_err, held_se, stable, kinds, fold_err)
-            said = "" if k not in held_err else f", held-out error {held_err[k]:.4f}"
-            said += f" ({kinds[k]})" if k in kinds else ""
-            _progress.info(
-                "k=%d: error %d%s",
-                k,
-                errors[k],
-                said,
-                extra={"banmf": {"event": "rank", "row": row}},
-            )
+            curves.score(k, done, kept, data, split, settings)
+            row = curves.row(k)
+            _report_rank(k, row)
         except KeyboardInterrupt:
             # This rank is not all there (its fits, or its scores): the ranks before it stand.
-            for curve in (errors, bits, held_err, held_se, stable, fits, fold_err, kinds, bags):
-                curve.pop(k, None)
-            if not errors:
+            curves.drop(k)
+            if not curves.errors:
                 raise
             interrupted = True
             break
         if callback is not None and callback(row):
             break
-        if patience is not None:
-            since = _patience_from(
-                bits, held_err, held_se, fold_err, kinds, cv_rule, cv_margin, against
-            )
-            if since is not None and k != ks[-1] and ks.index(k) - ks.index(since) >= patience:
-                stopped = {"patience": int(patience), "from_k": since}
-                break
+        stopped = _patience_stop(k, curves, settings, split.against)
+        if stopped is not None:
+            break
     _progress.debug(
-        "chose among k=%s", list(errors), extra={"banmf": {"event": "selected", "ks": list(errors)}}
+        "chose among k=%s",
+        list(curves.errors),
+        extra={"banmf": {"event": "selected", "ks": list(curves.errors)}},
     )
+    return _selection(curves, settings, split, start, interrupted, stopped)
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """What :func:`select_rank_of` tries and how it scores and stops, checked.
+
+    Attributes
+    ----------
+    ks : list of int
+        The ranks, distinct and in order.
+    criteria : tuple of str
+        Some of :data:`CRITERIA`.
+    folds : int
+        The folds asked for (>= 2; only "cv" and "stability" split the cells).
+    cv_rule : str
+        One of :data:`CV_RULES`.
+    patience : int or None
+    by_predictor : bool
+        Score the fold fits by their starts' predictor (only with "cv").
+    cv_margin : float or None
+    """
+
+    ks: list
+    criteria: tuple
+    folds: int
+    cv_rule: str
+    patience: int | None
+    by_predictor: bool
+    cv_margin: float | None
+
+    @classmethod
+    def of(cls, ks, criteria, folds, cv_rule, patience, by_predictor, cv_margin) -> _Settings:
+        """The settings from :func:`select_rank_of`'s arguments; InvalidParameterError on the
+        first that is wrong."""
+        criteria = tuple(criteria)
+        bad = [c for c in criteria if c not in CRITERIA]
+        if bad or not criteria:
+            raise InvalidParameterError(f"criteria must be some of {CRITERIA}, got {criteria!r}")
+        if cv_rule not in CV_RULES:
+            raise InvalidParameterError(f"cv_rule must be one of {CV_RULES}, got {cv_rule!r}")
+        ks = sorted({int(k) for k in ks})
+        if not ks or ks[0] < 1:
+            raise InvalidParameterError(f"ks must be positive ranks, got {ks!r}")
+        if isinstance(folds, bool) or not isinstance(folds, Integral) or folds < 2:
+            raise InvalidParameterError(f"folds must be an integer >= 2, got {folds!r}")
+        if patience is not None and (
+            isinstance(patience, bool) or not isinstance(patience, Integral) or patience < 1
+        ):
+            raise InvalidParameterError(
+                f"patience must be a positive integer or None, got {patience!r}"
+            )
+        by_predictor = by_predictor and "cv" in criteria
+        return cls(ks, criteria, folds, cv_rule, patience, by_predictor, cv_margin)
+
+    @property
+    def splits(self) -> bool:
+        """Whether a criterion scores fits to folds ("cv", "stability")."""
+        return "cv" in self.criteria or "stability" in self.criteria
+
+    @property
+    def margin_rule(self) -> bool:
+        """Whether "cv" chooses among near-equal ranks (:func:`margin_choice`;
+        ``n_components="auto"``)."""
+        return self.cv_margin is not None and self.cv_rule == "min"
+
+
+def _checked_data(X, missing, observed, settings: _Settings) -> Dataset:
+    """The data as a Dataset; InputError when no cell is known, or too few ones fill the folds."""
+    data = Dataset.of(X, missing, observed)
+    if data.n_observed == 0:
+        n, m = data.X.shape
+        raise InputError(
+            f"every cell of X is unknown (all {n}×{m} cells): there is no cell to choose k on",
+            command_line=f"every cell of the input is unknown (all {n}×{m} cells): there is no "
+            "cell to choose k on",
+        )
+    if settings.splits:
+        _check_folds(int(settings.folds), data.X.nnz, settings.criteria)
+    return data
+
+
+@dataclass(frozen=True)
+class _Split:
+    """The folds every rank's fits share, and the fits' seeds.
+
+    Attributes
+    ----------
+    seeds : ndarray
+        The fit to all observed cells' seed, then each fold's.
+    held : list
+        Per fold: (the fold's cells, the data it is fitted to); empty without "cv" and
+        "stability".
+    zero_weight : float
+        The zeros each of the folds' zeros stands for.
+    fold_zeros : int
+        The observed zeros the folds hold.
+    baseline : dict or None
+        :attr:`RankSelection.baseline` (with "cv").
+    against : dict or None
+        The baseline a rank must beat (with the margin rule), else None.
+    """
+
+    seeds: np.ndarray
+    held: list
+    zero_weight: float
+    fold_zeros: int
+    baseline: dict | None
+    against: dict | None
+
+    @classmethod
+    def of(cls, data: Dataset, settings: _Settings, rng: np.random.Generator) -> _Split:
+        """The seeds, then the folds (drawn with ``rng`` after the seeds)."""
+        X = data.X
+        seeds = rng.integers(0, 2**31, size=1 + settings.folds)
+        held, zero_weight = [], 1.0
+        if settings.splits:
+            keys, zero_weight = fold_keys(data, int(settings.folds), rng)
+            for part in keys:
+                cells = support_mask_from_keys(part, X.shape)
+                held.append((cells, data.hide(cells)))
+        fold_zeros = sum(h[0].nnz for h in held) - (X.nnz if held else 0)
+        baseline = _baseline(X, held, zero_weight) if "cv" in settings.criteria else None
+        # With cv_margin (n_components="auto"), a rank must beat the trivial predictors too.
+        against = baseline if settings.margin_rule else None
+        return cls(seeds, held, zero_weight, fold_zeros, baseline, against)
+
+
+class _RankFits:
+    """One rank's fits: to all observed cells, then to each fold's training cells, each one
+    of the estimator's class with its parameters at that rank and a seed of the selection's."""
+
+    def __init__(self, estimator, data: Dataset, split: _Split, n_jobs):
+        self.cls, self.template = type(estimator), estimator.get_params(deep=False)
+        self.data, self.split, self.n_jobs = data, split, n_jobs
+        n_held = len(split.held)
+        self.labels = ["all observed cells"] + [
+            f"fold {f} of {n_held}" for f in range(1, n_held + 1)
+        ]
+
+    def estimator(self, k: int, seed):
+        """The estimator at rank ``k`` with the seed ``seed``."""
+        return self.cls(**{**self.template, "n_components": k, "random_state": int(seed)})
+
+    def run(self, k: int, i: int, settings: _Settings) -> tuple[list, dict]:
+        """Fit rank ``k`` (the ``i``-th tried): ``(the fitted estimators, their starts' factors
+        kept by :func:`banmf.selection.predictor.keeping_starts`)``."""
+        seeds, held = self.split.seeds, self.split.held
+        tasks = [(self.estimator(k, seeds[0]), self.data)]
+        tasks += [(self.estimator(k, s), fold) for s, (_, fold) in zip(seeds[1:], held)]
+        _progress.info(
+            "k=%d (rank %d of %d): %d fits",
+            k,
+            i,
+            len(settings.ks),
+            len(tasks),
+            extra={
+                "banmf": {
+                    "event": "rank_start",
+                    "k": k,
+                    "rank": i,
+                    "n_ranks": len(settings.ks),
+                    "ks": list(settings.ks),
+                    "n_fits": len(tasks),
+                }
+            },
+        )
+        # No fit chooses a predictor of its unknown cells: scored by their factors, or by
+        # the predictors their starts give.
+        with keeping_starts() if settings.by_predictor else without_choice() as kept:
+            done = fit_tasks(tasks, self.n_jobs, _FitsProgress(k, len(tasks)), self.labels)
+        return done, kept
+
+
+@dataclass
+class _Curves:
+    """Every rank's evidence so far, each a dict k → value: ``errors`` (training error),
+    ``bits`` (description length), ``held_err`` and ``held_se`` (mean held-out error and its
+    standard error), ``fold_err`` (the error on each fold, in fold order: the folds are every
+    rank's), ``stable`` (stability), ``fits`` (the Factorization on all observed cells),
+    ``kinds`` (the predictor that scored the held-out error, by_predictor) and ``bags`` (the
+    fold fits' predictor, :func:`banmf.selection.predictor.fold_predictor`)."""
+
+    errors: dict = field(default_factory=dict)
+    bits: dict = field(default_factory=dict)
+    held_err: dict = field(default_factory=dict)
+    held_se: dict = field(default_factory=dict)
+    stable: dict = field(default_factory=dict)
+    fits: dict = field(default_factory=dict)
+    fold_err: dict = field(default_factory=dict)
+    kinds: dict = field(default_factory=dict)
+    bags: dict[int, Predictor] = field(default_factory=dict)
+
+    def drop(self, k: int) -> None:
+        """Forget rank ``k`` in every curve."""
+        for curve in (
+            self.errors,
+            self.bits,
+            self.held_err,
+            self.held_se,
+            self.stable,
+            self.fits,
+            self.fold_err,
+            self.kinds,
+            self.bags,
+        ):
+            curve.pop(k, None)
+
+    def row(self, k: int) -> dict:
+        """Rank ``k``'s row of :meth:`RankSelection.to_dict`."""
+        return _evidence(
+            k,
+            self.errors,
+            self.bits,
+            self.held_err,
+            self.held_se,
+            self.stable,
+            self.kinds,
+            self.fold_err,
+        )
+
+    def cv_choice(self, settings: _Settings, against) -> dict:
+        """:func:`_cv_choice` on the curve so far."""
+        return _cv_choice(
+            self.held_err,
+            self.held_se,
+            self.fold_err,
+            self.kinds,
+            settings.cv_rule,
+            settings.cv_margin,
+            against,
+        )
+
+    def score(self, k: int, done: list, kept, data: Dataset, split: _Split, settings) -> None:
+        """Add rank ``k``'s scores from its fits ``done`` (to all observed cells, then to
+        each fold) and ``kept`` (their starts' factors)."""
+        full, runs, criteria = done[0], done[1:], settings.criteria
+        self.fits[k] = Factorization.from_estimator(full, X=data.X)  # named by its class
+        self.errors[k] = int(full.reconstruction_err_)
+        if "mdl" in criteria:
+            self.bits[k] = sum(description_bits(data, full.W_, full.components_))
+        if "stability" in criteria:
+            pairs = [
+                factor_agreement(a.W_, a.components_, b.W_, b.components_)
+                for i, a in enumerate(runs)
+                for b in runs[i + 1 :]
+            ]
+            self.stable[k] = float(np.mean(pairs))
+        if "cv" in criteria:
+            self._score_held_out(k, runs, kept, data.X, split, settings.by_predictor)
+        if self.bags:
+            # Only the ranks the rule could take on the curve so far keep their fold fits'
+            # factors: they are the folds' number of fits at each rank.
+            if settings.margin_rule:
+                near = self.cv_choice(settings, split.against)["near"]
+            else:
+                near = [min(self.held_err, key=lambda r: (tie(self.held_err[r]), r))]
+            self.bags = {r: bag for r, bag in self.bags.items() if r in near}
+
+    def _score_held_out(self, k, runs, kept, X, split: _Split, by_predictor: bool) -> None:
+        """Rank ``k``'s held-out errors: its fold fits ``runs`` each scored on its fold's
+        cells, by their starts' predictor (``by_predictor``, when every fit kept its starts)
+        or by W⊗H."""
+        scored = by_predictor and all(est in kept for est in runs)
+        kind, rates, bag = _fold_rates(
+            X,
+            runs,
+            [cells for cells, _ in split.held],
+            kept if scored else None,
+            split.zero_weight,
+            int(split.seeds[0]),
+        )
+        if scored:
+            self.kinds[k] = kind
+        if bag is not None:
+            self.bags[k] = bag
+        self.fold_err[k] = [float(rate) for rate in rates]
+        self.held_err[k] = float(np.mean(rates))
+        self.held_se[k] = float(np.std(rates, ddof=1) / np.sqrt(len(rates)))
+
+
+def _report_rank(k: int, row: dict) -> None:
+    """The ``"rank"`` progress record of a rank done, with its evidence ``row``."""
+    said = "" if "held_out_error" not in row else f", held-out error {row['held_out_error']:.4f}"
+    said += f" ({row['predictor']})" if "predictor" in row else ""
+    _progress.info(
+        "k=%d: error %d%s",
+        k,
+        row["training_error"],
+        said,
+        extra={"banmf": {"event": "rank", "row": row}},
+    )
+
+
+def _patience_stop(k: int, curves: _Curves, settings: _Settings, against) -> dict | None:
+    """:attr:`RankSelection.stopped` when the patience stop ends the search after rank ``k``
+    (``patience`` ranks past the rank it counts from, and ranks left to try), else None."""
+    if settings.patience is None:
+        return None
+    ks = settings.ks
+    since = _patience_from(curves, settings, against)
+    if since is not None and k != ks[-1] and ks.index(k) - ks.index(since) >= settings.patience:
+        return {"patience": int(settings.patience), "from_k": since}
+    return None
+
+
+def _selection(
+    curves: _Curves, settings: _Settings, split: _Split, start: float, interrupted, stopped
+) -> RankSelection:
+    """The RankSelection of the ranks done: each criterion's choice, the combined one and why."""
+    criteria = settings.criteria
     choices = {}
     if "mdl" in criteria:
-        choices["mdl"] = min(bits, key=lambda k: (bits[k], k))
+        choices["mdl"] = min(curves.bits, key=lambda k: (curves.bits[k], k))
     margin, generalizes = None, True
     if "cv" in criteria:
-        cv = _cv_choice(held_err, held_se, fold_err, kinds, cv_rule, cv_margin, against)
+        cv = curves.cv_choice(settings, split.against)
         choices["cv"], margin, generalizes = cv["k"], cv["margin"], cv["generalizes"]
     if "stability" in criteria:
+        stable = curves.stable
         steady = [k for k in stable if stable[k] >= STABLE]
         choices["stability"] = max(steady) if steady else max(stable, key=lambda k: (stable[k], -k))
     best, reason = _combined_choice(choices)
-    if not generalizes:
-        reason += (
-            f"; no rank generalizes: none predicts the held-out cells better than the "
-            f"{_BASELINE_WORDS[baseline['kind']]} ({baseline['error']:.4f}) by more than "
-            f"{BASELINE_MARGIN:g} standard errors of their differences, paired fold by fold, "
-            "so the smallest rank tried"
-        )
-    elif margin is not None and margin["k"] != margin["lowest_k"]:
-        reason += (
-            f"; the largest k within {margin['margin']:g} standard errors of the lowest "
-            f"held-out error (k={margin['lowest_k']}, {held_err[margin['lowest_k']]:.4f}), "
-            "paired fold by fold"
-        )
-    tried = list(errors)
+    reason += _cv_reason(generalizes, margin, split.baseline, curves.held_err)
+    tried = list(curves.errors)
     edge = _edge(best, tried)
     if edge is not None:
         reason += f"; {edge}"
     return RankSelection(
         ks=tried,
-        training_error=errors,
-        description_length=bits if "mdl" in criteria else None,
-        held_out_error=held_err if "cv" in criteria else None,
-        held_out_se=held_se if "cv" in criteria else None,
-        fold_errors=fold_err if "cv" in criteria else None,
-        stability=stable if "stability" in criteria else None,
+        training_error=curves.errors,
+        description_length=curves.bits if "mdl" in criteria else None,
+        held_out_error=curves.held_err if "cv" in criteria else None,
+        held_out_se=curves.held_se if "cv" in criteria else None,
+        fold_errors=curves.fold_err if "cv" in criteria else None,
+        stability=curves.stable if "stability" in criteria else None,
         choices=choices,
         best_k=best,
         reason=reason,
-        fits=fits,
-        folds=len(held),
-        fold_zeros=fold_zeros,
-        zero_weight=zero_weight,
+        fits=curves.fits,
+        folds=len(split.held),
+        fold_zeros=split.fold_zeros,
+        zero_weight=split.zero_weight,
         seconds=time.perf_counter() - start,
         interrupted=interrupted,
         edge=edge,
-        predictor=kinds or None,
+        predictor=curves.kinds or None,
         cv_margin=margin,
         stopped=stopped,
-        fold_predictor=bags.get(best) if generalizes else None,
-        baseline=baseline,
+        fold_predictor=curves.bags.get(best) if generalizes else None,
+        baseline=split.baseline,
         generalizes=generalizes,
     )
+
+
+def _cv_reason(generalizes: bool, margin, baseline, held_err: dict) -> str:
+    """What the reason adds for the "cv" choice: that no rank generalizes, or that the margin
+    rule took a rank past the lowest error; else nothing."""
+    if not generalizes:
+        return (
+            f"; no rank generalizes: none predicts the held-out cells better than the "
+            f"{_BASELINE_WORDS[baseline['kind']]} ({baseline['error']:.4f}) by more than "
+            f"{BASELINE_MARGIN:g} standard errors of their differences, paired fold by fold, "
+            "so the smallest rank tried"
+        )
+    if margin is not None and margin["k"] != margin["lowest_k"]:
+        return (
+            f"; the largest k within {margin['margin']:g} standard errors of the lowest "
+            f"held-out error (k={margin['lowest_k']}, {held_err[margin['lowest_k']]:.4f}), "
+            "paired fold by fold"
+        )
+    return ""
 
 
 #: The trivial predictors a rank's held-out error is compared with, in words.
@@ -726,16 +926,7 @@ def _evidence(k, errors, bits, held_err, held_se, stable, kinds, fold_err) -> di
     return row
 
 
-def _patience_from(
-    bits: dict,
-    held_err: dict,
-    held_se: dict,
-    fold_err: dict,
-    kinds: dict,
-    cv_rule: str,
-    cv_margin,
-    against,
-) -> int | None:
+def _patience_from(curves: _Curves, settings: _Settings, against) -> int | None:
     """The rank the patience of :func:`select_rank_of` counts from: of the criteria's curves
     so far (``bits``, ``held_err``; the empty ones say nothing), the latest rank one of them
     would choose by its lowest point, or None when no curve has a point. With ``cv_margin``
@@ -744,11 +935,10 @@ def _patience_from(
     point (counting from the lowest, the scan would stop before the farther near-lowest ranks
     that rule could take); with ``against``, the smallest rank while none beats the trivial
     predictors, so that on data without structure the scan stops ``patience`` ranks in."""
+    bits, held_err = curves.bits, curves.held_err
     chosen = [min(bits, key=lambda k: (bits[k], k))] if bits else []
-    if held_err and cv_rule == "min" and cv_margin is not None:
-        chosen.append(
-            _cv_choice(held_err, held_se, fold_err, kinds, cv_rule, cv_margin, against)["k"]
-        )
+    if held_err and settings.margin_rule:
+        chosen.append(curves.cv_choice(settings, against)["k"])
     elif held_err:
         chosen.append(min(held_err, key=lambda k: (tie(held_err[k]), k)))
     return max(chosen, default=None)
