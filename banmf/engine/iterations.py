@@ -264,6 +264,11 @@ class MUSolver:
             self._W_before = zeros_line_aligned((n, kp), dtype)
             self._cross = variant(cross_gram, threads_for(n * k * k))
             self._cross_blocks = np.empty((min(_MAX_BLOCKS, max(1, n)), k, k), np.float64)
+        # iterate_small's buffers as one group, made once (the arrays are never rebound): a
+        # call from Python pays for each group it builds and types.
+        self._small_state = SmallState(
+            self.YHt, self.WtY, self.sq, self.WtW, self.HHt, self.WtW_t, self.HHt_t
+        )
         # Y Hᵀ and the support terms for the starting Y, without projecting it.
         self._y_pass(False)
 
@@ -384,9 +389,7 @@ class MUSolver:
         the results do not depend on how the iterations are grouped."""
         out = np.empty(len(lams))
         if self.small and not self.observed:
-            state = SmallState(
-                self.YHt, self.WtY, self.sq, self.WtW, self.HHt, self.WtW_t, self.HHt_t
-            )
+            state = self._small_state
             settings = Settings(self.k, self.eps, self.lower, self.upper, self.project, update_h)
             lams = np.ascontiguousarray(lams, dtype=np.float64)
             iterate_small(self.X, self.y, self.cells, self._factors, state, settings, lams, out)
