@@ -19,8 +19,18 @@ import numba
 import numpy as np
 
 from banmf import make_sparse_uniform
-from banmf._kernels.mu import padded_width, project_spmm, row_width, scatter_rows, update_rows
+from banmf._kernels.mu import (
+    Cells,
+    Factors,
+    YSums,
+    padded_width,
+    project_spmm,
+    row_width,
+    scatter_rows,
+    update_rows,
+)
 from banmf._kernels.prefetch import zeros_line_aligned
+from banmf._kernels.sparse import Sparse
 
 
 def _burn(stop):
@@ -73,30 +83,18 @@ def main(argv=None) -> int:
                 zeros_line_aligned((m, kp), dtype),
             )
             Y = project_spmm(width)
-            no_cells = (np.zeros_like(X.indptr), X.indices[:0], y[:0])  # no unknown cells
+            no_cells = Cells(np.zeros_like(X.indptr), X.indices[:0], y[:0])  # no unknown cells
+            S = Sparse(X.indptr, X.indices)
             cases = {
                 "update": (update_rows, (W, YHt, G, 0.0, 1e-12, gram), n * k * k),
                 "scatter": (
                     scatter_rows(width),
-                    (X.indptr, X.indices, y, *no_cells, W, blocks, out, width),
+                    (S, y, no_cells, W, blocks, out, width),
                     X.nnz * k,
                 ),
                 "y pass": (
                     Y,
-                    (
-                        X.indptr,
-                        X.indices,
-                        W,
-                        Ht,
-                        1.0,
-                        float(k),
-                        True,
-                        y,
-                        YHt,
-                        sq,
-                        *no_cells,
-                        width,
-                    ),
+                    (S, y, Factors(W, Ht), YSums(YHt, sq), no_cells, 1.0, float(k), True, width),
                     2 * X.nnz * k,
                 ),
             }

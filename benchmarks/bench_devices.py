@@ -48,6 +48,8 @@ from numba.extending import intrinsic
 import banmf
 from banmf._kernels.mu import (
     _FAST,
+    Factors,
+    YSums,
     _project_spmm_loops,
     _project_spmm_registers,
     padded_width,
@@ -66,6 +68,7 @@ from banmf._kernels.simd import (
     vsplatw,
     vstore,
 )
+from banmf._kernels.sparse import Sparse
 
 # --------------------------------------------------------------------------------------------
 # The removed device item / set_item (banmf/_kernels/simd.py until the A/B): 1-D access without
@@ -433,11 +436,28 @@ def _variants(s):
         width,
     )
     sa = lambda X, s, width: (X.indptr, X.indices, s["y"], s["W"], s["blocks"], s["out"], width)  # noqa: E731
-    # The library's kernels also take a structure of unknown cells after the nonzeros (None:
-    # none, as the solver passes it); the copies below predate it.
-    cells = lambda X, s: (None, None, None)  # noqa: E731
-    ya_lib = lambda X, s, width: ya(X, s, width)[:-1] + cells(X, s) + (width,)  # noqa: E731
-    sa_lib = lambda X, s, width: sa(X, s, width)[:3] + cells(X, s) + sa(X, s, width)[3:]  # noqa: E731
+    # The library's kernels take their arrays in groups, and the unknown cells (None: none, as
+    # the solver passes them); the copies below predate both.
+    ya_lib = lambda X, s, width: (  # noqa: E731
+        Sparse(X.indptr, X.indices),
+        s["y"],
+        Factors(s["W"], s["Ht"]),
+        YSums(s["YHt"], s["sq"]),
+        None,
+        1.0,
+        float(s["k"]),
+        True,
+        width,
+    )
+    sa_lib = lambda X, s, width: (  # noqa: E731
+        Sparse(X.indptr, X.indices),
+        s["y"],
+        None,
+        s["W"],
+        s["blocks"],
+        s["out"],
+        width,
+    )
     ref_y = _project_spmm_registers.serial if w.lanes else _project_spmm_loops.serial
     ypass, yreg = _accessors(make_ypass), _accessors(make_yreg)
     scat, sreg = _accessors(make_scatter), _accessors(make_scatter_reg)

@@ -20,6 +20,10 @@ from banmf._kernels.boolean import (
 )
 from banmf._kernels.mu import (
     Y_PARTS,
+    Cells,
+    Factors,
+    Step,
+    YSums,
     add_unobserved,
     cross_gram,
     padded_width,
@@ -40,6 +44,7 @@ from banmf._kernels.prefetch import (
     zeros_line_aligned,
 )
 from banmf._kernels.simd import Width
+from banmf._kernels.sparse import Sparse
 from banmf.data.masks import row_codes
 from banmf.data.validation import check_binary_matrix
 
@@ -116,6 +121,11 @@ def _values(cindices, fill, dtype):
     return None if cindices is None else np.full(len(cindices), fill, dtype)
 
 
+def _unknown(cindptr, cindices, cy):
+    """The unknown cells as the MU kernels take them: a :class:`Cells` group, or None."""
+    return None if cindptr is None else Cells(cindptr, cindices, cy)
+
+
 def _gram(rng, k):
     """A random symmetric positive semidefinite (k, k): the Gram matrices the row updates get."""
     A = rng.random((k + 1, k))
@@ -150,19 +160,14 @@ def test_project_spmm(Xd, k, project, seed, dtype, loops, share):
     )
     run_both(
         project_spmm(width),
-        X.indptr,
-        X.indices,
-        _padded(W, kp),
-        _padded(Ht, kp),
+        Sparse(X.indptr, X.indices),
+        y,
+        Factors(_padded(W, kp), _padded(Ht, kp)),
+        YSums(YHt, sq),
+        _unknown(cindptr, cindices, cy),
         lower,
         upper,
         project,
-        y,
-        YHt,
-        sq,
-        cindptr,
-        cindices,
-        cy,
         width,
     )
     tol = 1e-12 if dtype == np.float64 else 1e-4
@@ -219,8 +224,9 @@ def test_project_spmm_rows_sorted_by_degree(dtype, k):
     y_ref, _, YHt_ref, sq_ref = ref.project_spmm(
         Xd, W.astype(float), Ht.astype(float), 1.0, float(k), True, y.astype(float), None
     )
-    args = (X.indptr, X.indices, _padded(W, kp), _padded(Ht, kp), 1.0, float(k), True, y)
-    run_both(project_spmm(width), *args, YHt, sq, None, None, None, width)
+    factors = Factors(_padded(W, kp), _padded(Ht, kp))
+    args = (Sparse(X.indptr, X.indices), y, factors, YSums(YHt, sq), None, 1.0, float(k), True)
+    run_both(project_spmm(width), *args, width)
     tol = 1e-12 if dtype == np.float64 else 1e-4
     np.testing.assert_allclose(y, y_ref, rtol=tol)
     np.testing.assert_allclose(YHt[:, :k], YHt_ref, rtol=tol, atol=tol)
@@ -279,12 +285,9 @@ def test_scatter_rows(Xd, k, nb, dtype, seed, loops, share):
     scatter, total = np.full((min(nb, n), m, kp), np.nan, dtype), np.full((m, kp), np.nan, dtype)
     run_both(
         scatter_rows(width),
-        X.indptr,
-        X.indices,
+        Sparse(X.indptr, X.indices),
         y,
-        cindptr,
-        cindices,
-        cy,
+        _unknown(cindptr, cindices, cy),
         _padded(W, kp),
         scatter,
         total,
@@ -316,8 +319,9 @@ def test_project_spmm_prefetching_rows_past_l2(k, loops):
     YHt, sq = np.full((n, kp), np.nan), np.full((Y_PARTS, 2), np.nan)
     assert _padded(Ht, kp).nbytes > MIN_BYTES
     y_ref, _, YHt_ref, sq_ref = ref.project_spmm(Xd, W, Ht, 1.0, float(k), True, y, None)
-    args = (X.indptr, X.indices, _padded(W, kp), _padded(Ht, kp), 1.0, float(k), True, y)
-    run_both(project_spmm(width), *args, YHt, sq, None, None, None, width)
+    factors = Factors(_padded(W, kp), _padded(Ht, kp))
+    args = (Sparse(X.indptr, X.indices), y, factors, YSums(YHt, sq), None, 1.0, float(k), True)
+    run_both(project_spmm(width), *args, width)
     np.testing.assert_allclose(y, y_ref, rtol=1e-12)
     np.testing.assert_allclose(YHt[:, :k], YHt_ref, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(sq, _by_parts(sq_ref, X.indptr, None), rtol=1e-12, atol=1e-12)
@@ -340,7 +344,7 @@ def test_scatter_rows_into_partials_past_the_caches(k, dtype):
     y = rng.random(X.nnz).astype(dtype)
     scatter, total = np.full((3, m, kp), np.nan, dtype), np.full((m, kp), np.nan, dtype)
     assert scatter[0].nbytes > SCATTER_MIN_BYTES
-    args = (X.indptr, X.indices, y, None, None, None, _padded(W, kp), scatter, total, width)
+    args = (Sparse(X.indptr, X.indices), y, None, _padded(W, kp), scatter, total, width)
     run_both(scatter_rows(width), *args)
     tol = 1e-12 if dtype == np.float64 else 1e-4
     expected = ref.gather_spmm(Xd, y.astype(float), W.astype(float))
@@ -379,9 +383,14 @@ def test_update_scatter_rows_is_the_update_then_the_scatter(
     G = _gram(rng, k).astype(dtype)
     y = rng.random(X.nnz).astype(dtype)
     _, cindptr, cindices = _cells(rng, Xd, X, share)
-    cells = (X.indptr, X.indices, y, cindptr, cindices, _values(cindices, 0.5, dtype))
+    cells = (
+        Sparse(X.indptr, X.indices),
+        y,
+        _unknown(cindptr, cindices, _values(cindices, 0.5, dtype)),
+    )
     W, gram, parts = W0.copy(), np.full((nb, k, k), np.nan), np.full((nb, m, kp), np.nan, dtype)
-    run_both(update_scatter_rows(width), W, numer, G, lam, 1e-12, gram, *cells, parts, width)
+    step = Step(W, numer, G, lam, 1e-12)
+    run_both(update_scatter_rows(width), step, gram, *cells, parts, width)
 
     F, gram2 = W0.copy(), np.full((nb, k, k), np.nan)
     run_both(update_rows, F, numer, G, lam, 1e-12, gram2)
@@ -565,19 +574,14 @@ def test_kernels_with_prefetching_on_a_table_larger_than_l2(loops):
     )
     run_both(
         project_spmm(width),
-        X.indptr,
-        X.indices,
-        W,
-        Ht,
+        Sparse(X.indptr, X.indices),
+        y,
+        Factors(W, Ht),
+        YSums(YHt, sq),
+        _unknown(cindptr, cindices, cy),
         1.0,
         float(k),
         True,
-        y,
-        YHt,
-        sq,
-        cindptr,
-        cindices,
-        cy,
         width,
     )
     np.testing.assert_allclose(cy, cy_ref, rtol=1e-5)
@@ -592,9 +596,8 @@ def test_kernels_with_prefetching_on_a_table_larger_than_l2(loops):
     )
     expected = ref.mu_update(W.astype(float), YHt.astype(float), W.astype(float) @ G, 0.0, 1e-12)
     run_both(update_rows, W, YHt, G, 0.0, 1e-12, gram)
-    run_both(
-        scatter_rows(width), X.indptr, X.indices, y, cindptr, cindices, cy, W, scatter, total, width
-    )
+    cells = _unknown(cindptr, cindices, cy)
+    run_both(scatter_rows(width), Sparse(X.indptr, X.indices), y, cells, W, scatter, total, width)
     np.testing.assert_allclose(W, expected, rtol=1e-4)
     np.testing.assert_allclose(
         total,
@@ -630,20 +633,15 @@ def test_small_kernels(Xd, k, project, seed, dtype, pad, share):
         Xd, W.astype(float), Ht.astype(float), lower, upper, project, y.astype(float), Cd
     )
     project_spmm_small(
-        X.indptr,
-        X.indices,
-        _padded(W, k + pad),
-        _padded(Ht, k + pad),
+        Sparse(X.indptr, X.indices),
+        y,
+        Factors(_padded(W, k + pad), _padded(Ht, k + pad)),
+        YSums(YHt, sq),
+        _unknown(cindptr, cindices, cy),
         k,
         lower,
         upper,
         project,
-        y,
-        YHt,
-        sq,
-        cindptr,
-        cindices,
-        cy,
     )
     np.testing.assert_allclose(y, y_ref, rtol=tol)
     if cy is not None:
@@ -652,7 +650,8 @@ def test_small_kernels(Xd, k, project, seed, dtype, pad, share):
     np.testing.assert_allclose(sq, sq_ref, rtol=tol, atol=tol)
     out = np.full((m, k + pad), np.nan, dtype)
     out[:, k:] = 0
-    scatter_rows_small(X.indptr, X.indices, y, cindptr, cindices, cy, _padded(W, k + pad), k, out)
+    cells = _unknown(cindptr, cindices, cy)
+    scatter_rows_small(Sparse(X.indptr, X.indices), y, cells, _padded(W, k + pad), k, out)
     cy_dense = None if cy is None else cy.astype(float)
     expected = ref.gather_spmm(Xd, y.astype(float), W.astype(float), Cd, cy_dense)
     np.testing.assert_allclose(out[:, :k], expected, rtol=tol, atol=tol)

@@ -19,6 +19,8 @@ loop): fusing them was no faster, nor were the other variants tried (docs/decisi
 iteration's passes stay apart" and "The kernels' other variants").
 """
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit, prange
 
@@ -47,6 +49,50 @@ from .variants import Kernel, kernel
 # NaN/inf semantics are kept (no "nnan"/"ninf"), so a bad value still shows instead of being
 # optimised away.
 _FAST = {"reassoc", "contract"}
+
+
+class Cells(NamedTuple):
+    """The unknown cells, with Y there (free: Y = WH). A kernel takes them as one argument,
+    ``None`` when every cell is observed, which compiles their part out (tested on the
+    argument: a field holding None would not be).
+
+    Attributes
+    ----------
+    indptr, indices : integer arrays
+        Their CSR: row i's are ``indices[indptr[i]:indptr[i + 1]]``.
+    y : array (cells,)
+        Y at each, in the factors' dtype.
+    """
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    y: np.ndarray
+
+
+class Factors(NamedTuple):
+    """W (n, ≥ k) and Hᵀ (m, ≥ k), rows zero-padded as the solver stores them."""
+
+    W: np.ndarray
+    Ht: np.ndarray
+
+
+class YSums(NamedTuple):
+    """What the Y pass sums: ``YHt`` (n, ≥ k), Y Hᵀ by row, and ``sq`` (rows, 2), the
+    objective's support terms (Σ (y − s)², Σ s²) by row or part of the rows."""
+
+    YHt: np.ndarray
+    sq: np.ndarray
+
+
+class Step(NamedTuple):
+    """A factor's MU step: ``F[i] <- F[i] * (numer[i] + 3 lam F[i]^2) / (F[i] @ G + 2 lam
+    F[i]^3 + lam F[i] + eps)`` against the symmetric (k, k) ``G``."""
+
+    F: np.ndarray
+    numer: np.ndarray
+    G: np.ndarray
+    lam: float
+    eps: float
 
 
 # Rows go through the k×k Gram terms four at a time, in register tiles of four rows by two
@@ -381,12 +427,11 @@ def scatter_rows(width: Width) -> Kernel:
     """The scatter ``out = Yᵀ W`` = (Wᵀ Y)ᵀ, (m, k), for rows of ``width`` (:func:`row_width`
     of k), by way of the block sums ``scatter_blocks[b] = (Y_b)ᵀ W_b``.
 
-    Both kernels take ``(indptr, indices, y, cindptr, cindices, cy, W, scatter_blocks, out,
-    width)``: the nonzeros with their values ``y``, then a second structure (unknown cells, Y
-    free there, values ``cy``; all three None when every cell is observed, which compiles that
-    part out) summed the same way in the
-    same pass. Row i belongs to block ``i * b // n``; the blocks are added in block order, the
-    same on any number of threads.
+    Both kernels take ``(X, y, cells, W, scatter_blocks, out, width)``: the nonzeros
+    (:class:`~.sparse.Sparse` ``X``) with their values ``y``, then the unknown cells
+    (:class:`Cells`, with Y's values there; None when every cell is observed, which compiles
+    that part out) summed the same way in the same pass. Row i belongs to block ``i * b //
+    n``; the blocks are added in block order, the same on any number of threads.
     """
     return _scatter_rows_registers if width.lanes > 0 else _scatter_rows_loops
 
@@ -396,10 +441,11 @@ def update_scatter_rows(width: Width) -> Kernel:
     (:func:`scatter_rows`, without adding them up) in one parallel call: each block of rows is
     updated, then scattered into its own partial, by the same thread.
 
-    Both kernels take ``(F, numer, G, lam, eps, gram_blocks, indptr, indices, y, cindptr,
-    cindices, cy, scatter_blocks, width)``, ``gram_blocks`` and ``scatter_blocks`` with the
-    same number of blocks; the results are those of the two kernels to the bit. Each parallel
-    call wakes the sleeping threads up (banmf's OpenMP threads wait passively; see
+    Both kernels take ``(step, gram_blocks, X, y, cells, scatter_blocks, width)``: the
+    :class:`Step` of W (the arguments of :func:`update_rows` before ``gram_blocks``), then
+    those of :func:`scatter_rows` but ``W`` and ``out``; ``gram_blocks`` and
+    ``scatter_blocks`` with the same number of blocks; the results are those of the two
+    kernels to the bit. Each parallel call wakes the sleeping threads up (banmf's OpenMP threads wait passively; see
     :mod:`banmf.runtime.threads`), about 0.1 ms on a 2-core virtual machine: one call fewer here and
     one in the H step (``numer_blocks`` of :func:`update_rows`). For several threads only: on
     one, the update's and the scatter's own best variants are apart.
@@ -408,8 +454,9 @@ def update_scatter_rows(width: Width) -> Kernel:
 
 
 @njit(cache=True, nogil=True, inline="always", fastmath=_FAST)
-def _scatter_block_registers(indptr, indices, y, cindptr, cindices, cy, W, part, lo, hi, width):
+def _scatter_block_registers(X, y, cells, W, part, lo, hi, width):
     """Rows lo..hi-1's share of the scatter into ``part``, the row of W in registers."""
+    indptr, indices = X
     part[:, :] = 0.0
     pf = worth_prefetching(part, SCATTER_MIN_BYTES)
     for i in range(lo, hi):
@@ -428,15 +475,17 @@ def _scatter_block_registers(indptr, indices, y, cindptr, cindices, cy, W, part,
         if p < p1:
             j = indices[np.uintp(p)]
             vstore(part, j, 0, vfma(vsplatw(y[np.uintp(p)], width), w, vloadw(part, j, 0, width)))
-        if cindptr is not None:  # (None: no unknown cells, compiled out)
+        if cells is not None:  # (None: no unknown cells, compiled out)
+            cindptr, cindices, cy = cells
             for c in range(cindptr[i], cindptr[i + 1]):
                 j = cindices[c]
                 vstore(part, j, 0, vfma(vsplatw(cy[c], width), w, vloadw(part, j, 0, width)))
 
 
 @njit(cache=True, nogil=True, inline="always", fastmath=_FAST)
-def _scatter_block_loops(indptr, indices, y, cindptr, cindices, cy, W, part, lo, hi):
+def _scatter_block_loops(X, y, cells, W, part, lo, hi):
     """Rows lo..hi-1's share of the scatter into ``part``, loops over a run-time k."""
+    indptr, indices = X
     k = part.shape[1]
     part[:, :] = 0.0
     pf = worth_prefetching(part, SCATTER_MIN_BYTES)
@@ -447,7 +496,8 @@ def _scatter_block_loops(indptr, indices, y, cindptr, cindices, cy, W, part, lo,
             j, v = indices[np.uintp(p)], y[np.uintp(p)]
             for l in range(k):
                 part[j, l] += v * W[i, l]
-        if cindptr is not None:  # (None: no unknown cells, compiled out)
+        if cells is not None:  # (None: no unknown cells, compiled out)
+            cindptr, cindices, cy = cells
             for c in range(cindptr[i], cindptr[i + 1]):
                 j, v = cindices[c], cy[c]
                 for l in range(k):
@@ -455,9 +505,7 @@ def _scatter_block_loops(indptr, indices, y, cindptr, cindices, cy, W, part, lo,
 
 
 @kernel(fastmath=_FAST)
-def _scatter_rows_registers(
-    indptr, indices, y, cindptr, cindices, cy, W, scatter_blocks, out, width
-):
+def _scatter_rows_registers(X, y, cells, W, scatter_blocks, out, width):
     """The scatter (:func:`scatter_rows`) with the row of W held in registers (``width.lanes``
     values) across the row's nonzeros: each nonzero then costs one load, FMA and store per
     vector of the partial.
@@ -473,17 +521,7 @@ def _scatter_rows_registers(
     nb = scatter_blocks.shape[0]
     for b in prange(nb):
         _scatter_block_registers(
-            indptr,
-            indices,
-            y,
-            cindptr,
-            cindices,
-            cy,
-            W,
-            scatter_blocks[b],
-            b * n // nb,
-            (b + 1) * n // nb,
-            width,
+            X, y, cells, W, scatter_blocks[b], b * n // nb, (b + 1) * n // nb, width
         )
     # Summed here rather than by numpy: in parallel, and without another pass over ``out``.
     for j in prange(out.shape[0]):
@@ -491,7 +529,7 @@ def _scatter_rows_registers(
 
 
 @kernel(fastmath=_FAST)
-def _scatter_rows_loops(indptr, indices, y, cindptr, cindices, cy, W, scatter_blocks, out, width):
+def _scatter_rows_loops(X, y, cells, W, scatter_blocks, out, width):
     """The scatter (:func:`scatter_rows`) with loops over a run-time k (any k; ``width`` is
     unused): for rows too wide for registers, plain loops ran 3× faster than vectors over a
     run-time k (bench_devices.py). The partial's rows are asked for ahead where the partials
@@ -500,18 +538,7 @@ def _scatter_rows_loops(indptr, indices, y, cindptr, cindices, cy, W, scatter_bl
     n = W.shape[0]
     nb = scatter_blocks.shape[0]
     for b in prange(nb):
-        _scatter_block_loops(
-            indptr,
-            indices,
-            y,
-            cindptr,
-            cindices,
-            cy,
-            W,
-            scatter_blocks[b],
-            b * n // nb,
-            (b + 1) * n // nb,
-        )
+        _scatter_block_loops(X, y, cells, W, scatter_blocks[b], b * n // nb, (b + 1) * n // nb)
     for j in prange(out.shape[0]):
         _sum_blocks(scatter_blocks, out, j, j + 1)
 
@@ -526,61 +553,29 @@ def sum_blocks(blocks, out):
 
 
 @kernel(fastmath=_FAST)
-def _update_scatter_registers(
-    F,
-    numer,
-    G,
-    lam,
-    eps,
-    gram_blocks,
-    indptr,
-    indices,
-    y,
-    cindptr,
-    cindices,
-    cy,
-    scatter_blocks,
-    width,
-):
+def _update_scatter_registers(step, gram_blocks, X, y, cells, scatter_blocks, width):
     """:func:`update_scatter_rows` with the scatter's row of W in registers."""
+    F, numer, G, lam, eps = step
     r = F.shape[0]
     nb = gram_blocks.shape[0]
     Gp = _padded_gram(G, F, padded(F.shape[1], F))
     for b in prange(nb):
         lo, hi = b * r // nb, (b + 1) * r // nb
         _update_block(F, G.shape[0], numer, Gp, lam, eps, gram_blocks[b], lo, hi)
-        _scatter_block_registers(
-            indptr, indices, y, cindptr, cindices, cy, F, scatter_blocks[b], lo, hi, width
-        )
+        _scatter_block_registers(X, y, cells, F, scatter_blocks[b], lo, hi, width)
 
 
 @kernel(fastmath=_FAST)
-def _update_scatter_loops(
-    F,
-    numer,
-    G,
-    lam,
-    eps,
-    gram_blocks,
-    indptr,
-    indices,
-    y,
-    cindptr,
-    cindices,
-    cy,
-    scatter_blocks,
-    width,
-):
+def _update_scatter_loops(step, gram_blocks, X, y, cells, scatter_blocks, width):
     """:func:`update_scatter_rows` with the scatter's loops over a run-time k."""
+    F, numer, G, lam, eps = step
     r = F.shape[0]
     nb = gram_blocks.shape[0]
     Gp = _padded_gram(G, F, padded(F.shape[1], F))
     for b in prange(nb):
         lo, hi = b * r // nb, (b + 1) * r // nb
         _update_block(F, G.shape[0], numer, Gp, lam, eps, gram_blocks[b], lo, hi)
-        _scatter_block_loops(
-            indptr, indices, y, cindptr, cindices, cy, F, scatter_blocks[b], lo, hi
-        )
+        _scatter_block_loops(X, y, cells, F, scatter_blocks[b], lo, hi)
 
 
 # Plain IEEE arithmetic, and not inlined by Numba into the fastmath kernels (whose flags
@@ -641,31 +636,36 @@ def project_spmm(width: Width) -> Kernel:
     """The Y pass for rows of ``width`` (:func:`row_width` of k): fused Y-projection (SDDMM)
     and ``Y @ Ht`` over the nonzeros, row by row, with rows in registers or loops over k.
 
-    Both kernels take ``(indptr, indices, W, Ht, lower, upper, project, y, YHt, sq, cindptr,
-    cindices, cy, width)``. For every stored nonzero p = (i, j): ``s = W[i] . Ht[j]``; if
+    Both kernels take ``(X, y, factors, out, cells, lower, upper, project, width)``: the
+    nonzeros (:class:`~.sparse.Sparse` ``X``) with Y's values ``y``, the :class:`Factors`,
+    the :class:`YSums` ``out`` (``YHt``, ``sq``) and the :class:`Cells`. For every stored nonzero p = (i, j): ``s = W[i] . Ht[j]``; if
     ``project``, ``y[p]`` becomes ``min(upper, max(lower, s))`` (otherwise ``y`` is only read).
     Then ``YHt[i] = sum_p y[p] Ht[j]``, and the two support terms of the objective,
     ``(sum_p (y[p] - s)^2, sum_p s^2)``, go to ``sq`` (:data:`Y_PARTS`, 2) summed over each part
     of the rows (:func:`row_parts`, in row order; rows past the parts zero): their sums over
     ``sq``'s rows are the objective's terms, the same bits on any number of threads. Every
-    unknown cell c = (i, j) of the second structure (``cindptr``, ``cindices``; None when every
-    cell is observed, which compiles that part out) takes ``cy[c] = s`` (Y is free there) and
+    unknown cell c = (i, j) of ``cells`` (None when every cell is observed, which compiles that
+    part out) takes ``cells.y[c] = s`` (Y is free there) and
     enters ``YHt[i]`` and the second sum as a nonzero does, in the same pass.
     """
     return _project_spmm_registers if width.lanes > 0 else _project_spmm_loops
 
 
 @kernel(fastmath=_FAST)
-def _project_spmm_registers(
-    indptr, indices, W, Ht, lower, upper, project, y, YHt, sq, cindptr, cindices, cy, width
-):
+def _project_spmm_registers(X, y, factors, out, cells, lower, upper, project, width):
     """The Y pass (:func:`project_spmm`) with rows of ``width.lanes`` values held in registers."""
+    indptr, indices = X
+    W, Ht = factors
+    YHt, sq = out
     pf = worth_prefetching(Ht)
     # Sums run in the factors' own type: float32 inputs get float32 arithmetic (twice the
     # vector width); the objective terms stay float64.
     lo, up = W.dtype.type(lower), W.dtype.type(upper)
     zero = W.dtype.type(0)
-    bounds = row_parts(indptr, cindptr, Y_PARTS)
+    if cells is None:  # (tested on the argument, so that one branch is compiled)
+        bounds = row_parts(indptr, None, Y_PARTS)
+    else:
+        bounds = row_parts(indptr, cells.indptr, Y_PARTS)
     parts = len(bounds) - 1
     sq[parts:, :] = 0.0
     for part in prange(parts):
@@ -701,7 +701,8 @@ def _project_spmm_registers(
                 v = _project1(y, p, project, lo, up, s)
                 res, s2 = _plus_squares(res, s2, v, s)
                 acc = vfma(vsplatw(v, width), h0, acc)
-            if cindptr is not None:  # (None: no unknown cells, compiled out)
+            if cells is not None:  # (None: no unknown cells, compiled out)
+                cindptr, cindices, cy = cells
                 for c in range(cindptr[i], cindptr[i + 1]):
                     h0 = vloadw(Ht, cindices[c], 0, width)
                     d0 = vdot_partial(w, h0)
@@ -715,17 +716,21 @@ def _project_spmm_registers(
 
 
 @kernel(fastmath=_FAST)
-def _project_spmm_loops(
-    indptr, indices, W, Ht, lower, upper, project, y, YHt, sq, cindptr, cindices, cy, width
-):
+def _project_spmm_loops(X, y, factors, out, cells, lower, upper, project, width):
     """The Y pass (:func:`project_spmm`) with loops over k (any k; ``width`` is unused). The
     rows of Hᵀ are asked for :data:`~.prefetch.FAR_AHEAD` nonzeros ahead where Hᵀ is past L2
     (docs/decisions.md, "Prefetching")."""
+    indptr, indices = X
+    W, Ht = factors
+    YHt, sq = out
     k = W.shape[1]
     pf = worth_prefetching(Ht)
     zero = W.dtype.type(0)
     lo, up = W.dtype.type(lower), W.dtype.type(upper)
-    bounds = row_parts(indptr, cindptr, Y_PARTS)
+    if cells is None:  # (tested on the argument, so that one branch is compiled)
+        bounds = row_parts(indptr, None, Y_PARTS)
+    else:
+        bounds = row_parts(indptr, cells.indptr, Y_PARTS)
     parts = len(bounds) - 1
     sq[parts:, :] = 0.0
     for part in prange(parts):
@@ -771,7 +776,8 @@ def _project_spmm_loops(
                 for l in range(k):
                     YHt[i, l] += v * Ht[j, l]
                 p += 1
-            if cindptr is not None:  # (None: no unknown cells, compiled out)
+            if cells is not None:  # (None: no unknown cells, compiled out)
+                cindptr, cindices, cy = cells
                 for c in range(cindptr[i], cindptr[i + 1]):
                     j = cindices[c]
                     s = zero

@@ -8,13 +8,43 @@ costs most of a first run's compile time, where these compile in a fraction of i
 twins; serial only (small work never pays for threads).
 """
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
-from .mu import lifted, subnormal_floor
+from .mu import YSums, lifted, subnormal_floor
 
 # As in mu.py: let LLVM vectorize the length-k loops; NaN/inf semantics kept.
 _FAST = {"reassoc", "contract"}
+
+
+class SmallState(NamedTuple):
+    """The buffers that :func:`iterate_small` rewrites each iteration (besides the factors and
+    Y): ``YHt`` (n, ≥ k) and ``WtY`` (m, ≥ k), the Y pass's objective sums ``sq`` (n, 2), and
+    the Gram matrices ``WtW``, ``HHt`` (k, k) float64 with their copies ``WtW_t``, ``HHt_t`` in
+    the factors' type, which the row updates read."""
+
+    YHt: np.ndarray
+    WtY: np.ndarray
+    sq: np.ndarray
+    WtW: np.ndarray
+    HHt: np.ndarray
+    WtW_t: np.ndarray
+    HHt_t: np.ndarray
+
+
+class Settings(NamedTuple):
+    """The scalars of :func:`iterate_small`: the rank ``k``, ``eps`` of the row updates, Y's
+    box [``lower``, ``upper``], whether Y is projected onto it (``project``; else fixed) and
+    whether H is updated (``update_h``)."""
+
+    k: int
+    eps: float
+    lower: float
+    upper: float
+    project: bool
+    update_h: bool
 
 
 @njit(cache=True, nogil=True, fastmath=_FAST)
@@ -57,16 +87,19 @@ def update_rows_small(F, numer, G, lam, eps, gram):
 
 
 @njit(cache=True, nogil=True, fastmath=_FAST)
-def scatter_rows_small(indptr, indices, y, cindptr, cindices, cy, W, k, out):
-    """``out[:, :k] = Yᵀ W[:, :k]``: every nonzero p = (i, j) adds ``y[p] W[i]`` to row j, and
-    every unknown cell c = (i, j) of the second structure ``cy[c] W[i]`` (None: none)."""
+def scatter_rows_small(X, y, cells, W, k, out):
+    """``out[:, :k] = Yᵀ W[:, :k]``: every nonzero p = (i, j) of X (:class:`~.sparse.Sparse`)
+    adds ``y[p] W[i]`` to row j, and every unknown cell c = (i, j) of ``cells``
+    (:class:`~.mu.Cells`; None: none) ``cells.y[c] W[i]``."""
+    indptr, indices = X
     out[:, :k] = 0.0
     for i in range(len(indptr) - 1):
         for p in range(indptr[i], indptr[i + 1]):
             j, v = indices[p], y[p]
             for l in range(k):
                 out[j, l] += v * W[i, l]
-        if cindptr is not None:  # (None: no unknown cells, compiled out)
+        if cells is not None:  # (None: no unknown cells, compiled out)
+            cindptr, cindices, cy = cells
             for c in range(cindptr[i], cindptr[i + 1]):
                 j, v = cindices[c], cy[c]
                 for l in range(k):
@@ -74,14 +107,16 @@ def scatter_rows_small(indptr, indices, y, cindptr, cindices, cy, W, k, out):
 
 
 @njit(cache=True, nogil=True, fastmath=_FAST)
-def project_spmm_small(
-    indptr, indices, W, Ht, k, lower, upper, project, y, YHt, sq, cindptr, cindices, cy
-):
-    """The Y pass over the first k columns: for every nonzero p = (i, j), ``s = W[i] . Ht[j]``;
-    if ``project``, ``y[p] = min(upper, max(lower, s))``. ``YHt[i, :k] = sum_p y[p] Ht[j]`` and
-    ``sq[i] = (sum_p (y[p] - s)^2, sum_p s^2)``. Every unknown cell c = (i, j) of the second
-    structure (``cindptr``, ``cindices``; None: none, compiled out) takes ``cy[c] = s`` (Y is
-    free there) and adds to ``YHt[i]`` and to ``sq[i, 1]`` as a nonzero does."""
+def project_spmm_small(X, y, factors, out, cells, k, lower, upper, project):
+    """The Y pass over the first k columns: for every nonzero p = (i, j) of X
+    (:class:`~.sparse.Sparse`), ``s = W[i] . Ht[j]`` (:class:`~.mu.Factors`); if ``project``,
+    ``y[p] = min(upper, max(lower, s))``. Of ``out`` (:class:`~.mu.YSums`), ``YHt[i, :k] =
+    sum_p y[p] Ht[j]`` and ``sq[i] = (sum_p (y[p] - s)^2, sum_p s^2)``. Every unknown cell c =
+    (i, j) of ``cells`` (:class:`~.mu.Cells`; None: none, compiled out) takes ``cells.y[c] =
+    s`` (Y is free there) and adds to ``YHt[i]`` and to ``sq[i, 1]`` as a nonzero does."""
+    indptr, indices = X
+    W, Ht = factors
+    YHt, sq = out
     lo, up = W.dtype.type(lower), W.dtype.type(upper)
     for i in range(len(indptr) - 1):
         res = 0.0
@@ -99,7 +134,8 @@ def project_spmm_small(
             s2 += s * s
             for l in range(k):
                 YHt[i, l] += v * Ht[j, l]
-        if cindptr is not None:  # (None: no unknown cells, compiled out)
+        if cells is not None:  # (None: no unknown cells, compiled out)
+            cindptr, cindices, cy = cells
             for c in range(cindptr[i], cindptr[i + 1]):
                 j = cindices[c]
                 s = W.dtype.type(0)
@@ -125,44 +161,25 @@ def _penalty(F, k):
 
 
 @njit(cache=True, nogil=True, fastmath=_FAST)
-def iterate_small(
-    indptr,
-    indices,
-    cindptr,
-    cindices,
-    cy,
-    W,
-    Ht,
-    y,
-    YHt,
-    WtY,
-    WtW,
-    HHt,
-    WtW_t,
-    HHt_t,
-    sq,
-    k,
-    lams,
-    eps,
-    lower,
-    upper,
-    project,
-    update_h,
-    out,
-):
+def iterate_small(X, y, cells, factors, state, settings, lams, out):
     """One whole iteration per value of ``lams`` (the λ of each), in one call: small problems
     pay more for Python's per-call cost than for the arithmetic, and a start that calls once
     for several iterations keeps the GIL released throughout, so that starts on other threads
     run meanwhile.
 
+    X (:class:`~.sparse.Sparse`) with Y's values ``y``, the :class:`~.mu.Factors`, the
+    buffers ``state`` (:class:`SmallState`) and the scalars ``settings`` (:class:`Settings`).
     An iteration: the W step (and WᵀW), then unless ``update_h`` is False the scatter and the
-    H step (and HHᵀ), then the Y pass; the unknown cells (``cindptr``, ``cindices``; Y free
-    there, ``cy``) enter the scatter and the Y pass. The Gram matrices are float64 with copies ``*_t`` in the
-    factors' type, as the row updates read them. ``out[q]`` receives the objective after
-    iteration q, ``½‖Y − WH‖² + (λ/2)(‖W²−W‖² + ‖H²−H‖²)``, its off-support part
-    ``‖WH‖² − Σ s²`` (over the nonzeros and the unknown cells) clamped at 0 against
+    H step (and HHᵀ), then the Y pass; the unknown cells (``cells``, :class:`~.mu.Cells`, Y
+    free there; None: none) enter the scatter and the Y pass. ``out[q]`` receives the
+    objective after iteration q, ``½‖Y − WH‖² + (λ/2)(‖W²−W‖² + ‖H²−H‖²)``, its off-support
+    part ``‖WH‖² − Σ s²`` (over the nonzeros and the unknown cells) clamped at 0 against
     cancellation.
     """
+    W, Ht = factors
+    YHt, WtY, sq, WtW, HHt, WtW_t, HHt_t = state
+    k, eps, lower, upper, project, update_h = settings
+    sums = YSums(YHt, sq)
     for q in range(lams.shape[0]):
         lam = lams[q]
         update_rows_small(W, YHt, HHt_t, lam, eps, WtW)
@@ -170,14 +187,12 @@ def iterate_small(
             for b in range(k):
                 WtW_t[a, b] = WtW[a, b]
         if update_h:
-            scatter_rows_small(indptr, indices, y, cindptr, cindices, cy, W, k, WtY)
+            scatter_rows_small(X, y, cells, W, k, WtY)
             update_rows_small(Ht, WtY, WtW_t, lam, eps, HHt)
             for a in range(k):
                 for b in range(k):
                     HHt_t[a, b] = HHt[a, b]
-        project_spmm_small(
-            indptr, indices, W, Ht, k, lower, upper, project, y, YHt, sq, cindptr, cindices, cy
-        )
+        project_spmm_small(X, y, factors, sums, cells, k, lower, upper, project)
         res = 0.0
         s2 = 0.0
         for i in range(sq.shape[0]):

@@ -11,6 +11,10 @@ import numpy as np
 
 from .._kernels.mu import (
     Y_PARTS,
+    Cells,
+    Factors,
+    Step,
+    YSums,
     add_unobserved,
     cross_gram,
     padded_width,
@@ -22,12 +26,15 @@ from .._kernels.mu import (
     update_scatter_rows,
 )
 from .._kernels.mu_small import (
+    Settings,
+    SmallState,
     iterate_small,
     project_spmm_small,
     scatter_rows_small,
     update_rows_small,
 )
 from .._kernels.prefetch import zeros_line_aligned
+from .._kernels.sparse import Sparse
 from ..data.masks import mask_union
 from ..runtime.threads import pick, serial_blas, threads_for, variant
 
@@ -192,6 +199,10 @@ class MUSolver:
         self.cindptr = C.indptr.astype(X.indptr.dtype) if few_unknown else None
         self.cindices = C.indices.astype(X.indices.dtype) if few_unknown else None
         self.cy = np.zeros(C.nnz, dtype=dtype) if few_unknown else None
+        # The kernels' argument groups (views of the arrays above, which are never rebound).
+        self.X = Sparse(self.indptr, self.indices)
+        self.cells = Cells(self.cindptr, self.cindices, self.cy) if few_unknown else None
+        self._factors = Factors(self._W, self._Ht)
         n_cells = C.nnz if few_unknown else 0
         self.observed = unknown is not None and unknown.observed
         nnz = len(self.indices) + n_cells
@@ -199,6 +210,7 @@ class MUSolver:
             # Few observed cells: a second pass over all of them (ones and zeros), Y = WH there.
             O = mask_union(X, unknown.cells)
             self.oindptr, self.oindices = O.indptr, O.indices
+            self.OX = Sparse(self.oindptr, self.oindices)
             nnz += 2 * O.nnz
         self.small = is_small(n, m, k, nnz)
         nb = 1 if self.small else n_row_blocks(n, m, kp, dtype.itemsize, parts)
@@ -252,6 +264,11 @@ class MUSolver:
             self._W_before = zeros_line_aligned((n, kp), dtype)
             self._cross = variant(cross_gram, threads_for(n * k * k))
             self._cross_blocks = np.empty((min(_MAX_BLOCKS, max(1, n)), k, k), np.float64)
+        # iterate_small's buffers as one group, made once (the arrays are never rebound): a
+        # call from Python pays for each group it builds and types.
+        self._small_state = SmallState(
+            self.YHt, self.WtY, self.sq, self.WtW, self.HHt, self.WtW_t, self.HHt_t
+        )
         # Y Hᵀ and the support terms for the starting Y, without projecting it.
         self._y_pass(False)
 
@@ -272,21 +289,14 @@ class MUSolver:
         if self.small:
             update_rows_small(self._W, self.YHt, self.HHt_t, lam, self.eps, self.WtW_blocks[0])
             if scatter:
-                self._scatter_pass(self.indptr, self.indices, self.y, self.WtY, True)
+                self._scatter_pass(self.X, self.y, self.WtY, True)
         elif scatter and self._update_scatter is not None:
             self._update_scatter(
-                self._W,
-                self.YHt,
-                self.HHt_t,
-                lam,
-                self.eps,
+                Step(self._W, self.YHt, self.HHt_t, lam, self.eps),
                 self.WtW_blocks,
-                self.indptr,
-                self.indices,
+                self.X,
                 self.y,
-                self.cindptr,
-                self.cindices,
-                self.cy,
+                self.cells,
                 self.WtY_blocks,
                 self.width,
             )
@@ -294,30 +304,28 @@ class MUSolver:
         else:
             self._update_w(self._W, self.YHt, self.HHt_t, lam, self.eps, self.WtW_blocks)
             if scatter:
-                self._scatter_pass(self.indptr, self.indices, self.y, self.WtY, True)
+                self._scatter_pass(self.X, self.y, self.WtY, True)
         if self.observed and scatter:
             self._sum_wty()  # (the pass below reuses the partials)
             # Y on the unobserved cells was W_before H: its part of Wᵀ Y is Hᵀ (W_beforeᵀ W)
             # less its part on the observed cells. (Numba kernels, not numpy's BLAS: its idle
             # threads spin and slow the kernels that follow.)
-            self._scatter_pass(self.oindptr, self.oindices, self.oy, self.oWtY)
+            self._scatter_pass(self.OX, self.oy, self.oWtY)
             k = self.k
             cross = self._cross(self._W_before, self._W, k, self._cross_blocks)
             self._add_h(self.WtY, self.oWtY, self._Ht, cross.astype(self._W.dtype), k)
         np.sum(self.WtW_blocks, axis=0, out=self.WtW)
         np.copyto(self.WtW_t, self.WtW)
 
-    def _scatter_pass(self, indptr, indices, y, out, cells: bool = False) -> None:
-        """Wᵀ Y over one CSR structure with its values ``y`` (and, with ``cells``, the unknown
-        cells with theirs), into ``out``."""
-        cindptr, cindices, cy = (self.cindptr, self.cindices, self.cy) if cells else (None,) * 3
+    def _scatter_pass(self, X, y, out, cells: bool = False) -> None:
+        """Wᵀ Y over one CSR structure ``X`` with its values ``y`` (and, with ``cells``, the
+        unknown cells with theirs), into ``out``."""
+        C = self.cells if cells else None
         if self.small:
-            scatter_rows_small(indptr, indices, y, cindptr, cindices, cy, self._W, self.k, out)
+            scatter_rows_small(X, y, C, self._W, self.k, out)
         else:
-            kernel = self._scatter if indptr is self.indptr else self._oscatter
-            kernel(
-                indptr, indices, y, cindptr, cindices, cy, self._W, self.WtY_blocks, out, self.width
-            )
+            kernel = self._scatter if X is self.X else self._oscatter
+            kernel(X, y, C, self._W, self.WtY_blocks, out, self.width)
 
     def _sum_wty(self) -> None:
         """Wᵀ Y into ``WtY`` from the last W step's partials, if not summed yet."""
@@ -354,55 +362,25 @@ class MUSolver:
         self._y_pass(self.project)
 
     def _y_pass(self, project: bool) -> None:
-        self._pass(self.indptr, self.indices, self.y, self.YHt, self.sq, project, True)
+        self._pass(self.X, self.y, self.YHt, self.sq, project, True)
         if not self.observed:
             return
         # Few observed cells: Y is WH on all the others, whose part of Y Hᵀ is W HHᵀ less its
         # part on the observed cells (a pass over them with Y = WH: the box [0, inf) never
         # binds, as WH >= 0).
-        self._pass(self.oindptr, self.oindices, self.oy, self.oYHt, self.osq, True, False, 0.0)
+        self._pass(self.OX, self.oy, self.oYHt, self.osq, True, False, 0.0)
         self._add_w(self.YHt, self.oYHt, self._W, self.HHt_t, self.k)
 
-    def _pass(self, indptr, indices, y, YHt, sq, project, cells, lower=None) -> None:
-        """The Y pass over one CSR structure (with ``cells``, the unknown cells too);
+    def _pass(self, X, y, YHt, sq, project, cells, lower=None) -> None:
+        """The Y pass over one CSR structure ``X`` (with ``cells``, the unknown cells too);
         ``lower`` None: the solver's box (the support), else [lower, inf)."""
         lo, up = (self.lower, self.upper) if lower is None else (lower, np.inf)
-        cindptr, cindices, cy = (self.cindptr, self.cindices, self.cy) if cells else (None,) * 3
+        C, out = (self.cells if cells else None), YSums(YHt, sq)
         if self.small:
-            project_spmm_small(
-                indptr,
-                indices,
-                self._W,
-                self._Ht,
-                self.k,
-                lo,
-                up,
-                project,
-                y,
-                YHt,
-                sq,
-                cindptr,
-                cindices,
-                cy,
-            )
+            project_spmm_small(X, y, self._factors, out, C, self.k, lo, up, project)
         else:
-            kernel = self._project if indptr is self.indptr else self._oproject
-            kernel(
-                indptr,
-                indices,
-                self._W,
-                self._Ht,
-                lo,
-                up,
-                project,
-                y,
-                YHt,
-                sq,
-                cindptr,
-                cindices,
-                cy,
-                self.width,
-            )
+            kernel = self._project if X is self.X else self._oproject
+            kernel(X, y, self._factors, out, C, lo, up, project, self.width)
 
     def iterate(self, lams: np.ndarray, update_h: bool = True) -> np.ndarray:
         """One iteration per value of ``lams`` (the λ of each: W step, H step unless
@@ -411,31 +389,10 @@ class MUSolver:
         the results do not depend on how the iterations are grouped."""
         out = np.empty(len(lams))
         if self.small and not self.observed:
-            iterate_small(
-                self.indptr,
-                self.indices,
-                self.cindptr,
-                self.cindices,
-                self.cy,
-                self._W,
-                self._Ht,
-                self.y,
-                self.YHt,
-                self.WtY,
-                self.WtW,
-                self.HHt,
-                self.WtW_t,
-                self.HHt_t,
-                self.sq,
-                self.k,
-                np.ascontiguousarray(lams, dtype=np.float64),
-                self.eps,
-                self.lower,
-                self.upper,
-                self.project,
-                update_h,
-                out,
-            )
+            state = self._small_state
+            settings = Settings(self.k, self.eps, self.lower, self.upper, self.project, update_h)
+            lams = np.ascontiguousarray(lams, dtype=np.float64)
+            iterate_small(self.X, self.y, self.cells, self._factors, state, settings, lams, out)
             return out
         for q, lam in enumerate(lams):
             self.step_w(float(lam), scatter=update_h)
