@@ -41,7 +41,9 @@ def main(checkout: Path) -> int:
 
     data = datasets.data_dir()
     step(f"data_dir() = {data}")
-    assert data == package / "data", f"data_dir() is {data}, not the installed {package / 'data'}"
+    assert data == package / "bundled", (
+        f"data_dir() is {data}, not the installed {package / 'bundled'}"
+    )
     assert (data / "README.md").is_file(), "the provenance and license README is not installed"
     assert "license" in (data / "README.md").read_text(encoding="utf-8").lower()
 
