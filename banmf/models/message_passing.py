@@ -76,7 +76,12 @@ class _Cells:
                 indices = (keys % m).astype(idx)
                 ones = dense[keys]
                 del keys
-        self.indptr, self.indices = indptr, indices
+        # One dtype each, whichever form the cells came in: a kernel's groups (NamedTuples)
+        # are then typed alike at every call (Numba before 0.60 mistakes one group's
+        # specialization for another's that differs in an array's dtype only).
+        idx = np.int32 if n * m < np.iinfo(np.int32).max else np.int64
+        self.indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+        self.indices = np.ascontiguousarray(indices, dtype=idx)
         self.ones = np.ascontiguousarray(ones, dtype=bool)
         count = len(indices)
         pos = np.int32 if count < np.iinfo(np.int32).max else np.int64
