@@ -19,7 +19,10 @@ Which records a table shows:
 - **Rows tables** (records with ``"table"`` and ``"key"``, one record per row of the table):
   for each key, the record with the latest ``date`` (a later run of the same configuration
   replaces an earlier one); rows in the order of their first record in the file; columns in
-  the order of the first record's ``figures``, which are the cells as text.
+  the order of the first record's ``figures``, which are the cells as text. A table given
+  ``keys`` shows only those rows (``TABLES`` names them: e.g. the real-data tables show
+  k = 1, 3, 5 and 10 of the ten ranks recorded). Rows of several hosts or commits get a
+  column saying each row's own.
 - **startup** (``startup.jsonl``, written by ``bench_startup.py``): the latest record.
 - **sparse** (``sparse_accuracy.jsonl``, written by ``bench_sparse_accuracy.py --out``, and
   ``sparse_accuracy_docs.jsonl``, transcribed): for each (data, k, method), the latest record;
@@ -109,12 +112,16 @@ def _latest(records: list[dict], key) -> dict:
 
 @dataclass(frozen=True)
 class Rows:
-    """A table whose records are its rows (``"table": name``, ``"key"``)."""
+    """A table whose records are its rows (``"table": name``, ``"key"``); with ``keys``, only
+    those rows (a named selection: the records keep the others)."""
 
     file: str
+    keys: tuple = ()
 
     def render(self, name: str) -> str:
         records = [r for r in read(self.file) if r.get("table") == name]
+        if self.keys:
+            records = [r for r in records if r["key"] in self.keys]
         if not records:
             return f"No records yet.\n\n{provenance_line([self.file], [])}"
         shown = list(_latest(records, lambda r: r["key"]).values())
@@ -221,23 +228,30 @@ TABLES = {
     "distributed-polish": Rows("distributed.jsonl"),
     "density": Rows("paper.jsonl"),
     "noise": Rows("paper.jsonl"),
-    "real-zoo": Rows("paper.jsonl"),
-    "real-votes": Rows("paper.jsonl"),
-    "real-lucap0": Rows("paper.jsonl"),
+    "real-zoo": Rows("paper.jsonl", keys=("1", "3", "5", "10")),
+    "real-votes": Rows("paper.jsonl", keys=("1", "3", "5", "10")),
+    "real-lucap0": Rows("paper.jsonl", keys=("1", "3", "5", "10")),
     "rank-gap": Rows("paper.jsonl"),
-    "timing": Rows("paper.jsonl"),
+    "timing": Rows("paper.jsonl", keys=("100", "500", "1000", "2000")),
     "pnlpf-density": Rows("paper.jsonl"),
-    "pnlpf-real": Rows("paper.jsonl"),
-    "default-density": Rows("paper.jsonl"),
-    "default-noise": Rows("paper.jsonl"),
     "default-real": Rows("paper.jsonl"),
     "default-rank-gap": Rows("paper.jsonl"),
     "steps": Rows("paper.jsonl"),
-    "related-real": Rows("paper.jsonl"),
     "sparse": Sparse(),
-    "completion-planted": Rows("completion.jsonl"),
-    "completion-real": Rows("completion.jsonl"),
-    "completion-predictor": Rows("completion.jsonl"),
+    "completion-3seeds": Rows(
+        "completion.jsonl",
+        keys=tuple(
+            f"{data} / {k} / {share}"
+            for data, k in (("lucap0", 10), ("votes", 5), ("votes", 10), ("lucap0", 5))
+            for share in ("10 %", "50 %")
+        )
+        + (
+            "mushroom / 5 / 10 % (against NMF only)",
+            "mushroom / 5 / 50 %",
+            "mushroom / 10 / 10 %",
+            "mushroom / 10 / 50 %",
+        ),
+    ),
     "select-k-zoo": Rows("rank.jsonl"),
     "select-k-planted": Rows("rank.jsonl"),
 }
