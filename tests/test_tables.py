@@ -55,3 +55,27 @@ def test_latest_record_per_row_wins(tmp_path, monkeypatch):
     assert "| a | 2 |" in text and "| b | 3 |" in text and "| 1 |" not in text
     assert "No records yet" in tables.Rows("missing.jsonl").render("t")
     assert "No records yet" in tables.Sparse(("missing.jsonl",)).render("sparse")
+
+
+def test_a_runs_row_replaces_the_transcribed_one(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import bench_distributed
+
+    tables = _tables()
+    monkeypatch.setattr(tables, "RESULTS", tmp_path)
+    rec = {
+        "nnz": 10**7,
+        "busy": False,
+        "loadavg": 0.5,
+        "single_phase": 0.07,
+        "distributed_phase": 0.077,
+        "phase_ratio": 1.1,
+        "workers": 2,
+        **{key: 0.01 for key in ("round_s", "slowest_s", "beyond_s", "driver_s")},
+    }
+    fresh = bench_distributed.docs_row(rec, "python benchmarks/bench_distributed.py --record")
+    old = (ROOT / "benchmarks" / "results" / "distributed.jsonl").read_text(encoding="utf-8")
+    (tmp_path / "distributed.jsonl").write_text(old + json.dumps(fresh) + "\n")
+    text = tables.render("distributed")
+    assert "alone (load 0.5)" in text and "| 0.0724 |" not in text
+    assert "1 of 3 transcribed" not in text and "transcribed from earlier docs" in text
