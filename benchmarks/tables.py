@@ -234,6 +234,7 @@ TABLES = {
     "rank-gap": Rows("paper.jsonl"),
     "timing": Rows("paper.jsonl", keys=("100", "500", "1000", "2000")),
     "pnlpf-density": Rows("paper.jsonl"),
+    "pnlpf-real": Rows("paper.jsonl"),
     "default-real": Rows("paper.jsonl"),
     "default-rank-gap": Rows("paper.jsonl"),
     "steps": Rows("paper.jsonl"),
