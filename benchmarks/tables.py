@@ -20,9 +20,11 @@ Which records a table shows:
   for each key, the record with the latest ``date`` (a later run of the same configuration
   replaces an earlier one); rows in the order of their first record in the file; columns in
   the order of the first record's ``figures``, which are the cells as text. A table given
-  ``keys`` shows only those rows (``TABLES`` names them: e.g. the real-data tables show
+  ``keys`` shows only those rows (``TABLES`` names them: e.g. the real-data table shows
   k = 1, 3, 5 and 10 of the ten ranks recorded). Rows of several hosts or commits get a
   column saying each row's own.
+- **Stacked tables** (``real``): Rows tables of the same columns one under the other, each
+  row led by its table's label.
 - **startup** (``startup.jsonl``, written by ``bench_startup.py``): the latest record.
 - **sparse** (``sparse_accuracy.jsonl``, written by ``bench_sparse_accuracy.py --out``, and
   ``sparse_accuracy_docs.jsonl``, transcribed): for each (data, k, method), the latest record;
@@ -140,6 +142,37 @@ class Rows:
 
 
 @dataclass(frozen=True)
+class Stacked:
+    """Rows tables of the same columns one under the other, each row led by its part's label
+    (the parts' first column, the key, becomes the second)."""
+
+    file: str
+    parts: tuple  # (label, table name) pairs
+    keys: tuple = ()
+
+    def render(self, name: str) -> str:
+        records = read(self.file)
+        head, rows, shown = [], [], []
+        for label, table in self.parts:
+            mine = [r for r in records if r.get("table") == table]
+            if self.keys:
+                mine = [r for r in mine if r["key"] in self.keys]
+            latest = list(_latest(mine, lambda r: r["key"]).values())
+            for rec in latest:
+                cells = list(rec["figures"].values())
+                head = head or ["data", "k", *list(rec["figures"])[1:]]
+                rows.append([label, *cells])
+            shown += latest
+        if not shown:
+            return f"No records yet.\n\n{provenance_line([self.file], [])}"
+        if len({r.get("commit") for r in shown}) > 1:
+            head.append("commit")
+            for row, rec in zip(rows, shown):
+                row.append(f"{rec.get('commit', '')} ({rec.get('date', '')[:10]})")
+        return "\n".join(markdown(head, rows)) + "\n\n" + provenance_line([self.file], shown)
+
+
+@dataclass(frozen=True)
 class Startup:
     """The README's command from an empty kernel cache and from a full one."""
 
@@ -228,9 +261,11 @@ TABLES = {
     "distributed-polish": Rows("distributed.jsonl"),
     "density": Rows("paper.jsonl"),
     "noise": Rows("paper.jsonl"),
-    "real-zoo": Rows("paper.jsonl", keys=("1", "3", "5", "10")),
-    "real-votes": Rows("paper.jsonl", keys=("1", "3", "5", "10")),
-    "real-lucap0": Rows("paper.jsonl", keys=("1", "3", "5", "10")),
+    "real": Stacked(
+        "paper.jsonl",
+        parts=(("zoo", "real-zoo"), ("votes", "real-votes"), ("lucap0", "real-lucap0")),
+        keys=("1", "3", "5", "10"),
+    ),
     "rank-gap": Rows("paper.jsonl"),
     "timing": Rows("paper.jsonl", keys=("100", "500", "1000", "2000")),
     "pnlpf-density": Rows("paper.jsonl"),
