@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import banmf
-from banmf import ELBMF, ConvergenceWarning, make_boolean
+from banmf import ELBMF, make_boolean
 from banmf._kernels.elbmf import PARTS, Prox, observed_sums, prox_step, support_gradient
 from banmf._kernels.sparse import Sparse
 from banmf.io import Dataset
@@ -191,14 +191,13 @@ def test_recovers_planted_factors_and_ends_boolean():
     assert np.all((U < 1e-6) | (np.abs(U - 1) < 1e-6))
 
 
-def test_max_iter_reached_warns_only_with_a_tolerance():
+def test_max_iter_ends_the_fit_without_a_warning_and_converged_says_so():
     X = make_boolean(20, 15, 2, 0.4, random_state=0)[0]
-    with pytest.warns(ConvergenceWarning, match="max_iter=5"):
-        ELBMF(2, max_iter=5, random_state=0).fit(X)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        model = ELBMF(2, max_iter=5, tol=None, random_state=0).fit(X)
+        model = ELBMF(2, max_iter=5, random_state=0).fit(X)
     assert model.n_iter_ == 5 and not model.converged_
+    assert model.W_.dtype == bool
 
 
 @pytest.mark.parametrize(

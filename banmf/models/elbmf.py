@@ -4,7 +4,6 @@ over the support of X."""
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 from typing import ClassVar
@@ -17,7 +16,6 @@ from .._kernels.sparse import Sparse
 from ..data.dataset import Dataset
 from ..data.params import FLOAT_DTYPE, NONE, Interval
 from ..data.validation import check_dtype, check_random_state
-from ..exceptions import ConvergenceWarning
 from ..runtime.progress import StartProgress
 from ..runtime.signals import Interruptions, deferred_interrupts
 from ..runtime.threads import cancelled, pick
@@ -76,9 +74,11 @@ class ELBMF(BaseFactorization):
         Iterations at most.
     tol : float or None, default 1e-8
         Stop once the loss ``‖X − UV‖²`` on the observed cells changes by less than this
-        (absolute, as the reference code); None or 0 runs ``max_iter`` iterations. Reaching
-        ``max_iter`` with ``tol > 0`` warns (``ConvergenceWarning``); the factors are rounded
-        either way.
+        (absolute, as the reference code); None or 0 runs ``max_iter`` iterations. The
+        factors are rounded either way, and reaching ``max_iter`` does not warn
+        (``converged_`` says whether the loss settled): once the l2 weight has made the factors
+        Boolean, the iteration may cycle between two roundings, which no tolerance ends
+        (docs/decisions.md, "ELBMF does not warn at max_iter").
     beta : float, default 1e-4
         The inertia of iPALM, in [0, 1): 0 is PALM (step ``1 / (1.1 L)``), else the step is
         ``2(1 − β) / ((1 + 2β) L)``, L = ``‖VVᵀ‖_F``.
@@ -179,18 +179,6 @@ class ELBMF(BaseFactorization):
             beta=self.beta,
             progress=progress,
         )
-        if (
-            self.tol
-            and not run.converged
-            and not run.interrupted
-            and not run.cancelled
-            and len(run.losses) == self.max_iter
-        ):
-            warnings.warn(
-                f"max_iter={self.max_iter} reached before the loss settled to tol={self.tol}",
-                ConvergenceWarning,
-                stacklevel=3,
-            )
         self.W_continuous_ = run.U
         self.H_continuous_ = np.ascontiguousarray(run.Vt.T)
         self.loss_curve_ = np.asarray(run.losses, dtype=np.float64)
