@@ -612,7 +612,8 @@ def elbmf_observed_sums(X, cells, F, Ot):
 
 def _elbmf_step(X, M, U, U_prev, V, l1, l2, beta):
     """One iPALM half-step of ELBMF for U against V (the reference's ``elbmf_step_ipalm``),
-    the loss masked to the observed cells ``M``."""
+    the loss masked to the observed cells ``M`` (None: every cell, the reference's own
+    gradient ``U VVᵀ − X Vᵀ``)."""
     VVt = V @ V.T
     L = max(np.linalg.norm(VVt), 1e-4)  # Frobenius, as the reference code's ``norm()``
     if beta:
@@ -621,7 +622,7 @@ def _elbmf_step(X, M, U, U_prev, V, l1, l2, beta):
     else:
         U_hat = U
         eta = 1 / (1.1 * L)
-    grad = (M * (U_hat @ V - X)) @ V.T
+    grad = U_hat @ VVt - X @ V.T if M is None else (M * (U_hat @ V - X)) @ V.T
     return elbmf_prox(U_hat - eta * grad, l1 * eta, l2 * eta)
 
 
@@ -632,16 +633,17 @@ def elbmf(X, U, V, max_iter, l1=0.01, l2=0.02, rate=1.02, beta=1e-4, tol=None, o
     None: all) after each iteration, stopping when it moves by less than ``tol``. Returns U, V
     and the losses (round at ½ for the Boolean factors)."""
     X = np.asarray(X, dtype=np.float64)
-    M = np.ones_like(X) if observed is None else observed.astype(np.float64)
+    M = None if observed is None else observed.astype(np.float64)
     U, V = np.array(U, dtype=np.float64), np.array(V, dtype=np.float64)
     U_prev, V_prev = U.copy(), V.copy()
     losses, loss = [], np.inf
     for t in range(max_iter):
         tau = min(rate**t, 1e100)
         U, U_prev = _elbmf_step(X, M, U, U_prev, V, l1, l2 * tau, beta), U
-        Vt = _elbmf_step(X.T, M.T, V.T, V_prev.T, U.T, l1, l2 * tau, beta)
+        Vt = _elbmf_step(X.T, None if M is None else M.T, V.T, V_prev.T, U.T, l1, l2 * tau, beta)
         V, V_prev = Vt.T, V
-        previous, loss = loss, float((M * (X - U @ V) ** 2).sum())
+        R = (X - U @ V) ** 2
+        previous, loss = loss, float((R if M is None else M * R).sum())
         losses.append(loss)
         if tol and abs(loss - previous) < tol:
             break
