@@ -76,9 +76,7 @@ def measure(X, k: int, iters: int, repeats: int, threads: int) -> dict:
         "median_sparse_s_per_iter": sparse,
         "median_dense_s_per_iter": dense,
         "ratio_dense_over_sparse": dense / sparse,
-        "max_factor_difference": float(
-            max(np.abs(run.U - U).max(), np.abs(run.Vt.T - V).max())
-        ),
+        "max_factor_difference": float(max(np.abs(run.U - U).max(), np.abs(run.Vt.T - V).max())),
         "last_loss_relative_difference": abs(run.losses[-1] - losses[-1]) / abs(losses[-1]),
         "boolean_error_sparse": data.error(Wb, Hb),
         "boolean_error_dense": data.error(U > 0.5, np.ascontiguousarray(V > 0.5)),
@@ -98,7 +96,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     iters = args.iters + [args.iters[-1]] * (len(args.sizes) - len(args.iters))
     command = "python benchmarks/bench_elbmf.py " + " ".join(argv or sys.argv[1:])
-    print("| shape | nnz | k | sparse s/it | dense s/it | dense / sparse | max Δ factors | Δ loss | errors |")
+    print(
+        "| shape | nnz | k | sparse s/it | dense s/it | dense / sparse | max Δ factors | Δ loss | errors |"
+    )
     print("|---|---|---|---|---|---|---|---|---|", flush=True)
     for text, it in zip(args.sizes, iters):
         n, m, nnz = size(text)

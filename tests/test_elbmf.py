@@ -119,7 +119,9 @@ def test_the_sparse_iterates_are_the_dense_algorithms(form, beta):
     data = Dataset.of(X, **kw)
     rng = np.random.default_rng(7)
     U0, V0 = rng.random((25, 3)), rng.random((3, 18))
-    run = module.ipalm(data, U0.copy(), np.ascontiguousarray(V0.T), max_iter=60, tol=None, beta=beta)
+    run = module.ipalm(
+        data, U0.copy(), np.ascontiguousarray(V0.T), max_iter=60, tol=None, beta=beta
+    )
     Xo = X.astype(bool) & observed  # a one on an unknown cell is not observed
     U, V, losses = ref.elbmf(Xo, U0, V0, 60, beta=beta, observed=observed)
     np.testing.assert_allclose(run.losses, losses, rtol=1e-9)

@@ -229,7 +229,9 @@ class _Side:
         # listed: the cells are the observed zeros (observed=), so the loss has no Gram term.
         self.listed = unknown is not None and unknown.observed
         cells = None if unknown is None else unknown.cells
-        self.cells = None if cells is None or cells.nnz == 0 else Sparse(cells.indptr, cells.indices)
+        self.cells = (
+            None if cells is None or cells.nnz == 0 else Sparse(cells.indptr, cells.indices)
+        )
         self.n_cells = 0 if self.cells is None else int(cells.nnz)
         self.F = F
         self.prev = F.copy()
