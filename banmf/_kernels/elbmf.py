@@ -124,14 +124,12 @@ def prox_step(F, P, G, prox):
 def observed_sums(X, cells, F, Ot, sums):
     """The sums over the ones of X and the listed ``cells`` (None for none) that the loss on the
     observed cells needs, ``s_ij = F[i]·Ot[j]``: ``sums[part] = (Σ_X s, Σ_X s², Σ_cells s²)``
-    in float64, over :data:`PARTS` parts of the rows (:func:`~.mu.row_parts`; rows past the
-    parts zero) added up by the caller in order."""
+    in float64, over :data:`PARTS` parts of the rows of about equal ones
+    (:func:`~.mu.row_parts`; rows past the parts zero), added up by the caller in order."""
     indptr, indices = X
     k = F.shape[1]
-    if cells is None:  # (tested on the argument, so that one branch is compiled)
-        bounds = row_parts(indptr, None, PARTS)
-    else:
-        bounds = row_parts(indptr, cells.indptr, PARTS)
+    # Parts of equal ones (listed cells, few with ``missing=``, do not move the bounds).
+    bounds = row_parts(indptr, None, PARTS)
     parts = len(bounds) - 1
     sums[parts:, :] = 0.0
     for part in prange(parts):
