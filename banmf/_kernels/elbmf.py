@@ -40,10 +40,10 @@ class Prox(NamedTuple):
 
 @njit(cache=True, nogil=True, inline="always")
 def prox_elastic(x, kappa, lam):
-    """The proximal operator of the elastic Boolean regularizer ``κ·min(|x|, |x − 1|) +
-    (λ/2)·min(x², (x − 1)²)``-like term of the reference code, kept nonnegative: ``x`` moves
-    by κ towards the nearer of 0 and 1 (ties at ½ towards 0), then is shrunk towards it by
-    ``1 / (1 + λ)``, then floored at 0."""
+    """The elastic Boolean proximal operator of the authors' code (``proxelbmfnn``), for one
+    entry: with c the nearer of 0 and 1 to ``x`` (ties at ½ go to 0), ``x`` moves by ``kappa``
+    towards c (the l1 part), then towards c by the factor ``1 / (1 + lam)`` (the l2 part), and
+    is floored at 0."""
     if x <= 0.5:
         y = (x - kappa * np.sign(x)) / (1.0 + lam)
     else:

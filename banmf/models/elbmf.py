@@ -302,8 +302,6 @@ def ipalm(
     of the iteration under way, whose iterates the result keeps (``interrupted``); a second
     one raises at once."""
     rows, cols = _Side(data, U), _Side(data.T, Vt)
-    # Every cell observed but a sparse set of unknown ones (or none): the loss's quadratic term
-    # is tr(UᵀU·VVᵀ); with listed cells it is a sum over them (_loss).
     nnz = float(data.nnz)
     out = Run(U, Vt)
     interrupts = Interruptions()
