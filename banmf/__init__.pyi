@@ -28,6 +28,7 @@ from .model_selection import RankSelection as RankSelection
 from .model_selection import select_rank as select_rank
 from .models import ASSO as ASSO
 from .models import BANMF as BANMF
+from .models import ELBMF as ELBMF
 from .models import METHODS as METHODS
 from .models import NMF as NMF
 from .models import PAPER_CONFIG as PAPER_CONFIG

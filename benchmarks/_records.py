@@ -73,6 +73,27 @@ def provenance(benchmark: str, command: str) -> dict:
     }
 
 
+def row_record(benchmark: str, command: str, table: str, key: str, figures: dict, **extra) -> dict:
+    """A record that is one row of a docs table (``benchmarks/tables.py``, "Rows tables"):
+    the provenance, the table's name, the row's key (its configuration: a later record of the
+    same key replaces it in the table) and its cells as text, in the table's column order."""
+    return {
+        **provenance(benchmark, command),
+        **extra,
+        "table": table,
+        "key": key,
+        "figures": figures,
+    }
+
+
+def superscript_power(count: int) -> str:
+    """10**7 → "10⁷" (other counts as they are, with thousands separators)."""
+    exponent = len(str(count)) - 1
+    if count == 10**exponent:
+        return "10" + str(exponent).translate(str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹"))
+    return f"{count:,}"
+
+
 def append_record(path, record: dict) -> None:
     """Append ``record`` to the JSON-lines file ``path`` (its folder made if need be)."""
     out = Path(path)

@@ -63,6 +63,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _records import RESULTS, append_record, row_record
+
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_DIR = Path(__file__).resolve().parent
 
@@ -421,6 +423,33 @@ def _s(v, digits=3) -> str:
     return "—" if v is None else f"{v:.{digits}g}"
 
 
+#: The cases as docs/PERFORMANCE.md's table ``contention`` names them.
+DOC_LABELS = {
+    "zoo": "Zoo 101×15, k = 5, defaults",
+    "lucap0": "LUCAP0 2000×143, k = 10, paper's configuration",
+    "1e6": "10⁶ nonzeros, k = 32, float32, 20 iterations",
+}
+
+
+def docs_rows(rows: list[dict], command: str) -> list[dict]:
+    """One record per case, a row of the docs' table ``contention``: the fit alone, then the
+    slowest copy's fit over it for each run."""
+    out = []
+    for case in dict.fromkeys(row["case"] for row in rows):
+        runs = {row["run"]: row for row in rows if row["case"] == case}
+        if "solo" not in runs:
+            continue
+        figures = {"case": DOC_LABELS.get(case, case), "alone": f"{runs['solo']['fit'][0]:.2f} s"}
+        for run, column in (
+            ("2 copies", "2 copies at once"),
+            ("4 copies", "4 copies at once"),
+            ("busy", "beside a busy process"),
+        ):
+            figures[column] = f"{runs[run]['worst_ratio']:.2f}×" if run in runs else "—"
+        out.append(row_record("contention", command, "contention", case, figures))
+    return out
+
+
 def print_tables(res: dict, args) -> None:
     if "copies" in res:
         print("\n### Copies started together, and beside a busy process\n")
@@ -578,6 +607,12 @@ def main(argv=None) -> int:
         "the same run and the verdict compares the two ratios",
     )
     parser.add_argument("--json", metavar="OUT", help="write every measurement to this file")
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="append each case's row of the docs' table (docs/PERFORMANCE.md, many fits at "
+        "once) to benchmarks/results/contention.jsonl (needs --parts copies busy)",
+    )
     args = parser.parse_args(argv)
     if args.worker:
         return worker(json.loads(args.worker))
@@ -638,6 +673,10 @@ def main(argv=None) -> int:
     )
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=1, default=str))
+    if args.record and "copies" in res:
+        command = "python benchmarks/bench_contention.py " + " ".join(argv or sys.argv[1:])
+        for rec in docs_rows(res["copies"], command):
+            append_record(RESULTS / "contention.jsonl", rec)
     return 0
 
 

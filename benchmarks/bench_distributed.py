@@ -101,7 +101,7 @@ import tempfile
 import time
 
 import numpy as np
-from _records import local_client, run_tasks
+from _records import RESULTS, append_record, local_client, row_record, run_tasks, superscript_power
 
 import banmf
 import banmf.distributed as bd
@@ -514,6 +514,12 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--out", help="also append every row's record to this JSON-lines file")
     parser.add_argument(
+        "--record",
+        action="store_true",
+        help="append the 2-worker rows of the docs' table (docs/SCALING.md, what to expect) "
+        "to benchmarks/results/distributed.jsonl",
+    )
+    parser.add_argument(
         "--quick", action="store_true", help="nnz 2e5, 4 blocks, iters 3 8, 1 repeat, workers 1 2"
     )
     args = parser.parse_args(argv)
@@ -558,7 +564,39 @@ def main(argv=None) -> int:
                     f"{rec['ratio']:.2f}×): {'within' if ok else 'above'} {OVERHEAD_LIMIT}× "
                     f"({'yes' if ok else 'no'})"
                 )
+                if args.record:
+                    command = "python benchmarks/bench_distributed.py " + " ".join(
+                        argv or sys.argv[1:]
+                    )
+                    append_record(RESULTS / "distributed.jsonl", docs_row(rec, command))
     return 0
+
+
+def docs_row(rec: dict, command: str) -> dict:
+    """A 2-worker record as a row of docs/SCALING.md's table ``distributed``: the iterations
+    alone on both sides, and a round's medians (milliseconds)."""
+    nnz = superscript_power(rec["nnz"])
+    machine = "beside a CPU-burning process" if rec["busy"] else "alone"
+    ms = {key: 1000 * rec[key] for key in ("round_s", "slowest_s", "beyond_s", "driver_s")}
+    figures = {
+        "nnz": nnz,
+        "machine": f"{machine} (load {rec['loadavg']:.1f})",
+        "one machine s/it": f"{rec['single_phase']:.3g}",
+        "cluster s/it": f"{rec['distributed_phase']:.3g}",
+        "ratio": f"**{rec['phase_ratio']:.2f}×**",
+        "a round: slowest worker / beyond it / driver": (
+            f"{ms['round_s']:.0f} ms: {ms['slowest_s']:.0f} / {ms['beyond_s']:.1f} / "
+            f"{ms['driver_s']:.1f} ms"
+        ),
+    }
+    return row_record(
+        "distributed",
+        command,
+        "distributed",
+        f"{nnz} / {machine}",
+        figures,
+        settings={"workers": rec["workers"], "loadavg": rec.get("loadavg")},
+    )
 
 
 if __name__ == "__main__":

@@ -57,7 +57,7 @@ import threading
 import time
 
 import numpy as np
-from _records import local_client, run_tasks
+from _records import RESULTS, append_record, local_client, row_record, run_tasks, superscript_power
 
 #: The row blocks of a ``--dask`` fit by default (as ``bench_distributed.py``'s).
 DASK_BLOCKS = 8
@@ -291,6 +291,7 @@ def run_fit(task: dict) -> dict:
         X = make_sparse_degrees(n, m, nnz, rows="powerlaw", cols="powerlaw", random_state=0)
         estimate = _estimate_mb(make(task["k"]), X, task)
         baseline = _rss_mb()
+        load = os.getloadavg()[0]
         polishing = _timing_dask_polish() if task.get("dask") else contextlib.nullcontext([])
         with (
             _Sampler(echo=task.get("progress", False)) as sampler,
@@ -316,6 +317,7 @@ def run_fit(task: dict) -> dict:
         "extra": sorted(s for s in model.timings_ if isinstance(s, str) and s != "fit"),
         "best_start": str(model.best_start_),
         "relative_error": model.relative_error_,
+        "loadavg": round(load, 2),
         "coverages": coverages,
         "timings": {str(key): value for key, value in model.timings_.items()},
         "polishes": polishes,
@@ -500,6 +502,12 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--out", help="append each record to this JSON-lines file")
     parser.add_argument(
+        "--record",
+        action="store_true",
+        help="append each fit's row of the docs' table (docs/PERFORMANCE.md, the default "
+        "pipeline at scale) to benchmarks/results/scale.jsonl",
+    )
+    parser.add_argument(
         "--progress", action="store_true", help="print each fit's phases as they begin (stderr)"
     )
     args = parser.parse_args(argv)
@@ -527,7 +535,39 @@ def main(argv=None) -> int:
     )
     records = run_tasks(_in_child, tasks, 1, args.out)
     print_tables(records)
+    if args.record:
+        command = "python benchmarks/bench_scale.py " + " ".join(argv or sys.argv[1:])
+        for rec in records:
+            if not rec.get("dask"):
+                append_record(RESULTS / "scale.jsonl", docs_row(rec, command))
     return 0
+
+
+def docs_row(rec: dict, command: str) -> dict:
+    """The record of one fit as a row of docs/PERFORMANCE.md's table ``scale``: seconds per
+    phase, in brackets as a share of the random starts' iterations."""
+    s, size = rec["seconds"], superscript_power(int(float(rec["size"])))
+    threads = f"{rec['threads']}{', busy' if rec['busy'] else ''}"
+
+    def share(phase: str) -> str:
+        return "—" if s[phase] == 0 else f"{s[phase]:.3g} ({s[phase] / s['iterations']:.2f}×)"
+
+    figures = {
+        "nnz": size,
+        "k": str(rec["k"]),
+        "threads": threads,
+        "load": f"{rec['loadavg']:.1f}",
+        "fit s": f"{rec['fit']:.3g}",
+        "iterations (random start)": f"{s['iterations']:.3g} s",
+        **{phase: share(phase) for phase in ("thresholds", "polish", "swaps", "columns")},
+        "nmf": share("nmf"),
+        "combined": share("combined"),
+        "peak MiB over the data": f"{max(rec['peak_mb'].values(), default=0):.0f}",
+        "the fit's estimate": "—" if rec["estimate_mb"] is None else f"{rec['estimate_mb']:.0f}",
+        "error": f"{rec['relative_error']:.4f}".lstrip("0"),
+    }
+    key = f"{size} / {rec['k']} / {threads}"
+    return row_record("scale", command, "scale", key, figures, settings={"size": rec["size"]})
 
 
 if __name__ == "__main__":

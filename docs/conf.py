@@ -72,6 +72,7 @@ API_GROUPS = {
         "PaNDa",
         "OrMachine",
         "MessagePassing",
+        "ELBMF",
     ],
     "One call for every method": ["factorize", "fit_many", "Factorization"],
     "Booleanization and refinement": [

@@ -580,3 +580,71 @@ def mask_times(X, B):
 def rows_times(Y, M):
     """A block times a small matrix."""
     return Y @ M
+
+
+# -- ELBMF (Dalleiger & Vreeken, NeurIPS 2022) -------------------------------------------------
+
+
+def elbmf_prox(x, kappa, lam):
+    """The elastic Boolean proximal operator of the reference code (sdall/elbmf-python's
+    ``proxelbmfnn``): towards the nearer of 0 and 1 by ``kappa``, shrunk by ``1 / (1 + lam)``,
+    floored at 0."""
+    y = np.where(x <= 0.5, x - kappa * np.sign(x), x - kappa * np.sign(x - 1) + lam) / (1 + lam)
+    return np.maximum(y, 0.0)
+
+
+def elbmf_support_gradient(X, cells, F, Ot, listed):
+    """Dense: the sparse part of ELBMF's gradient (``banmf._kernels.elbmf.support_gradient``).
+    ``X``, ``cells`` dense bool of one shape; ``listed``: the cells are the observed zeros."""
+    S = F.astype(np.float64) @ Ot.astype(np.float64).T
+    if listed:
+        R = np.where(X, S - 1.0, 0.0) + np.where(cells, S, 0.0)
+    else:
+        R = -X.astype(np.float64) - np.where(cells, S, 0.0)
+    return R @ Ot
+
+
+def elbmf_observed_sums(X, cells, F, Ot):
+    """Dense: (Σ_X s, Σ_X s², Σ_cells s²) of ``s = F Otᵀ``."""
+    S = F.astype(np.float64) @ Ot.astype(np.float64).T
+    return np.array([S[X].sum(), (S[X] ** 2).sum(), (S[cells] ** 2).sum()])
+
+
+def _elbmf_step(X, M, U, U_prev, V, l1, l2, beta):
+    """One iPALM half-step of ELBMF for U against V (the reference's ``elbmf_step_ipalm``),
+    the loss masked to the observed cells ``M`` (None: every cell, the reference's own
+    gradient ``U VVᵀ − X Vᵀ``)."""
+    VVt = V @ V.T
+    L = max(np.linalg.norm(VVt), 1e-4)  # Frobenius, as the reference code's ``norm()``
+    if beta:
+        U_hat = U + beta * (U - U_prev)
+        eta = 2 * (1 - beta) / (1 + 2 * beta) / L
+    else:
+        U_hat = U
+        eta = 1 / (1.1 * L)
+    grad = U_hat @ VVt - X @ V.T if M is None else (M * (U_hat @ V - X)) @ V.T
+    return elbmf_prox(U_hat - eta * grad, l1 * eta, l2 * eta)
+
+
+def elbmf(X, U, V, max_iter, l1=0.01, l2=0.02, rate=1.02, beta=1e-4, tol=None, observed=None):
+    """Dense numpy port of ELBMF (the reference code's ``elbmf_ipalm``, float64) from U (n, k),
+    V (k, m): U then V each iteration with l2 weight ``l2 · min(rate^t, 1e100)``, the inertia
+    from the previous iterate (iPALM), the loss ``‖X − UV‖²`` over ``observed`` (dense bool;
+    None: all) after each iteration, stopping when it moves by less than ``tol``. Returns U, V
+    and the losses (round at ½ for the Boolean factors)."""
+    X = np.asarray(X, dtype=np.float64)
+    M = None if observed is None else observed.astype(np.float64)
+    U, V = np.array(U, dtype=np.float64), np.array(V, dtype=np.float64)
+    U_prev, V_prev = U.copy(), V.copy()
+    losses, loss = [], np.inf
+    for t in range(max_iter):
+        tau = min(rate**t, 1e100)
+        U, U_prev = _elbmf_step(X, M, U, U_prev, V, l1, l2 * tau, beta), U
+        Vt = _elbmf_step(X.T, None if M is None else M.T, V.T, V_prev.T, U.T, l1, l2 * tau, beta)
+        V, V_prev = Vt.T, V
+        R = (X - U @ V) ** 2
+        previous, loss = loss, float((R if M is None else M * R).sum())
+        losses.append(loss)
+        if tol and abs(loss - previous) < tol:
+            break
+    return U, V, losses

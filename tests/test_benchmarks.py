@@ -130,3 +130,19 @@ def test_bench_startup_writes_its_record(tmp_path):
     assert record["figures"]["first"]["median_compile_s"] > 0  # an empty cache compiles
     assert record["figures"]["later"]["median_compile_s"] == 0  # a full one does not
     assert "numba" in record["versions"] and record["commit"] is not None
+
+
+def test_bench_elbmf_writes_its_record(tmp_path):
+    out_path = tmp_path / "elbmf.jsonl"
+    out = _run(
+        BENCH / "bench_elbmf.py",
+        *("--sizes", "2000x300:6000", "--iters", "3", "--repeats", "1", "--out", str(out_path)),
+    )
+    assert "| 2000×300 |" in out
+    import json
+
+    (record,) = [json.loads(line) for line in out_path.read_text().splitlines()]
+    assert record["benchmark"] == "elbmf" and record["ratio_dense_over_sparse"] > 0
+    # The same iterations from the same start: the two ends agree to rounding.
+    assert record["max_factor_difference"] < 1e-9
+    assert record["boolean_error_sparse"] == record["boolean_error_dense"]

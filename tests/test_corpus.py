@@ -136,6 +136,8 @@ CONFIGS = {
     "ormachine-2-chains": ("ormachine", {"max_iter": 50, "n_init": 2}),
     "panda": ("panda", {}),
     "panda-polish": ("panda", {"polish": True}),
+    "elbmf": ("elbmf", {"max_iter": 500}),
+    "elbmf-float32": ("elbmf", {"max_iter": 500, "dtype": "float32"}),
 }
 
 DATASETS = ("zoo", "planted", "tiles")
@@ -148,6 +150,7 @@ OBSERVED_FORM = {
     "nmf": DATASETS,
     "message-passing": DATASETS,
     "panda": DATASETS,
+    "elbmf": DATASETS,
 }
 
 #: Variants fitted on one input only (to keep the test short).
@@ -159,6 +162,7 @@ ONE_INPUT = {
     "grecond-k-none": "planted",
     "ormachine-2-chains": "planted",
     "panda-polish": "zoo",
+    "elbmf-float32": "planted",
 }
 
 

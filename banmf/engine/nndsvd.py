@@ -23,9 +23,9 @@ from ..runtime.threads import pick, serial_blas
 from .protocol import Side
 
 #: Nonzeros from which the NNDSVD's SVD is the randomized one, not ARPACK's
-#: (:func:`use_randomized`). Above about 10⁶ nonzeros ARPACK's serial steps cost more than the
-#: randomized SVD's parallel passes (0.65× its time at 10⁶, k = 10; 0.41-0.59× at 10⁷-10⁸),
-#: but below it the documented results keep ARPACK's exact pairs.
+#: (:func:`use_randomized`): above it ARPACK's serial steps cost more than the randomized SVD's
+#: parallel passes, and below it the fits keep ARPACK's exact pairs (docs/decisions.md, "The
+#: randomized SVD").
 RANDOMIZED_MIN_NNZ = 2_000_000
 
 # The randomized SVD's sketch: k + _OVERSAMPLES columns, _POWER_ITERATIONS passes of XᵀX.
@@ -235,9 +235,8 @@ def nndsvda(data, k: int) -> tuple[np.ndarray, np.ndarray] | None:
     ARPACK's (scipy's ``svds``): O(nnz) per step, serial, and its start vector is fixed. From
     there on it is :func:`randomized_svd` (on X and its transpose, ``data.T``: the polish
     builds it anyway), 9 passes of O(nnz·(k + 10)) in parallel, with a fixed seed; its
-    singular values are within 1 % of ARPACK's on power-law data at k = 10, 4 % at k = 32
-    (the first ones closest), and the default fits from either start ended at the same
-    errors, or within 0.004 %, at 10⁶ and 10⁷ nonzeros (docs/PERFORMANCE.md). Either way the factors depend on X and k only, whatever the
+    singular values are close to ARPACK's, and the default fits from either start end at
+    the same errors (docs/decisions.md, "The randomized SVD"). Either way the factors depend on X and k only, whatever the
     number of threads, and the Dask backend's agree with them to rounding.
     """
     X = data.X

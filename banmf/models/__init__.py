@@ -9,6 +9,7 @@ from ._base import budgeted as budgeted
 from ._base import declared_init as declared_init
 from .asso import ASSO
 from .banmf import BANMF, PAPER_CONFIG
+from .elbmf import ELBMF
 from .grecond import GreConD
 from .message_passing import MessagePassing
 from .nmf import NMF, RegularizedBANMF, RegularizedNMF
@@ -32,12 +33,14 @@ METHODS.update(
         "ormachine": OrMachine,
         "message-passing": MessagePassing,
         "panda": PaNDa,
+        "elbmf": ELBMF,
     }
 )
 
 __all__ = [
     "ASSO",
     "BANMF",
+    "ELBMF",
     "METHODS",
     "NMF",
     "PAPER_CONFIG",

@@ -29,9 +29,8 @@ DEADLINE_HISTORY = 9
 #: Calls whose last rounds took under LOOP_LIMIT seconds (their median) run on each worker's
 #: event loop, not in its actor thread: two handoffs between threads fewer per worker and
 #: round, and Dask's sampling profiler, which runs on that loop, stays off the core meanwhile.
-#: At 10⁷ nonzeros (rounds of 80-90 ms, 2 workers on 2 cores) that took a round 0.9× (median
-#: of 6 alternated pairs, docs/SCALING.md). Longer rounds stay in the thread: the worker's
-#: heartbeats wait while its loop computes, and a handoff is nothing beside them.
+#: Longer rounds stay in the thread: the worker's heartbeats wait while its loop computes, and
+#: a handoff is nothing beside them (docs/decisions.md, "Dask deadlines and the event loop").
 LOOP_LIMIT = 0.25
 
 
