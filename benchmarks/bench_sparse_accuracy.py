@@ -30,7 +30,9 @@ The data:
   (0.14 %), about 3 clicks per session (Poisson), power-law pages (exponent 2: the two most
   visited pages are in 57 % and 33 % of the sessions), 20 paths of 2–6 pages sharing half of
   their pages with an earlier path, 20 % of a path's clicks dropped; the planted paths' own
-  error is 0.69 of the ones.
+  error is 0.69 of the ones;
+- ``zoo``, ``votes``, ``lucap0`` (``--data`` only): the other bundled data, 101 × 15,
+  232 × 16 and 2000 × 143.
 
 For the generated data the table also gives the error of the planted tiles themselves
 ("truth") and each method's tile recovery: the mean over planted tiles of the best Jaccard
@@ -72,6 +74,8 @@ METHODS = {
     "sklearn NMF + grid": (None, {}),
 }
 DATA = ("retail", "mushroom", "tiles-small", "tiles-large", "ratings", "clicks")
+#: The other bundled data (``--data`` only): small and dense by comparison.
+SMALL = ("zoo", "votes", "lucap0")
 #: The generated data: (n, m, nnz), the --quick (n, m, nnz), make_sparse_tiles' other arguments.
 TILES = {
     "tiles-small": ((10_000, 1_000, 100_000), (1_000, 100, 1_000), {}),
@@ -204,7 +208,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--data", nargs="+", default=list(DATA), choices=DATA)
+    parser.add_argument("--data", nargs="+", default=list(DATA), choices=DATA + SMALL)
     parser.add_argument("--ks", type=int, nargs="+", default=[5, 10, 20, 50])
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     parser.add_argument("--jobs", type=int, default=1)

@@ -353,13 +353,21 @@ class Selection:
     sweeps: int
 
 
-def select(rows: PoolRows, pool: Pool, m: int, k: int, start: tuple | None = None) -> Selection:
+def select(
+    rows: PoolRows,
+    pool: Pool,
+    m: int,
+    k: int,
+    start: tuple | None = None,
+    allowed: np.ndarray | None = None,
+) -> Selection:
     """Choose at most k candidates of ``pool`` for the lowest error: greedily, each the one
     whose addition lowers the error most (ties: the earlier), while one does, or from ``start``
     (the candidate in each slot, -1 for none, and the change in error they make); then sweeps
     of a local search, replacing the factor of each slot in turn by the candidate that lowers
     the error most in its place, while one does (at most :data:`MAX_SWEEPS`). Exact: every
-    change is the error's."""
+    change is the error's. ``allowed`` (bool, one per candidate; None: all) limits the
+    candidates it may put in a slot."""
     width = words(k)
     col_codes = np.zeros((m, width), dtype=np.uint64)
     none = np.zeros(width, dtype=np.uint64)
@@ -372,13 +380,20 @@ def select(rows: PoolRows, pool: Pool, m: int, k: int, start: tuple | None = Non
 
     if not len(pool):
         return Selection(chosen, change, 0)
+
+    def gains_of(skip: np.ndarray) -> np.ndarray:
+        gains = rows.gains(col_codes, skip)
+        if allowed is not None:
+            gains = np.where(allowed, gains, np.iinfo(np.int64).max)
+        return gains
+
     if start is not None:
         chosen, change = list(start[0]), start[1]
         for s, f in enumerate(chosen):
             if f >= 0:
                 put(s, f, True)
     for s in range(k if start is None else 0):
-        gains = rows.gains(col_codes, none)
+        gains = gains_of(none)
         f = int(np.argmin(gains))
         if gains[f] >= 0:
             break
@@ -393,7 +408,7 @@ def select(rows: PoolRows, pool: Pool, m: int, k: int, start: tuple | None = Non
         for s in slots:
             skip = none.copy()
             skip[s >> 6] = np.uint64(1) << np.uint64(s & 63)
-            gains = rows.gains(col_codes, skip)
+            gains = gains_of(skip)
             now = int(gains[chosen[s]]) if chosen[s] >= 0 else 0
             f = int(np.argmin(gains))
             if gains[f] >= 0 and now > 0:
@@ -721,7 +736,8 @@ def choose(
     # the others leave (large ones would crowd out the starts' factors on denser data). In pool
     # order again, so that ties go to the earlier start.
     last = len(sets) - 1
-    late = np.array([s == last and l >= n_grown for s, l in picks], dtype=bool)[keep]
+    asso = np.array([s == last and l >= n_grown for s, l in picks], dtype=bool)
+    late = asso[keep]
     order = np.lexsort((keep, alone, late))
     order = order[alone[order] < 0]
     budget = cell_budget(source.nnz, k)
@@ -732,11 +748,22 @@ def choose(
     renumber = {int(f): i for i, f in enumerate(keep)}
     info.update(candidates=len(pool), bytes=pool.nbytes)
     start = [renumber.get(f, -1) for f in where[best]], runs[best].error - source.nnz
+    # The two choices among the other candidates, as without ASSO's; then the better one
+    # improved by replacements from the whole pool, which only lower its error: a larger pool
+    # may lead a greedy choice astray, never this one.
+    late = asso[keep]
+    others = ~late if late.any() else None
     choices = [
-        select(source.rows(pool, k), pool, m, k),
-        select(source.rows(pool, k), pool, m, k, start),
+        select(source.rows(pool, k), pool, m, k, allowed=others),
+        select(source.rows(pool, k), pool, m, k, start, allowed=others),
     ]
     sel = min(choices, key=lambda c: c.change)
+    if others is not None:
+        sel = min(
+            sel,
+            select(source.rows(pool, k), pool, m, k, (sel.chosen, sel.change)),
+            key=lambda c: c.change,
+        )
     W, H = source.w(pool, sel.chosen, k), pool.h(sel.chosen, m, k)
     # The best start's own factors again: polished and swapped already, they would stay.
     info.update(sweeps=sel.sweeps, new=set(sel.chosen) - {-1} != set(start[0]) - {-1})
