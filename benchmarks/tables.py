@@ -134,11 +134,17 @@ class Rows:
             head.append("host")
             for row, rec in zip(rows, shown):
                 row.append(rec.get("host", {}).get("Model name", "not recorded").split(" (")[0])
-        if len({r.get("commit") for r in shown}) > 1:
-            head.append("commit")
-            for row, rec in zip(rows, shown):
-                row.append(f"{rec.get('commit', '')} ({rec.get('date', '')[:10]})")
-        return "\n".join(markdown(head, rows)) + "\n\n" + provenance_line([self.file], shown)
+        return _with_commits(head, rows, shown, self.file)
+
+
+def _with_commits(head: list, rows: list, shown: list, file: str) -> str:
+    """The table in markdown with its provenance line; rows of several commits say each
+    their own."""
+    if len({r.get("commit") for r in shown}) > 1:
+        head.append("commit")
+        for row, rec in zip(rows, shown, strict=True):
+            row.append(f"{rec.get('commit', '')} ({rec.get('date', '')[:10]})")
+    return "\n".join(markdown(head, rows)) + "\n\n" + provenance_line([file], shown)
 
 
 @dataclass(frozen=True)
@@ -165,11 +171,7 @@ class Stacked:
             shown += latest
         if not shown:
             return f"No records yet.\n\n{provenance_line([self.file], [])}"
-        if len({r.get("commit") for r in shown}) > 1:
-            head.append("commit")
-            for row, rec in zip(rows, shown):
-                row.append(f"{rec.get('commit', '')} ({rec.get('date', '')[:10]})")
-        return "\n".join(markdown(head, rows)) + "\n\n" + provenance_line([self.file], shown)
+        return _with_commits(head, rows, shown, self.file)
 
 
 @dataclass(frozen=True)

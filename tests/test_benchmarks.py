@@ -49,11 +49,13 @@ def test_quickstart(name):
     assert "Reg-BANMF" in out and "best of" in out
 
 
-def test_bench_contention_spells_out_the_paper_config():
+def test_bench_contention_spells_out_the_paper_config(monkeypatch):
     """Its cases hold banmf.PAPER_CONFIG literally (it imports banmf only in its workers)."""
     import importlib.util
 
     import banmf
+
+    monkeypatch.syspath_prepend(str(BENCH))  # its records' module, as when run as a script
 
     spec = importlib.util.spec_from_file_location("bench_contention", BENCH / "bench_contention.py")
     module = importlib.util.module_from_spec(spec)

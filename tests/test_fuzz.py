@@ -374,7 +374,7 @@ def test_fuzz_readers_quick(tmp_path, small_budget, valid_matrix, name, data):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", TARGETS)
-@settings(max_examples=1500, deadline=None, suppress_health_check=FIXTURES_OK)
+@settings(max_examples=500, deadline=None, suppress_health_check=FIXTURES_OK)
 @given(data=st.data())
 def test_fuzz_readers_long(tmp_path, small_budget, valid_matrix, name, data):
     _fuzz_one(tmp_path, name, data.draw(fuzz_input(name)), valid_matrix)

@@ -138,6 +138,7 @@ shares = st.sampled_from([None, 0.0, 0.3])
 
 # Each example compiles its own variants (width, dtype, unknown cells, serial and parallel):
 # three under the default profile, the profile's own count in .ci/run's second tier ("wide").
+@pytest.mark.widths
 @examples(3)
 @given(
     binary_matrices(), width_ks, st.booleans(), st.integers(0, 2**31), dtypes, st.booleans(), shares
@@ -263,6 +264,7 @@ def test_update_rows(r, k, nb, lam, seed, dtype, pad):
 
 # Each example compiles its own variants (width, dtype, unknown cells, serial and parallel):
 # three under the default profile, the profile's own count in .ci/run's second tier ("wide").
+@pytest.mark.widths
 @examples(3)
 @given(
     binary_matrices(),
@@ -356,6 +358,7 @@ def test_scatter_rows_into_partials_past_the_caches(k, dtype):
 # and parallel), about a minute: the second tier, one example under the default profile, the
 # profile's own count under "wide" (.ci/run).
 @pytest.mark.slow
+@pytest.mark.widths
 @examples(1)
 @given(
     binary_matrices(),

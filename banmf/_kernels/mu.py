@@ -224,12 +224,10 @@ def subnormal_floor(A):
     float32, 2⁻⁵¹¹ in float64): a smaller positive one is raised to it.
 
     Multiplicative updates shrink the entries headed for 0 by a factor each iteration; without
-    a floor they reach the subnormal numbers, on which the CPU computes 10-100× slower. At
-    k = 32 float32 on 10⁶ nonzeros, 5 % of W's entries were subnormal after 120 iterations and
-    an iteration took 145 ms instead of 11 ms (float64, k = 10: 1.5× slower by the 500th). The
+    a floor they reach the subnormal numbers, on which the CPU computes far slower. The
     product of two entries at the floor is still a normal number. Raised, not set to 0: an
-    entry at the floor can grow back when the other factor changes (set to 0, it never could,
-    and some fits ended worse); exact zeros stay zero.
+    entry at the floor can grow back when the other factor changes (set to 0, it never could);
+    exact zeros stay zero (docs/decisions.md, "A floor for the factors' entries").
     """
     return (
         A.dtype.type(1.0842021724855044e-19)
@@ -510,9 +508,8 @@ def _scatter_rows_registers(X, y, cells, W, scatter_blocks, out, width):
     values) across the row's nonzeros: each nonzero then costs one load, FMA and store per
     vector of the partial.
 
-    Its own kernel, as the Y pass's: with the loops for wide rows in the same body it ran
-    1.2-1.7× slower, and with vectors over a run-time k instead of those loops 1.1-4.8×
-    (bench_devices.py; docs/devices.md). The rows of the partial it will update are asked for
+    Its own kernel, as the Y pass's: with the loops for wide rows in the same body, or vectors
+    over a run-time k instead of them, it runs slower (docs/devices.md). The rows of the partial it will update are asked for
     ahead only where the partials are beyond the caches (:data:`~.prefetch.SCATTER_MIN_BYTES`;
     docs/decisions.md, "Prefetching"). The variants not kept are in docs/decisions.md, "The
     kernels' other variants".

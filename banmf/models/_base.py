@@ -447,6 +447,32 @@ class BaseFactorization:
         if interrupted:
             raise KeyboardInterrupt
 
+    def _conclude(
+        self,
+        data: Dataset,
+        found: tuple,
+        start: float,
+        method: str | None,
+        progress,
+        interrupted: bool = False,
+        cancelled: bool = False,
+    ) -> None:
+        """End a fit with the factors it found, ``(W, H, error, n_iter)``: polished (if
+        ``method``) and set, its progress closed. After Ctrl-C (``interrupted``: raises
+        ``KeyboardInterrupt`` once the model is set) or a cancel by :func:`banmf.fit_many`
+        (``cancelled``: no exception) the factors so far stand unpolished and
+        ``interrupted_`` is True."""
+        W, H, error, n_iter = found
+        if interrupted or cancelled:
+            progress.done(error)
+            self._finish(data, W, H, error, n_iter, start, None, interrupted)
+            self.interrupted_ = True
+            return
+        if method is not None:
+            progress.phase("polish")
+        self._finish(data, W, H, error, n_iter, start, method)
+        progress.done(self.reconstruction_err_)
+
     def fit_transform(self, X, y=None) -> np.ndarray:
         """Fit to X and return the Boolean W of shape (n, k)."""
         return self.fit(X).W_

@@ -209,16 +209,7 @@ class ASSO(BaseFactorization):
             if best is None or err < best[0]:
                 best = (err, tau if greedy.tau is None else greedy.tau, W, H, used)
         err, self.tau_, W, H, used = best
-        if interrupted or cancel:
-            progress.done(err)
-            # raises KeyboardInterrupt
-            self._finish(data, W, H, err, used, start, None, interrupted)
-            self.interrupted_ = True  # cancelled by :func:`banmf.fit_many`: no exception
-            return self
-        if polish is not None:
-            progress.phase("polish")
-        self._finish(data, W, H, err, used, start, polish)
-        progress.done(self.reconstruction_err_)
+        self._conclude(data, (W, H, err, used), start, polish, progress, interrupted, cancel)
         return self
 
 

@@ -185,15 +185,8 @@ class ELBMF(BaseFactorization):
         self.converged_ = run.converged
         W, H = run.U > 0.5, np.ascontiguousarray((run.Vt > 0.5).T)
         err = data.error(W, H)
-        if run.interrupted or run.cancelled:
-            progress.done(err)
-            self._finish(data, W, H, err, len(run.losses), start, None, run.interrupted)
-            self.interrupted_ = True  # cancelled by :func:`banmf.fit_many`: no exception
-            return self
-        if polish is not None:
-            progress.phase("polish")
-        self._finish(data, W, H, err, len(run.losses), start, polish)
-        progress.done(self.reconstruction_err_)
+        found = (W, H, err, len(run.losses))
+        self._conclude(data, found, start, polish, progress, run.interrupted, run.cancelled)
         return self
 
     def _fit_bytes(self, data: Dataset, k: int) -> int:

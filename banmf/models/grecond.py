@@ -164,18 +164,9 @@ class GreConD(BaseFactorization):
             W[rows, l] = True
             H[l] = intent
         err = data.error(W, H)
-        if interrupted or cancel:
-            progress.done(err)
-            self._finish(
-                data, W, H, err, len(concepts), start, None, interrupted
-            )  # raises KeyboardInterrupt
-            self.interrupted_ = True  # cancelled by :func:`banmf.fit_many`: no exception
-            return self
-        method = self._polish_method(W.shape[1])
-        if method is not None:
-            progress.phase("polish")
-        self._finish(data, W, H, err, len(concepts), start, method)
-        progress.done(self.reconstruction_err_)
+        method = None if interrupted or cancel else self._polish_method(W.shape[1])
+        found = (W, H, err, len(concepts))
+        self._conclude(data, found, start, method, progress, interrupted, cancel)
         return self
 
     def _check_work(self, X, limit) -> None:

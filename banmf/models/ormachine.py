@@ -232,15 +232,8 @@ class OrMachine(BaseFactorization):
         W = self.W_posterior_ > 0.5
         H = self.H_posterior_ > 0.5
         err = best.error
-        if interrupted or done[-1].cancel:
-            progress.done(err)
-            self._finish(data, W, H, err, len(best.errors), start, None, interrupted)
-            self.interrupted_ = True  # cancelled by :func:`banmf.fit_many`: no exception
-            return self
-        if polish is not None:
-            progress.phase("polish")
-        self._finish(data, W, H, err, len(best.errors), start, polish)
-        progress.done(self.reconstruction_err_)
+        found = (W, H, err, len(best.errors))
+        self._conclude(data, found, start, polish, progress, interrupted, done[-1].cancel)
         return self
 
     def _chain(

@@ -208,20 +208,13 @@ class PaNDa(BaseFactorization):
             W[rows, l] = True
             H[l, items] = True
         err = data.error(W, H)
-        if interrupted or cancel:
-            progress.done(err)
-            try:
-                self._finish(data, W, H, err, len(patterns), start, None, interrupted)
-            finally:
+        method = None if interrupted or cancel else self._polish_method(W.shape[1])
+        try:
+            found = (W, H, err, len(patterns))
+            self._conclude(data, found, start, method, progress, interrupted, cancel)
+        finally:
+            if hasattr(self, "W_"):
                 self._set_cost()
-            self.interrupted_ = True  # cancelled by :func:`banmf.fit_many`: no exception
-            return self
-        method = self._polish_method(W.shape[1])
-        if method is not None:
-            progress.phase("polish")
-        self._finish(data, W, H, err, len(patterns), start, method)
-        self._set_cost()
-        progress.done(self.reconstruction_err_)
         return self
 
     def _set_cost(self) -> None:
