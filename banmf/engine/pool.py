@@ -525,7 +525,9 @@ def column_work(X) -> np.ndarray:
     return np.bincount(X.indices, weights=weights, minlength=X.shape[1]).astype(np.int64)
 
 
-def asso_seeds(ones: np.ndarray, work: np.ndarray, shape: tuple, nnz: int, k: int, runs: list):
+def asso_seeds(
+    ones: np.ndarray, work: np.ndarray, shape: tuple, nnz: int, k: int, runs: list
+) -> np.ndarray:
     """The columns whose ASSO candidates (:func:`associated`) join the combination's pool: of
     the :data:`ASSO_SEEDS_PER_K` · k columns with the most ones (``ones``, per column; ties: the
     lower index; none empty), the first while counting them (``work``, :func:`column_work`,
@@ -705,9 +707,11 @@ def choose(
     """The combination: the pool of the starts' Boolean factors (``runs``, the starts'
     records in their rank, each with "H" and "error"), other factor sets of the source
     (``more``, such as a greedy method's), :func:`grow`'s candidates from the columns with
-    the most ones and ASSO's (:func:`associated`) where they pay (:func:`asso_seeds`), the candidates that lower the error on their own, cut to the work budget
-    (:data:`WORK_PER_NNZ_K`), and the better of two of :func:`select`'s choices among them:
-    greedy, and from the best start's factors. Returns W (None where the source keeps it), H,
+    the most ones and ASSO's (:func:`associated`) where they pay (:func:`asso_seeds`), the
+    candidates that lower the error on their own, cut to the work budget
+    (:data:`WORK_PER_NNZ_K`), and the better of two of :func:`select`'s choices among those
+    other than ASSO's: greedy, and from the best start's factors; then improved from the whole
+    pool. Returns W (None where the source keeps it), H,
     their error and what it took (``info``: pool sizes, bytes, sweeps, and ``new``: whether
     the choice differs from the best start's factors)."""
     n, m = source.shape
