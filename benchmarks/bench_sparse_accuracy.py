@@ -3,6 +3,7 @@
     python benchmarks/bench_sparse_accuracy.py
         [--data retail mushroom tiles-small tiles-large ratings clicks]
         [--ks 5 10 20 50] [--methods ...] [--jobs 1] [--out results.jsonl] [--quick]
+        [--tables results.jsonl]
 
 For every dataset and rank k: the relative training error |X − W⊗H| / nnz(X) and the fit time
 of the library default (``banmf``), the default without the combination of its starts
@@ -29,7 +30,9 @@ The data:
   (0.14 %), about 3 clicks per session (Poisson), power-law pages (exponent 2: the two most
   visited pages are in 57 % and 33 % of the sessions), 20 paths of 2–6 pages sharing half of
   their pages with an earlier path, 20 % of a path's clicks dropped; the planted paths' own
-  error is 0.69 of the ones.
+  error is 0.69 of the ones;
+- ``zoo``, ``votes``, ``lucap0`` (``--data`` only): the other bundled data, 101 × 15,
+  232 × 16 and 2000 × 143.
 
 For the generated data the table also gives the error of the planted tiles themselves
 ("truth") and each method's tile recovery: the mean over planted tiles of the best Jaccard
@@ -37,7 +40,10 @@ similarity (as sets of cells) with a found factor.
 
 Every fit is timed in its own process with ``--jobs`` > 1 (then each on one thread); with
 ``--jobs 1`` (the default) they run one after the other on every thread. The machine is shared:
-compare times within one run.
+compare times within one run. Every record is appended to
+``benchmarks/results/sparse_accuracy.jsonl`` (``--out``) with its provenance (date, commit,
+host, versions, command) and the tree and commit of the banmf measured: run another checkout's
+banmf with ``PYTHONPATH=TREE`` to compare trees.
 """
 
 from __future__ import annotations
@@ -51,7 +57,7 @@ import warnings
 
 import numpy as np
 import scipy.sparse as sp
-from _records import run_tasks
+from _records import RESULTS, commit, provenance, run_tasks
 
 import banmf
 
@@ -68,6 +74,8 @@ METHODS = {
     "sklearn NMF + grid": (None, {}),
 }
 DATA = ("retail", "mushroom", "tiles-small", "tiles-large", "ratings", "clicks")
+#: The other bundled data (``--data`` only): small and dense by comparison.
+SMALL = ("zoo", "votes", "lucap0")
 #: The generated data: (n, m, nnz), the --quick (n, m, nnz), make_sparse_tiles' other arguments.
 TILES = {
     "tiles-small": ((10_000, 1_000, 100_000), (1_000, 100, 1_000), {}),
@@ -124,14 +132,14 @@ def sklearn_grid(X, k: int):
 
 
 def run(task) -> dict:
-    data, k, label, quick, threads = task
+    data, k, label, quick, threads, prov = task
     import numba
 
     if threads:
         numba.set_num_threads(threads)
     X, W0, H0 = load(data, quick)
     method, params = METHODS[label]
-    rec = {"data": data, "k": k, "method": label, "nnz": int(X.nnz)}
+    rec = {**prov, "data": data, "k": k, "method": label, "quick": quick, "nnz": int(X.nnz)}
     try:
         if method is None:
             W, H, error, seconds = sklearn_grid(X, k)
@@ -200,11 +208,15 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--data", nargs="+", default=list(DATA), choices=DATA)
+    parser.add_argument("--data", nargs="+", default=list(DATA), choices=DATA + SMALL)
     parser.add_argument("--ks", type=int, nargs="+", default=[5, 10, 20, 50])
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     parser.add_argument("--jobs", type=int, default=1)
-    parser.add_argument("--out", help="also write every record to this JSON-lines file")
+    parser.add_argument(
+        "--out",
+        default=str(RESULTS / "sparse_accuracy.jsonl"),
+        help="append every record to this JSON-lines file (default: %(default)s)",
+    )
     parser.add_argument(
         "--quick", action="store_true", help="small slices of the data (a smoke run)"
     )
@@ -219,8 +231,13 @@ def main(argv=None) -> int:
             records = [json.loads(line) for line in f if line.strip()]
         print_tables(records, args.data, args.ks, args.methods, "earlier runs")
         return 0
+    prov = provenance("sparse_accuracy", " ".join(["bench_sparse_accuracy.py", *sys.argv[1:]]))
+    # The records name the banmf measured too: its tree and commit (PYTHONPATH may point
+    # elsewhere than this checkout).
+    tree = os.path.dirname(os.path.dirname(banmf.__file__))
+    prov.update(tree=tree, tree_commit=commit(tree))
     tasks = [
-        (data, k, label, args.quick, 1 if args.jobs > 1 else 0)
+        (data, k, label, args.quick, 1 if args.jobs > 1 else 0, prov)
         for data in args.data
         for k in args.ks
         for label in args.methods

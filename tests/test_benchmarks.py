@@ -1,5 +1,6 @@
 """The benchmark scripts run end to end on small inputs and print their tables."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -64,9 +65,12 @@ def test_bench_contention_spells_out_the_paper_config(monkeypatch):
         assert {key: params[key] for key in banmf.PAPER_CONFIG} == dict(banmf.PAPER_CONFIG)
 
 
-def test_bench_sparse_accuracy_quick():
+def test_bench_sparse_accuracy_quick(tmp_path):
+    out_path = tmp_path / "sparse_accuracy.jsonl"
     out = _run(
         BENCH / "bench_sparse_accuracy.py",
+        "--out",
+        str(out_path),
         "--quick",
         "--data",
         "tiles-small",
@@ -82,6 +86,9 @@ def test_bench_sparse_accuracy_quick():
     assert "## tiles-small" in out and "truth" in out and "rec." in out
     assert "## ratings" in out and "## clicks" in out
     assert "refused" not in out and out.count("truth") == 3
+    records = [json.loads(line) for line in out_path.read_text().splitlines()]
+    assert len(records) == 9 and {r["benchmark"] for r in records} == {"sparse_accuracy"}
+    assert all(r["quick"] and r["tree_commit"] and "host" in r for r in records)
 
 
 def test_bench_completion_quick():

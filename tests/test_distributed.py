@@ -465,6 +465,31 @@ def test_grecond_joins_the_pool_as_on_one_machine(client, monkeypatch):
     _same(one, many)
 
 
+@pytest.mark.parametrize("unknown", [None, "observed"])
+def test_asso_candidates_join_the_pool_as_on_one_machine(client, monkeypatch, unknown):
+    """ASSO's candidates (here from every seed column the share allows, at any cost) are
+    counted over the blocks, their seeds chosen from the columns' work summed over the blocks:
+    the same pool and the same fit as one machine."""
+    from banmf.engine import pool
+
+    monkeypatch.setattr(pool, "ASSO_SHARE", np.inf)
+    seeds = Counter()
+    original = pool.associated
+
+    def spy(rows, found, *args):
+        seeds[type(rows).__name__] += len(found)
+        return original(rows, found, *args)
+
+    monkeypatch.setattr(pool, "associated", spy)
+    X, masks = _tiles()
+    one = banmf.BANMF(**COMBINED).fit(X, **masks[unknown])
+    many = bd.BANMF(**COMBINED, n_blocks=4).fit(X, **masks[unknown])
+    # Per combination 2k seeds (with observed cells, the predictor's inner fit combines too).
+    assert seeds["WholeSource"] == seeds["_BlockSource"] > 0
+    assert seeds["WholeSource"] % (2 * COMBINED["n_components"]) == 0
+    _same(one, many)
+
+
 @pytest.mark.parametrize("unknown", ["missing", "observed"])
 def test_a_cluster_fit_chooses_and_completes_as_one_machine(client, unknown):
     """With unknown cells, the cluster fit chooses the predictor one machine chooses (its

@@ -46,13 +46,20 @@ from .protocol import GrowRows, PoolRows, PoolSource
 from .starts import start_cost
 
 __all__ = [
+    "ASSO_SEEDS_PER_K",
+    "ASSO_SHARE",
+    "ASSO_TAUS",
     "GrowRows",
     "Pool",
     "PoolRows",
     "PoolSource",
     "WholePool",
     "WholeSource",
+    "associate",
+    "associated",
+    "asso_seeds",
     "bounded",
+    "column_work",
     "cell_budget",
     "choose",
     "combine",
@@ -80,6 +87,16 @@ MAX_SWEEPS = 3
 #: Candidates grown from columns (:func:`grown`): this many times k, from the columns with the
 #: most ones.
 GROWN_PER_K = 2
+#: ASSO's candidates (:func:`associated`) from at most this many times k columns, the columns
+#: with the most ones, at each threshold of :data:`ASSO_TAUS`.
+ASSO_SEEDS_PER_K = 2
+#: The thresholds τ of ASSO's candidates: ASSO's own sweep wins on the benchmark's sparse data
+#: at 0.4–0.65 and at 0.85–1 (docs/decisions.md, "ASSO's candidates in the pool").
+ASSO_TAUS = (0.5, 0.9)
+#: ASSO's candidates join the pool while counting their association rows costs at most this
+#: share of the starts' work (:func:`asso_seeds`; docs/decisions.md, "ASSO's candidates in the
+#: pool").
+ASSO_SHARE = 0.01
 #: Cells of a candidate per unit of :class:`WholePool`'s work (whole rows of it: at least 64).
 UNIT_CELLS = 1 << 16
 #: Dense counts of :func:`grown`'s majorities, sets × columns, at most this many at a time.
@@ -336,13 +353,21 @@ class Selection:
     sweeps: int
 
 
-def select(rows: PoolRows, pool: Pool, m: int, k: int, start: tuple | None = None) -> Selection:
+def select(
+    rows: PoolRows,
+    pool: Pool,
+    m: int,
+    k: int,
+    start: tuple | None = None,
+    allowed: np.ndarray | None = None,
+) -> Selection:
     """Choose at most k candidates of ``pool`` for the lowest error: greedily, each the one
     whose addition lowers the error most (ties: the earlier), while one does, or from ``start``
     (the candidate in each slot, -1 for none, and the change in error they make); then sweeps
     of a local search, replacing the factor of each slot in turn by the candidate that lowers
     the error most in its place, while one does (at most :data:`MAX_SWEEPS`). Exact: every
-    change is the error's."""
+    change is the error's. ``allowed`` (bool, one per candidate; None: all) limits the
+    candidates it may put in a slot."""
     width = words(k)
     col_codes = np.zeros((m, width), dtype=np.uint64)
     none = np.zeros(width, dtype=np.uint64)
@@ -355,13 +380,20 @@ def select(rows: PoolRows, pool: Pool, m: int, k: int, start: tuple | None = Non
 
     if not len(pool):
         return Selection(chosen, change, 0)
+
+    def gains_of(skip: np.ndarray) -> np.ndarray:
+        gains = rows.gains(col_codes, skip)
+        if allowed is not None:
+            gains = np.where(allowed, gains, np.iinfo(np.int64).max)
+        return gains
+
     if start is not None:
         chosen, change = list(start[0]), start[1]
         for s, f in enumerate(chosen):
             if f >= 0:
                 put(s, f, True)
     for s in range(k if start is None else 0):
-        gains = rows.gains(col_codes, none)
+        gains = gains_of(none)
         f = int(np.argmin(gains))
         if gains[f] >= 0:
             break
@@ -376,7 +408,7 @@ def select(rows: PoolRows, pool: Pool, m: int, k: int, start: tuple | None = Non
         for s in slots:
             skip = none.copy()
             skip[s >> 6] = np.uint64(1) << np.uint64(s & 63)
-            gains = rows.gains(col_codes, skip)
+            gains = gains_of(skip)
             now = int(gains[chosen[s]]) if chosen[s] >= 0 else 0
             f = int(np.argmin(gains))
             if gains[f] >= 0 and now > 0:
@@ -445,6 +477,70 @@ def grow(rows: GrowRows, seeds: np.ndarray, m: int, observed: bool, rounds: int 
             H[t : t + step] = decide(*rows.grow_columns(t, t + step), observed)
         rows.grow_rows(H)
     return H
+
+
+def associate(ones: np.ndarray, cells, sizes: np.ndarray, observed: bool, tau: float) -> np.ndarray:
+    """Whether each column's ones in a set of rows are at least ``tau`` of its observed cells
+    there, from :func:`majority_counts` (or their sums over blocks of rows): at ``tau`` = 1/2
+    :func:`decide` with ties kept. Over the rows of one column i this is row i of ASSO's
+    association matrix, the confidence of i → j, thresholded at ``tau``."""
+    if observed:  # the cells are the observed zeros
+        seen = ones + cells
+    elif cells is None:
+        seen = sizes
+    else:
+        seen = sizes - cells
+    return ones >= tau * seen
+
+
+def associated(rows: GrowRows, seeds: np.ndarray, m: int, observed: bool, taus) -> np.ndarray:
+    """ASSO's candidates of the columns ``seeds``: per threshold of ``taus``, then per seed i,
+    the columns j whose ones in column i's rows are at least τ of their observed cells there
+    (:func:`associate`: row i of the association matrix at τ). The counts run over the seeds'
+    rows only, X[:, seeds]ᵀ X as :func:`majority_counts` counts it (sums over blocks of rows),
+    never an m × m table. Returns their Boolean H (len(taus)·len(seeds), m); ``rows`` then keeps
+    the seeds' rows, and :meth:`GrowRows.grow_rows` gives the candidates theirs (the majority,
+    as :func:`grow`'s)."""
+    count = len(seeds)
+    H = np.zeros((count, m), dtype=bool)
+    H[np.arange(count), seeds] = True
+    rows.grow_rows(H)
+    out = np.zeros((len(taus) * count, m), dtype=bool)
+    step = max(1, MAJORITY_CELLS // max(1, m))
+    for t in range(0, count, step):
+        counts = rows.grow_columns(t, min(count, t + step))
+        for a, tau in enumerate(taus):
+            out[a * count + t : a * count + min(count, t + step)] = associate(
+                *counts, observed, tau
+            )
+    return out
+
+
+def column_work(X) -> np.ndarray:
+    """Per column of the CSR support ``X``, the ones of the rows that hold a one in it (int64):
+    what counting the column's association row reads (:func:`associated`). A sum over rows:
+    blocks of rows add up."""
+    deg = np.diff(X.indptr)
+    weights = np.repeat(deg, deg).astype(np.float64)  # integers: exact in any order
+    return np.bincount(X.indices, weights=weights, minlength=X.shape[1]).astype(np.int64)
+
+
+def asso_seeds(
+    ones: np.ndarray, work: np.ndarray, shape: tuple, nnz: int, k: int, runs: list
+) -> np.ndarray:
+    """The columns whose ASSO candidates (:func:`associated`) join the combination's pool: of
+    the :data:`ASSO_SEEDS_PER_K` · k columns with the most ones (``ones``, per column; ties: the
+    lower index; none empty), the first while counting them (``work``, :func:`column_work`,
+    plus a pass over the m columns a seed and threshold) costs at most :data:`ASSO_SHARE` of
+    the starts' work (``runs``' records, :func:`start_cost` at the iterations each ran). Empty
+    where the first does not fit. The same decision on every backend: it reads column sums and
+    the starts' iterations only."""
+    n, m = shape
+    starts = sum(start_cost(n, m, nnz, k, run.n_iter) for run in runs)
+    top = top_columns(ones, min(m, ASSO_SEEDS_PER_K * k))
+    top = top[ones[top] > 0]
+    cost = np.cumsum(work[top] + m * (1 + len(ASSO_TAUS)))
+    return top[cost <= ASSO_SHARE * starts]
 
 
 def grown(data, count: int, rounds: int = 3) -> tuple[np.ndarray, np.ndarray]:
@@ -524,7 +620,7 @@ def pool_bytes(n: int, m: int, k: int, starts: int, nnz: int) -> int:
     row and column lists and each entry's change uncovered (8 bytes each, at most every entry
     of every start's and the grown factors), and :class:`WholePool`'s bits of the ones and
     observed zeros of the candidates' cells (:func:`cell_budget`)."""
-    grown_k = GROWN_PER_K * k
+    grown_k = (GROWN_PER_K + ASSO_SEEDS_PER_K * len(ASSO_TAUS)) * k
     entries = (starts * k + grown_k) * (n + m)
     bits = 2 * int(cell_budget(nnz, k)) // 8
     return 16 * entries + (n + m) * grown_k + 2 * 8 * MAJORITY_CELLS + bits
@@ -541,6 +637,9 @@ class WholeSource:
 
     def column_ones(self):
         return np.diff(self.data.T.X.indptr)
+
+    def column_work(self):
+        return column_work(self.data.X)
 
     def grow_rows(self, H):
         self.W = majority(self.data, H.T)
@@ -607,28 +706,43 @@ def choose(
 ) -> tuple[np.ndarray | None, np.ndarray, int, dict]:
     """The combination: the pool of the starts' Boolean factors (``runs``, the starts'
     records in their rank, each with "H" and "error"), other factor sets of the source
-    (``more``, such as a greedy method's) and :func:`grow`'s candidates from the columns with
-    the most ones, the candidates that lower the error on their own, cut to the work budget
-    (:data:`WORK_PER_NNZ_K`), and the better of two of :func:`select`'s choices among them:
-    greedy, and from the best start's factors. Returns W (None where the source keeps it), H,
+    (``more``, such as a greedy method's), :func:`grow`'s candidates from the columns with
+    the most ones and ASSO's (:func:`associated`) where they pay (:func:`asso_seeds`), the
+    candidates that lower the error on their own, cut to the work budget
+    (:data:`WORK_PER_NNZ_K`), and the better of two of :func:`select`'s choices among those
+    other than ASSO's: greedy, and from the best start's factors; then improved from the whole
+    pool. Returns W (None where the source keeps it), H,
     their error and what it took (``info``: pool sizes, bytes, sweeps, and ``new``: whether
     the choice differs from the best start's factors)."""
     n, m = source.shape
     best = min(range(len(runs)), key=lambda r: runs[r].error)
-    seeds = top_columns(source.column_ones(), min(m, GROWN_PER_K * k))
+    ones = source.column_ones()
     sets = [*(source.set_of(run) for run in runs), *more]
-    sets.append(source.grown_set(grow(source, seeds, m, source.observed)))
+    assoc = asso_seeds(ones, source.column_work(), source.shape, source.nnz, k, runs)
+    H = associated(source, assoc, m, source.observed, ASSO_TAUS) if len(assoc) else None
+    grown_H = grow(source, top_columns(ones, min(m, GROWN_PER_K * k)), m, source.observed)
+    n_grown = len(grown_H)
+    if H is not None:
+        # One set with the grown candidates: their rows by the same majority.
+        grown_H = np.concatenate([grown_H, H])
+        source.grow_rows(grown_H)
+    sets.append(source.grown_set(grown_H))
     picks, where = unique(source.row_keys(sets), [H for _, H in sets])
     pool = source.pool(sets, picks)
-    info = {"pool": len(pool)}
+    info = {"pool": len(pool), "asso": len(assoc)}
     ours = [f for f in where[best] if f >= 0]
     keep = np.union1d(source.useful(pool), ours).astype(np.intp)
     alone = source.rows(source.take(pool, keep), k).gains(
         np.zeros((m, words(k)), dtype=np.uint64), np.zeros(words(k), np.uint64)
     )
     # Best first (ties: the earlier), cut where the selection's work would pass the budget; the
-    # best start's factors stay. In pool order again, so that ties go to the earlier start.
-    order = np.lexsort((keep, alone))
+    # best start's factors stay. ASSO's candidates come after the others: they take what budget
+    # the others leave (large ones would crowd out the starts' factors on denser data). In pool
+    # order again, so that ties go to the earlier start.
+    last = len(sets) - 1
+    asso = np.array([s == last and l >= n_grown for s, l in picks], dtype=bool)
+    late = asso[keep]
+    order = np.lexsort((keep, alone, late))
     order = order[alone[order] < 0]
     budget = cell_budget(source.nnz, k)
     areas = pool.areas[keep]
@@ -638,11 +752,22 @@ def choose(
     renumber = {int(f): i for i, f in enumerate(keep)}
     info.update(candidates=len(pool), bytes=pool.nbytes)
     start = [renumber.get(f, -1) for f in where[best]], runs[best].error - source.nnz
+    # The two choices among the other candidates, as without ASSO's; then the better one
+    # improved by replacements from the whole pool, which only lower its error: a larger pool
+    # may lead a greedy choice astray, never this one.
+    late = asso[keep]
+    others = ~late if late.any() else None
     choices = [
-        select(source.rows(pool, k), pool, m, k),
-        select(source.rows(pool, k), pool, m, k, start),
+        select(source.rows(pool, k), pool, m, k, allowed=others),
+        select(source.rows(pool, k), pool, m, k, start, allowed=others),
     ]
     sel = min(choices, key=lambda c: c.change)
+    if others is not None:
+        sel = min(
+            sel,
+            select(source.rows(pool, k), pool, m, k, (sel.chosen, sel.change)),
+            key=lambda c: c.change,
+        )
     W, H = source.w(pool, sel.chosen, k), pool.h(sel.chosen, m, k)
     # The best start's own factors again: polished and swapped already, they would stay.
     info.update(sweeps=sel.sweeps, new=set(sel.chosen) - {-1} != set(start[0]) - {-1})

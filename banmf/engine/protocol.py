@@ -434,6 +434,10 @@ class PoolSource(GrowRows, Protocol):
     def column_ones(self) -> np.ndarray:
         """Ones per column (m,)."""
 
+    def column_work(self) -> np.ndarray:
+        """Per column, the ones of the rows holding a one in it (m,;
+        :func:`~banmf.engine.pool.column_work`)."""
+
     def set_of(self, run: StartRecord):
         """The factor set of a start's record."""
 

@@ -709,6 +709,9 @@ class _BlockSource:
     def column_ones(self):
         return self.session.sum(worker.column_counts)
 
+    def column_work(self):
+        return self.session.sum(worker.association_work)
+
     def grow_rows(self, H):
         self.session.each(worker.grow_rows, H)
 

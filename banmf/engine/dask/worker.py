@@ -37,7 +37,7 @@ from ..columns import columns_as_factors, swap_rows
 from ..iterations import MUSolver
 from ..nndsvd import Here, mask_product
 from ..polish import flip_half_step
-from ..pool import Pool, WholePool, majority, majority_counts, segment_sums
+from ..pool import Pool, WholePool, column_work, majority, majority_counts, segment_sums
 
 _lock = threading.RLock()
 #: (fit, block) → its state, most recently used last.
@@ -536,6 +536,12 @@ def column_counts(fit: str, b: int) -> np.ndarray:
     with _use(fit, b) as block:
         X = block.X
         return np.bincount(X.indices, minlength=X.shape[1]).astype(np.int64)
+
+
+def association_work(fit: str, b: int) -> np.ndarray:
+    """The block's share of :func:`banmf.engine.pool.column_work`."""
+    with _use(fit, b) as block:
+        return column_work(block.X)
 
 
 def degree_squares(fit: str, b: int) -> np.float64:
