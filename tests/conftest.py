@@ -15,10 +15,12 @@ os.environ["BANMF_NO_AHEAD"] = "1"
 settings.register_profile(
     "default", deadline=None, max_examples=40, suppress_health_check=[HealthCheck.too_slow]
 )
-# The default's number of examples, of the variants a module draws for it (per_profile's
-# ``wide``, else its ``other``): .ci/run's second tier runs the kernel tests so.
+# Of the variants a module draws for it (per_profile's ``wide``, else its ``other``): .ci/run's
+# second tier runs the kernel tests whose widths it chooses so (the ``widths`` marker). Each
+# example may compile new variants, and 24 draw each of the four widths of
+# tests/test_kernels.py's ``width_ks`` several times over.
 settings.register_profile(
-    "wide", deadline=None, max_examples=40, suppress_health_check=[HealthCheck.too_slow]
+    "wide", deadline=None, max_examples=24, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.register_profile(
     "thorough", deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow]
