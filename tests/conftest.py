@@ -115,10 +115,18 @@ def parallel_starts_on_small_data(monkeypatch):
 PROCESS_FIXTURES = {"client"}
 
 
+#: Modules whose tests run the command line or a script in a process of its own: they run
+#: last, when the suite's workers have filled Numba's cache, so that their processes load the
+#: kernels instead of compiling them again (a process of its own shares no lock of
+#: :func:`_compile_once_across_workers`).
+LAST_MODULES = ("test_cli.py", "test_tour.py", "test_report.py")
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         if PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+    items.sort(key=lambda item: item.path.name in LAST_MODULES)  # stable: the order otherwise
 
 
 def _compile_once_across_workers():
