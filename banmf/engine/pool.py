@@ -743,9 +743,9 @@ def choose(
         np.zeros((m, words(k)), dtype=np.uint64), np.zeros(words(k), np.uint64)
     )
     # Best first (ties: the earlier), cut where the selection's work would pass the budget; the
-    # factors of the sets the choice starts from stay. ASSO's candidates come after the others: they take what budget
-    # the others leave (large ones would crowd out the starts' factors on denser data). In pool
-    # order again, so that ties go to the earlier start.
+    # factors of the sets the choice starts from stay. ASSO's candidates come after the others:
+    # they take what budget the others leave (large ones would crowd out the starts' factors on
+    # denser data). In pool order again, so that ties go to the earlier start.
     last = len(sets) - 1
     asso = np.array([s == last and l >= n_grown for s, l in picks], dtype=bool)
     late = asso[keep]
