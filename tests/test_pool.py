@@ -463,6 +463,41 @@ def test_the_worked_example_of_the_docs():
     assert model.error == 1
 
 
+def test_a_pooled_set_lower_than_every_start_bounds_the_choice():
+    """Another factor set (GreConD's in a fit) lower than every start: the greedy choice and
+    the best start's local search end at 3, the choice starts from that set too and ends at
+    its error, 1."""
+    X = np.zeros((6, 6), dtype=int)
+    X[[0, 2, 4, 5], 0] = X[[0, 1, 5], 1] = 1
+    X[np.ix_([0, 1, 2, 4, 5], [2, 3])] = 1
+    data = Dataset.of(X)
+    start = (np.array([[1, 1], [0, 0], [0, 1], [1, 0], [1, 0], [1, 0]], dtype=bool),)
+    start += (np.array([[1, 1, 1, 1, 1, 1], [1, 0, 0, 1, 0, 1]], dtype=bool),)
+    other = (np.array([[0, 1], [1, 0], [0, 1], [0, 0], [0, 1], [1, 1]], dtype=bool),)
+    other += (np.array([[0, 1, 1, 1, 0, 0], [1, 0, 1, 1, 0, 0]], dtype=bool),)
+    runs = [_record(0, *start, data.error(*start))]
+    assert (runs[0].error, data.error(*other)) == (18, 1)
+    W, H, error, info = combine(data, runs, 2)
+    assert error == 3
+    W, H, error, info = combine(data, runs, 2, [(other, 1)])
+    assert error == data.error(W, H) == 1
+    assert info["new"]
+
+
+@examples(40)
+@given(binary_matrices(8, 8), st.integers(1, 3), st.integers(0, 2**32 - 1))
+def test_the_choice_is_never_above_a_set_it_pools(X, k, seed):
+    """The combination ends at or below the best start and every other set it pools."""
+    data = Dataset.of(X)
+    rng = np.random.default_rng(seed)
+    n, m = X.shape
+    sets = [(rng.random((n, k)) < 0.5, rng.random((k, m)) < 0.5) for _ in range(3)]
+    errors = [data.error(W, H) for W, H in sets]
+    runs = [_record(i, W, H, e) for i, ((W, H), e) in enumerate(zip(sets[:2], errors))]
+    W, H, error, _ = combine(data, runs, k, [(sets[2], errors[2])])
+    assert error == data.error(W, H) <= min(errors)
+
+
 @examples(40)
 @given(pools(max_p=6), st.integers(1, 4), st.data())
 def test_selection_from_a_start_only_improves_it(case, k, draw):

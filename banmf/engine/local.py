@@ -169,7 +169,8 @@ class LocalBackend:
         # Every record holds its W: nothing runs again here.
         more = []
         if all(run.start != "grecond" for run in runs) and self._grecond_pays(runs, k):
-            more.append(self.greedy("grecond", k)[:2])
+            W, H, error = self.greedy("grecond", k)
+            more.append(((W, H), error))
         W, H, error, info = combine(self.data, runs, k, more)
         return W, H, error, info["new"]
 

@@ -680,7 +680,7 @@ class WholeSource:
 #: the starts' (:func:`grecond_pays`). The estimate counts word operations, which cost far more
 #: than the iterations' multiply-adds: so narrow data only, where its concepts, which never
 #: cover a zero, complement the starts' factors (docs/decisions.md, "GreConD in the pool").
-GRECOND_SHARE = 5e-4
+GRECOND_SHARE = 1e-3
 
 
 def grecond_pays(work: float, observed: bool, shape: tuple, nnz: int, k: int, runs: list) -> bool:
@@ -705,19 +705,26 @@ def choose(
     source: PoolSource, runs: list, k: int, more=()
 ) -> tuple[np.ndarray | None, np.ndarray, int, dict]:
     """The combination: the pool of the starts' Boolean factors (``runs``, the starts'
-    records in their rank, each with "H" and "error"), other factor sets of the source
-    (``more``, such as a greedy method's), :func:`grow`'s candidates from the columns with
-    the most ones and ASSO's (:func:`associated`) where they pay (:func:`asso_seeds`), the
-    candidates that lower the error on their own, cut to the work budget
-    (:data:`WORK_PER_NNZ_K`), and the better of two of :func:`select`'s choices among those
-    other than ASSO's: greedy, and from the best start's factors; then improved from the whole
-    pool. Returns W (None where the source keeps it), H,
-    their error and what it took (``info``: pool sizes, bytes, sweeps, and ``new``: whether
-    the choice differs from the best start's factors)."""
+    records in their rank, each with "H" and "error"), other factor sets of the source with
+    their errors (``more``, ``(set, error)`` pairs, such as a greedy method's),
+    :func:`grow`'s candidates from the columns with the most ones and ASSO's
+    (:func:`associated`) where they pay (:func:`asso_seeds`), the candidates that lower the
+    error on their own, cut to the work budget (:data:`WORK_PER_NNZ_K`), and the best of
+    :func:`select`'s choices among those other than ASSO's: greedy, from the best start's
+    factors, and from the lowest set of ``more`` where it is lower than every start (the
+    factors of a set the choice starts from stay in the pool whole); then improved from the
+    whole pool. The choice is never higher than a set it starts from. Returns W (None where
+    the source keeps it), H, their error and what it took (``info``: pool sizes, bytes,
+    sweeps, and ``new``: whether the choice differs from the best start's factors)."""
     n, m = source.shape
     best = min(range(len(runs)), key=lambda r: runs[r].error)
+    errors = [run.error for run in runs] + [error for _, error in more]
+    # The sets the choice starts from: the best start's, and the lowest other set (ties: the
+    # earlier) where it is lower than every start.
+    lowest = min(range(len(errors)), key=errors.__getitem__)
+    froms = [best] + ([lowest] if errors[lowest] < errors[best] else [])
     ones = source.column_ones()
-    sets = [*(source.set_of(run) for run in runs), *more]
+    sets = [*(source.set_of(run) for run in runs), *(found for found, _ in more)]
     assoc = asso_seeds(ones, source.column_work(), source.shape, source.nnz, k, runs)
     H = associated(source, assoc, m, source.observed, ASSO_TAUS) if len(assoc) else None
     grown_H = grow(source, top_columns(ones, min(m, GROWN_PER_K * k)), m, source.observed)
@@ -730,15 +737,15 @@ def choose(
     picks, where = unique(source.row_keys(sets), [H for _, H in sets])
     pool = source.pool(sets, picks)
     info = {"pool": len(pool), "asso": len(assoc)}
-    ours = [f for f in where[best] if f >= 0]
+    ours = [f for s in froms for f in where[s] if f >= 0]
     keep = np.union1d(source.useful(pool), ours).astype(np.intp)
     alone = source.rows(source.take(pool, keep), k).gains(
         np.zeros((m, words(k)), dtype=np.uint64), np.zeros(words(k), np.uint64)
     )
     # Best first (ties: the earlier), cut where the selection's work would pass the budget; the
-    # best start's factors stay. ASSO's candidates come after the others: they take what budget
-    # the others leave (large ones would crowd out the starts' factors on denser data). In pool
-    # order again, so that ties go to the earlier start.
+    # factors of the sets the choice starts from stay. ASSO's candidates come after the others:
+    # they take what budget the others leave (large ones would crowd out the starts' factors on
+    # denser data). In pool order again, so that ties go to the earlier start.
     last = len(sets) - 1
     asso = np.array([s == last and l >= n_grown for s, l in picks], dtype=bool)
     late = asso[keep]
@@ -752,15 +759,17 @@ def choose(
     renumber = {int(f): i for i, f in enumerate(keep)}
     info.update(candidates=len(pool), bytes=pool.nbytes)
     start = [renumber.get(f, -1) for f in where[best]], runs[best].error - source.nnz
-    # The two choices among the other candidates, as without ASSO's; then the better one
-    # improved by replacements from the whole pool, which only lower its error: a larger pool
-    # may lead a greedy choice astray, never this one.
+    # The choices among the other candidates, as without ASSO's; then the best one improved by
+    # replacements from the whole pool, which only lower its error: a larger pool may lead a
+    # greedy choice astray, never this one.
     late = asso[keep]
     others = ~late if late.any() else None
-    choices = [
-        select(source.rows(pool, k), pool, m, k, allowed=others),
-        select(source.rows(pool, k), pool, m, k, start, allowed=others),
-    ]
+    choices = [select(source.rows(pool, k), pool, m, k, allowed=others)]
+    for s in froms:
+        # A set of fewer than k factors (a greedy method that covered X) leaves slots empty.
+        slots = [renumber.get(f, -1) for f in where[s]] + [-1] * (k - len(where[s]))
+        begin = slots, errors[s] - source.nnz
+        choices.append(select(source.rows(pool, k), pool, m, k, begin, allowed=others))
     sel = min(choices, key=lambda c: c.change)
     if others is not None:
         sel = min(

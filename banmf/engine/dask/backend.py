@@ -576,7 +576,7 @@ class DaskBackend:
             offsets = session.blocks.offsets
             own = {b: (W[offsets[b] : offsets[b + 1]],) for b in range(session.blocks.n_blocks)}
             session.each(worker.keep_boolean, "grecond", own=own)
-            more.append(("grecond", H))
+            more.append((("grecond", H), self.dataset().error(W, H)))
         try:
             _, H, error, info = choose(_BlockSource(self, k), runs, k, more)
         except _Stopped:
