@@ -17,6 +17,13 @@ then keep a factor row in registers across a row's nonzeros.
 Each pass keeps its own loop over the rows (the W step's two share a parallel call, not a
 loop): fusing them was no faster, nor were the other variants tried (docs/decisions.md, "The
 iteration's passes stay apart" and "The kernels' other variants").
+
+A kernel's loop over its blocks or parts calls a function that does one block's or part's rows
+(:func:`_update_block`, :func:`_scatter_block_registers`, :func:`_project_rows_registers`, ...),
+compiled on its own rather than inlined: Numba's parallel passes then work on a loop whose body
+is one call, the serial and parallel variants share that function's machine code (compiled once,
+cached), and the two variants of a kernel compile in about half the time. The functions carry
+the kernels' own fastmath flags, so the arithmetic, and its bits, are the same.
 """
 
 from typing import NamedTuple
@@ -363,7 +370,7 @@ def _padded_gram(G, F, kp):
     return Gp
 
 
-@njit(cache=True, nogil=True, inline="always", fastmath=_FAST)
+@njit(cache=True, nogil=True, fastmath=_FAST)
 def _update_block(F, k, numer, Gp, lam, eps, gram, lo, hi):
     """Rows lo..hi-1 of the W (or H) step, and FᵀF of the block into ``gram``."""
     kp = Gp.shape[0]
@@ -451,7 +458,7 @@ def update_scatter_rows(width: Width) -> Kernel:
     return _update_scatter_registers if width.lanes > 0 else _update_scatter_loops
 
 
-@njit(cache=True, nogil=True, inline="always", fastmath=_FAST)
+@njit(cache=True, nogil=True, fastmath=_FAST)
 def _scatter_block_registers(X, y, cells, W, part, lo, hi, width):
     """Rows lo..hi-1's share of the scatter into ``part``, the row of W in registers."""
     indptr, indices = X
@@ -480,7 +487,7 @@ def _scatter_block_registers(X, y, cells, W, part, lo, hi, width):
                 vstore(part, j, 0, vfma(vsplatw(cy[c], width), w, vloadw(part, j, 0, width)))
 
 
-@njit(cache=True, nogil=True, inline="always", fastmath=_FAST)
+@njit(cache=True, nogil=True, fastmath=_FAST)
 def _scatter_block_loops(X, y, cells, W, part, lo, hi):
     """Rows lo..hi-1's share of the scatter into ``part``, loops over a run-time k."""
     indptr, indices = X
@@ -648,17 +655,66 @@ def project_spmm(width: Width) -> Kernel:
     return _project_spmm_registers if width.lanes > 0 else _project_spmm_loops
 
 
+@njit(cache=True, nogil=True, fastmath=_FAST)
+def _project_rows_registers(X, y, factors, YHt, cells, lo, up, project, width, pf, lo_row, hi_row):
+    """Rows ``lo_row .. hi_row-1`` of :func:`_project_spmm_registers`; returns their two
+    objective sums."""
+    indptr, indices = X
+    W, Ht = factors
+    zero = W.dtype.type(0)
+    res = 0.0
+    s2 = 0.0
+    for i in range(lo_row, hi_row):
+        vz = vsplatw(zero, width)
+        p, hi = indptr[i], indptr[i + 1]
+        # The rows of W and of Y Hᵀ stay in registers across the row's nonzeros, and each row
+        # of Hᵀ is loaded once for both its uses. Two nonzeros at a time: with four, the rows
+        # in flight overflow the sixteen AVX2 registers at k = 32 float32 (1.1× slower).
+        w, acc = vloadw(W, i, 0, width), vz
+        while p + 1 < hi:
+            if pf:
+                prefetch_ahead(Ht, indices, p, 2, False, width.lanes)
+            h0, h1 = (
+                vloadw(Ht, indices[np.uintp(p)], 0, width),
+                vloadw(Ht, indices[np.uintp(p + 1)], 0, width),
+            )
+            d0, d1 = vdot_partial(w, h0), vdot_partial(w, h1)
+            s0, s1, _, _ = hsum4(d0, d1, d0, d1)
+            v0, v1 = _project2(y, p, project, lo, up, s0, s1)
+            res, s2 = _plus_squares(res, s2, v0, s0)
+            res, s2 = _plus_squares(res, s2, v1, s1)
+            acc = vfma(vsplatw(v0, width), h0, vfma(vsplatw(v1, width), h1, acc))
+            p += 2
+        if p < hi:
+            h0 = vloadw(Ht, indices[np.uintp(p)], 0, width)
+            d0 = vdot_partial(w, h0)
+            s = hsum4(d0, d0, d0, d0)[0]
+            v = _project1(y, p, project, lo, up, s)
+            res, s2 = _plus_squares(res, s2, v, s)
+            acc = vfma(vsplatw(v, width), h0, acc)
+        if cells is not None:  # (None: no unknown cells, compiled out)
+            cindptr, cindices, cy = cells
+            for c in range(cindptr[i], cindptr[i + 1]):
+                h0 = vloadw(Ht, cindices[c], 0, width)
+                d0 = vdot_partial(w, h0)
+                s = hsum4(d0, d0, d0, d0)[0]
+                cy[c] = s
+                res, s2 = _plus_squares(res, s2, s, s)  # (v = s: adds only s²)
+                acc = vfma(vsplatw(s, width), h0, acc)
+        vstore(YHt, i, 0, acc)
+    return res, s2
+
+
 @kernel(fastmath=_FAST)
 def _project_spmm_registers(X, y, factors, out, cells, lower, upper, project, width):
     """The Y pass (:func:`project_spmm`) with rows of ``width.lanes`` values held in registers."""
-    indptr, indices = X
+    indptr = X.indptr
     W, Ht = factors
     YHt, sq = out
     pf = worth_prefetching(Ht)
     # Sums run in the factors' own type: float32 inputs get float32 arithmetic (twice the
     # vector width); the objective terms stay float64.
     lo, up = W.dtype.type(lower), W.dtype.type(upper)
-    zero = W.dtype.type(0)
     if cells is None:  # (tested on the argument, so that one branch is compiled)
         bounds = row_parts(indptr, None, Y_PARTS)
     else:
@@ -668,48 +724,73 @@ def _project_spmm_registers(X, y, factors, out, cells, lower, upper, project, wi
     for part in prange(parts):
         # The objective's sums run over the part's rows in order, and a part's pair is stored:
         # Y_PARTS pairs to add up after the pass instead of one per row.
-        res = 0.0
-        s2 = 0.0
-        for i in range(bounds[part], bounds[part + 1]):
-            vz = vsplatw(zero, width)
-            p, hi = indptr[i], indptr[i + 1]
-            # The rows of W and of Y Hᵀ stay in registers across the row's nonzeros, and each row
-            # of Hᵀ is loaded once for both its uses. Two nonzeros at a time: with four, the rows
-            # in flight overflow the sixteen AVX2 registers at k = 32 float32 (1.1× slower).
-            w, acc = vloadw(W, i, 0, width), vz
-            while p + 1 < hi:
-                if pf:
-                    prefetch_ahead(Ht, indices, p, 2, False, width.lanes)
-                h0, h1 = (
-                    vloadw(Ht, indices[np.uintp(p)], 0, width),
-                    vloadw(Ht, indices[np.uintp(p + 1)], 0, width),
-                )
-                d0, d1 = vdot_partial(w, h0), vdot_partial(w, h1)
-                s0, s1, _, _ = hsum4(d0, d1, d0, d1)
-                v0, v1 = _project2(y, p, project, lo, up, s0, s1)
-                res, s2 = _plus_squares(res, s2, v0, s0)
-                res, s2 = _plus_squares(res, s2, v1, s1)
-                acc = vfma(vsplatw(v0, width), h0, vfma(vsplatw(v1, width), h1, acc))
-                p += 2
-            if p < hi:
-                h0 = vloadw(Ht, indices[np.uintp(p)], 0, width)
-                d0 = vdot_partial(w, h0)
-                s = hsum4(d0, d0, d0, d0)[0]
-                v = _project1(y, p, project, lo, up, s)
-                res, s2 = _plus_squares(res, s2, v, s)
-                acc = vfma(vsplatw(v, width), h0, acc)
-            if cells is not None:  # (None: no unknown cells, compiled out)
-                cindptr, cindices, cy = cells
-                for c in range(cindptr[i], cindptr[i + 1]):
-                    h0 = vloadw(Ht, cindices[c], 0, width)
-                    d0 = vdot_partial(w, h0)
-                    s = hsum4(d0, d0, d0, d0)[0]
-                    cy[c] = s
-                    res, s2 = _plus_squares(res, s2, s, s)  # (v = s: adds only s²)
-                    acc = vfma(vsplatw(s, width), h0, acc)
-            vstore(YHt, i, 0, acc)
-        sq[part, 0] = res
-        sq[part, 1] = s2
+        sq[part, 0], sq[part, 1] = _project_rows_registers(
+            X, y, factors, YHt, cells, lo, up, project, width, pf, bounds[part], bounds[part + 1]
+        )
+
+
+@njit(cache=True, nogil=True, fastmath=_FAST)
+def _project_rows_loops(X, y, factors, YHt, cells, lo, up, project, pf, lo_row, hi_row):
+    """Rows ``lo_row .. hi_row-1`` of :func:`_project_spmm_loops` (summed over the part's rows,
+    as in :func:`_project_rows_registers`); returns their two objective sums."""
+    indptr, indices = X
+    W, Ht = factors
+    k = W.shape[1]
+    zero = W.dtype.type(0)
+    res = 0.0
+    s2 = 0.0
+    for i in range(lo_row, hi_row):
+        p, hi = indptr[i], indptr[i + 1]
+        for l in range(k):
+            YHt[i, l] = 0.0
+        # Four nonzeros at a time: four independent dot products hide each one's reduction
+        # latency, and Y Hᵀ's row is read and written once per four (1.3-1.7× over one).
+        while p + 3 < hi:
+            if pf:
+                prefetch_ahead(Ht, indices, p, 4, False, k, FAR_AHEAD)
+            j0, j1, j2, j3 = (
+                indices[np.uintp(p)],
+                indices[np.uintp(p + 1)],
+                indices[np.uintp(p + 2)],
+                indices[np.uintp(p + 3)],
+            )
+            s0 = s1 = s2_ = s3 = zero
+            for l in range(k):
+                wl = W[i, l]
+                s0 += wl * Ht[j0, l]
+                s1 += wl * Ht[j1, l]
+                s2_ += wl * Ht[j2, l]
+                s3 += wl * Ht[j3, l]
+            v0, v1, v2, v3 = _project4(y, p, project, lo, up, s0, s1, s2_, s3)
+            res, s2 = _plus_squares(res, s2, v0, s0)
+            res, s2 = _plus_squares(res, s2, v1, s1)
+            res, s2 = _plus_squares(res, s2, v2, s2_)
+            res, s2 = _plus_squares(res, s2, v3, s3)
+            for l in range(k):
+                YHt[i, l] += v0 * Ht[j0, l] + v1 * Ht[j1, l] + v2 * Ht[j2, l] + v3 * Ht[j3, l]
+            p += 4
+        while p < hi:
+            j = indices[np.uintp(p)]
+            s = zero
+            for l in range(k):
+                s += W[i, l] * Ht[j, l]
+            v = _project1(y, p, project, lo, up, s)
+            res, s2 = _plus_squares(res, s2, v, s)
+            for l in range(k):
+                YHt[i, l] += v * Ht[j, l]
+            p += 1
+        if cells is not None:  # (None: no unknown cells, compiled out)
+            cindptr, cindices, cy = cells
+            for c in range(cindptr[i], cindptr[i + 1]):
+                j = cindices[c]
+                s = zero
+                for l in range(k):
+                    s += W[i, l] * Ht[j, l]
+                cy[c] = s
+                res, s2 = _plus_squares(res, s2, s, s)  # (v = s: adds only s²)
+                for l in range(k):
+                    YHt[i, l] += s * Ht[j, l]
+    return res, s2
 
 
 @kernel(fastmath=_FAST)
@@ -717,12 +798,10 @@ def _project_spmm_loops(X, y, factors, out, cells, lower, upper, project, width)
     """The Y pass (:func:`project_spmm`) with loops over k (any k; ``width`` is unused). The
     rows of Hᵀ are asked for :data:`~.prefetch.FAR_AHEAD` nonzeros ahead where Hᵀ is past L2
     (docs/decisions.md, "Prefetching")."""
-    indptr, indices = X
+    indptr = X.indptr
     W, Ht = factors
     YHt, sq = out
-    k = W.shape[1]
     pf = worth_prefetching(Ht)
-    zero = W.dtype.type(0)
     lo, up = W.dtype.type(lower), W.dtype.type(upper)
     if cells is None:  # (tested on the argument, so that one branch is compiled)
         bounds = row_parts(indptr, None, Y_PARTS)
@@ -731,61 +810,9 @@ def _project_spmm_loops(X, y, factors, out, cells, lower, upper, project, width)
     parts = len(bounds) - 1
     sq[parts:, :] = 0.0
     for part in prange(parts):
-        res = 0.0  # (summed over the part's rows, as in _project_spmm_registers)
-        s2 = 0.0
-        for i in range(bounds[part], bounds[part + 1]):
-            p, hi = indptr[i], indptr[i + 1]
-            for l in range(k):
-                YHt[i, l] = 0.0
-            # Four nonzeros at a time: four independent dot products hide each one's reduction
-            # latency, and Y Hᵀ's row is read and written once per four (1.3-1.7× over one).
-            while p + 3 < hi:
-                if pf:
-                    prefetch_ahead(Ht, indices, p, 4, False, k, FAR_AHEAD)
-                j0, j1, j2, j3 = (
-                    indices[np.uintp(p)],
-                    indices[np.uintp(p + 1)],
-                    indices[np.uintp(p + 2)],
-                    indices[np.uintp(p + 3)],
-                )
-                s0 = s1 = s2_ = s3 = zero
-                for l in range(k):
-                    wl = W[i, l]
-                    s0 += wl * Ht[j0, l]
-                    s1 += wl * Ht[j1, l]
-                    s2_ += wl * Ht[j2, l]
-                    s3 += wl * Ht[j3, l]
-                v0, v1, v2, v3 = _project4(y, p, project, lo, up, s0, s1, s2_, s3)
-                res, s2 = _plus_squares(res, s2, v0, s0)
-                res, s2 = _plus_squares(res, s2, v1, s1)
-                res, s2 = _plus_squares(res, s2, v2, s2_)
-                res, s2 = _plus_squares(res, s2, v3, s3)
-                for l in range(k):
-                    YHt[i, l] += v0 * Ht[j0, l] + v1 * Ht[j1, l] + v2 * Ht[j2, l] + v3 * Ht[j3, l]
-                p += 4
-            while p < hi:
-                j = indices[np.uintp(p)]
-                s = zero
-                for l in range(k):
-                    s += W[i, l] * Ht[j, l]
-                v = _project1(y, p, project, lo, up, s)
-                res, s2 = _plus_squares(res, s2, v, s)
-                for l in range(k):
-                    YHt[i, l] += v * Ht[j, l]
-                p += 1
-            if cells is not None:  # (None: no unknown cells, compiled out)
-                cindptr, cindices, cy = cells
-                for c in range(cindptr[i], cindptr[i + 1]):
-                    j = cindices[c]
-                    s = zero
-                    for l in range(k):
-                        s += W[i, l] * Ht[j, l]
-                    cy[c] = s
-                    res, s2 = _plus_squares(res, s2, s, s)  # (v = s: adds only s²)
-                    for l in range(k):
-                        YHt[i, l] += s * Ht[j, l]
-        sq[part, 0] = res
-        sq[part, 1] = s2
+        sq[part, 0], sq[part, 1] = _project_rows_loops(
+            X, y, factors, YHt, cells, lo, up, project, pf, bounds[part], bounds[part + 1]
+        )
 
 
 # -- unknown cells --------------------------------------------------------------------------
