@@ -71,6 +71,98 @@ def test_progress_starts_the_second_process_on_the_first_compilation():
     assert progress.compiled == {"parallel"}
 
 
+def test_progress_starts_the_second_process_once_when_asked_before_compiling():
+    started = []
+
+    class Handle:
+        def stop(self):
+            pass
+
+    def ahead():
+        started.append(1)
+        return Handle()
+
+    from banmf._kernels.polish import cut_sums
+
+    with Progress(io.StringIO(), "fitting", enabled=False, ahead=ahead) as progress:
+        progress.start_ahead()  # what the command line does on an empty cache
+        progress.on_start(Event({"dispatcher": cut_sums.serial, "args": ()}))
+        progress.on_end(Event({}))
+    assert started == [1]
+
+
+# A process that compiles popcount64 while holding its lock (compile_once): it says so, then
+# sleeps inside the compilation, so that the other process reaches the same signature while
+# the first is still compiling it.
+_COMPILER = """
+import sys, time
+import numpy as np
+from numba.core import event
+from banmf.runtime.warmup import compile_once
+from banmf._kernels.boolean import popcount64
+compile_once(sys.argv[1])
+names = []
+class Slow(event.Listener):
+    def on_start(self, ev):
+        names.append(ev.data["dispatcher"].py_func.__qualname__)
+        if sys.argv[2] == "slow":
+            print("compiling", flush=True)
+            time.sleep(3)
+    def on_end(self, ev):
+        pass
+event.register("numba:compile", Slow())
+assert popcount64(np.uint64(7)) == 3
+print(len(names), flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_compile_once_makes_the_second_process_load_what_the_first_compiles(tmp_path):
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    folder = str(tmp_path / "locks")
+    first = subprocess.Popen(
+        [sys.executable, "-c", _COMPILER, folder, "slow"],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert first.stdout.readline().strip() == "compiling"
+        second = subprocess.run(
+            [sys.executable, "-c", _COMPILER, folder, "fast"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert second.returncode == 0, second.stderr
+        # It waited for the first one's entry and loaded it: nothing compiled.
+        assert second.stdout.split() == ["0"]
+        assert first.stdout.readline().strip() == "1"
+    finally:
+        first.kill()
+        first.wait()
+        first.stdout.close()
+
+
+@pytest.mark.slow
+def test_an_empty_cache_is_told_apart_from_a_used_one(tmp_path):
+    code = textwrap.dedent(
+        """
+        from banmf.runtime.warmup import cache_is_empty
+        from banmf.cli.render import start_numba
+        before = cache_is_empty()
+        start_numba()
+        print(before, cache_is_empty())
+        """
+    )
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, env=env, capture_output=True, text=True
+    ).stdout
+    assert out.split() == ["True", "False"]
+
+
 def test_kernel_kinds_in_words():
     from numba import types
 
