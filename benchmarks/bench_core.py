@@ -222,7 +222,7 @@ def run_kernels(k, dtype, degrees, iters) -> dict:
     calls = {
         "Y pass": solver.step_y,
         "W update": lambda: solver._update_w(
-            solver._W, solver.YHt, solver.HHt_t, 0.0, solver.eps, solver.WtW_blocks
+            solver._W, solver.YHt, solver.HHt_t, 0.0, solver.eps, solver.WtW_blocks, None
         ),
         "scatter": lambda: solver._scatter_pass(
             solver.indptr, solver.indices, solver.y, solver.WtY, True

@@ -86,7 +86,7 @@ def main(argv=None) -> int:
             no_cells = Cells(np.zeros_like(X.indptr), X.indices[:0], y[:0])  # no unknown cells
             S = Sparse(X.indptr, X.indices)
             cases = {
-                "update": (update_rows, (W, YHt, G, 0.0, 1e-12, gram), n * k * k),
+                "update": (update_rows, (W, YHt, G, 0.0, 1e-12, gram, None), n * k * k),
                 "scatter": (
                     scatter_rows(width),
                     (S, y, no_cells, W, blocks, out, width),

@@ -322,7 +322,7 @@ def make_scatter(fixed: bool, prefetch: bool):
 
 
 @njit(nogil=True, fastmath=_FAST)
-def update_rows_plain(F, numer, G, lam, eps, gram_blocks):
+def update_rows_plain(F, numer, G, lam, eps, gram_blocks, numer_blocks):
     r = F.shape[0]
     k = G.shape[0]
     nb = gram_blocks.shape[0]
@@ -505,7 +505,7 @@ def _check(X, s, variants):
     res = []
     for fn in (update_rows.serial, update_rows_plain):
         np.copyto(s["W"], F0)
-        fn(s["W"], s["numer"], s["G"], 0.0, 1e-12, s["gram"])
+        fn(s["W"], s["numer"], s["G"], 0.0, 1e-12, s["gram"], None)
         res.append((s["W"].copy(), s["gram"].copy()))
     np.copyto(s["W"], F0)
     tol = 1e-4 if F0.dtype == np.float32 else 1e-10
@@ -533,7 +533,7 @@ def run(data, k, dtype, reps):
     F0 = s["W"].copy()
     restore = lambda: np.copyto(s["W"], F0)  # noqa: E731
     upd = {"library": update_rows.serial, "-Vec": update_rows_plain}
-    uargs = (s["W"], s["numer"], s["G"], 0.0, 1e-12, s["gram"])
+    uargs = (s["W"], s["numer"], s["G"], 0.0, 1e-12, s["gram"], None)
     times = {key: [] for key in list(variants) + [("update", n) for n in upd]}
     for _ in range(reps):  # interleaved: every variant once per rep
         for key, (fn, args, width) in variants.items():

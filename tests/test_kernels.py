@@ -254,7 +254,7 @@ def test_update_rows(r, k, nb, lam, seed, dtype, pad):
     expected = ref.mu_update(F.astype(float), numer.astype(float), F.astype(float) @ G, lam, 1e-12)
     gram = np.full((min(nb, r), k, k), np.nan)
     Fp = _padded(F, k + pad)  # stored rows may be wider than k (the solver's padding)
-    run_both(update_rows, Fp, _padded(numer, k + pad), G, lam, 1e-12, gram)
+    run_both(update_rows, Fp, _padded(numer, k + pad), G, lam, 1e-12, gram, None)
     tol = 1e-12 if dtype == np.float64 else 1e-4
     np.testing.assert_allclose(Fp[:, :k], expected, rtol=tol)
     assert not Fp[:, k:].any()
@@ -396,7 +396,7 @@ def test_update_scatter_rows_is_the_update_then_the_scatter(
     run_both(update_scatter_rows(width), step, gram, *cells, parts, width)
 
     F, gram2 = W0.copy(), np.full((nb, k, k), np.nan)
-    run_both(update_rows, F, numer, G, lam, 1e-12, gram2)
+    run_both(update_rows, F, numer, G, lam, 1e-12, gram2, None)
     np.testing.assert_array_equal(W, F, strict=True)
     np.testing.assert_array_equal(gram, gram2, strict=True)
     expected, total = np.full((nb, m, kp), np.nan, dtype), np.full((m, kp), np.nan, dtype)
@@ -414,7 +414,7 @@ def test_update_scatter_rows_is_the_update_then_the_scatter(
     into = np.full((m, kp), np.nan, dtype)
     run_both(update_rows, Ht, into, WtW, lam, 1e-12, hgram, parts)
     np.testing.assert_array_equal(into, total, strict=True)
-    run_both(update_rows, Ht2, total, WtW, lam, 1e-12, hgram2)
+    run_both(update_rows, Ht2, total, WtW, lam, 1e-12, hgram2, None)
     np.testing.assert_array_equal(Ht, Ht2, strict=True)
     np.testing.assert_array_equal(hgram, hgram2, strict=True)
 
@@ -598,7 +598,7 @@ def test_kernels_with_prefetching_on_a_table_larger_than_l2(loops):
         np.empty((m, k), np.float32),
     )
     expected = ref.mu_update(W.astype(float), YHt.astype(float), W.astype(float) @ G, 0.0, 1e-12)
-    run_both(update_rows, W, YHt, G, 0.0, 1e-12, gram)
+    run_both(update_rows, W, YHt, G, 0.0, 1e-12, gram, None)
     cells = _unknown(cindptr, cindices, cy)
     run_both(scatter_rows(width), Sparse(X.indptr, X.indices), y, cells, W, scatter, total, width)
     np.testing.assert_allclose(W, expected, rtol=1e-4)
@@ -724,7 +724,9 @@ def test_update_rows_raises_entries_to_the_subnormal_floor(r, k, dtype, lam, see
     for update in ("tiled", "plain"):
         Fp = _padded(F, k + pad)
         if update == "tiled":
-            run_both(update_rows, Fp, _padded(numer, k + pad), G, lam, 1e-12, np.empty((1, k, k)))
+            run_both(
+                update_rows, Fp, _padded(numer, k + pad), G, lam, 1e-12, np.empty((1, k, k)), None
+            )
         else:
             update_rows_small(Fp, _padded(numer, k + pad), G, lam, 1e-12, np.empty((k, k)))
         got = Fp[:, :k]

@@ -221,7 +221,7 @@ def test_one_thread_updates_side_by_side_equal_the_serial_kernel():
     expected = []
     for F, numer in cases:
         F, gram = F.copy(), np.empty((4, k, k))
-        update_rows.serial(F, numer, G, 0.0, 1e-9, gram)
+        update_rows.serial(F, numer, G, 0.0, 1e-9, gram, None)
         expected.append((F, gram))
     got, calls = [None] * len(cases), [None] * len(cases)
 
@@ -230,7 +230,7 @@ def test_one_thread_updates_side_by_side_equal_the_serial_kernel():
             calls[c] = call = _threads.pick(update_rows, n * k * k)
             for _ in range(20):
                 F, gram = cases[c][0].copy(), np.empty((4, k, k))
-                call(F, cases[c][1], G, 0.0, 1e-9, gram)
+                call(F, cases[c][1], G, 0.0, 1e-9, gram, None)
             got[c] = (F, gram)
 
     threads = [threading.Thread(target=run, args=(c,)) for c in range(len(cases))]

@@ -408,7 +408,7 @@ def _sum_blocks(blocks, out, lo, hi):
 # k = 10 float64 and 1.10× at k = 32 float32 (10⁵ rows; where the difference lies was not found:
 # not in one loop of the body, nor the arguments' aliasing).
 @kernel(fastmath=_FAST, one_thread="parallel")
-def update_rows(F, numer, G, lam, eps, gram_blocks, numer_blocks=None):
+def update_rows(F, numer, G, lam, eps, gram_blocks, numer_blocks):
     """In-place MU step of every row of F against the symmetric (k, k) G; ``gram_blocks``
     (b, k, k) receives FᵀF by block.
 
@@ -416,7 +416,9 @@ def update_rows(F, numer, G, lam, eps, gram_blocks, numer_blocks=None):
     only the first k columns are computed, the others stay as they are. Row i belongs to block
     ``i * b // r``. With ``numer_blocks`` (c, r, numer's width), each block first sets its rows
     of ``numer`` to their sum over c, in order (as :func:`scatter_rows` adds its blocks): the
-    H step then needs no parallel call of its own for that sum.
+    H step then needs no parallel call of its own for that sum. ``numer_blocks`` is None
+    otherwise, passed rather than left out: an argument left out is another type to Numba,
+    and so another compilation of the same code.
     """
     r = F.shape[0]
     nb = gram_blocks.shape[0]

@@ -130,7 +130,7 @@ def h_step(
     H[:, :k], numer[:, :k] = Ht, WtY
     blocks = np.empty((min(_MAX_BLOCKS, max(1, m)), k, k), np.float64)
     update = pick(update_rows, m * k * k)
-    update(H, numer, WtW.astype(dtype), lam, eps, blocks)
+    update(H, numer, WtW.astype(dtype), lam, eps, blocks, None)
     return np.ascontiguousarray(H[:, :k]), blocks.sum(axis=0)
 
 
@@ -302,7 +302,7 @@ class MUSolver:
             )
             self._wty_in_blocks = True
         else:
-            self._update_w(self._W, self.YHt, self.HHt_t, lam, self.eps, self.WtW_blocks)
+            self._update_w(self._W, self.YHt, self.HHt_t, lam, self.eps, self.WtW_blocks, None)
             if scatter:
                 self._scatter_pass(self.X, self.y, self.WtY, True)
         if self.observed and scatter:
