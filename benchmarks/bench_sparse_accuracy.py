@@ -10,8 +10,8 @@ of the library default (``banmf``), the default without the combination of its s
 (``combine=False``: the default before it), the default with one random start (``n_init=1``;
 the extra starts and the combination still run), the paper's configuration of BANMF (one start, 1000
 iterations, global grid thresholds, no polish, no swaps, no extra starts), banmf's other methods
-in their defaults (``nmf``, ``reg-nmf``, ``asso``, ``grecond``) and scikit-learn's NMF (its
-defaults) booleanized by the paper's grid (``banmf.booleanize``). Seed 0 throughout. A method
+in their defaults (``nmf``, ``reg-nmf``, ``asso``, ``grecond``, ``elbmf``) and scikit-learn's
+NMF (its defaults) booleanized by the paper's grid (``banmf.booleanize``). Seed 0 throughout. A method
 that refuses the problem (a work or memory budget) shows its reason instead of a number.
 
 The data:
@@ -71,6 +71,7 @@ METHODS = {
     "reg-nmf": ("reg-nmf", {}),
     "asso": ("asso", {}),
     "grecond": ("grecond", {}),
+    "elbmf": ("elbmf", {}),
     "sklearn NMF + grid": (None, {}),
 }
 DATA = ("retail", "mushroom", "tiles-small", "tiles-large", "ratings", "clicks")

@@ -214,6 +214,7 @@ class Sparse:
         "reg-nmf",
         "asso",
         "grecond",
+        "elbmf",
         "sklearn NMF + grid",
     )
 
