@@ -29,7 +29,8 @@ Which records a table shows:
 - **sparse** (``sparse_accuracy.jsonl``, written by ``bench_sparse_accuracy.py --out``, and
   ``sparse_accuracy_docs.jsonl``, transcribed): for each (data, k, method), the latest record;
   a record without a date (a run's raw output) counts as later than every dated one, and among
-  those the last in the file wins. The lowest error of a row is in bold.
+  those the last in the file wins. The lowest error of a row, to the four decimals shown, is
+  in bold (every one of a tie).
 
 The record files hold JSON lines that begin with :func:`_records.provenance` (benchmark, date,
 commit, host, versions, command). A record transcribed from the docs of an earlier commit
@@ -232,7 +233,9 @@ class Sparse:
             errs = {
                 m: shown[data, k, m].get("relative_error") for m in methods if (data, k, m) in shown
             }
-            low = min((e for e in errs.values() if e is not None), default=None)
+            # The lowest as shown (four decimals): transcribed records hold rounded figures,
+            # so that an exact tie with a run's figure is a tie here too, every one in bold.
+            low = min((f"{e:.4f}" for e in errs.values() if e is not None), default=None)
             row = [data, str(k)]
             for m in methods:
                 e = errs.get(m)
@@ -241,7 +244,7 @@ class Sparse:
                 elif e is None:
                     row.append("refused")
                 else:
-                    row.append(f"**{e:.4f}**" if e == low else f"{e:.4f}")
+                    row.append(f"**{e:.4f}**" if f"{e:.4f}" == low else f"{e:.4f}")
             rows.append(row)
         used = [f for f in self.files if read(f)]
         return (
