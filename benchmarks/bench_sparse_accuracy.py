@@ -10,9 +10,11 @@ of the library default (``banmf``), the default without the combination of its s
 (``combine=False``: the default before it), the default with one random start (``n_init=1``;
 the extra starts and the combination still run), the paper's configuration of BANMF (one start, 1000
 iterations, global grid thresholds, no polish, no swaps, no extra starts), banmf's other methods
-in their defaults (``nmf``, ``reg-nmf``, ``asso``, ``grecond``) and scikit-learn's NMF (its
-defaults) booleanized by the paper's grid (``banmf.booleanize``). Seed 0 throughout. A method
-that refuses the problem (a work or memory budget) shows its reason instead of a number.
+in their defaults (``nmf``, ``reg-nmf``, ``asso``, ``grecond``, ``elbmf``) and scikit-learn's
+NMF (its defaults) booleanized by the paper's grid (``banmf.booleanize``). Seed 0 throughout. A
+method that refuses the problem (a work or memory budget) shows its reason instead of a number.
+banmf's methods fit at most min(n, m) factors (with a warning): a record of a larger k says the
+k fit (``k_fit``); scikit-learn's NMF fits the k asked.
 
 The data:
 
@@ -71,6 +73,7 @@ METHODS = {
     "reg-nmf": ("reg-nmf", {}),
     "asso": ("asso", {}),
     "grecond": ("grecond", {}),
+    "elbmf": ("elbmf", {}),
     "sklearn NMF + grid": (None, {}),
 }
 DATA = ("retail", "mushroom", "tiles-small", "tiles-large", "ratings", "clicks")
@@ -157,6 +160,8 @@ def run(task) -> dict:
                 )
     except (ValueError, MemoryError) as exc:
         return {**rec, "refused": str(exc).split(";")[0][:80]}
+    if W.shape[1] != k:  # banmf's methods cap k at min(n, m), with a warning
+        rec["k_fit"] = int(W.shape[1])
     rec.update(error=int(error), relative_error=error / X.nnz, seconds=round(seconds, 2))
     if W0 is not None:
         rec["recovery"] = round(recovery(W0, H0, W, H), 3)

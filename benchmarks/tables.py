@@ -29,7 +29,8 @@ Which records a table shows:
 - **sparse** (``sparse_accuracy.jsonl``, written by ``bench_sparse_accuracy.py --out``, and
   ``sparse_accuracy_docs.jsonl``, transcribed): for each (data, k, method), the latest record;
   a record without a date (a run's raw output) counts as later than every dated one, and among
-  those the last in the file wins. The lowest error of a row is in bold.
+  those the last in the file wins. A dataset's rows are together, by k. The lowest error of a
+  row, to the four decimals shown, is in bold (every one of a tie).
 
 The record files hold JSON lines that begin with :func:`_records.provenance` (benchmark, date,
 commit, host, versions, command). A record transcribed from the docs of an earlier commit
@@ -214,6 +215,7 @@ class Sparse:
         "reg-nmf",
         "asso",
         "grecond",
+        "elbmf",
         "sklearn NMF + grid",
     )
 
@@ -225,13 +227,19 @@ class Sparse:
             return f"No records yet.\n\n{provenance_line(list(self.files), [])}"
         shown = _latest(records, lambda r: (r["data"], r["k"], r["method"]))
         methods = [m for m in self.METHODS if any(key[2] == m for key in shown)]
-        cells = list(dict.fromkeys(key[:2] for key in shown))
+        # A dataset's rows together (datasets in the order they first appear), by k.
+        order = list(dict.fromkeys(key[0] for key in shown))
+        cells = sorted(
+            dict.fromkeys(key[:2] for key in shown), key=lambda c: (order.index(c[0]), c[1])
+        )
         rows = []
         for data, k in cells:
             errs = {
                 m: shown[data, k, m].get("relative_error") for m in methods if (data, k, m) in shown
             }
-            low = min((e for e in errs.values() if e is not None), default=None)
+            # The lowest as shown (four decimals): transcribed records hold rounded figures,
+            # so that an exact tie with a run's figure is a tie here too, every one in bold.
+            low = min((f"{e:.4f}" for e in errs.values() if e is not None), default=None)
             row = [data, str(k)]
             for m in methods:
                 e = errs.get(m)
@@ -240,7 +248,7 @@ class Sparse:
                 elif e is None:
                     row.append("refused")
                 else:
-                    row.append(f"**{e:.4f}**" if e == low else f"{e:.4f}")
+                    row.append(f"**{e:.4f}**" if f"{e:.4f}" == low else f"{e:.4f}")
             rows.append(row)
         used = [f for f in self.files if read(f)]
         return (
