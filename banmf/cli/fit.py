@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from ..runtime.warmup import cache_is_empty
 from .data import predictor_rule
 from .exits import EXIT_OK, UsageError
 from .inputs import (
@@ -24,7 +25,6 @@ def cmd_factorize(args, out, err) -> int:
     from ..api import factorize
     from ..exceptions import InputError, Interrupted
     from ..models import METHODS
-    from ..runtime.warmup import cache_is_empty
 
     if args.method not in METHODS:
         raise UsageError(
