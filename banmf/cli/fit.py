@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ..runtime.warmup import cache_is_empty
 from .data import predictor_rule
 from .exits import EXIT_OK, UsageError
 from .inputs import (
@@ -62,8 +61,6 @@ def cmd_factorize(args, out, err) -> int:
     )
     signalled = False
     with progress:
-        if cache_is_empty():  # a fresh install: both processes start up side by side
-            progress.start_ahead()
         start_numba()
         start = time.perf_counter()
         try:

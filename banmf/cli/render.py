@@ -148,20 +148,14 @@ class Progress(logging.Handler):
         left = spent / done * (sel["work_total"] - done)
         return f", at most about {left:.0f} s left in the selection"
 
-    def start_ahead(self) -> None:
-        """Start compiling ahead in a second process now, if it has not started: the first
-        compilation does, or the command line itself on an empty cache, before Numba's
-        start-up (:func:`banmf.runtime.warmup.cache_is_empty`)."""
-        if self._ahead is not None and self._ahead_handle is None:
-            self._ahead_handle = self._ahead()
-
     # numba.core.event listener ("numba:compile"); compilations are serialised by numba's lock
     def on_start(self, event) -> None:
         self._depth += 1
         self.compiled.update(kernel_kinds(event.data))
         if self._depth == 1:
             self._compiling_since = time.monotonic()
-            self.start_ahead()
+            if self._ahead is not None and self._ahead_handle is None:
+                self._ahead_handle = self._ahead()
             if not self._announced and self.enabled:
                 self._announced = True
                 self._write(f"banmf: {COMPILING}…", newline=True)

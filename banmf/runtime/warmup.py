@@ -11,22 +11,16 @@ cache, where the fit, reaching it later, loads it instead of compiling it. The t
 the middle, and the first run waits for about half of the compilation.
 
 The second process only writes the cache (Numba writes its files atomically: a reader sees a
-whole entry or none), so it changes no result; it is stopped when the fit ends. Where the two
-reach the same kernel, :func:`compile_once` makes the later one wait for the other's cache
-entry instead of compiling it too. On an empty cache (:func:`cache_is_empty`, a fresh install)
-the command line starts the second process before Numba's own start-up, so that the two start
-compiling together. The test suite uses :func:`warm` and :func:`compile_once` the same way:
-one worker compiles forwards, the other backwards. ``BANMF_NO_AHEAD=1`` turns :func:`ahead`
-off.
+whole entry or none), so it changes no result; it is stopped when the fit ends. The test
+suite uses :func:`warm` the same way: one worker compiles forwards, the other backwards.
+``BANMF_NO_AHEAD=1`` turns :func:`ahead` off.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from types import SimpleNamespace
 
@@ -154,70 +148,11 @@ def warm(
             step()
 
 
-def compile_once(folder: str) -> Callable[[], None]:
-    """Let processes that share Numba's cache compile each cached kernel signature once.
-
-    Two processes that reach a kernel's first call together both compile it: the cache is
-    shared, but nothing says that the other one is compiling. From this call on, this process
-    compiles a signature of a kernel that has a cache while holding a lock file of its own in
-    ``folder``, taken inside Numba's in-process compiler lock (so that threads and processes
-    take the locks in one order; a kernel's callees are locked after it, and calls never go
-    round in a circle). A process that finds the lock taken waits, and then loads the other's
-    entry from the cache. Kernels without a cache compile as before. Returns a call that
-    undoes this; a no-op where Numba is not compiling (``NUMBA_DISABLE_JIT``)."""
-    from numba import config
-    from numba.core.dispatcher import Dispatcher
-
-    if config.DISABLE_JIT:
-        return lambda: None
-    import fcntl
-    import hashlib
-
-    from numba.core.caching import NullCache
-    from numba.core.compiler_lock import global_compiler_lock
-
-    os.makedirs(folder, exist_ok=True)
-    compile_here = Dispatcher.compile
-
-    def compile_locked(self, sig):
-        if isinstance(self._cache, NullCache):
-            return compile_here(self, sig)
-        name = f"{self.py_func.__module__}.{self.py_func.__qualname__}:{sig}"
-        path = os.path.join(folder, hashlib.sha1(name.encode()).hexdigest())
-        with global_compiler_lock, open(path, "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            return compile_here(self, sig)
-
-    def undo() -> None:
-        with global_compiler_lock:
-            if Dispatcher.compile is compile_locked:
-                Dispatcher.compile = compile_here
-
-    with global_compiler_lock:
-        Dispatcher.compile = compile_locked
-    return undo
-
-
-def cache_is_empty() -> bool:
-    """Whether Numba's cache holds none of banmf's kernels yet, as after a fresh install: read
-    from the cache's index of the kernel that the command line calls first, without starting
-    Numba's typing context. False where it cannot tell (another Numba keeps its cache
-    otherwise), which only delays :func:`ahead` to the first compilation."""
-    try:
-        from .._kernels.boolean import popcount64
-
-        return not popcount64._cache._cache_file._load_index()
-    except Exception:  # Numba's cache internals: a guess, never an error
-        return False
-
-
 class Ahead:
-    """The second process of :func:`ahead`; :meth:`stop` ends it (also as a context), and
-    undoes :func:`compile_once` in this process."""
+    """The second process of :func:`ahead`; :meth:`stop` ends it (also as a context)."""
 
-    def __init__(self, process: subprocess.Popen | None, folder: str | None = None):
-        self.process, self.folder = process, folder
-        self._undo = compile_once(folder) if process is not None and folder else None
+    def __init__(self, process: subprocess.Popen | None):
+        self.process = process
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -227,12 +162,6 @@ class Ahead:
             except subprocess.TimeoutExpired:
                 self.process.kill()
         self.process = None
-        if self._undo is not None:
-            self._undo()
-            self._undo = None
-        if self.folder is not None:
-            shutil.rmtree(self.folder, ignore_errors=True)
-            self.folder = None
 
     def __enter__(self) -> Ahead:
         return self
@@ -256,8 +185,6 @@ def ahead(dtype, k: int, form: str, shape: tuple[int, int], nnz: int) -> Ahead:
         return Ahead(None)
     name = np.dtype(dtype).name
     density = repr(nnz / (n * m))
-    # The two processes' locks (compile_once): a folder of this run's own.
-    folder = tempfile.mkdtemp(prefix="banmf-compile-")
     command = [
         sys.executable,
         "-m",
@@ -267,9 +194,8 @@ def ahead(dtype, k: int, form: str, shape: tuple[int, int], nnz: int) -> Ahead:
         form,
         str(n),
         str(m),
-        density,
-        folder,
     ]
+    command.append(density)
     try:
         process = subprocess.Popen(
             command,
@@ -280,20 +206,16 @@ def ahead(dtype, k: int, form: str, shape: tuple[int, int], nnz: int) -> Ahead:
             start_new_session=True,
         )
     except OSError:
-        shutil.rmtree(folder, ignore_errors=True)
         return Ahead(None)
-    return Ahead(process, folder)
+    return Ahead(process)
 
 
 def main(argv: list[str]) -> int:
-    """``python -m banmf.runtime.warmup DTYPE K FORM N M DENSITY [FOLDER]``: :func:`warm`
-    backwards, with :func:`compile_once`'s locks in FOLDER where given."""
+    """``python -m banmf.runtime.warmup DTYPE K FORM N M DENSITY``: :func:`warm` backwards."""
     dtype, k, form = np.dtype(argv[0]).type, int(argv[1]), argv[2]
     if form not in FORMS:
         raise SystemExit(f"form must be one of {FORMS}, got {form!r}")
     shape, density = (int(argv[3]), int(argv[4])), float(argv[5])
-    if len(argv) > 6:
-        compile_once(argv[6])
     warm(dtype, k, form, shape, density, backwards=True)
     return 0
 
