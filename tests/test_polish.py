@@ -668,11 +668,24 @@ def sort_values(n, distinct, form, seed):
 forms = st.sampled_from(["plain", "signed", "close", "float32"])
 
 
-@given(st.integers(0, 80), st.integers(1, 9), forms, st.integers(0, 2**31))
-def test_descending_is_a_sort(n, distinct, form, seed):
+@contextlib.contextmanager
+def _small_cuts(small: bool):
+    """Force the thresholds' sort and cuts (:func:`banmf.engine.refine.descending`,
+    ``cut_layout``, ``best_cut``) through numpy or through the kernels, whatever the size."""
+    saved = br.SMALL_CUTS
+    br.SMALL_CUTS = 2**62 if small else 0
+    try:
+        yield
+    finally:
+        br.SMALL_CUTS = saved
+
+
+@given(st.integers(0, 80), st.integers(1, 9), forms, st.booleans(), st.integers(0, 2**31))
+def test_descending_is_a_sort(n, distinct, form, small, seed):
     """The values in decreasing order, in their dtype, and positions that give them."""
     values = sort_values(n, distinct, form, seed)
-    ordered, at = br.descending(values)
+    with _small_cuts(small):
+        ordered, at = br.descending(values)
     np.testing.assert_array_equal(ordered, -np.sort(-values), strict=True)
     np.testing.assert_array_equal(np.sort(at), np.arange(n))
     np.testing.assert_array_equal(values[at], ordered)
@@ -734,11 +747,85 @@ def test_cut_sums_is_the_least_prefix_sum_at_the_cuts(n, distinct, shift, t, see
     scratch = np.empty((2, n), dtype=np.int64)
     run_both(cut_sums, vals, d, pos, low, shift, current, scratch[0], scratch[1], sums, out)
     assert tuple(out) == ref.cut_sums(vals, d, order, current)
-    if n:
-        better = best_cut(vals, br.cut_layout(order), d, float(t), scratch)
-        best, least, now = ref.cut_sums(vals, d, order, current)
+    best, least, now = ref.cut_sums(vals, d, order, current)
+    for small in (False, True):
+        with _small_cuts(small):
+            better = best_cut(vals, br.cut_layout(order), d, float(t), scratch)
         if least >= now:
             assert better is None
         else:
             cut = vals[best] if best < n else np.nextafter(vals[-1], -np.inf)
             assert better == (cut, least - now)
+
+
+def _cuts(values, d, t, small=None):
+    """The thresholds' sort (values, positions) and best cut at ``t`` for changes ``d``, by
+    numpy (``small``), by the kernels, or (None) by the path their size takes."""
+    with contextlib.nullcontext() if small is None else _small_cuts(small):
+        vals, at = br.descending(values)
+        layout = br.cut_layout(at)
+        # The path asked for, or numpy's below SMALL_CUTS values.
+        assert isinstance(layout, np.ndarray) == (len(values) < br.SMALL_CUTS)
+        cut = best_cut(vals, layout, d, t, np.empty((2, len(values)), dtype=np.int64))
+        again = br.sorted_cuts(values)
+        np.testing.assert_array_equal(again[0], vals, strict=True)
+    return vals, at, cut
+
+
+def _same_cuts(first, second):
+    """The same sort and cut, to the bit: -0.0 is not +0.0, nor float32 float64."""
+    (vals, at, cut), (vals2, at2, cut2) = first, second
+    assert vals.dtype == vals2.dtype and vals.tobytes() == vals2.tobytes()
+    np.testing.assert_array_equal(at, at2, strict=True)
+    if cut is None or cut2 is None:
+        assert cut is cut2
+        return
+    assert type(cut[0]) is type(cut2[0]) and np.signbit(cut[0]) == np.signbit(cut2[0])
+    assert cut[0] == cut2[0] and cut[1] == cut2[1]
+
+
+def _changes(rng, n, dtype):
+    """Changes of both signs, half of them 0: the least sum is often reached at several cuts."""
+    return (rng.integers(-2, 3, n) * (rng.random(n) < 0.5)).astype(dtype)
+
+
+def _threshold(values, where, rng):
+    """A threshold at one of ``values``, just above or below one, or above or below them all."""
+    if where in ("low", "high") or not len(values):
+        return -1e9 if where == "low" else 1e9
+    v = float(values[rng.integers(len(values))])
+    return {"at": v, "above": np.nextafter(v, np.inf), "below": np.nextafter(v, -np.inf)}[where]
+
+
+@given(
+    st.sampled_from([0, 1, 2, 3, 5, 17, 64, 200]),
+    st.integers(1, 9),
+    forms,
+    st.sampled_from(["at", "above", "below", "low", "high"]),
+    st.sampled_from([np.int64, np.int32]),
+    st.integers(0, 2**31),
+)
+def test_small_cuts_are_the_kernels(n, distinct, form, where, dtype, seed):
+    """numpy's sort and least prefix sum (below SMALL_CUTS) give the kernels' results to the
+    bit: the values and their positions in the same order (ties by row, -0.0 after +0.0),
+    the same threshold and change, or None from both. Few distinct values (long ties, zeros
+    of both signs with "signed"), changes of both signs."""
+    values = sort_values(n, distinct, form, seed)
+    rng = np.random.default_rng(seed)
+    d = _changes(rng, n, dtype)
+    t = _threshold(values, where, rng)
+    _same_cuts(_cuts(values, d, t, small=True), _cuts(values, d, t, small=False))
+
+
+@pytest.mark.parametrize("offset", [-1, 0, 1])
+@pytest.mark.parametrize("form", ["plain", "signed", "close", "float32"])
+def test_cuts_at_the_small_size(offset, form):
+    """Either side of SMALL_CUTS (numpy below it, the kernels from it on) the same results as
+    the other path, on values with ties that need the tie order."""
+    n = br.SMALL_CUTS + offset
+    values = sort_values(n, 50, form, n)
+    rng = np.random.default_rng(n)
+    d = _changes(rng, n, np.int64)
+    for where in ("at", "below", "low"):
+        t = _threshold(values, where, rng)
+        _same_cuts(_cuts(values, d, t), _cuts(values, d, t, small=n >= br.SMALL_CUTS))

@@ -204,15 +204,27 @@ def thresholds_over(
     return Htb
 
 
+#: Below this many values (rows of W, columns of H) :func:`descending`, :func:`cut_layout` and
+#: :func:`best_cut` use numpy's sort and prefix sums instead of the kernels: as fast there,
+#: and a small fit then never compiles the five kernels the large path calls
+#: (docs/decisions.md, "Sorting for the thresholds").
+SMALL_CUTS = 4096
+
+
 def descending(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``values`` in decreasing order (ties in a fixed order, whatever the threads: all that
-    :func:`best_cut` needs) and their positions: each value packed with its position in one word
+    """``values`` (finite) in decreasing order, ties by row and -0.0 after +0.0 (one order,
+    whatever the threads and the path), and their positions. Below :data:`SMALL_CUTS` values,
+    numpy's stable sort; above, each value packed with its position in one word
     (:func:`~banmf._kernels.polish.descending_keys`), the words sorted by numpy's vectorised
     sort, and the rare runs whose values share the words' top bits put in order
     (:func:`~banmf._kernels.polish.order_ties`). An argsort of the values per factor, the
     per-factor thresholds' serial step at scale, takes about three times as long
     (docs/decisions.md, "Sorting for the thresholds")."""
     n = len(values)
+    if n < SMALL_CUTS:
+        # Last key first: by value, then +0.0 before -0.0 as the kernels' keys order them.
+        order = np.lexsort((np.signbit(values), -values))
+        return values[order], order
     shift = np.uint64(max(n - 1, 0).bit_length())
     keys = np.empty(n, dtype=np.uint64)
     pick(descending_keys, n)(values.astype(np.float64, copy=False).view(np.uint64), shift, keys)
@@ -227,12 +239,15 @@ def descending(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 CUT_BUCKETS = 1024
 
 
-def cut_layout(order: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """How :func:`banmf._kernels.polish.cut_sums` takes a factor's changes into the order
-    ``order`` (its rows by decreasing value): ``(pos, low, shift)`` of
-    :func:`~banmf._kernels.polish.rank_buckets`, with at most :data:`CUT_BUCKETS` buckets of
-    ranks (2^shift each: 2^14 at 10⁷ rows, whose part of the scratch stays in cache)."""
+def cut_layout(order: np.ndarray) -> tuple | np.ndarray:
+    """How :func:`best_cut` takes a factor's changes into the order ``order`` (its rows by
+    decreasing value): below :data:`SMALL_CUTS` rows the order itself, gathered by numpy;
+    above, ``(pos, low, shift)`` of :func:`~banmf._kernels.polish.rank_buckets` for
+    :func:`~banmf._kernels.polish.cut_sums`, with at most :data:`CUT_BUCKETS` buckets of ranks
+    (2^shift each: 2^14 at 10⁷ rows, whose part of the scratch stays in cache)."""
     n = len(order)
+    if n < SMALL_CUTS:
+        return order
     shift = max(0, max(n - 1, 0).bit_length() - CUT_BUCKETS.bit_length() + 1)
     index = np.int32 if n < 2**31 else np.int64
     pos, low = np.empty(n, dtype=index), np.empty(n, dtype=np.int32)
@@ -240,30 +255,50 @@ def cut_layout(order: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
     return pos, low, shift
 
 
-def sorted_cuts(values: np.ndarray) -> tuple[np.ndarray, tuple]:
+def sorted_cuts(values: np.ndarray) -> tuple[np.ndarray, tuple | np.ndarray]:
     """``values`` in decreasing order and the :func:`cut_layout` of their order: what
     :func:`best_cut` takes, made once per factor."""
     vals, order = descending(values)
     return vals, cut_layout(order)
 
 
+#: Above any sum of changes: :func:`best_cut`'s small path puts the sums where no cut falls here.
+_NO_CUT = np.iinfo(np.int64).max
+
+
 def best_cut(
-    vals: np.ndarray, layout: tuple, d: np.ndarray, t: float, scratch: np.ndarray
+    vals: np.ndarray, layout: tuple | np.ndarray, d: np.ndarray, t: float, scratch: np.ndarray
 ) -> tuple[float, int] | None:
     """One factor's best threshold, exactly, and the change in error it makes (< 0), or None
     if none beats ``t``: ``vals`` its values in decreasing order (over all rows; ties in any
     order), ``layout`` the :func:`cut_layout` of the rows in that order, ``d`` each row's
     change in error from having the bit on, ``scratch`` (2, n) int64. The error past a cut is
-    a prefix sum of ``d`` in that order (ties: the highest threshold), found in one parallel
+    a prefix sum of ``d`` in that order (ties: the highest threshold): numpy's cumulative sum
+    of d gathered into the order for a small layout (the order itself), else one parallel
     kernel (:func:`banmf._kernels.polish.cut_sums`) that takes d into the order as it sums."""
     n = len(vals)
-    pos, low, shift = layout
     current = n - int(np.searchsorted(vals[::-1], t, side="right"))  # the rows above t
-    threads = threads_for(n)
-    sums = np.empty(((n - 1) >> shift) + 1 if n else 0, dtype=np.int64)
-    out = np.empty(3, dtype=np.int64)
-    variant(cut_sums, threads)(vals, d, pos, low, shift, current, scratch[0], scratch[1], sums, out)
-    best, least, now = (int(v) for v in out)
+    if isinstance(layout, np.ndarray):
+        # The sum after every r rows; those after r where the value does not drop (no cut)
+        # put out of reach, the first least is cut_sums' (r = 0 and n are always cuts).
+        sums = np.empty(n + 1, dtype=np.int64)
+        sums[0] = 0
+        np.add.accumulate(d[layout], dtype=np.int64, out=sums[1:])
+        now = int(sums[current])
+        ties = np.zeros(n + 1, dtype=bool)
+        np.greater_equal(vals[1:], vals[:-1], out=ties[1:n])
+        sums[ties] = _NO_CUT
+        best = int(sums.argmin())
+        least = int(sums[best])
+    else:
+        pos, low, shift = layout
+        threads = threads_for(n)
+        sums = np.empty(((n - 1) >> shift) + 1 if n else 0, dtype=np.int64)
+        out = np.empty(3, dtype=np.int64)
+        variant(cut_sums, threads)(
+            vals, d, pos, low, shift, current, scratch[0], scratch[1], sums, out
+        )
+        best, least, now = (int(v) for v in out)
     if least >= now:
         return None
     return (vals[best] if best < n else np.nextafter(vals[-1], -np.inf)), least - now
