@@ -222,7 +222,8 @@ def descending(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     (docs/decisions.md, "Sorting for the thresholds")."""
     n = len(values)
     if n < SMALL_CUTS:
-        # Last key first: by value, then +0.0 before -0.0 as the kernels' keys order them.
+        # The last key sorts first: decreasing value, then +0.0 before -0.0 (as the kernels'
+        # keys order them), then row (the sort is stable).
         order = np.lexsort((np.signbit(values), -values))
         return values[order], order
     shift = np.uint64(max(n - 1, 0).bit_length())
@@ -272,10 +273,11 @@ def best_cut(
     """One factor's best threshold, exactly, and the change in error it makes (< 0), or None
     if none beats ``t``: ``vals`` its values in decreasing order (over all rows; ties in any
     order), ``layout`` the :func:`cut_layout` of the rows in that order, ``d`` each row's
-    change in error from having the bit on, ``scratch`` (2, n) int64. The error past a cut is
-    a prefix sum of ``d`` in that order (ties: the highest threshold): numpy's cumulative sum
-    of d gathered into the order for a small layout (the order itself), else one parallel
-    kernel (:func:`banmf._kernels.polish.cut_sums`) that takes d into the order as it sums."""
+    change in error from having the bit on, ``scratch`` (2, n) int64 (the kernel's). The
+    error past a cut is a prefix sum of ``d`` in that order (ties: the highest threshold):
+    numpy's cumulative sum of d gathered into the order for a small layout (the order
+    itself), else one parallel kernel (:func:`banmf._kernels.polish.cut_sums`) that takes d
+    into the order as it sums."""
     n = len(vals)
     current = n - int(np.searchsorted(vals[::-1], t, side="right"))  # the rows above t
     if isinstance(layout, np.ndarray):
