@@ -131,39 +131,17 @@ def pytest_collection_modifyitems(items):
 
 def _compile_once_across_workers():
     """Under pytest-xdist, let one worker compile a cached kernel's signature while the others
-    wait for it and then load it from Numba's cache, instead of compiling it too.
-
-    The workers share the on-disk cache but nothing else: two workers that reach a kernel's
-    first call at the same time both compile it, and on an empty cache (a fresh clone) the
-    suite's time is mostly compilation. A file lock per kernel and signature, taken inside
-    Numba's in-process compiler lock (so that threads and processes take locks in one order),
-    makes the second worker find the first one's entry. Kernels without a cache (NullCache)
-    compile as before: there is nothing to share."""
+    wait for it and then load it from Numba's cache, instead of compiling it too
+    (:func:`banmf.runtime.warmup.compile_once`): on an empty cache (a fresh clone) the suite's
+    time is mostly compilation."""
     run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
     if not run or config.DISABLE_JIT:
         return
-    import fcntl
-    import hashlib
     import tempfile
 
-    from numba.core.caching import NullCache
-    from numba.core.compiler_lock import global_compiler_lock
-    from numba.core.dispatcher import Dispatcher
+    from banmf.runtime.warmup import compile_once
 
-    folder = os.path.join(tempfile.gettempdir(), f"banmf-compile-{run}")
-    os.makedirs(folder, exist_ok=True)
-    compile_here = Dispatcher.compile
-
-    def compile_once(self, sig):
-        if isinstance(self._cache, NullCache):
-            return compile_here(self, sig)
-        name = f"{self.py_func.__module__}.{self.py_func.__qualname__}:{sig}"
-        path = os.path.join(folder, hashlib.sha1(name.encode()).hexdigest())
-        with global_compiler_lock, open(path, "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            return compile_here(self, sig)
-
-    Dispatcher.compile = compile_once
+    compile_once(os.path.join(tempfile.gettempdir(), f"banmf-compile-{run}"))
 
 
 _compile_once_across_workers()

@@ -21,6 +21,19 @@ from .render import Progress, emit, fit_lines, pattern_lines, plural, refinement
 def cmd_factorize(args, out, err) -> int:
     """``banmf factorize``: read, fit (on this machine, or with ``--scheduler`` on a Dask
     cluster, by the same library call), summarize, save."""
+    from ..runtime.warmup import Ahead
+
+    # Started by main() before the parser on a first run (ahead_for), else none.
+    early = getattr(args, "early", None) or Ahead()
+    try:
+        return _factorize(args, early, out, err)
+    finally:
+        early.stop()
+
+
+def _factorize(args, early, out, err) -> int:
+    """:func:`cmd_factorize` beside ``early``, the second process compiling ahead
+    (:func:`ahead_for`), which is given its fit once the data is read."""
     from ..api import factorize
     from ..exceptions import InputError, Interrupted
     from ..models import METHODS
@@ -57,7 +70,7 @@ def cmd_factorize(args, out, err) -> int:
         err,
         f"fitting {args.method}" + (" on the cluster" if args.scheduler else ""),
         enabled=not args.quiet,
-        ahead=None if args.scheduler else _ahead(args, params, fitted),
+        ahead=None if args.scheduler else _ahead(args, params, fitted, early),
     )
     signalled = False
     with progress:
@@ -360,11 +373,35 @@ def _cluster_line(model) -> str:
     )
 
 
-def _ahead(args, params: dict, data):
+def _compiles_ahead(args) -> bool:
+    """Whether the fit's kernels may compile ahead in a second process: a BANMF fit at a
+    fixed rank on this machine (:mod:`banmf.runtime.warmup`)."""
+    return args.method == "banmf" and isinstance(args.k, int) and not args.scheduler
+
+
+def ahead_for(words: list[str]):
+    """The second process compiling ahead for ``banmf factorize`` (:mod:`banmf.runtime.warmup`),
+    started from the command's words before they are parsed (the parser loads the numerical
+    libraries: about half a second), where Numba's cache looks empty (a first run:
+    :func:`banmf.runtime.warmup.cache_looks_empty`), so that it is ready about when the fit
+    starts compiling; else a handle that does nothing. The parsed arguments then give it its
+    fit or stop it (:func:`_ahead`)."""
+    from ..runtime.warmup import Ahead, cache_looks_empty, spawn
+
+    command = next((word for word in words if not word.startswith("-")), None)
+    remote = any(word.split("=")[0] == "--scheduler" for word in words)
+    if command != "factorize" or remote or not cache_looks_empty():
+        return Ahead()
+    return spawn()
+
+
+def _ahead(args, params: dict, data, early):
     """For a BANMF fit at a fixed rank: a call that starts compiling its kernels ahead in a
-    second process (:func:`banmf.runtime.warmup.ahead`), for the progress to make on the fit's first
-    compilation; else None."""
-    if args.method != "banmf" or not isinstance(args.k, int):
+    second process (:func:`banmf.runtime.warmup.ahead`), for the progress to make on the
+    fit's first compilation; else None. ``early``, the process started before the data was
+    read (:func:`ahead_for`), is given the fit now and returned by the call."""
+    if not _compiles_ahead(args):
+        early.stop()
         return None
     import numpy as np
 
@@ -373,7 +410,11 @@ def _ahead(args, params: dict, data):
     unknown = data.unknown
     form = "all" if unknown is None else "observed" if unknown.observed else "missing"
     dtype = np.dtype(params.get("dtype", "float64"))
-    return lambda: ahead(dtype, args.k, form, data.X.shape, int(data.X.nnz))
+    fit = (dtype, args.k, form, data.X.shape, int(data.X.nnz))
+    if early.process is not None:
+        early.begin(*fit)
+        return lambda: early
+    return lambda: ahead(*fit)
 
 
 def _record(

@@ -223,12 +223,16 @@ def grid_ranks(F: np.ndarray, points: np.ndarray) -> np.ndarray:
     return _ranks(F, points, np.ones(F.shape[1], dtype=F.dtype))
 
 
+def rank_dtype(n_thresholds: int) -> type:
+    """The type of :func:`grid_ranks` for a grid of ``n_thresholds`` points."""
+    return np.uint8 if n_thresholds <= np.iinfo(np.uint8).max else np.int32
+
+
 def _ranks(F: np.ndarray, points: np.ndarray, scale: np.ndarray, scaled=None) -> np.ndarray:
     """:func:`grid_ranks` of F times ``scale`` per column, written to ``scaled`` too when
     given: one parallel pass (:func:`banmf._kernels.boolean.scaled_ranks`), where numpy's
     product and ``searchsorted`` were serial passes over n × k (3 s at 10⁸ nonzeros)."""
-    dtype = np.uint8 if len(points) <= np.iinfo(np.uint8).max else np.int32
-    ranks = np.empty(F.shape, dtype=dtype)
+    ranks = np.empty(F.shape, dtype=rank_dtype(len(points)))
     out = np.empty((0, F.shape[1]), dtype=F.dtype) if scaled is None else scaled
     pick(scaled_ranks, F.size)(F, scale, np.asarray(points, dtype=np.float64), out, ranks)
     return ranks
@@ -438,6 +442,13 @@ def _grid_counts(diff: np.ndarray, P: int) -> np.ndarray:
     return diff.cumsum(axis=0).cumsum(axis=1)[:P, :P]
 
 
+def hit_counts(diff: np.ndarray, cell_diff: np.ndarray | None, P: int) -> tuple:
+    """The hits and the unknown cells' hits (zeros without, ``cell_diff`` None) at every grid
+    point from their difference arrays (:meth:`GridRows.hit_diffs`)."""
+    hits = _grid_counts(diff, P)
+    return hits, np.zeros_like(hits) if cell_diff is None else _grid_counts(cell_diff, P)
+
+
 class GridRows:
     """The rows' half of the threshold search: everything it needs from X and the ranks of W
     (``u``, :func:`grid_ranks`), as sums over rows. :func:`search_grid` asks only this, so
@@ -503,9 +514,7 @@ def threshold_factors(data, W, H, P, normalize, search) -> _Booleanization:
     h_points, vt = _grid_ranks(np.ascontiguousarray(H.T), P)
     rows = GridRows(data, u)
     n, k = u.shape
-    # Small factors: the pruned search in one kernel call, each coverage computed directly
-    # (the search's loop spends its time in Python on such sizes).
-    small = search == "pruned" and n * k * words(vt.shape[0]) + k * vt.shape[0] <= SMALL_COVER
+    small = search == "pruned" and small_search(n, k, vt.shape[0])
     s, t, error, n_evaluated, grid = search_grid(
         rows,
         vt,
@@ -531,6 +540,13 @@ def threshold_factors(data, W, H, P, normalize, search) -> _Booleanization:
     )
 
 
+def small_search(n: int, k: int, m: int) -> bool:
+    """Whether the pruned search of n × k and k × m factors runs as one kernel call
+    (:func:`banmf._kernels.boolean.pruned_grid_search`), each coverage computed directly: on
+    such sizes the search's loop spends its time in Python (:data:`SMALL_COVER`)."""
+    return n * k * words(m) + k * m <= SMALL_COVER
+
+
 def search_grid(
     rows,
     vt,
@@ -552,12 +568,20 @@ def search_grid(
     exhaustive one from the largest single factor (it computes every coverage anyway). Any
     lower bound gives the same point, only the number of coverages computed changes. Ties go
     to the first point in row-major order, whichever way it is searched."""
-    diff, cell_diff = rows.hit_diffs(vt, P)
-    hits = _grid_counts(diff, P)
-    cell_hits = np.zeros_like(hits) if cell_diff is None else _grid_counts(cell_diff, P)
+    hits, cell_hits = hit_counts(*rows.hit_diffs(vt, P), P)
     if observed:
         return _observed_search(hits, cell_hits, nnz, P, search)
     covered = _pair_cover(rows, vt, P) if search == "pruned" else _single_cover(rows, vt, P)
+    return search_counts(
+        rows, vt, P, nnz, search, w_points, h_points, normalize, hits, cell_hits, covered, small
+    )
+
+
+def search_counts(
+    rows, vt, P, nnz, search, w_points, h_points, normalize, hits, cell_hits, covered, small
+) -> tuple[int, int, int, int, np.ndarray | None]:
+    """:func:`search_grid` from the grid's counts: the hits and the unknown cells' hits at
+    every point (:func:`hit_counts`) and a lower bound on the coverage (``covered``)."""
     # Observed coverage is at least the hits, and at least the coverage's lower bound less the
     # unknown cells covered (the covered cells are the observed ones and those).
     floor = np.maximum(hits, covered - cell_hits)
@@ -603,10 +627,13 @@ def _pair_cover(rows, vt, P: int) -> np.ndarray:
     """A lower bound on the coverage at every grid point from pairs of factors
     (:func:`pair_cover_bound`): never below the largest rectangle, and far above it where the
     rectangles overlap little (NMF's factors), so that fewer coverages are computed."""
-    k = vt.shape[1]
-    return variant(pair_cover_bound, threads_for(P * P * k * k))(
-        rows.pair_counts(P), pair_counts(vt, P)
-    )
+    return pair_bound(rows.pair_counts(P), pair_counts(vt, P))
+
+
+def pair_bound(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """:func:`banmf._kernels.boolean.pair_cover_bound` of W's and H's :func:`pair_counts`."""
+    P, k = A.shape[0], A.shape[1]
+    return variant(pair_cover_bound, threads_for(P * P * k * k))(A, B)
 
 
 def _single_cover(rows, vt, P: int) -> np.ndarray:
