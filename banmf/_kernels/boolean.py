@@ -6,6 +6,7 @@ from numba import njit, prange
 from .variants import kernel
 
 _ONE = np.uint64(1)
+_INT64_MAX = np.iinfo(np.int64).max
 
 
 @njit(cache=True, nogil=True)
@@ -215,7 +216,9 @@ def _grid_cover(u, vt, s, t, colbits, acc):
 
 
 @njit(cache=True, nogil=True)
-def pruned_grid_search(u, vt, order, bound, hits, cell_hits, floor, nnz, key_w, key_h):
+def pruned_grid_search(
+    u, vt, order, bound, hits, cell_hits, floor, nnz, key_w, key_h, colbits, acc, seen
+):
     """The pruned grid search of :func:`banmf.booleanize` in one call, for small factors.
 
     Visits grid points by (static lower bound ``bound``, flat index) as given in ``order``;
@@ -225,16 +228,15 @@ def pruned_grid_search(u, vt, order, bound, hits, cell_hits, floor, nnz, key_w, 
     flat index. Points with the same (``key_w[s]``, ``key_h[t]``) have the same coverage and
     are counted once in ``n_evaluated``. ``floor`` is updated in place. The coverage counts
     observed cells only: the grid ``cell_hits`` (the unknown cells covered at each point; zeros
-    when every cell is observed) is taken off.
+    when every cell is observed) is taken off. Scratch, given by the caller (allocating it here
+    compiled Numba's array constructors into the kernel, half its compile time): ``colbits``
+    (k, ⌈m/64⌉) and ``acc`` (⌈m/64⌉,) uint64, ``seen`` (P + 2, P + 2) bool, all False (the
+    keys run up to P + 1).
 
     Returns ``(best error, best flat index, n_evaluated)``. Cost per coverage: O(k·m + n·k·m/64).
     """
     P = hits.shape[0]
-    mw = max(1, (vt.shape[0] + 63) // 64)
-    colbits = np.zeros((u.shape[1], mw), dtype=np.uint64)
-    acc = np.zeros(mw, dtype=np.uint64)
-    seen = np.zeros((P + 2, P + 2), dtype=np.bool_)  # keys run up to P + 1
-    best_err = np.iinfo(np.int64).max
+    best_err = _INT64_MAX
     best_idx = -1
     evaluated = 0
     for q in range(order.shape[0]):

@@ -596,8 +596,24 @@ def search_counts(
         )
     elif small:
         flat, order = _visit_order(bound)
+        mw = words(vt.shape[0])
+        scratch = (
+            np.zeros((vt.shape[1], mw), dtype=np.uint64),
+            np.zeros(mw, dtype=np.uint64),
+            np.zeros((P + 2, P + 2), dtype=np.bool_),
+        )
         best_err, best_idx, n_small = pruned_grid_search(
-            rows.u, vt, order, flat, hits, cell_hits, floor, nnz, coverages.key_w, coverages.key_h
+            rows.u,
+            vt,
+            order,
+            flat,
+            hits,
+            cell_hits,
+            floor,
+            nnz,
+            coverages.key_w,
+            coverages.key_h,
+            *scratch,
         )
         return _grid_point(best_idx, best_err, n_small, P)
     else:
