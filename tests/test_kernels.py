@@ -485,8 +485,10 @@ def test_staircase_hits(Xd, k, P, n_blocks, seed, dtype):
     X = check_binary_matrix(Xd)
     u = rng.integers(0, P + 1, size=(n, k)).astype(dtype)
     vt = rng.integers(0, P + 1, size=(m, k)).astype(dtype)
-    diff = run_both(staircase_hits, X.indptr, X.indices, u, vt, P, min(n_blocks, n)).sum(axis=0)
-    hits = diff.cumsum(axis=0).cumsum(axis=1)[:P, :P]
+    blocks = np.zeros((min(n_blocks, n), P + 1, P + 1), dtype=np.int64)
+    scratch = np.zeros((2, len(blocks), k), dtype=np.int64)
+    run_both(staircase_hits, X.indptr, X.indices, u, vt, blocks, *scratch)
+    hits = blocks.sum(axis=0).cumsum(axis=0).cumsum(axis=1)[:P, :P]
     np.testing.assert_array_equal(hits, ref.hits_grid(Xd, u, vt, P))
 
 

@@ -128,32 +128,33 @@ def scaled_ranks(F, scale, points, scaled, ranks):
 
 
 @kernel()
-def staircase_hits(indptr, indices, u, v, n_points, n_blocks):
+def staircase_hits(indptr, indices, u, v, diff, rank, order):
     """Hit counts on the support for a whole grid of threshold pairs, as 2-D difference arrays.
 
     ``u[i, l]`` (resp. ``v[j, l]``) is how many grid thresholds lie strictly below W[i, l]
     (resp. H[l, j]), so at grid point (s, t) factor l joins row i iff s < u[i, l] and column j
     iff t < v[j, l]. Nonzero (i, j) is covered at (s, t) iff t < V(s) := max{v[j, l] : u[i, l] > s},
-    a staircase. Each nonzero adds its staircase to a (n_points + 1)^2 difference array; rows are
-    split in ``n_blocks`` contiguous blocks with one array each (integer sums: order-free).
-    Returns the arrays, shape (n_blocks, n_points + 1, n_points + 1).
+    a staircase. Each nonzero adds its staircase to a (P + 1)^2 difference array, P the grid's
+    thresholds; rows are split in ``n_blocks`` contiguous blocks with one array each (integer
+    sums: order-free), added into ``diff`` (n_blocks, P + 1, P + 1) int64, zeros. Scratch, one
+    row per block: ``rank`` and ``order`` (n_blocks, k) int64. The caller allocates both
+    (allocating them here compiled Numba's array constructors into the kernel).
     """
     n, k = u.shape
-    P = n_points + 1
-    diff = np.zeros((n_blocks, P, P), dtype=np.int64)
+    n_blocks = diff.shape[0]
     for blk in prange(n_blocks):
         lo = blk * n // n_blocks
         hi = (blk + 1) * n // n_blocks
         # Row i's factors with u > 0 by u descending, sorted once per row rather than once per
         # nonzero: 0.66× the time at 10⁷ nonzeros, k = 10 (the same arrays).
-        rank = np.empty(k, dtype=np.int64)
-        order = np.empty(k, dtype=np.int64)
+        rank_b = rank[blk]
+        order_b = order[blk]
         D = diff[blk]
         for i in range(lo, hi):
             cnt = 0
             for l in range(k):
                 if u[i, l] > 0:
-                    _insert_descending(rank, order, cnt, np.int64(u[i, l]), l)
+                    _insert_descending(rank_b, order_b, cnt, np.int64(u[i, l]), l)
                     cnt += 1
             for p in range(indptr[i], indptr[i + 1]):
                 j = indices[p]
@@ -161,10 +162,10 @@ def staircase_hits(indptr, indices, u, v, n_points, n_blocks):
                 # [0, vmax) between each u and the one above it, vmax over those above.
                 top = vmax = 0
                 for r in range(cnt):
-                    b = np.int64(v[j, order[r]])
+                    b = np.int64(v[j, order_b[r]])
                     if b == 0:
                         continue
-                    a = rank[r]
+                    a = rank_b[r]
                     if top > a:
                         D[a, 0] += 1
                         D[top, 0] -= 1
@@ -177,7 +178,6 @@ def staircase_hits(indptr, indices, u, v, n_points, n_blocks):
                     D[top, 0] -= 1
                     D[0, vmax] -= 1
                     D[top, vmax] += 1
-    return diff
 
 
 @kernel()

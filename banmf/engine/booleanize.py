@@ -433,8 +433,11 @@ def grid_hits(M, u: np.ndarray, vt: np.ndarray, P: int) -> np.ndarray:
     that ``(u > s) ⊗ (vt > t)ᵀ`` covers. Integer sums: row blocks may add theirs in any order."""
     # One difference array per block; integer sums, so the blocks may follow the threads.
     threads = threads_for(M.nnz * u.shape[1])
-    n_blocks = blocks_for(threads, M.shape[0])
-    return variant(staircase_hits, threads)(M.indptr, M.indices, u, vt, P, n_blocks).sum(axis=0)
+    n_blocks, k = blocks_for(threads, M.shape[0]), u.shape[1]
+    diff = np.zeros((n_blocks, P + 1, P + 1), dtype=np.int64)
+    scratch = np.empty((2, n_blocks, k), dtype=np.int64)  # the kernel's per-block rank, order
+    variant(staircase_hits, threads)(M.indptr, M.indices, u, vt, diff, *scratch)
+    return diff.sum(axis=0)
 
 
 def _grid_counts(diff: np.ndarray, P: int) -> np.ndarray:
