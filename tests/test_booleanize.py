@@ -166,6 +166,16 @@ def _ranks(rng, n, k, P, dtype=np.uint8):
     return ranks
 
 
+def _histogram_blocks(ranks, P, n_blocks):
+    """Zeros for :func:`pair_histograms` to count ``n_blocks`` row blocks into."""
+    return np.zeros((n_blocks, P + 1, ranks.shape[1], ranks.shape[1]), dtype=np.int64)
+
+
+def _scratch(*shape):
+    """A kernel's scratch, given by the caller."""
+    return np.zeros(shape, dtype=np.int64)
+
+
 @given(
     st.integers(0, 40),
     st.sampled_from([1, 2, 5, 33]),
@@ -184,8 +194,11 @@ def test_pair_counts_match_numpy(n, k, P, seed, dtype):
     ).reshape(P, k, k)
     np.testing.assert_array_equal(bz.pair_counts(ranks, P), want)
     # Any split into row blocks: the same sums (serial and parallel alike).
-    blocks = run_both(pair_histograms, ranks, P, max(1, min(3, n)))
-    np.testing.assert_array_equal(blocks.sum(axis=0), pair_histograms.serial(ranks, P, 1)[0])
+    blocks = _histogram_blocks(ranks, P, max(1, min(3, n)))
+    run_both(pair_histograms, ranks, blocks, *_scratch(2, len(blocks), k))
+    whole = _histogram_blocks(ranks, P, 1)
+    pair_histograms.serial(ranks, whole, *_scratch(2, 1, k))
+    np.testing.assert_array_equal(blocks.sum(axis=0), whole[0])
 
 
 @given(

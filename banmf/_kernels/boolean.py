@@ -263,7 +263,7 @@ def pruned_grid_search(
 
 
 @kernel()
-def pair_histograms(ranks, n_points, n_blocks):
+def pair_histograms(ranks, out, held, rank):
     """Histograms of the pairwise minima of a factor's grid ranks, for the pair bound of the
     threshold search.
 
@@ -274,15 +274,18 @@ def pair_histograms(ranks, n_points, n_blocks):
     once, either way round, and a factor alone goes on the diagonal. Rows are split in
     ``n_blocks`` contiguous blocks with one array each (integer counts: order-free). Sorting a
     row's nonzero ranks first makes each factor's pairs one contiguous run of increments, and a
-    sparse factor costs only its nonzeros' pairs. Returns shape (n_blocks, n_points + 1, k, k).
+    sparse factor costs only its nonzeros' pairs. Adds into ``out`` (n_blocks, P + 1, k, k)
+    int64, zeros, P the grid's thresholds; scratch, one row per block: ``held`` and ``rank``
+    (n_blocks, k) int64. The caller allocates both (allocating them here compiled Numba's array
+    constructors into the kernel).
     """
     n, k = ranks.shape
-    out = np.zeros((n_blocks, n_points + 1, k, k), dtype=np.int64)
+    n_blocks = out.shape[0]
     for blk in prange(n_blocks):
         lo = blk * n // n_blocks
         hi = (blk + 1) * n // n_blocks
-        held = np.empty(k, dtype=np.int64)
-        rank = np.empty(k, dtype=np.int64)
+        held_b = held[blk]
+        rank_b = rank[blk]
         H = out[blk]
         for i in range(lo, hi):
             # insertion sort of the row's nonzero ranks, descending (stable)
@@ -291,14 +294,13 @@ def pair_histograms(ranks, n_points, n_blocks):
                 r = np.int64(ranks[i, l])
                 if r == 0:
                     continue
-                _insert_descending(rank, held, cnt, r, l)
+                _insert_descending(rank_b, held_b, cnt, r, l)
                 cnt += 1
             for b in range(cnt):
                 # every factor before b in the order has a rank at least b's
-                row = H[rank[b], held[b]]
+                row = H[rank_b[b], held_b[b]]
                 for a in range(b + 1):
-                    row[held[a]] += 1
-    return out
+                    row[held_b[a]] += 1
 
 
 @kernel()

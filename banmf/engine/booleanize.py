@@ -270,9 +270,11 @@ def pair_counts(ranks: np.ndarray, n_thresholds: int) -> np.ndarray:
     factors share at every grid threshold (symmetric; the diagonal is :func:`active_counts`)."""
     n, k = ranks.shape
     threads = threads_for(n * k)
-    hist = variant(pair_histograms, threads)(ranks, n_thresholds, blocks_for(threads, n)).sum(
-        axis=0
-    )
+    n_blocks = blocks_for(threads, n)
+    blocks = np.zeros((n_blocks, n_thresholds + 1, k, k), dtype=np.int64)
+    scratch = np.empty((2, n_blocks, k), dtype=np.int64)  # the kernel's per-block held, rank
+    variant(pair_histograms, threads)(ranks, blocks, *scratch)
+    hist = blocks.sum(axis=0)
     # Each pair was counted once, one way round: both ways, the diagonal once.
     hist += hist.transpose(0, 2, 1)
     hist[:, np.arange(k), np.arange(k)] //= 2
