@@ -304,7 +304,7 @@ def pair_histograms(ranks, out, held, rank):
 
 
 @kernel()
-def pair_cover_bound(A, B):
+def pair_cover_bound(A, B, out, size, order):
     """A lower bound on the ones of W⊗H at every grid point, from pairs of factors.
 
     ``A[s, l, l']`` is how many rows hold factors l and l' together at W's threshold s (the
@@ -317,30 +317,31 @@ def pair_cover_bound(A, B):
 
     at least the largest rectangle (its first term) and at least the Bonferroni bound
     ``Σ|R_l| − Σ_{l<l'} |R_l ∩ R_l'|`` (each term is at least its part of that sum). Ties of
-    size go to the lower factor. Returns shape (P_W, P_H), int64.
+    size go to the lower factor. Into ``out`` (P_W, P_H) int64; scratch, one row per threshold
+    s of W so that parallel iterations share none: ``size`` and ``order`` (P_W, k) int64. The
+    caller allocates both (allocating them here compiled Numba's array constructors into the
+    kernel).
     """
     PW, k = A.shape[0], A.shape[1]
     PH = B.shape[0]
-    out = np.zeros((PW, PH), dtype=np.int64)
     for s in prange(PW):
-        size = np.empty(k, dtype=np.int64)
-        order = np.empty(k, dtype=np.int64)
+        size_s = size[s]
+        order_s = order[s]
         for t in range(PH):
             # insertion sort of the factors by rectangle size, descending (stable)
             for l in range(k):
-                _insert_descending(size, order, l, A[s, l, l] * B[t, l, l], l)
+                _insert_descending(size_s, order_s, l, A[s, l, l] * B[t, l, l], l)
             total = 0
             for q in range(k):
-                if size[q] == 0:
+                if size_s[q] == 0:
                     break  # the rest are empty too
-                la = order[q]
-                add = size[q]
+                la = order_s[q]
+                add = size_s[q]
                 for r in range(q):
-                    lb = order[r]
+                    lb = order_s[r]
                     add -= A[s, la, lb] * B[t, la, lb]
                     if add <= 0:
                         break
                 if add > 0:
                     total += add
             out[s, t] = total
-    return out

@@ -654,7 +654,10 @@ def _pair_cover(rows, vt, P: int) -> np.ndarray:
 def pair_bound(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """:func:`banmf._kernels.boolean.pair_cover_bound` of W's and H's :func:`pair_counts`."""
     P, k = A.shape[0], A.shape[1]
-    return variant(pair_cover_bound, threads_for(P * P * k * k))(A, B)
+    out = np.empty((P, B.shape[0]), dtype=np.int64)
+    scratch = np.empty((2, P, k), dtype=np.int64)  # the kernel's per-threshold size, order
+    variant(pair_cover_bound, threads_for(P * P * k * k))(A, B, out, *scratch)
+    return out
 
 
 def _single_cover(rows, vt, P: int) -> np.ndarray:
