@@ -199,7 +199,9 @@ def _exact_rows(data, free: np.ndarray, fixed_bool: np.ndarray) -> int:
     threads = threads_for(X.shape[0] * (1 << k) + X.nnz + C.nnz)
     n_blocks = blocks_for(threads, X.shape[0])
     observed = unknown is not None and unknown.observed
-    changed = variant(best_row_codes, threads)(
+    changed = np.empty(n_blocks, dtype=np.int64)
+    scratch = np.empty((2, n_blocks, 1 << k), dtype=np.int64)  # the kernel's per-block Fi, Fc
+    variant(best_row_codes, threads)(
         Sparse(X.indptr, X.indices),
         Sparse(C.indptr, C.indices),
         observed,
@@ -208,10 +210,11 @@ def _exact_rows(data, free: np.ndarray, fixed_bool: np.ndarray) -> int:
         k,
         X.shape[1],
         a,
-        n_blocks,
+        changed,
+        *scratch,
     )
     free[:] = decode_codes(a, k)
-    return int(changed)
+    return int(changed.sum())
 
 
 def _no_cells(X):
