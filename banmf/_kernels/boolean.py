@@ -74,25 +74,32 @@ def support_hits(indptr, indices, a, b, out):
 
 
 @kernel()
-def union_popcounts(codes, bitsets, out):
+def union_popcounts(codes, bitsets, out, acc):
     """``out[d] = |OR of bitsets[l] over the bits l set in codes[d]|``.
 
     ``codes`` (D, ceil(k/64)) are packed rows of a Boolean factor, ``bitsets`` (k, ceil(m/64)) the
     packed rows of the other factor: ``out[d]`` is how many entries of the product row ``d`` covers.
+    The codes are split in ``n_blocks`` contiguous blocks, one row of the scratch ``acc``
+    (n_blocks, ceil(m/64)) uint64 each, which the caller allocates (allocating it here compiled
+    Numba's array constructors into the kernel).
     """
     D = codes.shape[0]
     k = bitsets.shape[0]
     mwords = bitsets.shape[1]
-    for d in prange(D):
-        acc = np.zeros(mwords, dtype=np.uint64)
-        for l in range(k):
-            if codes[d, l >> 6] & (_ONE << np.uint64(l & 63)):
-                for w in range(mwords):
-                    acc[w] |= bitsets[l, w]
-        total = 0
-        for w in range(mwords):
-            total += popcount64(acc[w])
-        out[d] = total
+    n_blocks = acc.shape[0]
+    for b in prange(n_blocks):
+        row = acc[b]
+        for d in range(b * D // n_blocks, (b + 1) * D // n_blocks):
+            for w in range(mwords):
+                row[w] = 0
+            for l in range(k):
+                if codes[d, l >> 6] & (_ONE << np.uint64(l & 63)):
+                    for w in range(mwords):
+                        row[w] |= bitsets[l, w]
+            total = 0
+            for w in range(mwords):
+                total += popcount64(row[w])
+            out[d] = total
 
 
 @njit(cache=True, nogil=True, inline="always")
