@@ -8,6 +8,11 @@ from .variants import kernel
 _ONE = np.uint64(1)
 _INT64_MAX = np.iinfo(np.int64).max
 
+#: Words (8 bytes each) of padding after each row of a kernel's per-block scratch, one cache
+#: line: the blocks of a parallel kernel write their rows on different threads, which must not
+#: share a line (each miss would move it from one core to the other).
+SCRATCH_PAD = 8
+
 
 @njit(cache=True, nogil=True)
 def popcount64(x):
@@ -80,8 +85,8 @@ def union_popcounts(codes, bitsets, out, acc):
     ``codes`` (D, ceil(k/64)) are packed rows of a Boolean factor, ``bitsets`` (k, ceil(m/64)) the
     packed rows of the other factor: ``out[d]`` is how many entries of the product row ``d`` covers.
     The codes are split in ``n_blocks`` contiguous blocks, one row of the scratch ``acc``
-    (n_blocks, ceil(m/64)) uint64 each, which the caller allocates (allocating it here compiled
-    Numba's array constructors into the kernel).
+    (n_blocks, ceil(m/64) or more: :data:`SCRATCH_PAD`) uint64 each, which the caller allocates
+    (allocating it here compiled Numba's array constructors into the kernel).
     """
     D = codes.shape[0]
     k = bitsets.shape[0]
@@ -144,7 +149,8 @@ def staircase_hits(indptr, indices, u, v, diff, rank, order):
     a staircase. Each nonzero adds its staircase to a (P + 1)^2 difference array, P the grid's
     thresholds; rows are split in ``n_blocks`` contiguous blocks with one array each (integer
     sums: order-free), added into ``diff`` (n_blocks, P + 1, P + 1) int64, zeros. Scratch, one
-    row per block: ``rank`` and ``order`` (n_blocks, k) int64. The caller allocates both
+    row per block: ``rank`` and ``order`` (n_blocks, k or more: :data:`SCRATCH_PAD`) int64.
+    The caller allocates both
     (allocating them here compiled Numba's array constructors into the kernel).
     """
     n, k = u.shape
@@ -283,8 +289,8 @@ def pair_histograms(ranks, out, held, rank):
     row's nonzero ranks first makes each factor's pairs one contiguous run of increments, and a
     sparse factor costs only its nonzeros' pairs. Adds into ``out`` (n_blocks, P + 1, k, k)
     int64, zeros, P the grid's thresholds; scratch, one row per block: ``held`` and ``rank``
-    (n_blocks, k) int64. The caller allocates both (allocating them here compiled Numba's array
-    constructors into the kernel).
+    (n_blocks, k or more: :data:`SCRATCH_PAD`) int64. The caller allocates both (allocating
+    them here compiled Numba's array constructors into the kernel).
     """
     n, k = ranks.shape
     n_blocks = out.shape[0]
@@ -325,7 +331,8 @@ def pair_cover_bound(A, B, out, size, order):
     at least the largest rectangle (its first term) and at least the Bonferroni bound
     ``Σ|R_l| − Σ_{l<l'} |R_l ∩ R_l'|`` (each term is at least its part of that sum). Ties of
     size go to the lower factor. Into ``out`` (P_W, P_H) int64; scratch, one row per threshold
-    s of W so that parallel iterations share none: ``size`` and ``order`` (P_W, k) int64. The
+    s of W so that parallel iterations share none: ``size`` and ``order`` (P_W, k or more:
+    :data:`SCRATCH_PAD`) int64. The
     caller allocates both (allocating them here compiled Numba's array constructors into the
     kernel).
     """

@@ -33,7 +33,8 @@ def best_row_codes(X, cells, observed, col_codes, F, k, m, codes, changed, Fi, F
     when they are the observed zeros (``observed``).
     ``codes`` (n,) is updated in place. Rows are split in ``n_blocks`` contiguous blocks, and
     ``changed[b]`` (n_blocks,) is set to how many rows of block b changed. Scratch, one row per
-    block: ``Fi`` and ``Fc`` (n_blocks, 2^k) int64. The caller allocates both (allocating them
+    block: ``Fi`` and ``Fc`` (n_blocks, 2^k or more: :data:`~banmf._kernels.boolean.SCRATCH_PAD`)
+    int64. The caller allocates both (allocating them
     here compiled Numba's array constructors into the kernel).
     """
     indptr, indices = X
@@ -51,10 +52,11 @@ def best_row_codes(X, cells, observed, col_codes, F, k, m, codes, changed, Fi, F
             clo, chi = cindptr[i], cindptr[i + 1]
             for s in range(size):
                 Fi_b[s] = 0
-                Fc_b[s] = 0
             for p in range(lo, hi):
                 Fi_b[col_codes[indices[p]]] += 1
             subset_sums(Fi_b, k)
+            for s in range(size):
+                Fc_b[s] = 0
             if chi > clo:
                 for p in range(clo, chi):
                     Fc_b[col_codes[cindices[p]]] += 1

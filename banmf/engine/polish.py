@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._kernels.boolean import SCRATCH_PAD
 from .._kernels.polish import (
     best_flips,
     best_row_codes,
@@ -200,7 +201,8 @@ def _exact_rows(data, free: np.ndarray, fixed_bool: np.ndarray) -> int:
     n_blocks = blocks_for(threads, X.shape[0])
     observed = unknown is not None and unknown.observed
     changed = np.empty(n_blocks, dtype=np.int64)
-    scratch = np.empty((2, n_blocks, 1 << k), dtype=np.int64)  # the kernel's per-block Fi, Fc
+    # the kernel's per-block Fi, Fc
+    scratch = np.empty((2, n_blocks, (1 << k) + SCRATCH_PAD), dtype=np.int64)
     variant(best_row_codes, threads)(
         Sparse(X.indptr, X.indices),
         Sparse(C.indptr, C.indices),
