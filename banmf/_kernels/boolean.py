@@ -150,8 +150,8 @@ def staircase_hits(indptr, indices, u, v, diff, rank, order):
     thresholds; rows are split in ``n_blocks`` contiguous blocks with one array each (integer
     sums: order-free), added into ``diff`` (n_blocks, P + 1, P + 1) int64, zeros. Scratch, one
     row per block: ``rank`` and ``order`` (n_blocks, k or more: :data:`SCRATCH_PAD`) int64.
-    The caller allocates both
-    (allocating them here compiled Numba's array constructors into the kernel).
+    The caller allocates both (allocating them here compiled Numba's array constructors into
+    the kernel).
     """
     n, k = u.shape
     n_blocks = diff.shape[0]
@@ -332,9 +332,8 @@ def pair_cover_bound(A, B, out, size, order):
     ``Σ|R_l| − Σ_{l<l'} |R_l ∩ R_l'|`` (each term is at least its part of that sum). Ties of
     size go to the lower factor. Into ``out`` (P_W, P_H) int64; scratch, one row per threshold
     s of W so that parallel iterations share none: ``size`` and ``order`` (P_W, k or more:
-    :data:`SCRATCH_PAD`) int64. The
-    caller allocates both (allocating them here compiled Numba's array constructors into the
-    kernel).
+    :data:`SCRATCH_PAD`) int64. The caller allocates both (allocating them here compiled
+    Numba's array constructors into the kernel).
     """
     PW, k = A.shape[0], A.shape[1]
     PH = B.shape[0]

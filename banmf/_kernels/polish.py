@@ -34,8 +34,8 @@ def best_row_codes(X, cells, observed, col_codes, F, k, m, codes, changed, Fi, F
     ``codes`` (n,) is updated in place. Rows are split in ``n_blocks`` contiguous blocks, and
     ``changed[b]`` (n_blocks,) is set to how many rows of block b changed. Scratch, one row per
     block: ``Fi`` and ``Fc`` (n_blocks, 2^k or more: :data:`~banmf._kernels.boolean.SCRATCH_PAD`)
-    int64. The caller allocates both (allocating them
-    here compiled Numba's array constructors into the kernel).
+    int64. The caller allocates both (allocating them here compiled Numba's array constructors
+    into the kernel).
     """
     indptr, indices = X
     cindptr, cindices = cells
