@@ -20,7 +20,7 @@ def subset_sums(counts, k):
 
 
 @kernel()
-def best_row_codes(X, cells, observed, col_codes, F, k, m, codes, changed, Fi, Fc):
+def best_row_codes(X, cells, observed, col_codes, F, k, m, codes, n_blocks):
     """Give every row the k-bit pattern with the lowest Hamming error; change only on strict gain.
 
     ``col_codes[j]`` is column j of the other factor as k bits and ``F[s]`` the number of columns
@@ -31,58 +31,51 @@ def best_row_codes(X, cells, observed, col_codes, F, k, m, codes, changed, Fi, F
     :class:`banmf.data.masks.Unknown`, and F_C the count over them) only observed cells count:
     ``m − |S_i| − |C_i| − F + 2·F_i + F_C`` when C_i are the unknown cells, ``|C_i| + F_i − F_C``
     when they are the observed zeros (``observed``).
-    ``codes`` (n,) is updated in place. Rows are split in ``n_blocks`` contiguous blocks, and
-    ``changed[b]`` (n_blocks,) is set to how many rows of block b changed. Scratch, one row per
-    block: ``Fi`` and ``Fc`` (n_blocks, 2^k or more: :data:`~banmf._kernels.boolean.SCRATCH_PAD`)
-    int64. The caller allocates both (allocating them here compiled Numba's array constructors
-    into the kernel).
+    ``codes`` (n,) is updated in place; returns how many rows changed.
     """
     indptr, indices = X
     cindptr, cindices = cells
     n = len(indptr) - 1
     size = 1 << k
     full = size - 1
-    n_blocks = changed.shape[0]
+    changed = np.zeros(n_blocks, dtype=np.int64)
     for b in prange(n_blocks):
-        Fi_b = Fi[b]
-        Fc_b = Fc[b]
-        moved = 0
+        Fi = np.zeros(size, dtype=np.int64)
+        Fc = np.zeros(size, dtype=np.int64)
         for i in range(b * n // n_blocks, (b + 1) * n // n_blocks):
             lo, hi = indptr[i], indptr[i + 1]
             clo, chi = cindptr[i], cindptr[i + 1]
-            for s in range(size):
-                Fi_b[s] = 0
+            Fi[:] = 0
             for p in range(lo, hi):
-                Fi_b[col_codes[indices[p]]] += 1
-            subset_sums(Fi_b, k)
-            for s in range(size):
-                Fc_b[s] = 0
+                Fi[col_codes[indices[p]]] += 1
+            subset_sums(Fi, k)
+            Fc[:] = 0
             if chi > clo:
                 for p in range(clo, chi):
-                    Fc_b[col_codes[cindices[p]]] += 1
-                subset_sums(Fc_b, k)
+                    Fc[col_codes[cindices[p]]] += 1
+                subset_sums(Fc, k)
             current = full & ~codes[i]
             best_s = current
             if observed:
                 base = chi - clo
-                best = base + Fi_b[current] - Fc_b[current]
+                best = base + Fi[current] - Fc[current]
                 for s in range(size):
-                    e = base + Fi_b[s] - Fc_b[s]
+                    e = base + Fi[s] - Fc[s]
                     if e < best:
                         best = e
                         best_s = s
             else:
                 base = m - (hi - lo) - (chi - clo)
-                best = base - F[current] + 2 * Fi_b[current] + Fc_b[current]
+                best = base - F[current] + 2 * Fi[current] + Fc[current]
                 for s in range(size):
-                    e = base - F[s] + 2 * Fi_b[s] + Fc_b[s]
+                    e = base - F[s] + 2 * Fi[s] + Fc[s]
                     if e < best:
                         best = e
                         best_s = s
             if best_s != current:
                 codes[i] = full & ~best_s
-                moved += 1
-        changed[b] = moved
+                changed[b] += 1
+    return changed.sum()
 
 
 _ONE = np.uint64(1)

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._kernels.boolean import SCRATCH_PAD
 from .._kernels.polish import (
     best_flips,
     best_row_codes,
@@ -200,10 +199,7 @@ def _exact_rows(data, free: np.ndarray, fixed_bool: np.ndarray) -> int:
     threads = threads_for(X.shape[0] * (1 << k) + X.nnz + C.nnz)
     n_blocks = blocks_for(threads, X.shape[0])
     observed = unknown is not None and unknown.observed
-    changed = np.empty(n_blocks, dtype=np.int64)
-    # the kernel's per-block Fi, Fc
-    scratch = np.empty((2, n_blocks, (1 << k) + SCRATCH_PAD), dtype=np.int64)
-    variant(best_row_codes, threads)(
+    changed = variant(best_row_codes, threads)(
         Sparse(X.indptr, X.indices),
         Sparse(C.indptr, C.indices),
         observed,
@@ -212,11 +208,10 @@ def _exact_rows(data, free: np.ndarray, fixed_bool: np.ndarray) -> int:
         k,
         X.shape[1],
         a,
-        changed,
-        *scratch,
+        n_blocks,
     )
     free[:] = decode_codes(a, k)
-    return int(changed.sum())
+    return int(changed)
 
 
 def _no_cells(X):
