@@ -166,6 +166,16 @@ def _ranks(rng, n, k, P, dtype=np.uint8):
     return ranks
 
 
+def _histogram_blocks(ranks, P, n_blocks):
+    """Zeros for :func:`pair_histograms` to count ``n_blocks`` row blocks into."""
+    return np.zeros((n_blocks, P + 1, ranks.shape[1], ranks.shape[1]), dtype=np.int64)
+
+
+def _scratch(*shape):
+    """A kernel's scratch, given by the caller."""
+    return np.zeros(shape, dtype=np.int64)
+
+
 @given(
     st.integers(0, 40),
     st.sampled_from([1, 2, 5, 33]),
@@ -184,8 +194,11 @@ def test_pair_counts_match_numpy(n, k, P, seed, dtype):
     ).reshape(P, k, k)
     np.testing.assert_array_equal(bz.pair_counts(ranks, P), want)
     # Any split into row blocks: the same sums (serial and parallel alike).
-    blocks = run_both(pair_histograms, ranks, P, max(1, min(3, n)))
-    np.testing.assert_array_equal(blocks.sum(axis=0), pair_histograms.serial(ranks, P, 1)[0])
+    blocks = _histogram_blocks(ranks, P, max(1, min(3, n)))
+    run_both(pair_histograms, ranks, blocks, *_scratch(2, len(blocks), k))
+    whole = _histogram_blocks(ranks, P, 1)
+    pair_histograms.serial(ranks, whole, *_scratch(2, 1, k))
+    np.testing.assert_array_equal(blocks.sum(axis=0), whole[0])
 
 
 @given(
@@ -199,8 +212,9 @@ def test_pair_cover_bound_is_a_lower_bound_above_the_rectangle_and_bonferroni(n,
     rng = np.random.default_rng(seed)
     u, vt = _ranks(rng, n, k, P), _ranks(rng, m, k, P)
     A, B = bz.pair_counts(u, P), bz.pair_counts(vt, P)
-    bound = run_both(pair_cover_bound, A, B)
-    assert bound.shape == (P, P)
+    bound = np.zeros((P, P), dtype=np.int64)
+    run_both(pair_cover_bound, A, B, bound, *_scratch(2, P, k))
+    np.testing.assert_array_equal(bz.pair_bound(A, B), bound)
     for s in range(P):
         for t in range(P):
             cover = int(ref.boolean_product(u > s, (vt > t).T).sum())

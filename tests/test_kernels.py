@@ -465,9 +465,11 @@ def test_support_hits_and_union_popcounts(Xd, k, seed):
     run_both(support_hits, X.indptr, X.indices, a, b, hits)
     prod = ref.boolean_product(Wb, Hb)
     np.testing.assert_array_equal(hits, (prod & Xd.astype(bool)).sum(axis=1))
-    sizes = np.empty(n, dtype=np.int64)
-    run_both(union_popcounts, a, ref.pack_bits(Hb), sizes)
-    np.testing.assert_array_equal(sizes, prod.sum(axis=1))
+    bits = ref.pack_bits(Hb)
+    for n_blocks in {1, min(3, n)}:  # any split into blocks: the same counts
+        sizes = np.empty(n, dtype=np.int64)
+        run_both(union_popcounts, a, bits, sizes, np.zeros((n_blocks, bits.shape[1]), np.uint64))
+        np.testing.assert_array_equal(sizes, prod.sum(axis=1))
 
 
 @given(
@@ -485,8 +487,10 @@ def test_staircase_hits(Xd, k, P, n_blocks, seed, dtype):
     X = check_binary_matrix(Xd)
     u = rng.integers(0, P + 1, size=(n, k)).astype(dtype)
     vt = rng.integers(0, P + 1, size=(m, k)).astype(dtype)
-    diff = run_both(staircase_hits, X.indptr, X.indices, u, vt, P, min(n_blocks, n)).sum(axis=0)
-    hits = diff.cumsum(axis=0).cumsum(axis=1)[:P, :P]
+    blocks = np.zeros((min(n_blocks, n), P + 1, P + 1), dtype=np.int64)
+    scratch = np.zeros((2, len(blocks), k), dtype=np.int64)
+    run_both(staircase_hits, X.indptr, X.indices, u, vt, blocks, *scratch)
+    hits = blocks.sum(axis=0).cumsum(axis=0).cumsum(axis=1)[:P, :P]
     np.testing.assert_array_equal(hits, ref.hits_grid(Xd, u, vt, P))
 
 

@@ -8,6 +8,11 @@ from .variants import kernel
 _ONE = np.uint64(1)
 _INT64_MAX = np.iinfo(np.int64).max
 
+#: Words (8 bytes each) of padding after each row of a kernel's per-block scratch, one cache
+#: line: the blocks of a parallel kernel write their rows on different threads, which must not
+#: share a line (each miss would move it from one core to the other).
+SCRATCH_PAD = 8
+
 
 @njit(cache=True, nogil=True)
 def popcount64(x):
@@ -74,25 +79,32 @@ def support_hits(indptr, indices, a, b, out):
 
 
 @kernel()
-def union_popcounts(codes, bitsets, out):
+def union_popcounts(codes, bitsets, out, acc):
     """``out[d] = |OR of bitsets[l] over the bits l set in codes[d]|``.
 
     ``codes`` (D, ceil(k/64)) are packed rows of a Boolean factor, ``bitsets`` (k, ceil(m/64)) the
     packed rows of the other factor: ``out[d]`` is how many entries of the product row ``d`` covers.
+    The codes are split in ``n_blocks`` contiguous blocks, one row of the scratch ``acc``
+    (n_blocks, ceil(m/64) or more: :data:`SCRATCH_PAD`) uint64 each, which the caller allocates
+    (allocating it here compiled Numba's array constructors into the kernel).
     """
     D = codes.shape[0]
     k = bitsets.shape[0]
     mwords = bitsets.shape[1]
-    for d in prange(D):
-        acc = np.zeros(mwords, dtype=np.uint64)
-        for l in range(k):
-            if codes[d, l >> 6] & (_ONE << np.uint64(l & 63)):
-                for w in range(mwords):
-                    acc[w] |= bitsets[l, w]
-        total = 0
-        for w in range(mwords):
-            total += popcount64(acc[w])
-        out[d] = total
+    n_blocks = acc.shape[0]
+    for b in prange(n_blocks):
+        row = acc[b]
+        for d in range(b * D // n_blocks, (b + 1) * D // n_blocks):
+            for w in range(mwords):
+                row[w] = 0
+            for l in range(k):
+                if codes[d, l >> 6] & (_ONE << np.uint64(l & 63)):
+                    for w in range(mwords):
+                        row[w] |= bitsets[l, w]
+            total = 0
+            for w in range(mwords):
+                total += popcount64(row[w])
+            out[d] = total
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -128,32 +140,34 @@ def scaled_ranks(F, scale, points, scaled, ranks):
 
 
 @kernel()
-def staircase_hits(indptr, indices, u, v, n_points, n_blocks):
+def staircase_hits(indptr, indices, u, v, diff, rank, order):
     """Hit counts on the support for a whole grid of threshold pairs, as 2-D difference arrays.
 
     ``u[i, l]`` (resp. ``v[j, l]``) is how many grid thresholds lie strictly below W[i, l]
     (resp. H[l, j]), so at grid point (s, t) factor l joins row i iff s < u[i, l] and column j
     iff t < v[j, l]. Nonzero (i, j) is covered at (s, t) iff t < V(s) := max{v[j, l] : u[i, l] > s},
-    a staircase. Each nonzero adds its staircase to a (n_points + 1)^2 difference array; rows are
-    split in ``n_blocks`` contiguous blocks with one array each (integer sums: order-free).
-    Returns the arrays, shape (n_blocks, n_points + 1, n_points + 1).
+    a staircase. Each nonzero adds its staircase to a (P + 1)^2 difference array, P the grid's
+    thresholds; rows are split in ``n_blocks`` contiguous blocks with one array each (integer
+    sums: order-free), added into ``diff`` (n_blocks, P + 1, P + 1) int64, zeros. Scratch, one
+    row per block: ``rank`` and ``order`` (n_blocks, k or more: :data:`SCRATCH_PAD`) int64.
+    The caller allocates both (allocating them here compiled Numba's array constructors into
+    the kernel).
     """
     n, k = u.shape
-    P = n_points + 1
-    diff = np.zeros((n_blocks, P, P), dtype=np.int64)
+    n_blocks = diff.shape[0]
     for blk in prange(n_blocks):
         lo = blk * n // n_blocks
         hi = (blk + 1) * n // n_blocks
         # Row i's factors with u > 0 by u descending, sorted once per row rather than once per
         # nonzero: 0.66× the time at 10⁷ nonzeros, k = 10 (the same arrays).
-        rank = np.empty(k, dtype=np.int64)
-        order = np.empty(k, dtype=np.int64)
+        rank_b = rank[blk]
+        order_b = order[blk]
         D = diff[blk]
         for i in range(lo, hi):
             cnt = 0
             for l in range(k):
                 if u[i, l] > 0:
-                    _insert_descending(rank, order, cnt, np.int64(u[i, l]), l)
+                    _insert_descending(rank_b, order_b, cnt, np.int64(u[i, l]), l)
                     cnt += 1
             for p in range(indptr[i], indptr[i + 1]):
                 j = indices[p]
@@ -161,10 +175,10 @@ def staircase_hits(indptr, indices, u, v, n_points, n_blocks):
                 # [0, vmax) between each u and the one above it, vmax over those above.
                 top = vmax = 0
                 for r in range(cnt):
-                    b = np.int64(v[j, order[r]])
+                    b = np.int64(v[j, order_b[r]])
                     if b == 0:
                         continue
-                    a = rank[r]
+                    a = rank_b[r]
                     if top > a:
                         D[a, 0] += 1
                         D[top, 0] -= 1
@@ -177,7 +191,6 @@ def staircase_hits(indptr, indices, u, v, n_points, n_blocks):
                     D[top, 0] -= 1
                     D[0, vmax] -= 1
                     D[top, vmax] += 1
-    return diff
 
 
 @kernel()
@@ -263,7 +276,7 @@ def pruned_grid_search(
 
 
 @kernel()
-def pair_histograms(ranks, n_points, n_blocks):
+def pair_histograms(ranks, out, held, rank):
     """Histograms of the pairwise minima of a factor's grid ranks, for the pair bound of the
     threshold search.
 
@@ -274,15 +287,18 @@ def pair_histograms(ranks, n_points, n_blocks):
     once, either way round, and a factor alone goes on the diagonal. Rows are split in
     ``n_blocks`` contiguous blocks with one array each (integer counts: order-free). Sorting a
     row's nonzero ranks first makes each factor's pairs one contiguous run of increments, and a
-    sparse factor costs only its nonzeros' pairs. Returns shape (n_blocks, n_points + 1, k, k).
+    sparse factor costs only its nonzeros' pairs. Adds into ``out`` (n_blocks, P + 1, k, k)
+    int64, zeros, P the grid's thresholds; scratch, one row per block: ``held`` and ``rank``
+    (n_blocks, k or more: :data:`SCRATCH_PAD`) int64. The caller allocates both (allocating
+    them here compiled Numba's array constructors into the kernel).
     """
     n, k = ranks.shape
-    out = np.zeros((n_blocks, n_points + 1, k, k), dtype=np.int64)
+    n_blocks = out.shape[0]
     for blk in prange(n_blocks):
         lo = blk * n // n_blocks
         hi = (blk + 1) * n // n_blocks
-        held = np.empty(k, dtype=np.int64)
-        rank = np.empty(k, dtype=np.int64)
+        held_b = held[blk]
+        rank_b = rank[blk]
         H = out[blk]
         for i in range(lo, hi):
             # insertion sort of the row's nonzero ranks, descending (stable)
@@ -291,18 +307,17 @@ def pair_histograms(ranks, n_points, n_blocks):
                 r = np.int64(ranks[i, l])
                 if r == 0:
                     continue
-                _insert_descending(rank, held, cnt, r, l)
+                _insert_descending(rank_b, held_b, cnt, r, l)
                 cnt += 1
             for b in range(cnt):
                 # every factor before b in the order has a rank at least b's
-                row = H[rank[b], held[b]]
+                row = H[rank_b[b], held_b[b]]
                 for a in range(b + 1):
-                    row[held[a]] += 1
-    return out
+                    row[held_b[a]] += 1
 
 
 @kernel()
-def pair_cover_bound(A, B):
+def pair_cover_bound(A, B, out, size, order):
     """A lower bound on the ones of W⊗H at every grid point, from pairs of factors.
 
     ``A[s, l, l']`` is how many rows hold factors l and l' together at W's threshold s (the
@@ -315,30 +330,31 @@ def pair_cover_bound(A, B):
 
     at least the largest rectangle (its first term) and at least the Bonferroni bound
     ``Σ|R_l| − Σ_{l<l'} |R_l ∩ R_l'|`` (each term is at least its part of that sum). Ties of
-    size go to the lower factor. Returns shape (P_W, P_H), int64.
+    size go to the lower factor. Into ``out`` (P_W, P_H) int64; scratch, one row per threshold
+    s of W so that parallel iterations share none: ``size`` and ``order`` (P_W, k or more:
+    :data:`SCRATCH_PAD`) int64. The caller allocates both (allocating them here compiled
+    Numba's array constructors into the kernel).
     """
     PW, k = A.shape[0], A.shape[1]
     PH = B.shape[0]
-    out = np.zeros((PW, PH), dtype=np.int64)
     for s in prange(PW):
-        size = np.empty(k, dtype=np.int64)
-        order = np.empty(k, dtype=np.int64)
+        size_s = size[s]
+        order_s = order[s]
         for t in range(PH):
             # insertion sort of the factors by rectangle size, descending (stable)
             for l in range(k):
-                _insert_descending(size, order, l, A[s, l, l] * B[t, l, l], l)
+                _insert_descending(size_s, order_s, l, A[s, l, l] * B[t, l, l], l)
             total = 0
             for q in range(k):
-                if size[q] == 0:
+                if size_s[q] == 0:
                     break  # the rest are empty too
-                la = order[q]
-                add = size[q]
+                la = order_s[q]
+                add = size_s[q]
                 for r in range(q):
-                    lb = order[r]
+                    lb = order_s[r]
                     add -= A[s, la, lb] * B[t, la, lb]
                     if add <= 0:
                         break
                 if add > 0:
                     total += add
             out[s, t] = total
-    return out

@@ -17,7 +17,13 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from .._kernels.boolean import pack_cols_above, pack_rows_above, support_hits, union_popcounts
+from .._kernels.boolean import (
+    SCRATCH_PAD,
+    pack_cols_above,
+    pack_rows_above,
+    support_hits,
+    union_popcounts,
+)
 from ..runtime.threads import pick
 
 __all__ = [
@@ -273,7 +279,9 @@ def cover_count(pw: Packed, ph: Packed) -> int:
     n, m = pw.codes.shape[0], ph.codes.shape[0]
     rows, other = (pw, ph) if len(pw.distinct) * m <= len(ph.distinct) * n else (ph, pw)
     sizes = np.empty(len(rows.distinct), dtype=np.int64)
-    pick(union_popcounts, sizes.size * other.bits.size)(rows.distinct, other.bits, sizes)
+    # per block
+    acc = np.empty((min(sizes.size, 64), other.bits.shape[1] + SCRATCH_PAD), dtype=np.uint64)
+    pick(union_popcounts, sizes.size * other.bits.size)(rows.distinct, other.bits, sizes, acc)
     return int(np.dot(sizes, rows.counts))
 
 

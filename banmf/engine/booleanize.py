@@ -14,6 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._kernels.boolean import (
+    SCRATCH_PAD,
     pair_cover_bound,
     pair_histograms,
     pruned_grid_search,
@@ -270,9 +271,12 @@ def pair_counts(ranks: np.ndarray, n_thresholds: int) -> np.ndarray:
     factors share at every grid threshold (symmetric; the diagonal is :func:`active_counts`)."""
     n, k = ranks.shape
     threads = threads_for(n * k)
-    hist = variant(pair_histograms, threads)(ranks, n_thresholds, blocks_for(threads, n)).sum(
-        axis=0
-    )
+    n_blocks = blocks_for(threads, n)
+    blocks = np.zeros((n_blocks, n_thresholds + 1, k, k), dtype=np.int64)
+    # the kernel's per-block held, rank
+    scratch = np.empty((2, n_blocks, k + SCRATCH_PAD), dtype=np.int64)
+    variant(pair_histograms, threads)(ranks, blocks, *scratch)
+    hist = blocks.sum(axis=0)
     # Each pair was counted once, one way round: both ways, the diagonal once.
     hist += hist.transpose(0, 2, 1)
     hist[:, np.arange(k), np.arange(k)] //= 2
@@ -433,8 +437,12 @@ def grid_hits(M, u: np.ndarray, vt: np.ndarray, P: int) -> np.ndarray:
     that ``(u > s) ⊗ (vt > t)ᵀ`` covers. Integer sums: row blocks may add theirs in any order."""
     # One difference array per block; integer sums, so the blocks may follow the threads.
     threads = threads_for(M.nnz * u.shape[1])
-    n_blocks = blocks_for(threads, M.shape[0])
-    return variant(staircase_hits, threads)(M.indptr, M.indices, u, vt, P, n_blocks).sum(axis=0)
+    n_blocks, k = blocks_for(threads, M.shape[0]), u.shape[1]
+    diff = np.zeros((n_blocks, P + 1, P + 1), dtype=np.int64)
+    # the kernel's per-block rank, order
+    scratch = np.empty((2, n_blocks, k + SCRATCH_PAD), dtype=np.int64)
+    variant(staircase_hits, threads)(M.indptr, M.indices, u, vt, diff, *scratch)
+    return diff.sum(axis=0)
 
 
 def _grid_counts(diff: np.ndarray, P: int) -> np.ndarray:
@@ -649,7 +657,11 @@ def _pair_cover(rows, vt, P: int) -> np.ndarray:
 def pair_bound(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """:func:`banmf._kernels.boolean.pair_cover_bound` of W's and H's :func:`pair_counts`."""
     P, k = A.shape[0], A.shape[1]
-    return variant(pair_cover_bound, threads_for(P * P * k * k))(A, B)
+    out = np.empty((P, B.shape[0]), dtype=np.int64)
+    # the kernel's per-threshold size, order
+    scratch = np.empty((2, P, k + SCRATCH_PAD), dtype=np.int64)
+    variant(pair_cover_bound, threads_for(P * P * k * k))(A, B, out, *scratch)
+    return out
 
 
 def _single_cover(rows, vt, P: int) -> np.ndarray:
