@@ -5,7 +5,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-from numba import config
+from numba import config as numba_config
 
 # The command line's fits start no second process to compile ahead (banmf.runtime.warmup): the
 # suite's workers compile the kernels themselves (warm_kernels), and a test's processes are
@@ -118,7 +118,7 @@ PROCESS_FIXTURES = {"client"}
 #: Modules whose tests run the command line or a script in a process of its own: they run
 #: last, when the suite's workers have filled Numba's cache, so that their processes load the
 #: kernels instead of compiling them again (a process of its own shares no lock of
-#: :func:`_compile_once_across_workers`).
+#: :func:`pytest_configure`).
 LAST_MODULES = ("test_cli.py", "test_tour.py", "test_report.py")
 
 
@@ -129,22 +129,17 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: item.path.name in LAST_MODULES)  # stable: the order otherwise
 
 
-def _compile_once_across_workers():
+def pytest_configure(config):
     """Under pytest-xdist, let one worker compile a cached kernel's signature while the others
     wait for it and then load it from Numba's cache, instead of compiling it too
     (:func:`banmf.runtime.warmup.compile_once`): on an empty cache (a fresh clone) the suite's
-    time is mostly compilation."""
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    if not run or config.DISABLE_JIT:
+    time is mostly compilation. The locks live beside the workers' temporary folders, in the
+    run's own, which pytest removes with the old runs'."""
+    if not hasattr(config, "workerinput") or numba_config.DISABLE_JIT:
         return
-    import tempfile
-
     from banmf.runtime.warmup import compile_once
 
-    compile_once(os.path.join(tempfile.gettempdir(), f"banmf-compile-{run}"))
-
-
-_compile_once_across_workers()
+    compile_once(os.path.join(os.path.dirname(config.getoption("basetemp")), "compile-locks"))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -165,7 +160,7 @@ def warm_kernels():
 def wrapping_integers():
     """Compiled integer arithmetic wraps silently (popcount's multiply relies on it); under
     NUMBA_DISABLE_JIT=1 the kernels run on numpy scalars, which warn on the same wrap."""
-    if config.DISABLE_JIT:
+    if numba_config.DISABLE_JIT:
         with np.errstate(over="ignore"):
             yield
     else:
