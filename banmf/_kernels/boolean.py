@@ -242,7 +242,7 @@ def pruned_grid_search(
     are counted once in ``n_evaluated``. ``floor`` is updated in place. The coverage counts
     observed cells only: the grid ``cell_hits`` (the unknown cells covered at each point; zeros
     when every cell is observed) is taken off. Scratch, given by the caller (allocating it here
-    compiled Numba's array constructors into the kernel, half its compile time): ``colbits``
+    compiled Numba's array constructors into the kernel): ``colbits``
     (k, ⌈m/64⌉) and ``acc`` (⌈m/64⌉,) uint64, ``seen`` (P + 2, P + 2) bool, all False (the
     keys run up to P + 1).
 

@@ -138,7 +138,7 @@ def main_entry() -> None:
         sys.stderr.write("\nbanmf: interrupted while starting; nothing written\n")
         code = 128 + signal.SIGINT
     # The interpreter's garbage collections at exit walk every object, Numba's typing context
-    # and compiled kernels among them: about 0.3 s, a quarter of a later run. Frozen, they are
+    # and compiled kernels among them, a good part of a later run's time. Frozen, they are
     # not walked; the exit is otherwise the same (atexit handlers, flushed streams).
     gc.freeze()
     sys.exit(code)

@@ -279,7 +279,7 @@ def cover_count(pw: Packed, ph: Packed) -> int:
     n, m = pw.codes.shape[0], ph.codes.shape[0]
     rows, other = (pw, ph) if len(pw.distinct) * m <= len(ph.distinct) * n else (ph, pw)
     sizes = np.empty(len(rows.distinct), dtype=np.int64)
-    # per block
+    # One row of scratch per block of codes (the kernel's blocks: at most 64).
     acc = np.empty((min(sizes.size, 64), other.bits.shape[1] + SCRATCH_PAD), dtype=np.uint64)
     pick(union_popcounts, sizes.size * other.bits.size)(rows.distinct, other.bits, sizes, acc)
     return int(np.dot(sizes, rows.counts))

@@ -273,7 +273,7 @@ def pair_counts(ranks: np.ndarray, n_thresholds: int) -> np.ndarray:
     threads = threads_for(n * k)
     n_blocks = blocks_for(threads, n)
     blocks = np.zeros((n_blocks, n_thresholds + 1, k, k), dtype=np.int64)
-    # the kernel's per-block held, rank
+    # The kernel's scratch: a row per block for each of its two arrays (held, rank).
     scratch = np.empty((2, n_blocks, k + SCRATCH_PAD), dtype=np.int64)
     variant(pair_histograms, threads)(ranks, blocks, *scratch)
     hist = blocks.sum(axis=0)
@@ -439,7 +439,7 @@ def grid_hits(M, u: np.ndarray, vt: np.ndarray, P: int) -> np.ndarray:
     threads = threads_for(M.nnz * u.shape[1])
     n_blocks, k = blocks_for(threads, M.shape[0]), u.shape[1]
     diff = np.zeros((n_blocks, P + 1, P + 1), dtype=np.int64)
-    # the kernel's per-block rank, order
+    # The kernel's scratch: a row per block for each of its two arrays (rank, order).
     scratch = np.empty((2, n_blocks, k + SCRATCH_PAD), dtype=np.int64)
     variant(staircase_hits, threads)(M.indptr, M.indices, u, vt, diff, *scratch)
     return diff.sum(axis=0)
@@ -658,7 +658,7 @@ def pair_bound(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """:func:`banmf._kernels.boolean.pair_cover_bound` of W's and H's :func:`pair_counts`."""
     P, k = A.shape[0], A.shape[1]
     out = np.empty((P, B.shape[0]), dtype=np.int64)
-    # the kernel's per-threshold size, order
+    # The kernel's scratch: a row per threshold of W for each of its two arrays (size, order).
     scratch = np.empty((2, P, k + SCRATCH_PAD), dtype=np.int64)
     variant(pair_cover_bound, threads_for(P * P * k * k))(A, B, out, *scratch)
     return out
